@@ -1,0 +1,75 @@
+"""The ``little`` command line.
+
+Each subcommand lives in its own module under ``little_dist.cli`` and exposes
+``register(subparsers)`` and ``run(args) -> int``. Modules keep heavy imports (litellm,
+celery, boto3) inside ``run`` so that ``little --help`` and ``little validate`` start fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from little_dist import __version__
+from little_dist.errors import LittleError
+
+# Subcommand name -> module under little_dist.cli. A module that does not exist yet is skipped,
+# so the CLI grows one subcommand at a time.
+SUBCOMMANDS: tuple[tuple[str, str], ...] = (
+    ("validate", "validate_cmd"),
+    ("run", "run_cmd"),
+    ("events", "events_cmd"),
+    ("replay", "replay_cmd"),
+    ("report", "report_cmd"),
+    ("worker", "worker_cmd"),
+    ("scheduler", "scheduler_cmd"),
+    ("submit", "submit_cmd"),
+    ("status", "status_cmd"),
+    ("cancel", "cancel_cmd"),
+)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        # argparse prints usage and exits 2; keep that, but on one line.
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="little", description="Run little-workflow workflows.")
+    parser.add_argument("--version", action="version", version=f"little {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name, module_name in SUBCOMMANDS:
+        try:
+            module = importlib.import_module(f"little_dist.cli.{module_name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"little_dist.cli.{module_name}":
+                raise
+            continue
+        cmd = module.register(sub, name)
+        cmd.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    run = getattr(args, "_run", None)
+    if run is None:
+        parser.print_help()
+        return 2
+    try:
+        code: int = run(args)
+    except LittleError as exc:
+        print(f"little {args.command}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"little {args.command}: interrupted", file=sys.stderr)
+        return 130
+    return code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
