@@ -1,0 +1,194 @@
+"""Canonical JSON and content digests, byte-identical to upstream little-workflow.
+
+The canonical form of a JSON value is what JavaScript's ``JSON.stringify`` prints for it once
+every object's keys are sorted in JavaScript's default order (UTF-16 code units), with no
+whitespace. Hashes of workflows, events and artifacts are taken over this text, so a hash
+computed here equals the one upstream computes for the same value.
+
+Only plain JSON values are hashable: ``dict`` with ``str`` keys, ``list`` (and ``tuple``),
+``str``, ``int``, ``float``, ``bool`` and ``None``. Anything else — NaN or an infinity, a lone
+UTF-16 surrogate, a cycle, a set, bytes, a datetime, an object — raises
+:class:`NonHashableValueError` naming the JSON path of the offending value (``$.a[2]``);
+nothing is silently dropped or converted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from typing import Any
+
+from little_dist.errors import InvalidInputError
+
+__all__ = [
+    "NonHashableValueError",
+    "canonical_json",
+    "js_number_string",
+    "sha256_digest",
+    "sha256_hex",
+    "sha256_hex_text",
+]
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_$][\w$]*$", re.ASCII)
+# Integers beyond this lose precision in a JavaScript number; upstream sees them rounded.
+_MAX_SAFE_INTEGER = 2**53 - 1
+_encode_string = json.JSONEncoder(ensure_ascii=False).encode
+
+
+class NonHashableValueError(InvalidInputError):
+    """A value with no canonical JSON form. ``path`` is its JSON path (``$.a[2]``)."""
+
+    def __init__(self, message: str, path: str) -> None:
+        super().__init__(f"{message} (at {path})")
+        self.reason = message
+        self.path = path
+
+
+def canonical_json(value: Any) -> str:
+    """Return the canonical JSON text of ``value``."""
+    parts: list[str] = []
+    _serialize(value, "$", set(), parts)
+    return "".join(parts)
+
+
+def sha256_hex_text(text: str) -> str:
+    """Hex SHA-256 of the UTF-8 bytes of ``text`` (no canonicalisation)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def sha256_hex(value: Any) -> str:
+    """Hex SHA-256 of the canonical JSON of ``value``."""
+    return sha256_hex_text(canonical_json(value))
+
+
+def sha256_digest(value: Any) -> str:
+    """``"sha256:" + sha256_hex(value)`` — the digest format upstream uses everywhere."""
+    return "sha256:" + sha256_hex(value)
+
+
+def js_number_string(number: int | float) -> str:
+    """Print a finite number exactly as JavaScript's ``Number#toString`` / ``JSON.stringify``.
+
+    ``1.0`` -> ``1``, ``-0.0`` -> ``0``, ``1e21`` -> ``1e+21``, ``1e20`` -> all digits,
+    ``1e-7`` -> ``1e-7``, ``1e-6`` -> ``0.000001``; integers beyond 2**53 round to the nearest
+    double first, as ``JSON.parse`` would have done.
+    """
+    if isinstance(number, int) and -_MAX_SAFE_INTEGER <= number <= _MAX_SAFE_INTEGER:
+        return str(number)
+    value = float(number)  # OverflowError for ints beyond the double range
+    if value == 0:
+        return "0"
+    # repr gives the shortest round-tripping digits, as ECMAScript's Number::toString does;
+    # only the layout of those digits differs.
+    text = repr(value)
+    sign = ""
+    if text[0] == "-":
+        sign, text = "-", text[1:]
+    mantissa, _, exp_text = text.partition("e")
+    int_part, _, frac_part = mantissa.partition(".")
+    digits = (int_part + frac_part).lstrip("0")
+    # n: the decimal exponent such that value = 0.d1d2...dk * 10**n
+    point = len(int_part) + (int(exp_text) if exp_text else 0)
+    leading_zeros = len(int_part + frac_part) - len((int_part + frac_part).lstrip("0"))
+    point -= leading_zeros
+    digits = digits.rstrip("0")
+    k = len(digits)
+    if k <= point <= 21:
+        return sign + digits + "0" * (point - k)
+    if 0 < point <= 21:
+        return sign + digits[:point] + "." + digits[point:]
+    if -6 < point <= 0:
+        return sign + "0." + "0" * (-point) + digits
+    exponent = point - 1
+    exp_sign = "+" if exponent >= 0 else "-"
+    head = digits[0] + ("." + digits[1:] if k > 1 else "")
+    return f"{sign}{head}e{exp_sign}{abs(exponent)}"
+
+
+def _path_for_key(path: str, key: str) -> str:
+    return f"{path}.{key}" if _IDENTIFIER.match(key) else f"{path}[{_encode_string(key)}]"
+
+
+def _well_formed(text: str, path: str) -> str:
+    """Return ``text`` with surrogate pairs joined; reject lone surrogates."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    # A Python str may hold a UTF-16 pair as two code points; JavaScript sees one character.
+    try:
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
+    except UnicodeDecodeError:
+        raise NonHashableValueError("Lone surrogates are not hashable.", path) from None
+
+
+def _utf16_key(key: str) -> bytes:
+    return key.encode("utf-16-be")
+
+
+def _serialize(value: Any, path: str, ancestors: set[int], out: list[str]) -> None:
+    if value is None:
+        out.append("null")
+    elif value is True:
+        out.append("true")
+    elif value is False:
+        out.append("false")
+    elif type(value) is str:
+        out.append(_encode_string(_well_formed(value, path)))
+    elif type(value) is int:
+        try:
+            out.append(js_number_string(value))
+        except OverflowError:
+            raise NonHashableValueError("Non-finite numbers are not hashable.", path) from None
+    elif type(value) is float:
+        if not math.isfinite(value):
+            raise NonHashableValueError("Non-finite numbers are not hashable.", path)
+        out.append(js_number_string(value))
+    elif type(value) is dict:
+        _serialize_object(value, path, ancestors, out)
+    elif type(value) in (list, tuple):
+        marker = id(value)
+        if marker in ancestors:
+            raise NonHashableValueError("Cyclic references are not hashable.", path)
+        ancestors.add(marker)
+        out.append("[")
+        for index, item in enumerate(value):
+            if index:
+                out.append(",")
+            _serialize(item, f"{path}[{index}]", ancestors, out)
+        out.append("]")
+        ancestors.discard(marker)
+    else:
+        kind = type(value).__name__
+        raise NonHashableValueError(f"Values of type {kind} are not hashable.", path)
+
+
+def _serialize_object(
+    value: dict[Any, Any], path: str, ancestors: set[int], out: list[str]
+) -> None:
+    marker = id(value)
+    if marker in ancestors:
+        raise NonHashableValueError("Cyclic references are not hashable.", path)
+    ancestors.add(marker)
+    items: list[tuple[bytes, str, str, Any]] = []
+    for key, item in value.items():
+        if type(key) is not str:
+            raise NonHashableValueError(
+                f"Object keys must be strings, not {type(key).__name__}.", f"{path}[{key!r}]"
+            )
+        key_path = _path_for_key(path, key)
+        joined = _well_formed(key, key_path)
+        items.append((_utf16_key(joined), joined, key_path, item))
+    items.sort(key=lambda entry: entry[0])
+    out.append("{")
+    for index, (_, key, key_path, item) in enumerate(items):
+        if index:
+            out.append(",")
+        out.append(_encode_string(key))
+        out.append(":")
+        _serialize(item, key_path, ancestors, out)
+    out.append("}")
+    ancestors.discard(marker)
