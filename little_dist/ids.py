@@ -1,0 +1,127 @@
+"""Deterministic identifiers: run, event, artifact and workflow-version ids, step paths.
+
+Every id here is a pure function of its inputs, as upstream computes it, so two processes (or
+upstream and us) that see the same facts mint the same id.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from little_dist.canonical import sha256_digest
+from little_dist.errors import InvalidInputError
+
+__all__ = [
+    "ARTIFACT_ID_PATTERN",
+    "ARTIFACT_REF_PREFIX",
+    "RUN_ID_PATTERN",
+    "InvalidIdError",
+    "artifact_id_for",
+    "artifact_ref",
+    "artifact_id_from_ref",
+    "event_id_for",
+    "short_id",
+    "step_path_for",
+    "validate_run_id",
+    "workflow_version_id_for",
+]
+
+RUN_ID_PATTERN = re.compile(r"^run_[A-Za-z0-9_-]{1,80}$")
+ARTIFACT_ID_PATTERN = re.compile(r"^art_[A-Za-z0-9_-]{1,80}$")
+ARTIFACT_REF_PREFIX = "artifact://"
+
+
+class InvalidIdError(InvalidInputError):
+    """A run id, artifact id or artifact ref that does not have the required form."""
+
+
+def short_id(prefix: str, digest: str) -> str:
+    """``prefix`` + the first 16 hex digits of a ``sha256:<hex>`` digest."""
+    return prefix + digest[7:23]
+
+
+def validate_run_id(run_id: object) -> str:
+    """Return ``run_id`` if it is ``run_`` + 1-80 of ``[A-Za-z0-9_-]``; raise otherwise."""
+    if not isinstance(run_id, str) or not RUN_ID_PATTERN.match(run_id):
+        raise InvalidIdError(
+            f"Invalid run id: {run_id!r} (expected 'run_' followed by 1-80 of A-Z a-z 0-9 _ -)"
+        )
+    return run_id
+
+
+def event_id_for(
+    run_id: str,
+    sequence: int,
+    event_type: str,
+    payload: Mapping[str, Any],
+    occurrence_id: str | None = None,
+) -> str:
+    """``evt_`` + 16 hex of the digest of ``{runId, sequence, type, occurrenceId?, payload}``.
+
+    ``recordedAt`` is deliberately not hashed: the same fact recorded twice has one id.
+    """
+    hashed: dict[str, Any] = {
+        "runId": run_id,
+        "sequence": sequence,
+        "type": event_type,
+        "payload": payload,
+    }
+    if occurrence_id is not None:
+        hashed["occurrenceId"] = occurrence_id
+    return short_id("evt_", sha256_digest(hashed))
+
+
+def artifact_id_for(
+    *,
+    run_id: str,
+    name: str,
+    content_type: str,
+    encoding: str,
+    payload_hash: str,
+    step_path: str | None = None,
+) -> str:
+    """``art_`` + 16 hex of the digest of the artifact's identity (not its creation time)."""
+    hashed: dict[str, Any] = {
+        "runId": run_id,
+        "name": name,
+        "contentType": content_type,
+        "encoding": encoding,
+        "payloadHash": payload_hash,
+    }
+    if step_path is not None:
+        hashed["stepPath"] = step_path
+    return short_id("art_", sha256_digest(hashed))
+
+
+def artifact_ref(artifact_id: str) -> str:
+    return ARTIFACT_REF_PREFIX + artifact_id
+
+
+def artifact_id_from_ref(ref: object) -> str:
+    """The artifact id inside an ``artifact://art_...`` ref; raise for anything else."""
+    if isinstance(ref, str) and ref.startswith(ARTIFACT_REF_PREFIX):
+        artifact_id = ref[len(ARTIFACT_REF_PREFIX) :]
+        if ARTIFACT_ID_PATTERN.match(artifact_id):
+            return artifact_id
+    raise InvalidIdError(f"Invalid artifact ref: {ref!r}")
+
+
+def workflow_version_id_for(digest: str) -> str:
+    """``wfver_`` + 16 hex of a ``sha256:`` digest (LWIR version ids and compiled ids alike)."""
+    return short_id("wfver_", digest)
+
+
+def step_path_for(
+    step_id: str, parent_path: str = "", visit_index: int = 0, *, max_visits: int | None = None
+) -> str:
+    """The path of one visit of a step: ``parent.step`` plus ``.visit[n]`` for loop steps.
+
+    The visit suffix appears only when the step may be visited more than once
+    (``maxVisits > 1``), so single-visit paths stay short and stable.
+    """
+    base = step_id if parent_path == "" else f"{parent_path}.{step_id}"
+    if (max_visits or 1) > 1:
+        return f"{base}.visit[{visit_index}]"
+    return base
