@@ -4,6 +4,13 @@
 envelope's content (see :func:`little_dist.ids.event_id_for`), so it is the same wherever the
 event is recorded. ``recordedAt`` is an ISO-8601 UTC timestamp with milliseconds, as
 JavaScript's ``Date#toISOString`` prints it.
+
+The catalogue of event types lives here as names (:data:`EVENT_TYPES`); their typed payloads
+and the discriminated union that reads and writes whole events are in
+:mod:`little_dist.event_types`. Types under :data:`ENGINE_EVENT_PREFIX` (``little.``) are
+the engine's own (leases, dispatch); upstream never writes them and the fold ignores them.
+Upstream's older ``Harness*`` type names are read as their dotted names
+(:func:`normalize_event_type`).
 """
 
 from __future__ import annotations
@@ -12,7 +19,90 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["Event", "EventInput"]
+__all__ = [
+    "ENGINE_EVENT_PREFIX",
+    "EVENT_TYPES",
+    "HARNESS_EVENT_TYPES",
+    "LEGACY_HARNESS_EVENT_TYPES",
+    "Event",
+    "EventInput",
+    "is_engine_event_type",
+    "normalize_event_type",
+]
+
+#: Every event type upstream's ``world.ts`` declares, in its order.
+EVENT_TYPES: tuple[str, ...] = (
+    "OrchestrationRequested",
+    "PlannerStarted",
+    "PlannerDraftedWorkflow",
+    "WorkflowValidationFailed",
+    "WorkflowValidationSucceeded",
+    "PlannerReuseDecisionRecorded",
+    "WorkflowVersionRegistered",
+    "RunStarted",
+    "StepScheduled",
+    "StepAttemptStarted",
+    "ModelCallStarted",
+    "ModelCallCompleted",
+    "ToolCallStarted",
+    "ToolCallCompleted",
+    "ArtifactCreated",
+    "StepOutputValidated",
+    "StepCompleted",
+    "StepFailed",
+    "StepRepairAttempted",
+    "ParallelGroupStarted",
+    "ParallelBranchScheduled",
+    "ParallelBranchCompleted",
+    "ParallelBranchFailed",
+    "ParallelGroupCompleted",
+    "ParallelGroupFailed",
+    "RunCompleted",
+    "RunFailed",
+    "OuterLoopCycleCompleted",
+    "harness.session.started",
+    "harness.session.completed",
+    "harness.session.failed",
+    "harness.model.called",
+    "harness.model.responded",
+    "harness.model.failed",
+    "harness.tool_call.started",
+    "harness.tool_call.succeeded",
+    "harness.tool_call.failed",
+    "harness.execute_step.started",
+    "harness.execute_step.succeeded",
+)
+
+HARNESS_EVENT_TYPES: frozenset[str] = frozenset(t for t in EVENT_TYPES if t.startswith("harness."))
+
+#: Older upstream logs name harness events in PascalCase; upstream reads them as these
+#: (``harness/event-names.ts``), and so do we.
+LEGACY_HARNESS_EVENT_TYPES: dict[str, str] = {
+    "HarnessSessionStarted": "harness.session.started",
+    "HarnessSessionCompleted": "harness.session.completed",
+    "HarnessSessionFailed": "harness.session.failed",
+    "HarnessModelCalled": "harness.model.called",
+    "HarnessModelResponded": "harness.model.responded",
+    "HarnessModelFailed": "harness.model.failed",
+    "HarnessToolCallStarted": "harness.tool_call.started",
+    "HarnessToolCallSucceeded": "harness.tool_call.succeeded",
+    "HarnessToolCallFailed": "harness.tool_call.failed",
+    "HarnessExecuteStepStarted": "harness.execute_step.started",
+    "HarnessExecuteStepSucceeded": "harness.execute_step.succeeded",
+}
+
+#: Prefix of engine-only event types (``little.lease.acquired``, ``little.dispatch.sent``).
+ENGINE_EVENT_PREFIX = "little."
+
+
+def normalize_event_type(event_type: str) -> str:
+    """The current name of ``event_type``: legacy ``Harness*`` names map to dotted ones."""
+    return LEGACY_HARNESS_EVENT_TYPES.get(event_type, event_type)
+
+
+def is_engine_event_type(event_type: str) -> bool:
+    """Whether ``event_type`` is one of the engine's own (``little.`` + a non-empty name)."""
+    return event_type.startswith(ENGINE_EVENT_PREFIX) and len(event_type) > len(ENGINE_EVENT_PREFIX)
 
 
 class EventInput(BaseModel):

@@ -24,28 +24,54 @@ Guarantees every implementation keeps (checked by one shared conformance suite):
 * Artifacts are immutable and content-addressed: the same bytes are stored once.
 * Workflow versions are immutable: registering a different document under an existing id
   raises :class:`~little_dist.errors.ConflictError`; the same document is a no-op.
+
+Order of the checks on an append (single or batch), all atomic with the write:
+
+1. the run id is validated (:class:`~little_dist.ids.InvalidIdError`) and the payloads are
+   encoded (canonical JSON) before storage is touched;
+2. inputs whose occurrence id is already recorded resolve to the recorded event; when every
+   input does, those events are returned and nothing else is checked or written;
+3. the fence, then ``expected_sequence``, are checked against the run as it is;
+4. the new events get sequences ``last + 1 ...``, ids from
+   :func:`~little_dist.ids.event_id_for`, a ``recordedAt`` from the world's clock, and their
+   payload as read back from its canonical JSON (keys sorted, ``1.0`` -> ``1``).
+
+Lease times (``expires_at``) come from the world's clock (``clock``, default
+:func:`time.time`), which tests inject to expire leases without sleeping.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from little_dist.errors import ConflictError, NotFoundError
+from little_dist.canonical import canonical_json
+from little_dist.errors import ConflictError, InvalidInputError, LittleError, NotFoundError
 from little_dist.events import Event, EventInput
+from little_dist.ids import InvalidIdError, event_id_for
 
 __all__ = [
+    "VERSION_ID_PATTERN",
+    "ArtifactCorruptError",
+    "ArtifactEncoding",
     "ArtifactInput",
     "ArtifactManifest",
     "ArtifactNotFoundError",
     "ArtifactRead",
     "Fence",
     "Lease",
+    "PreparedEvent",
     "RunNotFoundError",
     "SequenceConflictError",
     "VersionNotFoundError",
     "World",
+    "check_event_window",
+    "check_lease_request",
+    "prepare_events",
+    "validate_version_id",
 ]
 
 ArtifactEncoding = Literal["json", "utf-8", "binary"]
@@ -61,6 +87,15 @@ class SequenceConflictError(ConflictError):
         self.run_id = run_id
         self.expected = expected
         self.actual = actual
+
+
+class ArtifactCorruptError(LittleError):
+    """Stored artifact bytes or a manifest that do not match what was written (hash, size)."""
+
+    def __init__(self, ref: str, detail: str) -> None:
+        super().__init__(f"Artifact is corrupt: {ref}: {detail}")
+        self.ref = ref
+        self.detail = detail
 
 
 class RunNotFoundError(NotFoundError):
@@ -194,7 +229,10 @@ class World(Protocol):
         """Append several events atomically (all or none), in order.
 
         Events whose occurrence id is already recorded are not written again; the returned
-        list holds, in input order, the new or previously recorded event for each input.
+        list holds, in input order, the new or previously recorded event for each input. An
+        occurrence id repeated inside one batch is recorded once (later inputs get the event
+        of the first). ``expected_sequence`` and ``fence`` guard the batch as a whole: on a
+        conflict or a lost lease nothing of it is written.
         """
         ...
 
@@ -224,7 +262,11 @@ class World(Protocol):
         ...
 
     def get_artifact(self, ref: str) -> ArtifactRead:
-        """Read an artifact by ``artifact://art_...`` ref, verifying its hash."""
+        """Read an artifact by ``artifact://art_...`` ref, verifying its hash.
+
+        :class:`ArtifactNotFoundError` for an unknown ref, :class:`ArtifactCorruptError` when
+        the stored bytes do not hash to the manifest's ``sha256``.
+        """
         ...
 
     # -- leases ---------------------------------------------------------------------------
@@ -241,8 +283,91 @@ class World(Protocol):
         ...
 
     # -- workflow versions ----------------------------------------------------------------
-    def register_version(self, version_id: str, document: dict[str, Any]) -> None: ...
+    def register_version(self, version_id: str, document: dict[str, Any]) -> None:
+        """Store an immutable version (``wfver_...``); same document again is a no-op."""
+        ...
 
-    def get_version(self, version_id: str) -> dict[str, Any]: ...
+    def get_version(self, version_id: str) -> dict[str, Any]:
+        """A fresh copy of the stored document; :class:`VersionNotFoundError` if unknown."""
+        ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release connections and files; the world is not used afterwards."""
+        ...
+
+
+# -- helpers shared by the implementations -------------------------------------------------
+
+VERSION_ID_PATTERN = re.compile(r"^wfver_[A-Za-z0-9_-]{1,80}$")
+
+
+def validate_version_id(version_id: object) -> str:
+    """Return ``version_id`` if it is ``wfver_`` + 1-80 of ``[A-Za-z0-9_-]``; raise otherwise.
+
+    Version ids name files and keys, so anything else is refused before storage is touched.
+    """
+    if not isinstance(version_id, str) or not VERSION_ID_PATTERN.match(version_id):
+        raise InvalidIdError(
+            f"Invalid workflow version id: {version_id!r} "
+            "(expected 'wfver_' followed by 1-80 of A-Z a-z 0-9 _ -)"
+        )
+    return version_id
+
+
+def check_lease_request(key: object, holder: object, ttl_seconds: object) -> None:
+    """Refuse an empty lease key or holder and a non-positive or non-finite TTL."""
+    if not isinstance(key, str) or not key:
+        raise InvalidInputError(f"Lease key must be a non-empty string, got {key!r}")
+    if not isinstance(holder, str) or not holder:
+        raise InvalidInputError(f"Lease holder must be a non-empty string, got {holder!r}")
+    if (
+        isinstance(ttl_seconds, bool)
+        or not isinstance(ttl_seconds, int | float)
+        or not 0 < ttl_seconds < float("inf")
+    ):
+        raise InvalidInputError(f"Lease TTL must be a positive number of seconds: {ttl_seconds!r}")
+
+
+def check_event_window(after: object, limit: object) -> None:
+    """Refuse an ``after`` that is not a sequence number >= 0 or a negative ``limit``."""
+    if isinstance(after, bool) or not isinstance(after, int) or after < 0:
+        raise InvalidInputError(f"'after' must be a sequence number >= 0, got {after!r}")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise InvalidInputError(f"'limit' must be an integer >= 0 or None, got {limit!r}")
+
+
+@dataclass(frozen=True)
+class PreparedEvent:
+    """An :class:`EventInput` encoded once, before any lock is taken.
+
+    ``payload_json`` is the canonical JSON worlds store; ``payload`` is that text read back,
+    which is what every reader (and the event id) sees.
+    """
+
+    type: str
+    occurrence_id: str | None
+    payload: dict[str, Any]
+    payload_json: str
+
+    def to_event(self, run_id: str, sequence: int, recorded_at: str) -> Event:
+        """The envelope of this input recorded at ``sequence``."""
+        return Event(
+            event_id=event_id_for(run_id, sequence, self.type, self.payload, self.occurrence_id),
+            run_id=run_id,
+            sequence=sequence,
+            type=self.type,
+            occurrence_id=self.occurrence_id,
+            recorded_at=recorded_at,
+            payload=self.payload,
+        )
+
+
+def prepare_events(events: Sequence[EventInput]) -> list[PreparedEvent]:
+    """Encode inputs for an append; a payload with no canonical JSON form raises here."""
+    prepared: list[PreparedEvent] = []
+    for event in events:
+        if not isinstance(event, EventInput):
+            raise InvalidInputError(f"Append takes EventInput values, got {type(event).__name__}")
+        text = canonical_json(event.payload)
+        prepared.append(PreparedEvent(event.type, event.occurrence_id, json.loads(text), text))
+    return prepared

@@ -1,0 +1,248 @@
+"""The event catalogue: names, typed payloads, the one discriminated-union adapter."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from little_dist.event_types import (
+    EVENT_ADAPTER,
+    EVENT_CLASSES,
+    PAYLOAD_MODELS,
+    EngineEvent,
+    EventValidationError,
+    UnknownEventTypeError,
+    event_input,
+    parse_event,
+    typed,
+    validate_payload,
+)
+from little_dist.events import (
+    EVENT_TYPES,
+    HARNESS_EVENT_TYPES,
+    LEGACY_HARNESS_EVENT_TYPES,
+    Event,
+    EventInput,
+    is_engine_event_type,
+    normalize_event_type,
+)
+from tests.conftest import load_vectors
+
+USAGE = {"inputTokens": 10, "outputTokens": 2}
+ERROR = {"name": "Error", "message": "boom"}
+
+#: The smallest payload each type accepts (its required fields).
+MINIMAL: dict[str, dict[str, Any]] = {
+    **{name: {} for name in EVENT_TYPES},
+    **{
+        name: {"stepPath": "a"}
+        for name in EVENT_TYPES
+        if name.startswith(("Step", "Parallel")) or name.startswith("harness.execute_step")
+    },
+    "ArtifactCreated": {"artifactRef": "artifact://art_0123456789abcdef"},
+    "harness.session.started": {
+        "runId": "run_a",
+        "role": "worker.ai-generate",
+        "task": {"kind": "execute_step"},
+        "manifest": {},
+        "manifestHash": "sha256:x",
+    },
+    "harness.session.completed": {"runId": "run_a", "usage": USAGE},
+    "harness.session.failed": {"runId": "run_a", "error": ERROR},
+    "harness.model.called": {
+        "turn": 1,
+        "promptHash": "sha256:x",
+        "request": {"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": []},
+    },
+    "harness.model.responded": {"turn": 1, "response": {"usage": USAGE}},
+    "harness.model.failed": {"turn": 1, "error": ERROR, "durationMs": 3},
+    "harness.tool_call.started": {"callId": "c", "caller": "code", "toolName": "t", "args": None},
+    "harness.tool_call.succeeded": {"callId": "c", "result": None},
+    "harness.tool_call.failed": {"callId": "c", "error": ERROR},
+}
+
+
+def envelope(event_type: str, payload: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {
+        "eventId": "evt_0123456789abcdef",
+        "runId": "run_a",
+        "sequence": 1,
+        "type": event_type,
+        "recordedAt": "2026-05-19T18:43:11.452Z",
+        "payload": payload,
+        **extra,
+    }
+
+
+def vector_events() -> list[dict[str, Any]]:
+    events = [e for case in load_vectors("run_state") for e in case["events"]]
+    events += [e for report in load_vectors("pricing")["run_reports"] for e in report["events"]]
+    return events
+
+
+def test_catalogue_names_agree() -> None:
+    assert len(EVENT_TYPES) == len(set(EVENT_TYPES)) == 39
+    assert tuple(PAYLOAD_MODELS) == EVENT_TYPES
+    assert tuple(EVENT_CLASSES) == EVENT_TYPES
+    assert set(LEGACY_HARNESS_EVENT_TYPES.values()) == HARNESS_EVENT_TYPES
+
+
+@pytest.mark.parametrize("event", vector_events(), ids=lambda e: f"{e['runId']}-{e['sequence']}")
+def test_every_vector_event_parses_and_writes_back_unchanged(event: dict[str, Any]) -> None:
+    parsed = parse_event(event)
+    assert parsed.to_json() == event
+    stored = Event.model_validate(event)
+    assert typed(stored).to_json() == stored.to_json()
+    assert parsed.to_event() == stored
+
+
+@pytest.mark.parametrize("event_type", EVENT_TYPES)
+def test_every_type_parses_its_minimal_payload(event_type: str) -> None:
+    parsed = parse_event(envelope(event_type, MINIMAL[event_type]))
+    assert type(parsed) is EVENT_CLASSES[event_type]
+    assert parsed.type == event_type
+    assert isinstance(parsed.payload, PAYLOAD_MODELS[event_type])
+    assert parsed.to_json()["payload"] == MINIMAL[event_type]
+
+
+@pytest.mark.parametrize("event_type", [t for t in EVENT_TYPES if MINIMAL[t]])
+def test_required_payload_fields_are_required(event_type: str) -> None:
+    for missing in MINIMAL[event_type]:
+        payload = {k: v for k, v in MINIMAL[event_type].items() if k != missing}
+        with pytest.raises(EventValidationError, match=missing):
+            parse_event(envelope(event_type, payload))
+
+
+def test_typed_fields_use_python_names_and_camel_case_on_the_wire() -> None:
+    parsed = parse_event(
+        envelope(
+            "StepCompleted",
+            {"stepPath": "a", "attempt": 2, "outputRef": "artifact://art_1", "artifactRefs": []},
+        )
+    )
+    payload = PAYLOAD_MODELS["StepCompleted"].model_validate(parsed.payload)
+    assert (payload.step_path, payload.attempt, payload.output_ref) == (  # type: ignore[attr-defined]
+        "a",
+        2,
+        "artifact://art_1",
+    )
+    built = PAYLOAD_MODELS["StepScheduled"](step_path="x", step_id="x", uses="tool.call")
+    assert built.to_json() == {"stepPath": "x", "stepId": "x", "uses": "tool.call"}
+
+
+def test_presence_is_kept_null_output_differs_from_no_output() -> None:
+    with_null = parse_event(envelope("StepCompleted", {"stepPath": "a", "output": None}))
+    without = parse_event(envelope("StepCompleted", {"stepPath": "a"}))
+    assert with_null.to_json()["payload"] == {"stepPath": "a", "output": None}
+    assert without.to_json()["payload"] == {"stepPath": "a"}
+
+
+def test_unknown_payload_fields_are_kept() -> None:
+    payload = {"stepPath": "a", "futureField": {"x": [1]}, "uses": "tool.call"}
+    assert parse_event(envelope("StepScheduled", payload)).to_json()["payload"] == payload
+
+
+def test_validation_is_strict() -> None:
+    for bad in (
+        envelope("StepScheduled", {"stepPath": "a"}, sequence="1"),
+        envelope("StepScheduled", {"stepPath": "a"}, sequence=0),
+        envelope("StepScheduled", {"stepPath": "a"}, unknownEnvelopeField=1),
+        envelope("StepAttemptStarted", {"stepPath": "a", "attempt": "1"}),
+        envelope("StepScheduled", {"stepPath": ""}),
+        envelope("harness.model.responded", {"turn": 0, "response": {"usage": USAGE}}),
+        envelope("harness.session.started", {**MINIMAL["harness.session.started"], "role": "x"}),
+    ):
+        with pytest.raises(EventValidationError):
+            parse_event(bad)
+
+
+def test_error_messages_name_the_type_and_field() -> None:
+    with pytest.raises(EventValidationError) as caught:
+        parse_event(envelope("StepScheduled", {"stepPath": 3}))
+    assert "StepScheduled" in str(caught.value)
+    assert "stepPath" in str(caught.value)
+    assert caught.value.errors
+
+
+def test_tool_call_turn_follows_the_caller() -> None:
+    model_call = {"callId": "c", "caller": "model", "toolName": "t", "args": {}}
+    with pytest.raises(EventValidationError, match="turn is required"):
+        parse_event(envelope("harness.tool_call.started", model_call))
+    assert parse_event(envelope("harness.tool_call.started", {**model_call, "turn": 2}))
+    code_call = {**model_call, "caller": "code", "turn": 1}
+    with pytest.raises(EventValidationError, match="turn must be absent"):
+        parse_event(envelope("harness.tool_call.started", code_call))
+
+
+@pytest.mark.parametrize(("legacy", "current"), sorted(LEGACY_HARNESS_EVENT_TYPES.items()))
+def test_legacy_harness_names_are_read_as_current_ones(legacy: str, current: str) -> None:
+    assert normalize_event_type(legacy) == current
+    parsed = parse_event(envelope(legacy, MINIMAL[current]))
+    assert type(parsed) is EVENT_CLASSES[current]
+    assert parsed.type == current
+    assert parsed.to_json()["type"] == current
+
+
+def test_engine_events_are_carried_untyped() -> None:
+    data = envelope("little.lease.acquired", {"key": "k", "token": 3, "anything": [None]})
+    parsed = parse_event(data)
+    assert isinstance(parsed, EngineEvent)
+    assert parsed.to_json() == data
+    assert is_engine_event_type("little.dispatch.sent")
+    assert not is_engine_event_type("little.")
+    assert not is_engine_event_type("littlex.y")
+
+
+@pytest.mark.parametrize("event_type", ["Bogus", "little.", "runStarted", "harness.model", ""])
+def test_unknown_types_are_refused_clearly(event_type: str) -> None:
+    with pytest.raises(UnknownEventTypeError, match="Unknown event type"):
+        parse_event(envelope(event_type, {}))
+
+
+def test_the_adapter_itself_refuses_unknown_types() -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError) as caught:
+        EVENT_ADAPTER.validate_python(envelope("Bogus", {}))
+    assert caught.value.errors()[0]["type"] == "unknown_event_type"
+    assert (
+        type(EVENT_ADAPTER.validate_python(envelope("RunStarted", {})))
+        is EVENT_CLASSES["RunStarted"]
+    )
+
+
+def test_parse_event_refuses_non_objects() -> None:
+    with pytest.raises(EventValidationError, match="must be an object"):
+        parse_event([])  # type: ignore[arg-type]
+
+
+def test_event_input_validates_what_writers_append() -> None:
+    made = event_input("StepCompleted", {"stepPath": "a", "output": None}, occurrence_id="o")
+    assert made == EventInput(
+        type="StepCompleted", payload={"stepPath": "a", "output": None}, occurrence_id="o"
+    )
+    model = PAYLOAD_MODELS["StepScheduled"](step_path="a")
+    assert event_input("StepScheduled", model).payload == {"stepPath": "a"}
+    assert event_input("HarnessSessionFailed", MINIMAL["harness.session.failed"]).type == (
+        "harness.session.failed"
+    )
+    assert event_input("little.dispatch.sent", {"queue": "q"}).payload == {"queue": "q"}
+    with pytest.raises(EventValidationError):
+        event_input("StepCompleted", {"output": 1})
+    with pytest.raises(EventValidationError, match="not the payload model"):
+        event_input("StepCompleted", model)
+    with pytest.raises(UnknownEventTypeError):
+        validate_payload("Nope", {})
+
+
+def test_event_catalogue_imports_no_io_libraries() -> None:
+    code = (
+        "import sys, little_dist.event_types, little_dist.events;"
+        "bad = [m for m in ('redis', 'boto3', 'litellm', 'celery', 'sqlite3') if m in sys.modules];"
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr

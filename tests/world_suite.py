@@ -1,0 +1,680 @@
+"""The world conformance suite: one body of tests every ``World`` implementation runs.
+
+A test module opts in by subclassing the suite classes and providing one fixture,
+``make_world``: a zero-argument callable returning a fresh, empty :class:`WorldHandle` (a
+new world on new storage each call; the suite closes it at teardown)::
+
+    class TestLocalWorld(WorldConformance, CrossProcessConformance):
+        @pytest.fixture
+        def make_world(self, tmp_path: Path) -> Callable[[], WorldHandle]: ...
+
+``WorldConformance`` holds what every world must do, in one process.
+``CrossProcessConformance`` adds real ``spawn`` processes that open the same world through
+:func:`little_dist.world.factory.open_world` (``handle.spec``); worlds that live in one
+process (``MemoryWorld``) do not include it.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from little_dist.canonical import canonical_json
+from little_dist.errors import ConflictError, InvalidInputError, LeaseLostError
+from little_dist.events import Event, EventInput
+from little_dist.ids import InvalidIdError, event_id_for
+from little_dist.world.artifacts import payload_sha256
+from little_dist.world.base import (
+    ArtifactInput,
+    ArtifactNotFoundError,
+    Fence,
+    SequenceConflictError,
+    VersionNotFoundError,
+    World,
+)
+from little_dist.world.factory import open_world
+from tests.conftest import load_vectors
+
+__all__ = [
+    "CrossProcessConformance",
+    "FakeClock",
+    "WorldConformance",
+    "WorldHandle",
+]
+
+ISO_MILLIS = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
+RUN = "run_suite"
+ARTIFACT_CASES = load_vectors("ids")["examples"]["artifact_ids"]["cases"]
+
+
+class FakeClock:
+    """An epoch clock that moves only when told to; inject it as a world's ``clock``."""
+
+    def __init__(self, start: float = 1_700_000_000.0) -> None:
+        self.now = start
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        with self._lock:
+            return self.now
+
+    def advance(self, seconds: float) -> None:
+        with self._lock:
+            self.now += seconds
+
+
+@dataclass
+class WorldHandle:
+    """A fresh world under test and what the suite needs to look behind it.
+
+    * ``world``: the world, empty.
+    * ``blob_count``: how many distinct artifact blobs (files, objects) its storage holds.
+    * ``advance``: let ``seconds`` of lease time pass (move a fake clock, or sleep when the
+      world keeps real time, e.g. Redis TTLs).
+    * ``spec``: a string another process passes to ``open_world`` to reach the SAME world;
+      ``None`` for a process-local world.
+    """
+
+    world: World
+    blob_count: Callable[[], int]
+    advance: Callable[[float], None]
+    spec: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def ev(
+    event_type: str = "StepScheduled", occurrence_id: str | None = None, **payload: Any
+) -> EventInput:
+    return EventInput(type=event_type, payload=payload, occurrence_id=occurrence_id)
+
+
+# -- child-process bodies (top level so 'spawn' can import them) ----------------------------
+
+
+def _append_writer(
+    spec: str, run_id: str, writer: int, count: int, barrier: Any, errors: Any
+) -> None:
+    try:
+        world = open_world(spec)
+        try:
+            barrier.wait(timeout=60)
+            for index in range(count):
+                world.append(run_id, ev("little.test.write", writer=writer, index=index))
+        finally:
+            world.close()
+    except BaseException as error:
+        errors.put(f"writer {writer}: {error!r}")
+        raise
+
+
+def _occurrence_racer(
+    spec: str, run_id: str, racer: int, occurrence_ids: list[str], barrier: Any, results: Any
+) -> None:
+    world = open_world(spec)
+    try:
+        barrier.wait(timeout=60)
+        order = occurrence_ids if racer % 2 == 0 else list(reversed(occurrence_ids))
+        seen = {
+            occ: world.append(run_id, ev("little.test.once", occurrence_id=occ, occ=occ)).event_id
+            for occ in order
+        }
+        results.put((racer, seen))
+    finally:
+        world.close()
+
+
+def _assert_contiguous(events: list[Event], run_id: str) -> None:
+    assert [e.sequence for e in events] == list(range(1, len(events) + 1))
+    assert all(e.run_id == run_id for e in events)
+
+
+class _Fixtures:
+    @pytest.fixture
+    def handle(self, make_world: Callable[[], WorldHandle]) -> Iterator[WorldHandle]:
+        handle = make_world()
+        try:
+            yield handle
+        finally:
+            handle.world.close()
+
+
+class WorldConformance(_Fixtures):
+    """What every world guarantees (see ``little_dist.world.base``)."""
+
+    # -- appends ----------------------------------------------------------------------------
+
+    def test_append_assigns_contiguous_sequences_and_deterministic_ids(
+        self, handle: WorldHandle
+    ) -> None:
+        world = handle.world
+        assert world.last_sequence(RUN) == 0
+        first = world.append(RUN, ev("RunStarted", workflowVersionId="wfver_1"))
+        second = world.append(RUN, ev(stepPath="extract"), expected_sequence=1)
+        third = world.append(RUN, ev("StepAttemptStarted", "occ-1", stepPath="extract"))
+        assert [first.sequence, second.sequence, third.sequence] == [1, 2, 3]
+        for event in (first, second, third):
+            assert event.event_id == event_id_for(
+                RUN, event.sequence, event.type, event.payload, event.occurrence_id
+            )
+            assert ISO_MILLIS.match(event.recorded_at)
+        assert third.occurrence_id == "occ-1"
+        assert world.last_sequence(RUN) == 3
+        assert world.list_events(RUN) == [first, second, third]
+
+    def test_payload_is_stored_in_canonical_form(self, handle: WorldHandle) -> None:
+        payload = {"b": 1.0, "a": {"z": [1, 2.5, None], "y": "✓"}}
+        appended = handle.world.append(RUN, EventInput(type="StepCompleted", payload=payload))
+        (stored,) = handle.world.list_events(RUN)
+        assert stored == appended
+        assert stored.payload == payload
+        assert list(stored.payload) == ["a", "b"]
+        assert type(stored.payload["b"]) is int  # 1.0 is the JSON number 1, as upstream stores it
+
+    def test_unknown_run_is_empty(self, handle: WorldHandle) -> None:
+        assert handle.world.list_events("run_nothing_here") == []
+        assert handle.world.last_sequence("run_nothing_here") == 0
+
+    def test_conflicting_expected_sequence_is_refused_and_writes_nothing(
+        self, handle: WorldHandle
+    ) -> None:
+        world = handle.world
+        world.append(RUN, ev(stepPath="a"))
+        world.append(RUN, ev(stepPath="b"))
+        for expected in (0, 1, 3):
+            with pytest.raises(SequenceConflictError) as caught:
+                world.append(RUN, ev(stepPath="late"), expected_sequence=expected)
+            assert (caught.value.expected, caught.value.actual) == (expected, 2)
+            assert isinstance(caught.value, ConflictError)
+        assert world.last_sequence(RUN) == 2
+        assert world.append(RUN, ev(stepPath="c"), expected_sequence=2).sequence == 3
+
+    def test_retried_occurrence_lands_once_and_returns_the_first_event(
+        self, handle: WorldHandle
+    ) -> None:
+        world = handle.world
+        first = world.append(RUN, ev("StepCompleted", "occ-x", stepPath="a", output=1))
+        world.append(RUN, ev(stepPath="b"))
+        again = world.append(RUN, ev("StepCompleted", "occ-x", stepPath="a", output=1))
+        # Even with a stale expected sequence: the fact is already recorded.
+        stale = world.append(
+            RUN, ev("StepCompleted", "occ-x", stepPath="a", output=1), expected_sequence=0
+        )
+        assert again == first
+        assert stale == first
+        assert world.last_sequence(RUN) == 2
+        # Occurrence ids are scoped to their run.
+        other = world.append("run_other", ev("StepCompleted", "occ-x", stepPath="a", output=1))
+        assert other.sequence == 1
+
+    def test_payload_without_canonical_form_is_refused_and_writes_nothing(
+        self, handle: WorldHandle
+    ) -> None:
+        with pytest.raises(InvalidInputError):
+            handle.world.append(RUN, EventInput(type="StepCompleted", payload={"x": math.nan}))
+        with pytest.raises(InvalidInputError):
+            handle.world.append_batch(
+                RUN, [ev(stepPath="ok"), EventInput(type="X", payload={"s": {1, 2}})]
+            )
+        assert handle.world.last_sequence(RUN) == 0
+
+    def test_invalid_run_id_is_refused_before_anything_is_written(
+        self, handle: WorldHandle
+    ) -> None:
+        world = handle.world
+        for bad in ("", "run_", "runx", "run_a/b", "run_../x", "run_" + "a" * 81, "RUN_a"):
+            with pytest.raises(InvalidIdError):
+                world.append(bad, ev(stepPath="a"))
+            with pytest.raises(InvalidIdError):
+                world.append_batch(bad, [ev(stepPath="a")])
+            with pytest.raises(InvalidIdError):
+                world.list_events(bad)
+            with pytest.raises(InvalidIdError):
+                world.last_sequence(bad)
+            with pytest.raises(InvalidIdError):
+                world.follow(bad, timeout=0)
+            with pytest.raises(InvalidIdError):
+                world.put_artifact(ArtifactInput(run_id=bad, name="x", payload=1))
+        assert world.list_run_ids() == []
+        assert handle.blob_count() == 0
+
+    def test_list_events_after_and_limit(self, handle: WorldHandle) -> None:
+        world = handle.world
+        world.append_batch(RUN, [ev(stepPath=f"s{i}") for i in range(10)])
+        assert [e.sequence for e in world.list_events(RUN, after=7)] == [8, 9, 10]
+        assert [e.sequence for e in world.list_events(RUN, after=2, limit=3)] == [3, 4, 5]
+        assert [e.sequence for e in world.list_events(RUN, limit=2)] == [1, 2]
+        assert world.list_events(RUN, after=10) == []
+        assert world.list_events(RUN, after=50) == []
+        assert world.list_events(RUN, after=3, limit=0) == []
+        with pytest.raises(InvalidInputError):
+            world.list_events(RUN, after=-1)
+        with pytest.raises(InvalidInputError):
+            world.list_events(RUN, limit=-1)
+
+    def test_list_run_ids(self, handle: WorldHandle) -> None:
+        world = handle.world
+        assert world.list_run_ids() == []
+        for run_id in ("run_b", "run_a", "run_c-1", "run_a"):
+            world.append(run_id, ev(stepPath="x"))
+        assert world.list_run_ids() == ["run_a", "run_b", "run_c-1"]
+
+    # -- batches ----------------------------------------------------------------------------
+
+    def test_batch_appends_in_order_and_atomically(self, handle: WorldHandle) -> None:
+        world = handle.world
+        assert world.append_batch(RUN, []) == []
+        events = world.append_batch(RUN, [ev(stepPath=f"s{i}") for i in range(3)])
+        assert [e.sequence for e in events] == [1, 2, 3]
+        assert [e.payload["stepPath"] for e in events] == ["s0", "s1", "s2"]
+        with pytest.raises(SequenceConflictError):
+            world.append_batch(RUN, [ev(stepPath="x"), ev(stepPath="y")], expected_sequence=2)
+        assert world.last_sequence(RUN) == 3
+        more = world.append_batch(RUN, [ev(stepPath="x"), ev(stepPath="y")], expected_sequence=3)
+        assert [e.sequence for e in more] == [4, 5]
+        assert world.list_events(RUN) == events + more
+
+    def test_batch_returns_recorded_occurrences_and_appends_only_new_ones(
+        self, handle: WorldHandle
+    ) -> None:
+        world = handle.world
+        recorded = world.append(RUN, ev("StepScheduled", "occ-a", stepPath="a"))
+        batch = world.append_batch(
+            RUN,
+            [
+                ev("StepScheduled", "occ-a", stepPath="a"),
+                ev("StepScheduled", "occ-b", stepPath="b"),
+                ev("StepScheduled", None, stepPath="c"),
+                ev("StepScheduled", "occ-b", stepPath="b"),  # repeated within the batch
+            ],
+            expected_sequence=1,
+        )
+        assert batch[0] == recorded
+        assert [e.sequence for e in batch] == [1, 2, 3, 2]
+        assert batch[3] == batch[1]
+        assert world.last_sequence(RUN) == 3
+        # A batch whose every input is recorded is a pure read, whatever it expected.
+        retried = world.append_batch(
+            RUN,
+            [
+                ev("StepScheduled", "occ-a", stepPath="a"),
+                ev("StepScheduled", "occ-b", stepPath="b"),
+            ],
+            expected_sequence=0,
+        )
+        assert retried == [batch[0], batch[1]]
+        assert world.last_sequence(RUN) == 3
+
+    def test_batch_with_a_stale_expected_sequence_writes_none_of_it(
+        self, handle: WorldHandle
+    ) -> None:
+        world = handle.world
+        world.append(RUN, ev("StepScheduled", "occ-a", stepPath="a"))
+        world.append(RUN, ev(stepPath="b"))
+        with pytest.raises(SequenceConflictError):
+            world.append_batch(
+                RUN,
+                [ev("StepScheduled", "occ-a", stepPath="a"), ev("StepScheduled", "occ-new")],
+                expected_sequence=1,
+            )
+        assert world.last_sequence(RUN) == 2
+        assert [e.occurrence_id for e in world.list_events(RUN)] == ["occ-a", None]
+
+    # -- concurrency within one process -----------------------------------------------------
+
+    def test_threads_appending_to_one_run_get_contiguous_sequences(
+        self, handle: WorldHandle
+    ) -> None:
+        world = handle.world
+        writers, per_writer = 8, 60
+        barrier = threading.Barrier(writers)
+        failures: list[BaseException] = []
+
+        def write(writer: int) -> None:
+            try:
+                barrier.wait(timeout=30)
+                for index in range(per_writer):
+                    world.append(RUN, ev("little.test.write", writer=writer, index=index))
+            except BaseException as error:  # reported below, with the log checks
+                failures.append(error)
+
+        threads = [threading.Thread(target=write, args=(w,)) for w in range(writers)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+        assert failures == []
+        events = world.list_events(RUN)
+        assert len(events) == writers * per_writer
+        _assert_contiguous(events, RUN)
+        written = sorted((e.payload["writer"], e.payload["index"]) for e in events)
+        assert written == [(w, i) for w in range(writers) for i in range(per_writer)]
+
+    def test_threads_racing_one_occurrence_id_record_it_once(self, handle: WorldHandle) -> None:
+        world = handle.world
+        racers = 8
+        barrier = threading.Barrier(racers)
+        results: list[Event] = []
+        lock = threading.Lock()
+
+        def race() -> None:
+            barrier.wait(timeout=30)
+            event = world.append(RUN, ev("StepAttemptStarted", "occ-race", stepPath="a"))
+            with lock:
+                results.append(event)
+
+        threads = [threading.Thread(target=race) for _ in range(racers)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+        assert len(results) == racers
+        assert {e.event_id for e in results} == {results[0].event_id}
+        assert world.last_sequence(RUN) == 1
+
+    # -- follow -----------------------------------------------------------------------------
+
+    def test_follow_yields_events_appended_while_following_and_ends_after_timeout(
+        self, handle: WorldHandle
+    ) -> None:
+        world = handle.world
+        world.append(RUN, ev(stepPath="before-0"))
+        world.append(RUN, ev(stepPath="before-1"))
+
+        def writer() -> None:
+            for index in range(3):
+                time.sleep(0.05)
+                world.append(RUN, ev(stepPath=f"during-{index}"))
+
+        thread = threading.Thread(target=writer)
+        started = time.monotonic()
+        thread.start()
+        seen = [e.payload["stepPath"] for e in world.follow(RUN, after=1, timeout=0.6)]
+        elapsed = time.monotonic() - started
+        thread.join()
+        assert seen == ["before-1", "during-0", "during-1", "during-2"]
+        # It waited for quiet (0.6 s after the last event), and not much longer.
+        assert 0.6 <= elapsed < 3.0
+
+    def test_follow_can_be_stopped_early_and_ends_on_quiet_run(self, handle: WorldHandle) -> None:
+        world = handle.world
+        world.append_batch(RUN, [ev(stepPath=f"s{i}") for i in range(5)])
+        first_two = []
+        for event in world.follow(RUN):  # no timeout: the caller breaks out
+            first_two.append(event.sequence)
+            if len(first_two) == 2:
+                break
+        assert first_two == [1, 2]
+        started = time.monotonic()
+        assert list(world.follow(RUN, after=5, timeout=0.1)) == []
+        assert time.monotonic() - started < 2.0
+
+    # -- leases and fencing -----------------------------------------------------------------
+
+    def test_lease_is_exclusive_until_it_expires_and_tokens_grow(self, handle: WorldHandle) -> None:
+        world = handle.world
+        first = world.acquire_lease("attempt:a", "worker-1", 1.0)
+        assert first is not None
+        assert (first.key, first.holder) == ("attempt:a", "worker-1")
+        assert world.acquire_lease("attempt:a", "worker-2", 1.0) is None
+        # Re-acquiring what one holds is a renewal: same tenure, same token.
+        again = world.acquire_lease("attempt:a", "worker-1", 1.0)
+        assert again is not None and again.token == first.token
+        handle.advance(1.5)
+        second = world.acquire_lease("attempt:a", "worker-2", 1.0)
+        assert second is not None and second.token > first.token
+        world.release_lease(second)
+        third = world.acquire_lease("attempt:a", "worker-3", 1.0)
+        assert third is not None and third.token > second.token
+        # A lease on another key is independent.
+        other = world.acquire_lease("attempt:b", "worker-1", 1.0)
+        assert other is not None
+
+    def test_fenced_append_after_takeover_is_refused_and_writes_nothing(
+        self, handle: WorldHandle
+    ) -> None:
+        world = handle.world
+        old = world.acquire_lease("attempt:a", "zombie", 1.0)
+        assert old is not None
+        landed = world.append(RUN, ev("StepAttemptStarted", stepPath="a"), fence=old.fence)
+        assert landed.sequence == 1
+        handle.advance(1.5)
+        new = world.acquire_lease("attempt:a", "fresh", 5.0)
+        assert new is not None and new.token > old.token
+        with pytest.raises(LeaseLostError):
+            world.append(RUN, ev("StepCompleted", stepPath="a"), fence=old.fence)
+        with pytest.raises(LeaseLostError):
+            world.append_batch(RUN, [ev(stepPath="x"), ev(stepPath="y")], fence=old.fence)
+        assert world.last_sequence(RUN) == 1
+        committed = world.append(RUN, ev("StepCompleted", stepPath="a"), fence=new.fence)
+        assert committed.sequence == 2
+        with pytest.raises(LeaseLostError):
+            world.renew_lease(old, 5.0)
+        # A stale holder's release does not free the new holder's lease.
+        world.release_lease(old)
+        assert world.acquire_lease("attempt:a", "third", 1.0) is None
+        assert world.append(RUN, ev(stepPath="b"), fence=new.fence).sequence == 3
+
+    def test_fence_on_an_expired_or_released_lease_is_refused(self, handle: WorldHandle) -> None:
+        world = handle.world
+        lease = world.acquire_lease("attempt:a", "w", 1.0)
+        assert lease is not None
+        handle.advance(1.5)  # expired, nobody took it: still not ours to write with
+        with pytest.raises(LeaseLostError):
+            world.append(RUN, ev(stepPath="a"), fence=lease.fence)
+        with pytest.raises(LeaseLostError):
+            world.renew_lease(lease, 1.0)
+        fresh = world.acquire_lease("attempt:a", "w", 1.0)
+        assert fresh is not None and fresh.token > lease.token
+        world.release_lease(fresh)
+        with pytest.raises(LeaseLostError):
+            world.append(RUN, ev(stepPath="a"), fence=fresh.fence)
+        with pytest.raises(LeaseLostError):
+            world.append(RUN, ev(stepPath="a"), fence=Fence("never-taken", 1))
+        assert world.last_sequence(RUN) == 0
+
+    def test_renew_extends_a_held_lease(self, handle: WorldHandle) -> None:
+        world = handle.world
+        lease = world.acquire_lease("attempt:a", "w", 1.0)
+        assert lease is not None
+        handle.advance(0.6)
+        renewed = world.renew_lease(lease, 1.0)
+        assert renewed.token == lease.token
+        assert renewed.expires_at > lease.expires_at
+        handle.advance(0.6)  # past the first expiry, within the renewed one
+        assert world.acquire_lease("attempt:a", "other", 1.0) is None
+        assert world.append(RUN, ev(stepPath="a"), fence=renewed.fence).sequence == 1
+
+    def test_lease_arguments_are_checked(self, handle: WorldHandle) -> None:
+        world = handle.world
+        for key, holder, ttl in (("", "w", 1.0), ("k", "", 1.0), ("k", "w", 0), ("k", "w", -1)):
+            with pytest.raises(InvalidInputError):
+                world.acquire_lease(key, holder, ttl)
+
+    # -- artifacts --------------------------------------------------------------------------
+
+    @pytest.mark.parametrize(
+        ("payload", "encoding", "stored"),
+        [
+            ({"b": [1, 2.5, None], "a": "x"}, "json", b'{"a":"x","b":[1,2.5,null]}'),
+            ([1, "two", {"three": 3}], "json", b'[1,"two",{"three":3}]'),
+            (None, "json", b"null"),
+            ("héllo ✓", "utf-8", "héllo ✓".encode()),
+            ("", "utf-8", b""),
+            (b"\xff\xfe\x00\x80 not utf-8", "binary", b"\xff\xfe\x00\x80 not utf-8"),
+        ],
+        ids=["object", "array", "null", "text", "empty-text", "non-utf8-bytes"],
+    )
+    def test_artifact_round_trips_byte_for_byte(
+        self, handle: WorldHandle, payload: Any, encoding: str, stored: bytes
+    ) -> None:
+        content_type = "application/octet-stream" if encoding == "binary" else "application/json"
+        manifest = handle.world.put_artifact(
+            ArtifactInput(
+                run_id=RUN, name="out", payload=payload, content_type=content_type, step_path="s"
+            )
+        )
+        assert manifest.encoding == encoding
+        assert manifest.sha256 == payload_sha256(stored)
+        assert manifest.size_bytes == len(stored)
+        assert manifest.artifact_ref == f"artifact://{manifest.artifact_id}"
+        assert (manifest.run_id, manifest.step_path, manifest.name) == (RUN, "s", "out")
+        assert ISO_MILLIS.match(manifest.created_at)
+        read = handle.world.get_artifact(manifest.artifact_ref)
+        assert read.manifest == manifest
+        assert read.payload == payload
+        assert type(read.payload) is type(payload)
+
+    def test_large_binary_artifact_round_trips(self, handle: WorldHandle) -> None:
+        data = bytes(range(256)) * (5 * 1024 * 1024 // 256)  # 5 MiB, every byte value
+        manifest = handle.world.put_artifact(
+            ArtifactInput(run_id=RUN, name="big", payload=data, content_type="application/zip")
+        )
+        assert manifest.size_bytes == len(data)
+        assert handle.world.get_artifact(manifest.artifact_ref).payload == data
+
+    @pytest.mark.parametrize("case", ARTIFACT_CASES, ids=lambda c: c["artifactId"])
+    def test_artifact_ids_match_upstream(self, handle: WorldHandle, case: dict[str, Any]) -> None:
+        given = case["input"]
+        manifest = handle.world.put_artifact(
+            ArtifactInput(
+                run_id=given["runId"],
+                name=given["name"],
+                payload=given["payload"],
+                content_type=given["contentType"],
+                step_path=given.get("stepPath"),
+            )
+        )
+        assert manifest.artifact_id == case["artifactId"]
+        assert manifest.artifact_ref == case["artifactRef"]
+        assert (manifest.sha256, manifest.size_bytes) == (case["payloadHash"], case["sizeBytes"])
+        assert handle.world.get_artifact(case["artifactRef"]).payload == given["payload"]
+
+    def test_same_content_is_stored_once(self, handle: WorldHandle) -> None:
+        world = handle.world
+        artifact = ArtifactInput(run_id=RUN, name="out", payload={"score": 98}, step_path="s")
+        first = world.put_artifact(artifact)
+        second = world.put_artifact(artifact)
+        assert second == first  # the same artifact, created once (same createdAt)
+        assert handle.blob_count() == 1
+        # Another artifact with the same bytes has its own id but shares the blob.
+        renamed = world.put_artifact(
+            ArtifactInput(run_id="run_other", name="copy", payload={"score": 98})
+        )
+        assert renamed.artifact_id != first.artifact_id
+        assert renamed.sha256 == first.sha256
+        assert handle.blob_count() == 1
+        world.put_artifact(
+            ArtifactInput(run_id=RUN, name="out", payload={"score": 99}, step_path="s")
+        )
+        assert handle.blob_count() == 2
+
+    def test_unknown_or_malformed_artifact_refs(self, handle: WorldHandle) -> None:
+        with pytest.raises(ArtifactNotFoundError):
+            handle.world.get_artifact("artifact://art_0123456789abcdef")
+        for bad in ("art_0123456789abcdef", "artifact://", "artifact://../x", "s3://art_1"):
+            with pytest.raises(InvalidIdError):
+                handle.world.get_artifact(bad)
+
+    def test_artifact_payload_without_canonical_form_is_refused(self, handle: WorldHandle) -> None:
+        with pytest.raises(InvalidInputError):
+            handle.world.put_artifact(ArtifactInput(run_id=RUN, name="x", payload={"x": math.inf}))
+        assert handle.blob_count() == 0
+
+    # -- workflow versions ------------------------------------------------------------------
+
+    def test_versions_are_immutable(self, handle: WorldHandle) -> None:
+        world = handle.world
+        document = {"id": "wfver_0123456789abcdef", "lwir": {"steps": [{"id": "a"}]}, "n": 1}
+        world.register_version("wfver_0123456789abcdef", document)
+        world.register_version("wfver_0123456789abcdef", dict(reversed(list(document.items()))))
+        assert world.get_version("wfver_0123456789abcdef") == document
+        with pytest.raises(ConflictError):
+            world.register_version("wfver_0123456789abcdef", {**document, "n": 2})
+        assert world.get_version("wfver_0123456789abcdef") == document
+        # Readers get a copy: changing it changes nothing stored.
+        world.get_version("wfver_0123456789abcdef")["n"] = 3
+        assert world.get_version("wfver_0123456789abcdef")["n"] == 1
+        with pytest.raises(VersionNotFoundError):
+            world.get_version("wfver_ffffffffffffffff")
+        for bad in ("", "wfver_", "../wfver_x", "wfver_a/b", "version"):
+            with pytest.raises(InvalidIdError):
+                world.register_version(bad, document)
+            with pytest.raises(InvalidIdError):
+                world.get_version(bad)
+        assert canonical_json(world.get_version("wfver_0123456789abcdef")) == canonical_json(
+            document
+        )
+
+
+@pytest.mark.slow
+class CrossProcessConformance(_Fixtures):
+    """Several real processes (``spawn``) on one world, reached through ``handle.spec``."""
+
+    def test_processes_appending_to_one_run_get_contiguous_sequences(
+        self, handle: WorldHandle
+    ) -> None:
+        assert handle.spec is not None, "cross-process worlds must give a spec"
+        writers, per_writer = 8, 500
+        ctx = multiprocessing.get_context("spawn")
+        barrier = ctx.Barrier(writers)
+        errors = ctx.Queue()
+        processes = [
+            ctx.Process(
+                target=_append_writer, args=(handle.spec, RUN, w, per_writer, barrier, errors)
+            )
+            for w in range(writers)
+        ]
+        for process in processes:
+            process.start()
+        for process in processes:
+            process.join(timeout=240)
+        failures = []
+        while not errors.empty():
+            failures.append(errors.get())
+        assert failures == []
+        assert [p.exitcode for p in processes] == [0] * writers
+        events = handle.world.list_events(RUN)
+        assert len(events) == writers * per_writer
+        _assert_contiguous(events, RUN)
+        written = sorted((e.payload["writer"], e.payload["index"]) for e in events)
+        assert written == [(w, i) for w in range(writers) for i in range(per_writer)]
+        for writer in range(writers):  # each writer's own events stay in its order
+            mine = [e.payload["index"] for e in events if e.payload["writer"] == writer]
+            assert mine == list(range(per_writer))
+
+    def test_processes_racing_the_same_occurrence_ids_record_each_once(
+        self, handle: WorldHandle
+    ) -> None:
+        assert handle.spec is not None, "cross-process worlds must give a spec"
+        racers = 4
+        occurrence_ids = [f"occ-{i}" for i in range(40)]
+        ctx = multiprocessing.get_context("spawn")
+        barrier = ctx.Barrier(racers)
+        results = ctx.Queue()
+        processes = [
+            ctx.Process(
+                target=_occurrence_racer,
+                args=(handle.spec, RUN, r, occurrence_ids, barrier, results),
+            )
+            for r in range(racers)
+        ]
+        for process in processes:
+            process.start()
+        seen = dict(results.get(timeout=240) for _ in range(racers))
+        for process in processes:
+            process.join(timeout=60)
+        assert [p.exitcode for p in processes] == [0] * racers
+        events = handle.world.list_events(RUN)
+        _assert_contiguous(events, RUN)
+        assert sorted(e.occurrence_id or "" for e in events) == sorted(occurrence_ids)
+        recorded = {e.occurrence_id: e.event_id for e in events}
+        for racer in range(racers):  # every racer was handed the one recorded event
+            assert seen[racer] == recorded
