@@ -1,0 +1,424 @@
+"""The fold: events in, :class:`RunState` out, one event at a time.
+
+Upstream's ``materializeRunStateFromEvents`` rules, applied straight to payload dicts (no
+model validation per event; handlers are found by ``type`` in a dict):
+
+- ``RunStarted``/``WorkflowVersionRegistered`` set ``workflowVersionId``; RunStarted also
+  marks the run running and sets ``startedAt``.
+- ``StepScheduled`` creates the step (pending). ``StepAttemptStarted`` starts an attempt
+  (``attemptId`` or ``attempt_<n>``) and clears the step's error, output and outputRef.
+- ``StepCompleted``/``StepFailed`` finish the last attempt, or record a one-event
+  ``attempt_1`` when there was none. ``"output" in payload`` decides whether an output is
+  recorded, so ``output: null`` is an output; refs count only when they are
+  ``artifact://`` strings.
+- ``ModelCallCompleted`` and ``harness.model.responded`` are priced from registry rates
+  (a payload's own ``costUsd`` is never read) into the run total and, with a ``stepPath``,
+  the step's total (creating the step). ``harness.session.completed`` usage is a rollup of
+  those calls and is not counted again. Legacy ``Harness*`` type names are normalized.
+- ``RunCompleted``/``RunFailed`` finish the run. ``Parallel*`` events feed the engine's
+  parallel-group view (``_parallel``), which is not part of upstream's JSON. Every other
+  type (engine-only events included) only counts.
+
+Ownership: a :class:`RunStateBuilder` belongs to one caller (e.g. the scheduler's cache
+entry for one run) and is not thread-safe. :meth:`RunStateBuilder.snapshot` returns an
+immutable :class:`RunState`; the builder copies any step, list or group a snapshot still
+holds before it changes it, so snapshots never change and folding onto an old state (with
+:func:`fold_events`) never disturbs it or its other descendants.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeAlias
+
+from little_dist.errors import EventLogCorruptError, InvalidInputError
+from little_dist.events import Event
+from little_dist.run_state._parallel import ParallelGroupState, apply_parallel
+from little_dist.run_state._parallel import is_artifact_ref as _is_ref
+from little_dist.run_state._state import ABSENT, RunState, StepAttempt, StepState
+from little_dist.run_state._usage import Totals, add_call, empty_totals, price_call
+
+__all__ = ["EventLike", "RunStateBuilder", "RunStateEventMismatchError"]
+
+EventLike: TypeAlias = Event | Mapping[str, Any]
+"""An :class:`~little_dist.events.Event` or its JSON envelope (camelCase keys)."""
+
+
+class RunStateEventMismatchError(EventLogCorruptError):
+    """The log has a gap, a duplicate or out-of-order sequence, or another run's event.
+
+    Messages are upstream's, e.g. ``Event sequence mismatch for run_x: expected 2,
+    received 1.``
+    """
+
+
+def _js(value: object) -> str:
+    # How a JS template literal prints the offending value.
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    return str(value)
+
+
+def _envelope(event: object) -> tuple[Any, Any, Any, Any, Any]:
+    """``(runId, sequence, type, payload, recordedAt)`` of an Event or a non-dict mapping."""
+    if isinstance(event, Event):
+        return event.run_id, event.sequence, event.type, event.payload, event.recorded_at
+    if isinstance(event, Mapping):
+        return (
+            event.get("runId"),
+            event.get("sequence"),
+            event.get("type"),
+            event.get("payload"),
+            event.get("recordedAt"),
+        )
+    raise InvalidInputError(f"Not an event envelope: {type(event).__name__}")
+
+
+class RunStateBuilder:
+    """Mutable fold of one run's events; see the module docstring for the ownership rule."""
+
+    __slots__ = (
+        "_artifact_set",
+        "_artifacts",
+        "_artifacts_shared",
+        "_error",
+        "_event_count",
+        "_finished_at",
+        "_output",
+        "_output_ref",
+        "_owned",
+        "_parallel",
+        "_parallel_owned",
+        "_parallel_shared",
+        "_run_id",
+        "_started_at",
+        "_status",
+        "_steps",
+        "_steps_shared",
+        "_usage",
+        "_workflow_version_id",
+    )
+
+    def __init__(self, run_id: str) -> None:
+        if not isinstance(run_id, str) or not run_id:
+            raise InvalidInputError(f"A run state needs a run id, got {run_id!r}")
+        self._run_id = run_id
+        self._status = "pending"
+        self._workflow_version_id: str | None = None
+        self._started_at: str | None = None
+        self._finished_at: str | None = None
+        self._output: Any = ABSENT
+        self._output_ref: str | None = None
+        self._usage: Totals = empty_totals()
+        self._steps: dict[str, StepState] = {}
+        self._steps_shared = False
+        self._owned: set[str] = set()
+        self._artifacts: list[str] = []
+        self._artifact_set: set[str] = set()
+        self._artifacts_shared = False
+        self._error: Any = ABSENT
+        self._event_count = 0
+        self._parallel: dict[str, ParallelGroupState] = {}
+        self._parallel_shared = False
+        self._parallel_owned: set[str] = set()
+
+    @classmethod
+    def from_state(cls, state: RunState) -> RunStateBuilder:
+        """A builder that continues ``state``; ``state`` itself is never changed."""
+        builder = cls(state._run_id)
+        builder._status = state._status
+        builder._workflow_version_id = state._workflow_version_id
+        builder._started_at = state._started_at
+        builder._finished_at = state._finished_at
+        builder._output = state._output
+        builder._output_ref = state._output_ref
+        builder._usage = state._usage.copy()
+        builder._steps = state._steps
+        builder._steps_shared = True
+        builder._artifacts = state._artifacts
+        builder._artifact_set = set(state._artifacts)
+        builder._artifacts_shared = True
+        builder._error = state._error
+        builder._event_count = state._event_count
+        builder._parallel = state._parallel
+        builder._parallel_shared = True
+        return builder
+
+    @property
+    def run_id(self) -> str:
+        return self._run_id
+
+    @property
+    def event_count(self) -> int:
+        """Events folded so far, which is the last sequence; the next must be this + 1."""
+        return self._event_count
+
+    def snapshot(self) -> RunState:
+        """The state so far, as an immutable :class:`RunState` (O(1) plus usage copy)."""
+        state = RunState.__new__(RunState)
+        state._run_id = self._run_id
+        state._status = self._status  # type: ignore[assignment]
+        state._workflow_version_id = self._workflow_version_id
+        state._started_at = self._started_at
+        state._finished_at = self._finished_at
+        state._output = self._output
+        state._output_ref = self._output_ref
+        state._usage = self._usage.copy()
+        state._steps = self._steps
+        state._artifacts = self._artifacts
+        state._error = self._error
+        state._event_count = self._event_count
+        state._parallel = self._parallel
+        # From now on the snapshot shares these: copy before the next change.
+        self._steps_shared = True
+        self._owned.clear()
+        self._artifacts_shared = True
+        self._parallel_shared = True
+        self._parallel_owned.clear()
+        return state
+
+    def apply(self, event: EventLike) -> None:
+        """Fold one event (the next in sequence)."""
+        self.apply_all((event,))
+
+    def apply_all(self, events: Iterable[EventLike]) -> None:
+        """Fold events in order.
+
+        Raises :class:`RunStateEventMismatchError` at the first event of another run or out
+        of sequence; the events before it stay applied (they are a valid prefix).
+        """
+        handlers = _HANDLERS
+        run_id = self._run_id
+        event_run_id: Any
+        sequence: Any
+        event_type: Any
+        payload: Any
+        recorded_at: Any
+        for event in events:
+            if event.__class__ is dict:
+                envelope: dict[str, Any] = event
+                event_run_id = envelope.get("runId")
+                sequence = envelope.get("sequence")
+                event_type = envelope.get("type")
+                payload = envelope.get("payload")
+                recorded_at = envelope.get("recordedAt")
+            else:
+                event_run_id, sequence, event_type, payload, recorded_at = _envelope(event)
+            index = self._event_count
+            if event_run_id != run_id:
+                raise RunStateEventMismatchError(
+                    f"Event runId mismatch at index {index}: expected {run_id}, "
+                    f"received {_js(event_run_id)}."
+                )
+            if sequence != index + 1 or sequence.__class__ is bool:
+                raise RunStateEventMismatchError(
+                    f"Event sequence mismatch for {run_id}: expected {index + 1}, "
+                    f"received {_js(sequence)}."
+                )
+            if payload.__class__ is not dict:
+                if not isinstance(payload, Mapping):
+                    raise EventLogCorruptError(
+                        f"Event {sequence} of {run_id} ({event_type}) has no payload object"
+                    )
+                payload = dict(payload)
+            self._event_count = index + 1
+            handler = handlers.get(event_type)
+            if handler is not None:
+                handler(self, payload, recorded_at, event_type)
+
+    # -- copy-on-write access -----------------------------------------------------------
+
+    def _step(self, path: str) -> StepState:
+        """The step at ``path``, created if new, owned by this builder (safe to change)."""
+        steps = self._steps
+        if self._steps_shared:
+            steps = self._steps = steps.copy()
+            self._steps_shared = False
+        step = steps.get(path)
+        if step is None:
+            step = steps[path] = StepState(path)
+            self._owned.add(path)
+        elif path not in self._owned:
+            step = steps[path] = step._copy()
+            self._owned.add(path)
+        return step
+
+    def _add_artifact(self, ref: str) -> None:
+        if ref in self._artifact_set:
+            return
+        if self._artifacts_shared:
+            self._artifacts = self._artifacts.copy()
+            self._artifacts_shared = False
+        self._artifacts.append(ref)
+        self._artifact_set.add(ref)
+
+    def _group(self, path: str, *, create: bool) -> ParallelGroupState | None:
+        groups = self._parallel
+        group = groups.get(path)
+        if group is None and not create:
+            return None
+        if self._parallel_shared:
+            groups = self._parallel = groups.copy()
+            self._parallel_shared = False
+        if group is None:
+            group = groups[path] = ParallelGroupState(path)
+            self._parallel_owned.add(path)
+        elif path not in self._parallel_owned:
+            group = groups[path] = group._copy()
+            self._parallel_owned.add(path)
+        return group
+
+    # -- handlers (payload is a dict; recorded_at is the envelope's recordedAt) -----------
+
+    def _on_run_started(self, payload: dict[str, Any], at: Any, event_type: str) -> None:
+        version_id = payload.get("workflowVersionId")
+        if version_id.__class__ is str:
+            self._workflow_version_id = version_id
+        if event_type == "RunStarted":
+            self._status = "running"
+            self._started_at = at
+
+    def _on_step_scheduled(self, payload: dict[str, Any], at: Any, event_type: str) -> None:
+        path = payload.get("stepPath")
+        if path.__class__ is str and path not in self._steps:
+            self._step(path)
+
+    def _on_attempt_started(self, payload: dict[str, Any], at: Any, event_type: str) -> None:
+        path = payload.get("stepPath")
+        if path.__class__ is not str:
+            return
+        step = self._step(path)
+        step._status = "running"
+        step._error = ABSENT
+        step._output = ABSENT
+        step._output_ref = None
+        attempt_id = payload.get("attemptId")
+        if attempt_id.__class__ is not str:
+            attempt_id = f"attempt_{len(step._attempts) + 1}"
+        step._attempts.append(StepAttempt(attempt_id, at, None, "running"))
+
+    def _on_model_call(self, payload: dict[str, Any], at: Any, event_type: str) -> None:
+        if event_type == "ModelCallCompleted":
+            usage = payload.get("usage")
+        else:
+            response = payload.get("response")
+            usage = response.get("usage") if response.__class__ is dict else None
+        if usage.__class__ is not dict:
+            return
+        call = price_call(payload.get("model"), usage)
+        add_call(self._usage, call)
+        path = payload.get("stepPath")
+        if path.__class__ is str:
+            add_call(self._step(path)._usage, call)
+
+    def _on_artifact_created(self, payload: dict[str, Any], at: Any, event_type: str) -> None:
+        ref = payload.get("artifactRef")
+        if not _is_ref(ref):
+            return
+        self._add_artifact(ref)
+        path = payload.get("stepPath")
+        if path.__class__ is str:
+            refs = self._step(path)._artifact_refs
+            if ref not in refs:
+                refs.append(ref)
+
+    def _on_step_completed(self, payload: dict[str, Any], at: Any, event_type: str) -> None:
+        path = payload.get("stepPath")
+        if path.__class__ is not str:
+            return
+        step = self._step(path)
+        step._status = "completed"
+        step._error = ABSENT
+        attempts = step._attempts
+        if attempts:
+            last = attempts[-1]
+            attempts[-1] = StepAttempt(
+                last._attempt_id, last._started_at, at, "completed", last._error
+            )
+        else:
+            attempts.append(StepAttempt("attempt_1", at, at, "completed"))
+        if "output" in payload:
+            step._output = payload["output"]
+        refs = step._artifact_refs
+        output_ref = payload.get("outputRef")
+        if _is_ref(output_ref):
+            step._output_ref = output_ref
+            if output_ref not in refs:
+                refs.append(output_ref)
+            self._add_artifact(output_ref)
+        more = payload.get("artifactRefs")
+        if more.__class__ is list:
+            for ref in more:
+                if _is_ref(ref):
+                    if ref not in refs:
+                        refs.append(ref)
+                    self._add_artifact(ref)
+        metadata = payload.get("metadata")
+        if metadata.__class__ is dict:
+            step._metadata = metadata
+
+    def _on_step_failed(self, payload: dict[str, Any], at: Any, event_type: str) -> None:
+        path = payload.get("stepPath")
+        if path.__class__ is not str:
+            return
+        step = self._step(path)
+        error = payload.get("error", ABSENT)
+        step._status = "failed"
+        step._error = error
+        attempts = step._attempts
+        if attempts:
+            last = attempts[-1]
+            attempts[-1] = StepAttempt(last._attempt_id, last._started_at, at, "failed", error)
+        else:
+            attempts.append(StepAttempt("attempt_1", at, at, "failed", error))
+
+    def _on_run_completed(self, payload: dict[str, Any], at: Any, event_type: str) -> None:
+        self._status = "completed"
+        self._finished_at = at
+        self._error = ABSENT
+        if "output" in payload:
+            self._output = payload["output"]
+        output_ref = payload.get("outputRef")
+        if _is_ref(output_ref):
+            self._output_ref = output_ref
+            self._add_artifact(output_ref)
+
+    def _on_run_failed(self, payload: dict[str, Any], at: Any, event_type: str) -> None:
+        self._status = "failed"
+        self._finished_at = at
+        self._error = payload.get("error", ABSENT)
+
+
+def _ignore(builder: RunStateBuilder, payload: dict[str, Any], at: Any, event_type: str) -> None:
+    return None
+
+
+_Handler: TypeAlias = Callable[[RunStateBuilder, dict[str, Any], Any, str], None]
+
+_HANDLERS: dict[str, _Handler] = {
+    "RunStarted": RunStateBuilder._on_run_started,
+    "WorkflowVersionRegistered": RunStateBuilder._on_run_started,
+    "StepScheduled": RunStateBuilder._on_step_scheduled,
+    "StepAttemptStarted": RunStateBuilder._on_attempt_started,
+    "ModelCallCompleted": RunStateBuilder._on_model_call,
+    "harness.model.responded": RunStateBuilder._on_model_call,
+    "HarnessModelResponded": RunStateBuilder._on_model_call,  # legacy name
+    "ArtifactCreated": RunStateBuilder._on_artifact_created,
+    "StepCompleted": RunStateBuilder._on_step_completed,
+    "StepFailed": RunStateBuilder._on_step_failed,
+    "RunCompleted": RunStateBuilder._on_run_completed,
+    "RunFailed": RunStateBuilder._on_run_failed,
+    "ParallelGroupStarted": apply_parallel,
+    "ParallelBranchScheduled": apply_parallel,
+    "ParallelBranchCompleted": apply_parallel,
+    "ParallelBranchFailed": apply_parallel,
+    "ParallelGroupCompleted": apply_parallel,
+    "ParallelGroupFailed": apply_parallel,
+    # Session rollups repeat the model calls above: counting them would double the bill.
+    "harness.session.completed": _ignore,
+    "HarnessSessionCompleted": _ignore,
+}

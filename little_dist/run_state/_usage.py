@@ -1,0 +1,130 @@
+"""Per-call usage and cost for the fold, without building pydantic models per event.
+
+:func:`little_dist.pricing.price_model_call` is the reference; this module applies the same
+rules on raw payload values so that the fold stays cheap: registry rates are looked up once
+per ``(provider, modelId)`` pair and cached, token counts are read straight off the payload.
+``tests/test_run_state.py`` checks, property-based, that both give identical numbers.
+
+Totals are plain lists in the order of :data:`TOTAL_FIELDS` so a step can carry and extend
+them in place (the fold copies a step before it mutates a shared one).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, TypeAlias
+
+from little_dist.model_registry import get_model_info_for
+
+__all__ = ["TOTAL_FIELDS", "Totals", "add_call", "empty_totals", "price_call", "totals_json"]
+
+Totals: TypeAlias = list[Any]
+"""``[input, output, cachedInput, reasoning, costUsd, pricedCalls, unpricedCalls]``."""
+
+TOTAL_FIELDS = (
+    "inputTokens",
+    "outputTokens",
+    "cachedInputTokens",
+    "reasoningTokens",
+    "costUsd",
+    "pricedCalls",
+    "unpricedCalls",
+)
+
+_Rates: TypeAlias = tuple[float, float, float]  # input, cached input, output (USD per 1M)
+_TOKENS_PER_PRICE_UNIT = 1_000_000
+_INF = math.inf
+
+# Registry lookups are pure functions of the bundled registry, so caching them for the life
+# of the process is safe; the cache is bounded by the number of distinct models seen.
+_RATE_CACHE: dict[tuple[str, str], _Rates | None] = {}
+
+
+def _rates_for(provider: str, model_id: str) -> _Rates | None:
+    key = (provider, model_id)
+    try:
+        return _RATE_CACHE[key]
+    except KeyError:
+        pass
+    info = get_model_info_for(provider, model_id)
+    rates: _Rates | None = None
+    if info is not None:
+        pricing = info.pricing
+        cached = pricing.input if pricing.cached_input is None else pricing.cached_input
+        rates = (pricing.input, cached, pricing.output)
+    _RATE_CACHE[key] = rates
+    return rates
+
+
+def _tokens(value: object) -> int | float:
+    # pricing's numberValue + tokenCount: finite positive numbers only; bool is not a number.
+    cls = value.__class__
+    if cls is int:
+        return value if value > 0 else 0  # type: ignore[operator,return-value]
+    if cls is float:
+        return value if 0 < value < _INF else 0  # type: ignore[operator,return-value]
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return _tokens(int(value) if isinstance(value, int) else float(value))
+    return 0
+
+
+def price_call(
+    model: object, usage: dict[str, Any]
+) -> tuple[int | float, int | float, int | float, int | float, float | None]:
+    """``(input, output, cachedInput, reasoning, costUsd)`` of one recorded model call."""
+    input_tokens = _tokens(usage.get("inputTokens"))
+    output_tokens = _tokens(usage.get("outputTokens"))
+    cached = usage.get("cachedInputTokens")
+    if cached is None:
+        details = usage.get("inputTokenDetails")
+        cached = details.get("cacheReadTokens") if isinstance(details, dict) else None
+    reasoning = usage.get("reasoningTokens")
+    if reasoning is None:
+        details = usage.get("outputTokenDetails")
+        reasoning = details.get("reasoningTokens") if isinstance(details, dict) else None
+    cached_tokens = min(_tokens(cached), input_tokens)
+    reasoning_tokens = min(_tokens(reasoning), output_tokens)
+
+    cost: float | None = None
+    if isinstance(model, dict):
+        provider = model.get("provider")
+        model_id = model.get("modelId")
+        if provider and model_id and provider.__class__ is str and model_id.__class__ is str:
+            rates = _rates_for(provider, model_id)
+            if rates is not None:
+                # Operand order as pricing.price_model_call (and upstream): ((a + b) + c) / 1e6.
+                cost = (
+                    float(input_tokens - cached_tokens) * rates[0]
+                    + float(cached_tokens) * rates[1]
+                    + float(output_tokens) * rates[2]
+                ) / _TOKENS_PER_PRICE_UNIT
+    return input_tokens, output_tokens, cached_tokens, reasoning_tokens, cost
+
+
+def empty_totals() -> Totals:
+    """A scope with no model calls: a genuine ``0`` dollars."""
+    return [0, 0, 0, 0, 0, 0, 0]
+
+
+def add_call(
+    totals: Totals,
+    call: tuple[int | float, int | float, int | float, int | float, float | None],
+) -> None:
+    """Fold one priced call into ``totals`` in place (pricing.add_priced_call's rules)."""
+    totals[0] += call[0]
+    totals[1] += call[1]
+    totals[2] += call[2]
+    totals[3] += call[3]
+    cost = call[4]
+    if cost is None:
+        totals[6] += 1
+        if totals[5] == 0:
+            totals[4] = None  # unknown until some call in the scope is priced
+    else:
+        totals[5] += 1
+        previous = totals[4]
+        totals[4] = (previous or 0) + cost
+
+
+def totals_json(totals: Totals) -> dict[str, Any]:
+    return dict(zip(TOTAL_FIELDS, totals, strict=True))
