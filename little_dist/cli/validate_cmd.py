@@ -1,0 +1,171 @@
+"""``little validate FILE [--json]``: check an LWIR document without running it.
+
+Exit codes: 0 valid, 1 invalid (one ``code path: message`` line per finding), 2 when the file
+cannot be validated at all (unreadable, not UTF-8, not JSON, nested too deeply). Every failure
+is one line on stderr, never a traceback. ``FILE`` may be ``-`` for standard input, and may
+hold a compiled WorkflowVersion (its ``lwir`` field is validated), as upstream's CLI accepts.
+
+Only the pure core is imported, and only when the command runs, so ``little validate`` starts
+in a fraction of a second and never loads litellm, celery, boto3 or redis.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import sys
+from typing import Any
+
+__all__ = ["register", "run"]
+
+EXIT_VALID = 0
+EXIT_INVALID = 1
+EXIT_UNREADABLE = 2
+
+
+class _Unreadable(Exception):
+    """The file could not be turned into a JSON value; the message is the one-line reason."""
+
+
+def register(subparsers: Any, name: str) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        name,
+        help="validate an LWIR workflow file",
+        description=(
+            "Validate an LWIR JSON document (or a compiled WorkflowVersion with an 'lwir' "
+            "field). Exit 0 when valid, 1 with one line per finding when invalid, 2 when the "
+            "file cannot be read or parsed."
+        ),
+    )
+    parser.add_argument("file", metavar="FILE", help="LWIR JSON file, or - for standard input")
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help='print {"valid": ..., "findings": [...]} as JSON instead of text',
+    )
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    _tolerant_stdout()
+    label = "<stdin>" if args.file == "-" else args.file
+    try:
+        document = _load_json(args.file, label)
+    except _Unreadable as exc:
+        return _fail(str(exc))
+    # lwirDocumentFrom: a compiled WorkflowVersion carries its LWIR under "lwir".
+    if isinstance(document, dict) and "lwir" in document:
+        document = document["lwir"]
+    try:
+        from little_dist.lwir import validate_lwir
+
+        findings = [f for f in validate_lwir(document) if f.severity == "error"]
+        identity = None if findings else _identity(document)
+    except RecursionError:
+        return _fail(f"{label}: document is nested too deeply to validate")
+    except Exception as exc:  # a validator bug must still not print a traceback
+        return _fail(f"{label}: internal error while validating: {type(exc).__name__}: {exc}")
+    if args.json:
+        report: dict[str, Any] = {
+            "valid": not findings,
+            "findings": [finding.to_json() for finding in findings],
+        }
+        if identity is not None:
+            report.update(identity)
+        _print(json.dumps(report))
+    elif findings:
+        for finding in findings:
+            _print(_one_line(f"{finding.code} {finding.path}: {finding.message}"))
+        noun = "finding" if len(findings) == 1 else "findings"
+        print(f"little validate: {label}: invalid, {len(findings)} {noun}", file=sys.stderr)
+    else:
+        assert identity is not None
+        steps = identity["steps"]
+        _print(
+            _one_line(
+                f"valid: {identity['name']} — {steps} step{'' if steps == 1 else 's'}, "
+                f"{identity['lwirVersionId']}"
+            )
+        )
+    return EXIT_INVALID if findings else EXIT_VALID
+
+
+def _identity(document: Any) -> dict[str, Any]:
+    """Name, top-level step count and the LWIR's content id of a valid document."""
+    from little_dist.canonical import sha256_digest
+    from little_dist.ids import workflow_version_id_for
+
+    lwir_hash = sha256_digest(document)
+    return {
+        "name": document["metadata"]["name"],
+        "steps": len(document["steps"]),
+        "lwirVersionId": workflow_version_id_for(lwir_hash),
+        "lwirHash": lwir_hash,
+    }
+
+
+def _load_json(path: str, label: str) -> Any:
+    try:
+        if path == "-":
+            raw = sys.stdin.buffer.read()
+        else:
+            with open(path, "rb") as handle:
+                raw = handle.read()
+    except IsADirectoryError:
+        raise _Unreadable(f"cannot read {label}: is a directory") from None
+    except FileNotFoundError:
+        raise _Unreadable(f"cannot read {label}: no such file") from None
+    except PermissionError:
+        raise _Unreadable(f"cannot read {label}: permission denied") from None
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise _Unreadable(f"cannot read {label}: {reason}") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise _Unreadable(f"{label}: not UTF-8 text (invalid byte at offset {exc.start})") from None
+    if not text.strip():
+        raise _Unreadable(f"{label}: invalid JSON: the file is empty")
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise _Unreadable(
+            f"{label}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        ) from None
+    except RecursionError:
+        raise _Unreadable(f"{label}: invalid JSON: nested too deeply") from None
+    except ValueError as exc:  # NaN/Infinity, or an integer too long to convert
+        raise _Unreadable(f"{label}: invalid JSON: {_one_line(str(exc))}") from None
+
+
+def _reject_constant(name: str) -> Any:
+    # JSON.parse rejects NaN and the infinities; so does LWIR.
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split("\n"))
+
+
+def _print(text: str) -> None:
+    try:
+        print(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # `little validate ... | head` closed the pipe: not an error. Point stdout at devnull
+        # so the interpreter's final flush does not complain either.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
+def _fail(message: str) -> int:
+    print(f"little validate: {_one_line(message)}", file=sys.stderr)
+    return EXIT_UNREADABLE
+
+
+def _tolerant_stdout() -> None:
+    # Names and messages may hold any character; a narrow terminal encoding must not crash.
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
