@@ -18,7 +18,7 @@ import hashlib
 import json
 import math
 import re
-from typing import Any
+from typing import Any, NoReturn
 
 from little_dist.errors import InvalidInputError
 
@@ -107,12 +107,31 @@ def js_number_string(number: int | float) -> str:
     return f"{sign}{head}e{exp_sign}{abs(exponent)}"
 
 
-def _path_for_key(path: str, key: str) -> str:
-    return f"{path}.{key}" if _IDENTIFIER.match(key) else f"{path}[{_encode_string(key)}]"
+# Paths are built only when an error is raised: a path is "$" or (parent, key-or-index).
+_Path = Any
 
 
-def _well_formed(text: str, path: str) -> str:
+def _render_path(path: _Path) -> str:
+    parts: list[str] = []
+    while isinstance(path, tuple):
+        path, step = path
+        if isinstance(step, int):
+            parts.append(f"[{step}]")
+        elif _IDENTIFIER.match(step):
+            parts.append(f".{step}")
+        else:
+            parts.append(f"[{_encode_string(step)}]")
+    return "$" + "".join(reversed(parts))
+
+
+def _fail(message: str, path: _Path) -> NoReturn:
+    raise NonHashableValueError(message, _render_path(path))
+
+
+def _well_formed(text: str, path: _Path) -> str:
     """Return ``text`` with surrogate pairs joined; reject lone surrogates."""
+    if text.isascii():
+        return text
     try:
         text.encode("utf-8")
         return text
@@ -122,73 +141,87 @@ def _well_formed(text: str, path: str) -> str:
     try:
         return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
     except UnicodeDecodeError:
-        raise NonHashableValueError("Lone surrogates are not hashable.", path) from None
+        _fail("Lone surrogates are not hashable.", path)
 
 
-def _utf16_key(key: str) -> bytes:
-    return key.encode("utf-16-be")
+def _utf16_key(entry: tuple[str, Any]) -> bytes:
+    return entry[0].encode("utf-16-be")
 
 
-def _serialize(value: Any, path: str, ancestors: set[int], out: list[str]) -> None:
-    if value is None:
+def _serialize(value: Any, path: _Path, ancestors: set[int], out: list[str]) -> None:
+    kind = type(value)
+    if kind is str:
+        out.append(_encode_string(_well_formed(value, path)))
+    elif value is None:
         out.append("null")
     elif value is True:
         out.append("true")
     elif value is False:
         out.append("false")
-    elif type(value) is str:
-        out.append(_encode_string(_well_formed(value, path)))
-    elif type(value) is int:
-        try:
-            out.append(js_number_string(value))
-        except OverflowError:
-            raise NonHashableValueError("Non-finite numbers are not hashable.", path) from None
-    elif type(value) is float:
+    elif kind is int:
+        if -_MAX_SAFE_INTEGER <= value <= _MAX_SAFE_INTEGER:
+            out.append(str(value))
+        else:
+            try:
+                out.append(js_number_string(value))
+            except OverflowError:
+                _fail("Non-finite numbers are not hashable.", path)
+    elif kind is float:
         if not math.isfinite(value):
-            raise NonHashableValueError("Non-finite numbers are not hashable.", path)
+            _fail("Non-finite numbers are not hashable.", path)
         out.append(js_number_string(value))
-    elif type(value) is dict:
+    elif kind is dict:
         _serialize_object(value, path, ancestors, out)
-    elif type(value) in (list, tuple):
+    elif kind is list or kind is tuple:
         marker = id(value)
         if marker in ancestors:
-            raise NonHashableValueError("Cyclic references are not hashable.", path)
+            _fail("Cyclic references are not hashable.", path)
         ancestors.add(marker)
         out.append("[")
         for index, item in enumerate(value):
             if index:
                 out.append(",")
-            _serialize(item, f"{path}[{index}]", ancestors, out)
+            _serialize(item, (path, index), ancestors, out)
         out.append("]")
         ancestors.discard(marker)
     else:
-        kind = type(value).__name__
-        raise NonHashableValueError(f"Values of type {kind} are not hashable.", path)
+        _fail(f"Values of type {kind.__name__} are not hashable.", path)
 
 
 def _serialize_object(
-    value: dict[Any, Any], path: str, ancestors: set[int], out: list[str]
+    value: dict[Any, Any], path: _Path, ancestors: set[int], out: list[str]
 ) -> None:
     marker = id(value)
     if marker in ancestors:
-        raise NonHashableValueError("Cyclic references are not hashable.", path)
+        _fail("Cyclic references are not hashable.", path)
     ancestors.add(marker)
-    items: list[tuple[bytes, str, str, Any]] = []
+    items: list[tuple[str, Any]] = []
+    all_ascii = True
     for key, item in value.items():
         if type(key) is not str:
             raise NonHashableValueError(
-                f"Object keys must be strings, not {type(key).__name__}.", f"{path}[{key!r}]"
+                f"Object keys must be strings, not {type(key).__name__}.",
+                f"{_render_path(path)}[{key!r}]",
             )
-        key_path = _path_for_key(path, key)
-        joined = _well_formed(key, key_path)
-        items.append((_utf16_key(joined), joined, key_path, item))
-    items.sort(key=lambda entry: entry[0])
+        if not key.isascii():
+            all_ascii = False
+            key = _well_formed(key, (path, key))
+        items.append((key, item))
+    # Below U+D800 code-point order equals UTF-16 code-unit order; only then may the cheap
+    # sort be used.
+    if all_ascii:
+        items.sort(key=lambda entry: entry[0])
+    else:
+        items.sort(key=_utf16_key)
     out.append("{")
-    for index, (_, key, key_path, item) in enumerate(items):
-        if index:
+    first = True
+    for key, item in items:
+        if first:
+            first = False
+        else:
             out.append(",")
         out.append(_encode_string(key))
         out.append(":")
-        _serialize(item, key_path, ancestors, out)
+        _serialize(item, (path, key), ancestors, out)
     out.append("}")
     ancestors.discard(marker)

@@ -1,0 +1,72 @@
+"""``little events RUN_ID``: print (and follow) a run's event log."""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import sys
+from typing import Any
+
+from little_dist.cli.common import add_world_options, open_world_for_reading, require_run
+
+TERMINAL_TYPES = frozenset({"RunCompleted", "RunFailed"})
+
+
+def register(sub: Any, name: str) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name, help="print a run's events", description="Print a run's events in order."
+    )
+    parser.add_argument("run_id", metavar="RUN_ID")
+    parser.add_argument(
+        "--type",
+        dest="type_pattern",
+        metavar="PATTERN",
+        default=None,
+        help="only events whose type matches this glob (e.g. 'Step*', 'harness.model.*')",
+    )
+    parser.add_argument(
+        "--follow",
+        action="store_true",
+        help="keep printing new events until the run completes or fails",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="with --follow: stop after this long without a new event",
+    )
+    parser.add_argument("--json", action="store_true", help="newline-delimited JSON")
+    add_world_options(parser)
+    return parser
+
+
+def _line(event: Any) -> str:
+    payload = event.payload
+    where = payload.get("stepPath") or payload.get("branchPath") or ""
+    return f"{event.sequence:>6}  {event.recorded_at}  {event.type:<32} {where}".rstrip()
+
+
+def run(args: argparse.Namespace) -> int:
+    world = open_world_for_reading(args)
+    try:
+        require_run(world, args.run_id)
+        pattern = args.type_pattern
+        if args.follow:
+            events = world.follow(args.run_id, timeout=args.timeout)
+        else:
+            events = iter(world.list_events(args.run_id))
+        out = sys.stdout
+        for event in events:
+            if pattern is None or fnmatch.fnmatchcase(event.type, pattern):
+                if args.json:
+                    out.write(json.dumps(event.to_json(), ensure_ascii=False) + "\n")
+                else:
+                    out.write(_line(event) + "\n")
+                out.flush()
+            if args.follow and event.type in TERMINAL_TYPES:
+                break
+    finally:
+        world.close()
+    return 0

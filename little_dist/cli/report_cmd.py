@@ -1,0 +1,57 @@
+"""``little report RUN_ID``: tokens, dollars and time per step."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from little_dist.cli.common import add_world_options, open_world_for_reading, require_run
+from little_dist.errors import InvalidInputError
+
+
+def register(sub: Any, name: str) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name,
+        help="cost and usage per step",
+        description="Per-step attempts, tokens, dollars and duration for a run.",
+    )
+    parser.add_argument("run_id", metavar="RUN_ID")
+    form = parser.add_mutually_exclusive_group()
+    form.add_argument("--table", action="store_true", help="a text table (the default)")
+    form.add_argument("--json", action="store_true", help="the report as JSON")
+    form.add_argument(
+        "--html",
+        metavar="FILE",
+        default=None,
+        help="write a self-contained HTML page with a timeline of the steps",
+    )
+    add_world_options(parser)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    from little_dist.report import build_run_report, render_html, render_table, report_to_json
+
+    world = open_world_for_reading(args)
+    try:
+        require_run(world, args.run_id)
+        report = build_run_report(world.list_events(args.run_id), run_id=args.run_id)
+    finally:
+        world.close()
+    if args.json:
+        json.dump(report_to_json(report, include_timeline=True), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    elif args.html:
+        target = Path(args.html)
+        try:
+            target.write_text(render_html(report), encoding="utf-8")
+        except OSError as exc:
+            raise InvalidInputError(f"cannot write {target}: {exc.strerror}") from exc
+        print(f"wrote {target}")
+    else:
+        table = render_table(report)
+        sys.stdout.write(table if table.endswith("\n") else table + "\n")
+    return 0
