@@ -1,0 +1,174 @@
+"""The litellm side of the scripted model: the ``CustomLLM`` handler and its registration.
+
+litellm keeps custom providers in the process-wide list ``litellm.custom_provider_map``, so
+the scripted provider is process-wide too: one handler, registered once, serving whichever
+:class:`ScriptedModel` was installed last (a stack, so nested ``installed()`` blocks restore
+the outer script). litellm is imported here only, and only when a script is installed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from little_dist.testing.replies import ERROR_KINDS, Reply, estimate_usage
+
+if TYPE_CHECKING:
+    from little_dist.testing.scripted import ScriptedModel, ScriptedRequest
+
+__all__ = ["active", "import_litellm", "push", "remove"]
+
+_lock = threading.Lock()
+_stack: list[ScriptedModel] = []
+_handler: Any = None
+
+
+def import_litellm() -> Any:
+    """Import litellm without letting it fetch its price map from the network."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    return litellm
+
+
+def push(script: ScriptedModel) -> None:
+    litellm = import_litellm()
+    with _lock:
+        _register(litellm)
+        _stack.append(script)
+
+
+def remove(script: ScriptedModel) -> None:
+    with _lock:
+        for position in range(len(_stack) - 1, -1, -1):
+            if _stack[position] is script:
+                del _stack[position]
+                return
+
+
+def active() -> ScriptedModel | None:
+    with _lock:
+        return _stack[-1] if _stack else None
+
+
+def _register(litellm: Any) -> None:
+    # The handler stays registered once made: with no script installed it answers with a clear
+    # error instead of litellm's generic "unknown provider".
+    global _handler
+    from little_dist.testing.scripted import PROVIDER
+
+    if _handler is None:
+        _handler = _make_handler(litellm)
+    entries = list(litellm.custom_provider_map or [])
+    if any(e.get("custom_handler") is _handler for e in entries):
+        return
+    entries = [e for e in entries if e.get("provider") != PROVIDER]
+    entries.append({"provider": PROVIDER, "custom_handler": _handler})
+    litellm.custom_provider_map = entries
+
+
+def _begin(
+    litellm: Any, model: str, messages: Any, optional_params: Any, litellm_params: Any
+) -> tuple[ScriptedModel, ScriptedRequest, Reply, float]:
+    script = active()
+    if script is None:
+        raise litellm.BadRequestError(
+            message=f"no ScriptedModel is installed to answer 'scripted/{model}'",
+            model=f"scripted/{model}",
+            llm_provider="scripted",
+        )
+    params = dict(optional_params or {})
+    tools = params.pop("tools", None) or []
+    metadata = (litellm_params or {}).get("metadata") or {}
+    request = script.answer(
+        model=model, messages=messages, tools=tools, metadata=metadata, params=params
+    )
+    if request.reply is None:
+        raise litellm.BadRequestError(
+            message=script.describe_unanswered(request),
+            model=f"scripted/{model}",
+            llm_provider="scripted",
+        )
+    reply = request.reply
+    delay = script.latency if reply.latency is None else reply.latency
+    return script, request, reply, delay
+
+
+def _finish(litellm: Any, script: ScriptedModel, request: ScriptedRequest, reply: Reply) -> Any:
+    if reply.kind == "error":
+        if isinstance(reply.error, BaseException):
+            raise reply.error
+        assert isinstance(reply.error, str)
+        error_type = getattr(litellm, ERROR_KINDS[reply.error])
+        raise error_type(
+            message=reply.error_message
+            or f"scripted {reply.error} failure (call #{request.index})",
+            model=f"scripted/{request.model}",
+            llm_provider="scripted",
+        )
+    usage = reply.usage or estimate_usage(
+        request.messages,
+        request.tools,
+        reply,
+        cached_share=script.cached_share,
+        reasoning_share=script.reasoning_share,
+    )
+    message: dict[str, Any] = {"role": "assistant", "content": reply.text}
+    if reply.tool_calls:
+        message["tool_calls"] = [
+            {
+                "id": call.id or f"call_{request.index}_{position}",
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments_text()},
+            }
+            for position, call in enumerate(reply.tool_calls)
+        ]
+    finish_reason = reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")
+    return litellm.ModelResponse(
+        id=f"chatcmpl-scripted-{request.index}",
+        model=request.model,
+        choices=[{"index": 0, "finish_reason": finish_reason, "message": message}],
+        usage=usage.to_openai(),
+    )
+
+
+def _make_handler(litellm: Any) -> Any:
+    class ScriptedLLM(litellm.CustomLLM):  # type: ignore[misc]
+        """Serves ``scripted/<name>`` from the active :class:`ScriptedModel`."""
+
+        def completion(
+            self,
+            model: str,
+            messages: list[Any],
+            *args: Any,
+            optional_params: dict[str, Any] | None = None,
+            litellm_params: dict[str, Any] | None = None,
+            **kwargs: Any,
+        ) -> Any:
+            script, request, reply, delay = _begin(
+                litellm, model, messages, optional_params, litellm_params
+            )
+            if delay:
+                time.sleep(delay)
+            return _finish(litellm, script, request, reply)
+
+        async def acompletion(
+            self,
+            model: str,
+            messages: list[Any],
+            *args: Any,
+            optional_params: dict[str, Any] | None = None,
+            litellm_params: dict[str, Any] | None = None,
+            **kwargs: Any,
+        ) -> Any:
+            script, request, reply, delay = _begin(
+                litellm, model, messages, optional_params, litellm_params
+            )
+            if delay:
+                await asyncio.sleep(delay)
+            return _finish(litellm, script, request, reply)
+
+    return ScriptedLLM()

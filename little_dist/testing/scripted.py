@@ -1,0 +1,572 @@
+"""A scripted LLM served through litellm, so tests run the same code path as a real provider.
+
+Models are addressed as ``scripted/<name>``. While a :class:`ScriptedModel` is installed,
+``litellm.completion(model="scripted/<name>", messages=..., tools=...)`` (and
+``acompletion``) returns a real litellm ``ModelResponse`` — content or OpenAI-format
+``tool_calls``, ``usage`` with ``prompt_tokens_details.cached_tokens`` and
+``completion_tokens_details.reasoning_tokens`` — or raises litellm's own exception types::
+
+    script = ScriptedModel()
+    script.on(step="summarize").reply_json({"summary": "ok"}, usage=Usage(1200, 80, cached=1000))
+    script.on(step="triage").call_tool("lookup", {"accountId": "A1"}).then_reply_text("done")
+    script.on(match=lambda req: "repair" in req.last_user_text).reply_text("fixed")
+    script.fail(step="flaky", times=2, error="rate_limit")
+    with script.installed():
+        litellm.completion(model="scripted/default", messages=[...],
+                           metadata={"little": {"stepPath": "summarize", "runId": "run_1"}})
+
+Routing. litellm hands the request's ``metadata=`` keyword to the provider unchanged (as
+``litellm_params["metadata"]``); the harness sends ``metadata={"little": {"stepPath": ...,
+"runId": ...}}`` and rules match on ``step`` (exact ``stepPath``), ``run`` (``runId``),
+``model`` (the name after ``scripted/``), ``contains`` (substring of the last user message)
+or ``match`` (any predicate over the :class:`ScriptedRequest`). All given filters must hold.
+Rules are tried in the order they were added; each holds a queue of replies consumed in order
+(a reply with ``times=None`` answers forever); an exhausted rule steps aside for the next
+matching one, and ``otherwise()`` is tried last. A call nothing answers raises litellm's
+``BadRequestError`` naming the call (and is kept in :attr:`ScriptedModel.unanswered`).
+
+Other processes. A worker process honours ``LITTLE_SCRIPTED_MODEL=/path/script.json`` at start
+by calling :func:`install_from_env`; :func:`install_from_file` does the same for an explicit
+path. Script files are written with :meth:`ScriptedModel.save` (format in
+:mod:`little_dist.testing.script_file`). Each process consumes its own copy of the queues; a
+shared JSON-lines call log (``call_log=``) records every call from every process.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from little_dist.errors import InvalidInputError
+from little_dist.testing.replies import Reply, ToolCall, Usage
+
+__all__ = [
+    "METADATA_KEY",
+    "PROVIDER",
+    "SCRIPT_ENV_VAR",
+    "Rule",
+    "ScriptedModel",
+    "ScriptedRequest",
+    "active_script",
+    "install_from_env",
+    "install_from_file",
+    "read_call_log",
+]
+
+PROVIDER = "scripted"
+METADATA_KEY = "little"
+SCRIPT_ENV_VAR = "LITTLE_SCRIPTED_MODEL"
+
+Matcher = Callable[["ScriptedRequest"], bool]
+
+
+def _message_dict(message: Any) -> dict[str, Any]:
+    # A tool loop often appends the response's own Message object to the history.
+    if isinstance(message, Mapping):
+        return json.loads(json.dumps(dict(message), default=str))  # type: ignore[no-any-return]
+    dump = getattr(message, "model_dump", None)
+    if callable(dump):
+        return json.loads(json.dumps(dump(exclude_none=True), default=str))  # type: ignore[no-any-return]
+    raise InvalidInputError(f"a chat message must be a mapping, got {type(message).__name__}")
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(part.get("text", "") for part in content if isinstance(part, Mapping))
+    return ""
+
+
+@dataclass(frozen=True)
+class ScriptedRequest:
+    """One call as the scripted provider received it (messages copied at call time)."""
+
+    index: int
+    model: str
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)
+    reply: Reply | None = None
+
+    @property
+    def step_path(self) -> str | None:
+        little = self.metadata.get(METADATA_KEY)
+        value = little.get("stepPath") if isinstance(little, Mapping) else None
+        return value if isinstance(value, str) else None
+
+    @property
+    def run_id(self) -> str | None:
+        little = self.metadata.get(METADATA_KEY)
+        value = little.get("runId") if isinstance(little, Mapping) else None
+        return value if isinstance(value, str) else None
+
+    @property
+    def last_user_text(self) -> str:
+        for message in reversed(self.messages):
+            if message.get("role") == "user":
+                return _content_text(message.get("content"))
+        return ""
+
+    @property
+    def tool_names(self) -> list[str]:
+        """Names of the tools offered to the model in this call."""
+        return [str(tool.get("function", {}).get("name")) for tool in self.tools]
+
+    @property
+    def tool_results(self) -> list[dict[str, Any]]:
+        """The ``role: tool`` messages in the history, oldest first."""
+        return [message for message in self.messages if message.get("role") == "tool"]
+
+    def to_record(self) -> dict[str, Any]:
+        """The JSON form written to a call log."""
+        return {
+            "index": self.index,
+            "pid": os.getpid(),
+            "model": self.model,
+            "stepPath": self.step_path,
+            "runId": self.run_id,
+            "metadata": self.metadata,
+            "messages": self.messages,
+            "tools": self.tools,
+            "reply": None if self.reply is None else self.reply.description,
+        }
+
+
+class Rule:
+    """Which calls a group of replies answers, and the replies' queue.
+
+    Reply methods append to the queue and return the rule, so they chain; ``then_*`` are
+    aliases that read well after the first.
+    """
+
+    def __init__(
+        self,
+        lock: threading.RLock,
+        *,
+        step: str | None = None,
+        model: str | None = None,
+        run: str | None = None,
+        contains: str | None = None,
+        match: Matcher | None = None,
+    ) -> None:
+        self._lock = lock
+        self.step = step
+        self.model = model
+        self.run = run
+        self.contains = contains
+        self.match = match
+        self._queue: list[list[Any]] = []  # [Reply, calls left or None for forever]
+        self.replies: list[Reply] = []  # everything ever queued, for saving and reporting
+
+    def matches(self, request: ScriptedRequest) -> bool:
+        if self.step is not None and request.step_path != self.step:
+            return False
+        if self.model is not None and request.model != self.model:
+            return False
+        if self.run is not None and request.run_id != self.run:
+            return False
+        if self.contains is not None and self.contains not in request.last_user_text:
+            return False
+        return self.match is None or bool(self.match(request))
+
+    def describe(self) -> str:
+        parts = [
+            f"{name}={value!r}"
+            for name, value in (
+                ("step", self.step),
+                ("model", self.model),
+                ("run", self.run),
+                ("contains", self.contains),
+            )
+            if value is not None
+        ]
+        if self.match is not None:
+            parts.append("match=<predicate>")
+        return "on(" + ", ".join(parts) + ")"
+
+    def pending(self) -> list[Reply]:
+        """Queued replies not yet used up (forever replies excluded)."""
+        with self._lock:
+            return [reply for reply, left in self._queue if left is not None]
+
+    def _take(self) -> Reply | None:
+        if not self._queue:
+            return None
+        entry = self._queue[0]
+        reply: Reply = entry[0]
+        if entry[1] is not None:
+            entry[1] -= 1
+            if entry[1] == 0:
+                self._queue.pop(0)
+        return reply
+
+    def add(self, reply: Reply) -> Rule:
+        """Queue a prepared :class:`Reply`."""
+        with self._lock:
+            self._queue.append([reply, reply.times])
+            self.replies.append(reply)
+        return self
+
+    def reply_text(
+        self,
+        text: str,
+        *,
+        usage: Usage | None = None,
+        latency: float | None = None,
+        finish_reason: str | None = None,
+        times: int | None = 1,
+    ) -> Rule:
+        """Answer with assistant text."""
+        return self.add(
+            Reply(
+                "text",
+                text=text,
+                usage=usage,
+                latency=latency,
+                finish_reason=finish_reason,
+                times=times,
+            )
+        )
+
+    def reply_json(
+        self,
+        value: Any,
+        *,
+        usage: Usage | None = None,
+        latency: float | None = None,
+        finish_reason: str | None = None,
+        times: int | None = 1,
+    ) -> Rule:
+        """Answer with ``value`` serialized as JSON text (what a model in JSON mode sends)."""
+        text = json.dumps(value, ensure_ascii=False)
+        return self.reply_text(
+            text, usage=usage, latency=latency, finish_reason=finish_reason, times=times
+        )
+
+    def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | str | None = None,
+        *,
+        id: str | None = None,
+        text: str | None = None,
+        usage: Usage | None = None,
+        latency: float | None = None,
+        times: int | None = 1,
+    ) -> Rule:
+        """Answer with one tool call (``arguments`` as a raw string scripts malformed JSON)."""
+        call = ToolCall(name, {} if arguments is None else arguments, id)
+        return self.call_tools([call], text=text, usage=usage, latency=latency, times=times)
+
+    def call_tools(
+        self,
+        calls: Sequence[ToolCall | tuple[str, Mapping[str, Any] | str]],
+        *,
+        text: str | None = None,
+        usage: Usage | None = None,
+        latency: float | None = None,
+        times: int | None = 1,
+    ) -> Rule:
+        """Answer with several tool calls in one turn (parallel tool calls)."""
+        tool_calls = tuple(c if isinstance(c, ToolCall) else ToolCall(*c) for c in calls)
+        return self.add(
+            Reply(
+                "tool_calls",
+                text=text,
+                tool_calls=tool_calls,
+                usage=usage,
+                latency=latency,
+                finish_reason="tool_calls",
+                times=times,
+            )
+        )
+
+    def raise_error(
+        self,
+        error: str | BaseException = "rate_limit",
+        *,
+        message: str | None = None,
+        latency: float | None = None,
+        times: int | None = 1,
+    ) -> Rule:
+        """Fail the call: an error name from ``ERROR_KINDS`` (raised as litellm's exception
+        type) or an exception instance raised as is (litellm wraps foreign ones)."""
+        return self.add(
+            Reply("error", error=error, error_message=message, latency=latency, times=times)
+        )
+
+    then_reply_text = reply_text
+    then_reply_json = reply_json
+    then_call_tool = call_tool
+    then_call_tools = call_tools
+    then_raise_error = raise_error
+
+
+class ScriptedModel:
+    """A script of replies plus a thread-safe log of every call it served.
+
+    ``latency`` is the default delay per call (seconds; ``time.sleep`` in ``completion``,
+    ``asyncio.sleep`` in ``acompletion``). Without an explicit ``usage``, token counts are
+    estimated from text lengths; ``cached_share`` and ``reasoning_share`` set the cached and
+    reasoning parts. ``call_log`` appends every call as a JSON line (shared across processes).
+    """
+
+    def __init__(
+        self,
+        *,
+        latency: float = 0.0,
+        cached_share: float = 0.0,
+        reasoning_share: float = 0.0,
+        call_log: str | Path | None = None,
+    ) -> None:
+        for name, share in (("cached_share", cached_share), ("reasoning_share", reasoning_share)):
+            if not 0.0 <= share <= 1.0:
+                raise InvalidInputError(f"{name} must be between 0 and 1, got {share!r}")
+        if latency < 0:
+            raise InvalidInputError(f"latency must be >= 0 seconds, got {latency!r}")
+        self.latency = latency
+        self.cached_share = cached_share
+        self.reasoning_share = reasoning_share
+        self.call_log = None if call_log is None else Path(call_log)
+        self._lock = threading.RLock()
+        self._rules: list[Rule] = []
+        self._otherwise = Rule(self._lock)
+        self._calls: list[ScriptedRequest] = []
+
+    # -- building ---------------------------------------------------------------------------
+
+    def on(
+        self,
+        *,
+        step: str | None = None,
+        model: str | None = None,
+        run: str | None = None,
+        contains: str | None = None,
+        match: Matcher | None = None,
+    ) -> Rule:
+        """A new rule for the calls matching every given filter."""
+        rule = Rule(self._lock, step=step, model=model, run=run, contains=contains, match=match)
+        with self._lock:
+            self._rules.append(rule)
+        return rule
+
+    def fail(
+        self,
+        *,
+        step: str | None = None,
+        model: str | None = None,
+        run: str | None = None,
+        contains: str | None = None,
+        match: Matcher | None = None,
+        times: int | None = 1,
+        error: str | BaseException = "rate_limit",
+        message: str | None = None,
+    ) -> Rule:
+        """Shorthand: the matching calls fail ``times`` times, then later rules answer."""
+        rule = self.on(step=step, model=model, run=run, contains=contains, match=match)
+        return rule.raise_error(error, message=message, times=times)
+
+    def otherwise(self) -> Rule:
+        """The rule tried after every other one (matches every call)."""
+        return self._otherwise
+
+    @property
+    def rules(self) -> list[Rule]:
+        with self._lock:
+            return list(self._rules)
+
+    # -- what happened ----------------------------------------------------------------------
+
+    @property
+    def calls(self) -> list[ScriptedRequest]:
+        """Every call served so far, in arrival order, each with the reply it got."""
+        with self._lock:
+            return list(self._calls)
+
+    @property
+    def unanswered(self) -> list[ScriptedRequest]:
+        """Calls no rule answered (each raised ``BadRequestError``)."""
+        return [call for call in self.calls if call.reply is None]
+
+    def calls_for(
+        self, *, step: str | None = None, model: str | None = None, run: str | None = None
+    ) -> list[ScriptedRequest]:
+        """The calls whose step path, model name and run id equal the given ones."""
+        probe = Rule(self._lock, step=step, model=model, run=run)
+        return [call for call in self.calls if probe.matches(call)]
+
+    def pending(self) -> list[str]:
+        """Descriptions of scripted replies never used (forever replies excluded)."""
+        with self._lock:
+            return [
+                f"{rule.describe()} -> {reply.description}"
+                for rule in [*self._rules, self._otherwise]
+                for reply in rule.pending()
+            ]
+
+    def assert_all_used(self) -> None:
+        """Raise ``AssertionError`` if a scripted reply was never used or a call went
+        unanswered."""
+        problems = [f"unused: {item}" for item in self.pending()]
+        problems += [
+            f"unanswered: call #{c.index} model={c.model!r} step={c.step_path!r}"
+            for c in self.unanswered
+        ]
+        if problems:
+            raise AssertionError("scripted model: " + "; ".join(problems))
+
+    # -- serving (called by the litellm handler) --------------------------------------------
+
+    def answer(
+        self,
+        *,
+        model: str,
+        messages: Sequence[Any],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        params: Mapping[str, Any] | None = None,
+    ) -> ScriptedRequest:
+        """Record one call and pick its reply (``reply`` is ``None`` when nothing answers)."""
+        normalized = [_message_dict(message) for message in messages]
+        tool_list = [_message_dict(tool) for tool in tools or ()]
+        meta = json.loads(json.dumps(dict(metadata or {}), default=str))
+        extra = json.loads(json.dumps(dict(params or {}), default=str))
+        with self._lock:
+            request = ScriptedRequest(
+                index=len(self._calls),
+                model=model,
+                messages=normalized,
+                tools=tool_list,
+                metadata=meta,
+                params=extra,
+            )
+            reply = None
+            for rule in [*self._rules, self._otherwise]:
+                if rule._queue and rule.matches(request):
+                    reply = rule._take()
+                    break
+            request = replace(request, reply=reply)
+            self._calls.append(request)
+        if self.call_log is not None:
+            _append_record(self.call_log, request.to_record())
+        return request
+
+    def describe_unanswered(self, request: ScriptedRequest) -> str:
+        rules = ", ".join(rule.describe() for rule in self.rules) or "none"
+        return (
+            f"scripted model: no reply scripted for call #{request.index} "
+            f"(model={request.model!r}, stepPath={request.step_path!r}, "
+            f"runId={request.run_id!r}, last user text={request.last_user_text[:80]!r}); "
+            f"rules: {rules}"
+        )
+
+    # -- installation -----------------------------------------------------------------------
+
+    def install(self) -> None:
+        """Serve ``scripted/*`` calls from this script, process-wide, until :meth:`uninstall`.
+        Imports litellm (slow) and registers the provider on first use."""
+        from little_dist.testing import _provider
+
+        _provider.push(self)
+
+    def uninstall(self) -> None:
+        """Stop serving; a script installed before this one (if any) serves again."""
+        from little_dist.testing import _provider
+
+        _provider.remove(self)
+
+    @contextmanager
+    def installed(self) -> Iterator[ScriptedModel]:
+        """Install for the duration of a ``with`` block."""
+        self.install()
+        try:
+            yield self
+        finally:
+            self.uninstall()
+
+    # -- files ------------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """The script-file form (rules with ``match=`` predicates cannot be saved)."""
+        from little_dist.testing.script_file import dump_script
+
+        return dump_script(self)
+
+    def save(self, path: str | Path) -> Path:
+        """Write the script as JSON for another process (see :func:`install_from_file`)."""
+        target = Path(path)
+        target.write_text(json.dumps(self.to_dict(), indent=2), encoding="utf-8")
+        return target
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ScriptedModel:
+        from little_dist.testing.script_file import load_script
+
+        return load_script(data)
+
+    @classmethod
+    def load(cls, path: str | Path) -> ScriptedModel:
+        source = Path(path)
+        try:
+            data = json.loads(source.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as error:
+            raise InvalidInputError(f"cannot read scripted model file {source}: {error}") from error
+        return cls.from_dict(data)
+
+
+def active_script() -> ScriptedModel | None:
+    """The script currently serving ``scripted/*`` calls in this process, if any."""
+    from little_dist.testing import _provider
+
+    return _provider.active()
+
+
+def install_from_file(path: str | Path) -> ScriptedModel:
+    """Load a script file and install it for the rest of the process's life."""
+    script = ScriptedModel.load(path)
+    script.install()
+    return script
+
+
+def install_from_env(environ: Mapping[str, str] | None = None) -> ScriptedModel | None:
+    """Install the script named by ``LITTLE_SCRIPTED_MODEL``, if set (worker start-up)."""
+    env = os.environ if environ is None else environ
+    path = env.get(SCRIPT_ENV_VAR)
+    if not path:
+        return None
+    return install_from_file(path)
+
+
+def _append_record(path: Path, record: Mapping[str, Any]) -> None:
+    line = (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode("utf-8")
+    # One locked append per call keeps lines whole when several processes share the log.
+    with path.open("ab") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            handle.write(line)
+            handle.flush()
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def read_call_log(path: str | Path) -> list[dict[str, Any]]:
+    """Every record of a JSON-lines call log, in append order (empty if it does not exist)."""
+    source = Path(path)
+    if not source.exists():
+        return []
+    with source.open("rb") as handle:
+        fcntl.flock(handle, fcntl.LOCK_SH)
+        try:
+            text = handle.read().decode("utf-8")
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
