@@ -24,6 +24,8 @@ Guarantees every implementation keeps (checked by one shared conformance suite):
 * Artifacts are immutable and content-addressed: the same bytes are stored once.
 * Workflow versions are immutable: registering a different document under an existing id
   raises :class:`~little_dist.errors.ConflictError`; the same document is a no-op.
+* The version index (definition hash -> version ids) is append-only: indexing a pair again
+  is a no-op, and ids come back oldest first.
 
 Order of the checks on an append (single or batch), all atomic with the write:
 
@@ -54,6 +56,7 @@ from little_dist.events import Event, EventInput
 from little_dist.ids import InvalidIdError, event_id_for
 
 __all__ = [
+    "DEFINITION_HASH_PATTERN",
     "VERSION_ID_PATTERN",
     "ArtifactCorruptError",
     "ArtifactEncoding",
@@ -71,6 +74,8 @@ __all__ = [
     "check_event_window",
     "check_lease_request",
     "prepare_events",
+    "run_lease_key",
+    "validate_definition_hash",
     "validate_version_id",
 ]
 
@@ -291,6 +296,18 @@ class World(Protocol):
         """A fresh copy of the stored document; :class:`VersionNotFoundError` if unknown."""
         ...
 
+    def index_version(self, definition_hash: str, version_id: str) -> None:
+        """Record that ``version_id`` was compiled from the definition ``definition_hash``.
+
+        Append-only and idempotent: indexing the same pair again changes nothing. The planner
+        uses the index to reuse a registered version for a later run of the same definition.
+        """
+        ...
+
+    def indexed_versions(self, definition_hash: str) -> list[str]:
+        """Version ids indexed under ``definition_hash``, oldest first (``[]`` if none)."""
+        ...
+
     def close(self) -> None:
         """Release connections and files; the world is not used afterwards."""
         ...
@@ -299,6 +316,17 @@ class World(Protocol):
 # -- helpers shared by the implementations -------------------------------------------------
 
 VERSION_ID_PATTERN = re.compile(r"^wfver_[A-Za-z0-9_-]{1,80}$")
+DEFINITION_HASH_PATTERN = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+
+def run_lease_key(run_id: str, name: str) -> str:
+    """The name of a lease that belongs to one run (``run_lease_key(run, "step:draft")``).
+
+    Fenced appends check their lease atomically with the append. In a Redis cluster that is
+    only possible when the lease lives in the run's slot, so the name carries the run id as a
+    hash tag; other worlds treat it as an opaque string.
+    """
+    return f"{{{run_id}}}:{name}"
 
 
 def validate_version_id(version_id: object) -> str:
@@ -312,6 +340,16 @@ def validate_version_id(version_id: object) -> str:
             "(expected 'wfver_' followed by 1-80 of A-Z a-z 0-9 _ -)"
         )
     return version_id
+
+
+def validate_definition_hash(definition_hash: object) -> str:
+    """Return ``definition_hash`` if it is ``sha256:`` + 64 lowercase hex; raise otherwise."""
+    if not isinstance(definition_hash, str) or not DEFINITION_HASH_PATTERN.match(definition_hash):
+        raise InvalidInputError(
+            f"Invalid workflow definition hash: {definition_hash!r} "
+            "(expected 'sha256:' followed by 64 lowercase hex digits)"
+        )
+    return definition_hash
 
 
 def check_lease_request(key: object, holder: object, ttl_seconds: object) -> None:

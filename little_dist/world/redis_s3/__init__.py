@@ -1,0 +1,21 @@
+"""The fleet's world: Redis Streams for events and leases, S3 for artifacts and archives.
+
+See :mod:`little_dist.world.redis_s3.world` for how it keeps the ``World`` guarantees and
+:mod:`little_dist.world.redis_s3.keys` for the key layout.
+"""
+
+from __future__ import annotations
+
+from little_dist.world.redis_s3.keys import lease_key_for
+from little_dist.world.redis_s3.world import (
+    DEFAULT_ARCHIVE_TTL_SECONDS,
+    RedisS3World,
+    RunSealedError,
+)
+
+__all__ = [
+    "DEFAULT_ARCHIVE_TTL_SECONDS",
+    "RedisS3World",
+    "RunSealedError",
+    "lease_key_for",
+]

@@ -1,0 +1,91 @@
+"""Where :class:`RedisS3World` keeps things: Redis key names and S3 object keys.
+
+Every Redis key that belongs to a run carries the run id as a hash tag (``{run_...}``), so
+the events stream, the occurrence index, the archive marker and the run's leases all live in
+one cluster slot and one Lua script may touch them together::
+
+    <prefix>{run_x}:events        stream, entry id "<sequence>-0" (the id IS the sequence)
+    <prefix>{run_x}:occ           hash occurrenceId -> sequence
+    <prefix>{run_x}:archived      string, the last sequence; set once the log is sealed
+    <prefix>lease:<name>          hash holder / token / exp (ms, Redis server clock)
+    <prefix>lease-token:<name>    counter behind the fencing tokens (INCR, only grows)
+    <prefix>version:<id>          sha256 of the registered version document (the CAS)
+    <prefix>runs                  sorted set of run ids (the index behind list_run_ids)
+
+S3 (under an optional object-key prefix)::
+
+    blobs/sha256/<hex>            artifact bytes, content-addressed, put-if-absent
+    manifests/<artifactId>.json   artifact manifests, immutable, put-if-absent
+    versions/<id>.json            workflow version documents, immutable, put-if-absent
+    archives/<run_id>.ndjson      a sealed run's whole log, one ``Event.to_json()`` a line
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from little_dist.errors import InvalidInputError
+from little_dist.world.base import run_lease_key
+
+__all__ = ["KeyLayout", "RunKeys", "lease_key_for"]
+
+
+# Lease names of a run: built by the world-neutral helper, kept here under its old name.
+lease_key_for = run_lease_key
+
+
+@dataclass(frozen=True)
+class RunKeys:
+    events: str
+    occurrences: str
+    archived: str
+
+
+@dataclass(frozen=True)
+class KeyLayout:
+    """Key names under one Redis key prefix and one S3 object-key prefix."""
+
+    redis_prefix: str = "little:"
+    s3_prefix: str = ""
+
+    def __post_init__(self) -> None:
+        # A brace in the prefix would become the hash tag and put every run in one slot.
+        if "{" in self.redis_prefix or "}" in self.redis_prefix:
+            raise InvalidInputError(
+                f"Invalid Redis key prefix {self.redis_prefix!r}: it must not contain braces"
+            )
+
+    # -- Redis ----------------------------------------------------------------------------
+    def run(self, run_id: str) -> RunKeys:
+        tagged = f"{self.redis_prefix}{{{run_id}}}"
+        return RunKeys(
+            events=f"{tagged}:events",
+            occurrences=f"{tagged}:occ",
+            archived=f"{tagged}:archived",
+        )
+
+    def lease(self, name: str) -> tuple[str, str]:
+        """The lease hash and its token counter, always in the same cluster slot."""
+        # A name without a hash tag of its own gets one, so the pair shares a slot.
+        tagged = name if "{" in name else f"{{{name}}}"
+        return f"{self.redis_prefix}lease:{tagged}", f"{self.redis_prefix}lease-token:{tagged}"
+
+    def version(self, version_id: str) -> str:
+        return f"{self.redis_prefix}version:{version_id}"
+
+    @property
+    def run_index(self) -> str:
+        return f"{self.redis_prefix}runs"
+
+    # -- S3 -------------------------------------------------------------------------------
+    def blob(self, sha256_hex: str) -> str:
+        return f"{self.s3_prefix}blobs/sha256/{sha256_hex}"
+
+    def manifest(self, artifact_id: str) -> str:
+        return f"{self.s3_prefix}manifests/{artifact_id}.json"
+
+    def version_document(self, version_id: str) -> str:
+        return f"{self.s3_prefix}versions/{version_id}.json"
+
+    def archive(self, run_id: str) -> str:
+        return f"{self.s3_prefix}archives/{run_id}.ndjson"

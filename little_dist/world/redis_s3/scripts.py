@@ -1,0 +1,191 @@
+"""The Lua scripts behind :class:`RedisS3World`: each one is a single atomic step in Redis.
+
+Scripts read the clock with ``redis.call('TIME')`` so lease expiry is judged by one clock, the
+Redis server's, whatever the clocks of the machines calling it; a world built with an explicit
+``clock`` (tests) passes its time instead. Times are epoch milliseconds.
+Results are plain arrays (never ``error_reply``), so the Python side decodes one shape.
+"""
+
+from __future__ import annotations
+
+__all__ = ["ACQUIRE_LEASE", "APPEND", "RELEASE_LEASE", "RENEW_LEASE", "SEAL_RUN"]
+
+
+def _now_ms(arg: int) -> str:
+    """Lua setting ``now``: ARGV[arg] when the caller passed a time (tests), else Redis TIME."""
+    return f"""
+local now = tonumber(ARGV[{arg}])
+if not now then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+"""
+
+
+APPEND = (
+    """
+-- KEYS: 1 events stream, 2 occurrence hash, 3 archived marker, then the fence's lease hash
+--       when ARGV[2] is set, then the signal stream (last key) when ARGV[4] is set
+-- ARGV: 1 expected last sequence or '', 2 fence token or '', 3 guessed first sequence,
+--       4 signal value (the run id) or '', 5 signal stream approximate max length,
+--       6 now in ms or '' (Redis TIME), then per event: type, payload JSON,
+--       occurrence id or '', recordedAt, guessed event id
+-- Result: {'new', last_before} when every input was appended (input i got last_before + i);
+--         {'ok', last_before, per-event {kind, sequence, fields}} otherwise, with kind 'n'
+--         (new), 'e' (already recorded; fields are the stored entry) or 'd' (same
+--         occurrence id as an earlier input of this batch; sequence is that input's index);
+--         or {'archived'}, {'fenced'}, {'conflict', last}.
+local head = 6
+local per = 5
+local n = (#ARGV - head) / per
+local events = KEYS[1]
+local last = redis.call('XLEN', events)
+local results = {}
+local batch = {}
+local fresh = 0
+for i = 1, n do
+  local occ = ARGV[head + (i - 1) * per + 3]
+  if occ ~= '' and batch[occ] then
+    results[i] = {'d', batch[occ], {}}
+  else
+    local recorded = false
+    if occ ~= '' then
+      recorded = redis.call('HGET', KEYS[2], occ)
+      batch[occ] = i
+    end
+    if recorded then
+      local entry = redis.call('XRANGE', events, recorded .. '-0', recorded .. '-0')
+      results[i] = {'e', tonumber(recorded), entry[1][2]}
+    else
+      results[i] = false
+      fresh = fresh + 1
+    end
+  end
+end
+if fresh == 0 then
+  return {'ok', last, results}
+end
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  return {'archived'}
+end
+if ARGV[2] ~= '' then
+"""
+    + _now_ms(6)
+    + """
+  local lease = redis.call('HMGET', KEYS[4], 'token', 'exp')
+  if lease[1] ~= ARGV[2] or tonumber(lease[2]) <= now then
+    return {'fenced'}
+  end
+end
+if ARGV[1] ~= '' and tonumber(ARGV[1]) ~= last then
+  return {'conflict', last}
+end
+local guess = tonumber(ARGV[3])
+local seq = last
+for i = 1, n do
+  if results[i] == false then
+    seq = seq + 1
+    local at = head + (i - 1) * per
+    local id = seq .. '-0'
+    local occ = ARGV[at + 3]
+    -- The client hashed the event id for the sequence it guessed; keep it only if right.
+    local keep = seq == guess + i - 1
+    if occ == '' then
+      if keep then
+        redis.call('XADD', events, id, 't', ARGV[at + 1], 'p', ARGV[at + 2],
+          'r', ARGV[at + 4], 'i', ARGV[at + 5])
+      else
+        redis.call('XADD', events, id, 't', ARGV[at + 1], 'p', ARGV[at + 2], 'r', ARGV[at + 4])
+      end
+    else
+      redis.call('HSET', KEYS[2], occ, seq)
+      if keep then
+        redis.call('XADD', events, id, 't', ARGV[at + 1], 'p', ARGV[at + 2],
+          'r', ARGV[at + 4], 'o', occ, 'i', ARGV[at + 5])
+      else
+        redis.call('XADD', events, id, 't', ARGV[at + 1], 'p', ARGV[at + 2],
+          'r', ARGV[at + 4], 'o', occ)
+      end
+    end
+    results[i] = {'n', seq, {}}
+  end
+end
+if ARGV[4] ~= '' then
+  redis.call('XADD', KEYS[#KEYS], 'MAXLEN', '~', ARGV[5], '*', 'run', ARGV[4], 'seq', seq)
+end
+if fresh == n then
+  return {'new', last}
+end
+return {'ok', last, results}
+"""
+)
+
+SEAL_RUN = """
+-- KEYS: 1 events stream, 2 archived marker. Result: the run's last sequence, or -1 if the run
+-- has no events and was never sealed. Sealing blocks every later append of a new event.
+local sealed = redis.call('GET', KEYS[2])
+if sealed then
+  return tonumber(sealed)
+end
+local last = redis.call('XLEN', KEYS[1])
+if last == 0 then
+  return -1
+end
+redis.call('SET', KEYS[2], last)
+return last
+"""
+
+ACQUIRE_LEASE = (
+    """
+-- KEYS: 1 lease hash, 2 token counter. ARGV: 1 holder, 2 ttl ms, 3 counter ttl ms,
+-- 4 now in ms or '' (Redis TIME). Result: {token, expires ms}, or false if another holds it.
+"""
+    + _now_ms(4)
+    + """
+local ttl = tonumber(ARGV[2])
+local exp = now + ttl
+local cur = redis.call('HMGET', KEYS[1], 'holder', 'token', 'exp')
+if cur[1] and tonumber(cur[3]) > now then
+  if cur[1] ~= ARGV[1] then
+    return false
+  end
+  redis.call('HSET', KEYS[1], 'exp', string.format('%d', exp))
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  return {tonumber(cur[2]), exp}
+end
+local token = redis.call('INCR', KEYS[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+redis.call('HSET', KEYS[1], 'holder', ARGV[1], 'token', token, 'exp', string.format('%d', exp))
+redis.call('PEXPIRE', KEYS[1], ttl)
+return {token, exp}
+"""
+)
+
+RENEW_LEASE = (
+    """
+-- KEYS: 1 lease hash. ARGV: 1 holder, 2 token, 3 ttl ms, 4 now in ms or '' (Redis TIME).
+-- Result: expires ms, or false if lost.
+"""
+    + _now_ms(4)
+    + """
+local cur = redis.call('HMGET', KEYS[1], 'holder', 'token', 'exp')
+if cur[1] ~= ARGV[1] or cur[2] ~= ARGV[2] or tonumber(cur[3]) <= now then
+  return false
+end
+local ttl = tonumber(ARGV[3])
+local exp = now + ttl
+redis.call('HSET', KEYS[1], 'exp', string.format('%d', exp))
+redis.call('PEXPIRE', KEYS[1], ttl)
+return exp
+"""
+)
+
+RELEASE_LEASE = """
+-- KEYS: 1 lease hash. ARGV: 1 holder, 2 token. Deletes the lease only if still ours.
+local cur = redis.call('HMGET', KEYS[1], 'holder', 'token')
+if cur[1] == ARGV[1] and cur[2] == ARGV[2] then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+return 0
+"""

@@ -1,0 +1,470 @@
+"""RedisS3World on a real Redis and a real S3 server (SeaweedFS ``weed mini``).
+
+It runs the same conformance suite as every world (including real ``spawn`` processes that
+open it through ``open_world``), then what only this world has: archiving to S3, event ids
+when the client's sequence guess is wrong, Redis server time for leases, the readiness
+signal, and an append that timed out on the client but landed on the server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import boto3
+import pytest
+import redis
+from botocore.config import Config
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from little_dist.errors import StorageUnavailableError
+from little_dist.events import Event, EventInput
+from little_dist.ids import event_id_for
+from little_dist.world.base import ArtifactCorruptError, ArtifactInput
+from little_dist.world.factory import open_world
+from little_dist.world.redis_s3 import RedisS3World, RunSealedError, lease_key_for
+from little_dist.world.redis_s3.keys import KeyLayout
+from little_dist.world.redis_s3.s3 import S3Objects
+from tests.conftest_services import S3Service
+from tests.s3_server import s3_client
+from tests.world_suite import CrossProcessConformance, FakeClock, WorldConformance, WorldHandle
+
+pytestmark = pytest.mark.integration
+
+RUN = "run_redis_s3"
+
+
+def _with_query(url: str, **params: str) -> str:
+    parts = urlsplit(url)
+    query = [*parse_qsl(parts.query), *params.items()]
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+@pytest.fixture
+def s3_env(s3_service: S3Service, monkeypatch: pytest.MonkeyPatch) -> S3Service:
+    """The S3 settings ``open_world`` reads, also inherited by spawned processes."""
+    monkeypatch.setenv("LITTLE_S3_ENDPOINT", s3_service.endpoint)
+    monkeypatch.setenv("LITTLE_S3_BUCKET", s3_service.bucket)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", s3_service.access_key_id)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", s3_service.secret_access_key)
+    monkeypatch.delenv("LITTLE_S3_REGION", raising=False)
+    return s3_service
+
+
+@pytest.fixture
+def world_spec(redis_url: str, redis_key_prefix: str, s3_env: S3Service) -> Callable[[], str]:
+    """Specs of fresh, empty worlds: each gets its own Redis key prefix and S3 prefix."""
+
+    def make() -> str:
+        name = uuid.uuid4().hex[:10]
+        return _with_query(
+            redis_url,
+            key_prefix=f"{redis_key_prefix}{name}:",
+            s3_prefix=f"{s3_env.prefix}{name}/",
+        )
+
+    return make
+
+
+def _blob_counter(s3: S3Service, spec: str) -> Callable[[], int]:
+    s3_prefix = dict(parse_qsl(urlsplit(spec).query))["s3_prefix"]
+    client = s3_client(s3.endpoint)
+
+    def count() -> int:
+        pages = client.get_paginator("list_objects_v2").paginate(
+            Bucket=s3.bucket, Prefix=f"{s3_prefix}blobs/"
+        )
+        return sum(len(page.get("Contents", [])) for page in pages)
+
+    return count
+
+
+def _open(spec: str, s3: S3Service, **options: Any) -> RedisS3World:
+    return RedisS3World.from_url(
+        spec,
+        s3_endpoint=s3.endpoint,
+        s3_bucket=s3.bucket,
+        aws_access_key_id=s3.access_key_id,
+        aws_secret_access_key=s3.secret_access_key,
+        **options,
+    )
+
+
+class TestRedisS3World(WorldConformance, CrossProcessConformance):
+    @pytest.fixture
+    def make_world(
+        self, world_spec: Callable[[], str], s3_env: S3Service
+    ) -> Callable[[], WorldHandle]:
+        def make() -> WorldHandle:
+            spec = world_spec()
+            # Lease expiry follows the fake clock here (passed to the scripts instead of
+            # Redis TIME); test_leases_follow_redis_server_time covers the real clock.
+            clock = FakeClock()
+            world = _open(spec, s3_env, clock=clock)
+            return WorldHandle(
+                world=world,
+                blob_count=_blob_counter(s3_env, spec),
+                advance=clock.advance,
+                spec=spec,
+            )
+
+        return make
+
+
+# -- what only RedisS3World does ------------------------------------------------------------
+
+
+@pytest.fixture
+def world(world_spec: Callable[[], str], s3_env: S3Service) -> Iterator[RedisS3World]:
+    opened = _open(world_spec(), s3_env)
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def raw_redis(redis_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url, decode_responses=False)
+    yield client
+    client.close()
+
+
+def _keys(world: RedisS3World) -> KeyLayout:
+    return world._keys
+
+
+def _ev(
+    event_type: str = "StepScheduled", occurrence_id: str | None = None, **payload: Any
+) -> EventInput:
+    return EventInput(type=event_type, payload=payload, occurrence_id=occurrence_id)
+
+
+def test_spec_reaches_the_same_world(world_spec: Callable[[], str], s3_env: S3Service) -> None:
+    spec = world_spec()
+    first = open_world(spec)
+    second = open_world(spec)
+    try:
+        assert isinstance(first, RedisS3World)
+        written = first.append(RUN, _ev(stepPath="a"))
+        assert second.list_events(RUN) == [written]
+        other = open_world(world_spec())
+        try:
+            assert other.list_events(RUN) == []  # another prefix is another world
+        finally:
+            other.close()
+    finally:
+        first.close()
+        second.close()
+
+
+def test_archive_moves_the_log_to_s3_and_reads_fall_back_to_it(
+    world: RedisS3World, raw_redis: redis.Redis, s3_env: S3Service
+) -> None:
+    written = [world.append(RUN, _ev("RunStarted", "occ-start", input={"q": "x"}))]
+    written += world.append_batch(RUN, [_ev(stepPath=f"s{i}", n=i * 1.5) for i in range(5)])
+    written.append(world.append(RUN, _ev("RunCompleted", "occ-end", ok=True)))
+    keys = _keys(world).run(RUN)
+
+    assert world.archive_run(RUN, ttl_seconds=0) == 7
+    assert raw_redis.exists(keys.events, keys.occurrences) == 0  # deleted at once
+    # The archive is NDJSON, one Event.to_json() a line.
+    body = S3Objects(s3_client(s3_env.endpoint), s3_env.bucket).get(_keys(world).archive(RUN))
+    assert body is not None
+    lines = body.decode().splitlines()
+    assert [Event.model_validate(json.loads(line)) for line in lines] == written
+
+    # A fresh world (no cache) reads the run back from S3, identically.
+    reader = _open(_reader_spec(world), s3_env)
+    try:
+        assert reader.list_events(RUN) == written
+        assert reader.list_events(RUN, after=2, limit=3) == written[2:5]
+        assert reader.last_sequence(RUN) == 7
+        assert list(reader.follow(RUN, after=5, timeout=0.2)) == written[5:]
+        assert RUN in reader.list_run_ids()
+        # The log is closed: a new event is refused, a retried one resolves from the archive.
+        with pytest.raises(RunSealedError):
+            reader.append(RUN, _ev(stepPath="late"))
+        assert reader.append(RUN, _ev("RunCompleted", "occ-end", ok=True)) == written[-1]
+        # Archiving again is a no-op.
+        assert reader.archive_run(RUN) == 7
+    finally:
+        reader.close()
+
+
+def _reader_spec(world: RedisS3World) -> str:
+    # The spec of an already-open world: rebuild it from its layout (tests only).
+    keys = _keys(world)
+    return _with_query(
+        "redis://" + _redis_address(world), key_prefix=keys.redis_prefix, s3_prefix=keys.s3_prefix
+    )
+
+
+def _redis_address(world: RedisS3World) -> str:
+    kwargs = world._redis.connection_pool.connection_kwargs
+    return f"{kwargs['host']}:{kwargs['port']}/{kwargs['db']}"
+
+
+def test_archive_with_a_ttl_keeps_redis_keys_until_they_expire(
+    world: RedisS3World, raw_redis: redis.Redis
+) -> None:
+    world.append(RUN, _ev("RunStarted", "occ-1"))
+    assert world.archive_run(RUN, ttl_seconds=60) == 1
+    keys = _keys(world).run(RUN)
+    assert 0 < raw_redis.pttl(keys.events) <= 60_000
+    assert 0 < raw_redis.pttl(keys.occurrences) <= 60_000
+    # Sealed at once, even while the stream is still there.
+    with pytest.raises(RunSealedError):
+        world.append(RUN, _ev(stepPath="late"))
+    assert world.append(RUN, _ev("RunStarted", "occ-1")).sequence == 1
+    assert world.last_sequence(RUN) == 1
+
+
+def test_archiving_an_unknown_run_is_not_found(world: RedisS3World) -> None:
+    from little_dist.world.base import RunNotFoundError
+
+    with pytest.raises(RunNotFoundError):
+        world.archive_run("run_never_written")
+
+
+def test_ids_are_right_when_the_sequence_guess_is_wrong(
+    world_spec: Callable[[], str], s3_env: S3Service, raw_redis: redis.Redis
+) -> None:
+    spec = world_spec()
+    a, b = _open(spec, s3_env), _open(spec, s3_env)
+    try:
+        a.append(RUN, _ev(stepPath="a0"))  # a now guesses 2 next
+        b.append_batch(RUN, [_ev(stepPath="b0"), _ev(stepPath="b1")])  # b takes 2 and 3
+        late = a.append_batch(RUN, [_ev(stepPath="a1"), _ev(stepPath="a2")])  # guessed 2, 3
+        assert [e.sequence for e in late] == [4, 5]
+        for event in a.list_events(RUN):
+            assert event.event_id == event_id_for(
+                RUN, event.sequence, event.type, event.payload, event.occurrence_id
+            )
+        assert late == b.list_events(RUN, after=3)
+        assert a.append(RUN, _ev(stepPath="a3")).sequence == 6  # a guessed right this time
+        # Ids hashed for a wrong guess are not stored (b guessed 1-2 for a fresh run, a 2-3);
+        # those entries carry no id and it is derived on read. Right guesses are stored.
+        stream = _keys(a).run(RUN).events
+        entries: Any = raw_redis.xrange(stream)
+        stored = {int(i.split(b"-")[0]): f.get(b"i") for i, f in entries}
+        assert [s for s, event_id in sorted(stored.items()) if event_id is not None] == [1, 6]
+        assert a.list_events(RUN) == b.list_events(RUN)
+    finally:
+        a.close()
+        b.close()
+
+
+def test_leases_follow_redis_server_time(world: RedisS3World) -> None:
+    key = lease_key_for(RUN, "attempt:a")
+    before = time.time()
+    lease = world.acquire_lease(key, "w1", 0.4)
+    assert lease is not None
+    # expires_at is Redis server time (same machine here, so close to ours).
+    assert before + 0.3 < lease.expires_at < time.time() + 1.0
+    assert world.acquire_lease(key, "w2", 0.4) is None
+    assert world.append(RUN, _ev(stepPath="a"), fence=lease.fence).sequence == 1
+    time.sleep(0.6)
+    taken = world.acquire_lease(key, "w2", 5)
+    assert taken is not None and taken.token > lease.token
+    from little_dist.errors import LeaseLostError
+
+    with pytest.raises(LeaseLostError):
+        world.append(RUN, _ev(stepPath="zombie"), fence=lease.fence)
+    assert world.append(RUN, _ev(stepPath="b"), fence=taken.fence).sequence == 2
+
+
+def test_keys_of_a_run_and_its_leases_share_one_cluster_slot(world: RedisS3World) -> None:
+    from redis.crc import key_slot
+
+    layout = _keys(world)
+    run = layout.run(RUN)
+    lease, counter = layout.lease(lease_key_for(RUN, "step:draft"))
+    slots = {
+        key_slot(k.encode()) for k in (run.events, run.occurrences, run.archived, lease, counter)
+    }
+    assert len(slots) == 1
+    # A lease name without a tag still keeps its hash and counter together.
+    plain, plain_counter = layout.lease("scheduler")
+    assert key_slot(plain.encode()) == key_slot(plain_counter.encode())
+
+
+def test_appends_signal_the_scheduler_stream(
+    world_spec: Callable[[], str], s3_env: S3Service, raw_redis: redis.Redis
+) -> None:
+    spec = world_spec()
+    signals = dict(parse_qsl(urlsplit(spec).query))["key_prefix"] + "signals"
+    signalling = _open(_with_query(spec, signal_stream=signals), s3_env)
+    try:
+        signalling.append(RUN, _ev("RunStarted", "occ-1"))
+        signalling.append_batch("run_other", [_ev(stepPath="a"), _ev(stepPath="b")])
+        signalling.append(RUN, _ev("RunStarted", "occ-1"))  # already recorded: no signal
+        entries: Any = raw_redis.xrange(signals)
+        assert [(f[b"run"], f[b"seq"]) for _, f in entries] == [
+            (RUN.encode(), b"1"),
+            (b"run_other", b"2"),
+        ]
+    finally:
+        signalling.close()
+
+
+def _busy_server(redis_url: str, seconds: float) -> threading.Thread:
+    """Keep the Redis server busy (one long Lua script) for ``seconds``, in a thread."""
+    client = redis.Redis.from_url(redis_url, socket_timeout=seconds + 10)
+    busy = """
+    local t = redis.call('TIME')
+    local start = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    while true do
+      t = redis.call('TIME')
+      if tonumber(t[1]) * 1000000 + tonumber(t[2]) - start > tonumber(ARGV[1]) then
+        return 1
+      end
+    end
+    """
+
+    def occupy() -> None:
+        try:
+            client.eval(busy, 0, int(seconds * 1_000_000))
+        finally:
+            client.close()
+
+    thread = threading.Thread(target=occupy)
+    thread.start()
+    time.sleep(0.15)  # let the script start before the caller sends anything
+    return thread
+
+
+def test_an_append_that_timed_out_but_landed_is_recorded_once_when_retried(
+    world_spec: Callable[[], str], s3_env: S3Service, redis_url: str
+) -> None:
+    """The real failure: the client gives up waiting, but Redis runs the append afterwards.
+
+    A long Lua script keeps the server busy; the append (one EVALSHA, already on the wire)
+    waits in the server's socket buffer while the client's 0.3 s read timeout fires. The
+    world reports StorageUnavailableError, yet once the server is free the append runs. The
+    caller retries with the same occurrence id and is handed the event that landed.
+    """
+    spec = world_spec()
+    steady = _open(spec, s3_env)
+    impatient_client = redis.Redis.from_url(
+        urlunsplit(urlsplit(spec)._replace(query="")),
+        socket_timeout=0.3,
+        retry=Retry(NoBackoff(), 0),
+    )
+    keys = dict(parse_qsl(urlsplit(spec).query))
+    impatient = RedisS3World(
+        impatient_client,
+        s3_client(s3_env.endpoint),
+        s3_env.bucket,
+        key_prefix=keys["key_prefix"],
+        s3_prefix=keys["s3_prefix"],
+    )
+    try:
+        impatient.append(RUN, _ev("RunStarted"))  # first touch: the next append is one call
+        busy = _busy_server(redis_url, 1.0)
+        step = _ev("StepCompleted", "occ-timeout", stepPath="a", output=42)
+        with pytest.raises(StorageUnavailableError) as caught:
+            impatient.append(RUN, step)
+        assert isinstance(caught.value.__cause__, redis.exceptions.TimeoutError)
+        busy.join()
+        landed = steady.list_events(RUN)
+        assert [e.occurrence_id for e in landed] == [None, "occ-timeout"]  # it did land
+        retried = steady.append(RUN, step)
+        assert retried == landed[1]
+        assert steady.last_sequence(RUN) == 2
+    finally:
+        steady.close()
+        impatient_client.close()
+
+
+def test_redis_py_automatic_resends_after_a_timeout_land_once(
+    world_spec: Callable[[], str], s3_env: S3Service, redis_url: str
+) -> None:
+    """redis-py's own default retry re-sends a timed-out EVALSHA; the occurrence id holds."""
+    spec = world_spec()
+    keys = dict(parse_qsl(urlsplit(spec).query))
+    resending_client = redis.Redis.from_url(  # redis-py default: 3 re-sends on timeout
+        urlunsplit(urlsplit(spec)._replace(query="")), socket_timeout=0.25
+    )
+    resending = RedisS3World(
+        resending_client,
+        s3_client(s3_env.endpoint),
+        s3_env.bucket,
+        key_prefix=keys["key_prefix"],
+        s3_prefix=keys["s3_prefix"],
+    )
+    steady = _open(spec, s3_env)
+    try:
+        resending.append(RUN, _ev("RunStarted"))
+        busy = _busy_server(redis_url, 0.6)
+        step = _ev("StepCompleted", "occ-resent", stepPath="a")
+        # Either a re-send's reply arrives or all time out; what matters is what the log holds.
+        with contextlib.suppress(StorageUnavailableError):
+            resending.append(RUN, step)
+        busy.join()
+        events = steady.list_events(RUN)
+        assert [e.sequence for e in events] == [1, 2]
+        assert [e.occurrence_id for e in events] == [None, "occ-resent"]
+    finally:
+        steady.close()
+        resending_client.close()
+
+
+def test_unreachable_services_raise_storage_unavailable(s3_env: S3Service) -> None:
+    dead_redis = RedisS3World.from_settings(
+        "redis://127.0.0.1:1/0",
+        s3_env.endpoint,
+        s3_env.bucket,
+        access_key_id=s3_env.access_key_id,
+        secret_access_key=s3_env.secret_access_key,
+        socket_timeout=1.0,
+    )
+    try:
+        for call in (
+            lambda: dead_redis.append(RUN, _ev()),
+            lambda: dead_redis.list_events(RUN),
+            lambda: dead_redis.acquire_lease("k", "h", 1.0),
+            lambda: dead_redis.register_version("wfver_0123456789abcdef", {"a": 1}),
+        ):
+            with pytest.raises(StorageUnavailableError) as caught:
+                call()
+            assert isinstance(caught.value.__cause__, redis.exceptions.ConnectionError)
+    finally:
+        dead_redis.close()
+    dead_s3 = RedisS3World(
+        redis.Redis(),
+        boto3.client(
+            "s3",
+            endpoint_url="http://127.0.0.1:1",
+            region_name="us-east-1",
+            aws_access_key_id="x",
+            aws_secret_access_key="y",
+            config=Config(retries={"max_attempts": 1}, connect_timeout=1),
+        ),
+        "nowhere",
+    )
+    with pytest.raises(StorageUnavailableError):
+        dead_s3.put_artifact(ArtifactInput(run_id=RUN, name="x", payload=1))
+    with pytest.raises(StorageUnavailableError):
+        dead_s3.get_version("wfver_0123456789abcdef")
+
+
+def test_missing_bucket_is_storage_unavailable(s3_env: S3Service) -> None:
+    world = RedisS3World(redis.Redis(), s3_client(s3_env.endpoint), "no-such-bucket-here")
+    with pytest.raises(StorageUnavailableError):
+        world.get_version("wfver_0123456789abcdef")
+
+
+def test_tampered_artifact_bytes_are_detected(world: RedisS3World, s3_env: S3Service) -> None:
+    manifest = world.put_artifact(ArtifactInput(run_id=RUN, name="out", payload={"v": 1}))
+    client = s3_client(s3_env.endpoint)
+    blob = _keys(world).blob(manifest.sha256[7:])
+    client.delete_object(Bucket=s3_env.bucket, Key=blob)
+    client.put_object(Bucket=s3_env.bucket, Key=blob, Body=b'{"v":2}')
+    with pytest.raises(ArtifactCorruptError):
+        world.get_artifact(manifest.artifact_ref)
