@@ -1,0 +1,435 @@
+"""The fleet's settings: one model, read from the environment and checked at start.
+
+Every fleet process (``little worker``, ``little scheduler``, ``little submit``, the Celery
+app) reads its configuration from environment variables, through :func:`load_settings`.
+Names follow ``LITTLE_<FIELD>`` except the two AWS credentials, which keep the names every
+AWS client already knows:
+
+==================================  =============================  ==========================
+variable                            field                          default
+==================================  =============================  ==========================
+``LITTLE_REDIS_URL``                ``redis_url``                  ``redis://127.0.0.1:6379/0``
+``LITTLE_BROKER_URL``               ``broker_url``                 the Redis URL
+``LITTLE_WORLD``                    ``world``                      unset (a world spec, see
+                                                                   ``little_dist.world.factory``)
+``LITTLE_APP``                      ``app``                        unset (the module holding
+                                                                   your tools and models)
+``LITTLE_S3_ENDPOINT``              ``s3_endpoint``                unset (AWS)
+``LITTLE_S3_BUCKET``                ``s3_bucket``                  unset
+``LITTLE_S3_REGION``                ``s3_region``                  unset
+``AWS_ACCESS_KEY_ID``               ``aws_access_key_id``          unset (secret)
+``AWS_SECRET_ACCESS_KEY``           ``aws_secret_access_key``      unset (secret)
+``LITTLE_QUEUE_<ROLE>``             ``queue_<role>``               ``little.<role>``
+``LITTLE_WORKER_POOL``              ``worker_pool``                ``threads``
+``LITTLE_WORKER_CONCURRENCY``       ``worker_concurrency``         ``4``
+``LITTLE_WORKER_PREFETCH_MULTIPLIER`` ``worker_prefetch_multiplier`` ``1``
+``LITTLE_LEASE_TTL``                ``lease_ttl``                  ``30`` s
+``LITTLE_HEARTBEAT_INTERVAL``       ``heartbeat_interval``         ``10`` s
+``LITTLE_DISPATCH_RESEND_AFTER``    ``dispatch_resend_after``      ``60`` s
+``LITTLE_SOFT_SHUTDOWN_TIMEOUT``    ``soft_shutdown_timeout``      ``60`` s
+``LITTLE_TASK_SOFT_TIME_LIMIT``     ``task_soft_time_limit``       ``900`` s
+``LITTLE_TASK_TIME_LIMIT``          ``task_time_limit``            ``960`` s
+``LITTLE_BROKER_VISIBILITY_TIMEOUT`` ``broker_visibility_timeout`` ``3600`` s
+``LITTLE_SIGNAL_STREAM``            ``signal_stream``              ``little:signals``
+``LITTLE_SIGNAL_GROUP``             ``signal_group``               ``little-schedulers``
+``LITTLE_SIGNAL_CLAIM_IDLE``        ``signal_claim_idle``          ``60`` s
+``LITTLE_ARCHIVE_TTL``              ``archive_ttl``                ``604800`` s (7 days)
+==================================  =============================  ==========================
+
+An empty variable counts as unset. Every bad value is reported at once, one line each (the
+variable, its value with secrets and URL passwords masked, what is expected), in a
+:class:`SettingsError`. Secrets never appear in messages or in ``repr``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from contextvars import ContextVar
+from typing import Any, Final, Literal, get_args
+from urllib.parse import urlsplit, urlunsplit
+
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+from little_dist.errors import InvalidInputError
+
+__all__ = [
+    "KNOWN_ENV_VARS",
+    "ROLES",
+    "Role",
+    "Settings",
+    "SettingsError",
+    "WorkerPool",
+    "load_settings",
+    "mask_url",
+]
+
+Role = Literal["planner", "orchestrator", "worker", "fixer"]
+ROLES: Final[tuple[Role, ...]] = get_args(Role)
+WorkerPool = Literal["threads", "prefork", "solo"]
+
+_REDIS_SCHEMES: Final = ("redis", "rediss", "unix")
+# Celery brokers we can name; KEDA's queue-depth scaling assumes a Redis broker.
+_BROKER_SCHEMES: Final = ("redis", "rediss", "sentinel", "amqp", "amqps", "pyamqp", "memory")
+_QUEUE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]*$")
+_STREAM_NAME = re.compile(r"^\S+$")
+_MODULE_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*(:[A-Za-z_]\w*)?$")
+_BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_REGION = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+_MASK: Final = "**********"
+_MAX_SHOWN = 80
+
+
+class SettingsError(InvalidInputError):
+    """One or more environment variables hold values the fleet cannot use.
+
+    ``problems`` holds one line per bad value: ``NAME=value: expected ...``.
+    """
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = tuple(problems)
+        count = len(self.problems)
+        noun = "setting" if count == 1 else "settings"
+        super().__init__(f"{count} invalid {noun} in the environment:\n" + "\n".join(problems))
+
+
+def _env(name: str, default: Any, expected: str, **constraints: Any) -> Any:
+    """A field read from environment variable ``name``; ``expected`` is said when it is bad."""
+    return Field(default, validation_alias=name, description=expected, **constraints)
+
+
+def _seconds(name: str, default: float, *, allow_zero: bool = False) -> Any:
+    bound = {"ge": 0} if allow_zero else {"gt": 0}
+    what = "0 or more" if allow_zero else "greater than 0"
+    return _env(name, default, f"a number of seconds, {what}", allow_inf_nan=False, **bound)
+
+
+def _queue(role: str) -> Any:
+    return _env(
+        f"LITTLE_QUEUE_{role.upper()}",
+        f"little.{role}",
+        "a queue name: letters, digits, '.', '_', ':' or '-', no spaces",
+        pattern=_QUEUE_NAME.pattern,
+    )
+
+
+def mask_url(url: str) -> str:
+    """``url`` with the password in its user info replaced by asterisks."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return url
+    if not password:
+        return url
+    user = parts.username or ""
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"{user}:{_MASK}@{host}"))
+
+
+def _scheme_of(url: str) -> str:
+    return url.split("://", 1)[0].lower() if "://" in url else ""
+
+
+_GIVEN_ENV: ContextVar[Mapping[str, str] | None] = ContextVar("little_settings_env", default=None)
+
+
+class _Environment(PydanticBaseSettingsSource):
+    """Each field's variable (its validation alias) from one mapping; empty counts as unset."""
+
+    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
+        super().__init__(settings_cls)
+        self._environ = environ
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        name = str(field.validation_alias or field_name)
+        return self._environ.get(name) or None, name, False
+
+    def __call__(self) -> dict[str, Any]:
+        values: dict[str, Any] = {}
+        for field_name, field in self.settings_cls.model_fields.items():
+            value, name, _ = self.get_field_value(field, field_name)
+            if value is not None:
+                values[name] = value
+        return values
+
+
+class Settings(BaseSettings):
+    """Everything a fleet process needs to know, from the environment (see module docs)."""
+
+    model_config = SettingsConfigDict(
+        case_sensitive=True,
+        env_ignore_empty=True,
+        extra="ignore",
+        frozen=True,
+        validate_default=True,
+    )
+
+    # -- where things live -----------------------------------------------------------------
+    redis_url: str = _env(
+        "LITTLE_REDIS_URL",
+        "redis://127.0.0.1:6379/0",
+        "a Redis URL: redis://, rediss:// or unix://",
+    )
+    broker_url: str = _env(
+        "LITTLE_BROKER_URL",
+        "",
+        "a Celery broker URL (redis://, rediss://, sentinel://, amqp://, ...); "
+        "default: LITTLE_REDIS_URL",
+    )
+    world: str | None = _env(
+        "LITTLE_WORLD",
+        None,
+        "a world spec: a directory, 'local:PATH', 'memory:' or a redis:// URL",
+    )
+    app: str | None = _env(
+        "LITTLE_APP",
+        None,
+        "a dotted module path (optionally 'module:attribute') naming your tools and models",
+        pattern=_MODULE_PATH.pattern,
+    )
+    s3_endpoint: str | None = _env(
+        "LITTLE_S3_ENDPOINT", None, "an http:// or https:// URL of the S3 endpoint"
+    )
+    s3_bucket: str | None = _env(
+        "LITTLE_S3_BUCKET",
+        None,
+        "an S3 bucket name: 3 to 63 lowercase letters, digits, '.' or '-'",
+        pattern=_BUCKET_NAME.pattern,
+    )
+    s3_region: str | None = _env(
+        "LITTLE_S3_REGION",
+        None,
+        "an S3 region such as us-east-1",
+        pattern=_REGION.pattern,
+    )
+    aws_access_key_id: SecretStr | None = _env("AWS_ACCESS_KEY_ID", None, "an access key id")
+    aws_secret_access_key: SecretStr | None = _env(
+        "AWS_SECRET_ACCESS_KEY", None, "a secret access key"
+    )
+
+    # -- queues, one per role ----------------------------------------------------------------
+    queue_planner: str = _queue("planner")
+    queue_orchestrator: str = _queue("orchestrator")
+    queue_worker: str = _queue("worker")
+    queue_fixer: str = _queue("fixer")
+
+    # -- one worker process (set per role by the launch profiles in workers/profiles/) --------
+    worker_pool: WorkerPool = _env(
+        "LITTLE_WORKER_POOL", "threads", "one of 'threads', 'prefork', 'solo'"
+    )
+    worker_concurrency: int = _env(
+        "LITTLE_WORKER_CONCURRENCY", 4, "a whole number of task slots, 1 or more", ge=1
+    )
+    worker_prefetch_multiplier: int = _env(
+        "LITTLE_WORKER_PREFETCH_MULTIPLIER",
+        1,
+        "a whole number, 1 or more (1 keeps queued steps visible to other workers)",
+        ge=1,
+    )
+
+    # -- time ------------------------------------------------------------------------------
+    lease_ttl: float = _seconds("LITTLE_LEASE_TTL", 30.0)
+    heartbeat_interval: float = _seconds("LITTLE_HEARTBEAT_INTERVAL", 10.0)
+    dispatch_resend_after: float = _seconds("LITTLE_DISPATCH_RESEND_AFTER", 60.0)
+    soft_shutdown_timeout: float = _seconds("LITTLE_SOFT_SHUTDOWN_TIMEOUT", 60.0, allow_zero=True)
+    task_soft_time_limit: float = _seconds("LITTLE_TASK_SOFT_TIME_LIMIT", 900.0)
+    task_time_limit: float = _seconds("LITTLE_TASK_TIME_LIMIT", 960.0)
+    broker_visibility_timeout: float = _seconds("LITTLE_BROKER_VISIBILITY_TIMEOUT", 3600.0)
+
+    # -- scheduler signals and the event log's retention ----------------------------------
+    signal_stream: str = _env(
+        "LITTLE_SIGNAL_STREAM",
+        "little:signals",
+        "a Redis stream key without spaces",
+        pattern=_STREAM_NAME.pattern,
+    )
+    signal_group: str = _env(
+        "LITTLE_SIGNAL_GROUP",
+        "little-schedulers",
+        "a consumer group name without spaces",
+        pattern=_STREAM_NAME.pattern,
+    )
+    signal_claim_idle: float = _seconds("LITTLE_SIGNAL_CLAIM_IDLE", 60.0)
+    archive_ttl: float = _seconds("LITTLE_ARCHIVE_TTL", 7 * 24 * 3600.0, allow_zero=True)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The environment only: no .env file, no secrets directory. What the deployment sets
+        # (compose, the Kubernetes ConfigMap and Secret) is all there is. load_settings(env)
+        # swaps the process environment for its mapping, so a caller's mapping is never mixed
+        # with os.environ.
+        environ = _GIVEN_ENV.get()
+        return (
+            init_settings,
+            _Environment(settings_cls, os.environ if environ is None else environ),
+        )
+
+    # -- field checks ------------------------------------------------------------------------
+    @field_validator("redis_url")
+    @classmethod
+    def _check_redis_url(cls, value: str) -> str:
+        if _scheme_of(value) not in _REDIS_SCHEMES:
+            raise ValueError("not a Redis URL")
+        return value
+
+    @field_validator("broker_url")
+    @classmethod
+    def _check_broker_url(cls, value: str) -> str:
+        if value and _scheme_of(value) not in _BROKER_SCHEMES:
+            raise ValueError("not a broker URL")
+        return value
+
+    @field_validator("world")
+    @classmethod
+    def _check_world(cls, value: str | None) -> str | None:
+        if value is not None and "://" in value and _scheme_of(value) not in _REDIS_SCHEMES:
+            raise ValueError("unknown world scheme")
+        return value
+
+    @field_validator("s3_endpoint")
+    @classmethod
+    def _check_endpoint(cls, value: str | None) -> str | None:
+        if value is not None:
+            parts = urlsplit(value)
+            if parts.scheme not in ("http", "https") or not parts.netloc:
+                raise ValueError("not an http(s) URL")
+        return value
+
+    @model_validator(mode="after")
+    def _check_together(self) -> Settings:
+        if not self.broker_url:
+            # Frozen model: the default broker is filled in once, while validating.
+            object.__setattr__(self, "broker_url", self.redis_url)
+        problems = _cross_field_problems(self)
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
+
+    # -- reading ---------------------------------------------------------------------------
+    @property
+    def queues(self) -> dict[Role, str]:
+        """The queue of every role."""
+        return {role: self.queue_for(role) for role in ROLES}
+
+    def queue_for(self, role: Role) -> str:
+        """The Celery queue that carries ``role``'s tasks."""
+        if role not in ROLES:
+            raise InvalidInputError(f"Unknown role {role!r} (expected one of {', '.join(ROLES)})")
+        queue: str = getattr(self, f"queue_{role}")
+        return queue
+
+    def __repr_args__(self) -> Any:
+        # URLs may carry a password (redis://:secret@host); SecretStr fields mask themselves.
+        for name, value in super().__repr_args__():
+            if isinstance(value, str) and name in _URL_FIELDS:
+                yield name, mask_url(value)
+            else:
+                yield name, value
+
+
+_URL_FIELDS: Final = frozenset({"redis_url", "broker_url", "world", "s3_endpoint"})
+_SECRET_FIELDS: Final = frozenset({"aws_access_key_id", "aws_secret_access_key"})
+_ENV_TO_FIELD: Final[dict[str, str]] = {
+    str(field.validation_alias): name for name, field in Settings.model_fields.items()
+}
+KNOWN_ENV_VARS: Final[frozenset[str]] = frozenset(_ENV_TO_FIELD)
+"""Every environment variable :class:`Settings` reads."""
+
+
+def _shown(env_name: str, value: object) -> str:
+    """``value`` as it may appear in a message: secrets masked, long values cut."""
+    field = _ENV_TO_FIELD.get(env_name)
+    if field in _SECRET_FIELDS:
+        return repr(_MASK)
+    if isinstance(value, SecretStr):
+        return repr(_MASK)
+    if isinstance(value, str) and field in _URL_FIELDS:
+        value = mask_url(value)
+    text = repr(value)
+    return text if len(text) <= _MAX_SHOWN else text[: _MAX_SHOWN - 3] + "..."
+
+
+def _cross_field_problems(s: Settings) -> list[str]:
+    """Values that are fine alone but not together."""
+    problems: list[str] = []
+    if s.heartbeat_interval >= s.lease_ttl:
+        problems.append(
+            f"LITTLE_HEARTBEAT_INTERVAL={s.heartbeat_interval!r}: expected less than "
+            f"LITTLE_LEASE_TTL ({s.lease_ttl!r}), so a lease is renewed before it expires "
+            "(a third of the TTL is usual)"
+        )
+    if s.task_soft_time_limit >= s.task_time_limit:
+        problems.append(
+            f"LITTLE_TASK_SOFT_TIME_LIMIT={s.task_soft_time_limit!r}: expected less than "
+            f"LITTLE_TASK_TIME_LIMIT ({s.task_time_limit!r}), so a step can record its "
+            "failure before the hard limit kills it"
+        )
+    if s.task_time_limit >= s.broker_visibility_timeout:
+        problems.append(
+            f"LITTLE_TASK_TIME_LIMIT={s.task_time_limit!r}: expected less than "
+            f"LITTLE_BROKER_VISIBILITY_TIMEOUT ({s.broker_visibility_timeout!r}); a Redis "
+            "broker delivers a task again, in parallel, once it runs longer than that"
+        )
+    seen: dict[str, Role] = {}
+    for role in ROLES:
+        queue = s.queue_for(role)
+        if queue in seen:
+            problems.append(
+                f"LITTLE_QUEUE_{role.upper()}={queue!r}: expected a queue of its own "
+                f"(LITTLE_QUEUE_{seen[queue].upper()} names the same one)"
+            )
+        else:
+            seen[queue] = role
+    if s.world is not None and _scheme_of(s.world) in _REDIS_SCHEMES and not s.s3_bucket:
+        problems.append(
+            f"LITTLE_S3_BUCKET=(unset): expected a bucket name, because LITTLE_WORLD="
+            f"{_shown('LITTLE_WORLD', s.world)} keeps its artifacts in S3"
+        )
+    return problems
+
+
+def _problems_of(error: ValidationError) -> list[str]:
+    problems: list[str] = []
+    for detail in error.errors(include_url=False):
+        loc = detail["loc"]
+        if not loc:
+            # The cross-field check: its message already holds finished lines.
+            cause = detail.get("ctx", {}).get("error")
+            problems.extend(str(cause if cause is not None else detail["msg"]).splitlines())
+            continue
+        env_name = str(loc[0])
+        field = _ENV_TO_FIELD.get(env_name)
+        expected = Settings.model_fields[field].description if field else None
+        problems.append(
+            f"{env_name}={_shown(env_name, detail['input'])}: expected {expected or detail['msg']}"
+        )
+    return problems
+
+
+def load_settings(env: Mapping[str, str] | None = None) -> Settings:
+    """The settings in ``env`` (default: the process environment), checked.
+
+    Raises :class:`SettingsError` listing every bad value, one line each.
+    """
+    token = _GIVEN_ENV.set(None if env is None else dict(env))
+    try:
+        return Settings()
+    except ValidationError as exc:
+        raise SettingsError(_problems_of(exc)) from exc
+    finally:
+        _GIVEN_ENV.reset(token)
