@@ -1,0 +1,148 @@
+"""The memo: recorded model turns and tool results a retried attempt reuses.
+
+A step attempt that died (worker killed, lease expired) is retried as attempt ``n+1``; the
+model turns and tool calls attempt ``n`` already finished are in the run's event log. Before
+every model call and tool call the default harness asks the memo:
+
+* model turns are keyed by ``(turn, promptHash)``: the turn's number within the attempt and
+  the digest of the exact request (model, messages, tools). A retried attempt that rebuilds
+  the same conversation finds each finished turn and reuses its response without calling the
+  provider. The first request that differs (a tool result that changed, an unfinished turn)
+  misses, and from there the attempt runs live.
+* tool results are keyed by ``(turn, callIndex, toolName, argsHash)`` (``turn`` is 0 for
+  calls that no model made, such as a ``tool.call`` step). Only *succeeded* calls are reused:
+  a failed tool call runs again on retry, which is what a retry is for.
+
+Events of every earlier attempt of the step path count, and so do the current attempt's (an
+in-process resume of the same attempt). When several match, the latest recorded wins.
+A hit is recorded by the harness as ``little.harness.model.memoized`` /
+``little.harness.tool_call.memoized`` (see :mod:`little_dist.harness.recorder`); reuse
+events themselves are not memo sources. Payloads stored as artifacts (``responseRef``,
+``resultRef``) are read back through ``world`` when a hit needs them; without a world such an
+entry is treated as a miss.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from little_dist.events import Event, normalize_event_type
+from little_dist.world.base import World
+
+__all__ = ["Memo", "MemoHit"]
+
+_ToolKey = tuple[int, int, str, str]
+
+
+@dataclass(frozen=True)
+class MemoHit:
+    """A reusable recorded fact: ``value`` is the response (model) or the result (tool)."""
+
+    value: Any
+    event: Event
+
+
+class Memo:
+    """Lookups over one step path's recorded model turns and tool results."""
+
+    def __init__(
+        self,
+        model_turns: dict[tuple[int, str], Event] | None = None,
+        tool_results: dict[_ToolKey, Event] | None = None,
+        *,
+        world: World | None = None,
+    ) -> None:
+        self._model_turns = dict(model_turns or {})
+        self._tool_results = dict(tool_results or {})
+        self._world = world
+
+    @classmethod
+    def empty(cls) -> Memo:
+        return cls()
+
+    @classmethod
+    def from_events(
+        cls, events: Iterable[Event], step_path: str, *, world: World | None = None
+    ) -> Memo:
+        """The memo of ``step_path`` from a run's events (any order of attempts)."""
+        prompts: dict[str, tuple[int, str]] = {}  # callId -> (turn, promptHash)
+        model_turns: dict[tuple[int, str], Event] = {}
+        tool_results: dict[_ToolKey, Event] = {}
+        for event in sorted(events, key=lambda item: item.sequence):
+            payload = event.payload
+            if payload.get("stepPath") != step_path:
+                continue
+            kind = normalize_event_type(event.type)
+            if kind == "harness.model.called":
+                call_id, turn, digest = (
+                    payload.get("callId"),
+                    payload.get("turn"),
+                    payload.get("promptHash"),
+                )
+                if isinstance(call_id, str) and isinstance(turn, int) and isinstance(digest, str):
+                    prompts[call_id] = (turn, digest)
+            elif kind == "harness.model.responded":
+                key = prompts.get(payload.get("callId"))  # type: ignore[arg-type]
+                if key is not None:
+                    model_turns[key] = event
+            elif kind == "harness.tool_call.succeeded":
+                tool_key = _tool_key(payload)
+                if tool_key is not None:
+                    tool_results[tool_key] = event
+        return cls(model_turns, tool_results, world=world)
+
+    def __len__(self) -> int:
+        return len(self._model_turns) + len(self._tool_results)
+
+    def model_turn(self, turn: int, prompt_hash: str) -> MemoHit | None:
+        """The recorded response of turn ``turn`` for this exact request, if any."""
+        event = self._model_turns.get((turn, prompt_hash))
+        if event is None:
+            return None
+        value = self._value(event, "response")
+        return None if value is None else MemoHit(value, event)
+
+    def tool_result(
+        self, turn: int | None, call_index: int, tool_name: str, args_hash: str
+    ) -> MemoHit | None:
+        """The recorded result of this exact tool call, if it succeeded before."""
+        event = self._tool_results.get((turn or 0, call_index, tool_name, args_hash))
+        if event is None:
+            return None
+        payload = event.payload
+        if "resultRef" in payload:
+            loaded = self._load(payload["resultRef"])
+            return None if loaded is None else MemoHit(loaded[0], event)
+        return MemoHit(payload.get("result"), event)
+
+    def _value(self, event: Event, key: str) -> Any:
+        ref = event.payload.get(f"{key}Ref")
+        if isinstance(ref, str):
+            loaded = self._load(ref)
+            return None if loaded is None else loaded[0]
+        return event.payload.get(key)
+
+    def _load(self, ref: str) -> tuple[Any] | None:
+        if self._world is None:
+            return None
+        try:
+            return (self._world.get_artifact(ref).payload,)
+        except Exception:  # a missing or corrupt artifact: run the call again instead
+            return None
+
+
+def _tool_key(payload: dict[str, Any]) -> _ToolKey | None:
+    turn = payload.get("turn", 0)
+    call_index = payload.get("callIndex")
+    name = payload.get("toolName")
+    args_hash = payload.get("argsHash")
+    if (
+        isinstance(turn, int)
+        and isinstance(call_index, int)
+        and isinstance(name, str)
+        and isinstance(args_hash, str)
+    ):
+        return (turn, call_index, name, args_hash)
+    return None

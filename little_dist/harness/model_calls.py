@@ -1,0 +1,230 @@
+"""One model turn through litellm: memo first, then the provider, recorded either way.
+
+litellm is imported lazily, the first time a model is actually called, with
+``LITELLM_LOCAL_MODEL_COST_MAP=True`` set first so the import never reaches the network.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from little_dist.canonical import sha256_digest
+from little_dist.harness.errors import (
+    HarnessCancelled,
+    model_error_from,
+    reraise_guard_error,
+)
+from little_dist.harness.recorder import json_safe
+
+if TYPE_CHECKING:
+    from little_dist.harness.types import HarnessContext
+
+__all__ = [
+    "Completion",
+    "ModelReply",
+    "ToolCallRequest",
+    "call_model",
+    "import_litellm",
+    "usage_from_response",
+]
+
+Completion = Callable[..., Any]
+
+
+def import_litellm() -> Any:
+    """litellm, imported without letting it fetch its price map from the network."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    return litellm
+
+
+@dataclass(frozen=True)
+class ToolCallRequest:
+    """A tool call the model asked for; ``args`` is the parsed JSON (or the raw text when it
+    was not valid JSON)."""
+
+    id: str
+    name: str
+    args: Any
+
+    def arguments_text(self) -> str:
+        if isinstance(self.args, str):
+            return self.args
+        return json.dumps(self.args, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"toolName": self.name, "args": self.args, "toolCallId": self.id}
+
+
+@dataclass(frozen=True)
+class ModelReply:
+    """What one turn produced (live or memoized)."""
+
+    turn: int
+    text: str | None
+    tool_calls: tuple[ToolCallRequest, ...]
+    usage: dict[str, Any]
+    memoized: bool = False
+
+    def assistant_message(self) -> dict[str, Any]:
+        """The assistant message to append to the conversation (plain dicts only, so the
+        next request digests the same live and replayed)."""
+        message: dict[str, Any] = {"role": "assistant", "content": self.text or ""}
+        if self.tool_calls:
+            message["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments_text()},
+                }
+                for call in self.tool_calls
+            ]
+        return message
+
+
+def _get(obj: Any, name: str) -> Any:
+    if obj is None:
+        return None
+    if isinstance(obj, Mapping):
+        return obj.get(name)
+    return getattr(obj, name, None)
+
+
+def _count(value: Any) -> int | None:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return int(value)
+    return None
+
+
+def usage_from_response(response: Any) -> dict[str, Any]:
+    """Upstream's usage shape from a litellm response (OpenAI usage fields)."""
+    usage = _get(response, "usage")
+    result: dict[str, Any] = {
+        "inputTokens": _count(_get(usage, "prompt_tokens")) or 0,
+        "outputTokens": _count(_get(usage, "completion_tokens")) or 0,
+    }
+    cached = _count(_get(_get(usage, "prompt_tokens_details"), "cached_tokens"))
+    if cached is not None:
+        result["cachedInputTokens"] = cached
+    reasoning = _count(_get(_get(usage, "completion_tokens_details"), "reasoning_tokens"))
+    if reasoning is not None:
+        result["reasoningTokens"] = reasoning
+    return result
+
+
+def _parse_arguments(text: Any) -> Any:
+    if not isinstance(text, str):
+        return json_safe(text) if text is not None else {}
+    if not text.strip():
+        return {}
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _reply_from_response(turn: int, response: Any, name_map: Mapping[str, str]) -> ModelReply:
+    choices = _get(response, "choices") or []
+    message = _get(choices[0], "message") if choices else None
+    content = _get(message, "content")
+    calls = []
+    for index, call in enumerate(_get(message, "tool_calls") or []):
+        function = _get(call, "function")
+        wire_name = _get(function, "name") or ""
+        calls.append(
+            ToolCallRequest(
+                id=_get(call, "id") or f"call_{turn}_{index}",
+                name=name_map.get(wire_name, wire_name),
+                args=_parse_arguments(_get(function, "arguments")),
+            )
+        )
+    text = content if isinstance(content, str) else None
+    return ModelReply(turn, text, tuple(calls), usage_from_response(response))
+
+
+def _reply_from_recorded(turn: int, response: Mapping[str, Any]) -> ModelReply:
+    calls = tuple(
+        ToolCallRequest(id=str(item.get("toolCallId")), name=item["toolName"], args=item["args"])
+        for item in response.get("toolCalls") or []
+    )
+    text = response.get("text")
+    return ModelReply(
+        turn,
+        text if isinstance(text, str) else None,
+        calls,
+        dict(response.get("usage") or {}),
+        memoized=True,
+    )
+
+
+def call_model(
+    ctx: HarnessContext,
+    *,
+    messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[Mapping[str, Any]] = (),
+    name_map: Mapping[str, str] | None = None,
+    completion: Completion | None = None,
+) -> ModelReply:
+    """Run one model turn: reuse the memoized response if this exact request was answered
+    before, else call litellm and record ``harness.model.called`` / ``responded|failed``."""
+    recorder = ctx.recorder
+    turn = recorder.next_turn()
+    request = {
+        "model": ctx.model.litellm_model,
+        "messages": [json_safe(dict(message)) for message in messages],
+        "tools": [
+            {
+                "toolName": (name_map or {}).get(
+                    item["function"]["name"], item["function"]["name"]
+                ),
+                "inputSchemaHash": sha256_digest(json_safe(item["function"].get("parameters"))),
+            }
+            for item in tools
+        ],
+    }
+    prompt_hash = sha256_digest(request)
+    hit = ctx.memo.model_turn(turn, prompt_hash)
+    if hit is not None and isinstance(hit.value, Mapping):
+        recorder.model_memoized(turn, hit.event)
+        return _reply_from_recorded(turn, hit.value)
+    if ctx.cancelled():
+        raise HarnessCancelled(f"step {recorder.step_path} was cancelled before model turn {turn}")
+    recorder.model_called(turn, request)
+    kwargs: dict[str, Any] = dict(ctx.model.settings)
+    kwargs.update(
+        model=ctx.model.litellm_model,
+        messages=[dict(message) for message in messages],
+        metadata={"little": {"stepPath": recorder.step_path, "runId": ctx.run_id}},
+    )
+    if tools:
+        kwargs["tools"] = [dict(item) for item in tools]
+    started = time.monotonic()
+    try:
+        call = completion if completion is not None else import_litellm().completion
+        response = call(**kwargs)
+    except Exception as exc:
+        reraise_guard_error(exc)
+        error = model_error_from(exc, model=ctx.model.litellm_model)
+        recorder.model_failed(turn, error.envelope(), duration_ms=_elapsed_ms(started))
+        raise error from exc
+    reply = _reply_from_response(turn, response, name_map or {})
+    recorded: dict[str, Any] = {"text": reply.text or "", "usage": reply.usage}
+    if reply.tool_calls:
+        recorded["toolCalls"] = [call.to_json() for call in reply.tool_calls]
+    finish = _get(choices[0], "finish_reason") if (choices := _get(response, "choices")) else None
+    if isinstance(finish, str):
+        recorded["finishReason"] = finish
+    recorder.model_responded(
+        turn, recorded, model=ctx.model.identity(), duration_ms=_elapsed_ms(started)
+    )
+    return reply
+
+
+def _elapsed_ms(started: float) -> float:
+    return round((time.monotonic() - started) * 1000, 3)

@@ -1,0 +1,104 @@
+"""Prompt layout: everything stable first, the run-specific step input last.
+
+Providers cache a prompt by its prefix (OpenAI and DeepSeek automatically, Anthropic and
+Gemini on marked prefixes), so the order of the parts decides what a second call can reuse.
+The system message is built from the most stable part to the least:
+
+1. the role's system text (the workflow's or the worker's default),
+2. the skills offered (sorted by name),
+3. the tools offered (sorted by name),
+4. the step's output contract (mode and schema),
+
+and the user message that follows holds the step input (the rendered prompt), which changes
+from run to run. Two steps of one workflow therefore share the prefix up to their output
+contracts, and two runs of one step share everything but the last message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from little_dist.canonical import canonical_json
+from little_dist.harness.output_modes import instructions
+from little_dist.harness.recorder import json_safe
+
+if TYPE_CHECKING:
+    from little_dist.harness.types import SkillDescriptor
+    from little_dist.tools import Tool
+
+__all__ = ["DEFAULT_WORKER_SYSTEM", "render_input", "step_messages", "system_prompt"]
+
+DEFAULT_WORKER_SYSTEM = (
+    "You are a worker executing one step of a little-workflow run. Do exactly what the step "
+    "asks, using only the tools offered, and answer in the output format required below."
+)
+
+
+def _skills_section(skills: Sequence[SkillDescriptor]) -> str | None:
+    if not skills:
+        return None
+    lines = [
+        "Skills are specialized instructions for specific tasks. When the task matches a "
+        "skill's description, follow that skill.",
+        "<available_skills>",
+    ]
+    for skill in sorted(skills, key=lambda item: item.name):
+        lines.append(f"<skill name={canonical_json(skill.name)}>")
+        lines.append(f"<description>{skill.description}</description>")
+        if skill.body:
+            lines.append(f"<instructions>\n{skill.body}\n</instructions>")
+        lines.append("</skill>")
+    lines.append("</available_skills>")
+    return "\n".join(lines)
+
+
+def _tools_section(tools: Mapping[str, Tool]) -> str | None:
+    if not tools:
+        return None
+    lines = ["Tools you may call:"]
+    for name in sorted(tools):
+        description = tools[name].description or "(no description)"
+        lines.append(f"- {name}: {description}")
+    return "\n".join(lines)
+
+
+def system_prompt(
+    *,
+    system: str | None,
+    skills: Sequence[SkillDescriptor] = (),
+    tools: Mapping[str, Tool] | None = None,
+    output: Mapping[str, Any] | None = None,
+    extra: str | None = None,
+) -> str:
+    """The system message, stable parts first (see the module docstring)."""
+    parts = [system if system else DEFAULT_WORKER_SYSTEM]
+    for section in (
+        _skills_section(skills),
+        _tools_section(tools or {}),
+        None if output is None else "Output contract:\n" + instructions(output),
+        extra,
+    ):
+        if section:
+            parts.append(section)
+    return "\n\n".join(parts)
+
+
+def render_input(step_input: Any) -> str:
+    """The step input as message text: strings as they are, anything else as JSON."""
+    if isinstance(step_input, str):
+        return step_input
+    return canonical_json(json_safe(step_input))
+
+
+def step_messages(
+    system_text: str, step_input: Any, *, repair_note: str | None = None
+) -> list[dict[str, Any]]:
+    """``[system, user(step input)]`` plus the self-repair note as a trailing user turn."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": system_text},
+        {"role": "user", "content": render_input(step_input)},
+    ]
+    if repair_note:
+        messages.append({"role": "user", "content": repair_note})
+    return messages

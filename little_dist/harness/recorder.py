@@ -1,0 +1,415 @@
+"""The event recorder: every harness fact of one step attempt, fenced, with stable ids.
+
+One :class:`EventRecorder` belongs to one attempt (``run_id``, ``step_path``, ``attempt``)
+and appends, through ``world.append(..., fence=fence)``, so a superseded attempt (its lease
+taken over) cannot write (:class:`~little_dist.errors.LeaseLostError`).
+
+Occurrence ids (the team contract; ``{p}`` = step path, ``{n}`` = attempt)::
+
+    harness.session.started                  session:{p}:{n}   (``session:{p}:{n}:default``
+                                                                 for the default harness after
+                                                                 a custom one delegated)
+    harness.session.completed|failed         session-end:{p}:{n}
+    harness.model.called                     model:{p}:{n}:{turn}
+    harness.model.responded|failed           model-end:{p}:{n}:{turn}
+    little.harness.model.memoized            model-end:{p}:{n}:{turn}
+    harness.tool_call.started                tool:{p}:{n}:{k}
+    harness.tool_call.succeeded|failed       tool-end:{p}:{n}:{k}
+    little.harness.tool_call.memoized        tool-end:{p}:{n}:{k}
+    harness.execute_step.started|succeeded   exec:{p}:{n} / exec-end:{p}:{n}   (after the r-th
+                                             self-repair: exec:{p}:{n}:r{r} / exec-end:...:r{r})
+    StepRepairAttempted                      repair:{p}:{n}:{r}
+
+``turn`` and ``k`` count model turns and tool calls across the whole attempt (self-repair
+re-runs continue the count), 1-based. ``id_prefix`` (default empty) is prepended to every id,
+for a caller that runs two sessions under one attempt number (e.g. ``"fix-"``). Replaying the
+same attempt in process appends nothing new: each id is already recorded.
+
+Payloads follow upstream's ``harness/event-recorder.ts`` and every harness payload also
+carries ``stepPath`` and ``attempt``. ``callId`` is the event's occurrence id of the call's
+start (``model:...`` / ``tool:...``). ``harness.model.responded`` carries ``model:
+{provider, modelId}`` and ``response.usage`` (``inputTokens``, ``outputTokens``,
+``cachedInputTokens``, ``reasoningTokens``), which the run-state fold prices.
+
+Large payloads. A field whose canonical JSON exceeds ``inline_limit`` bytes (64 KiB) is
+stored with ``world.put_artifact`` and the event carries a ref instead:
+
+* ``harness.model.called``: ``requestRef`` (the full request); ``request`` keeps ``model``
+  and ``tools`` with ``messages: []``; ``promptHash`` is still the full request's digest.
+* ``harness.model.responded``: ``responseRef`` (the full response); ``response`` keeps only
+  ``usage`` so pricing still works.
+* ``harness.tool_call.*``: ``argsRef`` (``args: null``) and ``resultRef`` (``result: null``).
+  Tool events always carry ``argsHash`` (digest of the arguments), the memo's key.
+* ``harness.execute_step.succeeded`` and ``harness.session.completed``: ``outputRef``
+  (``output`` omitted).
+
+Memoized reuse (see :mod:`little_dist.harness.memo`) is recorded as the engine events
+``little.harness.model.memoized`` / ``little.harness.tool_call.memoized`` with ``memoized:
+true`` and ``memoizedFrom`` (the reused event's id). They carry no usage, and the fold ignores
+engine events, so a reused turn is never priced twice.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Mapping
+from typing import Any, Final
+
+from pydantic import BaseModel
+
+from little_dist.canonical import canonical_json, sha256_digest
+from little_dist.errors import InvalidInputError
+from little_dist.events import Event, EventInput
+from little_dist.world.base import ArtifactInput, Fence, World
+
+__all__ = [
+    "DEFAULT_INLINE_LIMIT",
+    "MODEL_MEMOIZED",
+    "TOOL_MEMOIZED",
+    "EventRecorder",
+    "json_safe",
+]
+
+DEFAULT_INLINE_LIMIT: Final = 64 * 1024
+MODEL_MEMOIZED: Final = "little.harness.model.memoized"
+TOOL_MEMOIZED: Final = "little.harness.tool_call.memoized"
+
+_USAGE_FIELDS = ("inputTokens", "outputTokens", "cachedInputTokens", "reasoningTokens")
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` as plain JSON data (pydantic models and dataclasses dumped, tuples as lists).
+
+    Values with no JSON form are given as their ``str``: tool results must survive the log.
+    """
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", by_alias=True)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return json_safe(dataclasses.asdict(value))
+    if isinstance(value, Mapping):
+        return {str(key): json_safe(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(item) for item in value]
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if value == value and value not in (float("inf"), float("-inf")) else None
+    return str(value)
+
+
+class EventRecorder:
+    """Appends one attempt's harness events (see the module docstring for ids and shapes)."""
+
+    def __init__(
+        self,
+        world: World,
+        run_id: str,
+        step_path: str,
+        attempt: int,
+        fence: Fence | None = None,
+        *,
+        inline_limit: int = DEFAULT_INLINE_LIMIT,
+        id_prefix: str = "",
+    ) -> None:
+        if not isinstance(attempt, int) or attempt < 1:
+            raise InvalidInputError(f"attempt must be a positive int, got {attempt!r}")
+        if not step_path:
+            raise InvalidInputError("step_path must be a non-empty string")
+        self.world = world
+        self.run_id = run_id
+        self.step_path = step_path
+        self.attempt = attempt
+        self.fence = fence
+        self.inline_limit = inline_limit
+        self.id_prefix = id_prefix
+        self._lock = threading.Lock()
+        self._turn = 0
+        self._tool_index = 0
+        self._repair = 0
+        self._usage: dict[str, int | float] = {"inputTokens": 0, "outputTokens": 0}
+
+    # -- ids and counters ------------------------------------------------------------------
+    def occurrence(self, kind: str, *parts: object) -> str:
+        """``{id_prefix}{kind}:{step_path}:{attempt}[:{part}...]``."""
+        tail = "".join(f":{part}" for part in parts)
+        return f"{self.id_prefix}{kind}:{self.step_path}:{self.attempt}{tail}"
+
+    def next_turn(self) -> int:
+        with self._lock:
+            self._turn += 1
+            return self._turn
+
+    def next_tool_index(self) -> int:
+        with self._lock:
+            self._tool_index += 1
+            return self._tool_index
+
+    @property
+    def usage(self) -> dict[str, int | float]:
+        """Tokens of the model calls this recorder recorded as answered (memoized excluded)."""
+        with self._lock:
+            return dict(self._usage)
+
+    # -- low level -------------------------------------------------------------------------
+    def append(self, event_type: str, payload: dict[str, Any], occurrence_id: str) -> Event:
+        """Append one event, fenced, idempotent by ``occurrence_id``."""
+        return self.world.append(
+            self.run_id,
+            EventInput(type=event_type, payload=payload, occurrence_id=occurrence_id),
+            fence=self.fence,
+        )
+
+    def _base(self) -> dict[str, Any]:
+        return {"stepPath": self.step_path, "attempt": self.attempt}
+
+    def offload(self, value: Any, name: str) -> str | None:
+        """Store ``value`` as an artifact when its canonical JSON is over the limit.
+
+        Returns the ``artifact://`` ref, or ``None`` when the value stays inline.
+        """
+        size = len(canonical_json(value).encode("utf-8"))
+        if size <= self.inline_limit:
+            return None
+        manifest = self.world.put_artifact(
+            ArtifactInput(
+                run_id=self.run_id,
+                name=name,
+                payload=value,
+                content_type="application/json",
+                step_path=self.step_path,
+            )
+        )
+        return manifest.artifact_ref
+
+    def _field(self, payload: dict[str, Any], key: str, value: Any, name: str) -> None:
+        ref = self.offload(value, name)
+        if ref is None:
+            payload[key] = value
+        else:
+            payload[key] = None
+            payload[f"{key}Ref"] = ref
+
+    # -- sessions --------------------------------------------------------------------------
+    def session_started(
+        self,
+        *,
+        role: str,
+        task_kind: str,
+        manifest: Mapping[str, Any],
+        delegated: bool = False,
+        parent_run_id: str | None = None,
+    ) -> Event:
+        manifest_json = json_safe(dict(manifest))
+        payload: dict[str, Any] = {
+            "runId": self.run_id,
+            "role": role,
+            "task": {"kind": task_kind},
+            "manifest": manifest_json,
+            "manifestHash": sha256_digest(manifest_json),
+            **self._base(),
+        }
+        if parent_run_id is not None:
+            payload["parentRunId"] = parent_run_id
+        occurrence = (
+            self.occurrence("session", "default") if delegated else self.occurrence("session")
+        )
+        return self.append("harness.session.started", payload, occurrence)
+
+    def session_completed(self, result: Mapping[str, Any]) -> Event:
+        payload: dict[str, Any] = {"runId": self.run_id, "usage": self.usage, **self._base()}
+        output = {"result": json_safe(dict(result))}
+        ref = self.offload(output, "harness.session.output")
+        if ref is None:
+            payload["output"] = output
+        else:
+            payload["outputRef"] = ref
+        return self.append("harness.session.completed", payload, self.occurrence("session-end"))
+
+    def session_failed(self, error: Mapping[str, Any]) -> Event:
+        payload = {"runId": self.run_id, "error": dict(error), **self._base()}
+        return self.append("harness.session.failed", payload, self.occurrence("session-end"))
+
+    # -- model calls -----------------------------------------------------------------------
+    def model_called(self, turn: int, request: Mapping[str, Any]) -> Event:
+        full = json_safe(dict(request))
+        payload: dict[str, Any] = {
+            "callId": self.occurrence("model", turn),
+            "turn": turn,
+            "promptHash": sha256_digest(full),
+            **self._base(),
+        }
+        ref = self.offload(full, "harness.model.request")
+        if ref is None:
+            payload["request"] = full
+        else:
+            payload["request"] = {
+                "model": full.get("model"),
+                "messages": [],
+                "tools": full.get("tools", []),
+            }
+            payload["requestRef"] = ref
+        return self.append("harness.model.called", payload, self.occurrence("model", turn))
+
+    def model_responded(
+        self,
+        turn: int,
+        response: Mapping[str, Any],
+        *,
+        model: Mapping[str, str],
+        duration_ms: float,
+    ) -> Event:
+        full = json_safe(dict(response))
+        usage = full.get("usage") or {"inputTokens": 0, "outputTokens": 0}
+        payload: dict[str, Any] = {
+            "callId": self.occurrence("model", turn),
+            "turn": turn,
+            "model": dict(model),
+            "durationMs": duration_ms,
+            **self._base(),
+        }
+        ref = self.offload(full, "harness.model.response")
+        if ref is None:
+            payload["response"] = full
+        else:
+            payload["response"] = {"usage": usage}
+            payload["responseRef"] = ref
+        with self._lock:
+            for key in _USAGE_FIELDS:
+                value = usage.get(key)
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    self._usage[key] = self._usage.get(key, 0) + value
+        return self.append("harness.model.responded", payload, self.occurrence("model-end", turn))
+
+    def model_failed(self, turn: int, error: Mapping[str, Any], *, duration_ms: float) -> Event:
+        payload = {
+            "callId": self.occurrence("model", turn),
+            "turn": turn,
+            "error": dict(error),
+            "durationMs": duration_ms,
+            "willRetry": False,
+            **self._base(),
+        }
+        return self.append("harness.model.failed", payload, self.occurrence("model-end", turn))
+
+    def model_memoized(self, turn: int, source: Event) -> Event:
+        payload = {
+            "turn": turn,
+            "memoized": True,
+            "memoizedFrom": source.event_id,
+            "sourceOccurrenceId": source.occurrence_id,
+            **self._base(),
+        }
+        return self.append(MODEL_MEMOIZED, payload, self.occurrence("model-end", turn))
+
+    # -- tool calls ------------------------------------------------------------------------
+    def _tool_fields(
+        self,
+        index: int,
+        *,
+        caller: str,
+        tool_name: str,
+        args: Any,
+        turn: int | None,
+        call_index: int,
+        scope: Mapping[str, Any],
+    ) -> dict[str, Any]:
+        payload: dict[str, Any] = {
+            "callId": self.occurrence("tool", index),
+            "caller": caller,
+            "toolName": tool_name,
+            "callIndex": call_index,
+            "scope": dict(scope),
+            **self._base(),
+        }
+        if caller == "model":
+            payload["turn"] = turn
+        safe_args = json_safe(args)
+        payload["argsHash"] = sha256_digest(safe_args)
+        self._field(payload, "args", safe_args, "harness.tool_call.args")
+        return payload
+
+    def tool_started(self, index: int, **fields: Any) -> Event:
+        payload = self._tool_fields(index, **fields)
+        return self.append("harness.tool_call.started", payload, self.occurrence("tool", index))
+
+    def tool_succeeded(
+        self, index: int, result: Any, *, duration_ms: float, **fields: Any
+    ) -> Event:
+        payload = self._tool_fields(index, **fields)
+        payload["durationMs"] = duration_ms
+        self._field(payload, "result", json_safe(result), "harness.tool_call.result")
+        return self.append(
+            "harness.tool_call.succeeded", payload, self.occurrence("tool-end", index)
+        )
+
+    def tool_failed(
+        self, index: int, error: Mapping[str, Any], *, duration_ms: float, **fields: Any
+    ) -> Event:
+        payload = self._tool_fields(index, **fields)
+        payload["durationMs"] = duration_ms
+        payload["error"] = dict(error)
+        return self.append("harness.tool_call.failed", payload, self.occurrence("tool-end", index))
+
+    def tool_memoized(self, index: int, source: Event, *, tool_name: str, call_index: int) -> Event:
+        payload = {
+            "toolName": tool_name,
+            "callIndex": call_index,
+            "memoized": True,
+            "memoizedFrom": source.event_id,
+            "sourceOccurrenceId": source.occurrence_id,
+            **self._base(),
+        }
+        return self.append(TOOL_MEMOIZED, payload, self.occurrence("tool-end", index))
+
+    # -- execute_step and repair -----------------------------------------------------------
+    def execute_step_started(
+        self, step: Mapping[str, Any], *, visit_index: int, step_input: Any
+    ) -> Event:
+        payload = {
+            "runId": self.run_id,
+            "stepId": step.get("id"),
+            "uses": step.get("uses"),
+            "visitIndex": visit_index,
+            "inputHash": sha256_digest(json_safe(step_input)),
+            **self._base(),
+        }
+        return self.append("harness.execute_step.started", payload, self._exec_id("exec"))
+
+    def execute_step_succeeded(
+        self, step: Mapping[str, Any], *, visit_index: int, output: Any, duration_ms: float
+    ) -> Event:
+        safe = json_safe(output)
+        payload: dict[str, Any] = {
+            "runId": self.run_id,
+            "stepId": step.get("id"),
+            "uses": step.get("uses"),
+            "visitIndex": visit_index,
+            "outputHash": sha256_digest(safe),
+            "durationMs": duration_ms,
+            **self._base(),
+        }
+        ref = self.offload(safe, "harness.execute_step.output")
+        if ref is None:
+            payload["output"] = safe
+        else:
+            payload["outputRef"] = ref
+        return self.append("harness.execute_step.succeeded", payload, self._exec_id("exec-end"))
+
+    def _exec_id(self, kind: str) -> str:
+        with self._lock:
+            round_ = self._repair
+        return self.occurrence(kind, f"r{round_}") if round_ else self.occurrence(kind)
+
+    def repair_attempted(self, step_id: str, findings: list[str]) -> Event:
+        """``StepRepairAttempted`` (upstream: ``stepPath``, ``attempt``, ``findings``)."""
+        with self._lock:
+            self._repair += 1
+            number = self._repair
+        payload = {
+            "stepId": step_id,
+            "findings": list(findings),
+            "repairAttempt": number,
+            **self._base(),
+        }
+        return self.append("StepRepairAttempted", payload, self.occurrence("repair", number))

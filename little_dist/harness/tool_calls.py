@@ -1,0 +1,138 @@
+"""One tool call: memo first, then the tool, recorded as ``harness.tool_call.*``.
+
+Used by the model loop (``caller="model"``, with the model turn) and by ``tool.call`` steps
+(``caller="code"``, as upstream's workflow harness records them: upstream's event validator
+admits only ``model`` and ``code``). A failure is returned, not raised, so the model loop can
+show it to the model; a ``tool.call`` step raises it (:meth:`ToolOutcome.raise_for_error`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from little_dist.canonical import sha256_digest
+from little_dist.errors import InvalidInputError, LittleError
+from little_dist.harness.errors import HarnessCancelled, ToolCallError, reraise_guard_error
+from little_dist.harness.recorder import json_safe
+from little_dist.tools import InvalidToolInputError
+
+if TYPE_CHECKING:
+    from little_dist.harness.types import HarnessContext
+
+__all__ = ["ToolOutcome", "run_tool_call"]
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """A tool call's result, or its error envelope; ``memoized`` when reused from the log."""
+
+    ok: bool
+    result: Any = None
+    error: Mapping[str, Any] | None = None
+    memoized: bool = False
+    exception: BaseException | None = None
+
+    def content_for_model(self) -> str:
+        """The ``tool`` message text the model sees."""
+        if self.ok:
+            if isinstance(self.result, str):
+                return self.result
+            return json.dumps(self.result, ensure_ascii=False, sort_keys=True)
+        message = (self.error or {}).get("message", "tool failed")
+        return json.dumps({"error": message}, ensure_ascii=False)
+
+    def raise_for_error(self) -> Any:
+        """The result, or the failure as a :class:`ToolCallError` (``tool.call`` steps)."""
+        if self.ok:
+            return self.result
+        error = self.error or {}
+        raise ToolCallError(
+            str(error.get("message", "tool failed")),
+            cause_code=str(error.get("causeCode", "tool_error")),
+            retriable=bool(error.get("retriable", True)),
+        ) from self.exception
+
+
+def _failure(name: str, message: str, cause: str, retriable: bool) -> dict[str, Any]:
+    return {"name": name, "message": message, "causeCode": cause, "retriable": retriable}
+
+
+def _envelope(tool_name: str, exc: BaseException) -> dict[str, Any]:
+    message = f"tool {tool_name!r} failed: {exc}" if str(exc) else f"tool {tool_name!r} failed"
+    if isinstance(exc, InvalidToolInputError):
+        return _failure(type(exc).__name__, str(exc), "tool_input_error", False)
+    cause = getattr(exc, "cause_code", None)
+    flag = getattr(exc, "retriable", None)
+    if not isinstance(flag, bool):
+        flag = exc.retryable if isinstance(exc, LittleError) else True
+    return _failure(
+        type(exc).__name__,
+        message,
+        cause if isinstance(cause, str) and cause else "tool_error",
+        flag,
+    )
+
+
+def run_tool_call(
+    ctx: HarnessContext,
+    *,
+    tool_name: str,
+    args: Any,
+    caller: Literal["model", "code"],
+    call_index: int,
+    turn: int | None = None,
+    scope: Mapping[str, Any] | None = None,
+) -> ToolOutcome:
+    """Call ``tool_name`` from ``ctx.tools`` with ``args`` (memoized, recorded)."""
+    recorder = ctx.recorder
+    index = recorder.next_tool_index()
+    safe_args = json_safe(args)
+    memo_turn = turn if caller == "model" else None
+    hit = ctx.memo.tool_result(memo_turn, call_index, tool_name, sha256_digest(safe_args))
+    if hit is not None:
+        recorder.tool_memoized(index, hit.event, tool_name=tool_name, call_index=call_index)
+        return ToolOutcome(True, hit.value, memoized=True)
+    if ctx.cancelled():
+        raise HarnessCancelled(
+            f"step {recorder.step_path} was cancelled before calling tool {tool_name!r}"
+        )
+    fields: dict[str, Any] = {
+        "caller": caller,
+        "tool_name": tool_name,
+        "args": safe_args,
+        "turn": memo_turn,
+        "call_index": call_index,
+        "scope": dict(scope or {}),
+    }
+    recorder.tool_started(index, **fields)
+    started = time.monotonic()
+    tool = ctx.tools.get(tool_name)
+    try:
+        if tool is None:
+            offered = ", ".join(sorted(ctx.tools)) or "none"
+            raise InvalidInputError(
+                f"tool {tool_name!r} is not available to step {recorder.step_path} "
+                f"(tools offered: {offered})"
+            )
+        if not isinstance(safe_args, Mapping):
+            raise InvalidToolInputError(
+                tool_name, [("$", f"arguments must be a JSON object, got {safe_args!r}")]
+            )
+        result = json_safe(tool.call(safe_args))
+    except Exception as exc:
+        reraise_guard_error(exc)
+        error = _envelope(tool_name, exc)
+        if tool is None:
+            error["causeCode"], error["retriable"] = "runtime_config_error", False
+        recorder.tool_failed(index, error, duration_ms=_elapsed_ms(started), **fields)
+        return ToolOutcome(False, error=error, exception=exc)
+    recorder.tool_succeeded(index, result, duration_ms=_elapsed_ms(started), **fields)
+    return ToolOutcome(True, result)
+
+
+def _elapsed_ms(started: float) -> float:
+    return round((time.monotonic() - started) * 1000, 3)
