@@ -1,0 +1,171 @@
+"""How fast is ``decide``? Calls per second on two mid-run states.
+
+- a 200-step chain with 100 steps completed (``decide`` replays the top scope);
+- a 500-branch parallel step (engine cap 1000, ``maxConcurrency`` 50) with 250 branches
+  settled and 50 in flight (``decide`` walks the group and drives the in-flight branches).
+
+Also reports the whole-run cost: decide calls while playing every attempt to completion,
+per step. Run: ``.venv/bin/python bench/decide.py``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from little_dist.compiler import compile_lwir
+from little_dist.run_state import RunState, RunStateBuilder
+from little_dist.scheduling import RunContext, decide
+
+ENVELOPE = {
+    "type": "object",
+    "required": ["itemKey", "status", "artifacts"],
+    "properties": {"itemKey": {}, "status": {}, "output": {}, "artifacts": {}},
+}
+
+
+def _doc(steps: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "apiVersion": "littleworkflow.dev/v0.1",
+        "kind": "Workflow",
+        "metadata": {"name": "bench-decide"},
+        "input": {"schema": {"type": "object"}},
+        "output": {"schema": True},
+        "permissions": {"tools": ["t"]},
+        "steps": steps,
+    }
+
+
+def _tool(step_id: str, needs: list[str] | None = None) -> dict[str, Any]:
+    step: dict[str, Any] = {
+        "id": step_id,
+        "uses": "tool.call",
+        "with": {"tool": "t"},
+        "output": {"mode": "json", "schema": {}},
+    }
+    if needs:
+        step["needs"] = needs
+    return step
+
+
+class Runner:
+    """Decide, append, and complete dispatched attempts, folding as it goes (no world)."""
+
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+        self.builder = RunStateBuilder(ctx.run_id)
+        self.sequence = 0
+        self.seen: set[str] = set()
+        self.decides = 0
+        self.add("RunStarted", {"workflowVersionId": ctx.version.id, "input": ctx.run_input})
+
+    def add(self, event_type: str, payload: dict[str, Any], occurrence: str | None = None) -> None:
+        if occurrence is not None:
+            if occurrence in self.seen:
+                return
+            self.seen.add(occurrence)
+        self.sequence += 1
+        self.builder.apply(
+            {
+                "runId": self.ctx.run_id,
+                "sequence": self.sequence,
+                "type": event_type,
+                "recordedAt": "2024-01-01T00:00:00.000Z",
+                "payload": payload,
+            }
+        )
+
+    @property
+    def state(self) -> RunState:
+        return self.builder.snapshot()
+
+    def round(self, complete: int | None = None) -> bool:
+        """One decide; then finish up to ``complete`` dispatched attempts (all by default)."""
+        decision = decide(self.ctx, self.state)
+        self.decides += 1
+        for event in decision.events:
+            self.add(event.type, event.payload, event.occurrence_id)
+        for dispatch in decision.dispatch[:complete]:
+            base = {"stepPath": dispatch.step_path, "attempt": dispatch.attempt}
+            self.add("StepAttemptStarted", base, f"start:{dispatch.step_path}:{dispatch.attempt}")
+            self.add(
+                "StepCompleted",
+                {**base, "output": {"ok": dispatch.step_path}},
+                f"end:{dispatch.step_path}:{dispatch.attempt}",
+            )
+        return decision.done
+
+
+def chain_context(length: int = 200) -> RunContext:
+    steps = [_tool("s0")] + [_tool(f"s{i}", [f"s{i - 1}"]) for i in range(1, length)]
+    version = compile_lwir(_doc(steps))
+    return RunContext(version, {}, "run_bench_chain")
+
+
+def fan_context(branches: int = 500) -> RunContext:
+    step = {
+        "id": "p",
+        "uses": "parallel",
+        "with": {
+            "items": "{{ input.items }}",
+            "cardinality": {"kind": "matches_items"},
+            "itemKey": "{{ item.id }}",
+            "maxBranches": 100,
+            "maxConcurrency": 50,
+            "failureMode": "all_settled",
+            "fanIn": {"order": "input", "output": "array"},
+        },
+        "steps": [_tool("work")],
+        "output": {"mode": "array", "schema": {"type": "array", "items": ENVELOPE}},
+    }
+    version = compile_lwir(_doc([step]))
+    run_input = {"items": [{"id": f"k{i}"} for i in range(branches)]}
+    return RunContext(version, run_input, "run_bench_fan", max_branches_cap=1000)
+
+
+def _rate(ctx: RunContext, state: RunState, seconds: float = 1.0) -> float:
+    calls = 0
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        decide(ctx, state)
+        calls += 1
+    return calls / (time.perf_counter() - start)
+
+
+def main() -> None:
+    chain = Runner(chain_context())
+    while len([s for s in chain.state.steps.values() if s.status == "completed"]) < 100:
+        chain.round()
+    print(f"200-step chain, 100 done: {_rate(chain.ctx, chain.state):10.0f} decide calls/s")
+
+    fan = Runner(fan_context())
+    while True:
+        group = fan.state.parallel_groups.get("p")
+        settled = (
+            0
+            if group is None
+            else sum(1 for b in group.branches.values() if b.status != "scheduled")
+        )
+        if settled >= 250:
+            break
+        fan.round(complete=10)
+    print(f"500-branch parallel, 250 settled: {_rate(fan.ctx, fan.state):7.0f} decide calls/s")
+
+    for name, ctx, complete in (
+        ("200-step chain", chain_context(), None),
+        ("500-branch parallel", fan_context(), 1),
+    ):
+        runner = Runner(ctx)
+        start = time.perf_counter()
+        while not runner.round(complete):
+            pass
+        elapsed = time.perf_counter() - start
+        steps = sum(1 for s in runner.state.steps.values() if s.status == "completed")
+        print(
+            f"{name}: whole run {elapsed * 1000:.0f} ms, {runner.decides} decides, "
+            f"{elapsed / steps * 1000:.3f} ms per completed step (decide + fold)"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,167 @@
+"""The working set of one ``decide`` call: the state, what this call has decided so far, caches.
+
+A call may complete steps itself (decisions, parallel steps) and keep scheduling from there;
+:class:`Virtual` records stand in for those steps until the events are folded, through an
+overlay the lookups consult first. Events are collected with their occurrence ids (a repeat
+within the call is dropped), dispatches in the order they were found.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from little_dist.events import EventInput
+from little_dist.run_state import RunState
+from little_dist.scheduling.context import (
+    Branch,
+    BranchResolutionError,
+    StepView,
+    build_context,
+    resolve_branches,
+    scope_steps_root,
+)
+from little_dist.scheduling.plan import StepPlan, WorkflowPlan
+from little_dist.scheduling.policy import GiveUp, NextAttempt, next_action
+from little_dist.scheduling.types import DispatchKind, RunContext, StepDispatch
+
+__all__ = ["Env", "Virtual", "VirtualAttempt"]
+
+
+@dataclass(frozen=True)
+class VirtualAttempt:
+    status: str
+    error: Any = None
+
+
+@dataclass(frozen=True)
+class Virtual:
+    """A step state this call has just decided (its events are not folded yet)."""
+
+    status: str
+    attempts: tuple[Any, ...]
+    has_output: bool = False
+    output: Any = None
+    output_ref: str | None = None
+    error: Any = None
+    artifact_refs: tuple[str, ...] = ()
+
+    @classmethod
+    def ended(
+        cls,
+        previous: StepView | None,
+        *,
+        output: Any = None,
+        has_output: bool = False,
+        error: Any = None,
+    ) -> Virtual:
+        """``previous``'s attempts plus one finished attempt (completed unless ``error``)."""
+        earlier = tuple(previous.attempts) if previous is not None else ()
+        if earlier and earlier[-1].status == "running":
+            earlier = earlier[:-1]
+        status = "failed" if error is not None else "completed"
+        return cls(
+            status=status,
+            attempts=(*earlier, VirtualAttempt(status, error)),
+            has_output=has_output,
+            output=output,
+            error=error,
+        )
+
+
+# Resolved branch lists per run context (built once per context, dropped with it).
+_branch_cache: weakref.WeakKeyDictionary[RunContext, dict[tuple[str, int], list[Branch]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+@dataclass
+class Env:
+    """One decide call's state, overlay, output buffers and policy."""
+
+    ctx: RunContext
+    plan: WorkflowPlan
+    state: RunState
+    overlay: dict[str, StepView] = field(default_factory=dict)
+    events: list[EventInput] = field(default_factory=list)
+    dispatch: list[StepDispatch] = field(default_factory=list)
+    _occurrences: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        steps = self.state.steps
+        overlay = self.overlay
+
+        def lookup(path: str) -> StepView | None:
+            if overlay:
+                found = overlay.get(path)
+                if found is not None:
+                    return found
+            return steps.get(path)
+
+        self.lookup = lookup
+
+    def emit(self, event_type: str, payload: dict[str, Any], occurrence_id: str) -> None:
+        if occurrence_id in self._occurrences:
+            return
+        self._occurrences.add(occurrence_id)
+        self.events.append(
+            EventInput(type=event_type, payload=payload, occurrence_id=occurrence_id)
+        )
+
+    def send(self, step: StepPlan, path: str, attempt: int, kind: DispatchKind) -> None:
+        self.dispatch.append(
+            StepDispatch(
+                run_id=self.ctx.run_id,
+                step_path=path,
+                step_id=step.id,
+                attempt=attempt,
+                role="fixer" if kind == "fix_step" else "worker",
+                kind=kind,
+            )
+        )
+
+    def policy(self, step: StepPlan, view: StepView) -> NextAttempt | GiveUp:
+        return next_action(
+            step,
+            view.attempts,
+            default_max_attempts=self.ctx.default_max_attempts,
+            max_crash_retries=self.ctx.max_crash_retries,
+        )
+
+    def top_context(self, step: StepPlan) -> dict[str, Any]:
+        steps = scope_steps_root(self.plan.top, "", self.lookup)
+        return build_context(self.plan.lwir, self.ctx.run_input, step, steps)
+
+    def branches(self, step: StepPlan, path: str, attempt: int) -> list[Branch]:
+        """The branch list of a parallel step attempt (resolved once per run context)."""
+        per_run = _branch_cache.get(self.ctx)
+        if per_run is None:
+            per_run = _branch_cache.setdefault(self.ctx, {})
+        found = per_run.get((path, attempt))
+        if found is None:
+            found = resolve_branches(
+                self.plan,
+                step,
+                path,
+                attempt,
+                self.top_context(step),
+                max_branches_cap=self.ctx.max_branches_cap,
+            )
+            per_run[(path, attempt)] = found
+        return found
+
+    def completed_top(self, ids: Sequence[str], shadowed: Sequence[str]) -> frozenset[str]:
+        """Which of ``ids`` (top-level steps) are completed, minus ids a branch step shadows."""
+        done = []
+        for step_id in ids:
+            if step_id in shadowed:
+                continue
+            view = self.lookup(step_id)
+            if view is not None and view.status == "completed":
+                done.append(step_id)
+        return frozenset(done)
+
+
+__all__ += ["BranchResolutionError"]

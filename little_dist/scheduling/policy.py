@@ -1,0 +1,113 @@
+"""What happens after a step attempt fails: retry, run the fixer, retry a crash, or give up.
+
+The answer is a pure function of the step and its attempt history, replayed from the first
+attempt each time, so the kind of every attempt (``execute_step`` or ``fix_step``) is known
+without recording it anywhere:
+
+- causeCode ``lease_expired`` (the worker died; written by a sweeper): the same kind of attempt
+  runs again without using the step's budget, at most ``max_crash_retries`` times per path;
+- a failed ``code.run`` attempt whose step declares ``onFailure.fixer`` gets a ``fix_step``
+  attempt next (role ``fixer``) while fixer attempts remain, unless the cause is one upstream
+  never fixes (``cancelled``, ``timeout``, ``capability_drift``, ``runtime_config_error``);
+  a failed fix attempt ends the step, as upstream's fixer error does;
+- otherwise a retriable error (``retriable`` not false, cause not terminal) is retried while
+  worker attempts stay under ``retry.maxAttempts`` (or the run's default);
+- anything else ends the step with its last error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+
+from little_dist.scheduling.plan import StepPlan
+from little_dist.scheduling.types import DispatchKind
+
+__all__ = [
+    "CAUSE_LEASE_EXPIRED",
+    "TERMINAL_CAUSES",
+    "AttemptLike",
+    "GiveUp",
+    "NextAttempt",
+    "next_action",
+]
+
+CAUSE_LEASE_EXPIRED: Final = "lease_expired"
+
+#: Causes that are never retried (upstream's ``isTerminalRuntimeCauseEnvelope`` list).
+TERMINAL_CAUSES: Final = frozenset(
+    {
+        "cancelled",
+        "timeout",
+        "capability_drift",
+        "runtime_config_error",
+        "step_schema_error",
+        "max_visits_exceeded",
+    }
+)
+#: Causes upstream's ``shouldAttemptFixerForError`` refuses to hand to the fixer.
+_NOT_FIXABLE: Final = frozenset(
+    {"cancelled", "timeout", "capability_drift", "runtime_config_error"}
+)
+
+
+class AttemptLike(Protocol):
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def error(self) -> Any: ...
+
+
+@dataclass(frozen=True)
+class NextAttempt:
+    """Run attempt ``attempt`` (1-based) as ``kind``."""
+
+    attempt: int
+    kind: DispatchKind
+
+
+@dataclass(frozen=True)
+class GiveUp:
+    """The step failed for good with ``error`` (the last attempt's error envelope)."""
+
+    error: Any
+
+
+def cause_of(error: Any) -> Any:
+    return error.get("causeCode") if isinstance(error, Mapping) else None
+
+
+def next_action(
+    step: StepPlan,
+    attempts: Sequence[AttemptLike],
+    *,
+    default_max_attempts: int,
+    max_crash_retries: int,
+) -> NextAttempt | GiveUp:
+    """The next attempt after ``attempts`` (all failed), or :class:`GiveUp`."""
+    max_attempts = step.max_attempts or max(default_max_attempts, 1)
+    kind: DispatchKind = "execute_step"
+    worker_used = fixes_used = crashes = 0
+    error: Any = None
+    for attempt in attempts:
+        error = attempt.error
+        cause = cause_of(error)
+        if cause == CAUSE_LEASE_EXPIRED:
+            crashes += 1
+            if crashes > max_crash_retries:
+                return GiveUp(error)
+            continue  # the same kind again, free of charge
+        if kind == "fix_step":
+            return GiveUp(error)
+        worker_used += 1
+        if step.fixer_max_attempts > fixes_used and cause not in _NOT_FIXABLE:
+            fixes_used += 1
+            kind = "fix_step"
+            continue
+        retriable = not (isinstance(error, Mapping) and error.get("retriable") is False)
+        if retriable and cause not in TERMINAL_CAUSES and worker_used < max_attempts:
+            continue
+        return GiveUp(error)
+    return NextAttempt(len(attempts) + 1, kind)

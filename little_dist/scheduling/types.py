@@ -1,0 +1,91 @@
+"""The scheduler's public values: :class:`RunContext`, :class:`StepDispatch`, :class:`Decision`.
+
+These are plain immutable data: the in-process runner and the fleet scheduler build a
+:class:`RunContext` once per run, hand it with a folded
+:class:`~little_dist.run_state.RunState` to :func:`~little_dist.scheduling.decide`, append
+``Decision.events`` and send one task per ``Decision.dispatch`` entry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, TypeAlias
+
+from little_dist.compiler import WorkflowVersion
+from little_dist.events import EventInput
+
+__all__ = [
+    "DEFAULT_MAX_CRASH_RETRIES",
+    "Decision",
+    "DispatchKind",
+    "DispatchRole",
+    "RunContext",
+    "StepDispatch",
+]
+
+DispatchRole: TypeAlias = Literal["worker", "fixer", "orchestrator", "planner"]
+DispatchKind: TypeAlias = Literal["execute_step", "fix_step"]
+
+#: Attempts that ended with causeCode ``lease_expired`` (the worker died) are retried without
+#: consuming the step's retry budget, at most this many times per step path.
+DEFAULT_MAX_CRASH_RETRIES = 5
+
+
+@dataclass(frozen=True, eq=False)
+class RunContext:
+    """What :func:`decide` needs besides the folded state.
+
+    Build one per run and keep it for the run's life: per-run work (a parallel step's
+    resolved branch list) is cached on the context's identity, so it is compared and hashed
+    by identity (``eq=False``), never by value.
+
+    - ``version``: the compiled WorkflowVersion (its LWIR is planned once per version id).
+    - ``run_input``: ``RunStarted.payload.input``.
+    - ``default_max_attempts``: attempts per step when the step has no ``retry.maxAttempts``
+      (upstream's ``maxAttempts`` option; default 1).
+    - ``max_crash_retries``: attempts ended with causeCode ``lease_expired`` (the worker died)
+      are retried without using the step's budget, at most this many times per step path.
+    - ``max_branches_cap``: the engine's ceiling for parallel steps that declare the LWIR's
+      own ceiling (``maxBranches: 100``, the most a valid LWIR may declare). ``None`` keeps
+      upstream's limit; ``1000`` lets such a step fan out over up to 1000 items. Steps that
+      declare a smaller ``maxBranches`` keep their own limit.
+    - ``cancel_requested``: a ``little.run.cancel_requested`` event was recorded (the fold
+      skips engine events, so the caller reads it from the log and sets this);
+      ``decide`` then fails the run with causeCode ``cancelled``.
+    """
+
+    version: WorkflowVersion
+    run_input: Any
+    run_id: str
+    default_max_attempts: int = 1
+    max_crash_retries: int = DEFAULT_MAX_CRASH_RETRIES
+    max_branches_cap: int | None = None
+    cancel_requested: bool = False
+
+
+@dataclass(frozen=True)
+class StepDispatch:
+    """ "Execute this attempt", carried as ids only (the fleet sends these as task args)."""
+
+    run_id: str
+    step_path: str
+    step_id: str
+    attempt: int
+    role: DispatchRole
+    kind: DispatchKind
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do next for one run.
+
+    ``events`` are to be appended in order; each has a deterministic occurrence id, so
+    appending the same decision twice records each fact once. ``dispatch`` lists every
+    attempt that is scheduled and not yet started (also those scheduled by earlier
+    decisions): callers skip the ones they already sent. ``done`` is true when the run is
+    terminal (its RunCompleted/RunFailed is recorded or among ``events``).
+    """
+
+    events: tuple[EventInput, ...]
+    dispatch: tuple[StepDispatch, ...]
+    done: bool
