@@ -46,6 +46,7 @@ from tests.conftest import load_vectors
 __all__ = [
     "CrossProcessConformance",
     "FakeClock",
+    "VersionIndexConformance",
     "WorldConformance",
     "WorldHandle",
 ]
@@ -146,8 +147,64 @@ class _Fixtures:
             handle.world.close()
 
 
-class WorldConformance(_Fixtures):
-    """What every world guarantees (see ``little_dist.world.base``)."""
+class VersionIndexConformance(_Fixtures):
+    """The version index: definition hash -> version ids, append-only, oldest first."""
+
+    DEFINITION = "sha256:" + "d" * 64
+    OTHER = "sha256:" + "e" * 64
+
+    def test_index_is_append_only_idempotent_and_oldest_first(self, handle: WorldHandle) -> None:
+        world = handle.world
+        assert world.indexed_versions(self.DEFINITION) == []
+        world.index_version(self.DEFINITION, "wfver_bbbbbbbbbbbbbbbb")
+        world.index_version(self.DEFINITION, "wfver_aaaaaaaaaaaaaaaa")
+        world.index_version(self.DEFINITION, "wfver_bbbbbbbbbbbbbbbb")
+        world.index_version(self.OTHER, "wfver_aaaaaaaaaaaaaaaa")
+        assert world.indexed_versions(self.DEFINITION) == [
+            "wfver_bbbbbbbbbbbbbbbb",
+            "wfver_aaaaaaaaaaaaaaaa",
+        ]
+        assert world.indexed_versions(self.OTHER) == ["wfver_aaaaaaaaaaaaaaaa"]
+        # Readers get a copy.
+        world.indexed_versions(self.DEFINITION).append("wfver_cccccccccccccccc")
+        assert len(world.indexed_versions(self.DEFINITION)) == 2
+
+    def test_index_refuses_malformed_hashes_and_ids(self, handle: WorldHandle) -> None:
+        world = handle.world
+        for bad_hash in ("", "sha256:xyz", "d" * 64, "sha256:" + "D" * 64):
+            with pytest.raises(InvalidInputError):
+                world.index_version(bad_hash, "wfver_aaaaaaaaaaaaaaaa")
+            with pytest.raises(InvalidInputError):
+                world.indexed_versions(bad_hash)
+        for bad_id in ("", "wfver_", "../wfver_x", "version"):
+            with pytest.raises(InvalidIdError):
+                world.index_version(self.DEFINITION, bad_id)
+        assert world.indexed_versions(self.DEFINITION) == []
+
+    def test_threads_indexing_the_same_pairs_record_each_once(self, handle: WorldHandle) -> None:
+        world = handle.world
+        ids = [f"wfver_{index:016x}" for index in range(5)]
+        errors: list[BaseException] = []
+
+        def index_all() -> None:
+            try:
+                for version_id in ids:
+                    world.index_version(self.DEFINITION, version_id)
+            except BaseException as error:
+                errors.append(error)
+
+        threads = [threading.Thread(target=index_all) for _ in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        assert sorted(world.indexed_versions(self.DEFINITION)) == ids
+        assert len(world.indexed_versions(self.DEFINITION)) == len(ids)
+
+
+class WorldConformance(VersionIndexConformance):
+    """What every world guarantees (see ``little_dist.world.base``), the version index included."""
 
     # -- appends ----------------------------------------------------------------------------
 

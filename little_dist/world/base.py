@@ -296,6 +296,18 @@ class World(Protocol):
         """A fresh copy of the stored document; :class:`VersionNotFoundError` if unknown."""
         ...
 
+    def index_version(self, definition_hash: str, version_id: str) -> None:
+        """Record that ``version_id`` was compiled from the definition ``definition_hash``.
+
+        Append-only and idempotent: indexing the same pair again changes nothing. The planner
+        uses the index to reuse a registered version for a later run of the same definition.
+        """
+        ...
+
+    def indexed_versions(self, definition_hash: str) -> list[str]:
+        """Version ids indexed under ``definition_hash``, oldest first (``[]`` if none)."""
+        ...
+
     def close(self) -> None:
         """Release connections and files; the world is not used afterwards."""
         ...

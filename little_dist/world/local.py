@@ -3,7 +3,8 @@
 Layout of ``<data_dir>`` (upstream's, except that blobs are named by their content hash, so
 the same bytes are stored once)::
 
-    events/events.db            events (run_id, sequence) and leases, SQLite in WAL mode
+    events/events.db            events (run_id, sequence), leases and the version index,
+                                SQLite in WAL mode
     artifacts/<artifactId>.json manifest, canonical JSON
     artifacts/blobs/<sha256>    payload bytes
     versions/<versionId>.json   immutable workflow versions, canonical JSON
@@ -60,6 +61,7 @@ from little_dist.world.base import (
     check_event_window,
     check_lease_request,
     prepare_events,
+    validate_definition_hash,
     validate_version_id,
 )
 
@@ -82,6 +84,13 @@ _SCHEMA = (
     )""",
     """CREATE UNIQUE INDEX IF NOT EXISTS events_occurrence
         ON events (run_id, occurrence_id) WHERE occurrence_id IS NOT NULL""",
+    # definition hash -> version ids; seq (the rowid) keeps the order they were first indexed.
+    """CREATE TABLE IF NOT EXISTS version_index (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        definition_hash TEXT NOT NULL,
+        version_id TEXT NOT NULL,
+        UNIQUE (definition_hash, version_id)
+    )""",
     # holder is NULL once released; the row stays so the token only grows.
     """CREATE TABLE IF NOT EXISTS leases (
         key TEXT PRIMARY KEY,
@@ -466,6 +475,26 @@ class LocalWorld:
             raise StorageUnavailableError(f"Cannot read version {version_id}: {error}") from error
         document: dict[str, Any] = json.loads(text)
         return document
+
+    def index_version(self, definition_hash: str, version_id: str) -> None:
+        validate_definition_hash(definition_hash)
+        validate_version_id(version_id)
+
+        def body(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT OR IGNORE INTO version_index (definition_hash, version_id) VALUES (?, ?)",
+                (definition_hash, version_id),
+            )
+
+        self._write(body)
+
+    def indexed_versions(self, definition_hash: str) -> list[str]:
+        validate_definition_hash(definition_hash)
+        rows = self._read(
+            "SELECT version_id FROM version_index WHERE definition_hash = ? ORDER BY seq",
+            (definition_hash,),
+        )
+        return [version_id for (version_id,) in rows]
 
     def close(self) -> None:
         self._closed = True

@@ -39,6 +39,7 @@ from little_dist.world.base import (
     check_event_window,
     check_lease_request,
     prepare_events,
+    validate_definition_hash,
     validate_version_id,
 )
 
@@ -68,6 +69,7 @@ class MemoryWorld:
         self._manifests: dict[str, ArtifactManifest] = {}
         self._leases: dict[str, _LeaseState] = {}
         self._versions: dict[str, str] = {}
+        self._version_index: dict[str, list[str]] = {}
         self._closed = False
 
     # -- events -----------------------------------------------------------------------------
@@ -283,6 +285,19 @@ class MemoryWorld:
             raise VersionNotFoundError(version_id)
         document: dict[str, Any] = json.loads(text)
         return document
+
+    def index_version(self, definition_hash: str, version_id: str) -> None:
+        validate_definition_hash(definition_hash)
+        validate_version_id(version_id)
+        with self._changed:
+            indexed = self._version_index.setdefault(definition_hash, [])
+            if version_id not in indexed:
+                indexed.append(version_id)
+
+    def indexed_versions(self, definition_hash: str) -> list[str]:
+        validate_definition_hash(definition_hash)
+        with self._changed:
+            return list(self._version_index.get(definition_hash, ()))
 
     def close(self) -> None:
         with self._changed:

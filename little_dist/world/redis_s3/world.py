@@ -22,6 +22,9 @@ Artifacts, manifests, workflow-version documents and archived logs are immutable
 written put-if-absent; the only compare-and-set (a version id claimed by one document) is a
 Redis ``SET NX``, because S3 ``If-Match`` is not race-safe on every S3 store.
 
+The version index (definition hash -> version ids, oldest first) is one Redis list per
+definition, under its own hash tag; a Lua script appends an id only when it is absent.
+
 No redis or botocore exception leaves this class: connection failures and timeouts become
 :class:`~little_dist.errors.StorageUnavailableError` (retryable), raised from the original.
 """
@@ -66,6 +69,7 @@ from little_dist.world.base import (
     check_event_window,
     check_lease_request,
     prepare_events,
+    validate_definition_hash,
     validate_version_id,
 )
 from little_dist.world.redis_s3 import scripts
@@ -83,6 +87,13 @@ _LEASE_COUNTER_TTL_SECONDS = 30 * 24 * 3600
 _GUESS_CACHE_SIZE = 50_000
 _ARCHIVE_CACHE_SIZE = 32
 _PAGE = 1000
+# The version index of one definition: a list, appended once per version id (LPOS, Redis 6.0.6+).
+_INDEX_VERSION = """
+if not redis.call('LPOS', KEYS[1], ARGV[1]) then
+  redis.call('RPUSH', KEYS[1], ARGV[1])
+end
+return 1
+"""
 _URL_OPTIONS = frozenset({"key_prefix", "s3_prefix", "archive_ttl", "signal_stream"})
 
 
@@ -157,6 +168,7 @@ class RedisS3World:
         self._acquire_script: Script = redis_client.register_script(scripts.ACQUIRE_LEASE)
         self._renew_script: Script = redis_client.register_script(scripts.RENEW_LEASE)
         self._release_script: Script = redis_client.register_script(scripts.RELEASE_LEASE)
+        self._index_script: Script = redis_client.register_script(_INDEX_VERSION)
         # run id -> last sequence this process saw; only a guess, never trusted for order.
         self._last_seen: dict[str, int] = {}
         self._archives: OrderedDict[str, list[Event]] = OrderedDict()
@@ -683,6 +695,22 @@ class RedisS3World:
             raise VersionNotFoundError(version_id)
         document: dict[str, Any] = json.loads(body)
         return document
+
+    def _version_index_key(self, definition_hash: str) -> str:
+        # Its own hash tag: the index of one definition lives in one cluster slot.
+        return f"{self._keys.redis_prefix}version-index:{{{definition_hash}}}"
+
+    def index_version(self, definition_hash: str, version_id: str) -> None:
+        validate_definition_hash(definition_hash)
+        validate_version_id(version_id)
+        with self._errors(f"indexing of version {version_id}"):
+            self._index_script(keys=[self._version_index_key(definition_hash)], args=[version_id])
+
+    def indexed_versions(self, definition_hash: str) -> list[str]:
+        validate_definition_hash(definition_hash)
+        with self._errors("reading the version index"):
+            members = self._redis.lrange(self._version_index_key(definition_hash), 0, -1)
+        return [_text(member) for member in members]
 
     def close(self) -> None:
         """Close the clients if :meth:`from_settings` created them; borrowed ones stay open."""
