@@ -1,0 +1,455 @@
+"""The embedded default runner: one process, a thread pool, any world.
+
+:func:`run_version` drives one run of a compiled :class:`WorkflowVersion` to its end:
+
+* the run input is checked against the workflow's input schema before anything is written;
+* the version is registered and ``WorkflowVersionRegistered`` + ``RunStarted`` appended
+  (occurrence ids ``version-registered`` and ``run-start``: idempotent);
+* then the loop: fold the new events into a :class:`~little_dist.run_state.RunStateBuilder`
+  (incrementally; outputs stored by reference are read back in), ask
+  :func:`~little_dist.scheduling.decide` what next, append its events in one batch, and
+  submit each new dispatch to a thread pool running
+  :func:`~little_dist.runtime.execute_step_attempt`; wait for one to finish; repeat until
+  ``decide`` says the run is done. Nothing but ``decide`` chooses what runs.
+
+Calling it again with the id of a finished run returns the recorded state and runs nothing.
+With the id of an unfinished run it resumes: attempts left *running* by a dead process are
+failed with causeCode ``lease_expired`` once their step lease is free
+(:func:`~little_dist.runtime.sweep_dead_attempts`, at start and then periodically while
+some are still leased) and ``decide`` retries them; the harness memo replays the tool calls
+and model turns they had finished, so resuming repeats no recorded side effect.
+
+One runner per run: the runner holds the lease ``{run}:runner`` (heartbeated) and fences
+its own appends with it; a second runner waits up to ``lock_wait`` seconds for it (a killed
+runner's lease expires after ``lease_ttl``) and then gives up with
+:class:`RunnerBusyError`.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from typing import Any, Final
+
+from little_dist.canonical import canonical_json
+from little_dist.compiler import WorkflowVersion
+from little_dist.errors import ConflictError, InvalidInputError, LeaseLostError, LittleError
+from little_dist.events import Event, EventInput
+from little_dist.ids import validate_run_id
+from little_dist.run_state import RunState, RunStateBuilder
+from little_dist.runtime import (
+    AttemptOutcome,
+    Capabilities,
+    LeaseHeartbeat,
+    LeaseKeeper,
+    execute_step_attempt,
+    hydrate_events,
+    run_input_of,
+    sweep_dead_attempts,
+)
+from little_dist.scheduling import Decision, RunContext, StepDispatch, decide
+from little_dist.world.base import Lease, World, run_lease_key
+
+__all__ = [
+    "DEFAULT_LEASE_TTL",
+    "RunInputError",
+    "RunMismatchError",
+    "RunStalledError",
+    "RunnerBusyError",
+    "check_run_input",
+    "new_run_id",
+    "run_version",
+]
+
+#: Lease TTL of the runner lock and of step attempts. Short enough that a killed
+#: ``little run`` can be resumed within seconds; heartbeats renew every third of it.
+DEFAULT_LEASE_TTL: Final = 15.0
+
+# Event types whose payload the harness memo reads, indexed per step path as they are folded.
+_MEMO_TYPES: Final = frozenset(
+    {
+        "harness.model.called",
+        "harness.model.responded",
+        "harness.tool_call.succeeded",
+        "HarnessModelCalled",
+        "HarnessModelResponded",
+        "HarnessToolCallSucceeded",
+    }
+)
+
+ProgressCallback = Callable[[RunState], None]
+NoticeCallback = Callable[[str], None]
+
+
+class RunInputError(InvalidInputError):
+    """The run input does not match the workflow's input schema; ``problems`` lists why."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("input does not match the workflow's input schema: " + "; ".join(problems))
+
+
+class RunMismatchError(InvalidInputError):
+    """An existing run id was given with another workflow version or another input."""
+
+
+class RunnerBusyError(ConflictError):
+    """Another runner holds the run and did not let go within the wait."""
+
+
+class RunStalledError(LittleError):
+    """``decide`` has nothing to run, nothing is running, and the run is not over."""
+
+
+def new_run_id() -> str:
+    """A fresh run id: ``run_`` + 32 hex digits (random)."""
+    return "run_" + uuid.uuid4().hex
+
+
+def check_run_input(version: WorkflowVersion, run_input: Any) -> None:
+    """Raise :class:`RunInputError` unless ``run_input`` matches the LWIR input schema."""
+    from little_dist.runtime.outputs import schema_problems
+
+    spec = version.lwir.get("input")
+    schema = spec.get("schema") if isinstance(spec, dict) else None
+    if not isinstance(schema, dict):
+        return
+    try:
+        canonical_json(run_input)
+    except InvalidInputError as error:
+        raise RunInputError([str(error)]) from error
+    problems = schema_problems(schema, run_input)
+    if problems:
+        raise RunInputError(problems)
+
+
+def run_version(
+    world: World,
+    version: WorkflowVersion,
+    run_input: Any,
+    *,
+    run_id: str | None = None,
+    capabilities: Capabilities | None = None,
+    max_workers: int = 8,
+    progress: ProgressCallback | None = None,
+    notice: NoticeCallback | None = None,
+    lease_ttl: float = DEFAULT_LEASE_TTL,
+    lock_wait: float | None = None,
+    max_branches_cap: int | None = None,
+) -> RunState:
+    """Run (or resume, or just read back) one run of ``version``; return its final state.
+
+    ``progress`` is called on the calling thread with each new state; ``notice`` with
+    one-line messages (waiting for a previous runner's lease, ...). ``lock_wait`` (default
+    ``lease_ttl`` + 2 s) bounds the wait for another runner's lease. Raises
+    :class:`RunInputError` / :class:`RunMismatchError` before writing anything,
+    :class:`RunnerBusyError` when the run stays held, :class:`RunStalledError` when
+    ``decide`` cannot make progress.
+    """
+    if max_workers < 1:
+        raise InvalidInputError(f"max_workers must be at least 1, got {max_workers!r}")
+    check_run_input(version, run_input)
+    run_id = new_run_id() if run_id is None else validate_run_id(run_id)
+    existing = world.list_events(run_id)
+    if existing:
+        state = _fold(world, run_id, existing)
+        _check_same_run(run_id, state, existing, version, run_input)
+        if state.status in ("completed", "failed"):
+            if progress is not None:
+                progress(state)
+            return state
+    runner = _Runner(
+        world,
+        version,
+        run_input,
+        run_id=run_id,
+        capabilities=capabilities or Capabilities(),
+        max_workers=max_workers,
+        progress=progress,
+        notice=notice,
+        lease_ttl=lease_ttl,
+        max_branches_cap=max_branches_cap,
+    )
+    return runner.run(lock_wait=lease_ttl + 2.0 if lock_wait is None else lock_wait)
+
+
+def _fold(world: World, run_id: str, events: Iterable[Event]) -> RunState:
+    builder = RunStateBuilder(run_id)
+    builder.apply_all(hydrate_events(world, events))
+    return builder.snapshot()
+
+
+def _check_same_run(
+    run_id: str,
+    state: RunState,
+    events: list[Event],
+    version: WorkflowVersion,
+    run_input: Any,
+) -> None:
+    recorded = state.workflow_version_id
+    if recorded is not None and recorded != version.id:
+        raise RunMismatchError(
+            f"run {run_id} belongs to workflow version {recorded}, not {version.id}"
+        )
+    if any(event.type == "RunStarted" for event in events) and canonical_json(
+        run_input_of(events)
+    ) != canonical_json(run_input):
+        raise RunMismatchError(f"run {run_id} was started with a different input")
+
+
+class _Runner:
+    """One run's loop; private state of :func:`run_version` (single-use)."""
+
+    def __init__(
+        self,
+        world: World,
+        version: WorkflowVersion,
+        run_input: Any,
+        *,
+        run_id: str,
+        capabilities: Capabilities,
+        max_workers: int,
+        progress: ProgressCallback | None,
+        notice: NoticeCallback | None,
+        lease_ttl: float,
+        max_branches_cap: int | None,
+    ) -> None:
+        self.world = world
+        self.version = version
+        self.run_input = run_input
+        self.run_id = run_id
+        self.capabilities = capabilities
+        self.max_workers = max_workers
+        self.progress = progress
+        self.notice = notice
+        self.lease_ttl = lease_ttl
+        self.context = RunContext(
+            version=version,
+            run_input=run_input,
+            run_id=run_id,
+            max_branches_cap=max_branches_cap,
+        )
+        self.holder = f"runner:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+        self.builder = RunStateBuilder(run_id)
+        self.memo_events: dict[str, list[Event]] = {}
+        self.cancel = threading.Event()  # tells in-flight attempts to stop early
+        self.keeper = LeaseKeeper(world)  # heartbeats every attempt's lease from one thread
+        self.in_flight: dict[Future[AttemptOutcome], StepDispatch] = {}
+        self.dispatched: set[tuple[str, int, str]] = set()
+        self.retry_at: dict[tuple[str, int, str], float] = {}
+        self.next_sweep: float | None = 0.0  # monotonic time of the next sweep; None: none due
+        self.sweep_interval = max(0.05, min(1.0, lease_ttl / 6))
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def run(self, *, lock_wait: float) -> RunState:
+        lock = self._acquire_runner_lock(lock_wait)
+        heartbeat = LeaseHeartbeat(self.world, lock, self.lease_ttl, on_lost=self.cancel.set)
+        heartbeat.start()
+        executor = ThreadPoolExecutor(self.max_workers, thread_name_prefix=f"little-{self.run_id}")
+        try:
+            self._start(lock)
+            return self._loop(lock, executor, heartbeat)
+        finally:
+            self.cancel.set()
+            executor.shutdown(wait=True, cancel_futures=True)
+            self.keeper.close()
+            heartbeat.stop()
+            self.world.release_lease(heartbeat.lease)
+
+    def _acquire_runner_lock(self, lock_wait: float) -> Lease:
+        key = run_lease_key(self.run_id, "runner")
+        deadline = time.monotonic() + lock_wait
+        told = False
+        while True:
+            lease = self.world.acquire_lease(key, self.holder, self.lease_ttl)
+            if lease is not None:
+                return lease
+            if time.monotonic() >= deadline:
+                raise RunnerBusyError(
+                    f"run {self.run_id} is held by another runner (waited {lock_wait:g}s)"
+                )
+            if not told and self.notice is not None:
+                self.notice(
+                    f"run {self.run_id} is held by another runner; waiting up to {lock_wait:g}s "
+                    "for its lease to expire"
+                )
+                told = True
+            time.sleep(min(0.25, max(0.01, deadline - time.monotonic())))
+
+    def _start(self, lock: Lease) -> None:
+        version = self.version
+        self.world.register_version(version.id, version.to_json())
+        self.world.append_batch(
+            self.run_id,
+            [
+                EventInput(
+                    type="WorkflowVersionRegistered",
+                    occurrence_id="version-registered",
+                    payload={
+                        "workflowVersionId": version.id,
+                        "workflowVersionHash": version.hash,
+                    },
+                ),
+                EventInput(
+                    type="RunStarted",
+                    occurrence_id="run-start",
+                    payload={"workflowVersionId": version.id, "input": self.run_input},
+                ),
+            ],
+            fence=lock.fence,
+        )
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def _loop(
+        self, lock: Lease, executor: ThreadPoolExecutor, heartbeat: LeaseHeartbeat
+    ) -> RunState:
+        reported = -1
+        while True:
+            if heartbeat.cancelled():
+                raise LeaseLostError(f"run {self.run_id}: another runner took over the run")
+            state = self._catch_up()
+            sweep_due = self.next_sweep is not None and time.monotonic() >= self.next_sweep
+            if sweep_due and self._sweep(state):
+                continue  # failures were appended: fold them first
+            if state.event_count != reported and self.progress is not None:
+                self.progress(state)
+                reported = state.event_count
+            decision = decide(self.context, state)
+            wrote = self._append(decision, lock)
+            if wrote:
+                state = self.builder.snapshot()
+            if self._submit(decision, executor, state) or wrote:
+                continue
+            if decision.done:
+                self.cancel.set()
+                self._drain()
+                final = self._catch_up()
+                if self.progress is not None and final.event_count != reported:
+                    self.progress(final)
+                return final
+            self._wait(state)
+
+    def _catch_up(self) -> RunState:
+        self._fold(self.world.list_events(self.run_id, after=self.builder.event_count))
+        return self.builder.snapshot()
+
+    def _fold(self, events: list[Event]) -> None:
+        if not events:
+            return
+        self.builder.apply_all(hydrate_events(self.world, events))
+        for event in events:
+            if event.type in _MEMO_TYPES:
+                path = event.payload.get("stepPath")
+                if isinstance(path, str):
+                    self.memo_events.setdefault(path, []).append(event)
+
+    def _sweep(self, state: RunState) -> bool:
+        skip = {(dispatch.step_path, dispatch.attempt) for dispatch in self.in_flight.values()}
+        result = sweep_dead_attempts(
+            self.world,
+            state,
+            version=self.version,
+            holder=f"{self.holder}:sweep",
+            skip=skip,
+        )
+        if result.held and self.notice is not None and self.next_sweep == 0.0:
+            self.notice(
+                f"{len(result.held)} attempt(s) of a previous process still hold their "
+                f"leases; waiting up to {self.lease_ttl:g}s for them to expire"
+            )
+        self.next_sweep = time.monotonic() + self.sweep_interval if result.held else None
+        return bool(result.failed)
+
+    def _append(self, decision: Decision, lock: Lease) -> bool:
+        """Append the decision's events; whether any of them was new.
+
+        New events that directly follow the folded ones are folded here, from what the
+        append returned, saving a read of the log.
+        """
+        if not decision.events:
+            return False
+        last = self.builder.event_count
+        recorded = self.world.append_batch(self.run_id, decision.events, fence=lock.fence)
+        new = [event for event in recorded if event.sequence > last]
+        if new and new[0].sequence == last + 1:
+            self._fold(new)  # one atomic batch: contiguous, nothing of anyone else's between
+        return bool(new)
+
+    def _submit(self, decision: Decision, executor: ThreadPoolExecutor, state: RunState) -> bool:
+        """Start the decision's new dispatches; whether one ran to its end already.
+
+        A lone dispatch with nothing else in flight (a chain of steps) runs on this thread:
+        handing it to the pool would only add two thread switches per step.
+        """
+        now = time.monotonic()
+        fresh: list[StepDispatch] = []
+        for dispatch in decision.dispatch:
+            key = (dispatch.step_path, dispatch.attempt, dispatch.kind)
+            if key in self.dispatched or self.retry_at.get(key, 0.0) > now:
+                continue
+            self.retry_at.pop(key, None)
+            self.dispatched.add(key)
+            fresh.append(dispatch)
+        if len(fresh) == 1 and not self.in_flight:
+            self._settled(fresh[0], self._attempt(fresh[0], state))
+            return True
+        for dispatch in fresh:
+            future = executor.submit(self._attempt, dispatch, state)
+            self.in_flight[future] = dispatch
+        return False
+
+    def _attempt(self, dispatch: StepDispatch, state: RunState) -> AttemptOutcome:
+        return execute_step_attempt(
+            self.world,
+            dispatch,
+            version=self.version,
+            capabilities=self.capabilities,
+            lease_ttl=self.lease_ttl,
+            state=state,
+            context=self.context,
+            prior_events=tuple(self.memo_events.get(dispatch.step_path, ())),
+            cancel=self.cancel,
+            keeper=self.keeper,
+        )
+
+    def _settled(self, dispatch: StepDispatch, outcome: AttemptOutcome) -> None:
+        if outcome is AttemptOutcome.busy:
+            # Someone else holds the step (a previous process's worker): try again later.
+            key = (dispatch.step_path, dispatch.attempt, dispatch.kind)
+            self.dispatched.discard(key)
+            self.retry_at[key] = time.monotonic() + self.sweep_interval
+            if self.next_sweep is None:
+                self.next_sweep = time.monotonic() + self.sweep_interval
+
+    def _wait(self, state: RunState) -> None:
+        deadlines = [t for t in self.retry_at.values()]
+        if self.next_sweep is not None:
+            deadlines.append(self.next_sweep)
+        timeout = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
+        if not self.in_flight:
+            if timeout is None:
+                raise RunStalledError(
+                    f"run {self.run_id} cannot progress: nothing is ready, running or "
+                    f"waiting (status {state.status}, {len(state.steps)} steps known)"
+                )
+            time.sleep(timeout)
+            return
+        done, _ = wait(list(self.in_flight), timeout=timeout, return_when=FIRST_COMPLETED)
+        for future in done:
+            dispatch = self.in_flight.pop(future)
+            # An unexpected error (storage down) stops the run here.
+            self._settled(dispatch, future.result())
+
+    def _drain(self) -> None:
+        """Let in-flight attempts finish (they were told to stop); surface their errors."""
+        futures = list(self.in_flight)
+        self.in_flight.clear()
+        for future in futures:
+            future.result()

@@ -1,0 +1,60 @@
+"""The runtime: execute one step attempt (fenced, heartbeated, memoized) on any world.
+
+* :func:`execute_step_attempt` / :class:`AttemptOutcome` (:mod:`.attempt`): one attempt,
+  from lease to commit; what a fleet worker runs per task and the local runner per thread.
+* :class:`Capabilities` (:mod:`.capabilities`): tools, model slots, harnesses, skills.
+* :class:`LeaseHeartbeat` / :class:`LeaseKeeper` (:mod:`.heartbeat`): renew leases from a
+  daemon thread (one lease / many).
+* :func:`sweep_dead_attempts` (:mod:`.sweep`): fails attempts whose worker died.
+* :mod:`.outputs`: inline-or-artifact output commits, hydration for folds.
+
+The in-process runner that drives whole runs is :mod:`little_dist.local_runner`.
+"""
+
+from __future__ import annotations
+
+from little_dist.runtime.attempt import (
+    DEFAULT_LEASE_TTL,
+    AttemptOutcome,
+    execute_step_attempt,
+    run_input_of,
+)
+from little_dist.runtime.capabilities import Capabilities, RuntimeConfigError
+from little_dist.runtime.failures import TERMINAL_CAUSES, error_envelope
+from little_dist.runtime.heartbeat import KeptLease, LeaseHeartbeat, LeaseKeeper
+from little_dist.runtime.outputs import (
+    INLINE_OUTPUT_LIMIT,
+    completion_events,
+    hydrate_events,
+    schema_problems,
+)
+from little_dist.runtime.sweep import (
+    WORKER_STEP_KINDS,
+    SweepResult,
+    running_worker_attempts,
+    step_lease_key,
+    sweep_dead_attempts,
+)
+
+__all__ = [
+    "DEFAULT_LEASE_TTL",
+    "INLINE_OUTPUT_LIMIT",
+    "TERMINAL_CAUSES",
+    "WORKER_STEP_KINDS",
+    "AttemptOutcome",
+    "Capabilities",
+    "KeptLease",
+    "LeaseHeartbeat",
+    "LeaseKeeper",
+    "RuntimeConfigError",
+    "SweepResult",
+    "completion_events",
+    "error_envelope",
+    "execute_step_attempt",
+    "hydrate_events",
+    "run_input_of",
+    "running_worker_attempts",
+    "schema_problems",
+    "step_lease_key",
+    "sweep_dead_attempts",
+]

@@ -1,0 +1,446 @@
+"""``execute_step_attempt``: run one attempt of one step, exactly once as far as the log goes.
+
+The sequence (every write fenced with the step's lease, every event with an occurrence id):
+
+1. take the step lease ``{run}:step:{path}`` under a holder unique to this call; held by
+   someone else -> :attr:`AttemptOutcome.busy` (another worker runs it right now);
+2. fold the run (or use the caller's state); the attempt already ended, a later attempt
+   exists, or the run is over -> :attr:`AttemptOutcome.already_done`;
+3. append ``StepAttemptStarted`` (``start:{path}:{n}``); start the heartbeat, which renews the
+   lease every ``ttl / 3`` and raises the harness's cancel flag if the lease is lost;
+4. resolve the step input, run the harness for the step's role with an
+   :class:`~little_dist.harness.recorder.EventRecorder` (fenced) and a
+   :class:`~little_dist.harness.memo.Memo` of the step path's earlier events (so a retry
+   reuses finished tool calls and model turns instead of repeating them);
+5. validate the output against the step's output contract, then commit ``[ArtifactCreated]``,
+   ``StepOutputValidated`` and ``StepCompleted`` — or ``StepFailed`` — in one fenced batch
+   whose last event has occurrence ``end:{path}:{n}``: an attempt ends once;
+6. release the lease.
+
+A :class:`~little_dist.errors.LeaseLostError` anywhere after step 1 means a newer holder owns
+the step (this worker stalled past its lease and was swept or taken over): the attempt
+returns :attr:`AttemptOutcome.superseded` and writes nothing more.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from little_dist.canonical import sha256_digest
+from little_dist.compiler import WorkflowVersion
+from little_dist.errors import LeaseLostError
+from little_dist.events import Event, EventInput
+from little_dist.run_state import RunState, RunStateBuilder
+from little_dist.runtime.capabilities import Capabilities, RuntimeConfigError
+from little_dist.runtime.failures import (
+    CAUSE_RUNTIME_CONFIG,
+    CAUSE_STEP_SCHEMA,
+    error_envelope,
+)
+from little_dist.runtime.heartbeat import KeptLease, LeaseHeartbeat, LeaseKeeper
+from little_dist.runtime.outputs import (
+    INLINE_OUTPUT_LIMIT,
+    completion_events,
+    hydrate_events,
+)
+from little_dist.runtime.sweep import WORKER_STEP_KINDS, step_lease_key
+from little_dist.scheduling import RunContext, StepDispatch
+from little_dist.scheduling.context import StepLocation, locate_step
+from little_dist.scheduling.plan import output_schema_hash, plan_for, step_output_error
+from little_dist.world.base import Lease, World
+
+__all__ = ["AttemptOutcome", "execute_step_attempt", "run_input_of"]
+
+DEFAULT_LEASE_TTL = 30.0
+
+
+class AttemptOutcome(enum.Enum):
+    """How :func:`execute_step_attempt` ended (what the log now says about the attempt)."""
+
+    completed = "completed"  # this call committed StepCompleted
+    failed = "failed"  # this call committed StepFailed
+    busy = "busy"  # another holder has the step lease: nothing was done
+    already_done = "already_done"  # the attempt had ended (or the run is over): nothing done
+    superseded = "superseded"  # the lease was taken over: nothing more was written
+
+
+def run_input_of(events: Sequence[Event]) -> Any:
+    """``RunStarted.payload.input`` of a run's events (``None`` before RunStarted)."""
+    for event in events:
+        if event.type == "RunStarted":
+            return event.payload.get("input")
+    return None
+
+
+def execute_step_attempt(
+    world: World,
+    dispatch: StepDispatch,
+    *,
+    version: WorkflowVersion,
+    capabilities: Capabilities,
+    lease_ttl: float = DEFAULT_LEASE_TTL,
+    state: RunState | None = None,
+    context: RunContext | None = None,
+    max_branches_cap: int | None = None,
+    prior_events: Sequence[Event] | None = None,
+    inline_limit: int = INLINE_OUTPUT_LIMIT,
+    holder: str | None = None,
+    cancel: threading.Event | None = None,
+    keeper: LeaseKeeper | None = None,
+) -> AttemptOutcome:
+    """Execute ``dispatch`` (one attempt of one step); see the module docstring.
+
+    ``state``, ``context`` (the run's :class:`~little_dist.scheduling.RunContext`, as given
+    to ``decide``) and ``prior_events`` (the step path's earlier events, for the memo) let an
+    in-process runner that already folded the run skip re-reading the log; a fleet worker
+    passes none of them (and its engine's ``max_branches_cap``, which must equal the
+    scheduler's) and the log is read once. They must describe the run at least up to the
+    dispatch. ``cancel``, when set, tells the harness to stop (the runner
+    sets it when the run ends or aborts); losing the lease does the same. ``keeper`` renews
+    the lease from a shared thread (else a heartbeat thread is started for this attempt).
+    """
+    run_id = dispatch.run_id
+    path = dispatch.step_path
+    attempt = dispatch.attempt
+    lease = world.acquire_lease(
+        step_lease_key(run_id, path), holder or f"attempt:{uuid.uuid4().hex}", lease_ttl
+    )
+    if lease is None:
+        return AttemptOutcome.busy
+    heartbeat: LeaseHeartbeat | KeptLease | None = None
+    try:
+        if state is None or context is None or prior_events is None:
+            events = world.list_events(run_id)
+            if state is None:
+                builder = RunStateBuilder(run_id)
+                builder.apply_all(hydrate_events(world, events))
+                state = builder.snapshot()
+            if context is None:
+                context = RunContext(
+                    version=version,
+                    run_input=run_input_of(events),
+                    run_id=run_id,
+                    max_branches_cap=max_branches_cap,
+                )
+            if prior_events is None:
+                prior_events = events
+        if _attempt_over(state, path, attempt):
+            return AttemptOutcome.already_done
+        plan = plan_for(version)
+        where = locate_step(plan, path)
+        step = where.step.raw
+        started = EventInput(
+            type="StepAttemptStarted",
+            occurrence_id=f"start:{path}:{attempt}",
+            payload={
+                "stepPath": path,
+                "stepId": step.get("id"),
+                "attempt": attempt,
+                "attemptId": f"attempt_{attempt}",
+            },
+        )
+        world.append(run_id, started, fence=lease.fence)
+        lost = threading.Event()
+        if keeper is not None:
+            heartbeat = keeper.keep(lease, lease_ttl, on_lost=lost.set)
+        else:
+            heartbeat = LeaseHeartbeat(world, lease, lease_ttl, on_lost=lost.set).start()
+        ending = _run_and_judge(
+            world,
+            dispatch,
+            where=where,
+            version=version,
+            capabilities=capabilities,
+            state=state,
+            context=context,
+            prior_events=prior_events,
+            lease=lease,
+            cancelled=_either(lost, cancel),
+            inline_limit=inline_limit,
+        )
+        heartbeat.stop()
+        recorded = world.append_batch(run_id, ending, fence=lease.fence)
+        return (
+            AttemptOutcome.completed
+            if recorded[-1].type == "StepCompleted"
+            else (AttemptOutcome.failed)
+        )
+    except LeaseLostError:
+        return AttemptOutcome.superseded
+    finally:
+        if heartbeat is not None:
+            heartbeat.stop()
+            lease = heartbeat.lease
+        world.release_lease(lease)
+
+
+def _either(first: threading.Event, second: threading.Event | None) -> Callable[[], bool]:
+    if second is None:
+        return first.is_set
+    return lambda: first.is_set() or second.is_set()
+
+
+def _attempt_over(state: RunState, path: str, attempt: int) -> bool:
+    if state.status in ("completed", "failed"):
+        return True
+    step_state = state.steps.get(path)
+    if step_state is None:
+        return False
+    attempts = step_state.attempts
+    if len(attempts) > attempt:
+        return True  # a later attempt started: this one is history
+    # Attempt n recorded and finished -> done. Recorded and still running -> its worker died
+    # (we hold the lease now): continue it under the same attempt number; the memo replays
+    # what it finished.
+    return len(attempts) == attempt and attempts[-1].status != "running"
+
+
+def _failure(path: str, step: Mapping[str, Any], attempt: int, error: dict[str, Any]) -> EventInput:
+    return EventInput(
+        type="StepFailed",
+        occurrence_id=f"end:{path}:{attempt}",
+        payload={
+            "stepPath": path,
+            "stepId": step.get("id"),
+            "attempt": attempt,
+            "attemptId": f"attempt_{attempt}",
+            "error": error,
+        },
+    )
+
+
+def _run_and_judge(
+    world: World,
+    dispatch: StepDispatch,
+    *,
+    where: StepLocation,
+    version: WorkflowVersion,
+    capabilities: Capabilities,
+    state: RunState,
+    context: RunContext,
+    prior_events: Sequence[Event],
+    lease: Lease,
+    cancelled: Callable[[], bool],
+    inline_limit: int,
+) -> list[EventInput]:
+    """Run the harness and return the events that end the attempt (not yet appended)."""
+    path, attempt = dispatch.step_path, dispatch.attempt
+    step = where.step.raw
+    if step.get("uses") not in WORKER_STEP_KINDS:
+        error = error_envelope(
+            name="RuntimeConfigError",
+            message=f"step {path!r} uses {step.get('uses')!r}, which no worker executes",
+            cause_code=CAUSE_RUNTIME_CONFIG,
+        )
+        return [_failure(path, step, attempt, error)]
+    try:
+        step_input = _step_input(context, state, path, step)
+        output, artifact_refs = _run_harness(
+            world,
+            dispatch,
+            step=step,
+            visit_index=where.visit,
+            step_input=step_input,
+            version=version,
+            capabilities=capabilities,
+            state=state,
+            prior_events=prior_events,
+            lease=lease,
+            cancelled=cancelled,
+        )
+    except LeaseLostError:
+        raise
+    except Exception as exc:  # the attempt fails; the runner and the log carry on
+        from little_dist.harness.errors import reraise_guard_error
+
+        reraise_guard_error(exc)
+        return [_failure(path, step, attempt, _envelope(exc))]
+    problem = step_output_error(plan_for(version), where.step, output)
+    if problem is not None:
+        error = error_envelope(
+            name="StepOutputValidationError", message=problem, cause_code=CAUSE_STEP_SCHEMA
+        )
+        return [_failure(path, step, attempt, error)]
+    return completion_events(
+        world,
+        run_id=dispatch.run_id,
+        step=step,
+        step_path=path,
+        attempt=attempt,
+        output=output,
+        artifact_refs=artifact_refs,
+        schema_hash=output_schema_hash(where.step.output),
+        inline_limit=inline_limit,
+        always_artifact=where.parallel is not None,
+    )
+
+
+def _step_input(context: RunContext, state: RunState, path: str, step: Mapping[str, Any]) -> Any:
+    """What the harness gets as ``step_input``: the rendered prompt of an ``ai.generate`` step
+    (the model's user message), else upstream's ``resolveStepInput``."""
+    from little_dist.expressions import UNDEFINED
+    from little_dist.step_context import resolve_step_config, resolve_step_input
+
+    config = step.get("with")
+    if step.get("uses") == "ai.generate" and isinstance(config, Mapping) and "prompt" in config:
+        value = resolve_step_config(context, state, path).get("prompt")
+    else:
+        value = resolve_step_input(context, state, path)
+    return None if value is UNDEFINED else value
+
+
+def _envelope(exc: BaseException) -> dict[str, Any]:
+    if isinstance(exc, RuntimeConfigError):
+        return error_envelope(exc, cause_code=CAUSE_RUNTIME_CONFIG, retriable=False)
+    from little_dist.harness.errors import envelope_for
+
+    envelope = envelope_for(exc)
+    # Re-normalized so engine rules (terminal causes never retry, bounded messages) hold
+    # whatever a custom harness raised.
+    return error_envelope(
+        exc,
+        name=str(envelope.get("name") or type(exc).__name__),
+        message=str(envelope.get("message") or ""),
+        cause_code=str(envelope.get("causeCode") or "step_failed"),
+        retriable=bool(envelope.get("retriable", True)),
+    )
+
+
+def _run_harness(
+    world: World,
+    dispatch: StepDispatch,
+    *,
+    step: Mapping[str, Any],
+    visit_index: int,
+    step_input: Any,
+    version: WorkflowVersion,
+    capabilities: Capabilities,
+    state: RunState,
+    prior_events: Sequence[Event],
+    lease: Lease,
+    cancelled: Callable[[], bool],
+) -> tuple[Any, tuple[str, ...]]:
+    """Build the task and context for the step's role and run the chosen harness."""
+    from little_dist.harness.memo import Memo
+    from little_dist.harness.recorder import EventRecorder
+    from little_dist.harness.types import (
+        ExecuteStepResult,
+        ExecuteStepTask,
+        FixStepResult,
+        FixStepTask,
+        HarnessContext,
+        HarnessRole,
+        HarnessScope,
+        ResolvedModel,
+        StepContext,
+        role_for_step,
+    )
+
+    path, attempt = dispatch.step_path, dispatch.attempt
+    step_context = StepContext(step_path=path, visit_index=visit_index, attempt=attempt)
+    task: ExecuteStepTask | FixStepTask
+    role: HarnessRole
+    if dispatch.kind == "fix_step":
+        role = "fixer"
+        step_state = state.steps.get(path)
+        previous = step_state.attempts[-1] if step_state and step_state.attempts else None
+        task = FixStepTask(
+            step=step,
+            step_input=step_input,
+            original_attempt_error=dict(previous.error or {}) if previous else {},
+            prior_fix_attempts=max(0, attempt - 2),
+            step_context=step_context,
+        )
+    else:
+        role = role_for_step(step)
+        task = ExecuteStepTask(step=step, step_input=step_input, step_context=step_context)
+    with_ = step.get("with") if isinstance(step.get("with"), Mapping) else {}
+    assert isinstance(with_, Mapping)
+    slot = with_.get("model") if step.get("uses") == "ai.generate" else None
+    if dispatch.kind == "fix_step":
+        fixer = (step.get("onFailure") or {}).get("fixer") or {}
+        slot = fixer.get("model", slot)
+    model = (
+        capabilities.resolve_model(slot)
+        if isinstance(slot, str)
+        else ResolvedModel(slot_id="none", litellm_model="none")
+    )
+    tools = _tools_for(step, version, capabilities)
+    manifest = _manifest(dispatch, step=step, version=version)
+    ctx = HarnessContext(
+        run_id=dispatch.run_id,
+        role=role,
+        model=model,
+        recorder=EventRecorder(world, dispatch.run_id, path, attempt, lease.fence),
+        memo=Memo.from_events(prior_events, path, world=world),
+        scope=HarnessScope(run_id=dispatch.run_id, role=role, step_path=path),
+        system=capabilities.system,
+        tools=tools,
+        skills=tuple(capabilities.skills),
+        cancelled=cancelled,
+        manifest=manifest,
+        max_turns=capabilities.max_turns,
+    )
+    result = capabilities.harness_registry().run(task, ctx)
+    if isinstance(result, ExecuteStepResult):
+        return result.output, tuple(result.artifact_refs)
+    if isinstance(result, FixStepResult):
+        return result.output, ()
+    raise RuntimeConfigError(
+        f"the {role} harness returned {type(result).__name__} for step {path!r}; "
+        "expected ExecuteStepResult or FixStepResult"
+    )
+
+
+def _tools_for(
+    step: Mapping[str, Any], version: WorkflowVersion, capabilities: Capabilities
+) -> dict[str, Any]:
+    """The tools the step may call: the named one for ``tool.call``; else the allowlist."""
+    with_ = step.get("with")
+    if step.get("uses") == "tool.call" and isinstance(with_, Mapping):
+        name = with_.get("tool")
+        found = capabilities.tools.get(name) if isinstance(name, str) else None
+        if found is None:
+            raise RuntimeConfigError(
+                f"step {step.get('id')!r} calls tool {name!r}, which is not registered "
+                f"(registered: {', '.join(capabilities.tools.names()) or 'none'})"
+            )
+        return {found.name: found}
+    names: Sequence[str] | None = None
+    if isinstance(with_, Mapping) and isinstance(with_.get("tools"), list):
+        names = [str(name) for name in with_["tools"]]
+    else:
+        permissions = version.lwir.get("permissions")
+        if isinstance(permissions, Mapping) and isinstance(permissions.get("tools"), list):
+            names = [str(name) for name in permissions["tools"]]
+    return capabilities.tools_for(names)
+
+
+def _manifest(
+    dispatch: StepDispatch, *, step: Mapping[str, Any], version: WorkflowVersion
+) -> dict[str, Any]:
+    """What this engine adds to the session manifest (the harness registry adds the rest:
+    step path, model slot, tools and skills digests, harness id)."""
+    return {"workflowVersionId": version.id, "stepConfigHash": _step_config_hash(step)}
+
+
+# Step objects come from the scheduling plan, which is cached per version, so the same
+# object recurs for every attempt of a step: hash it once. The value keeps the object alive,
+# so its id cannot be reused while cached.
+_config_hashes: dict[int, tuple[Mapping[str, Any], str]] = {}
+_CONFIG_HASH_CACHE = 4096
+
+
+def _step_config_hash(step: Mapping[str, Any]) -> str:
+    found = _config_hashes.get(id(step))
+    if found is not None and found[0] is step:
+        return found[1]
+    digest = sha256_digest(dict(step))
+    if len(_config_hashes) >= _CONFIG_HASH_CACHE:
+        _config_hashes.clear()
+    _config_hashes[id(step)] = (step, digest)
+    return digest

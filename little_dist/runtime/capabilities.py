@@ -1,0 +1,81 @@
+"""What a step attempt may use: tools, model slots, harnesses per role, skills."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from little_dist.errors import InvalidInputError
+from little_dist.tools import ToolRegistry
+
+if TYPE_CHECKING:
+    from little_dist.harness.registry import HarnessRegistry
+    from little_dist.harness.types import Harness, HarnessRole, ResolvedModel, SkillDescriptor
+
+__all__ = ["Capabilities", "RuntimeConfigError"]
+
+
+class RuntimeConfigError(InvalidInputError):
+    """The runtime cannot execute a step as configured (unknown model slot, missing tool).
+
+    Attempts that hit it fail with causeCode ``runtime_config_error``, which is not retried.
+    """
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """The process-side half of a run: everything the LWIR names but does not contain.
+
+    ``models`` maps a model slot id (``with.model`` of an ``ai.generate`` step, e.g.
+    ``"model.fast"``) to a litellm model string (``"openai/gpt-4o-mini"``,
+    ``"scripted/demo"``) or to a :class:`~little_dist.harness.types.ResolvedModel`. A slot not
+    in ``models`` is passed to litellm as written. ``harnesses`` replaces the default harness
+    for some roles (a harness there may return ``DelegateToDefault``); ``default_harness``
+    replaces the built-in default itself.
+    """
+
+    tools: ToolRegistry = field(default_factory=ToolRegistry)
+    models: Mapping[str, str | ResolvedModel] = field(default_factory=dict)
+    harnesses: Mapping[HarnessRole, Harness] = field(default_factory=dict)
+    skills: Sequence[SkillDescriptor] = ()
+    default_harness: Harness | None = None
+    system: str | None = None
+    max_turns: int = 8
+
+    def resolve_model(self, slot_id: str) -> ResolvedModel:
+        """The concrete model behind ``slot_id``."""
+        from little_dist.harness.types import ResolvedModel
+
+        if not isinstance(slot_id, str) or not slot_id:
+            raise RuntimeConfigError(f"model slot must be a non-empty string, got {slot_id!r}")
+        bound = self.models.get(slot_id, slot_id)
+        if isinstance(bound, ResolvedModel):
+            return bound
+        if not isinstance(bound, str) or not bound:
+            raise RuntimeConfigError(f"model slot {slot_id!r} is bound to {bound!r}")
+        return ResolvedModel(slot_id=slot_id, litellm_model=bound)
+
+    def harness_for(self, role: HarnessRole) -> Harness | None:
+        """The custom harness for ``role``, if one was given (``None``: use the default)."""
+        return self.harnesses.get(role)
+
+    def harness_registry(self) -> HarnessRegistry:
+        """The registry that runs tasks: ``harnesses`` per role over ``default_harness``.
+
+        Built once per Capabilities (it holds no per-run state) and shared by its attempts.
+        """
+        return self._registry
+
+    @cached_property
+    def _registry(self) -> HarnessRegistry:
+        from little_dist.harness.registry import HarnessRegistry
+
+        return HarnessRegistry(default=self.default_harness, overrides=self.harnesses)
+
+    def tools_for(self, names: Sequence[str] | None) -> dict[str, Any]:
+        """Tools by name, limited to ``names`` when given (the workflow's permissions)."""
+        if names is None:
+            return {item.name: item for item in self.tools}
+        return {name: self.tools[name] for name in names if name in self.tools}

@@ -1,0 +1,75 @@
+"""Turn an exception into upstream's step error envelope ``{name, message, causeCode, retriable}``.
+
+A harness (or a tool) may steer the envelope by raising an exception with ``cause_code``
+and/or ``retriable`` attributes; otherwise the cause is ``step_failed`` and retriability
+is ``False`` for bad input and unknown names (:class:`~little_dist.errors.InvalidInputError`,
+:class:`~little_dist.errors.NotFoundError`) and ``True`` for any other exception: whether a
+retry actually happens is ``decide``'s call (the step's retry budget, terminal causes).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from little_dist.errors import InvalidInputError, NotFoundError
+
+__all__ = [
+    "CAUSE_CANCELLED",
+    "CAUSE_LEASE_EXPIRED",
+    "CAUSE_RUNTIME_CONFIG",
+    "CAUSE_STEP_FAILED",
+    "CAUSE_STEP_SCHEMA",
+    "TERMINAL_CAUSES",
+    "error_envelope",
+]
+
+CAUSE_STEP_FAILED: Final = "step_failed"
+CAUSE_STEP_SCHEMA: Final = "step_schema_error"
+CAUSE_RUNTIME_CONFIG: Final = "runtime_config_error"
+CAUSE_CANCELLED: Final = "cancelled"
+CAUSE_LEASE_EXPIRED: Final = "lease_expired"
+
+#: Causes that are never retried, whatever the envelope says (upstream's list).
+TERMINAL_CAUSES: Final = frozenset(
+    {
+        "cancelled",
+        "timeout",
+        "capability_drift",
+        "runtime_config_error",
+        "step_schema_error",
+        "max_visits_exceeded",
+    }
+)
+
+_MESSAGE_LIMIT = 4000
+
+
+def error_envelope(
+    error: BaseException | None = None,
+    *,
+    name: str | None = None,
+    message: str | None = None,
+    cause_code: str | None = None,
+    retriable: bool | None = None,
+) -> dict[str, Any]:
+    """The ``StepFailed.error`` payload for ``error`` (explicit arguments win)."""
+    if name is None:
+        name = type(error).__name__ if error is not None else "StepError"
+    if message is None:
+        message = str(error) if error is not None else ""
+    message = message.strip() or name
+    if len(message) > _MESSAGE_LIMIT:
+        message = message[: _MESSAGE_LIMIT - 1] + "…"
+    if cause_code is None:
+        found = getattr(error, "cause_code", None)
+        cause_code = found if isinstance(found, str) and found else CAUSE_STEP_FAILED
+    if retriable is None:
+        found = getattr(error, "retriable", None)
+        if isinstance(found, bool):
+            retriable = found
+        else:
+            # Bad input and unknown names do not get better by trying again.
+            retriable = not isinstance(error, InvalidInputError | NotFoundError)
+    if cause_code in TERMINAL_CAUSES:
+        retriable = False
+    return {"name": name, "message": message, "causeCode": cause_code, "retriable": retriable}

@@ -1,0 +1,167 @@
+"""Step outputs: how they are committed (inline or by reference) and read back.
+
+Inline or by reference. Upstream writes every step output to an artifact and also inlines it
+in ``StepCompleted``. We inline small outputs only (canonical JSON up to
+:data:`INLINE_OUTPUT_LIMIT` bytes, 64 KiB): no artifact, no ``ArtifactCreated``, which saves
+a file write and an event per step. A larger output goes to ``world.put_artifact`` and the
+events carry ``outputRef`` and no inline ``output``, so event logs (Redis streams in the
+fleet) stay small. Readers that need the value (the runner's fold, a worker resolving a
+step's input) hydrate such events with :func:`hydrate_events`, which reads the artifact and
+hands the fold an envelope whose payload carries ``output`` again — the log is unchanged.
+
+Exception: the steps inside a parallel branch always get their artifact (and, when small,
+their inline output too, exactly as upstream), because the fan-in envelope of a branch
+exposes ``outputRef`` and upstream-authored fan-in schemas require it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
+
+from little_dist.canonical import canonical_json, sha256_digest
+from little_dist.events import Event, EventInput
+from little_dist.run_state import EventLike
+from little_dist.world.base import ArtifactInput, World
+
+__all__ = [
+    "INLINE_OUTPUT_LIMIT",
+    "completion_events",
+    "hydrate_events",
+    "schema_problems",
+]
+
+INLINE_OUTPUT_LIMIT: Final = 64 * 1024
+
+_validators: dict[str, tuple[Any, str]] = {}
+_validators_lock = threading.Lock()
+
+
+def _validator(schema: Mapping[str, Any]) -> tuple[Any, str]:
+    """A compiled jsonschema validator and the schema's digest, cached by canonical text."""
+    key = canonical_json(schema)
+    found = _validators.get(key)
+    if found is None:
+        from jsonschema.validators import validator_for
+
+        cls = validator_for(schema)
+        found = (cls(schema), sha256_digest(schema))
+        with _validators_lock:
+            _validators[key] = found
+    return found
+
+
+def _schema_of(output_spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    schema = output_spec.get("schema")
+    return schema if isinstance(schema, Mapping) else None
+
+
+def schema_problems(schema: Mapping[str, Any], value: Any) -> list[str]:
+    """``"/where: what"`` for each way ``value`` fails the JSON Schema (empty when valid)."""
+    validator, _ = _validator(schema)
+    problems = []
+    for error in sorted(validator.iter_errors(value), key=lambda e: [str(p) for p in e.path]):
+        where = "/".join(str(part) for part in error.absolute_path)
+        problems.append(f"{'/' + where if where else '(root)'}: {error.message}")
+    return problems
+
+
+def completion_events(
+    world: World,
+    *,
+    run_id: str,
+    step: Mapping[str, Any],
+    step_path: str,
+    attempt: int,
+    output: Any,
+    artifact_refs: Sequence[str] = (),
+    schema_hash: str | None = None,
+    inline_limit: int = INLINE_OUTPUT_LIMIT,
+    always_artifact: bool = False,
+) -> list[EventInput]:
+    """``[ArtifactCreated], StepOutputValidated, StepCompleted`` for a validated output.
+
+    The artifact (large outputs only) is written here, before any event names it.
+    ``schema_hash`` is upstream's ``stepOutputSchemaHash`` of the step's output contract.
+    ``always_artifact`` writes the artifact whatever the size and inlines a small output
+    too, as upstream does for every step (see the module docstring for when).
+    """
+    step_id = step.get("id")
+    uses = step.get("uses")
+    spec = step.get("output")
+    mode = spec.get("mode") if isinstance(spec, Mapping) else None
+    end = f"end:{step_path}:{attempt}"
+    events: list[EventInput] = []
+    validated: dict[str, Any] = {"stepPath": step_path}
+    completed: dict[str, Any] = {
+        "stepPath": step_path,
+        "stepId": step_id,
+        "attempt": attempt,
+        "attemptId": f"attempt_{attempt}",
+    }
+    refs = list(artifact_refs)
+    large = len(canonical_json(output)) > inline_limit
+    if large or always_artifact:
+        manifest = world.put_artifact(
+            ArtifactInput(run_id=run_id, name="output", payload=output, step_path=step_path)
+        )
+        ref = manifest.artifact_ref
+        events.append(
+            EventInput(
+                type="ArtifactCreated",
+                occurrence_id=f"artifact:{step_path}:{attempt}",
+                payload={
+                    "stepPath": step_path,
+                    "artifactRef": ref,
+                    "name": "output",
+                    "contentType": manifest.content_type,
+                },
+            )
+        )
+        validated["outputRef"] = ref
+        completed["outputRef"] = ref
+        refs.insert(0, ref)
+    if not large:
+        completed["output"] = output
+    if mode is not None:
+        validated["outputMode"] = mode
+    if schema_hash is not None:
+        validated["schemaHash"] = schema_hash
+    if refs:
+        completed["artifactRefs"] = refs
+    metadata: dict[str, Any] = {"uses": uses}
+    if mode is not None:
+        metadata["outputMode"] = mode
+    completed["metadata"] = metadata
+    events.append(
+        EventInput(
+            type="StepOutputValidated",
+            occurrence_id=f"validated:{step_path}:{attempt}",
+            payload=validated,
+        )
+    )
+    events.append(EventInput(type="StepCompleted", occurrence_id=end, payload=completed))
+    return events
+
+
+def hydrate_events(world: World, events: Iterable[Event]) -> list[EventLike]:
+    """``events`` with the output of every by-reference ``StepCompleted`` read back in.
+
+    Events that need nothing are passed through as they are (no copy).
+    """
+    hydrated: list[EventLike] = []
+    for event in events:
+        payload = event.payload
+        if (
+            event.type == "StepCompleted"
+            and "output" not in payload
+            and isinstance(payload.get("outputRef"), str)
+        ):
+            value = world.get_artifact(payload["outputRef"]).payload
+            envelope = event.to_json()
+            envelope["payload"] = {**payload, "output": value}
+            hydrated.append(envelope)
+        else:
+            hydrated.append(event)
+    return hydrated

@@ -1,0 +1,390 @@
+"""run_version end to end on LocalWorld: every step kind, resume after a crash, read-back."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import little_dist.local_runner as local_runner
+from little_dist.compiler import WorkflowVersion, compile_lwir
+from little_dist.events import EventInput
+from little_dist.harness.types import ResolvedModel
+from little_dist.local_runner import (
+    RunInputError,
+    RunMismatchError,
+    RunnerBusyError,
+    RunStalledError,
+    run_version,
+)
+from little_dist.run_state import RunState
+from little_dist.runtime import Capabilities
+from little_dist.scheduling import Decision, RunContext
+from little_dist.testing import ScriptedModel, Usage
+from little_dist.tools import ToolRegistry, tool
+from little_dist.world.base import World, run_lease_key
+from little_dist.world.local import LocalWorld
+from tests.workflows_for_tests import (
+    FAN_IN_SCHEMA,
+    chain_lwir,
+    fan_out_lwir,
+    single_tool_lwir,
+    tool_step,
+)
+from tests.workflows_for_tests import tools as test_tools
+
+RUN = "run_local_runner"
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[LocalWorld]:
+    opened = LocalWorld(tmp_path / "world")
+    yield opened
+    opened.close()
+
+
+class Calls:
+    """Tools that count their real calls by name."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+
+    def registry(self) -> ToolRegistry:
+        counts = self.counts
+
+        @tool
+        def add(a: int, b: int) -> dict[str, Any]:
+            """Add two numbers."""
+            counts["add"] += 1
+            return {"sum": a + b}
+
+        @tool
+        def record_branch(key: str, sleep: float = 0.0) -> dict[str, Any]:
+            """Return the key."""
+            counts[f"branch:{key}"] += 1
+            return {"key": key}
+
+        return ToolRegistry([add, record_branch])
+
+
+def mixed_lwir() -> dict[str, Any]:
+    """tool.call -> ai.generate loop (maxVisits 3) <- decision -> parallel of tool.calls."""
+    draft_schema = {
+        "type": "object",
+        "required": ["text", "good"],
+        "properties": {"text": {"type": "string"}, "good": {"type": "boolean"}},
+    }
+    return {
+        "apiVersion": "littleworkflow.dev/v0.1",
+        "kind": "Workflow",
+        "metadata": {"name": "tests.mixed"},
+        "input": {
+            "schema": {
+                "type": "object",
+                "required": ["a", "keys"],
+                "properties": {
+                    "a": {"type": "integer"},
+                    "keys": {"type": "array", "items": {"type": "string"}},
+                },
+            }
+        },
+        "output": {"schema": {"type": "array"}},
+        "permissions": {
+            "models": ["model.fast"],
+            "tools": ["add", "record_branch"],
+            "secrets": [],
+            "network": [],
+        },
+        "steps": [
+            tool_step("lookup", "add", {"a": "{{ input.a }}", "b": 2}),
+            {
+                "id": "draft",
+                "uses": "ai.generate",
+                "needs": ["lookup"],
+                "maxVisits": 3,
+                "with": {
+                    "model": "model.fast",
+                    "prompt": "Draft a note about {{ steps.lookup.output.sum }}.",
+                },
+                "output": {"mode": "object", "schema": draft_schema},
+            },
+            {
+                "id": "check",
+                "uses": "decision",
+                "needs": ["draft"],
+                "maxVisits": 3,
+                "with": {
+                    "cases": [{"when": "{{ steps.draft.lastOutput.good }}", "to": "fan"}],
+                    "default": "draft",
+                },
+            },
+            {
+                "id": "fan",
+                "uses": "parallel",
+                "with": {
+                    "items": "{{ input.keys }}",
+                    "itemKey": "{{ item }}",
+                    "cardinality": {"kind": "matches_items"},
+                    "maxBranches": 10,
+                    "maxConcurrency": 2,
+                    "failureMode": "all_settled",
+                    "fanIn": {"order": "input", "output": "array"},
+                },
+                "output": {"mode": "array", "schema": FAN_IN_SCHEMA},
+                "steps": [tool_step("work", "record_branch", {"key": "{{ item }}"})],
+            },
+        ],
+    }
+
+
+MIXED_INPUT = {"a": 40, "keys": ["x", "y", "z"]}
+
+
+def mixed_capabilities(calls: Calls) -> Capabilities:
+    model = ResolvedModel("model.fast", "scripted/fast", pricing_key="openai/gpt-4o-mini")
+    return Capabilities(tools=calls.registry(), models={"model.fast": model})
+
+
+def script_drafts(script: ScriptedModel) -> None:
+    usage = Usage(1000, 50)
+    script.on(step="draft.visit[0]").reply_json({"text": "v1", "good": False}, usage=usage)
+    script.on(step="draft.visit[1]").reply_json({"text": "v2", "good": True}, usage=usage)
+
+
+def step_completions(world: World, run_id: str = RUN) -> Counter[str]:
+    return Counter(
+        e.payload["stepPath"] for e in world.list_events(run_id) if e.type == "StepCompleted"
+    )
+
+
+def test_mixed_workflow_end_to_end(world: LocalWorld, scripted_model: ScriptedModel) -> None:
+    script_drafts(scripted_model)
+    calls = Calls()
+    version = compile_lwir(mixed_lwir(), input=MIXED_INPUT)
+    seen: list[RunState] = []
+
+    state = run_version(
+        world,
+        version,
+        MIXED_INPUT,
+        run_id=RUN,
+        capabilities=mixed_capabilities(calls),
+        progress=seen.append,
+    )
+
+    assert state.status == "completed", state.error
+    assert [entry["itemKey"] for entry in state.output] == ["x", "y", "z"]
+    assert [entry["output"] for entry in state.output] == [{"key": k} for k in "xyz"]
+    assert state.steps["lookup"].output == {"sum": 42}
+    assert state.steps["draft.visit[1]"].output == {"text": "v2", "good": True}
+    assert state.steps["check.visit[0]"].output == {"chosen": "draft"}
+    assert state.steps["check.visit[1]"].output == {"chosen": "fan"}
+    assert "draft.visit[2]" not in state.steps
+    assert calls.counts == Counter({"add": 1, "branch:x": 1, "branch:y": 1, "branch:z": 1})
+    assert len(scripted_model.calls) == 2
+    prompt = scripted_model.calls[0].last_user_text
+    assert "42" in prompt
+    assert all(count == 1 for count in step_completions(world).values())
+    # Tokens from the scripted usage are folded into the run's usage; progress saw it grow.
+    assert state.usage.input_tokens == 2000 and state.usage.output_tokens == 100
+    assert state.usage.cost_usd is not None and state.usage.cost_usd > 0
+    assert seen and seen[-1].status == "completed"
+    assert [s.event_count for s in seen] == sorted(s.event_count for s in seen)
+    kinds = [e.type for e in world.list_events(RUN)]
+    assert kinds[:2] == ["WorkflowVersionRegistered", "RunStarted"]
+    assert kinds[-1] == "RunCompleted"
+    assert world.get_version(version.id)["id"] == version.id
+
+
+def test_finished_run_is_read_back_without_any_call(
+    world: LocalWorld, scripted_model: ScriptedModel
+) -> None:
+    script_drafts(scripted_model)
+    calls = Calls()
+    version = compile_lwir(mixed_lwir(), input=MIXED_INPUT)
+    caps = mixed_capabilities(calls)
+    first = run_version(world, version, MIXED_INPUT, run_id=RUN, capabilities=caps)
+    events_before = len(world.list_events(RUN))
+    model_calls = len(scripted_model.calls)
+    tool_calls = sum(calls.counts.values())
+
+    again = run_version(world, version, MIXED_INPUT, run_id=RUN, capabilities=caps)
+
+    assert again == first
+    assert len(world.list_events(RUN)) == events_before
+    assert len(scripted_model.calls) == model_calls
+    assert sum(calls.counts.values()) == tool_calls
+
+
+def test_resume_after_an_in_process_crash_repeats_no_side_effect(world: LocalWorld) -> None:
+    """The process 'dies' right after a branch tool call was recorded; the rerun reuses it."""
+    calls = Calls()
+    caps = Capabilities(tools=calls.registry())
+    run_input = {"keys": ["a", "b", "c", "d"], "sleep": 0}
+    version = compile_lwir(fan_out_lwir(max_concurrency=1), input=run_input)
+
+    class Crash(BaseException):
+        """The process dies (not an Exception: nothing in the engine may swallow it)."""
+
+    original = world.append_batch
+    crashed: list[str] = []
+
+    def crashing_append_batch(run_id: str, events: Any, **kwargs: Any) -> Any:
+        # Die when the second branch is about to commit its end (its tool call is recorded).
+        for event in events:
+            if event.type == "StepOutputValidated" and event.payload["stepPath"] == "fan[b].work":
+                crashed.append(event.payload["stepPath"])
+                raise Crash()
+        return original(run_id, events, **kwargs)
+
+    world.append_batch = crashing_append_batch  # type: ignore[method-assign]
+    with pytest.raises(Crash):
+        run_version(world, version, run_input, run_id=RUN, capabilities=caps, lease_ttl=0.5)
+    world.append_batch = original  # type: ignore[method-assign]
+    assert crashed == ["fan[b].work"]
+    assert calls.counts["branch:b"] == 1
+    # The crashed attempt is still "running" in the log; its lease was released by the dying
+    # worker's finally, but hold it as a dead process would have, until it expires.
+    running = [e for e in world.list_events(RUN) if e.type == "StepAttemptStarted"]
+    assert any(e.payload["stepPath"] == "fan[b].work" for e in running)
+
+    state = run_version(world, version, run_input, run_id=RUN, capabilities=caps, lease_ttl=0.5)
+
+    assert state.status == "completed", state.error
+    assert calls.counts == Counter({f"branch:{k}": 1 for k in "abcd"})
+    assert all(count == 1 for count in step_completions(world).values())
+    events = world.list_events(RUN)
+    swept = [
+        e
+        for e in events
+        if e.type == "StepFailed" and e.payload["error"]["causeCode"] == "lease_expired"
+    ]
+    assert [e.payload["stepPath"] for e in swept] == ["fan[b].work"]
+    assert any(e.type == "little.harness.tool_call.memoized" for e in events)
+
+
+def test_bad_input_leaves_the_world_untouched(tmp_path: Path) -> None:
+    world = LocalWorld(tmp_path / "w")
+    run_input = {"keys": [1, 2], "sleep": 0}  # keys must be strings
+    version = compile_lwir(fan_out_lwir(), input=run_input)
+    with pytest.raises(RunInputError) as caught:
+        run_version(world, version, run_input, run_id=RUN, capabilities=Capabilities())
+    assert caught.value.problems and "keys/0" in caught.value.problems[0]
+    assert world.list_run_ids() == []
+    assert list((tmp_path / "w" / "versions").iterdir()) == []
+    world.close()
+
+
+def test_resume_with_another_input_is_refused(world: LocalWorld) -> None:
+    version = compile_lwir(single_tool_lwir(), input={})
+    caps = Capabilities(tools=test_tools)
+    run_version(world, version, {}, run_id=RUN, capabilities=caps)
+    other = compile_lwir(single_tool_lwir(), input={"x": 1})
+    with pytest.raises(RunMismatchError):
+        run_version(world, other, {"x": 1}, run_id=RUN, capabilities=caps)
+    with pytest.raises(RunMismatchError):
+        run_version(world, version, {"x": 1}, run_id=RUN, capabilities=caps)
+
+
+def test_a_held_run_is_busy(world: LocalWorld) -> None:
+    version = compile_lwir(single_tool_lwir(), input={})
+    assert world.acquire_lease(run_lease_key(RUN, "runner"), "another-runner", 30) is not None
+    notices: list[str] = []
+    with pytest.raises(RunnerBusyError):
+        run_version(
+            world,
+            version,
+            {},
+            run_id=RUN,
+            capabilities=Capabilities(tools=test_tools),
+            lock_wait=0.3,
+            notice=notices.append,
+        )
+    assert notices and "another runner" in notices[0]
+    assert world.list_events(RUN) == []
+
+
+def test_minted_run_ids_are_fresh(world: LocalWorld) -> None:
+    version = compile_lwir(chain_lwir(2), input={})
+    caps = Capabilities(tools=test_tools)
+    first = run_version(world, version, {}, capabilities=caps)
+    second = run_version(world, version, {}, capabilities=caps)
+    assert first.run_id != second.run_id
+    assert first.run_id.startswith("run_") and len(first.run_id) == 36
+    assert first.status == second.status == "completed"
+    assert first.output == {"n": 1}
+
+
+# -- the loop mechanics against a hand-written decide (the real one is tested above) --------
+
+
+def stub_decide(ctx: RunContext, state: RunState) -> Decision:
+    """Two tool steps dispatched together (ignoring needs), then RunCompleted with both."""
+    steps = state.steps
+    events: list[EventInput] = []
+    if not steps:
+        for path in ("left", "right"):
+            events.append(
+                EventInput(
+                    type="StepScheduled",
+                    occurrence_id=f"sched:{path}:1",
+                    payload={"stepPath": path, "stepId": path, "uses": "tool.call"},
+                )
+            )
+        return Decision(tuple(events), (), False)
+    from little_dist.scheduling import StepDispatch
+
+    pending = tuple(
+        StepDispatch(ctx.run_id, path, path, 1, "worker", "execute_step")
+        for path, step in steps.items()
+        if step.status == "pending"
+    )
+    if state.status == "running" and all(s.status == "completed" for s in steps.values()):
+        output = {path: step.output for path, step in steps.items()}
+        end = EventInput(
+            type="RunCompleted",
+            occurrence_id="run-end",
+            payload={"workflowVersionId": ctx.version.id, "output": output},
+        )
+        return Decision((end,), (), True)
+    return Decision((), pending, state.status in ("completed", "failed"))
+
+
+def two_step_version() -> WorkflowVersion:
+    doc = single_tool_lwir()
+    doc["steps"] = [
+        tool_step("left", "add", {"a": 1, "b": 1}),
+        tool_step("right", "add", {"a": 2, "b": 2}, needs=["left"]),
+    ]
+    return compile_lwir(doc, input={})
+
+
+def test_loop_is_driven_by_decide_only(world: LocalWorld, monkeypatch: pytest.MonkeyPatch) -> None:
+    decisions: list[int] = []
+
+    def counting(ctx: RunContext, state: RunState) -> Decision:
+        decisions.append(state.event_count)
+        return stub_decide(ctx, state)
+
+    monkeypatch.setattr(local_runner, "decide", counting)
+    calls = Calls()
+    state = run_version(
+        world, two_step_version(), {}, run_id=RUN, capabilities=Capabilities(tools=calls.registry())
+    )
+    assert state.status == "completed"
+    assert state.output == {"left": {"sum": 2}, "right": {"sum": 4}}
+    assert calls.counts == Counter({"add": 2})
+    assert decisions == sorted(decisions)  # every decision saw a state at least as new
+
+
+def test_a_decide_with_nothing_to_do_stalls_loudly(
+    world: LocalWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(local_runner, "decide", lambda ctx, state: Decision((), (), False))
+    with pytest.raises(RunStalledError):
+        run_version(world, two_step_version(), {}, run_id=RUN, capabilities=Capabilities())
+    # The runner lock was released: another runner can take the run at once.
+    assert world.acquire_lease(run_lease_key(RUN, "runner"), "next", 5) is not None
