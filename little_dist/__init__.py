@@ -1,7 +1,80 @@
-"""little-dist: the distributed Python engine for little-workflow workflows."""
+"""little-dist: the distributed Python engine for little-workflow workflows.
+
+The public front door::
+
+    from little_dist import define_workflow, model, run_workflow, skill, tool
+
+Names are loaded on first use, so ``import little_dist.canonical`` (or any other pure-core
+module) does not drag in the authoring layer.
+"""
 
 from __future__ import annotations
 
+import importlib as _importlib
+import typing as _typing
+
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+if _typing.TYPE_CHECKING:
+    from little_dist.authoring import (
+        InputValidationError,
+        ModelSlot,
+        RunFailedError,
+        RunResult,
+        WorkflowDefinition,
+        define_workflow,
+        model,
+        run_workflow,
+        skill,
+    )
+    from little_dist.errors import InvalidInputError, LittleError
+    from little_dist.tools import Tool, tool
+
+__all__ = [
+    "InputValidationError",
+    "InvalidInputError",
+    "LittleError",
+    "ModelSlot",
+    "RunFailedError",
+    "RunResult",
+    "Tool",
+    "WorkflowDefinition",
+    "__version__",
+    "define_workflow",
+    "model",
+    "run_workflow",
+    "skill",
+    "tool",
+]
+
+_WHERE = {
+    "InputValidationError": "little_dist.authoring",
+    "ModelSlot": "little_dist.authoring",
+    "RunFailedError": "little_dist.authoring",
+    "RunResult": "little_dist.authoring",
+    "WorkflowDefinition": "little_dist.authoring",
+    "define_workflow": "little_dist.authoring",
+    "model": "little_dist.authoring",
+    "run_workflow": "little_dist.authoring",
+    "skill": "little_dist.authoring",
+    "InvalidInputError": "little_dist.errors",
+    "LittleError": "little_dist.errors",
+    "Tool": "little_dist.tools",
+    "tool": "little_dist.tools",
+}
+
+
+def __getattr__(name: str) -> _typing.Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'little_dist' has no attribute {name!r}")
+    value = getattr(_importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+del annotations

@@ -1,0 +1,85 @@
+"""The names ``little_dist`` exports are pinned (as httpx's tests/test_exported_members.py).
+
+Adding or removing a public name is a deliberate change: update ``EXPECTED`` with it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import types
+
+import pytest
+
+import little_dist
+
+EXPECTED = [
+    "InputValidationError",
+    "InvalidInputError",
+    "LittleError",
+    "ModelSlot",
+    "RunFailedError",
+    "RunResult",
+    "Tool",
+    "WorkflowDefinition",
+    "__version__",
+    "define_workflow",
+    "model",
+    "run_workflow",
+    "skill",
+    "tool",
+]
+
+
+def test_all_is_pinned_and_sorted() -> None:
+    assert little_dist.__all__ == EXPECTED
+    assert sorted(little_dist.__all__) == little_dist.__all__
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_every_exported_name_resolves(name: str) -> None:
+    value = getattr(little_dist, name)
+    assert not isinstance(value, types.ModuleType)
+    if name != "__version__":
+        assert value.__module__.startswith("little_dist.")
+
+
+def test_nothing_public_beyond_all_except_submodules() -> None:
+    for name in EXPECTED:
+        getattr(little_dist, name)
+    public = {
+        name
+        for name in dir(little_dist)
+        if not name.startswith("_") and not isinstance(getattr(little_dist, name), types.ModuleType)
+    }
+    assert public == {name for name in EXPECTED if not name.startswith("_")}
+
+
+def test_unknown_attribute_raises_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        _ = little_dist.nope  # type: ignore[attr-defined]
+
+
+def test_version_matches_the_package_metadata() -> None:
+    from importlib.metadata import version
+
+    assert little_dist.__version__ == version("little-dist")
+
+
+def test_importing_the_pure_core_does_not_load_the_authoring_layer() -> None:
+    code = (
+        "import sys, little_dist.canonical, little_dist.compiler;"
+        "bad = [m for m in ('little_dist.authoring', 'little_dist.planner', 'litellm')"
+        " if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_importing_the_front_door_does_not_load_litellm() -> None:
+    code = (
+        "import sys; from little_dist import define_workflow, run_workflow, model;"
+        "sys.exit(1 if 'litellm' in sys.modules else 0)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
