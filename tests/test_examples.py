@@ -1,0 +1,111 @@
+"""Every example runs offline end to end, with its fixed plan and with the planner."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import jsonschema
+import pytest
+
+from little_dist.authoring import run_workflow
+from little_dist.world.memory import MemoryWorld
+
+ROOT = Path(__file__).parent.parent
+EXAMPLES = ["support_triage", "candidate_screening", "draft_review"]
+
+
+@pytest.fixture(params=EXAMPLES)
+def example(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[ModuleType]:
+    monkeypatch.delenv("LITTLE_MODEL", raising=False)
+    module = importlib.import_module(f"examples.{request.param}")
+    script = module.SCRIPT
+    assert script is not None, "the example must install its script when LITTLE_MODEL is unset"
+    # Importing installed it process-wide; scope it to this test instead.
+    script.uninstall()
+    with script.installed():
+        yield module
+
+
+def test_the_fixed_plan_runs_offline_and_the_output_validates(example: ModuleType) -> None:
+    world = MemoryWorld()
+    workflow = example.workflow
+    result = run_workflow(workflow, example.SAMPLE_INPUT, world=world)
+    assert result.status == "completed"
+    raw = result.state.output
+    jsonschema.Draft7Validator(workflow.output_schema).validate(raw)
+    assert result.output == workflow.output_adapter.validate_python(raw)
+    # Scripted usage is realistic and priced under the example's pricing key.
+    assert result.usage.cached_input_tokens > 0
+    assert result.usage.cost_usd is not None and result.usage.cost_usd > 0
+    types = [event.type for event in world.list_events(result.run_id)]
+    assert "harness.model.called" in types
+    assert "PlannerDraftedWorkflow" in types  # the fixed plan is the only draft
+    assert "PlannerStarted" in types and types.count("harness.model.called") == len(
+        [c for c in example.SCRIPT.calls if c.run_id == result.run_id]
+    )
+
+
+def test_the_planner_designs_it_offline_and_a_second_run_reuses_it(example: ModuleType) -> None:
+    world = MemoryWorld()
+    first = run_workflow(example.planned_workflow, example.SAMPLE_INPUT, world=world)
+    second = run_workflow(example.planned_workflow, example.SAMPLE_INPUT, world=world)
+    assert first.status == second.status == "completed"
+    assert first.workflow_version_id == second.workflow_version_id
+    assert first.output == second.output
+    planner_calls = [c for c in example.SCRIPT.calls if c.step_path == "planner"]
+    assert [c.run_id for c in planner_calls] == [first.run_id]
+    second_types = [event.type for event in world.list_events(second.run_id)]
+    assert "PlannerReuseDecisionRecorded" in second_types
+    # The planner's tokens are the run's, not a step's.
+    assert first.usage.input_tokens > second.usage.input_tokens
+
+
+def test_examples_loop_and_fan_out_as_described() -> None:
+    screening = importlib.import_module("examples.candidate_screening")
+    review = importlib.import_module("examples.draft_review")
+    for module in (screening, review):
+        module.SCRIPT.uninstall()
+    world = MemoryWorld()
+    with screening.SCRIPT.installed():
+        result = run_workflow(screening.workflow, screening.SAMPLE_INPUT, world=world)
+    branches = {path for path in result.state.steps if path.startswith("screen[")}
+    assert branches == {"screen[c-101].score", "screen[c-102].score", "screen[c-103].score"}
+    with review.SCRIPT.installed():
+        result = run_workflow(review.workflow, review.SAMPLE_INPUT, world=world)
+    visits = sorted(path for path in result.state.steps if ".visit[" in path)
+    assert visits == [
+        "draft.visit[0]",
+        "draft.visit[1]",
+        "review.visit[0]",
+        "review.visit[1]",
+        "route.visit[0]",
+        "route.visit[1]",
+    ]
+    assert result.output.review_notes.startswith("All three points")
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_python_dash_m_runs_the_example_and_points_at_the_report(name: str, tmp_path: Path) -> None:
+    env = {key: value for key, value in os.environ.items() if key != "LITTLE_MODEL"}
+    env["PYTHONPATH"] = str(ROOT)
+    result = subprocess.run(
+        [sys.executable, "-m", f"examples.{name}", "--data-dir", str(tmp_path / "world")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=180,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "run id: run_" in result.stdout
+    assert "little report run_" in result.stdout
+    assert "little events run_" in result.stdout
+    assert (tmp_path / "world" / "events" / "events.db").exists()
