@@ -38,6 +38,7 @@ __all__ = [
     "UsageTotals",
     "add_priced_call",
     "cache_hit_share",
+    "cost_for_tokens",
     "empty_usage_totals",
     "format_cost",
     "format_share",
@@ -222,6 +223,23 @@ def _pricing_for(
     return fallback(f"{identity.provider}/{identity.model_id}")
 
 
+def cost_for_tokens(
+    pricing: ModelPricing, *, uncached_input: Number, cached_input: Number, output: Number
+) -> float:
+    """Dollars for token counts at ``pricing``'s rates (USD per 1M tokens).
+
+    The one formula that turns tokens into dollars; cached input falls back to the input rate
+    when the model has no cached rate. Same operand order as upstream, ``((a + b) + c) / 1e6``
+    in IEEE doubles, so sums match to the last bit.
+    """
+    cached_rate = pricing.input if pricing.cached_input is None else pricing.cached_input
+    return (
+        float(uncached_input) * pricing.input
+        + float(cached_input) * cached_rate
+        + float(output) * pricing.output
+    ) / TOKENS_PER_PRICE_UNIT
+
+
 def price_model_call(
     model: str | ModelIdentity | Mapping[str, Any],
     usage: ModelUsage | Mapping[str, Any],
@@ -247,13 +265,12 @@ def price_model_call(
     pricing = _pricing_for(_identity(model), registry, fallback)
     cost_usd: float | None = None
     if pricing is not None:
-        cached_rate = pricing.input if pricing.cached_input is None else pricing.cached_input
-        # Same operand order as upstream: ((a + b) + c) / 1e6 in IEEE doubles.
-        cost_usd = (
-            float(uncached_input_tokens) * pricing.input
-            + float(cached_input_tokens) * cached_rate
-            + float(output_tokens) * pricing.output
-        ) / TOKENS_PER_PRICE_UNIT
+        cost_usd = cost_for_tokens(
+            pricing,
+            uncached_input=uncached_input_tokens,
+            cached_input=cached_input_tokens,
+            output=output_tokens,
+        )
 
     return PricedModelCall(
         cost_usd=cost_usd,

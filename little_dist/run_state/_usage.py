@@ -14,7 +14,8 @@ from __future__ import annotations
 import math
 from typing import Any, TypeAlias
 
-from little_dist.model_registry import get_model_info_for
+from little_dist.model_registry import ModelPricing, get_model_info_for
+from little_dist.pricing import cost_for_tokens
 
 __all__ = ["TOTAL_FIELDS", "Totals", "add_call", "empty_totals", "price_call", "totals_json"]
 
@@ -31,29 +32,23 @@ TOTAL_FIELDS = (
     "unpricedCalls",
 )
 
-_Rates: TypeAlias = tuple[float, float, float]  # input, cached input, output (USD per 1M)
-_TOKENS_PER_PRICE_UNIT = 1_000_000
 _INF = math.inf
 
 # Registry lookups are pure functions of the bundled registry, so caching them for the life
 # of the process is safe; the cache is bounded by the number of distinct models seen.
-_RATE_CACHE: dict[tuple[str, str], _Rates | None] = {}
+_PRICING_CACHE: dict[tuple[str, str], ModelPricing | None] = {}
 
 
-def _rates_for(provider: str, model_id: str) -> _Rates | None:
+def _pricing_for(provider: str, model_id: str) -> ModelPricing | None:
     key = (provider, model_id)
     try:
-        return _RATE_CACHE[key]
+        return _PRICING_CACHE[key]
     except KeyError:
         pass
     info = get_model_info_for(provider, model_id)
-    rates: _Rates | None = None
-    if info is not None:
-        pricing = info.pricing
-        cached = pricing.input if pricing.cached_input is None else pricing.cached_input
-        rates = (pricing.input, cached, pricing.output)
-    _RATE_CACHE[key] = rates
-    return rates
+    pricing = None if info is None else info.pricing
+    _PRICING_CACHE[key] = pricing
+    return pricing
 
 
 def _tokens(value: object) -> int | float:
@@ -90,14 +85,14 @@ def price_call(
         provider = model.get("provider")
         model_id = model.get("modelId")
         if provider and model_id and provider.__class__ is str and model_id.__class__ is str:
-            rates = _rates_for(provider, model_id)
-            if rates is not None:
-                # Operand order as pricing.price_model_call (and upstream): ((a + b) + c) / 1e6.
-                cost = (
-                    float(input_tokens - cached_tokens) * rates[0]
-                    + float(cached_tokens) * rates[1]
-                    + float(output_tokens) * rates[2]
-                ) / _TOKENS_PER_PRICE_UNIT
+            pricing = _pricing_for(provider, model_id)
+            if pricing is not None:
+                cost = cost_for_tokens(
+                    pricing,
+                    uncached_input=input_tokens - cached_tokens,
+                    cached_input=cached_tokens,
+                    output=output_tokens,
+                )
     return input_tokens, output_tokens, cached_tokens, reasoning_tokens, cost
 
 
