@@ -41,6 +41,8 @@ def import_litellm() -> Any:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
 
+    # Our errors carry the cause; litellm's "Give Feedback / Get Help" banner is noise.
+    litellm.suppress_debug_info = True
     return litellm
 
 
