@@ -13,8 +13,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from little_dist import (
@@ -95,11 +97,24 @@ def main(
     usage = result.usage
     cost = "unpriced" if usage.cost_usd is None else f"${usage.cost_usd:.6f}"
     where_flag = "" if args.data_dir == ".little-workflow" else f" --data-dir {args.data_dir}"
+    little = _little_command()
     print(
         f"\nrun id: {result.run_id}\n"
         f"tokens: {usage.input_tokens} in ({usage.cached_input_tokens} cached), "
         f"{usage.output_tokens} out; cost {cost}\n"
-        f"Try:  little report {result.run_id}{where_flag}   (per-step tokens and dollars)\n"
-        f"      little events {result.run_id}{where_flag}   (the event log)",
+        f"Try:  {little} report {result.run_id}{where_flag}   (per-step tokens and dollars)\n"
+        f"      {little} events {result.run_id}{where_flag}   (the event log)",
     )
     return 0
+
+
+def _little_command() -> str:
+    """How to call ``little`` from here: the script beside this interpreter when the virtual
+    environment is not on PATH (the README's first command does not activate it)."""
+    script = Path(sys.executable).with_name("little")
+    if shutil.which("little") == str(script) or not script.exists():
+        return "little"
+    try:
+        return str(script.relative_to(Path.cwd()))
+    except ValueError:
+        return str(script)
