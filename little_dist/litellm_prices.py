@@ -1,10 +1,19 @@
 """Fallback rates from litellm's bundled cost map, for models the registry lacks.
 
-Not part of the pure core: it imports litellm, lazily and only when a fallback is
-actually consulted, and forces litellm to read its *local* cost map (no network fetch at
-import). Pass :func:`litellm_price_fallback` as ``fallback=`` to
-:func:`little_dist.pricing.price_model_call`. Upstream has no such fallback, so the
-conformance suite never uses it; registry rates always win when both exist.
+Not part of the pure core: it reads litellm's cost map, and only when a fallback is
+actually consulted. When litellm is already loaded (a process that calls models) its live
+``litellm.model_cost`` is used, registrations included; otherwise the map litellm bundles
+(``model_prices_and_context_window_backup.json``, what litellm itself loads with
+``LITELLM_LOCAL_MODEL_COST_MAP=True``) is read straight from the installed package, which
+takes milliseconds where importing litellm takes seconds -- so ``little report`` stays fast.
+Nothing here fetches over the network.
+
+Pass :func:`litellm_price_fallback` as ``fallback=`` to
+:func:`little_dist.pricing.price_model_call`, as ``pricing_fallback=`` to the run-state fold
+and the report, or install it once with
+``little_dist.run_state.set_default_pricing_fallback(litellm_price_fallback)``. Upstream has
+no such fallback, so the conformance suite never uses it; registry rates always win when
+both exist.
 
 litellm quotes USD per token; the registry quotes USD per one million tokens. The
 conversion goes through :class:`decimal.Decimal` so that ``2e-06`` becomes ``2.0`` and not
@@ -13,9 +22,14 @@ conversion goes through :class:`decimal.Decimal` so that ``2e-06`` becomes ``2.0
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+import json
 import os
+import sys
 from collections.abc import Mapping
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 from little_dist.model_registry import ModelPricing, model_registry_keys
@@ -45,8 +59,36 @@ def pricing_from_litellm_entry(entry: Mapping[str, Any]) -> ModelPricing | None:
     )
 
 
+_BUNDLED_MAP = "model_prices_and_context_window_backup.json"
+
+
+@functools.cache
+def _bundled_cost_map() -> Mapping[str, Any] | None:
+    """litellm's bundled cost map, read without importing litellm; ``None`` if not found."""
+    try:
+        spec = importlib.util.find_spec("litellm")  # locates the package, runs none of it
+    except (ImportError, ValueError):
+        return None
+    for folder in (spec.submodule_search_locations or []) if spec is not None else []:
+        try:
+            data = json.loads((Path(folder) / _BUNDLED_MAP).read_bytes())
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict):
+            return data
+    return None
+
+
 def _load_cost_map() -> Mapping[str, Any]:
-    # litellm fetches its price map over the network at import unless told otherwise.
+    loaded = sys.modules.get("litellm")
+    live = getattr(loaded, "model_cost", None)
+    if isinstance(live, Mapping):
+        return live
+    bundled = _bundled_cost_map()
+    if bundled is not None:
+        return bundled
+    # An unusual install (zipped, renamed map): import litellm, which fetches its price map
+    # over the network at import unless told otherwise.
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm
 

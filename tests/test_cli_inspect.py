@@ -79,13 +79,70 @@ def test_report_table_json_and_html(data_dir: Path, tmp_path: Path) -> None:
     assert table.returncode == 0, table.stderr
     for fragment in REPORT["table_contains"]:
         assert fragment in table.stdout
+    header = table.stdout.splitlines()[2].split()
+    assert header[:3] == ["STEP", "ATTEMPTS", "DURATION"]
     as_json = little("report", RUN_ID, "--data-dir", str(data_dir), "--json")
     report: dict[str, Any] = json.loads(as_json.stdout)
     assert report["runId"] == RUN_ID and report["timeline"]
+    assert [row["attempts"] for row in report["steps"]] == [1] * len(report["steps"])
+    assert all(isinstance(row["durationMs"], int | float) for row in report["steps"])
+    assert report["total"]["attempts"] == len(report["steps"])
     page = tmp_path / "report.html"
     html = little("report", RUN_ID, "--data-dir", str(data_dir), "--html", str(page))
     assert html.returncode == 0, html.stderr
     assert page.read_text(encoding="utf-8").lstrip().lower().startswith("<!doctype html")
+
+
+def test_report_upstream_prints_upstreams_table_and_json(data_dir: Path) -> None:
+    table = little("report", RUN_ID, "--data-dir", str(data_dir), "--table", "--upstream")
+    assert table.returncode == 0, table.stderr
+    assert table.stdout == REPORT["expected_table"]
+    as_json = little("report", RUN_ID, "--data-dir", str(data_dir), "--json", "--upstream")
+    assert as_json.returncode == 0, as_json.stderr
+    assert json.loads(as_json.stdout) == REPORT["expected_report"]
+
+
+def test_report_upstream_with_html_is_a_usage_error(data_dir: Path, tmp_path: Path) -> None:
+    page = tmp_path / "x.html"
+    result = little(
+        "report", RUN_ID, "--data-dir", str(data_dir), "--upstream", "--html", str(page)
+    )
+    assert result.returncode == 2
+    assert "--upstream" in result.stderr and "Traceback" not in result.stderr
+    assert not page.exists()
+
+
+def test_report_prices_models_the_registry_lacks_from_litellms_map(tmp_path: Path) -> None:
+    run_id = "run_gpt41"
+    usage = {"inputTokens": 1_000_000, "cachedInputTokens": 200_000, "outputTokens": 100_000}
+    world = LocalWorld(tmp_path)
+    for type_, payload in [
+        ("RunStarted", {"workflowVersionId": "wfver_1"}),
+        ("StepAttemptStarted", {"stepPath": "draft", "attemptId": "a1"}),
+        (
+            "harness.model.responded",
+            {
+                "stepPath": "draft",
+                "model": {"provider": "openai", "modelId": "gpt-4.1"},
+                "response": {"usage": usage},
+            },
+        ),
+        ("StepCompleted", {"stepPath": "draft"}),
+        ("RunCompleted", {}),
+    ]:
+        world.append(run_id, EventInput(type=type_, payload=payload))
+    world.close()
+
+    priced = little("report", run_id, "--data-dir", str(tmp_path), "--json")
+    assert priced.returncode == 0, priced.stderr
+    data = json.loads(priced.stdout)
+    assert data["total"]["costUsd"] == pytest.approx(2.5)  # 0.8M*$2 + 0.2M*$0.5 + 0.1M*$8
+    assert data["hasUnpricedCalls"] is False
+    registry_only = little("report", run_id, "--data-dir", str(tmp_path), "--registry-only")
+    assert registry_only.returncode == 0, registry_only.stderr
+    total = next(line for line in registry_only.stdout.splitlines() if line.startswith("TOTAL"))
+    assert total.endswith("n/a")
+    assert "had no registry pricing" in registry_only.stdout
 
 
 @pytest.mark.parametrize("command", ["events", "replay", "report"])

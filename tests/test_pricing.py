@@ -271,6 +271,50 @@ def test_litellm_fallback_prices_a_model_upstream_lacks() -> None:
     assert litellm_price_fallback("acme/gpt-4.1") is None
 
 
+def test_litellm_fallback_reads_the_bundled_map_without_importing_litellm() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from little_dist.litellm_prices import litellm_price_fallback as f\n"
+        "p = f('openai/gpt-4.1')\n"
+        "assert (p.input, p.output, p.cached_input) == (2.0, 8.0, 0.5), p\n"
+        "sys.exit('litellm imported' if 'litellm' in sys.modules else 0)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_bundled_map_is_the_one_litellm_loads_locally(monkeypatch: pytest.MonkeyPatch) -> None:
+    from little_dist import litellm_prices
+
+    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    bundled = litellm_prices._bundled_cost_map()
+    assert bundled is not None
+    for key in ("gpt-4.1", "gpt-4o-mini", "claude-3-5-haiku-20241022"):
+        assert bundled.get(key) == litellm.model_cost.get(key)
+
+
+def test_a_loaded_litellm_map_wins_over_the_bundled_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+    import types
+
+    from little_dist.litellm_prices import litellm_price_fallback
+
+    fake = types.ModuleType("litellm")
+    fake.model_cost = {  # type: ignore[attr-defined]
+        "acme/m1": {"input_cost_per_token": 1e-6, "output_cost_per_token": 3e-6}
+    }
+    monkeypatch.setitem(sys.modules, "litellm", fake)
+    assert litellm_price_fallback("acme/m1") == ModelPricing(input=1.0, output=3.0)
+    assert litellm_price_fallback("openai/gpt-4.1") is None  # not in the live map
+
+
 def test_pure_core_does_not_import_litellm() -> None:
     import subprocess
     import sys

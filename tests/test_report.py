@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from html.parser import HTMLParser
 from typing import Any
 
@@ -16,6 +17,7 @@ from little_dist.report import (
     report_to_json,
 )
 from little_dist.report.collation import js_property_order, locale_sort_key
+from little_dist.report.table import format_duration
 from tests.conftest import load_vectors
 
 RUN_REPORTS: list[dict[str, Any]] = load_vectors("pricing")["run_reports"]
@@ -85,15 +87,20 @@ def _resolve(data: Any, path: list[Any]) -> Any:
     return data
 
 
+def _upstream_report(events: list[Any]) -> Any:
+    # Upstream has no price fallback: vectors are priced from the registry only.
+    return build_run_report(events, pricing_fallback=None)
+
+
 @pytest.mark.parametrize("vector", RUN_REPORTS, ids=_ids(RUN_REPORTS))
 def test_report_json_matches_upstream(vector: dict[str, Any]) -> None:
-    report = build_run_report(vector["events"])
+    report = _upstream_report(vector["events"])
     assert report_to_json(report) == vector["expected_report"]
 
 
 @pytest.mark.parametrize("vector", RUN_REPORTS, ids=_ids(RUN_REPORTS))
 def test_report_asserted_paths(vector: dict[str, Any]) -> None:
-    data = report_to_json(build_run_report(vector["events"]))
+    data = report_to_json(_upstream_report(vector["events"]))
     for check in vector["asserted"]:
         if check.get("absent"):
             assert check["path"][-1] not in data
@@ -107,7 +114,7 @@ def test_report_asserted_paths(vector: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("vector", RUN_REPORTS, ids=_ids(RUN_REPORTS))
 def test_report_table_matches_upstream(vector: dict[str, Any]) -> None:
-    table = render_table(build_run_report(vector["events"]))
+    table = render_table(_upstream_report(vector["events"]))
     assert table == vector["expected_table"]
     for needle in vector["table_contains"]:
         assert needle in table
@@ -118,7 +125,7 @@ def test_report_table_matches_upstream(vector: dict[str, Any]) -> None:
 def test_report_accepts_event_models() -> None:
     vector = RUN_REPORTS[0]
     models = [Event.model_validate(event) for event in vector["events"]]
-    assert report_to_json(build_run_report(models)) == vector["expected_report"]
+    assert report_to_json(_upstream_report(models)) == vector["expected_report"]
 
 
 def test_report_ignores_payload_cost_and_session_rollups_and_reads_legacy_names() -> None:
@@ -165,6 +172,143 @@ def test_rows_sort_like_locale_compare() -> None:
 def test_js_property_order_lists_array_index_keys_first() -> None:
     keys = ["b", "10", "a", "2", "01", "4294967295"]
     assert js_property_order(keys) == ["2", "10", "b", "a", "01", "4294967295"]
+
+
+# --- our additions: attempts and duration, price fallback ---------------------------------
+
+RETRY_TABLE = f"""Run run_retry (running)
+
+STEP                                    ATTEMPTS  DURATION     IN  CACHED  CACHE%   OUT  CALLS  COST (USD)
+--------------------------------------  --------  --------  -----  ------  ------  ----  -----  ----------
+{HOSTILE_STEP}         1     2.0 s     10       0    0.0%     0   0+1?         n/a
+extract                                        1     2.0 s  20000   16000   80.0%  2000      1    0.003000
+publish                                        1         —    500       0    0.0%    50      1    0.000105
+summarize                                      2     6.0 s   4000       0    0.0%   700      2    0.008070
+(unattributed)                                 —         —    400       0    0.0%   100      1    0.000120
+--------------------------------------  --------  --------  -----  ------  ------  ----  -----  ----------
+TOTAL                                          5         —  24910   16000   64.2%  2850   5+1?    0.011295
+
+Note: 1 model call(s) had no registry pricing and are excluded from the cost above.
+"""  # noqa: E501
+
+
+def test_detailed_table_adds_attempts_and_duration() -> None:
+    report = build_run_report(retry_run_events())
+    assert render_table(report, detailed=True) == RETRY_TABLE
+
+
+@pytest.mark.parametrize("vector", RUN_REPORTS, ids=_ids(RUN_REPORTS))
+def test_detailed_table_is_upstreams_plus_two_columns(vector: dict[str, Any]) -> None:
+    report = _upstream_report(vector["events"])
+    upstream = render_table(report).splitlines()
+    detailed = render_table(report, detailed=True).splitlines()
+    assert len(detailed) == len(upstream)
+
+    def cells(line: str) -> list[str]:
+        return re.split(r"\s{2,}", line.strip())  # columns are at least two spaces apart
+
+    assert cells(detailed[2]) == ["STEP", "ATTEMPTS", "DURATION", *cells(upstream[2])[1:]]
+    # Every body row keeps upstream's cells, with attempts and duration after the name.
+    rows = [i for i, line in enumerate(upstream) if i > 3 and line and line[0] not in "-N"]
+    assert rows
+    for i in rows:
+        ours, theirs = cells(detailed[i]), cells(upstream[i])
+        assert [ours[0], *ours[3:]] == theirs
+
+
+def test_detailed_json_adds_attempts_and_duration_to_every_row() -> None:
+    data = report_to_json(build_run_report(retry_run_events()), detailed=True)
+    steps = {row["stepPath"]: (row["attempts"], row["durationMs"]) for row in data["steps"]}
+    assert steps == {
+        HOSTILE_STEP: (1, 2000),
+        "extract": (1, 2000),
+        "publish": (1, None),
+        "summarize": (2, 6000),
+    }
+    assert (data["unattributed"]["attempts"], data["unattributed"]["durationMs"]) == (0, None)
+    assert (data["total"]["attempts"], data["total"]["durationMs"]) == (5, None)  # still running
+    assert "timeline" not in data
+
+
+@pytest.mark.parametrize("vector", RUN_REPORTS, ids=_ids(RUN_REPORTS))
+def test_detailed_json_is_upstreams_plus_two_keys_per_row(vector: dict[str, Any]) -> None:
+    data = report_to_json(_upstream_report(vector["events"]), detailed=True)
+    rows = [
+        *data["steps"],
+        data["total"],
+        *([data["unattributed"]] if "unattributed" in data else []),
+    ]
+    for row in rows:
+        assert isinstance(row.pop("attempts"), int)
+        duration = row.pop("durationMs")
+        assert duration is None or duration >= 0
+    assert data == vector["expected_report"]
+
+
+def test_finished_run_total_duration_is_its_wall_clock() -> None:
+    vector = RUN_REPORTS[0]
+    report = _upstream_report(vector["events"])
+    events = vector["events"]
+    at = {e["type"]: datetime.fromisoformat(e["recordedAt"]) for e in events}
+    wall_clock = (at["RunCompleted"] - at["RunStarted"]).total_seconds() * 1000
+    assert wall_clock > 0 and report.total.duration_ms == wall_clock
+    assert report.total.attempts == sum(1 for e in events if e["type"] == "StepAttemptStarted")
+
+
+@pytest.mark.parametrize(
+    ("ms", "text"),
+    [
+        (None, "—"),
+        (0, "0 ms"),
+        (999.4, "999 ms"),
+        (1000, "1.0 s"),
+        (59_949, "59.9 s"),
+        (59_950, "1m 00s"),
+        (125_000, "2m 05s"),
+        (3_600_000, "1h 00m"),
+        (3_725_000, "1h 02m"),
+    ],
+)
+def test_format_duration(ms: float | None, text: str) -> None:
+    assert format_duration(ms) == text
+
+
+def _gpt41_run() -> list[dict[str, Any]]:
+    model = {"provider": "openai", "modelId": "gpt-4.1"}  # in litellm's map, not the registry
+    usage = {"inputTokens": 1_000_000, "cachedInputTokens": 200_000, "outputTokens": 100_000}
+    events: list[dict[str, Any]] = [
+        {"type": "RunStarted", "payload": {"workflowVersionId": "wfver_1"}},
+        {"type": "StepAttemptStarted", "payload": {"stepPath": "draft", "attemptId": "a1"}},
+        _responded("draft", model, usage),
+        {"type": "StepCompleted", "payload": {"stepPath": "draft"}},
+        {"type": "RunCompleted", "payload": {}},
+    ]
+    return [
+        {
+            "eventId": f"evt_{i:016x}",
+            "runId": "run_gpt41",
+            "sequence": i,
+            "recordedAt": f"2026-08-07T00:00:0{i}.000Z",
+            **event,
+        }
+        for i, event in enumerate(events, start=1)
+    ]
+
+
+def test_report_prices_through_the_fallback_when_given_one() -> None:
+    from little_dist.litellm_prices import litellm_price_fallback
+
+    cost = (800_000 * 2.0 + 200_000 * 0.5 + 100_000 * 8.0) / 1_000_000
+    unpriced = _upstream_report(_gpt41_run())
+    assert unpriced.total.cost_usd is None and unpriced.has_unpriced_calls
+    assert "n/a" in render_table(unpriced)
+
+    priced = build_run_report(_gpt41_run(), pricing_fallback=litellm_price_fallback)
+    assert priced.total.cost_usd == pytest.approx(cost)
+    assert priced.steps[0].cost_usd == pytest.approx(cost)
+    assert not priced.has_unpriced_calls
+    assert priced.timeline[0].usage.cost_usd == pytest.approx(cost)  # per-attempt bars too
+    assert "n/a" not in render_table(priced, detailed=True)
 
 
 # --- timeline and HTML -------------------------------------------------------------------

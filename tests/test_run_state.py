@@ -70,7 +70,8 @@ def test_every_vector_is_covered() -> None:
 
 @pytest.mark.parametrize("vector", STATE_VECTORS, ids=_names(STATE_VECTORS))
 def test_expected_state(vector: dict[str, Any]) -> None:
-    state = materialize_run_state(vector["events"], run_id=vector["runId"])
+    # Upstream has no price fallback: the vectors are folded with registry rates only.
+    state = materialize_run_state(vector["events"], run_id=vector["runId"], pricing_fallback=None)
     assert state.to_json() == vector["expected_state"]
     assert state.event_count == len(vector["events"])
 
@@ -78,15 +79,14 @@ def test_expected_state(vector: dict[str, Any]) -> None:
 @pytest.mark.parametrize("vector", STATE_VECTORS, ids=_names(STATE_VECTORS))
 def test_expected_state_from_event_models(vector: dict[str, Any]) -> None:
     events = [Event.model_validate(e) for e in vector["events"]]
-    state = materialize_run_state(events, run_id=vector["runId"])
+    state = materialize_run_state(events, run_id=vector["runId"], pricing_fallback=None)
     assert state.to_json() == vector["expected_state"]
 
 
 @pytest.mark.parametrize(("vector", "check"), ASSERTED)
 def test_asserted_paths(vector: dict[str, Any], check: dict[str, Any]) -> None:
-    actual = _at(
-        materialize_run_state(vector["events"], run_id=vector["runId"]).to_json(), check["path"]
-    )
+    state = materialize_run_state(vector["events"], run_id=vector["runId"], pricing_fallback=None)
+    actual = _at(state.to_json(), check["path"])
     if "approx" in check:
         # vitest toBeCloseTo(expected, digits): |actual - expected| < 10^-digits / 2
         assert abs(actual - check["approx"]) < 0.5 * 10 ** -check["digits"]
@@ -457,3 +457,126 @@ def test_fast_pricing_matches_pricing_module(model: Any, usages: list[dict[str, 
         add_call(totals, fast)
         reference = add_priced_call(reference, slow)
     assert totals_json(totals) == reference.model_dump(by_alias=True)
+
+
+# -- price fallback for models the registry lacks ----------------------------------------------
+
+GPT41 = {"provider": "openai", "modelId": "gpt-4.1"}
+"""In litellm's bundled cost map ($2 / $0.50 cached / $8 per 1M), not in upstream's registry."""
+
+GPT41_USAGE = {"inputTokens": 1_000_000, "cachedInputTokens": 200_000, "outputTokens": 100_000}
+GPT41_COST = (800_000 * 2.0 + 200_000 * 0.5 + 100_000 * 8.0) / 1_000_000
+
+
+def _gpt41_run(run_id: str = "run_gpt41") -> list[dict[str, Any]]:
+    return _log(
+        run_id,
+        [
+            ("RunStarted", {"workflowVersionId": "wfver_1"}),
+            ("StepAttemptStarted", {"stepPath": "draft", "attemptId": "a1"}),
+            (
+                "harness.model.responded",
+                {"stepPath": "draft", "model": GPT41, "response": {"usage": GPT41_USAGE}},
+            ),
+            ("ModelCallCompleted", {"stepPath": "draft", "model": GPT41, "usage": GPT41_USAGE}),
+            ("StepCompleted", {"stepPath": "draft", "output": "x"}),
+            ("RunCompleted", {"output": "x"}),
+        ],
+    )
+
+
+def test_litellm_fallback_prices_a_model_the_registry_lacks() -> None:
+    from little_dist.litellm_prices import litellm_price_fallback
+    from little_dist.model_registry import get_model_info_for
+
+    assert get_model_info_for("openai", "gpt-4.1") is None
+    events = _gpt41_run()
+
+    unpriced = materialize_run_state(events, pricing_fallback=None)
+    assert unpriced.usage.cost_usd is None
+    assert (unpriced.usage.priced_calls, unpriced.usage.unpriced_calls) == (0, 2)
+    assert unpriced.steps["draft"].usage.cost_usd is None
+
+    priced = materialize_run_state(events, pricing_fallback=litellm_price_fallback)
+    assert priced.usage.cost_usd == pytest.approx(2 * GPT41_COST)
+    assert (priced.usage.priced_calls, priced.usage.unpriced_calls) == (2, 0)
+    assert priced.steps["draft"].usage.cost_usd == pytest.approx(2 * GPT41_COST)
+    assert priced.usage.input_tokens == unpriced.usage.input_tokens == 2_000_000
+
+
+def test_fallback_is_asked_once_per_model_and_only_for_models_the_registry_lacks() -> None:
+    from little_dist.model_registry import ModelPricing
+
+    asked: list[str] = []
+
+    def fallback(key: str) -> ModelPricing | None:
+        asked.append(key)
+        return ModelPricing(input=1, output=1) if key == "openai/gpt-4.1" else None
+
+    acme = {"provider": "acme", "modelId": "x"}
+    known = {"provider": "openai.responses", "modelId": "gpt-4o"}
+    calls = [
+        ("ModelCallCompleted", {"model": model, "usage": {"inputTokens": 1_000_000}})
+        for model in (GPT41, acme, known, GPT41, acme, known)
+    ]
+    builder = RunStateBuilder("run_f", pricing_fallback=fallback)
+    builder.apply_all(_log("run_f", [("RunStarted", {}), *calls]))
+    state = builder.snapshot()
+    assert asked == ["openai/gpt-4.1", "acme/x"]  # the registry answers for gpt-4o
+    assert state.usage.cost_usd == 2 * 1.0 + 2 * 2.5
+    assert (state.usage.priced_calls, state.usage.unpriced_calls) == (4, 2)
+    # Another run folded with the same fallback shares the cache: no new questions.
+    materialize_run_state(_log("run_g", [("RunStarted", {}), *calls]), pricing_fallback=fallback)
+    assert asked == ["openai/gpt-4.1", "acme/x"]
+
+
+def test_fold_events_continues_with_the_states_pricing_source() -> None:
+    from little_dist.litellm_prices import litellm_price_fallback
+
+    events = _gpt41_run()
+    for fallback, expected in ((None, None), (litellm_price_fallback, 2 * GPT41_COST)):
+        head = materialize_run_state(events[:3], pricing_fallback=fallback)
+        whole = fold_events(head, events[3:])
+        cost = whole.usage.cost_usd
+        assert cost == expected if expected is None else cost == pytest.approx(expected)
+        assert whole == materialize_run_state(events, pricing_fallback=fallback)
+
+
+def test_process_default_fallback_applies_unless_a_caller_passes_none() -> None:
+    from little_dist.litellm_prices import litellm_price_fallback
+    from little_dist.run_state import default_pricing_fallback, set_default_pricing_fallback
+
+    events = _gpt41_run()
+    assert default_pricing_fallback() is None
+    assert materialize_run_state(events).usage.cost_usd is None
+    previous = set_default_pricing_fallback(litellm_price_fallback)
+    try:
+        assert previous is None and default_pricing_fallback() is litellm_price_fallback
+        assert materialize_run_state(events).usage.cost_usd == pytest.approx(2 * GPT41_COST)
+        builder = RunStateBuilder("run_gpt41")
+        builder.apply_all(events)
+        assert builder.snapshot().usage.cost_usd == pytest.approx(2 * GPT41_COST)
+        assert materialize_run_state(events, pricing_fallback=None).usage.cost_usd is None
+    finally:
+        set_default_pricing_fallback(previous)
+    assert materialize_run_state(events).usage.cost_usd is None
+
+
+def test_the_fold_never_imports_litellm() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, little_dist.run_state as rs\n"
+        f"events = {_gpt41_run()!r}\n"
+        "state = rs.materialize_run_state(events)\n"
+        "assert state.usage.cost_usd is None, state.usage\n"
+        "b = rs.RunStateBuilder('run_gpt41', pricing_fallback=None); b.apply_all(events)\n"
+        "banned = ('litellm', 'celery', 'boto3', 'redis', 'little_dist.litellm_prices')\n"
+        "loaded = sorted(m for m in sys.modules if m in banned or m.split('.')[0] in banned)\n"
+        "sys.exit('imported: ' + ', '.join(loaded) if loaded else 0)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=60
+    )
+    assert result.returncode == 0, result.stderr

@@ -1,4 +1,10 @@
-"""``little report RUN_ID``: tokens, dollars and time per step."""
+"""``little report RUN_ID``: attempts, tokens, dollars and time per step.
+
+The table and the JSON carry our ATTEMPTS/DURATION additions (``attempts``/``durationMs``
+and the attempt ``timeline`` in JSON); ``--upstream`` prints upstream's table and JSON byte
+for byte instead. Prices come from the bundled registry, then litellm's local cost map for
+models the registry lacks (``--registry-only`` turns that off, as upstream prices).
+"""
 
 from __future__ import annotations
 
@@ -20,7 +26,11 @@ def register(sub: Any, name: str) -> argparse.ArgumentParser:
     )
     parser.add_argument("run_id", metavar="RUN_ID")
     form = parser.add_mutually_exclusive_group()
-    form.add_argument("--table", action="store_true", help="a text table (the default)")
+    form.add_argument(
+        "--table",
+        action="store_true",
+        help="a text table with attempts and duration per step (the default)",
+    )
     form.add_argument("--json", action="store_true", help="the report as JSON")
     form.add_argument(
         "--html",
@@ -28,21 +38,45 @@ def register(sub: Any, name: str) -> argparse.ArgumentParser:
         default=None,
         help="write a self-contained HTML page with a timeline of the steps",
     )
+    parser.add_argument(
+        "--upstream",
+        action="store_true",
+        help="the table or JSON exactly as upstream's little-workflow prints it "
+        "(no attempts, duration or timeline)",
+    )
+    parser.add_argument(
+        "--registry-only",
+        action="store_true",
+        help="price only from the bundled model registry, as upstream does; by default "
+        "litellm's local cost map prices the models the registry lacks",
+    )
     add_world_options(parser)
     return parser
 
 
 def run(args: argparse.Namespace) -> int:
+    from little_dist.litellm_prices import litellm_price_fallback
     from little_dist.report import build_run_report, render_html, render_table, report_to_json
 
+    if args.upstream and args.html:  # a usage error: exit 2, like argparse's own
+        print(
+            "little report: --upstream applies to the table and --json, not --html", file=sys.stderr
+        )
+        return 2
     world = open_world_for_reading(args)
     try:
         require_run(world, args.run_id)
-        report = build_run_report(world.list_events(args.run_id), run_id=args.run_id)
+        report = build_run_report(
+            world.list_events(args.run_id),
+            run_id=args.run_id,
+            pricing_fallback=None if args.registry_only else litellm_price_fallback,
+        )
     finally:
         world.close()
+    ours = not args.upstream
     if args.json:
-        json.dump(report_to_json(report, include_timeline=True), sys.stdout, indent=2)
+        data = report_to_json(report, include_timeline=ours, detailed=ours)
+        json.dump(data, sys.stdout, indent=2)
         sys.stdout.write("\n")
     elif args.html:
         target = Path(args.html)
@@ -52,6 +86,6 @@ def run(args: argparse.Namespace) -> int:
             raise InvalidInputError(f"cannot write {target}: {exc.strerror}") from exc
         print(f"wrote {target}")
     else:
-        table = render_table(report)
+        table = render_table(report, detailed=ours)
         sys.stdout.write(table if table.endswith("\n") else table + "\n")
     return 0

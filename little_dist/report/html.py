@@ -14,7 +14,7 @@ from html import escape
 from little_dist.canonical import js_number_string
 from little_dist.pricing import Number, format_cost, format_share
 from little_dist.report.model import AttemptSpan, RunReport, RunReportRow
-from little_dist.report.table import format_calls
+from little_dist.report.table import format_calls, format_duration
 
 __all__ = ["STATUS_COLOURS", "render_html"]
 
@@ -96,20 +96,6 @@ def _tokens(value: Number) -> str:
     return js_number_string(value)
 
 
-def _duration(ms: float | None) -> str:
-    if ms is None:
-        return "—"
-    if ms < 1000:
-        return f"{ms:.0f} ms"
-    if ms < 60_000:
-        return f"{ms / 1000:.1f} s"
-    minutes, seconds = divmod(round(ms / 1000), 60)
-    if minutes < 60:
-        return f"{minutes}m {seconds:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h {minutes:02d}m"
-
-
 def _dollars(cost: float | None) -> str:
     text = format_cost(cost)
     return text if cost is None else f"${text}"
@@ -145,13 +131,13 @@ def _card(key: str, value: str, sub: str = "") -> str:
 def _elapsed(report: RunReport) -> tuple[str, str]:
     """The duration card: wall-clock time, or time so far for an unfinished run."""
     if report.total.duration_ms is not None:
-        return _duration(report.total.duration_ms), "wall clock, start to finish"
+        return format_duration(report.total.duration_ms), "wall clock, start to finish"
     start = _time(report.started_at)
     last = _time(report.last_event_at)
     so_far = _ms_between(start, last) if start is not None and last is not None else None
     if so_far is None:
         return "—", "not started"
-    return _duration(so_far), "so far (run not finished)"
+    return format_duration(so_far), "so far (run not finished)"
 
 
 def _summary(report: RunReport) -> str:
@@ -219,7 +205,7 @@ def _bar_label(span: AttemptSpan) -> str:
     usage = span.usage
     calls = usage.priced_calls + usage.unpriced_calls
     tokens = usage.input_tokens + usage.output_tokens
-    parts = [_duration(span.duration_ms)] if span.duration_ms is not None else [span.status]
+    parts = [format_duration(span.duration_ms)] if span.duration_ms is not None else [span.status]
     if calls:
         parts.append(f"{_tokens(tokens)} tok")
         parts.append(_dollars(usage.cost_usd))
@@ -233,7 +219,7 @@ def _bar_title(span: AttemptSpan) -> str:
         f"status: {span.status}",
         f"started: {span.started_at}",
         f"finished: {span.finished_at or '—'}",
-        f"duration: {_duration(span.duration_ms)}",
+        f"duration: {format_duration(span.duration_ms)}",
         f"tokens: in {_tokens(usage.input_tokens)} (cached {_tokens(usage.cached_input_tokens)})"
         f", out {_tokens(usage.output_tokens)}",
         f"cost (USD): {format_cost(usage.cost_usd)}"
@@ -356,7 +342,7 @@ def _table_row(row: RunReportRow, css: str, max_cost: float) -> str:
     attempts = str(row.attempts) if css == "step" else ""
     return (
         f'<tr class="{css}"><td class="step">{escape(row.step_path)}</td>'
-        f"<td>{status}</td><td>{attempts}</td><td>{_duration(row.duration_ms)}</td>"
+        f"<td>{status}</td><td>{attempts}</td><td>{format_duration(row.duration_ms)}</td>"
         f"<td>{_tokens(row.input_tokens)}</td><td>{_tokens(row.cached_input_tokens)}</td>"
         f"<td>{format_share(row.cache_hit_share)}</td><td>{_tokens(row.output_tokens)}</td>"
         f"<td>{escape(format_calls(row))}</td>"

@@ -4,12 +4,14 @@
 materialize_run_state` and then follows upstream's ``run-report.ts``: one row per step
 (sorted as JavaScript's ``localeCompare`` sorts), an ``(unattributed)`` row for model calls
 recorded without a step, a ``TOTAL`` row, and ``hasUnpricedCalls``. Dollars come only from
-registry rates (see :mod:`little_dist.pricing`); a ``costUsd`` inside a payload is never
-read.
+registry rates (see :mod:`little_dist.pricing`), or from a ``pricing_fallback`` the caller
+passes for models the registry lacks; a ``costUsd`` inside a payload is never read.
 
-On top of upstream's rows the report keeps a timeline: one :class:`AttemptSpan` per step
-attempt with its start, end, status and the model usage recorded during it. The HTML page
-draws it; :func:`report_to_json` leaves it out unless asked, so the JSON stays upstream's.
+On top of upstream's rows the report keeps, per row, the number of attempts and the
+duration, and a timeline: one :class:`AttemptSpan` per step attempt with its start, end,
+status and the model usage recorded during it. The HTML page draws them;
+:func:`report_to_json` leaves them out unless asked (``detailed=True``,
+``include_timeline=True``), so by default the JSON is exactly upstream's.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from little_dist.pricing import (
     ModelIdentity,
     ModelUsage,
     Number,
+    PriceFallback,
     UsageTotals,
     add_priced_call,
     cache_hit_share,
@@ -33,7 +36,12 @@ from little_dist.pricing import (
     price_model_call,
 )
 from little_dist.report.collation import js_property_order, locale_sort_key
-from little_dist.run_state import materialize_run_state
+from little_dist.run_state import (
+    PROCESS_DEFAULT,
+    PricingFallbackArg,
+    default_pricing_fallback,
+    materialize_run_state,
+)
 
 __all__ = [
     "AttemptSpan",
@@ -51,8 +59,10 @@ TOTAL = "TOTAL"
 class RunReportRow(BaseModel):
     """One line of the report, field for field as upstream's ``RunReportRow``.
 
-    ``attempts`` and ``duration_ms`` are ours (not in upstream's JSON): the number of
-    attempts and the time from the first attempt's start to the last attempt's end.
+    ``attempts`` and ``duration_ms`` are ours (in the JSON only with ``detailed=True``):
+    the number of attempts and the time from the first attempt's start to the last
+    attempt's end. On ``TOTAL`` they are the sum of the steps' attempts and the run's wall
+    clock; on ``(unattributed)`` they are ``0`` and ``None``.
     """
 
     model_config = ConfigDict(frozen=True, populate_by_name=True, serialize_by_alias=True)
@@ -159,9 +169,11 @@ def _duration_ms(start: str | None, end: str | None) -> float | None:
     if started is None or finished is None:
         return None
     try:
-        return (finished - started).total_seconds() * 1000
+        ms = (finished - started).total_seconds() * 1000
     except TypeError:  # one offset-aware, one naive: no meaningful difference
         return None
+    # Whole milliseconds print as JSON integers (2000, not 2000.0), as a JS engine would.
+    return int(ms) if ms.is_integer() else ms
 
 
 def _row(
@@ -268,7 +280,13 @@ def run_report(
         status=state.status,
         steps=tuple(rows),
         unattributed=None if residual is None else _row(UNATTRIBUTED, state.status, residual),
-        total=_row(TOTAL, state.status, state.usage, duration_ms=_run_duration(state)),
+        total=_row(
+            TOTAL,
+            state.status,
+            state.usage,
+            attempts=sum(len(step.attempts) for step in ordered),
+            duration_ms=_run_duration(state),
+        ),
         has_unpriced_calls=state.usage.unpriced_calls > 0,
         timeline=tuple(timeline),
         started_at=state.started_at,
@@ -323,10 +341,13 @@ def _model_call(event_type: str, payload: Mapping[str, Any]) -> tuple[Any, Any] 
     return None
 
 
-def attempt_usage_from_events(events: Sequence[Mapping[str, Any]]) -> dict[str, list[UsageTotals]]:
+def attempt_usage_from_events(
+    events: Sequence[Mapping[str, Any]], *, fallback: PriceFallback | None = None
+) -> dict[str, list[UsageTotals]]:
     """Model usage per step attempt: each call counts toward the step's latest attempt.
 
     A call recorded before a step's first attempt counts toward that first attempt.
+    ``fallback`` prices models the registry lacks, as in the fold.
     """
     usage: dict[str, list[UsageTotals]] = {}
     started: dict[str, int] = {}
@@ -345,7 +366,9 @@ def attempt_usage_from_events(events: Sequence[Mapping[str, Any]]) -> dict[str, 
         if call is None or not isinstance(call[0], Mapping):
             continue
         priced = price_model_call(
-            ModelIdentity.from_payload(call[1]), ModelUsage.from_payload(call[0])
+            ModelIdentity.from_payload(call[1]),
+            ModelUsage.from_payload(call[0]),
+            fallback=fallback,
         )
         index = max(started.get(step_path, 0), 1) - 1
         attempts = usage.setdefault(step_path, [])
@@ -355,31 +378,60 @@ def attempt_usage_from_events(events: Sequence[Mapping[str, Any]]) -> dict[str, 
     return usage
 
 
-def build_run_report(events: Iterable[Any], *, run_id: str | None = None) -> RunReport:
+def build_run_report(
+    events: Iterable[Any],
+    *,
+    run_id: str | None = None,
+    pricing_fallback: PricingFallbackArg = PROCESS_DEFAULT,
+) -> RunReport:
     """Fold a run's events (dicts or ``Event`` models, in sequence order) into its report.
 
-    ``run_id`` is needed only for an empty log. Raises what
-    :func:`little_dist.run_state.materialize_run_state` raises for a log that breaks the
-    envelope's invariants (foreign run id, gap or duplicate sequence).
+    ``run_id`` is needed only for an empty log. ``pricing_fallback`` prices models the
+    registry lacks (e.g. :func:`little_dist.litellm_prices.litellm_price_fallback`, which
+    ``little report`` passes); ``None`` is upstream's registry-only pricing; left out, the
+    process default of :func:`little_dist.run_state.set_default_pricing_fallback` applies.
+    Raises what :func:`little_dist.run_state.materialize_run_state` raises for a log that
+    breaks the envelope's invariants (foreign run id, gap or duplicate sequence).
     """
+    fallback = (
+        default_pricing_fallback() if pricing_fallback is PROCESS_DEFAULT else pricing_fallback
+    )
     dicts = _event_dicts(events)
-    state = materialize_run_state(dicts, run_id=run_id)
+    state = materialize_run_state(dicts, run_id=run_id, pricing_fallback=fallback)
     last_event_at = dicts[-1].get("recordedAt") if dicts else None
     return run_report(
         state,
-        attempt_usage=attempt_usage_from_events(dicts),
+        attempt_usage=attempt_usage_from_events(dicts, fallback=fallback),
         last_event_at=last_event_at if isinstance(last_event_at, str) else None,
     )
 
 
-def report_to_json(report: RunReport, *, include_timeline: bool = False) -> dict[str, Any]:
+def _row_json(row: RunReportRow, *, detailed: bool) -> dict[str, Any]:
+    data = row.model_dump(mode="json")
+    if detailed:
+        data["attempts"] = row.attempts
+        data["durationMs"] = row.duration_ms
+    return data
+
+
+def report_to_json(
+    report: RunReport, *, include_timeline: bool = False, detailed: bool = False
+) -> dict[str, Any]:
     """Upstream's JSON shape of the report (``unattributed`` only when present).
 
-    ``include_timeline=True`` adds a ``timeline`` array of attempt spans (ours).
+    Two additions of ours, each off by default so the default output is upstream's:
+    ``detailed=True`` adds ``attempts`` and ``durationMs`` (milliseconds or ``null``) to
+    every row (steps, ``unattributed`` and ``total``); ``include_timeline=True`` adds a
+    ``timeline`` array of attempt spans.
     """
     data = report.model_dump(mode="json")
     if report.unattributed is None:
         data.pop("unattributed", None)
+    if detailed:
+        data["steps"] = [_row_json(row, detailed=True) for row in report.steps]
+        data["total"] = _row_json(report.total, detailed=True)
+        if report.unattributed is not None:
+            data["unattributed"] = _row_json(report.unattributed, detailed=True)
     if include_timeline:
         data["timeline"] = [span.model_dump(mode="json") for span in report.timeline]
     return data

@@ -13,8 +13,10 @@ model validation per event; handlers are found by ``type`` in a dict):
   ``artifact://`` strings.
 - ``ModelCallCompleted`` and ``harness.model.responded`` are priced from registry rates
   (a payload's own ``costUsd`` is never read) into the run total and, with a ``stepPath``,
-  the step's total (creating the step). ``harness.session.completed`` usage is a rollup of
-  those calls and is not counted again. Legacy ``Harness*`` type names are normalized.
+  the step's total (creating the step). A builder made with ``pricing_fallback=`` asks that
+  fallback for models the registry lacks (ours; upstream has none).
+  ``harness.session.completed`` usage is a rollup of those calls and is not counted again.
+  Legacy ``Harness*`` type names are normalized.
 - ``RunCompleted``/``RunFailed`` finish the run. ``Parallel*`` events feed the engine's
   parallel-group view (``_parallel``), which is not part of upstream's JSON. Every other
   type (engine-only events included) only counts.
@@ -36,7 +38,16 @@ from little_dist.events import Event
 from little_dist.run_state._parallel import ParallelGroupState, apply_parallel
 from little_dist.run_state._parallel import is_artifact_ref as _is_ref
 from little_dist.run_state._state import ABSENT, RunState, StepAttempt, StepState
-from little_dist.run_state._usage import Totals, add_call, empty_totals, price_call
+from little_dist.run_state._usage import (
+    PROCESS_DEFAULT,
+    Pricer,
+    PricingFallbackArg,
+    Totals,
+    add_call,
+    empty_totals,
+    price_call,
+    resolve_pricer,
+)
 
 __all__ = ["EventLike", "RunStateBuilder", "RunStateEventMismatchError"]
 
@@ -94,6 +105,7 @@ class RunStateBuilder:
         "_parallel",
         "_parallel_owned",
         "_parallel_shared",
+        "_pricer",
         "_run_id",
         "_started_at",
         "_status",
@@ -103,10 +115,20 @@ class RunStateBuilder:
         "_workflow_version_id",
     )
 
-    def __init__(self, run_id: str) -> None:
+    def __init__(
+        self, run_id: str, *, pricing_fallback: PricingFallbackArg = PROCESS_DEFAULT
+    ) -> None:
+        """Start an empty fold of ``run_id``.
+
+        ``pricing_fallback`` prices model calls the registry has no rates for (e.g.
+        :func:`little_dist.litellm_prices.litellm_price_fallback`); ``None`` means registry
+        rates only, as upstream; left out, the process default applies (see
+        :func:`~little_dist.run_state.set_default_pricing_fallback`, ``None`` unless set).
+        """
         if not isinstance(run_id, str) or not run_id:
             raise InvalidInputError(f"A run state needs a run id, got {run_id!r}")
         self._run_id = run_id
+        self._pricer: Pricer = resolve_pricer(pricing_fallback)
         self._status = "pending"
         self._workflow_version_id: str | None = None
         self._started_at: str | None = None
@@ -128,8 +150,12 @@ class RunStateBuilder:
 
     @classmethod
     def from_state(cls, state: RunState) -> RunStateBuilder:
-        """A builder that continues ``state``; ``state`` itself is never changed."""
-        builder = cls(state._run_id)
+        """A builder that continues ``state``; ``state`` itself is never changed.
+
+        The builder prices with the same source ``state`` was folded with.
+        """
+        builder = cls(state._run_id, pricing_fallback=None)
+        builder._pricer = state._pricer
         builder._status = state._status
         builder._workflow_version_id = state._workflow_version_id
         builder._started_at = state._started_at
@@ -173,6 +199,7 @@ class RunStateBuilder:
         state._error = self._error
         state._event_count = self._event_count
         state._parallel = self._parallel
+        state._pricer = self._pricer
         # From now on the snapshot shares these: copy before the next change.
         self._steps_shared = True
         self._owned.clear()
@@ -309,7 +336,7 @@ class RunStateBuilder:
             usage = response.get("usage") if response.__class__ is dict else None
         if usage.__class__ is not dict:
             return
-        call = price_call(payload.get("model"), usage)
+        call = price_call(payload.get("model"), usage, self._pricer)
         add_call(self._usage, call)
         path = payload.get("stepPath")
         if path.__class__ is str:

@@ -17,7 +17,7 @@ from typing import Any, Final, Literal, TypeAlias
 
 from little_dist.pricing import UsageTotals
 from little_dist.run_state._parallel import ParallelGroupState, parallel_view
-from little_dist.run_state._usage import Totals, empty_totals, totals_json
+from little_dist.run_state._usage import Pricer, Totals, empty_totals, totals_json
 
 __all__ = [
     "RunState",
@@ -238,6 +238,7 @@ class RunState:
         "_output",
         "_output_ref",
         "_parallel",
+        "_pricer",
         "_run_id",
         "_started_at",
         "_status",
@@ -260,6 +261,7 @@ class RunState:
     _error: Any
     _event_count: int
     _parallel: dict[str, ParallelGroupState]
+    _pricer: Pricer  # where the fold's rates came from; fold_events continues with it
 
     @property
     def run_id(self) -> str:

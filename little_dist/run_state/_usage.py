@@ -5,19 +5,42 @@ rules on raw payload values so that the fold stays cheap: registry rates are loo
 per ``(provider, modelId)`` pair and cached, token counts are read straight off the payload.
 ``tests/test_run_state.py`` checks, property-based, that both give identical numbers.
 
+Where rates come from is a :class:`Pricer`: the bundled registry first, then an optional
+fallback (``provider/model`` -> rates) for models the registry lacks, for example
+:func:`little_dist.litellm_prices.litellm_price_fallback`. This module never imports a
+fallback; the IO layer passes one in. Without a fallback an unknown model stays unpriced
+(``None``), which is upstream's behaviour and what the conformance vectors pin.
+
 Totals are plain lists in the order of :data:`TOTAL_FIELDS` so a step can carry and extend
 them in place (the fold copies a step before it mutates a shared one).
 """
 
 from __future__ import annotations
 
+import enum
 import math
-from typing import Any, TypeAlias
+import weakref
+from typing import Any, Final, Literal, TypeAlias
 
 from little_dist.model_registry import ModelPricing, get_model_info_for
-from little_dist.pricing import cost_for_tokens
+from little_dist.pricing import PriceFallback, cost_for_tokens
 
-__all__ = ["TOTAL_FIELDS", "Totals", "add_call", "empty_totals", "price_call", "totals_json"]
+__all__ = [
+    "PROCESS_DEFAULT",
+    "REGISTRY_PRICER",
+    "TOTAL_FIELDS",
+    "Pricer",
+    "PricingFallbackArg",
+    "Totals",
+    "add_call",
+    "default_pricing_fallback",
+    "empty_totals",
+    "price_call",
+    "pricer_for",
+    "resolve_pricer",
+    "set_default_pricing_fallback",
+    "totals_json",
+]
 
 Totals: TypeAlias = list[Any]
 """``[input, output, cachedInput, reasoning, costUsd, pricedCalls, unpricedCalls]``."""
@@ -34,21 +57,56 @@ TOTAL_FIELDS = (
 
 _INF = math.inf
 
-# Registry lookups are pure functions of the bundled registry, so caching them for the life
-# of the process is safe; the cache is bounded by the number of distinct models seen.
-_PRICING_CACHE: dict[tuple[str, str], ModelPricing | None] = {}
+
+class Pricer:
+    """Rates per ``(provider, modelId)``: the registry's, else the fallback's; cached.
+
+    The registry is bundled package data, so its answers never change. A fallback is asked
+    at most once per model for the life of the pricer (a miss is cached too), which keeps a
+    slow source such as litellm's cost map off the fold's per-event path.
+    """
+
+    __slots__ = ("__weakref__", "_cache", "fallback")
+
+    def __init__(self, fallback: PriceFallback | None = None) -> None:
+        self.fallback = fallback
+        self._cache: dict[tuple[str, str], ModelPricing | None] = {}
+
+    def pricing(self, provider: str, model_id: str) -> ModelPricing | None:
+        """Rates for one model, or ``None`` when neither source has them."""
+        key = (provider, model_id)
+        try:
+            return self._cache[key]
+        except KeyError:
+            pass
+        info = get_model_info_for(provider, model_id)
+        pricing = None if info is None else info.pricing
+        if pricing is None and self.fallback is not None:
+            pricing = self.fallback(f"{provider}/{model_id}")
+        # Plain dict assignment: concurrent readers at worst compute the same value twice.
+        self._cache[key] = pricing
+        return pricing
 
 
-def _pricing_for(provider: str, model_id: str) -> ModelPricing | None:
-    key = (provider, model_id)
+REGISTRY_PRICER = Pricer()
+"""Registry rates only (upstream's behaviour); shared, since its answers are fixed."""
+
+# One pricer per fallback, so that every run folded with the same fallback shares one cache.
+# Weak keys: a fallback the caller drops takes its cache with it.
+_PRICERS: weakref.WeakKeyDictionary[PriceFallback, Pricer] = weakref.WeakKeyDictionary()
+
+
+def pricer_for(fallback: PriceFallback | None) -> Pricer:
+    """The shared :class:`Pricer` for ``fallback`` (registry only when ``None``)."""
+    if fallback is None:
+        return REGISTRY_PRICER
     try:
-        return _PRICING_CACHE[key]
-    except KeyError:
-        pass
-    info = get_model_info_for(provider, model_id)
-    pricing = None if info is None else info.pricing
-    _PRICING_CACHE[key] = pricing
-    return pricing
+        pricer = _PRICERS.get(fallback)
+        if pricer is None:
+            pricer = _PRICERS[fallback] = Pricer(fallback)
+        return pricer
+    except TypeError:  # not weak-referenceable (e.g. a builtin): a private cache
+        return Pricer(fallback)
 
 
 def _tokens(value: object) -> int | float:
@@ -64,7 +122,7 @@ def _tokens(value: object) -> int | float:
 
 
 def price_call(
-    model: object, usage: dict[str, Any]
+    model: object, usage: dict[str, Any], pricer: Pricer = REGISTRY_PRICER
 ) -> tuple[int | float, int | float, int | float, int | float, float | None]:
     """``(input, output, cachedInput, reasoning, costUsd)`` of one recorded model call."""
     input_tokens = _tokens(usage.get("inputTokens"))
@@ -85,7 +143,7 @@ def price_call(
         provider = model.get("provider")
         model_id = model.get("modelId")
         if provider and model_id and provider.__class__ is str and model_id.__class__ is str:
-            pricing = _pricing_for(provider, model_id)
+            pricing = pricer.pricing(provider, model_id)
             if pricing is not None:
                 cost = cost_for_tokens(
                     pricing,
@@ -123,3 +181,44 @@ def add_call(
 
 def totals_json(totals: Totals) -> dict[str, Any]:
     return dict(zip(TOTAL_FIELDS, totals, strict=True))
+
+
+# --- the process-wide default -------------------------------------------------------------
+
+
+class _ProcessDefault(enum.Enum):
+    PROCESS_DEFAULT = "process default"
+
+
+PROCESS_DEFAULT: Final = _ProcessDefault.PROCESS_DEFAULT
+"""Means "the fallback :func:`set_default_pricing_fallback` installed" (none at first)."""
+
+PricingFallbackArg: TypeAlias = PriceFallback | Literal[_ProcessDefault.PROCESS_DEFAULT] | None
+"""What a fold entry point accepts: a fallback, ``None`` (registry only) or the default."""
+
+_default_fallback: PriceFallback | None = None
+
+
+def set_default_pricing_fallback(fallback: PriceFallback | None) -> PriceFallback | None:
+    """Install the fallback every fold uses when its caller passes none; returns the old one.
+
+    Starts as ``None`` (registry rates only, as upstream). The IO layer sets it once at
+    start-up, e.g. ``set_default_pricing_fallback(litellm_price_fallback)``, so that folds
+    deep inside the runner price models the registry lacks without every call site passing
+    a fallback. A builder reads the default when it is created and keeps it.
+    """
+    global _default_fallback
+    previous, _default_fallback = _default_fallback, fallback
+    return previous
+
+
+def default_pricing_fallback() -> PriceFallback | None:
+    """The fallback installed by :func:`set_default_pricing_fallback` (``None`` at first)."""
+    return _default_fallback
+
+
+def resolve_pricer(fallback: PricingFallbackArg) -> Pricer:
+    """The :class:`Pricer` for a fold entry point's ``pricing_fallback`` argument."""
+    if fallback is PROCESS_DEFAULT:
+        return pricer_for(_default_fallback)
+    return pricer_for(fallback)
