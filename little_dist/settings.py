@@ -34,6 +34,7 @@ variable                            field                          default
 ``LITTLE_SIGNAL_GROUP``             ``signal_group``               ``little-schedulers``
 ``LITTLE_SIGNAL_CLAIM_IDLE``        ``signal_claim_idle``          ``60`` s
 ``LITTLE_ARCHIVE_TTL``              ``archive_ttl``                ``604800`` s (7 days)
+``LITTLE_MAX_BRANCHES_CAP``         ``max_branches_cap``           unset (upstream's 100)
 ==================================  =============================  ==========================
 
 An empty variable counts as unset. Every bad value is reported at once, one line each (the
@@ -259,6 +260,16 @@ class Settings(BaseSettings):
     )
     signal_claim_idle: float = _seconds("LITTLE_SIGNAL_CLAIM_IDLE", 60.0)
     archive_ttl: float = _seconds("LITTLE_ARCHIVE_TTL", 7 * 24 * 3600.0, allow_zero=True)
+
+    # -- the engine ------------------------------------------------------------------------
+    # Parallel steps that declare the LWIR's own ceiling (maxBranches: 100) may fan out up to
+    # this many items. The scheduler and every worker must read the same value.
+    max_branches_cap: int | None = _env(
+        "LITTLE_MAX_BRANCHES_CAP",
+        None,
+        "a whole number of parallel branches, 100 or more",
+        ge=100,
+    )
 
     @classmethod
     def settings_customise_sources(

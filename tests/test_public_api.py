@@ -14,6 +14,7 @@ import pytest
 import little_dist
 
 EXPECTED = [
+    "Client",
     "InputValidationError",
     "InvalidInputError",
     "LittleError",
@@ -83,3 +84,15 @@ def test_importing_the_front_door_does_not_load_litellm() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_the_client_is_exported_without_loading_celery() -> None:
+    # The Client builds its Celery app only when it sends a task.
+    code = (
+        "import sys; from little_dist import Client;"
+        "from little_dist.dist.client import Client as C; assert Client is C;"
+        "bad = [m for m in ('celery', 'kombu', 'litellm') if m in sys.modules];"
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr

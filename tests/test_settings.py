@@ -53,6 +53,7 @@ def test_defaults() -> None:
         60.0,
     )
     assert s.archive_ttl == 7 * 24 * 3600
+    assert s.max_branches_cap is None
 
 
 def test_default_archive_ttl_matches_the_world() -> None:
@@ -90,6 +91,7 @@ EVERY_VAR: dict[str, tuple[str, str, Any]] = {
     "LITTLE_SIGNAL_GROUP": ("t1-schedulers", "signal_group", "t1-schedulers"),
     "LITTLE_SIGNAL_CLAIM_IDLE": ("30", "signal_claim_idle", 30.0),
     "LITTLE_ARCHIVE_TTL": ("0", "archive_ttl", 0.0),
+    "LITTLE_MAX_BRANCHES_CAP": ("1000", "max_branches_cap", 1000),
 }
 
 
@@ -187,6 +189,7 @@ BAD_VALUES: list[tuple[str, str, str]] = [
     ("LITTLE_SIGNAL_GROUP", "my group", "a consumer group name without spaces"),
     ("LITTLE_SIGNAL_CLAIM_IDLE", "0", "a number of seconds, greater than 0"),
     ("LITTLE_ARCHIVE_TTL", "-1", "a number of seconds, 0 or more"),
+    ("LITTLE_MAX_BRANCHES_CAP", "50", "a whole number of parallel branches, 100 or more"),
 ]
 
 

@@ -1,0 +1,214 @@
+"""``little submit WORKFLOW --input JSON|FILE``: start a run on the fleet.
+
+``WORKFLOW`` is an LWIR JSON file (or a compiled WorkflowVersion's JSON with an ``lwir``
+field), ``module:attribute`` naming a workflow object (a workflow made with
+``define_workflow``, an LWIR dict or a compiled WorkflowVersion), or the id of a workflow
+defined in the ``--app`` module (default ``LITTLE_APP``); an id the local app does not know
+is sent to the planner workers, whose app must define it.
+
+Prints the run id. With ``--wait``, follows the run until it ends and prints its output as
+JSON (``--json``: the run's status summary instead); exit 1 when the run failed.
+The world and queues come from the fleet settings (``LITTLE_WORLD``, ``LITTLE_*``);
+``--world`` overrides ``LITTLE_WORLD``.
+
+Exit codes: 0 submitted (or, with ``--wait``, completed); 1 the run failed, or the workflow
+or its input is invalid; 2 usage errors (a file that cannot be read, input that is not JSON,
+a module that cannot be imported).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from little_dist.dist.client import Client
+    from little_dist.settings import Settings
+
+__all__ = ["add_fleet_options", "fleet_client", "fleet_settings", "register", "run"]
+
+EXIT_USAGE = 2
+
+
+class _Usage(Exception):
+    """A usage error: printed as one line, exit 2."""
+
+
+def add_fleet_options(parser: argparse.ArgumentParser) -> None:
+    """``--world SPEC``: overrides ``LITTLE_WORLD`` for this command."""
+    parser.add_argument(
+        "--world",
+        metavar="SPEC",
+        default=None,
+        help="the fleet's world, a redis:// URL (default: $LITTLE_WORLD)",
+    )
+
+
+def fleet_settings(args: argparse.Namespace) -> Settings:
+    """The fleet settings from the environment, with ``--world`` applied."""
+    from little_dist.settings import load_settings
+
+    world = getattr(args, "world", None)
+    if world:
+        return load_settings({**os.environ, "LITTLE_WORLD": world})
+    return load_settings()
+
+
+def fleet_client(args: argparse.Namespace, *, app_modules: list[str] | None = None) -> Client:
+    """A :class:`~little_dist.dist.client.Client` on the fleet the options name."""
+    from little_dist.dist.client import Client
+
+    registry = None
+    if app_modules:
+        from little_dist.dist.registry import load_registry
+
+        registry = load_registry(app_modules)
+    return Client(fleet_settings(args), registry=registry)
+
+
+def register(sub: Any, name: str) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name,
+        help="start a run on the fleet",
+        description="Submit a run to the fleet and print its run id.",
+    )
+    parser.add_argument(
+        "workflow", metavar="WORKFLOW", help="LWIR file, module:attribute, or workflow id"
+    )
+    parser.add_argument(
+        "--input",
+        metavar="JSON|FILE",
+        default=None,
+        help="the run input: a JSON file, '-' for standard input, or inline JSON (default {})",
+    )
+    parser.add_argument("--run-id", metavar="ID", default=None, help="run id to use")
+    parser.add_argument("--wait", action="store_true", help="wait for the run and print it")
+    parser.add_argument(
+        "--timeout", type=float, default=None, metavar="SECONDS", help="with --wait: give up"
+    )
+    parser.add_argument(
+        "--app",
+        metavar="MODULE",
+        action="append",
+        default=None,
+        help="module defining workflows by id (repeatable; default $LITTLE_APP)",
+    )
+    parser.add_argument("--json", action="store_true", help="print a JSON summary")
+    add_fleet_options(parser)
+    return parser
+
+
+def _read_json_text(raw: bytes | str, label: str) -> Any:
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise _Usage(
+            f"{label}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        ) from None
+    except (ValueError, RecursionError) as exc:
+        raise _Usage(f"{label}: invalid JSON: {exc}") from None
+
+
+def read_input(value: str | None) -> Any:
+    """``--input``: a file, ``-`` (stdin) or inline JSON; ``{}`` when not given."""
+    if value is None:
+        return {}
+    if value == "-":
+        return _read_json_text(sys.stdin.buffer.read(), "--input <stdin>")
+    if os.path.isfile(value):
+        try:
+            with open(value, "rb") as handle:
+                return _read_json_text(handle.read(), f"--input {value}")
+        except OSError as exc:
+            raise _Usage(f"--input: cannot read {value}: {exc.strerror}") from None
+    stripped = value.strip()
+    looks_json = stripped[:1] in ("{", "[", '"', "-") or stripped[:1].isdigit()
+    if not looks_json and stripped not in ("true", "false", "null"):
+        raise _Usage(f"--input: cannot read {value}: no such file (nor is it inline JSON)")
+    return _read_json_text(value, "--input")
+
+
+def _import_object(spec: str) -> Any:
+    module_name, _, attribute = spec.partition(":")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        value: Any = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise _Usage(f"cannot import module {module_name!r}: {exc}") from None
+    except Exception as exc:
+        raise _Usage(f"cannot import module {module_name!r}: {type(exc).__name__}: {exc}") from None
+    for part in attribute.split("."):
+        if not hasattr(value, part):
+            raise _Usage(f"module {module_name!r} has no attribute {attribute!r}")
+        value = getattr(value, part)
+    return value
+
+
+def resolve_workflow(spec: str) -> Any:
+    """What ``WORKFLOW`` names: a dict (LWIR), a definition, a version, or an id (str)."""
+    if os.path.isfile(spec) or spec.endswith((".json", ".lwir")):
+        try:
+            with open(spec, "rb") as handle:
+                document = _read_json_text(handle.read(), spec)
+        except OSError as exc:
+            raise _Usage(f"cannot read {spec}: {exc.strerror}") from None
+        if not isinstance(document, Mapping):
+            raise _Usage(f"{spec}: expected an LWIR JSON object")
+        return document.get("lwir", document)
+    if ":" in spec:
+        value = _import_object(spec)
+        if isinstance(value, Mapping) and "lwir" in value:
+            return value["lwir"]
+        return value
+    return spec
+
+
+def _print_outcome(client: Client, run_id: str, *, as_json: bool, timeout: float | None) -> int:
+    state = client.wait(run_id, timeout=timeout)
+    view = client.status(run_id)
+    if as_json:
+        print(json.dumps(view.to_json(), ensure_ascii=False, indent=2))
+    elif state.status == "completed":
+        print(json.dumps(state.output, ensure_ascii=False, indent=2))
+    if state.status != "completed":
+        error = state.error if isinstance(state.error, Mapping) else {}
+        cause = error.get("causeCode") or "failed"
+        message = error.get("message") or "the run failed"
+        print(f"little submit: run {run_id} failed ({cause}): {message}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        run_input = read_input(args.input)
+        workflow = resolve_workflow(args.workflow)
+    except _Usage as exc:
+        print(f"little submit: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    settings = fleet_settings(args)
+    modules = args.app if args.app else ([settings.app] if settings.app else [])
+    from little_dist.dist.client import Client
+    from little_dist.dist.registry import AppImportError, load_registry
+
+    try:
+        registry = load_registry(modules) if isinstance(workflow, str) else None
+    except AppImportError as exc:
+        print(f"little submit: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    with Client(settings, registry=registry) as client:
+        run_id = client.submit(workflow, run_input, run_id=args.run_id)
+        if not args.wait:
+            if args.json:
+                print(json.dumps({"runId": run_id}))
+            else:
+                print(run_id)
+            return 0
+        print(f"little submit: run {run_id} submitted; waiting", file=sys.stderr, flush=True)
+        return _print_outcome(client, run_id, as_json=args.json, timeout=args.timeout)

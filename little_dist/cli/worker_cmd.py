@@ -1,0 +1,155 @@
+"""``little worker --roles ROLES --app MODULE``: a Celery worker consuming the roles' queues.
+
+Runs a real Celery worker (``celery worker`` started in this process) on the fleet's app
+(:func:`~little_dist.dist.app.make_celery_app`): queues of the given roles, tasks from
+:mod:`little_dist.dist.tasks`, tools and models from ``--app`` (default ``LITTLE_APP``).
+Pool, concurrency and prefetch default to the settings, which the per-role launch profiles
+(``workers/profiles/<role>.env``) set. The node is named ``celery@$HOSTNAME`` (the health
+checks ping it by that name) unless ``--hostname`` says otherwise.
+
+At start-up the scripted model provider (``LITTLE_SCRIPTED_MODEL``) and the network guard
+(``LITTLE_NETWORK_GUARD``) are installed when their variables are set, for tests and
+offline demos. SIGTERM is Celery's warm shutdown; with ``REMAP_SIGTERM=SIGQUIT`` (the image
+sets it) it is the soft shutdown, which lets running steps finish for
+``LITTLE_SOFT_SHUTDOWN_TIMEOUT`` seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+from typing import Any
+
+__all__ = ["register", "run"]
+
+_POOLS = ("threads", "prefork", "solo")
+_LOGLEVELS = ("debug", "info", "warning", "error", "critical")
+
+
+def _roles(text: str) -> list[str]:
+    from little_dist.settings import ROLES
+
+    roles = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = [role for role in roles if role not in ROLES]
+    if not roles or unknown:
+        raise argparse.ArgumentTypeError(
+            f"expected a comma-separated list of roles from {', '.join(ROLES)}, got {text!r}"
+        )
+    return list(dict.fromkeys(roles))
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number, 1 or more, got {text!r}")
+    return value
+
+
+def default_node_name() -> str:
+    """``celery@$HOSTNAME`` (the host name when the variable is unset)."""
+    return f"celery@{os.environ.get('HOSTNAME') or socket.gethostname()}"
+
+
+def register(sub: Any, name: str) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = sub.add_parser(
+        name,
+        help="run a fleet worker for some roles",
+        description="Run a Celery worker that executes the given roles' tasks.",
+    )
+    parser.add_argument(
+        "--roles",
+        type=_roles,
+        default=["worker"],
+        metavar="ROLES",
+        help="comma-separated roles whose queues to consume: planner, orchestrator, worker, "
+        "fixer (default: worker)",
+    )
+    parser.add_argument(
+        "--app",
+        metavar="MODULE",
+        action="append",
+        default=None,
+        help="module with your workflows, tools and models (repeatable; default $LITTLE_APP)",
+    )
+    parser.add_argument(
+        "--pool", choices=_POOLS, default=None, help="default: $LITTLE_WORKER_POOL (threads)"
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="task slots (default: $LITTLE_WORKER_CONCURRENCY)",
+    )
+    parser.add_argument(
+        "--prefetch-multiplier",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="messages reserved per slot (default: $LITTLE_WORKER_PREFETCH_MULTIPLIER, 1)",
+    )
+    parser.add_argument(
+        "--hostname",
+        "-n",
+        default=None,
+        metavar="NODE",
+        help="Celery node name (default: celery@$HOSTNAME)",
+    )
+    parser.add_argument("--loglevel", "-l", choices=_LOGLEVELS, default="info")
+    parser.add_argument(
+        "--fast-path",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="after a commit, advance the run here instead of waiting for the scheduler "
+        "(default: on)",
+    )
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    from little_dist.dist.app import make_celery_app
+    from little_dist.dist.registry import load_registry
+    from little_dist.dist.tasks import WorkerRuntime
+    from little_dist.dist.world import fleet_world_spec
+    from little_dist.settings import load_settings
+    from little_dist.testing import guard, scripted
+
+    settings = load_settings()
+    fleet_world_spec(settings)  # a bad world configuration fails now, not on the first task
+    modules = args.app if args.app else ([settings.app] if settings.app else [])
+    registry = load_registry(modules)
+    scripted.install_from_env()
+    guard.install_from_env()
+
+    runtime = WorkerRuntime(settings, registry=registry, fast_path=args.fast_path)
+    app = make_celery_app(settings, runtime=runtime)
+    queues = ",".join(settings.queue_for(role) for role in args.roles)
+    argv = [
+        "worker",
+        f"--hostname={args.hostname or default_node_name()}",
+        f"--queues={queues}",
+        f"--pool={args.pool or settings.worker_pool}",
+        f"--concurrency={args.concurrency or settings.worker_concurrency}",
+        f"--prefetch-multiplier={args.prefetch_multiplier or settings.worker_prefetch_multiplier}",
+        f"--loglevel={args.loglevel.upper()}",
+        "--task-events",
+        "--without-mingle",
+        "--without-gossip",
+    ]
+    print(
+        f"little worker: roles {','.join(args.roles)} on {queues}; app modules: "
+        f"{', '.join(registry.modules) or '(none)'}; workflows: "
+        f"{', '.join(sorted(registry.workflows)) or '(none)'}",
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        code = app.start(argv=argv)
+    finally:
+        runtime.close()
+    return int(code or 0)

@@ -1,0 +1,475 @@
+"""``Client``: submit runs to the fleet, read their status, wait for them, cancel them.
+
+Submitting writes to the world only (and sends tasks by name): the compiled
+WorkflowVersion is registered, ``WorkflowVersionRegistered`` + ``RunStarted`` are appended
+(occurrence ids ``version-registered`` and ``run-start``, as the in-process runner writes
+them), and that append signals the scheduler through the signal stream. The client then
+advances the run once itself (decide + dispatch under the dispatch leases), so the first
+steps start without waiting for a scheduler round trip.
+
+What is submitted decides where the WorkflowVersion comes from:
+
+* an LWIR document (dict) or a compiled :class:`~little_dist.compiler.WorkflowVersion`:
+  compiled here, against the run input;
+* a :class:`~little_dist.authoring.WorkflowDefinition` with a fixed ``plan=``: resolved
+  here with :func:`~little_dist.planner.resolve_version` (no model call);
+* a definition the planner must design, or a workflow id registered in the workers'
+  ``--app`` module: ``little.run.submitted`` ``{workflowId, input}`` is appended
+  (occurrence ``submit``) and ``little.plan(run_id)`` is sent to the planner queue, whose
+  worker plans the run and starts it. Planning never happens in the client.
+
+Submitting is idempotent on the run id: the same id with the same input (and workflow)
+returns the id again; another input raises :class:`RunMismatchError`.
+
+:meth:`Client.wait` follows the run's event log (``world.follow``) until ``RunCompleted`` or
+``RunFailed``; no result backend is involved.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+from little_dist.canonical import canonical_json, sha256_digest
+from little_dist.compiler import WorkflowVersion, compile_lwir
+from little_dist.dist.dispatch import (
+    CANCEL_EVENT_TYPE,
+    SUBMITTED_EVENT_TYPE,
+    RunTracker,
+    advance_run,
+    dispatch_plan,
+)
+from little_dist.errors import InvalidInputError, LittleError
+from little_dist.events import Event, EventInput
+from little_dist.ids import validate_run_id
+from little_dist.local_runner import RunMismatchError, check_run_input, new_run_id
+from little_dist.run_state import RunState, RunStateBuilder
+from little_dist.runtime import hydrate_events
+from little_dist.settings import Settings, load_settings
+from little_dist.world.base import RunNotFoundError, World
+
+if TYPE_CHECKING:
+    from celery import Celery
+
+    from little_dist.authoring import WorkflowDefinition
+    from little_dist.dist.registry import AppRegistry
+
+__all__ = [
+    "Client",
+    "RunMismatchError",
+    "RunStatusView",
+    "WaitTimeoutError",
+    "submit_run",
+]
+
+TERMINAL_TYPES: Final = frozenset({"RunCompleted", "RunFailed"})
+_UNCOMPILED: Final = "uncompiled"
+
+
+class WaitTimeoutError(LittleError):
+    """:meth:`Client.wait` gave up before the run ended."""
+
+    retryable = True
+
+
+@dataclass(frozen=True)
+class RunStatusView:
+    """A run at a glance: its folded state, summarized (``to_json`` for machines)."""
+
+    run_id: str
+    status: str
+    workflow_version_id: str | None
+    event_count: int
+    started_at: str | None
+    finished_at: str | None
+    steps: Mapping[str, str] = field(default_factory=dict)
+    output: Any = None
+    has_output: bool = False
+    error: Any = None
+    cost_usd: float | None = None
+    cancel_requested: bool = False
+    planning: bool = False
+
+    @classmethod
+    def of(cls, state: RunState, *, cancel_requested: bool, planning: bool) -> RunStatusView:
+        return cls(
+            run_id=state.run_id,
+            status=state.status,
+            workflow_version_id=state.workflow_version_id,
+            event_count=state.event_count,
+            started_at=state.started_at,
+            finished_at=state.finished_at,
+            steps={path: step.status for path, step in state.steps.items()},
+            output=state.output if state.has_output else None,
+            has_output=state.has_output,
+            error=state.error if state.has_error else None,
+            cost_usd=state.usage.cost_usd,
+            cancel_requested=cancel_requested,
+            planning=planning,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "runId": self.run_id,
+            "status": self.status,
+            "workflowVersionId": self.workflow_version_id,
+            "eventCount": self.event_count,
+            "startedAt": self.started_at,
+            "finishedAt": self.finished_at,
+            "steps": dict(self.steps),
+            "costUsd": self.cost_usd,
+            "cancelRequested": self.cancel_requested,
+            "planning": self.planning,
+        }
+        if self.has_output:
+            data["output"] = self.output
+        if self.error is not None:
+            data["error"] = self.error
+        return data
+
+
+# -- submission ---------------------------------------------------------------------------
+
+
+def _recorded_input(events: list[Event]) -> tuple[bool, Any, str | None]:
+    """``(found, input, version id)`` of a run's RunStarted or submission, if any."""
+    for event in events:
+        if event.type == "RunStarted" and "input" in event.payload:
+            return True, event.payload.get("input"), event.payload.get("workflowVersionId")
+        if event.type == SUBMITTED_EVENT_TYPE:
+            return True, event.payload.get("input"), None
+    return False, None, None
+
+
+def _check_same(run_id: str, events: list[Event], run_input: Any, version_id: str | None) -> bool:
+    """Whether the run already exists with this input (raises if with another one)."""
+    for event in events:
+        if event.type == "OrchestrationRequested":
+            recorded_hash = event.payload.get("inputHash")
+            if isinstance(recorded_hash, str) and recorded_hash != sha256_digest(run_input):
+                raise RunMismatchError(f"run {run_id} was submitted with a different input")
+    found, recorded, recorded_version = _recorded_input(events)
+    if not found:
+        return False
+    if canonical_json(recorded) != canonical_json(run_input):
+        raise RunMismatchError(f"run {run_id} was submitted with a different input")
+    if (
+        version_id is not None
+        and recorded_version not in (None, _UNCOMPILED)
+        and recorded_version != version_id
+    ):
+        raise RunMismatchError(
+            f"run {run_id} runs workflow version {recorded_version}, not {version_id}"
+        )
+    return True
+
+
+def _start(world: World, run_id: str, version: WorkflowVersion, run_input: Any) -> None:
+    # Stored before the events that name it, so a reader never finds a dangling id.
+    world.register_version(version.id, version.to_json())
+    world.append_batch(
+        run_id,
+        [
+            EventInput(
+                type="WorkflowVersionRegistered",
+                occurrence_id="version-registered",
+                payload={"workflowVersionId": version.id, "workflowVersionHash": version.hash},
+            ),
+            EventInput(
+                type="RunStarted",
+                occurrence_id="run-start",
+                payload={"workflowVersionId": version.id, "input": run_input},
+            ),
+        ],
+    )
+
+
+def _json_value(value: Any, what: str) -> Any:
+    import json
+
+    try:
+        return json.loads(canonical_json(value))
+    except InvalidInputError as error:
+        raise InvalidInputError(f"{what} is not JSON: {error}") from error
+
+
+def submit_run(
+    world: World,
+    workflow: WorkflowDefinition | WorkflowVersion | Mapping[str, Any] | str,
+    run_input: Any = None,
+    *,
+    run_id: str | None = None,
+    app: Celery | None = None,
+    settings: Settings | None = None,
+    registry: AppRegistry | None = None,
+    holder: str = "client",
+) -> str:
+    """Submit one run (see the module docstring); its run id.
+
+    ``app`` + ``settings`` let it send tasks (the planner's, the first steps'); without them
+    the run is only recorded and the scheduler, signalled by the append, takes it from there.
+    ``registry`` resolves a workflow given by id.
+    """
+    from little_dist.authoring import WorkflowDefinition
+
+    run_id = new_run_id() if run_id is None else validate_run_id(run_id)
+    if isinstance(workflow, str) and registry is not None:
+        workflow = registry.get(workflow) or workflow
+    events = world.list_events(run_id)
+    planner_path: str | None = None
+    version: WorkflowVersion | None = None
+    definition: WorkflowDefinition | None = None
+    if isinstance(workflow, WorkflowDefinition):
+        run_input = workflow.validate_input(run_input)
+        if workflow.plan is None:
+            planner_path = workflow.id
+        else:
+            definition = workflow
+    elif isinstance(workflow, str):
+        run_input = _json_value(run_input, "the run input")
+        planner_path = workflow
+    elif isinstance(workflow, WorkflowVersion):
+        version = workflow
+    elif isinstance(workflow, Mapping):
+        run_input = _json_value(run_input, "the run input")
+        version = compile_lwir(dict(workflow), input=run_input)
+    else:
+        raise InvalidInputError(
+            "submit takes an LWIR document, a WorkflowVersion, a workflow made with "
+            f"define_workflow() or a registered workflow id, got {type(workflow).__name__}"
+        )
+    if version is not None:
+        check_run_input(version, run_input)
+    exists = _check_same(run_id, events, run_input, version.id if version else None)
+
+    if planner_path is not None:
+        if not exists:
+            world.append(
+                run_id,
+                EventInput(
+                    type=SUBMITTED_EVENT_TYPE,
+                    occurrence_id="submit",
+                    payload={"workflowId": planner_path, "input": run_input},
+                ),
+            )
+        if app is not None and settings is not None:
+            tracker = RunTracker(world, run_id, max_branches_cap=settings.max_branches_cap)
+            tracker.catch_up()
+            if tracker.awaiting_plan:
+                dispatch_plan(world, app, settings, run_id, holder=holder)
+        return run_id
+    if definition is not None:
+        from little_dist.planner import resolve_version
+
+        version = resolve_version(
+            world, run_id, definition, run_input, capabilities=definition.capabilities()
+        )
+        if version is None:  # the fixed plan is invalid: RunFailed is recorded
+            return run_id
+    assert version is not None
+    if not any(event.type == "RunStarted" for event in events):
+        _start(world, run_id, version, run_input)
+    if app is not None and settings is not None:
+        tracker = RunTracker(world, run_id, max_branches_cap=settings.max_branches_cap)
+        advance_run(world, app, settings, tracker, holder=holder)
+    return run_id
+
+
+# -- the client ---------------------------------------------------------------------------
+
+
+class Client:
+    """The fleet from a program: ``submit``, ``status``, ``wait``, ``events``, ``cancel``.
+
+    ``settings`` default to :func:`~little_dist.settings.load_settings` (the environment);
+    ``world`` to :func:`~little_dist.dist.world.world_from_settings`; ``app`` (the Celery app
+    tasks are sent with) to :func:`~little_dist.dist.app.make_celery_app`. What the client
+    opens itself it closes in :meth:`close` (also a context manager).
+    """
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        world: World | None = None,
+        app: Celery | None = None,
+        registry: AppRegistry | None = None,
+    ) -> None:
+        self.settings = settings if settings is not None else load_settings()
+        self._world = world
+        self._owns_world = world is None
+        self._app = app
+        self._owns_app = app is None
+        self.registry = registry
+        self._holder = f"client:{socket.gethostname()}:{os.getpid()}"
+
+    # -- wiring ------------------------------------------------------------------------------
+
+    @property
+    def world(self) -> World:
+        if self._world is None:
+            from little_dist.dist.world import world_from_settings
+
+            self._world = world_from_settings(self.settings)
+        return self._world
+
+    @property
+    def app(self) -> Celery:
+        if self._app is None:
+            from little_dist.dist.app import make_celery_app
+
+            self._app = make_celery_app(self.settings)
+        return self._app
+
+    def close(self) -> None:
+        """Close what the client opened (the world and the Celery app it built)."""
+        if self._owns_world and self._world is not None:
+            self._world.close()
+            self._world = None
+        if self._owns_app and self._app is not None:
+            self._app.close()
+            self._app = None
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- runs ----------------------------------------------------------------------------------
+
+    def submit(
+        self,
+        workflow: WorkflowDefinition | WorkflowVersion | Mapping[str, Any] | str,
+        input: Any = None,
+        *,
+        run_id: str | None = None,
+    ) -> str:
+        """Submit a run; its id. Idempotent on ``run_id`` (see the module docstring)."""
+        return submit_run(
+            self.world,
+            workflow,
+            input,
+            run_id=run_id,
+            app=self.app,
+            settings=self.settings,
+            registry=self.registry,
+            holder=self._holder,
+        )
+
+    def _require(self, run_id: str) -> list[Event]:
+        validate_run_id(run_id)
+        events = self.world.list_events(run_id)
+        if not events:
+            raise RunNotFoundError(run_id)
+        return events
+
+    def _fold(self, run_id: str, events: list[Event]) -> RunState:
+        builder = RunStateBuilder(run_id)
+        builder.apply_all(hydrate_events(self.world, events))
+        return builder.snapshot()
+
+    def state(self, run_id: str) -> RunState:
+        """The run's folded state now (:class:`RunNotFoundError` for an unknown run)."""
+        return self._fold(run_id, self._require(run_id))
+
+    def status(self, run_id: str) -> RunStatusView:
+        """The run at a glance (:class:`RunNotFoundError` for an unknown run)."""
+        events = self._require(run_id)
+        state = self._fold(run_id, events)
+        types = {event.type for event in events}
+        return RunStatusView.of(
+            state,
+            cancel_requested=CANCEL_EVENT_TYPE in types,
+            planning="RunStarted" not in types and state.status not in ("completed", "failed"),
+        )
+
+    def events(
+        self, run_id: str, *, follow: bool = False, after: int = 0, timeout: float | None = None
+    ) -> Iterator[Event]:
+        """The run's events after ``after``; with ``follow``, new ones as they arrive until
+        the run ends (or ``timeout`` seconds pass without one)."""
+        validate_run_id(run_id)
+        if not follow:
+            yield from self.world.list_events(run_id, after=after)
+            return
+        for event in self.world.follow(run_id, after=after, timeout=timeout):
+            yield event
+            if event.type in TERMINAL_TYPES:
+                return
+
+    def wait(self, run_id: str, timeout: float | None = None) -> RunState:
+        """Follow the run's log until it completes or fails; its final state.
+
+        Raises :class:`WaitTimeoutError` after ``timeout`` seconds (``None``: no limit).
+        """
+        validate_run_id(run_id)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        builder = RunStateBuilder(run_id)
+        while True:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise WaitTimeoutError(
+                    f"run {run_id} did not finish within {timeout:g}s "
+                    f"(status {builder.snapshot().status})"
+                )
+            # follow() ends after `remaining` seconds without an event; loop to re-check.
+            for event in self.world.follow(run_id, after=builder.event_count, timeout=remaining):
+                builder.apply_all(hydrate_events(self.world, [event]))
+                if event.type in TERMINAL_TYPES:
+                    return builder.snapshot()
+                if deadline is not None and time.monotonic() >= deadline:
+                    break
+
+    def cancel(self, run_id: str, reason: str | None = None) -> bool:
+        """Ask the run to stop; ``False`` if it had already ended.
+
+        Appends ``little.run.cancel_requested`` (occurrence ``cancel``); ``decide`` then
+        records ``RunFailed`` with causeCode ``cancelled`` (done here at once when possible,
+        else by the scheduler or the next worker commit). Steps already running finish their
+        attempt; nothing new starts.
+        """
+        events = self._require(run_id)
+        if any(event.type in TERMINAL_TYPES for event in events):
+            return False
+        payload: dict[str, Any] = {"requestedBy": self._holder}
+        if reason:
+            payload["reason"] = reason
+        self.world.append(
+            run_id, EventInput(type=CANCEL_EVENT_TYPE, occurrence_id="cancel", payload=payload)
+        )
+        if not any(event.type == "RunStarted" for event in events):
+            # Still planning: no RunContext for decide yet, so end the run here. A planner
+            # that races us finds run-start/run-end recorded and adds nothing.
+            self.world.append_batch(
+                run_id,
+                [
+                    EventInput(
+                        type="RunStarted",
+                        occurrence_id="run-start",
+                        payload={"workflowVersionId": _UNCOMPILED},
+                    ),
+                    EventInput(
+                        type="RunFailed",
+                        occurrence_id="run-end",
+                        payload={
+                            "workflowVersionId": _UNCOMPILED,
+                            "error": _cancelled_error(reason),
+                        },
+                    ),
+                ],
+            )
+            return True
+        tracker = RunTracker(self.world, run_id, max_branches_cap=self.settings.max_branches_cap)
+        advance_run(self.world, self.app, self.settings, tracker, holder=self._holder)
+        return True
+
+
+def _cancelled_error(reason: str | None) -> dict[str, Any]:
+    # The shape decide() records for a cancelled run.
+    del reason  # kept on the cancel_requested event
+    return {"name": "AbortError", "message": "Run was cancelled.", "causeCode": "cancelled"}

@@ -1,0 +1,216 @@
+"""What ``--app MODULE`` gives a fleet worker: workflows and the capabilities of their runs.
+
+A worker runs steps of any run in the world, so for each run it must find the tools, model
+slots, harnesses and skills the run's workflow was defined with. The app module provides
+them:
+
+* **workflows** — an explicit ``WORKFLOWS = [...]`` list (or tuple) of
+  :class:`~little_dist.authoring.WorkflowDefinition`, else every ``WorkflowDefinition`` that
+  is a top-level attribute of the module. A run whose LWIR ``metadata.name`` is a
+  workflow's id runs with that workflow's :meth:`~WorkflowDefinition.capabilities`.
+* **app-wide capabilities** for runs of plain LWIR (no definition with that name), with the
+  same conventions as ``little run --app``: a ``capabilities`` attribute (a
+  :class:`~little_dist.runtime.Capabilities` or a function returning one), else
+  ``tools``/``models``/``harnesses``/``skills`` attributes, else every
+  :class:`~little_dist.tools.Tool` defined at the module's top level. With none of these an
+  LWIR run gets no tools and passes its model slots to litellm as written.
+
+``MODULE`` may be ``package.module`` or ``package.module:attribute`` (the attribute then
+names one workflow or a list of them). Several modules may be given; the first one that
+defines a workflow id wins.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+from little_dist.authoring import WorkflowDefinition
+from little_dist.compiler import WorkflowVersion
+from little_dist.errors import InvalidInputError
+from little_dist.runtime import Capabilities
+from little_dist.tools import Tool, ToolRegistry
+
+__all__ = ["AppImportError", "AppRegistry", "load_registry", "workflow_name_of"]
+
+
+class AppImportError(InvalidInputError):
+    """The ``--app`` module cannot be imported or does not hold what it should."""
+
+
+def workflow_name_of(version: WorkflowVersion) -> str | None:
+    """The LWIR ``metadata.name`` of ``version`` (the workflow id it was planned for)."""
+    metadata = version.lwir.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, Mapping) else None
+    return name if isinstance(name, str) and name else None
+
+
+@dataclass(frozen=True)
+class AppRegistry:
+    """Workflows by id and the app-wide capabilities (see the module docstring)."""
+
+    workflows: Mapping[str, WorkflowDefinition] = field(default_factory=dict)
+    default: Capabilities = field(default_factory=Capabilities)
+    modules: tuple[str, ...] = ()
+    _capabilities: dict[str, Capabilities] = field(default_factory=dict, repr=False)
+
+    def get(self, workflow_id: str) -> WorkflowDefinition | None:
+        """The workflow defined with ``workflow_id``, if the app has it."""
+        return self.workflows.get(workflow_id)
+
+    def capabilities_for_workflow(self, workflow_id: str | None) -> Capabilities:
+        """The capabilities of runs of ``workflow_id``; the app-wide ones if unknown."""
+        if workflow_id is None:
+            return self.default
+        found = self._capabilities.get(workflow_id)
+        if found is not None:
+            return found
+        definition = self.workflows.get(workflow_id)
+        if definition is None:
+            return self.default
+        # Built once per workflow: Capabilities caches its harness registry.
+        capabilities = definition.capabilities()
+        self._capabilities[workflow_id] = capabilities
+        return capabilities
+
+    def capabilities_for(self, version: WorkflowVersion) -> Capabilities:
+        """The capabilities of a run of ``version`` (by its LWIR ``metadata.name``)."""
+        return self.capabilities_for_workflow(workflow_name_of(version))
+
+
+def _import(name: str) -> ModuleType:
+    # Like `python -m`, resolve app modules from the current directory too.
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name and (name == exc.name or name.startswith(exc.name + ".")):
+            raise AppImportError(f"cannot import app module {name!r}: no such module") from None
+        raise AppImportError(f"cannot import app module {name!r}: {exc}") from exc
+    except Exception as exc:  # the module itself raised while importing
+        raise AppImportError(
+            f"cannot import app module {name!r}: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def _workflows_in(value: Any, where: str) -> list[WorkflowDefinition]:
+    if isinstance(value, WorkflowDefinition):
+        return [value]
+    if isinstance(value, list | tuple):
+        found: list[WorkflowDefinition] = []
+        for index, item in enumerate(value):
+            if not isinstance(item, WorkflowDefinition):
+                raise AppImportError(
+                    f"{where}[{index}] is a {type(item).__name__}, not a workflow made with "
+                    "define_workflow()"
+                )
+            found.append(item)
+        return found
+    raise AppImportError(
+        f"{where} is a {type(value).__name__}, not a workflow made with define_workflow() "
+        "or a list of them"
+    )
+
+
+def _module_capabilities(module: ModuleType) -> Capabilities | None:
+    found = getattr(module, "capabilities", None)
+    if callable(found) and not isinstance(found, Capabilities):
+        found = found()
+    if isinstance(found, Capabilities):
+        return found
+    if found is not None:
+        raise AppImportError(
+            f"{module.__name__}.capabilities is a {type(found).__name__}, not Capabilities"
+        )
+    tools = getattr(module, "tools", None)
+    if tools is None:
+        tools = [value for value in vars(module).values() if isinstance(value, Tool)]
+    models = getattr(module, "models", None)
+    harnesses = getattr(module, "harnesses", None)
+    skills = getattr(module, "skills", None)
+    if not tools and not models and not harnesses and not skills:
+        return None
+    registry = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
+    return Capabilities(
+        tools=registry,
+        models=dict(models or {}),
+        harnesses=dict(harnesses or {}),
+        skills=tuple(skills or ()),
+    )
+
+
+def _merge(parts: Sequence[Capabilities]) -> Capabilities:
+    """One Capabilities from several: tools, models and harnesses united, first one wins."""
+    if not parts:
+        return Capabilities()
+    if len(parts) == 1:
+        return parts[0]
+    registry = ToolRegistry()
+    models: dict[str, Any] = {}
+    harnesses: dict[Any, Any] = {}
+    merged_skills: list[Any] = []
+    for part in parts:
+        for item in part.tools:
+            if item.name not in registry:
+                registry.register(item)
+        for slot, bound in part.models.items():
+            models.setdefault(slot, bound)
+        for role, harness in part.harnesses.items():
+            harnesses.setdefault(role, harness)
+        merged_skills.extend(part.skills)
+    first = parts[0]
+    return Capabilities(
+        tools=registry,
+        models=models,
+        harnesses=harnesses,
+        skills=tuple(merged_skills),
+        default_harness=first.default_harness,
+        system=first.system,
+        max_turns=first.max_turns,
+    )
+
+
+def load_registry(modules: str | Iterable[str] | None) -> AppRegistry:
+    """Import the app module(s) and collect their workflows and capabilities.
+
+    ``None`` or nothing gives an empty registry (LWIR runs with no tools). Raises
+    :class:`AppImportError` with a one-line reason when a module cannot be used.
+    """
+    if modules is None:
+        names: list[str] = []
+    elif isinstance(modules, str):
+        names = [part.strip() for part in modules.split(",") if part.strip()]
+    else:
+        names = [name for name in modules if name]
+    workflows: dict[str, WorkflowDefinition] = {}
+    parts: list[Capabilities] = []
+    for name in names:
+        module_name, _, attribute = name.partition(":")
+        module = _import(module_name)
+        if attribute:
+            try:
+                value: Any = module
+                for part in attribute.split("."):
+                    value = getattr(value, part)
+            except AttributeError:
+                raise AppImportError(
+                    f"app module {module_name!r} has no attribute {attribute!r}"
+                ) from None
+            found = _workflows_in(value, name)
+        elif hasattr(module, "WORKFLOWS"):
+            found = _workflows_in(module.WORKFLOWS, f"{module_name}.WORKFLOWS")
+        else:
+            found = [v for v in vars(module).values() if isinstance(v, WorkflowDefinition)]
+        for definition in found:
+            workflows.setdefault(definition.id, definition)
+        capabilities = _module_capabilities(module)
+        if capabilities is not None:
+            parts.append(capabilities)
+    return AppRegistry(workflows=workflows, default=_merge(parts), modules=tuple(names))

@@ -1,0 +1,508 @@
+"""The ``little scheduler`` process: signals in, decisions appended, tasks out.
+
+One loop, one thread:
+
+1. **Signals.** Every new event of a run adds ``run=<id>`` to the signal stream (the world's
+   append script does it atomically). The scheduler reads the stream through a consumer group
+   (:class:`~little_dist.dist.signals.SignalReader`: ``XREADGROUP ... BLOCK``), so several
+   schedulers share the work; entries idle longer than ``signal_claim_idle`` in a dead
+   scheduler's pending list are taken over with ``XAUTOCLAIM``. A batch of entries is grouped
+   by run, each run is looked at once, then the batch is acknowledged (``XACK``).
+2. **A look at a run** (:meth:`Scheduler.advance`): fold only the new events into the run's
+   cached :class:`~little_dist.dist.dispatch.RunTracker` (state + ``RunContext``; large
+   outputs hydrated; ``little.run.cancel_requested`` sets ``cancel_requested``), call the pure
+   ``decide``, append ``decision.events`` in ONE ``append_batch`` (idempotent by occurrence
+   id; repeated while deciding again yields more, e.g. inline decision steps), then send the
+   new dispatches with :func:`~little_dist.dist.dispatch.dispatch_ready` under the dispatch
+   leases. Attempts this scheduler already sent are not offered again until
+   ``dispatch_resend_after`` has passed (a lease round trip saved per pending attempt per
+   look); after that the lease decides whether the task is sent again.
+3. **Sweeps** (:mod:`~little_dist.dist.sweeper`): every few seconds, the scheduler holding the
+   sweep lease looks at every active run again and fails attempts whose worker died
+   (``lease_expired``), a few runs per loop turn so signals are still served in between.
+4. **The end of a run**: once ``RunCompleted``/``RunFailed`` is recorded the run is dropped
+   from the cache and archived on a background thread (``world.archive_run`` where the world
+   has it), then removed from the active set.
+
+Stopping: :meth:`Scheduler.stop` (the CLI calls it on SIGTERM/SIGINT) ends the loop after
+the current turn; nothing is left half done (an unacknowledged entry is simply handled again
+by someone, idempotently). One JSON log line per decision that changed something: the run,
+events appended, tasks sent, the run's status and the time taken.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+from little_dist.dist.dispatch import Advance, RunTracker, VersionCache, dispatch_ready
+from little_dist.dist.signals import Signal, SignalReader
+from little_dist.dist.sweeper import ActiveRuns, SweepRound, fail_dead_attempts
+from little_dist.errors import InvalidInputError, LittleError, StorageUnavailableError
+from little_dist.run_state import RunState
+from little_dist.scheduling import Decision, RunContext, StepDispatch, decide
+from little_dist.settings import Settings
+from little_dist.world.base import World
+from little_dist.world.redis_s3 import RunSealedError
+
+if TYPE_CHECKING:
+    import redis
+    from celery import Celery
+
+__all__ = [
+    "Scheduler",
+    "active_runs_key",
+    "default_scheduler_name",
+    "default_sweep_interval",
+    "open_scheduler",
+]
+
+logger = logging.getLogger("little.scheduler")
+
+_TERMINAL: Final = ("completed", "failed")
+# decide + append rounds per look at a run (inline decision steps may chain); a bound so a
+# bug cannot spin the loop.
+_MAX_ROUNDS: Final = 64
+_FINISHED_MEMORY: Final = 20_000
+_CONSUMER_CLEANUP_EVERY: Final = 600.0
+
+
+def default_scheduler_name() -> str:
+    """``<hostname>:<pid>``: unique per process, readable in ``XINFO CONSUMERS``."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def default_sweep_interval(settings: Settings) -> float:
+    """Half the shortest of the lease TTL and the resend delay, between 0.5 s and 5 s."""
+    return max(0.5, min(5.0, min(settings.lease_ttl, settings.dispatch_resend_after) / 2))
+
+
+def active_runs_key(settings: Settings) -> str:
+    """The Redis set of active run ids (beside the signal stream it belongs to)."""
+    return f"{settings.signal_stream}:active-runs"
+
+
+@dataclass
+class _Run:
+    tracker: RunTracker
+    # (path, attempt, kind) -> monotonic time this scheduler last offered it for sending
+    offered: dict[tuple[str, int, str], float] = field(default_factory=dict)
+    registered: bool = False  # added to the active set
+
+
+class Scheduler:
+    """The scheduler loop over one world, one Celery app and the signal stream's Redis.
+
+    Dependencies come in ready made (see :func:`open_scheduler` for the real wiring): a
+    ``world`` (a :class:`~little_dist.world.redis_s3.RedisS3World` whose ``signal_stream``
+    is ``settings.signal_stream``), ``app`` (anything with Celery's ``send_task``) and
+    ``redis_client`` (the Redis holding the signal stream; its socket timeout must exceed
+    ``block_ms``). Drive it with :meth:`run` (until :meth:`stop`), or step by step with
+    :meth:`start` and :meth:`run_once`.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        world: World,
+        app: Celery,
+        redis_client: redis.Redis,
+        name: str | None = None,
+        sweep_interval: float | None = None,
+        read_count: int = 256,
+        block_ms: int = 1000,
+        sweep_batch: int = 25,
+        max_cached_runs: int = 10_000,
+        owns_clients: bool = False,
+    ) -> None:
+        self.settings = settings
+        self._redis = redis_client
+        self._owns_clients = owns_clients
+        self.world = world
+        self.app = app
+        self.name = name or default_scheduler_name()
+        self.signals = SignalReader(
+            redis_client,
+            settings.signal_stream,
+            settings.signal_group,
+            self.name,
+            claim_idle=settings.signal_claim_idle,
+        )
+        self.active = ActiveRuns(redis_client, active_runs_key(settings))
+        self.sweeps = SweepRound(
+            world,
+            f"scheduler-sweep:{settings.signal_stream}",
+            self.name,
+            interval=default_sweep_interval(settings) if sweep_interval is None else sweep_interval,
+        )
+        self.versions = VersionCache()
+        self.read_count = read_count
+        self.block_ms = block_ms
+        self.sweep_batch = sweep_batch
+        self.max_cached_runs = max_cached_runs
+        self._runs: OrderedDict[str, _Run] = OrderedDict()
+        self._finished: OrderedDict[str, None] = OrderedDict()
+        self._finished_lock = threading.Lock()
+        self._archiver = ThreadPoolExecutor(max_workers=2, thread_name_prefix="little-archive")
+        self._stop = threading.Event()
+        self._claim_every = max(0.1, min(settings.signal_claim_idle / 2, 5.0))
+        self._next_claim = 0.0
+        self._next_cleanup = time.monotonic() + _CONSUMER_CLEANUP_EVERY
+        self._started = False
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Create the consumer group if missing, rebuild the active set if missing, and
+        handle the entries this consumer name left unacknowledged (a restart)."""
+        self.signals.ensure_group()
+        rebuilt = self.active.rebuild_if_missing(self.world)
+        _log(
+            "scheduler-started",
+            name=self.name,
+            stream=self.signals.stream,
+            group=self.signals.group,
+            rebuilt_active_runs=rebuilt,
+        )
+        self._started = True
+        while not self._stop.is_set():
+            pending = self.signals.own_pending(self.read_count)
+            if not pending:
+                break
+            self.handle(pending)
+
+    def run(self) -> None:
+        """Serve until :meth:`stop`; storage outages are logged and waited out."""
+        backoff = 0.5
+        while not self._stop.is_set():
+            try:
+                if not self._started:
+                    self.start()
+                self.run_once()
+                backoff = 0.5
+            except StorageUnavailableError as exc:
+                _log("storage-unavailable", level=logging.WARNING, error=str(exc))
+                if "NOGROUP" in str(exc):
+                    self._started = False  # the stream or group was deleted: create it again
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 10.0)
+        with contextlib.suppress(LittleError):  # else the lease expires on its own
+            self.sweeps.release()
+        _log("scheduler-stopped", name=self.name)
+
+    def stop(self) -> None:
+        """Finish the current turn and leave :meth:`run` (safe from a signal handler)."""
+        self._stop.set()
+
+    def close(self) -> None:
+        """Wait for archives in progress; close the world and the Redis client if
+        :func:`open_scheduler` made them."""
+        self._archiver.shutdown(wait=True)
+        if self._owns_clients:
+            self.world.close()
+            self._redis.close()
+
+    # -- one turn ---------------------------------------------------------------------------
+
+    def run_once(self, *, block_ms: int | None = None) -> int:
+        """Claim idle entries (when due), read and handle new ones, sweep a few runs.
+
+        Waits up to ``block_ms`` (default: the scheduler's) for a signal when there is
+        nothing else to do. Returns the number of signal entries handled.
+        """
+        now = time.monotonic()
+        batch: list[Signal] = []
+        if now >= self._next_claim:
+            batch += self.signals.claim(count=self.read_count)
+            self._next_claim = now + self._claim_every
+        if self.sweeps.due(now):
+            if self.sweeps.claim():
+                self.sweeps.begin(now, self._sweep_targets())
+                self._cleanup_consumers(now)
+            else:
+                self.sweeps.begin(now, list(self._runs), full=False)
+        wait_ms = self.block_ms if block_ms is None else block_ms
+        if batch or self.sweeps.pending:
+            wait_ms = 0
+        else:
+            until = min(self.sweeps.seconds_until_due(now), self._next_claim - now)
+            wait_ms = max(1, min(wait_ms, int(until * 1000) + 1))
+        if not self._stop.is_set():
+            batch += self.signals.read(count=self.read_count, block_ms=wait_ms)
+        self.handle(batch)
+        for run_id in self.sweeps.take(self.sweep_batch):
+            if self._stop.is_set():
+                break
+            self.sweep_run(run_id, fail_dead=self.sweeps.full)
+        return len(batch)
+
+    def handle(self, batch: Sequence[Signal]) -> None:
+        """Look at each run named in ``batch`` once, then acknowledge the entries.
+
+        Entries of a run whose look failed because storage was unreachable stay pending: they
+        are claimed again after ``signal_claim_idle``.
+        """
+        if not batch:
+            return
+        by_run: dict[str, list[str]] = {}
+        for signal in batch:
+            by_run.setdefault(signal.run_id, []).append(signal.entry_id)
+        done: list[str] = []
+        for run_id, entry_ids in by_run.items():
+            if run_id and run_id not in self._finished and not self._look(run_id):
+                continue
+            done += entry_ids
+        self.signals.ack(done)
+
+    def _look(self, run_id: str) -> bool:
+        """:meth:`advance` that logs instead of raising; False when storage was down."""
+        try:
+            self.advance(run_id)
+        except StorageUnavailableError as exc:
+            _log("run-error", level=logging.WARNING, run=run_id, error=str(exc))
+            return False
+        except Exception as exc:  # one bad run must not stop the others
+            self._forget(run_id)
+            error = f"{type(exc).__name__}: {exc}"
+            _log("run-error", level=logging.ERROR, exc_info=True, run=run_id, error=error)
+        return True
+
+    # -- a look at one run ------------------------------------------------------------------
+
+    def advance(self, run_id: str) -> Advance:
+        """Fold, decide, append (one batch per round), dispatch; finish the run when over."""
+        started = time.perf_counter()
+        entry = self._entry(run_id)
+        tracker = entry.tracker
+        state = tracker.catch_up()
+        decision: Decision | None = None
+        appended = 0
+        sent: list[StepDispatch] = []
+        for _ in range(_MAX_ROUNDS):
+            ctx = tracker.context
+            if ctx is None or state.status in _TERMINAL:
+                break
+            if not entry.registered:
+                self.active.add(run_id)
+                entry.registered = True
+            decision = decide(ctx, state)
+            before = state.event_count
+            if decision.events:
+                try:
+                    recorded = self.world.append_batch(run_id, list(decision.events))
+                except RunSealedError:
+                    # Another scheduler finished and archived the run meanwhile.
+                    state = tracker.catch_up()
+                    break
+                appended += sum(1 for event in recorded if event.sequence > before)
+                tracker.fold(recorded)
+                newest = max((event.sequence for event in recorded), default=0)
+                state = tracker.catch_up() if tracker.last_sequence < newest else tracker.state()
+            # Send as soon as the decision's events are in the log, before deciding again
+            # (the next round only finds what inline steps made ready, usually nothing).
+            if decision.dispatch and state.status == "running":
+                sent += self._dispatch(entry, ctx, state, decision)
+            if not decision.events or state.event_count == before:
+                break  # nothing new: deciding again would give the same answer
+        result = Advance(state, decision, tuple(sent), appended)
+        if appended or sent:
+            _log(
+                "decision",
+                run=run_id,
+                appended=appended,
+                sent=len(sent),
+                tasks=[f"{d.step_path}#{d.attempt}" for d in sent[:8]],
+                status=state.status,
+                seq=state.event_count,
+                ms=round((time.perf_counter() - started) * 1000, 3),
+            )
+        if state.status in _TERMINAL:
+            self._finish(run_id, state)
+        return result
+
+    def _dispatch(
+        self, entry: _Run, ctx: RunContext, state: RunState, decision: Decision
+    ) -> tuple[StepDispatch, ...]:
+        now = time.monotonic()
+        resend_after = self.settings.dispatch_resend_after
+        offered: dict[tuple[str, int, str], float] = {}
+        fresh: list[StepDispatch] = []
+        for dispatch in decision.dispatch:
+            key = (dispatch.step_path, dispatch.attempt, dispatch.kind)
+            last = entry.offered.get(key)
+            if last is not None and now - last < resend_after:
+                offered[key] = last
+                continue
+            offered[key] = now
+            fresh.append(dispatch)
+        # Attempts that started drop out of decision.dispatch, and so out of this memory.
+        entry.offered = offered
+        if not fresh:
+            return ()
+        narrowed = dataclasses.replace(decision, dispatch=tuple(fresh))
+        sent = dispatch_ready(
+            self.world, self.app, self.settings, ctx, state, narrowed, holder=self.name
+        )
+        return tuple(sent)
+
+    def _finish(self, run_id: str, state: RunState) -> None:
+        """Forget the run and archive it in the background (a big log takes seconds to copy
+        to S3; the loop must keep serving signals meanwhile)."""
+        self._forget(run_id)
+        with self._finished_lock:
+            if run_id in self._finished:
+                return
+            self._finished[run_id] = None
+            while len(self._finished) > _FINISHED_MEMORY:
+                self._finished.popitem(last=False)
+        _log("run-finished", run=run_id, status=state.status, seq=state.event_count)
+        self._archiver.submit(self._archive, run_id)
+
+    def _archive(self, run_id: str) -> None:
+        """Archive (where the world can), then leave the active set; on failure the run
+        stays active and the next sweep finishes it again."""
+        try:
+            archive = getattr(self.world, "archive_run", None)
+            if callable(archive):
+                archive(run_id)
+            self.active.remove(run_id)
+        except Exception as exc:
+            with self._finished_lock:
+                self._finished.pop(run_id, None)
+            _log("archive-error", level=logging.WARNING, run=run_id, error=f"{exc}")
+            return
+        _log("run-archived", run=run_id, archived=callable(archive))
+
+    def _entry(self, run_id: str) -> _Run:
+        entry = self._runs.get(run_id)
+        if entry is not None:
+            self._runs.move_to_end(run_id)
+            return entry
+        entry = _Run(
+            RunTracker(
+                self.world,
+                run_id,
+                versions=self.versions,
+                max_branches_cap=self.settings.max_branches_cap,
+            )
+        )
+        self._runs[run_id] = entry
+        while len(self._runs) > self.max_cached_runs:
+            self._runs.popitem(last=False)  # re-read from the log if it comes back
+        return entry
+
+    def _forget(self, run_id: str) -> None:
+        self._runs.pop(run_id, None)
+
+    # -- sweeping ---------------------------------------------------------------------------
+
+    def _sweep_targets(self) -> list[str]:
+        targets = self.active.members()
+        known = set(targets)
+        # Runs this scheduler follows that are not (yet) in the set: look at them too.
+        targets += [run_id for run_id in self._runs if run_id not in known]
+        return targets
+
+    def sweep_run(self, run_id: str, *, fail_dead: bool = True) -> list[tuple[str, int]]:
+        """Look at the run again and (``fail_dead``) fail its attempts whose worker died;
+        which were failed."""
+        if run_id in self._finished:
+            return []  # being archived (it leaves the active set when that is done)
+        try:
+            result = self.advance(run_id)
+            if result.done or not fail_dead:
+                return []
+            failed = fail_dead_attempts(
+                self.world, self._entry(run_id).tracker, f"{self.name}:sweep"
+            )
+            if failed:
+                _log(
+                    "lease-expired",
+                    run=run_id,
+                    attempts=[f"{path}#{attempt}" for path, attempt in failed],
+                )
+                self.advance(run_id)
+            return failed
+        except StorageUnavailableError as exc:
+            _log("run-error", level=logging.WARNING, run=run_id, error=str(exc))
+        except Exception as exc:  # one bad run must not stop the sweep
+            self._forget(run_id)
+            error = f"{type(exc).__name__}: {exc}"
+            _log("run-error", level=logging.ERROR, exc_info=True, run=run_id, error=error)
+        return []
+
+    def sweep_all(self) -> dict[str, list[tuple[str, int]]]:
+        """One whole sweep now, without the lease (tests, tools): failed attempts per run."""
+        return {run_id: self.sweep_run(run_id) for run_id in self._sweep_targets()}
+
+    def _cleanup_consumers(self, now: float) -> None:
+        if now < self._next_cleanup:
+            return
+        self._next_cleanup = now + _CONSUMER_CLEANUP_EVERY
+        idle = max(3600.0, self.settings.signal_claim_idle * 10)
+        removed = self.signals.forget_idle_consumers(idle)
+        if removed:
+            _log("consumers-removed", names=removed)
+
+
+def _log(event: str, *, level: int = logging.INFO, exc_info: bool = False, **fields: Any) -> None:
+    if logger.isEnabledFor(level):
+        line = json.dumps({"event": event, **fields}, separators=(",", ":"), default=str)
+        logger.log(level, line, exc_info=exc_info)
+
+
+def open_scheduler(settings: Settings, *, name: str | None = None) -> Scheduler:
+    """A :class:`Scheduler` wired from ``settings``: the fleet's world, the Celery app and a
+    Redis client on the world's Redis (where the signal stream lives)."""
+    import redis as redis_lib
+
+    from little_dist.dist.app import make_celery_app
+    from little_dist.dist.world import fleet_world_spec, world_from_settings
+
+    spec = fleet_world_spec(settings)
+    if not spec.startswith(("redis://", "rediss://", "unix://")):
+        raise InvalidInputError(
+            f"little scheduler needs a redis:// world (LITTLE_WORLD), got {spec!r}: the signal "
+            "stream lives in Redis"
+        )
+    world = world_from_settings(settings)
+    block_ms = 1000
+    client = redis_lib.Redis.from_url(
+        _redis_url_of(spec),
+        decode_responses=True,
+        socket_timeout=block_ms / 1000 + 10,
+        socket_connect_timeout=10,
+        health_check_interval=30,
+    )
+    app = make_celery_app(settings)
+    return Scheduler(
+        settings,
+        world=world,
+        app=app,
+        redis_client=client,
+        name=name,
+        block_ms=block_ms,
+        owns_clients=True,
+    )
+
+
+def _redis_url_of(spec: str) -> str:
+    """The world spec without the world's own query options (redis-py would refuse them)."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    parts = urlsplit(spec)
+    options = {"key_prefix", "s3_prefix", "archive_ttl", "signal_stream"}
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k not in options]
+    return urlunsplit(parts._replace(query=urlencode(query)))

@@ -1,0 +1,90 @@
+"""The fleet's world, built one way from :class:`~little_dist.settings.Settings`.
+
+Every fleet process (worker, scheduler, client, the fleet CLI commands) opens its world with
+:func:`world_from_settings`, so they all agree on where the log lives and, above all, on the
+signal stream: appends signal the scheduler through ``settings.signal_stream``, and a worker
+writing to another stream than the one the scheduler reads would leave runs unnoticed until
+the next sweep.
+
+The spec is ``LITTLE_WORLD`` (default: ``LITTLE_REDIS_URL`` when an S3 bucket is set). For a
+``redis://`` spec the world's own options (``key_prefix``, ``s3_prefix``, ``archive_ttl``,
+``signal_stream``) may be given in the query; ``signal_stream`` and ``archive_ttl`` are added
+from the settings when absent, and a ``signal_stream`` that differs from the settings' is
+refused. S3 comes from the settings (``LITTLE_S3_*``, ``AWS_*``).
+"""
+
+from __future__ import annotations
+
+from typing import cast
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from little_dist.errors import InvalidInputError
+from little_dist.settings import Settings, mask_url
+from little_dist.world.base import World
+
+__all__ = ["fleet_world_spec", "world_from_settings"]
+
+_REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+def _format_seconds(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(value)
+
+
+def fleet_world_spec(settings: Settings) -> str:
+    """The world spec the fleet uses, with the settings' signal stream filled in."""
+    spec = settings.world
+    if spec is None:
+        if not settings.s3_bucket:
+            raise InvalidInputError(
+                "the fleet needs a world: set LITTLE_WORLD (a redis:// URL, with "
+                "LITTLE_S3_BUCKET and LITTLE_S3_ENDPOINT for its artifacts)"
+            )
+        spec = settings.redis_url
+    spec = spec.strip()
+    if not spec.startswith(_REDIS_SCHEMES):
+        return spec
+    parts = urlsplit(spec)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    given = dict(query)
+    stream = given.get("signal_stream")
+    if stream and stream != settings.signal_stream:
+        raise InvalidInputError(
+            f"LITTLE_WORLD={mask_url(spec)!r} names signal_stream={stream!r} but "
+            f"LITTLE_SIGNAL_STREAM is {settings.signal_stream!r}: the workers would signal a "
+            "stream the scheduler does not read; make them agree (or drop it from the URL)"
+        )
+    if not stream:
+        query = [(k, v) for k, v in query if k != "signal_stream"]
+        query.append(("signal_stream", settings.signal_stream))
+    if "archive_ttl" not in given:
+        query.append(("archive_ttl", _format_seconds(settings.archive_ttl)))
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+def world_from_settings(settings: Settings) -> World:
+    """Open the fleet's world (see the module docstring). The caller closes it."""
+    spec = fleet_world_spec(settings)
+    if not spec.startswith(_REDIS_SCHEMES):
+        from little_dist.world.factory import open_world
+
+        return open_world(spec)
+    if not settings.s3_bucket:
+        raise InvalidInputError(
+            f"LITTLE_WORLD={mask_url(spec)!r} keeps artifacts in S3: set LITTLE_S3_BUCKET "
+            "(and LITTLE_S3_ENDPOINT for a non-AWS store)"
+        )
+    from little_dist.world.redis_s3 import RedisS3World
+
+    def secret(value: object) -> str | None:
+        getter = getattr(value, "get_secret_value", None)
+        return cast(str, getter()) if getter is not None else None
+
+    return RedisS3World.from_url(
+        spec,
+        s3_endpoint=settings.s3_endpoint,
+        s3_bucket=settings.s3_bucket,
+        s3_region=settings.s3_region,
+        aws_access_key_id=secret(settings.aws_access_key_id),
+        aws_secret_access_key=secret(settings.aws_secret_access_key),
+    )

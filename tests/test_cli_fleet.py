@@ -1,0 +1,229 @@
+"""``little submit|status|cancel`` against real ``little worker`` (and ``little scheduler``)
+processes on Redis and ``weed mini``.
+
+Workers run with the network guard on; model steps use the examples' scripted provider
+(installed when ``--app examples.support_triage`` is imported in the worker).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from little_dist.world.memory import MemoryWorld
+from tests import workflows_for_tests as wf
+from tests.fleet_processes import (
+    ROOT,
+    FleetEnv,
+    fleet_env,
+    little_argv,
+    start_scheduler,
+    start_worker,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+__all__ = ["fleet_env"]  # the fixture, re-exported for pytest
+
+
+def little(
+    fleet: FleetEnv, *args: str, timeout: float = 60.0, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        little_argv(*args),
+        cwd=ROOT,
+        env={**fleet.env, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def _write(tmp: Path, name: str, value: Any) -> str:
+    path = tmp / name
+    path.write_text(json.dumps(value), encoding="utf-8")
+    return str(path)
+
+
+def _ok(result: subprocess.CompletedProcess[str], code: int = 0) -> str:
+    assert result.returncode == code, (
+        f"exit {result.returncode}\nstdout:\n{result.stdout}\nstderr:\n{result.stderr}"
+    )
+    return result.stdout
+
+
+def test_submit_wait_prints_the_output_and_status_shows_the_run(
+    fleet_env: FleetEnv, tmp_path: Path
+) -> None:
+    start_worker(fleet_env, roles=["worker"])
+    lwir = _write(tmp_path, "chain.json", wf.chain_lwir(3))
+    out = _ok(little(fleet_env, "submit", lwir, "--input", "{}", "--wait", "--timeout", "40"))
+    assert json.loads(out) == {"n": 2}
+
+    run_id = _ok(little(fleet_env, "submit", lwir, "--input", "{}", "--run-id", "run_cli_1"))
+    assert run_id.strip() == "run_cli_1"
+    with fleet_env.client() as client:
+        client.wait("run_cli_1", timeout=40)
+    status = json.loads(_ok(little(fleet_env, "status", "run_cli_1", "--json")))
+    assert status["status"] == "completed"
+    assert status["output"] == {"n": 2}
+    assert status["steps"] == {"s0": "completed", "s1": "completed", "s2": "completed"}
+    text = _ok(little(fleet_env, "status", "run_cli_1"))
+    assert "status    completed" in text and "  completed  s2" in text
+
+
+def test_an_example_workflow_runs_on_the_fleet_as_in_process(fleet_env: FleetEnv) -> None:
+    from examples import support_triage
+    from little_dist import run_workflow
+
+    local = run_workflow(support_triage.workflow, support_triage.SAMPLE_INPUT, world=MemoryWorld())
+    start_worker(fleet_env, roles=["worker", "fixer"], app="examples.support_triage")
+    out = _ok(
+        little(
+            fleet_env,
+            "submit",
+            "examples.support_triage:workflow",
+            "--input",
+            json.dumps(support_triage.SAMPLE_INPUT),
+            "--wait",
+            "--timeout",
+            "50",
+        )
+    )
+    assert json.loads(out) == local.output.model_dump(mode="json", by_alias=True)
+
+
+def test_a_workflow_id_is_planned_by_a_planner_worker(fleet_env: FleetEnv) -> None:
+    from examples import support_triage
+    from little_dist import run_workflow
+
+    local = run_workflow(
+        support_triage.planned_workflow, support_triage.SAMPLE_INPUT, world=MemoryWorld()
+    )
+    start_worker(fleet_env, app="examples.support_triage")
+    result = little(
+        fleet_env,
+        "submit",
+        "support.triage",
+        "--app",
+        "examples.support_triage",
+        "--input",
+        json.dumps(support_triage.SAMPLE_INPUT),
+        "--wait",
+        "--timeout",
+        "50",
+        "--json",
+    )
+    status = json.loads(_ok(result))
+    assert status["status"] == "completed"
+    assert status["output"] == local.output.model_dump(mode="json", by_alias=True)
+    with fleet_env.client() as client:
+        types = [event.type for event in client.events(status["runId"])]
+    assert types[0] == "little.run.submitted"
+    assert "OrchestrationRequested" in types and "WorkflowValidationSucceeded" in types
+    assert types.index("WorkflowVersionRegistered") < types.index("RunStarted")
+
+
+def test_cancel_stops_a_running_run(fleet_env: FleetEnv) -> None:
+    start_worker(fleet_env, roles=["worker"])
+    with fleet_env.client() as client:
+        run_id = client.submit(
+            wf.fan_out_lwir(max_concurrency=1), {"keys": ["a", "b", "c", "d"], "sleep": 1.5}
+        )
+        deadline = time.monotonic() + 30
+        while "StepAttemptStarted" not in {e.type for e in client.events(run_id)}:
+            assert time.monotonic() < deadline, "the run never started a step"
+            time.sleep(0.1)
+        out = _ok(little(fleet_env, "cancel", run_id, "--wait", "--timeout", "30"))
+        assert out.strip() == f"run {run_id} failed"
+        state = client.state(run_id)
+        assert state.status == "failed"
+        assert state.error["causeCode"] == "cancelled"
+    again = little(fleet_env, "cancel", run_id)
+    _ok(again, 1)
+    assert "already ended (failed)" in again.stderr
+    status = json.loads(_ok(little(fleet_env, "status", run_id, "--json")))
+    assert status["error"]["causeCode"] == "cancelled"
+    assert status["cancelRequested"] is True
+
+
+def test_the_scheduler_drives_runs_when_workers_do_not(fleet_env: FleetEnv) -> None:
+    # Workers without the fast path leave every next step to `little scheduler`.
+    start_worker(fleet_env, roles=["worker"], extra_args=["--no-fast-path"])
+    start_scheduler(fleet_env)
+    with fleet_env.client() as client:
+        run_id = client.submit(wf.chain_lwir(3), {})
+        state = client.wait(run_id, timeout=45)
+    assert state.status == "completed"
+    assert state.output == {"n": 2}
+
+
+def test_a_failing_run_exits_1_with_its_cause(fleet_env: FleetEnv, tmp_path: Path) -> None:
+    start_worker(fleet_env, roles=["worker"])
+    lwir = _write(tmp_path, "explode.json", wf.single_tool_lwir("explode", {"message": "kaput"}))
+    result = little(fleet_env, "submit", lwir, "--wait", "--timeout", "40")
+    _ok(result, 1)
+    assert "failed" in result.stderr and "kaput" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["submit", "missing-file.json"], "cannot read missing-file.json"),
+        (["submit", "tests.workflows_for_tests:nope"], "has no attribute 'nope'"),
+        (["submit", "no_such_module_x:wf"], "cannot import module 'no_such_module_x'"),
+        (["submit", "wf-id", "--input", "{not json"], "--input: invalid JSON"),
+        (["worker", "--roles", "cook"], "expected a comma-separated list of roles"),
+    ],
+)
+def test_usage_errors_exit_2_with_one_line(
+    fleet_env: FleetEnv, args: Sequence[str], message: str
+) -> None:
+    result = little(fleet_env, *args)
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_status_of_an_unknown_run_exits_1(fleet_env: FleetEnv) -> None:
+    result = little(fleet_env, "status", "run_nobody_knows")
+    assert result.returncode == 1
+    assert result.stderr.strip() == "little status: Run not found: run_nobody_knows"
+
+
+def test_the_health_check_pings_the_worker_by_its_default_node_name(fleet_env: FleetEnv) -> None:
+    # What compose.yaml and deploy/ run: `celery inspect ping --destination=celery@$HOSTNAME`.
+    import sys
+
+    host = f"host-{fleet_env.key_prefix.split(':')[1]}"
+    worker = fleet_env.start(
+        "default-node",
+        ["worker", "--roles", "worker", "--app", "tests.workflows_for_tests"],
+        env={"HOSTNAME": host},
+    )
+    worker.wait_for_output(rf"celery@{host} ready\.", timeout=40)
+    ping = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            f"--broker={fleet_env.env['LITTLE_BROKER_URL']}",
+            "inspect",
+            "ping",
+            f"--destination=celery@{host}",
+            "--timeout=10",
+        ],
+        cwd=ROOT,
+        env={**fleet_env.env, "HOSTNAME": host},
+        capture_output=True,
+        text=True,
+        timeout=40,
+    )
+    assert ping.returncode == 0, ping.stdout + ping.stderr
+    assert f"celery@{host}: OK" in ping.stdout

@@ -1,0 +1,138 @@
+"""``Client`` against a real fleet: Redis, ``weed mini`` and ``little worker`` subprocesses.
+
+No scheduler runs in most of these tests: the client dispatches a run's first steps and
+each worker advances the run after its commit (the fast path), which is enough for linear
+runs and fan-outs. Scheduler behaviour (sweeps, lost dispatches, worker crashes) is tested
+with the scheduler.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from little_dist.dist.client import Client, RunMismatchError, WaitTimeoutError
+from little_dist.dist.dispatch import CANCEL_EVENT_TYPE, TASK_EXECUTE_STEP
+from little_dist.world.base import RunNotFoundError
+from tests import workflows_for_tests as wf
+from tests.fleet_processes import FleetEnv, fleet_env, start_worker
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
+
+__all__ = ["fleet_env"]  # the fixture, re-exported for pytest
+
+
+def _types(client: Client, run_id: str) -> list[str]:
+    return [event.type for event in client.events(run_id)]
+
+
+@pytest.mark.parametrize("pool", ["threads", "prefork"])
+def test_submit_and_wait_runs_a_chain_on_a_worker(fleet_env: FleetEnv, pool: str) -> None:
+    start_worker(fleet_env, pool=pool, concurrency=2)
+    client = fleet_env.client()
+    run_id = client.submit(wf.chain_lwir(4), {})
+    state = client.wait(run_id, timeout=45)
+    assert state.status == "completed", client.status(run_id).to_json()
+    assert state.output == {"n": 3}
+    types = _types(client, run_id)
+    assert types[:2] == ["WorkflowVersionRegistered", "RunStarted"]
+    assert types.count("StepCompleted") == 4
+    assert types[-1] == "RunCompleted"
+    view = client.status(run_id)
+    assert view.status == "completed"
+    assert view.steps == {
+        "s0": "completed",
+        "s1": "completed",
+        "s2": "completed",
+        "s3": "completed",
+    }
+    assert view.to_json()["output"] == {"n": 3}
+
+
+def test_submit_is_idempotent_on_the_run_id(fleet_env: FleetEnv) -> None:
+    client = fleet_env.client()
+    doc = wf.single_tool_lwir("add", {"a": 1, "b": 2})
+    run_id = client.submit(doc, {"x": 1}, run_id="run_idempotent_1")
+    assert run_id == "run_idempotent_1"
+    assert client.submit(doc, {"x": 1}, run_id=run_id) == run_id
+    assert _types(client, run_id).count("RunStarted") == 1
+    with pytest.raises(RunMismatchError, match="different input"):
+        client.submit(doc, {"x": 2}, run_id=run_id)
+
+
+def test_a_task_delivered_twice_commits_once(fleet_env: FleetEnv) -> None:
+    world = fleet_env.world()
+    client = fleet_env.client(world=world)
+    doc = wf.single_tool_lwir("record_branch", {"key": "once", "sleep": 1.0})
+    side_effects = fleet_env.tmp / "side-effects.txt"
+    # Recorded without any worker running: the first dispatch waits in the queue.
+    run_id = client.submit(doc, {})
+    # Deliver the same attempt twice more by hand, as a Redis broker may (celery#5935).
+    for _ in range(2):
+        client.app.send_task(
+            TASK_EXECUTE_STEP, args=(run_id, "only", 1), queue=fleet_env.queues["worker"]
+        )
+    start_worker(fleet_env, env={wf.SIDE_EFFECTS_ENV: str(side_effects)}, concurrency=4)
+    state = client.wait(run_id, timeout=45)
+    assert state.status == "completed"
+    types = _types(client, run_id)
+    assert types.count("StepAttemptStarted") == 1
+    assert types.count("StepCompleted") == 1
+    time.sleep(1.5)  # let the duplicate deliveries finish (they find the attempt over)
+    assert side_effects.read_text().splitlines() == ["once"]
+    assert _types(client, run_id) == types
+
+
+def test_cancel_ends_a_running_run_with_cause_cancelled(fleet_env: FleetEnv) -> None:
+    start_worker(fleet_env)
+    client = fleet_env.client()
+    doc = wf.fan_out_lwir(max_concurrency=1)
+    run_id = client.submit(doc, {"keys": ["a", "b", "c", "d"], "sleep": 1.5})
+    _wait_for(lambda: "StepAttemptStarted" in _types(client, run_id))
+    assert client.cancel(run_id, reason="test") is True
+    state = client.wait(run_id, timeout=30)
+    assert state.status == "failed"
+    assert state.error["causeCode"] == "cancelled"
+    assert CANCEL_EVENT_TYPE in _types(client, run_id)
+    assert client.status(run_id).cancel_requested
+    assert client.cancel(run_id) is False  # already over
+    # Nothing new started after the cancel: at most the branch that was running finished.
+    started = [e for e in client.events(run_id) if e.type == "StepAttemptStarted"]
+    assert len(started) <= 3
+
+
+def test_status_of_an_unknown_run_is_not_found(fleet_env: FleetEnv) -> None:
+    client = fleet_env.client()
+    with pytest.raises(RunNotFoundError):
+        client.status("run_does_not_exist")
+
+
+def test_wait_times_out_while_no_worker_runs_the_step(fleet_env: FleetEnv) -> None:
+    client = fleet_env.client()
+    run_id = client.submit(wf.single_tool_lwir(), {})
+    started = time.monotonic()
+    with pytest.raises(WaitTimeoutError, match=run_id):
+        client.wait(run_id, timeout=1.0)
+    assert time.monotonic() - started < 5
+
+
+def test_events_follow_stops_at_the_end_of_the_run(fleet_env: FleetEnv) -> None:
+    start_worker(fleet_env)
+    client = fleet_env.client()
+    run_id = client.submit(wf.chain_lwir(2), {})
+    seen = [event.type for event in client.events(run_id, follow=True, timeout=40)]
+    assert seen[0] == "WorkflowVersionRegistered"
+    assert seen[-1] == "RunCompleted"
+    sequences = [event.sequence for event in client.events(run_id)]
+    assert sequences == list(range(1, len(sequences) + 1))
+
+
+def _wait_for(condition: Any, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    pytest.fail("condition not met in time")

@@ -1,0 +1,502 @@
+"""The scheduler driven in-process against a real RedisS3World (Redis db 15 + weed mini).
+
+The Celery app is a capture stub (``send_task`` records what would be sent); "workers" are
+simulated by calling :func:`~little_dist.runtime.execute_step_attempt` on captured tasks, or
+by writing what a dying worker leaves behind. Every test has its own key prefix, signal
+stream and group, and short timeouts (lease 2 s, resend 2 s, claim idle 1 s).
+
+Process-level tests (real ``little scheduler`` and ``little worker`` processes) are in
+``tests/test_scheduler_processes.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import pytest
+import redis
+
+from little_dist.compiler import WorkflowVersion, compile_lwir
+from little_dist.dist.dispatch import CANCEL_EVENT_TYPE, dispatch_lease_key
+from little_dist.dist.scheduler import Scheduler, active_runs_key
+from little_dist.dist.signals import SignalReader
+from little_dist.errors import LittleError
+from little_dist.events import EventInput
+from little_dist.run_state import materialize_run_state
+from little_dist.runtime import AttemptOutcome, Capabilities, execute_step_attempt, step_lease_key
+from little_dist.scheduling import StepDispatch
+from little_dist.settings import Settings
+from little_dist.tools import ToolRegistry
+from little_dist.world.redis_s3 import RedisS3World, RunSealedError
+from tests.fleet_processes import FleetEnv, fleet_env
+from tests.workflows_for_tests import _doc as lwir_doc
+from tests.workflows_for_tests import (
+    add,
+    big_text,
+    chain_lwir,
+    fan_out_lwir,
+    noop,
+    record_branch,
+    tool_step,
+)
+
+__all__ = ["fleet_env"]  # the fixture, imported for pytest
+
+pytestmark = pytest.mark.integration
+
+CAPABILITIES = Capabilities(tools=ToolRegistry([record_branch, noop, add, big_text]))
+
+
+@dataclass
+class SentTask:
+    name: str
+    run_id: str
+    step_path: str
+    attempt: int
+    queue: str
+
+
+@dataclass
+class CaptureApp:
+    """Stands in for the Celery app: records every ``send_task``."""
+
+    sent: list[SentTask] = field(default_factory=list)
+
+    def send_task(self, name: str, args: Any = (), queue: str = "", **_: Any) -> None:
+        run_id, path, attempt = args
+        self.sent.append(SentTask(name, run_id, path, attempt, queue))
+
+    def take(self) -> list[SentTask]:
+        out, self.sent = self.sent, []
+        return out
+
+
+@dataclass
+class Fleet:
+    settings: Settings
+    env: dict[str, str]
+    world: RedisS3World
+    redis: redis.Redis
+    schedulers: list[Scheduler] = field(default_factory=list)
+
+    def scheduler(self, app: CaptureApp, name: str | None = None, **options: Any) -> Scheduler:
+        scheduler = Scheduler(
+            self.settings,
+            world=self.world,
+            app=cast(Any, app),
+            redis_client=self.redis,
+            name=name or f"test-{uuid.uuid4().hex[:6]}",
+            block_ms=options.pop("block_ms", 100),
+            **options,
+        )
+        self.schedulers.append(scheduler)
+        return scheduler
+
+
+# Short timeouts keep every test well under a minute.
+SHORT = {
+    "LITTLE_SIGNAL_CLAIM_IDLE": "1",
+    "LITTLE_LEASE_TTL": "2",
+    "LITTLE_HEARTBEAT_INTERVAL": "0.5",
+    "LITTLE_DISPATCH_RESEND_AFTER": "2",
+}
+
+
+@pytest.fixture
+def fleet(fleet_env: FleetEnv) -> Iterator[Fleet]:
+    """The test's fleet namespace (:mod:`tests.fleet_processes`) with short timeouts."""
+    fleet_env.env.update(SHORT)
+    world = fleet_env.world()
+    assert isinstance(world, RedisS3World)
+    client = redis.Redis.from_url(fleet_env.redis_url, decode_responses=True, socket_timeout=10)
+    handle = Fleet(fleet_env.settings(), dict(fleet_env.env), world, client)
+    yield handle
+    for scheduler in handle.schedulers:
+        scheduler.close()
+    client.close()
+
+
+def start_run(
+    world: RedisS3World, lwir: dict[str, Any], run_input: Any
+) -> tuple[str, WorkflowVersion]:
+    """What a client does: register the version, append WorkflowVersionRegistered + RunStarted."""
+    version = compile_lwir(lwir, input=run_input)
+    run_id = f"run_{uuid.uuid4().hex}"
+    world.register_version(version.id, version.to_json())
+    world.append_batch(
+        run_id,
+        [
+            EventInput(
+                type="WorkflowVersionRegistered",
+                occurrence_id="version-registered",
+                payload={"workflowVersionId": version.id, "workflowVersionHash": version.hash},
+            ),
+            EventInput(
+                type="RunStarted",
+                occurrence_id="run-start",
+                payload={"workflowVersionId": version.id, "input": run_input},
+            ),
+        ],
+    )
+    return run_id, version
+
+
+def execute(world: RedisS3World, version: WorkflowVersion, task: SentTask) -> AttemptOutcome:
+    """Run one captured task the way a worker would."""
+    dispatch = StepDispatch(
+        run_id=task.run_id,
+        step_path=task.step_path,
+        step_id=task.step_path.rsplit(".", 1)[-1].split("[", 1)[0],
+        attempt=task.attempt,
+        role="worker",
+        kind="execute_step",
+    )
+    return execute_step_attempt(
+        world, dispatch, version=version, capabilities=CAPABILITIES, lease_ttl=2.0
+    )
+
+
+def events_of(world: RedisS3World, run_id: str) -> list[Any]:
+    return world.list_events(run_id)
+
+
+def types_at(world: RedisS3World, run_id: str, type_: str) -> list[str]:
+    return [e.occurrence_id or "" for e in events_of(world, run_id) if e.type == type_]
+
+
+def pending_count(fleet: Fleet) -> int:
+    info: Any = fleet.redis.xpending(fleet.settings.signal_stream, fleet.settings.signal_group)
+    return int(info["pending"])
+
+
+def spin(scheduler: Scheduler, until: Callable[[], bool], timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not until():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        scheduler.run_once(block_ms=50)
+
+
+# -- signals in, one decision appended, one task out --------------------------------------------
+
+
+def test_a_chain_runs_signal_by_signal_and_is_archived(fleet: Fleet) -> None:
+    app = CaptureApp()
+    scheduler = fleet.scheduler(app)
+    run_id, version = start_run(fleet.world, chain_lwir(3), {})
+    scheduler.start()
+
+    for index in range(3):
+        spin(scheduler, lambda: bool(app.sent))
+        (task,) = app.take()
+        assert (task.name, task.run_id, task.step_path, task.attempt) == (
+            "little.execute_step",
+            run_id,
+            f"s{index}",
+            1,
+        )
+        assert task.queue == fleet.settings.queue_worker
+        # Signals keep coming (the StepScheduled append itself signals): nothing is re-sent.
+        for _ in range(3):
+            scheduler.run_once(block_ms=20)
+        assert app.sent == []
+        assert execute(fleet.world, version, task) is AttemptOutcome.completed
+
+    spin(
+        scheduler,
+        lambda: (
+            run_id not in scheduler._runs
+            and not fleet.redis.sismember(active_runs_key(fleet.settings), run_id)
+        ),
+    )
+    events = events_of(fleet.world, run_id)
+    assert events[-1].type == "RunCompleted"
+    # Each decision was appended once: one StepScheduled per step, one run end.
+    assert types_at(fleet.world, run_id, "StepScheduled") == [f"sched:s{i}:1" for i in range(3)]
+    assert types_at(fleet.world, run_id, "RunCompleted") == ["run-end"]
+    # The run is archived: its log is sealed.
+    with pytest.raises(RunSealedError):
+        fleet.world.append(run_id, EventInput(type="little.test.late", payload={}))
+    # Every signal was acknowledged.
+    assert pending_count(fleet) == 0
+
+
+def test_decisions_are_appended_once_by_two_schedulers_racing(fleet: Fleet) -> None:
+    apps = [CaptureApp(), CaptureApp()]
+    first, second = fleet.scheduler(apps[0]), fleet.scheduler(apps[1])
+    first.start()
+    second.start()
+    run_ids = [
+        start_run(
+            fleet.world, fan_out_lwir(max_concurrency=5), {"keys": ["a", "b", "c", "d"], "sleep": 0}
+        )[0]
+        for _ in range(3)
+    ]
+    # Both look at every run (as happens when a signal is claimed while being handled).
+    for run_id in run_ids:
+        first.advance(run_id)
+        second.advance(run_id)
+        first.advance(run_id)
+    for run_id in run_ids:
+        scheduled = types_at(fleet.world, run_id, "StepScheduled")
+        assert len(scheduled) == len(set(scheduled)) == 5  # fan + 4 branch steps
+    sent = [(t.run_id, t.step_path, t.attempt) for app in apps for t in app.sent]
+    assert len(sent) == len(set(sent)) == 12  # every branch step of every run, once
+
+
+def test_cancel_requested_fails_the_run(fleet: Fleet) -> None:
+    app = CaptureApp()
+    scheduler = fleet.scheduler(app)
+    scheduler.start()
+    run_id, _ = start_run(fleet.world, chain_lwir(2), {})
+    spin(scheduler, lambda: bool(app.sent))
+    fleet.world.append(
+        run_id, EventInput(type=CANCEL_EVENT_TYPE, occurrence_id="cancel", payload={})
+    )
+    spin(scheduler, lambda: events_of(fleet.world, run_id)[-1].type == "RunFailed")
+    final = events_of(fleet.world, run_id)[-1]
+    assert final.payload["error"]["causeCode"] == "cancelled"
+
+
+def test_large_outputs_are_read_back_for_decide(fleet: Fleet) -> None:
+    # big's output (100 KB) is stored by reference; the decision reads it inline, so the
+    # scheduler must read it back: without it the route would take the default ("low").
+    lwir = lwir_doc(
+        "tests.big",
+        [
+            tool_step("big", "big_text", {"size": 100_000}, output={"mode": "text"}),
+            {
+                "id": "route",
+                "uses": "decision",
+                "needs": ["big"],
+                "with": {
+                    "cases": [{"when": "{{ steps.big.output }}", "to": "high"}],
+                    "default": "low",
+                },
+            },
+            tool_step("high", "add", {"a": 1, "b": 1}),
+            tool_step("low", "add", {"a": 0, "b": 0}),
+        ],
+    )
+    app = CaptureApp()
+    scheduler = fleet.scheduler(app)
+    scheduler.start()
+    run_id, version = start_run(fleet.world, lwir, {})
+    ran = []
+    for _ in range(2):
+        spin(scheduler, lambda: bool(app.sent))
+        (task,) = app.take()
+        ran.append(task.step_path)
+        assert execute(fleet.world, version, task) is AttemptOutcome.completed
+    assert ran == ["big", "high"]
+    spin(scheduler, lambda: events_of(fleet.world, run_id)[-1].type == "RunCompleted")
+    big = next(e for e in events_of(fleet.world, run_id) if e.type == "StepCompleted")
+    assert "outputRef" in big.payload and "output" not in big.payload
+    assert events_of(fleet.world, run_id)[-1].payload["output"] == {"sum": 2}
+
+
+# -- a dead scheduler's signals -------------------------------------------------------------------
+
+
+def test_a_dead_schedulers_pending_signals_are_claimed(fleet: Fleet) -> None:
+    # "dead" reads the run's signals and never acknowledges them (killed before handling).
+    dead = SignalReader(
+        fleet.redis,
+        fleet.settings.signal_stream,
+        fleet.settings.signal_group,
+        "dead-scheduler",
+        claim_idle=fleet.settings.signal_claim_idle,
+    )
+    dead.ensure_group()
+    # The active set is built already: only the signals can tell the live one about the run.
+    fleet.redis.set(f"{active_runs_key(fleet.settings)}:built", "1")
+    run_id, _ = start_run(fleet.world, chain_lwir(2), {})
+    taken = dead.read(count=100, block_ms=100)
+    assert {s.run_id for s in taken} == {run_id}
+
+    app = CaptureApp()
+    live = fleet.scheduler(app, sweep_interval=3600)
+    live.start()
+    live.sweeps.skip(time.monotonic())  # no sweep: the claim alone must find the run
+    started = time.monotonic()
+    spin(live, lambda: bool(app.sent), timeout=10)
+    assert time.monotonic() - started >= fleet.settings.signal_claim_idle * 0.5
+    assert [t.step_path for t in app.sent] == ["s0"]
+    assert pending_count(fleet) == 0
+
+
+def test_a_restarted_scheduler_handles_its_own_pending_signals(fleet: Fleet) -> None:
+    fleet.redis.set(f"{active_runs_key(fleet.settings)}:built", "1")
+    before = SignalReader(
+        fleet.redis,
+        fleet.settings.signal_stream,
+        fleet.settings.signal_group,
+        "scheduler-a",
+        claim_idle=3600,
+    )
+    before.ensure_group()
+    run_id, _ = start_run(fleet.world, chain_lwir(1), {})
+    assert before.read(count=10, block_ms=100)
+
+    app = CaptureApp()
+    again = fleet.scheduler(app, name="scheduler-a", sweep_interval=3600)
+    again.start()  # reads its own pending entries first
+    assert [(t.run_id, t.step_path) for t in app.sent] == [(run_id, "s0")]
+    assert pending_count(fleet) == 0
+
+
+def test_the_active_set_is_rebuilt_from_the_run_index(fleet: Fleet) -> None:
+    run_id, _ = start_run(fleet.world, chain_lwir(1), {})
+    fleet.redis.delete(fleet.settings.signal_stream)  # the signal is lost
+    app = CaptureApp()
+    scheduler = fleet.scheduler(app, sweep_interval=0.2)
+    scheduler.start()
+    assert fleet.redis.sismember(active_runs_key(fleet.settings), run_id)
+    spin(scheduler, lambda: bool(app.sent))
+    assert [t.step_path for t in app.sent] == ["s0"]
+
+
+# -- the sweeper ----------------------------------------------------------------------------------
+
+
+def test_lost_tasks_are_sent_again_after_dispatch_resend_after(fleet: Fleet) -> None:
+    app = CaptureApp()
+    scheduler = fleet.scheduler(app, sweep_interval=0.2)
+    scheduler.start()
+    run_id, version = start_run(fleet.world, chain_lwir(1), {})
+    spin(scheduler, lambda: bool(app.sent))
+    first_sent = time.monotonic()
+    (lost,) = app.take()  # the message never reaches a worker
+
+    spin(scheduler, lambda: bool(app.sent), timeout=10)
+    waited = time.monotonic() - first_sent
+    assert waited >= fleet.settings.dispatch_resend_after * 0.9
+    (again,) = app.take()
+    assert (again.run_id, again.step_path, again.attempt) == (lost.run_id, lost.step_path, 1)
+    assert execute(fleet.world, version, again) is AttemptOutcome.completed
+    spin(scheduler, lambda: events_of(fleet.world, run_id)[-1].type == "RunCompleted")
+    # A started attempt is never sent again.
+    assert app.sent == []
+
+
+def test_a_dead_workers_attempt_fails_with_lease_expired_and_is_retried(fleet: Fleet) -> None:
+    app = CaptureApp()
+    scheduler = fleet.scheduler(app, sweep_interval=0.2)
+    scheduler.start()
+    run_id, version = start_run(fleet.world, chain_lwir(1), {})
+    spin(scheduler, lambda: bool(app.sent))
+    app.take()
+    # A worker takes the step lease, records the start, and dies (the lease is not renewed).
+    lease = fleet.world.acquire_lease(step_lease_key(run_id, "s0"), "doomed-worker", 1.0)
+    assert lease is not None
+    fleet.world.append(
+        run_id,
+        EventInput(
+            type="StepAttemptStarted",
+            occurrence_id="start:s0:1",
+            payload={"stepPath": "s0", "stepId": "s0", "attempt": 1, "attemptId": "attempt_1"},
+        ),
+        fence=lease.fence,
+    )
+    spin(scheduler, lambda: bool(app.sent), timeout=10)
+    (retry,) = app.take()
+    assert (retry.step_path, retry.attempt) == ("s0", 2)
+    failed = [e for e in events_of(fleet.world, run_id) if e.type == "StepFailed"]
+    assert [e.occurrence_id for e in failed] == ["end:s0:1"]
+    assert failed[0].payload["error"]["causeCode"] == "lease_expired"
+    assert failed[0].payload["error"]["retriable"] is True
+    assert execute(fleet.world, version, retry) is AttemptOutcome.completed
+    spin(scheduler, lambda: events_of(fleet.world, run_id)[-1].type == "RunCompleted")
+    state = materialize_run_state(events_of(fleet.world, run_id))
+    assert state.steps["s0"].status == "completed"
+
+
+def test_a_live_workers_attempt_is_left_alone(fleet: Fleet) -> None:
+    app = CaptureApp()
+    scheduler = fleet.scheduler(app, sweep_interval=0.1)
+    scheduler.start()
+    run_id, _ = start_run(fleet.world, chain_lwir(1), {})
+    spin(scheduler, lambda: bool(app.sent))
+    app.take()
+    lease = fleet.world.acquire_lease(step_lease_key(run_id, "s0"), "busy-worker", 30.0)
+    assert lease is not None
+    fleet.world.append(
+        run_id,
+        EventInput(
+            type="StepAttemptStarted",
+            occurrence_id="start:s0:1",
+            payload={"stepPath": "s0", "stepId": "s0", "attempt": 1, "attemptId": "attempt_1"},
+        ),
+        fence=lease.fence,
+    )
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline:
+        scheduler.run_once(block_ms=50)
+    assert types_at(fleet.world, run_id, "StepFailed") == []
+    assert app.sent == []
+    assert scheduler.sweep_all() == {run_id: []}
+
+
+def test_the_dispatch_lease_stops_a_second_sender(fleet: Fleet) -> None:
+    run_id, _ = start_run(fleet.world, chain_lwir(1), {})
+    # Someone else (the worker fast path, another scheduler) holds the dispatch lease.
+    dispatch = StepDispatch(run_id, "s0", "s0", 1, "worker", "execute_step")
+    held = fleet.world.acquire_lease(dispatch_lease_key(dispatch), "other", 30.0)
+    assert held is not None
+    app = CaptureApp()
+    scheduler = fleet.scheduler(app)
+    scheduler.start()
+    deadline = time.monotonic() + 0.5
+    while time.monotonic() < deadline:
+        scheduler.run_once(block_ms=50)
+    assert types_at(fleet.world, run_id, "StepScheduled") == ["sched:s0:1"]
+    assert app.sent == []
+
+
+# -- logging --------------------------------------------------------------------------------------
+
+
+def test_one_structured_log_line_per_decision(
+    fleet: Fleet, caplog: pytest.LogCaptureFixture
+) -> None:
+    app = CaptureApp()
+    scheduler = fleet.scheduler(app)
+    scheduler.start()
+    caplog.set_level(logging.INFO, logger="little.scheduler")
+    run_id, _ = start_run(fleet.world, chain_lwir(1), {})
+    spin(scheduler, lambda: bool(app.sent))
+    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "little.scheduler"]
+    decisions = [line for line in lines if line["event"] == "decision"]
+    assert len(decisions) == 1
+    (line,) = decisions
+    assert line["run"] == run_id
+    assert line["appended"] == 1 and line["sent"] == 1
+    assert line["tasks"] == ["s0#1"]
+    assert isinstance(line["ms"], float)
+
+
+def test_a_broken_run_does_not_stop_the_others(fleet: Fleet) -> None:
+    app = CaptureApp()
+    scheduler = fleet.scheduler(app)
+    scheduler.start()
+    # A run whose version was never registered: looking at it fails.
+    broken = f"run_{uuid.uuid4().hex}"
+    fleet.world.append(
+        broken,
+        EventInput(
+            type="RunStarted",
+            occurrence_id="run-start",
+            payload={"workflowVersionId": "wfver_0000000000000000", "input": {}},
+        ),
+    )
+    run_id, _ = start_run(fleet.world, chain_lwir(1), {})
+    spin(scheduler, lambda: bool(app.sent))
+    assert [t.run_id for t in app.sent] == [run_id]
+    assert pending_count(fleet) == 0
+    with pytest.raises(LittleError):
+        scheduler.advance(broken)
