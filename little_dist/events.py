@@ -5,7 +5,10 @@ envelope's content (see :func:`little_dist.ids.event_id_for`), so it is the same
 event is recorded. ``recordedAt`` is an ISO-8601 UTC timestamp with milliseconds, as
 JavaScript's ``Date#toISOString`` prints it.
 
-The catalogue of event types lives here as names (:data:`EVENT_TYPES`); their typed payloads
+The catalogue of event types lives here as names (:data:`EVENT_TYPES`): the workflow's
+(:data:`WORLD_EVENT_TYPES`), the rest of upstream's harness events
+(:data:`HARNESS_TRACE_EVENT_TYPES`: runtime commands, files, artifacts, mounts, persistent
+dirs) and side-channel observations (:data:`SIDE_CHANNEL_EVENT_TYPES`). Their typed payloads
 and the discriminated union that reads and writes whole events are in
 :mod:`little_dist.event_types`. Types under :data:`ENGINE_EVENT_PREFIX` (``little.``) are
 the engine's own (leases, dispatch); upstream never writes them and the fold ignores them.
@@ -23,7 +26,10 @@ __all__ = [
     "ENGINE_EVENT_PREFIX",
     "EVENT_TYPES",
     "HARNESS_EVENT_TYPES",
+    "HARNESS_TRACE_EVENT_TYPES",
     "LEGACY_HARNESS_EVENT_TYPES",
+    "SIDE_CHANNEL_EVENT_TYPES",
+    "WORLD_EVENT_TYPES",
     "Event",
     "EventInput",
     "is_engine_event_type",
@@ -31,7 +37,7 @@ __all__ = [
 ]
 
 #: Every event type upstream's ``world.ts`` declares, in its order.
-EVENT_TYPES: tuple[str, ...] = (
+WORLD_EVENT_TYPES: tuple[str, ...] = (
     "OrchestrationRequested",
     "PlannerStarted",
     "PlannerDraftedWorkflow",
@@ -71,6 +77,40 @@ EVENT_TYPES: tuple[str, ...] = (
     "harness.tool_call.failed",
     "harness.execute_step.started",
     "harness.execute_step.succeeded",
+)
+
+#: Upstream's other harness events (little-harness ``events/names.ts``), in its order: the
+#: harness records them beside the session, model and tool events, so a run log may hold them.
+HARNESS_TRACE_EVENT_TYPES: tuple[str, ...] = (
+    "harness.runtime.command.started",
+    "harness.runtime.command.succeeded",
+    "harness.runtime.command.failed",
+    "harness.runtime.command.denied",
+    "harness.runtime.tier.escalated",
+    "harness.runtime.tier.unavailable",
+    "harness.runtime.error",
+    "harness.runtime.dispose.failed",
+    "harness.file.created",
+    "harness.file.updated",
+    "harness.file.deleted",
+    "harness.file.staged_from_message",
+    "harness.file.staged_from_host",
+    "harness.file.written_by_tool",
+    "harness.artifact.created",
+    "harness.filesystem.mounted",
+    "harness.persistent_dir.loaded",
+    "harness.persistent_dir.commit.started",
+    "harness.persistent_dir.commit.succeeded",
+    "harness.persistent_dir.commit.failed",
+)
+
+#: Facts an observer writes onto a run after the fact (upstream's
+#: ``HARNESS_SIDE_CHANNEL_EVENT_TYPES``); never an input to the run they describe.
+SIDE_CHANNEL_EVENT_TYPES: tuple[str, ...] = ("outcome.reported",)
+
+#: Every event type upstream can record on a run.
+EVENT_TYPES: tuple[str, ...] = (
+    WORLD_EVENT_TYPES + HARNESS_TRACE_EVENT_TYPES + SIDE_CHANNEL_EVENT_TYPES
 )
 
 HARNESS_EVENT_TYPES: frozenset[str] = frozenset(t for t in EVENT_TYPES if t.startswith("harness."))

@@ -20,10 +20,17 @@ from little_dist.event_types import (
     typed,
     validate_payload,
 )
+from little_dist.event_types.harness_trace_payloads import (
+    HarnessRuntimeCommandSucceededPayload,
+    HarnessRuntimeTierEscalatedPayload,
+)
 from little_dist.events import (
     EVENT_TYPES,
     HARNESS_EVENT_TYPES,
+    HARNESS_TRACE_EVENT_TYPES,
     LEGACY_HARNESS_EVENT_TYPES,
+    SIDE_CHANNEL_EVENT_TYPES,
+    WORLD_EVENT_TYPES,
     Event,
     EventInput,
     is_engine_event_type,
@@ -33,6 +40,116 @@ from tests.conftest import load_vectors
 
 USAGE = {"inputTokens": 10, "outputTokens": 2}
 ERROR = {"name": "Error", "message": "boom"}
+
+CAPTURED = {"captured": True, "preview": ""}
+AFTER = {"bytes": 3, "sha256": "ab" * 32}
+FILE = {"path": "/session/a.txt", "kind": "file"}
+NO_DIFF = {"available": False, "reason": "disabled"}
+NO_CHANGES: dict[str, list[Any]] = {"created": [], "updated": [], "deleted": []}
+TIER = {"from": "in-process", "to": "sandbox", "trigger": "classification", "command": "cargo b"}
+
+#: The smallest payload of each of upstream's other harness types (and ``outcome.reported``),
+#: after little-harness ``trace/validate.ts``.
+TRACE_MINIMAL: dict[str, dict[str, Any]] = {
+    "harness.runtime.command.started": {"command": "ls"},
+    "harness.runtime.command.succeeded": {
+        "command": "ls",
+        "exitCode": 0,
+        "durationMs": 4,
+        "stdout": CAPTURED,
+        "stderr": CAPTURED,
+    },
+    "harness.runtime.command.failed": {
+        "command": "false",
+        "exitCode": 1,
+        "durationMs": 4,
+        "stdout": CAPTURED,
+        "stderr": CAPTURED,
+    },
+    "harness.runtime.command.denied": {"command": "rm -rf /", "reasons": [{"kind": "danger"}]},
+    "harness.runtime.tier.escalated": TIER,
+    "harness.runtime.tier.unavailable": {**TIER, "detail": "no sandbox"},
+    "harness.runtime.error": {"error": ERROR},
+    "harness.runtime.dispose.failed": {"error": "teardown failed"},
+    "harness.file.created": {
+        "path": "/session/a.txt",
+        "root": "session",
+        "after": AFTER,
+        "diff": NO_DIFF,
+    },
+    "harness.file.updated": {
+        "path": "/session/a.txt",
+        "root": "session",
+        "before": AFTER,
+        "after": AFTER,
+        "diff": NO_DIFF,
+    },
+    "harness.file.deleted": {
+        "path": "/session/a.txt",
+        "root": "session",
+        "before": AFTER,
+        "diff": NO_DIFF,
+    },
+    "harness.file.staged_from_message": {
+        "path": "/session/a.txt",
+        "root": "session",
+        "source": "message",
+        "after": AFTER,
+    },
+    "harness.file.staged_from_host": {
+        "path": "/session/a.txt",
+        "root": "session",
+        "source": "host",
+        "after": AFTER,
+    },
+    "harness.file.written_by_tool": {
+        "path": "/artifacts/r.txt",
+        "root": "artifacts",
+        "after": AFTER,
+        "diff": NO_DIFF,
+    },
+    "harness.artifact.created": {
+        "path": "/artifacts/r.txt",
+        "artifact": {"id": "art_1", "path": "/artifacts/r.txt"},
+    },
+    "harness.filesystem.mounted": {
+        "root": "session",
+        "harnessDir": "/session",
+        "source": "session",
+        "writable": True,
+        "fileCount": 1,
+        "files": [FILE],
+    },
+    "harness.persistent_dir.loaded": {
+        "harnessDir": "/persistent/notes",
+        "commit": "after-turn",
+        "durationMs": 2,
+        "fileCount": 0,
+        "files": [],
+    },
+    "harness.persistent_dir.commit.started": {
+        "harnessDir": "/persistent/notes",
+        "commit": "after-turn",
+        "changeCounts": {"created": 0, "updated": 0, "deleted": 0},
+        "changes": NO_CHANGES,
+    },
+    "harness.persistent_dir.commit.succeeded": {
+        "harnessDir": "/persistent/notes",
+        "commit": "manual",
+        "changeCounts": {"created": 1, "updated": 0, "deleted": 0},
+        "changes": {**NO_CHANGES, "created": [FILE]},
+        "durationMs": 3,
+    },
+    "harness.persistent_dir.commit.failed": {
+        "harnessDir": "/persistent/notes",
+        "commit": "manual",
+        "changeCounts": {"created": 0, "updated": 0, "deleted": 0},
+        "changes": NO_CHANGES,
+        "durationMs": 3,
+        "error": ERROR,
+    },
+    "outcome.reported": {"status": "success", "source": "review"},
+}
 
 #: The smallest payload each type accepts (its required fields).
 MINIMAL: dict[str, dict[str, Any]] = {
@@ -62,6 +179,7 @@ MINIMAL: dict[str, dict[str, Any]] = {
     "harness.tool_call.started": {"callId": "c", "caller": "code", "toolName": "t", "args": None},
     "harness.tool_call.succeeded": {"callId": "c", "result": None},
     "harness.tool_call.failed": {"callId": "c", "error": ERROR},
+    **TRACE_MINIMAL,
 }
 
 
@@ -84,10 +202,83 @@ def vector_events() -> list[dict[str, Any]]:
 
 
 def test_catalogue_names_agree() -> None:
-    assert len(EVENT_TYPES) == len(set(EVENT_TYPES)) == 39
+    assert len(WORLD_EVENT_TYPES) == 39
+    assert len(HARNESS_TRACE_EVENT_TYPES) == 20
+    assert EVENT_TYPES == WORLD_EVENT_TYPES + HARNESS_TRACE_EVENT_TYPES + SIDE_CHANNEL_EVENT_TYPES
+    assert len(EVENT_TYPES) == len(set(EVENT_TYPES)) == 60
     assert tuple(PAYLOAD_MODELS) == EVENT_TYPES
     assert tuple(EVENT_CLASSES) == EVENT_TYPES
-    assert set(LEGACY_HARNESS_EVENT_TYPES.values()) == HARNESS_EVENT_TYPES
+    # Only the workflow's own harness events ever had PascalCase names.
+    assert set(LEGACY_HARNESS_EVENT_TYPES.values()) == HARNESS_EVENT_TYPES - set(
+        HARNESS_TRACE_EVENT_TYPES
+    )
+    assert {t for t in EVENT_TYPES if t.startswith("harness.")} == HARNESS_EVENT_TYPES
+    assert set(TRACE_MINIMAL) == {*HARNESS_TRACE_EVENT_TYPES, *SIDE_CHANNEL_EVENT_TYPES}
+
+
+def test_a_log_with_every_upstream_harness_type_is_read_and_written_back() -> None:
+    # Upstream's harness records these beside the workflow's events; such a log must read.
+    log = [
+        envelope(event_type, payload, sequence=index, eventId=f"evt_{index:016x}")
+        for index, (event_type, payload) in enumerate(TRACE_MINIMAL.items(), start=1)
+    ]
+    parsed = [parse_event(event) for event in log]
+    assert [event.type for event in parsed] == list(TRACE_MINIMAL)
+    assert [event.to_json() for event in parsed] == log
+    assert [typed(Event.model_validate(event)).to_json() for event in log] == log
+
+
+def test_upstream_shaped_trace_payloads_are_typed() -> None:
+    succeeded = parse_event(
+        envelope(
+            "harness.runtime.command.succeeded",
+            {
+                "command": "printf 'x' > /session/n.md",
+                "exitCode": 0,
+                "durationMs": 12.5,
+                "stdout": {"captured": True, "preview": "x", "truncated": False},
+                "stderr": {"captured": True, "preview": ""},
+                "cwd": "/session",
+            },
+        )
+    ).payload
+    assert isinstance(succeeded, HarnessRuntimeCommandSucceededPayload)
+    assert succeeded.exit_code == 0
+    assert succeeded.stdout.preview == "x"
+    assert succeeded.to_json()["cwd"] == "/session"  # unknown fields are kept
+    tier = parse_event(envelope("harness.runtime.tier.escalated", TIER)).payload
+    assert isinstance(tier, HarnessRuntimeTierEscalatedPayload)
+    assert tier.from_ == "in-process"
+    assert tier.to_json() == TIER  # written back as "from"
+    built = PAYLOAD_MODELS["outcome.reported"].model_validate(
+        {"status": "partial", "source": "review", "score": 0.5, "stepPath": "draft"}
+    )
+    assert event_input("outcome.reported", built).payload == {
+        "status": "partial",
+        "source": "review",
+        "score": 0.5,
+        "stepPath": "draft",
+    }
+
+
+@pytest.mark.parametrize(
+    ("event_type", "payload", "field"),
+    [
+        ("harness.runtime.command.succeeded", {"exitCode": "0"}, "exitCode"),
+        ("harness.file.created", {"path": "session/a.txt"}, "path"),
+        ("harness.file.staged_from_host", {"root": "elsewhere"}, "root"),
+        ("harness.artifact.created", {"path": "/session/r.txt"}, "path"),
+        ("harness.filesystem.mounted", {"source": "cloud"}, "source"),
+        ("harness.persistent_dir.loaded", {"harnessDir": "/tmp/x"}, "harnessDir"),
+        ("harness.runtime.tier.escalated", {"trigger": "whim"}, "trigger"),
+        ("outcome.reported", {"status": "great"}, "status"),
+    ],
+)
+def test_trace_payload_fields_are_checked(
+    event_type: str, payload: dict[str, Any], field: str
+) -> None:
+    with pytest.raises(EventValidationError, match=field):
+        parse_event(envelope(event_type, {**TRACE_MINIMAL[event_type], **payload}))
 
 
 @pytest.mark.parametrize("event", vector_events(), ids=lambda e: f"{e['runId']}-{e['sequence']}")

@@ -30,6 +30,9 @@ by calling :func:`install_from_env`; :func:`install_from_file` does the same for
 path. Script files are written with :meth:`ScriptedModel.save` (format in
 :mod:`little_dist.testing.script_file`). Each process consumes its own copy of the queues; a
 shared JSON-lines call log (``call_log=``) records every call from every process.
+
+Rules and their reply queues are in :mod:`little_dist.testing.rules`; a served call is a
+:class:`~little_dist.testing.scripted_request.ScriptedRequest`.
 """
 
 from __future__ import annotations
@@ -38,14 +41,15 @@ import fcntl
 import json
 import os
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from little_dist.errors import InvalidInputError
-from little_dist.testing.replies import Reply, ToolCall, Usage
+from little_dist.testing.rules import Matcher, Rule
+from little_dist.testing.scripted_request import METADATA_KEY, ScriptedRequest, message_dict
 
 __all__ = [
     "METADATA_KEY",
@@ -61,254 +65,7 @@ __all__ = [
 ]
 
 PROVIDER = "scripted"
-METADATA_KEY = "little"
 SCRIPT_ENV_VAR = "LITTLE_SCRIPTED_MODEL"
-
-Matcher = Callable[["ScriptedRequest"], bool]
-
-
-def _message_dict(message: Any) -> dict[str, Any]:
-    # A tool loop often appends the response's own Message object to the history.
-    if isinstance(message, Mapping):
-        return json.loads(json.dumps(dict(message), default=str))  # type: ignore[no-any-return]
-    dump = getattr(message, "model_dump", None)
-    if callable(dump):
-        return json.loads(json.dumps(dump(exclude_none=True), default=str))  # type: ignore[no-any-return]
-    raise InvalidInputError(f"a chat message must be a mapping, got {type(message).__name__}")
-
-
-def _content_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(part.get("text", "") for part in content if isinstance(part, Mapping))
-    return ""
-
-
-@dataclass(frozen=True)
-class ScriptedRequest:
-    """One call as the scripted provider received it (messages copied at call time)."""
-
-    index: int
-    model: str
-    messages: list[dict[str, Any]]
-    tools: list[dict[str, Any]] = field(default_factory=list)
-    metadata: dict[str, Any] = field(default_factory=dict)
-    params: dict[str, Any] = field(default_factory=dict)
-    reply: Reply | None = None
-
-    @property
-    def step_path(self) -> str | None:
-        little = self.metadata.get(METADATA_KEY)
-        value = little.get("stepPath") if isinstance(little, Mapping) else None
-        return value if isinstance(value, str) else None
-
-    @property
-    def run_id(self) -> str | None:
-        little = self.metadata.get(METADATA_KEY)
-        value = little.get("runId") if isinstance(little, Mapping) else None
-        return value if isinstance(value, str) else None
-
-    @property
-    def last_user_text(self) -> str:
-        for message in reversed(self.messages):
-            if message.get("role") == "user":
-                return _content_text(message.get("content"))
-        return ""
-
-    @property
-    def tool_names(self) -> list[str]:
-        """Names of the tools offered to the model in this call."""
-        return [str(tool.get("function", {}).get("name")) for tool in self.tools]
-
-    @property
-    def tool_results(self) -> list[dict[str, Any]]:
-        """The ``role: tool`` messages in the history, oldest first."""
-        return [message for message in self.messages if message.get("role") == "tool"]
-
-    def to_record(self) -> dict[str, Any]:
-        """The JSON form written to a call log."""
-        return {
-            "index": self.index,
-            "pid": os.getpid(),
-            "model": self.model,
-            "stepPath": self.step_path,
-            "runId": self.run_id,
-            "metadata": self.metadata,
-            "messages": self.messages,
-            "tools": self.tools,
-            "reply": None if self.reply is None else self.reply.description,
-        }
-
-
-class Rule:
-    """Which calls a group of replies answers, and the replies' queue.
-
-    Reply methods append to the queue and return the rule, so they chain; ``then_*`` are
-    aliases that read well after the first.
-    """
-
-    def __init__(
-        self,
-        lock: threading.RLock,
-        *,
-        step: str | None = None,
-        model: str | None = None,
-        run: str | None = None,
-        contains: str | None = None,
-        match: Matcher | None = None,
-    ) -> None:
-        self._lock = lock
-        self.step = step
-        self.model = model
-        self.run = run
-        self.contains = contains
-        self.match = match
-        self._queue: list[list[Any]] = []  # [Reply, calls left or None for forever]
-        self.replies: list[Reply] = []  # everything ever queued, for saving and reporting
-
-    def matches(self, request: ScriptedRequest) -> bool:
-        if self.step is not None and request.step_path != self.step:
-            return False
-        if self.model is not None and request.model != self.model:
-            return False
-        if self.run is not None and request.run_id != self.run:
-            return False
-        if self.contains is not None and self.contains not in request.last_user_text:
-            return False
-        return self.match is None or bool(self.match(request))
-
-    def describe(self) -> str:
-        parts = [
-            f"{name}={value!r}"
-            for name, value in (
-                ("step", self.step),
-                ("model", self.model),
-                ("run", self.run),
-                ("contains", self.contains),
-            )
-            if value is not None
-        ]
-        if self.match is not None:
-            parts.append("match=<predicate>")
-        return "on(" + ", ".join(parts) + ")"
-
-    def pending(self) -> list[Reply]:
-        """Queued replies not yet used up (forever replies excluded)."""
-        with self._lock:
-            return [reply for reply, left in self._queue if left is not None]
-
-    def _take(self) -> Reply | None:
-        if not self._queue:
-            return None
-        entry = self._queue[0]
-        reply: Reply = entry[0]
-        if entry[1] is not None:
-            entry[1] -= 1
-            if entry[1] == 0:
-                self._queue.pop(0)
-        return reply
-
-    def add(self, reply: Reply) -> Rule:
-        """Queue a prepared :class:`Reply`."""
-        with self._lock:
-            self._queue.append([reply, reply.times])
-            self.replies.append(reply)
-        return self
-
-    def reply_text(
-        self,
-        text: str,
-        *,
-        usage: Usage | None = None,
-        latency: float | None = None,
-        finish_reason: str | None = None,
-        times: int | None = 1,
-    ) -> Rule:
-        """Answer with assistant text."""
-        return self.add(
-            Reply(
-                "text",
-                text=text,
-                usage=usage,
-                latency=latency,
-                finish_reason=finish_reason,
-                times=times,
-            )
-        )
-
-    def reply_json(
-        self,
-        value: Any,
-        *,
-        usage: Usage | None = None,
-        latency: float | None = None,
-        finish_reason: str | None = None,
-        times: int | None = 1,
-    ) -> Rule:
-        """Answer with ``value`` serialized as JSON text (what a model in JSON mode sends)."""
-        text = json.dumps(value, ensure_ascii=False)
-        return self.reply_text(
-            text, usage=usage, latency=latency, finish_reason=finish_reason, times=times
-        )
-
-    def call_tool(
-        self,
-        name: str,
-        arguments: Mapping[str, Any] | str | None = None,
-        *,
-        id: str | None = None,
-        text: str | None = None,
-        usage: Usage | None = None,
-        latency: float | None = None,
-        times: int | None = 1,
-    ) -> Rule:
-        """Answer with one tool call (``arguments`` as a raw string scripts malformed JSON)."""
-        call = ToolCall(name, {} if arguments is None else arguments, id)
-        return self.call_tools([call], text=text, usage=usage, latency=latency, times=times)
-
-    def call_tools(
-        self,
-        calls: Sequence[ToolCall | tuple[str, Mapping[str, Any] | str]],
-        *,
-        text: str | None = None,
-        usage: Usage | None = None,
-        latency: float | None = None,
-        times: int | None = 1,
-    ) -> Rule:
-        """Answer with several tool calls in one turn (parallel tool calls)."""
-        tool_calls = tuple(c if isinstance(c, ToolCall) else ToolCall(*c) for c in calls)
-        return self.add(
-            Reply(
-                "tool_calls",
-                text=text,
-                tool_calls=tool_calls,
-                usage=usage,
-                latency=latency,
-                finish_reason="tool_calls",
-                times=times,
-            )
-        )
-
-    def raise_error(
-        self,
-        error: str | BaseException = "rate_limit",
-        *,
-        message: str | None = None,
-        latency: float | None = None,
-        times: int | None = 1,
-    ) -> Rule:
-        """Fail the call: an error name from ``ERROR_KINDS`` (raised as litellm's exception
-        type) or an exception instance raised as is (litellm wraps foreign ones)."""
-        return self.add(
-            Reply("error", error=error, error_message=message, latency=latency, times=times)
-        )
-
-    then_reply_text = reply_text
-    then_reply_json = reply_json
-    then_call_tool = call_tool
-    then_call_tools = call_tools
-    then_raise_error = raise_error
 
 
 class ScriptedModel:
@@ -436,8 +193,8 @@ class ScriptedModel:
         params: Mapping[str, Any] | None = None,
     ) -> ScriptedRequest:
         """Record one call and pick its reply (``reply`` is ``None`` when nothing answers)."""
-        normalized = [_message_dict(message) for message in messages]
-        tool_list = [_message_dict(tool) for tool in tools or ()]
+        normalized = [message_dict(message) for message in messages]
+        tool_list = [message_dict(tool) for tool in tools or ()]
         meta = json.loads(json.dumps(dict(metadata or {}), default=str))
         extra = json.loads(json.dumps(dict(params or {}), default=str))
         with self._lock:
@@ -451,8 +208,8 @@ class ScriptedModel:
             )
             reply = None
             for rule in [*self._rules, self._otherwise]:
-                if rule._queue and rule.matches(request):
-                    reply = rule._take()
+                reply = rule.take(request)
+                if reply is not None:
                     break
             request = replace(request, reply=reply)
             self._calls.append(request)

@@ -1,0 +1,291 @@
+"""A defined workflow: :func:`define_workflow` and :class:`WorkflowDefinition` (upstream's
+``defineWorkflow``), its identity (the snapshot the planner may see) and capabilities."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, TypeAdapter
+
+from little_dist.authoring.errors import InputValidationError
+from little_dist.authoring.schemas import json_path, schema_of
+from little_dist.authoring.slots import ModelSlot, as_slot, derive_slot_id, resolve_slots
+from little_dist.canonical import canonical_json, sha256_digest
+from little_dist.compiler import (
+    ModelSlotSnapshot,
+    PlannerConfigSnapshot,
+    SkillIdentity,
+    ToolIdentitySnapshot,
+    WorkerConfigSnapshot,
+    WorkflowDefinitionSnapshot,
+    global_tools_hash,
+    skills_hash,
+)
+from little_dist.errors import InvalidInputError
+from little_dist.harness.types import DEFAULT_HARNESS_ID, SkillDescriptor
+from little_dist.tools import Tool, ToolRegistry, tool
+
+if TYPE_CHECKING:
+    from little_dist.authoring.running import RunResult
+    from little_dist.harness.types import Harness, HarnessRole
+    from little_dist.runtime.capabilities import Capabilities
+
+__all__ = ["DEFAULT_MAX_REVISIONS", "WorkflowDefinition", "define_workflow"]
+
+#: Upstream's ``DEFAULT_MAX_WORKFLOW_REVISIONS``: planner drafts before the run fails.
+DEFAULT_MAX_REVISIONS = 3
+_WORKFLOW_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_BASH_CONFIG: dict[str, Any] = {"enabled": False}
+
+
+@dataclass(frozen=True, eq=False)
+class WorkflowDefinition:
+    """A defined workflow (see :func:`define_workflow`); immutable, hashable by identity.
+
+    ``definition_hash()`` is upstream's ``workflowDefinitionHash`` of :meth:`snapshot`; it
+    changes whenever anything the planner may see changes (description, schemas, models,
+    tools, skills, planner system prompt or harness).
+    """
+
+    id: str
+    description: str
+    input_schema: Any
+    output_schema: Any
+    models: Mapping[str, ModelSlot]
+    planner_slot_id: str
+    planner_model: ModelSlot
+    tools: ToolRegistry
+    skills: tuple[SkillDescriptor, ...] = ()
+    plan: Mapping[str, Any] | None = None
+    harness: Harness | Mapping[HarnessRole, Harness] | None = None
+    system: str | None = None
+    max_revisions: int = DEFAULT_MAX_REVISIONS
+    input_adapter: TypeAdapter[Any] | None = None
+    output_adapter: TypeAdapter[Any] | None = None
+
+    def __repr__(self) -> str:
+        return f"WorkflowDefinition(id={self.id!r})"
+
+    # -- identity ---------------------------------------------------------------------------
+
+    def _harness_id(self, role: HarnessRole) -> str:
+        chosen: Any = self.harness
+        if isinstance(chosen, Mapping):
+            chosen = chosen.get(role)
+        identifier = getattr(chosen, "harness_id", None) if chosen is not None else None
+        return identifier if isinstance(identifier, str) and identifier else DEFAULT_HARNESS_ID
+
+    def _slot_snapshot(self, slot_id: str, slot: ModelSlot) -> ModelSlotSnapshot:
+        return ModelSlotSnapshot(
+            id=slot_id,
+            provider_id=slot.provider_id,
+            model_id=slot.model_id,
+            description=slot.description,
+        )
+
+    def skill_identities(self) -> list[SkillIdentity]:
+        # Our skills are text in the prompt, so the body is part of what the model sees.
+        return [
+            SkillIdentity(
+                name=item.name,
+                frontmatter_hash=sha256_digest(
+                    {"name": item.name, "description": item.description, "body": item.body}
+                ),
+            )
+            for item in self.skills
+        ]
+
+    def tool_snapshots(self) -> list[dict[str, Any]]:
+        """Upstream's capability-manifest tool entries, sorted by name."""
+        return [
+            {
+                "name": item.name,
+                "scope": "global",
+                "description": item.description,
+                "inputSchema": item.input_schema,
+                "descriptionHash": sha256_digest(item.description),
+                "inputSchemaHash": sha256_digest(item.input_schema),
+            }
+            for item in self.tools
+        ]
+
+    def snapshot(self) -> WorkflowDefinitionSnapshot:
+        """What the planner may see of this definition, in upstream's shape."""
+        skills_digest = skills_hash(self.skill_identities())
+        return WorkflowDefinitionSnapshot(
+            id=self.id,
+            description=self.description,
+            input_schema_hash=sha256_digest(self.input_schema),
+            output_schema_hash=sha256_digest(self.output_schema),
+            model_slots=tuple(
+                self._slot_snapshot(slot_id, slot) for slot_id, slot in self.models.items()
+            ),
+            planner_config=PlannerConfigSnapshot(
+                model_slot_id=self.planner_slot_id,
+                model_identity=self._slot_snapshot(self.planner_slot_id, self.planner_model),
+                harness_id=self._harness_id("planner"),
+                system_hash=sha256_digest(self.system),
+                skills_hash=skills_digest,
+            ),
+            worker_config=WorkerConfigSnapshot(
+                harness_id=self._harness_id("worker.ai-generate"), skills_hash=skills_digest
+            ),
+            global_tools=tuple(self.tools.names()),
+            global_tools_hash=global_tools_hash(
+                ToolIdentitySnapshot.for_tool(
+                    item.name, description=item.description, input_schema=item.input_schema
+                )
+                for item in self.tools
+            ),
+            bash_config=dict(_BASH_CONFIG),
+        )
+
+    def definition_hash(self) -> str:
+        """``sha256:<hex>`` of the canonical snapshot (upstream's workflowDefinitionHash)."""
+        return self.snapshot().definition_hash()
+
+    # -- inputs, outputs, capabilities --------------------------------------------------------
+
+    def validate_input(self, value: Any) -> Any:
+        """The run input as JSON, checked against the input schema (before anything is
+        written); raises :class:`InputValidationError` naming the offending fields."""
+        if isinstance(value, BaseModel):
+            value = value.model_dump(mode="json", by_alias=True)
+        try:
+            data = json.loads(canonical_json(value))
+        except InvalidInputError as error:
+            raise InputValidationError(self.id, [("input", str(error))]) from error
+        import jsonschema
+
+        validator = jsonschema.Draft7Validator(self.input_schema)
+        problems = [
+            (json_path(error.absolute_path), error.message)
+            for error in sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
+        ]
+        if problems:
+            raise InputValidationError(self.id, problems)
+        return data
+
+    def parse_output(self, value: Any) -> Any:
+        """A run's output as the author's type (a model instance for a pydantic output)."""
+        if self.output_adapter is None:
+            return copy.deepcopy(value)
+        return self.output_adapter.validate_python(value)
+
+    def capabilities(
+        self, harness: Harness | Mapping[HarnessRole, Harness] | None = None
+    ) -> Capabilities:
+        """What a run of this workflow may use: tools, model slots, skills, harnesses."""
+        from little_dist.runtime.capabilities import Capabilities
+
+        chosen = self.harness if harness is None else harness
+        harnesses: dict[HarnessRole, Harness] = {}
+        default: Harness | None = None
+        if isinstance(chosen, Mapping):
+            harnesses = dict(chosen)
+        elif chosen is not None:
+            default = chosen
+        models = {slot_id: slot.resolved(slot_id) for slot_id, slot in self.models.items()}
+        models.setdefault(self.planner_slot_id, self.planner_model.resolved(self.planner_slot_id))
+        return Capabilities(
+            tools=self.tools,
+            models=models,
+            harnesses=harnesses,
+            skills=self.skills,
+            default_harness=default,
+            system=self.system,
+        )
+
+    def run(self, input: Any, **options: Any) -> RunResult:
+        """``run_workflow(self, input, **options)``."""
+        from little_dist.authoring.running import run_workflow
+
+        return run_workflow(self, input, **options)
+
+
+def define_workflow(
+    *,
+    id: str,
+    description: str = "",
+    input: Any = None,
+    output: Any = None,
+    model: str | ModelSlot | Sequence[str | ModelSlot],
+    tools: Iterable[Tool | Callable[..., Any]] = (),
+    skills: Iterable[SkillDescriptor] = (),
+    plan: Mapping[str, Any] | None = None,
+    harness: Harness | Mapping[HarnessRole, Harness] | None = None,
+    planner_model: str | ModelSlot | None = None,
+    system: str | None = None,
+    max_revisions: int = DEFAULT_MAX_REVISIONS,
+) -> WorkflowDefinition:
+    """Define a workflow (upstream's ``defineWorkflow``).
+
+    ``input``/``output``: a pydantic model, any type pydantic can describe (``list[Verdict]``,
+    ``str``), or a JSON Schema (dict or bool); they must stay inside the LWIR schema subset.
+    ``model``: a litellm model string, a :func:`model` slot, or several (the first is the
+    default; the planner picks among them per step). ``planner_model`` defaults to the first.
+    ``tools``: :class:`~little_dist.tools.Tool` objects or plain typed functions. ``skills``:
+    :func:`skill` texts given to every model. ``plan``: a fixed LWIR, used as is (no planner
+    model call). ``harness``: one harness for every role, or a mapping role -> harness.
+    ``system``: extra instructions for the planner. ``max_revisions``: planner drafts before
+    giving up.
+    """
+    if not isinstance(id, str) or not _WORKFLOW_ID.match(id):
+        raise InvalidInputError(f"workflow id must match [A-Za-z0-9][A-Za-z0-9_.-]*, got {id!r}")
+    if not isinstance(description, str):
+        raise InvalidInputError(f"workflow {id!r}: description must be a string")
+    if isinstance(max_revisions, bool) or not isinstance(max_revisions, int) or max_revisions < 1:
+        raise InvalidInputError(f"workflow {id!r}: max_revisions must be a positive int")
+    input_schema, input_adapter = schema_of(input, "input")
+    output_schema, output_adapter = schema_of(output, "output")
+    if isinstance(model, str | ModelSlot):
+        given: list[Any] = [model]
+    elif isinstance(model, Sequence):
+        given = list(model)
+    else:
+        raise InvalidInputError(
+            f"workflow {id!r}: model must be a litellm model string, model(...) or a list of "
+            f"them, got {type(model).__name__}"
+        )
+    if not given:
+        raise InvalidInputError(f"workflow {id!r}: model is required")
+    slots = resolve_slots([as_slot(item, "model") for item in given])
+    if planner_model is None:
+        planner_slot_id, planner_slot = next(iter(slots.items()))
+    else:
+        planner_slot = as_slot(planner_model, "planner_model")
+        planner_slot_id = planner_slot.id or derive_slot_id(planner_slot, len(slots), set(slots))
+    registry = ToolRegistry()
+    for item in tools:
+        registry.register(item if isinstance(item, Tool) else tool(item))
+    skill_list = tuple(skills)
+    for given_skill in skill_list:
+        if not isinstance(given_skill, SkillDescriptor):
+            kind = type(given_skill).__name__
+            raise InvalidInputError(
+                f"workflow {id!r}: skills must be made with skill(), got {kind}"
+            )
+    if plan is not None and not isinstance(plan, Mapping):
+        raise InvalidInputError(f"workflow {id!r}: plan must be an LWIR document (a dict)")
+    return WorkflowDefinition(
+        id=id,
+        description=description,
+        input_schema=input_schema,
+        output_schema=output_schema,
+        models=slots,
+        planner_slot_id=planner_slot_id,
+        planner_model=planner_slot,
+        tools=registry,
+        skills=skill_list,
+        plan=None if plan is None else json.loads(canonical_json(dict(plan))),
+        harness=harness,
+        system=system,
+        max_revisions=max_revisions,
+        input_adapter=input_adapter,
+        output_adapter=output_adapter,
+    )

@@ -1,0 +1,166 @@
+"""Running a defined workflow in this process: :func:`run_workflow` and its
+:class:`RunResult` (upstream's ``runWorkflow``)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from little_dist.authoring.definition import WorkflowDefinition
+from little_dist.authoring.errors import RunFailedError
+from little_dist.canonical import sha256_digest
+from little_dist.errors import InvalidInputError, LittleError
+from little_dist.pricing import UsageTotals
+
+if TYPE_CHECKING:
+    from little_dist.harness.types import Harness, HarnessRole
+    from little_dist.run_state import RunState
+    from little_dist.world.base import World
+
+__all__ = ["RunResult", "run_workflow"]
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """A finished run: ``output`` (validated; a model instance for a pydantic output),
+    ``usage`` (tokens and ``cost_usd``, ``None`` when unpriced) and the folded ``state``."""
+
+    run_id: str
+    status: str
+    output: Any
+    usage: UsageTotals
+    state: RunState
+    workflow_version_id: str | None
+
+
+def _new_run_id() -> str:
+    return f"run_{uuid.uuid4().hex[:20]}"
+
+
+def _failure(definition: WorkflowDefinition, run_id: str, state: RunState) -> RunFailedError:
+    error = state.error if isinstance(state.error, Mapping) else {}
+    cause = error.get("causeCode")
+    cause_code = cause if isinstance(cause, str) and cause else "step_failed"
+    failed = [path for path, step in state.steps.items() if step.status == "failed"]
+    step_path = error.get("stepPath")
+    failed_step = step_path if isinstance(step_path, str) else (failed[-1] if failed else None)
+    message = error.get("message")
+    result = RunResult(
+        run_id=run_id,
+        status=state.status,
+        output=state.output if state.has_output else None,
+        usage=state.usage,
+        state=state,
+        workflow_version_id=state.workflow_version_id,
+    )
+    text = f"Run {run_id!r} of workflow {definition.id!r} failed ({cause_code})"
+    if isinstance(message, str) and message:
+        text += f": {message}"
+    return RunFailedError(
+        text,
+        run_id=run_id,
+        workflow_version_id=state.workflow_version_id or "uncompiled",
+        cause_code=cause_code,
+        error=error,
+        failed_step_path=failed_step,
+        result=result,
+    )
+
+
+def _result(definition: WorkflowDefinition, run_id: str, state: RunState) -> RunResult:
+    if state.status == "failed":
+        raise _failure(definition, run_id, state)
+    if state.status != "completed":
+        raise LittleError(f"Run {run_id!r} stopped before it finished (status {state.status}).")
+    import jsonschema
+
+    output = state.output
+    errors = list(jsonschema.Draft7Validator(definition.output_schema).iter_errors(output))
+    if errors:
+        raise InvalidInputError(
+            f"Run {run_id!r}: recorded output does not match the output schema of "
+            f"{definition.id!r}: {errors[0].message}"
+        )
+    return RunResult(
+        run_id=run_id,
+        status=state.status,
+        output=definition.parse_output(output),
+        usage=state.usage,
+        state=state,
+        workflow_version_id=state.workflow_version_id,
+    )
+
+
+def run_workflow(
+    workflow: WorkflowDefinition,
+    input: Any,
+    *,
+    world: World | None = None,
+    run_id: str | None = None,
+    harness: Harness | Mapping[HarnessRole, Harness] | None = None,
+    max_workers: int = 8,
+    progress: Callable[[Any], None] | None = None,
+) -> RunResult:
+    """Plan (or take ``plan=``), compile and run ``workflow`` on ``input`` in this process.
+
+    ``world`` defaults to ``LocalWorld(".little-workflow")``. ``input`` is validated against
+    the input schema before anything is written. A ``run_id`` that already finished returns
+    its recorded result without calling any model or tool; one that stopped part way
+    resumes. Raises :class:`RunFailedError` when the run fails.
+    """
+    from little_dist.ids import validate_run_id
+    from little_dist.planner import resolve_version
+    from little_dist.run_state import materialize_run_state
+
+    if not isinstance(workflow, WorkflowDefinition):
+        raise InvalidInputError(
+            f"run_workflow expects a workflow from define_workflow(), got {type(workflow).__name__}"
+        )
+    run_input = workflow.validate_input(input)
+    if run_id is None:
+        run_id = _new_run_id()
+    validate_run_id(run_id)
+    if world is None:
+        from little_dist.world.local import LocalWorld
+
+        world = LocalWorld()
+    events = world.list_events(run_id)
+    if events:
+        _check_same_input(run_id, events, run_input)
+        state = materialize_run_state(events, run_id=run_id)
+        if state.status in ("completed", "failed"):
+            return _result(workflow, run_id, state)
+    capabilities = workflow.capabilities(harness)
+    version = resolve_version(world, run_id, workflow, run_input, capabilities=capabilities)
+    if version is None:  # planning failed and recorded RunFailed
+        return _result(workflow, run_id, materialize_run_state(world.list_events(run_id)))
+    from little_dist.local_runner import run_version
+
+    state = run_version(
+        world,
+        version,
+        run_input,
+        run_id=run_id,
+        capabilities=capabilities,
+        max_workers=max_workers,
+        progress=progress,
+    )
+    return _result(workflow, run_id, state)
+
+
+def _check_same_input(run_id: str, events: Sequence[Any], run_input: Any) -> None:
+    for event in events:
+        if event.type == "RunStarted" and "input" in event.payload:
+            if sha256_digest(event.payload["input"]) != sha256_digest(run_input):
+                raise InvalidInputError(
+                    f"Run {run_id!r} was started with a different input; use a new run id."
+                )
+            return
+        if event.type == "OrchestrationRequested":
+            recorded = event.payload.get("inputHash")
+            if isinstance(recorded, str) and recorded != sha256_digest(run_input):
+                raise InvalidInputError(
+                    f"Run {run_id!r} was started with a different input; use a new run id."
+                )

@@ -1,0 +1,24 @@
+"""Why ``little run`` stops before running: a usage problem (exit 2) or an invalid
+workflow or input (exit 1), each with one-line messages."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+__all__ = ["InvalidWorkflowOrInput", "UsageProblem", "one_line"]
+
+
+class UsageProblem(Exception):
+    """The command cannot start; the message is the one-line reason (exit 2)."""
+
+
+class InvalidWorkflowOrInput(Exception):
+    """The workflow or the input is invalid; ``lines`` are the findings (exit 1)."""
+
+    def __init__(self, summary: str, lines: Iterable[str] = ()) -> None:
+        super().__init__(summary)
+        self.lines = list(lines)
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())

@@ -1,0 +1,160 @@
+"""What ``little run`` runs: the workflow named on the command line (an LWIR file, or
+``module:attribute``), its validated input and its capabilities -- everything that can be
+wrong is found here, before a world is opened."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from little_dist.cli.app_modules import (
+    capabilities_of,
+    import_app_module,
+    merge_capabilities,
+    resolve_attribute,
+)
+from little_dist.cli.json_input import read_input, read_json
+from little_dist.cli.run_problems import InvalidWorkflowOrInput, UsageProblem, one_line
+
+__all__ = ["Resolver", "prepare"]
+
+_TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+
+Resolver = Callable[[Any, str], Any]
+
+
+def prepare(args: argparse.Namespace) -> tuple[Resolver, Any, Any]:
+    """``(resolve(world, run_id) -> WorkflowVersion | None, run input, capabilities)``.
+
+    Everything that can be wrong with the command line, the workflow or the input is found
+    here, before a world is opened.
+    """
+    from little_dist.runtime import Capabilities
+
+    if args.run_id is not None:
+        from little_dist.ids import InvalidIdError, validate_run_id
+
+        try:
+            validate_run_id(args.run_id)
+        except InvalidIdError as exc:
+            raise UsageProblem(f"--run-id: {exc}") from None
+    run_input = read_input(args.input)
+    app_parts: list[Capabilities] = [capabilities_of(import_app_module(name)) for name in args.app]
+    target = args.workflow
+    resolve: Resolver
+    if _TARGET.match(target) and not os.path.exists(target):
+        module_name, _, attribute = target.partition(":")
+        module = import_app_module(module_name)
+        try:
+            obj = resolve_attribute(module, attribute)
+        except AttributeError:
+            raise UsageProblem(f"module {module_name!r} has no attribute {attribute!r}") from None
+        resolve, run_input, own = _workflow_from_object(obj, run_input, target)
+        app_parts.insert(0, capabilities_of(module) if own is None else own)
+    else:
+        document = read_json(target, target)
+        if isinstance(document, dict) and "lwir" in document:
+            document = document["lwir"]  # a compiled WorkflowVersion carries its LWIR
+        resolve = _fixed(_compile(document, run_input, target), run_input)
+    return resolve, run_input, merge_capabilities(app_parts)
+
+
+def _fixed(version: Any, run_input: Any) -> Resolver:
+    _check_input(version, run_input)
+    return lambda world, run_id: version
+
+
+def _compile(document: Any, run_input: Any, label: str) -> Any:
+    from little_dist.compiler import LwirInvalidError, compile_lwir
+
+    try:
+        return compile_lwir(document, input=run_input)
+    except LwirInvalidError as exc:
+        findings = [f for f in exc.findings if f.severity == "error"]
+        noun = "finding" if len(findings) == 1 else "findings"
+        raise InvalidWorkflowOrInput(
+            f"{label}: invalid workflow, {len(findings)} {noun}",
+            [f"{f.code} {f.path}: {f.message}" for f in findings],
+        ) from None
+    except RecursionError:
+        raise InvalidWorkflowOrInput(f"{label}: workflow is nested too deeply") from None
+
+
+def _check_input(version: Any, run_input: Any) -> None:
+    from little_dist.local_runner import RunInputError, check_run_input
+
+    try:
+        check_run_input(version, run_input)
+    except RunInputError as exc:
+        noun = "problem" if len(exc.problems) == 1 else "problems"
+        raise InvalidWorkflowOrInput(
+            f"input does not match the workflow's input schema ({len(exc.problems)} {noun})",
+            [
+                f"input{problem}" if problem.startswith("/") else f"input {problem}"
+                for problem in exc.problems
+            ],
+        ) from None
+
+
+def _workflow_from_object(obj: Any, run_input: Any, label: str) -> tuple[Resolver, Any, Any]:
+    """``(resolver, run input, Capabilities | None)`` for what ``module:attribute`` names.
+
+    Accepted: a workflow made with ``define_workflow`` (planned, or its ``plan=`` used, as
+    :func:`~little_dist.run_workflow` does, and its own tools and models); a compiled
+    WorkflowVersion; a dict holding LWIR (or a compiled version's JSON); a function without
+    arguments returning one of these.
+    """
+    from little_dist.authoring import InputValidationError, WorkflowDefinition
+    from little_dist.compiler import WorkflowVersion
+
+    if callable(obj) and not isinstance(obj, type | WorkflowDefinition):
+        if not _takes_no_arguments(obj):
+            raise UsageProblem(f"{label} is a function that needs arguments, not a workflow")
+        try:
+            obj = obj()  # a factory: `module:make_workflow`
+        except Exception as exc:
+            raise UsageProblem(
+                f"{label}() raised {type(exc).__name__}: {one_line(str(exc))}"
+            ) from None
+    if isinstance(obj, WorkflowDefinition):
+        definition = obj
+        try:
+            run_input = definition.validate_input(run_input)
+        except InputValidationError as exc:
+            raise InvalidWorkflowOrInput(
+                f"input does not match the input schema of {definition.id}",
+                [f"{where}: {what}" for where, what in exc.problems],
+            ) from None
+        capabilities = definition.capabilities()
+
+        def resolve(world: Any, run_id: str) -> Any:
+            from little_dist.planner import resolve_version
+
+            return resolve_version(world, run_id, definition, run_input, capabilities=capabilities)
+
+        return resolve, run_input, capabilities
+    if isinstance(obj, WorkflowVersion):
+        return _fixed(obj, run_input), run_input, None
+    if isinstance(obj, Mapping):
+        document = obj.get("lwir", obj)
+        return _fixed(_compile(document, run_input, label), run_input), run_input, None
+    raise UsageProblem(
+        f"{label} is a {type(obj).__name__}, not a workflow (expected a workflow made with "
+        "define_workflow, LWIR, or a WorkflowVersion)"
+    )
+
+
+def _takes_no_arguments(fn: Callable[..., Any]) -> bool:
+    import inspect
+
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return False
+    return all(
+        p.default is not inspect.Parameter.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        for p in signature.parameters.values()
+    )

@@ -1,0 +1,77 @@
+"""Typed events: one pydantic payload model per event type, one discriminated union.
+
+Every recorded event is an :class:`~little_dist.events.Event` with a free-form ``payload``
+dict; that is what worlds store and what the run-state fold reads (fast, no validation).
+This module gives the same events types, for the edges that want them checked: writers
+validate what they are about to append, the CLI validates a log it was handed, users get
+attribute access. It all goes through one :class:`~pydantic.TypeAdapter`, :data:`EVENT_ADAPTER`:
+
+* :func:`parse_event` reads a JSON-shaped dict (``{"eventId": ..., "type": ..., ...}``);
+* :func:`typed` upgrades a stored :class:`~little_dist.events.Event`;
+* :meth:`TypedEventBase.to_json` writes the upstream shape back, and
+  :func:`event_input` builds a validated :class:`~little_dist.events.EventInput`.
+
+Payload models type the fields upstream writes and reads (``world.ts``, ``run-state.ts``,
+``runtime.ts``, ``harness/event-recorder.ts``) under their camelCase names, and keep any
+other field as given: upstream payloads grow. Validation is strict (no ``"1"`` -> ``1``), so a
+validated payload writes back exactly as it was read. Fields that are absent stay absent on
+output, and a field given as ``null`` stays ``null``: upstream distinguishes them
+(``"output" in payload``).
+
+Beyond the workflow's events (``world.ts``), upstream's harness records runtime commands,
+file changes, artifacts, mounts and persistent dirs, and observers add ``outcome.reported``;
+their payloads follow upstream's trace validator (``trace/validate.ts``).
+
+Types under the engine prefix ``little.`` are read as :class:`EngineEvent` with an untyped
+payload. Legacy ``Harness*`` names (``HarnessModelResponded``) are read as their dotted
+names. Any other type is refused with :class:`UnknownEventTypeError`.
+
+The modules: :mod:`~little_dist.event_types.base` (errors, :class:`Payload`, shared
+records), :mod:`~little_dist.event_types.workflow_payloads`,
+:mod:`~little_dist.event_types.harness_payloads`,
+:mod:`~little_dist.event_types.harness_trace_payloads`,
+:mod:`~little_dist.event_types.catalogue` (type -> payload model) and
+:mod:`~little_dist.event_types.typed_events` (the union and the functions).
+"""
+
+from __future__ import annotations
+
+from little_dist.event_types.base import (
+    ErrorEnvelope,
+    EventValidationError,
+    ModelIdentity,
+    Payload,
+    UnknownEventTypeError,
+    Usage,
+)
+from little_dist.event_types.catalogue import PAYLOAD_MODELS
+from little_dist.event_types.typed_events import (
+    EVENT_ADAPTER,
+    EVENT_CLASSES,
+    EngineEvent,
+    TypedEvent,
+    TypedEventBase,
+    event_input,
+    parse_event,
+    typed,
+    validate_payload,
+)
+
+__all__ = [
+    "EVENT_ADAPTER",
+    "EVENT_CLASSES",
+    "PAYLOAD_MODELS",
+    "EngineEvent",
+    "ErrorEnvelope",
+    "EventValidationError",
+    "ModelIdentity",
+    "Payload",
+    "TypedEvent",
+    "TypedEventBase",
+    "UnknownEventTypeError",
+    "Usage",
+    "event_input",
+    "parse_event",
+    "typed",
+    "validate_payload",
+]

@@ -1,0 +1,55 @@
+"""The planner: a workflow definition and an input -> a registered WorkflowVersion.
+
+Upstream's compile pipeline (``compiler.ts``, ``planner-reuse.ts``,
+``workflow-version-reuse.ts``; docs ``foundations/planner-lifecycle.mdx``):
+
+1. **Reuse.** A definition whose hash already has a registered version (the world's version
+   index) reuses the newest one whose planned input has the same structure as this input
+   (upstream's ``structure`` rule: same fields and kinds; arrays a parallel step fans out
+   over may change length up to its ``maxBranches``). No model is called; the run records
+   ``PlannerReuseDecisionRecorded`` (``reuse_unchanged``).
+2. **Draft -> validate -> repair.** Otherwise the planner harness (role ``planner``, task
+   ``plan``) drafts an LWIR: the default one asks the planner model for one JSON object.
+   Each draft is validated (``validate_lwir`` plus upstream's request binding: name,
+   schemas, model slots and tools must match the definition); the findings go back to the
+   planner, one line each, until a draft is valid or ``max_revisions`` drafts were made.
+   Upstream's deterministic floor follows: a workflow without tools gets the obvious
+   single ``ai.generate`` step. A fixed ``plan=`` is the only draft (no model call).
+3. **Register.** The valid LWIR is compiled against the request (the lock binds the
+   definition hash and the planned input), stored in the world and indexed under the
+   definition hash.
+
+Everything is recorded on the run before ``RunStarted``: ``OrchestrationRequested``,
+``PlannerStarted``, the planner's ``harness.model.*`` calls, ``PlannerDraftedWorkflow``,
+``WorkflowValidationFailed`` | ``WorkflowValidationSucceeded`` (or
+``PlannerReuseDecisionRecorded``); the runner then records ``WorkflowVersionRegistered``.
+Every event has an occurrence id and recorded drafts and model replies are reused, so a
+planning session that crashed resumes without paying for a draft twice. When no valid
+draft comes, the run fails with causeCode ``planner_validation_exhausted``.
+"""
+
+from __future__ import annotations
+
+from little_dist.planner.binding import binding_findings
+from little_dist.planner.harnesses import DefaultPlanner, PlannerError
+from little_dist.planner.prompts import planning_context, synthesize_simple_lwir
+from little_dist.planner.request import (
+    PLANNER_STEP_TYPES,
+    OrchestrationRequest,
+    orchestration_request,
+)
+from little_dist.planner.reuse import input_structure_compatible
+from little_dist.planner.session import resolve_version
+
+__all__ = [
+    "PLANNER_STEP_TYPES",
+    "DefaultPlanner",
+    "OrchestrationRequest",
+    "PlannerError",
+    "binding_findings",
+    "input_structure_compatible",
+    "orchestration_request",
+    "planning_context",
+    "resolve_version",
+    "synthesize_simple_lwir",
+]

@@ -1,0 +1,125 @@
+"""Version reuse: upstream's ``structure`` rule picks a registered version whose planned
+input has this input's structure (``planner-reuse.ts``, ``workflow-version-reuse.ts``)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from little_dist.canonical import canonical_json
+from little_dist.compiler import WorkflowVersion
+from little_dist.compiler.lock import concrete_input_structure
+from little_dist.errors import LittleError
+
+if TYPE_CHECKING:
+    from little_dist.authoring import WorkflowDefinition
+    from little_dist.world.base import World
+
+__all__ = ["input_structure_compatible", "reuse_brief", "reuse_candidate"]
+
+_ITEMS_FROM_INPUT = re.compile(r"^\{\{\s*input((?:\.[A-Za-z_$][A-Za-z0-9_$-]*)*)\s*\}\}$")
+
+
+def _adaptive_array_paths(lwir: Mapping[str, Any]) -> list[tuple[tuple[str, ...], int]]:
+    """``(input path, maxBranches)`` of each top-level parallel step fanning out over an
+    input array (``items: "{{ input.candidates }}"``): those arrays may change length."""
+    found: list[tuple[tuple[str, ...], int]] = []
+    for step in lwir.get("steps", []):
+        if not isinstance(step, Mapping) or step.get("uses") != "parallel":
+            continue
+        config = step.get("with")
+        items = config.get("items") if isinstance(config, Mapping) else None
+        match = _ITEMS_FROM_INPUT.match(items) if isinstance(items, str) else None
+        if match is None:
+            continue
+        branches = config.get("maxBranches") if isinstance(config, Mapping) else None
+        limit = branches if isinstance(branches, int) and not isinstance(branches, bool) else 0
+        path = tuple(part for part in match.group(1).split(".") if part)
+        found.append((path, limit))
+    return found
+
+
+def input_structure_compatible(
+    planned: Mapping[str, Any],
+    run_input: Any,
+    adaptive: Sequence[tuple[tuple[str, ...], int]] = (),
+) -> bool:
+    """Upstream's ``structure`` reuse rule: ``run_input`` has the planned input's structure;
+    arrays at an adaptive path may hold any number of items up to its ``maxBranches``."""
+    run_structure = concrete_input_structure(run_input)
+    if not adaptive:
+        return canonical_json(run_structure) == canonical_json(planned)
+    return _compatible(planned, run_structure, run_input, adaptive, ())
+
+
+def _compatible(
+    planned: Mapping[str, Any],
+    run: Mapping[str, Any],
+    run_input: Any,
+    adaptive: Sequence[tuple[tuple[str, ...], int]],
+    path: tuple[str, ...],
+) -> bool:
+    if planned.get("kind") != run.get("kind"):
+        return False
+    kind = planned["kind"]
+    if kind == "array":
+        same_elements = canonical_json(planned["elements"]) == canonical_json(run["elements"])
+        limits = [limit for at, limit in adaptive if at == path]
+        if limits:
+            length = _array_length_at(run_input, path)
+            return length is not None and length <= min(limits) and same_elements
+        return planned["length"] == run["length"] and same_elements
+    if kind == "object":
+        planned_fields, run_fields = planned["fields"], run["fields"]
+        if len(planned_fields) != len(run_fields):
+            return False
+        return all(
+            planned_key == run_key
+            and _compatible(planned_value, run_value, run_input, adaptive, (*path, planned_key))
+            for (planned_key, planned_value), (run_key, run_value) in zip(
+                planned_fields, run_fields, strict=True
+            )
+        )
+    return True
+
+
+def _array_length_at(value: Any, path: tuple[str, ...]) -> int | None:
+    for part in path:
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(part)
+    return len(value) if isinstance(value, list) else None
+
+
+def reuse_candidate(world: World, definition_hash: str, run_input: Any) -> WorkflowVersion | None:
+    for version_id in reversed(world.indexed_versions(definition_hash)):
+        try:
+            version = WorkflowVersion.from_json(world.get_version(version_id))
+        except LittleError:
+            continue  # unreadable or altered: never reuse it
+        lock = version.lock
+        if lock.get("workflowDefinitionHash") != definition_hash:
+            continue
+        planned = lock.get("plannedInputStructure")
+        if isinstance(planned, Mapping) and input_structure_compatible(
+            planned, run_input, _adaptive_array_paths(version.lwir)
+        ):
+            return version
+    return None
+
+
+def reuse_brief(version: WorkflowVersion, definition: WorkflowDefinition) -> str:
+    steps = [
+        str(step.get("id")) for step in version.lwir.get("steps", []) if isinstance(step, Mapping)
+    ]
+    return "\n".join(
+        [
+            "# Planner Reuse Candidate",
+            "",
+            f"Candidate WorkflowVersion: {version.id}",
+            f"Workflow ID: {definition.id}",
+            f"Definition hash: {version.lock.get('workflowDefinitionHash')}",
+            f"Steps: {' -> '.join(steps) or '(none)'}",
+        ]
+    )

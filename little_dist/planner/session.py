@@ -1,0 +1,312 @@
+"""One planning session on one run: recorded, reused, or drafted -> validated -> repaired
+-> registered, every step an event with an occurrence id (see :mod:`little_dist.planner`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from little_dist.canonical import canonical_json, sha256_digest
+from little_dist.compiler import WorkflowVersion, compile_lwir
+from little_dist.errors import InvalidInputError
+from little_dist.events import Event, EventInput
+from little_dist.harness.memo import Memo
+from little_dist.harness.recorder import EventRecorder
+from little_dist.harness.types import (
+    DelegateToDefault,
+    HarnessContext,
+    HarnessScope,
+    PlanResult,
+    PlanTask,
+)
+from little_dist.lwir import Finding
+from little_dist.planner.binding import draft_findings
+from little_dist.planner.harnesses import DefaultPlanner, FixedPlan, PlannerError
+from little_dist.planner.prompts import planning_context, repair_note, synthesize_simple_lwir
+from little_dist.planner.request import OrchestrationRequest, orchestration_request
+from little_dist.planner.reuse import reuse_brief, reuse_candidate
+
+if TYPE_CHECKING:
+    from little_dist.authoring import WorkflowDefinition
+    from little_dist.harness.types import Harness
+    from little_dist.runtime.capabilities import Capabilities
+    from little_dist.world.base import World
+
+__all__ = ["resolve_version"]
+
+_UNCOMPILED: Final = "uncompiled"
+
+
+class _Session:
+    """One planning session on one run: appends its events with occurrence ids."""
+
+    def __init__(self, world: World, run_id: str) -> None:
+        self.world = world
+        self.run_id = run_id
+        self.recorded: dict[str, Event] = {
+            event.occurrence_id: event
+            for event in world.list_events(run_id)
+            if event.occurrence_id is not None
+        }
+
+    def append(self, event_type: str, occurrence_id: str, payload: dict[str, Any]) -> Event:
+        event = self.world.append(
+            self.run_id, EventInput(type=event_type, occurrence_id=occurrence_id, payload=payload)
+        )
+        self.recorded[occurrence_id] = event
+        return event
+
+
+def _recorded_version_id(events: Sequence[Event]) -> str | None:
+    for event in events:
+        payload = event.payload
+        if event.type == "PlannerReuseDecisionRecorded":
+            found = payload.get("resultingWorkflowVersionId")
+        elif event.type in (
+            "WorkflowValidationSucceeded",
+            "WorkflowVersionRegistered",
+            "RunStarted",
+        ):
+            found = payload.get("workflowVersionId")
+        else:
+            continue
+        if isinstance(found, str) and found != _UNCOMPILED:
+            return found
+    return None
+
+
+def _planner_harness(
+    definition: WorkflowDefinition, capabilities: Capabilities
+) -> tuple[Harness, Harness]:
+    """``(harness, default)`` for the plan task: a custom planner harness if configured."""
+    default: Harness = (
+        FixedPlan(definition.plan) if definition.plan is not None else DefaultPlanner()
+    )
+    custom = capabilities.harness_for("planner")
+    return (custom if custom is not None and definition.plan is None else default), default
+
+
+def resolve_version(
+    world: World,
+    run_id: str,
+    definition: WorkflowDefinition,
+    run_input: Any,
+    *,
+    capabilities: Capabilities,
+) -> WorkflowVersion | None:
+    """The version ``run_id`` runs: recorded, reused, or planned now (see
+    :mod:`little_dist.planner`).
+
+    Returns ``None`` when planning failed; the run then has ``RunFailed`` recorded with
+    causeCode ``planner_validation_exhausted``.
+    """
+    events = world.list_events(run_id)
+    recorded = _recorded_version_id(events)
+    if recorded is not None:
+        return WorkflowVersion.from_json(world.get_version(recorded))
+    request = orchestration_request(definition, run_input)
+    session = _Session(world, run_id)
+    locks = request.body["locks"]
+    session.append(
+        "OrchestrationRequested",
+        "planner:requested",
+        {
+            "requestId": request.request_id,
+            "requestHash": locks["requestHash"],
+            "inputHash": locks["inputHash"],
+            "workflowDefinitionHash": locks["workflowDefinitionHash"],
+            "inputSchemaHash": locks["inputSchemaHash"],
+            "requestedOutputHash": locks["requestedOutputHash"],
+            "capabilityManifestHash": request.compile_request.capability_manifest_hash,
+            "workflowId": definition.id,
+            **({"description": definition.description} if definition.description else {}),
+            "maxWorkflowRevisions": definition.max_revisions,
+        },
+    )
+    definition_hash = locks["workflowDefinitionHash"]
+    # A fixed plan is not part of the definition hash, so its versions are never reused.
+    if definition.plan is None and "planner:start:1" not in session.recorded:
+        candidate = reuse_candidate(world, definition_hash, run_input)
+        if candidate is not None:
+            brief = reuse_brief(candidate, definition)
+            session.append(
+                "PlannerReuseDecisionRecorded",
+                "planner:reuse",
+                {
+                    "decisionKind": "reuse_unchanged",
+                    "candidateWorkflowVersionId": candidate.id,
+                    "rationale": (
+                        f"Definition {definition_hash} is unchanged since {candidate.id} was "
+                        "planned and this input has the planned input's structure."
+                    ),
+                    "acknowledgedWarnings": [],
+                    "inputHash": locks["inputHash"],
+                    "inputStructure": locks["plannedInputStructure"],
+                    "candidateBriefHash": sha256_digest(brief),
+                    "resultingWorkflowVersionId": candidate.id,
+                },
+            )
+            return candidate
+    return _plan(world, session, definition, request, run_input, capabilities)
+
+
+def _plan(
+    world: World,
+    session: _Session,
+    definition: WorkflowDefinition,
+    request: OrchestrationRequest,
+    run_input: Any,
+    capabilities: Capabilities,
+) -> WorkflowVersion | None:
+    harness, default = _planner_harness(definition, capabilities)
+    revisions = 1 if definition.plan is not None else definition.max_revisions
+    snapshot = {
+        "id": definition.id,
+        "description": definition.description,
+        "inputSchema": definition.input_schema,
+        "outputSchema": request.requested_output_schema,
+        "workflowDefinitionHash": request.body["locks"]["workflowDefinitionHash"],
+    }
+    context = planning_context(request, definition)
+    base_ctx = HarnessContext(
+        run_id=session.run_id,
+        role="planner",
+        model=definition.planner_model.resolved(definition.planner_slot_id),
+        recorder=EventRecorder(world, session.run_id, "planner", 1),
+        memo=Memo.empty(),
+        scope=HarnessScope(run_id=session.run_id, role="planner"),
+        system=definition.system,
+        skills=definition.skills,
+    )
+    note: str | None = None
+    last_findings: list[Finding] = []
+    for revision in range(1, revisions + 1):
+        session.append(
+            "PlannerStarted",
+            f"planner:start:{revision}",
+            {"requestId": request.request_id, "revision": revision, "repair": note is not None},
+        )
+        drafted = session.recorded.get(f"planner:draft:{revision}")
+        if drafted is not None and "lwir" in drafted.payload:
+            lwir: Any = drafted.payload["lwir"]
+        else:
+            task = PlanTask(
+                workflow_snapshot=snapshot,
+                input=run_input,
+                system_message=context + (note or ""),
+            )
+            # One recorder per revision: its attempt number is the revision.
+            recorder = EventRecorder(world, session.run_id, "planner", revision)
+            ctx = dataclasses.replace(base_ctx, recorder=recorder)
+            result = harness.run(task, ctx)
+            if isinstance(result, DelegateToDefault):
+                result = default.run(task, ctx)
+            if not isinstance(result, PlanResult):
+                raise PlannerError(
+                    f"planner harness returned {getattr(result, 'kind', result)!r} for a plan task"
+                )
+            lwir = result.lwir
+        findings = draft_findings(lwir, request)
+        version = _record_draft(session, request, revision, lwir, findings)
+        if version is not None:
+            return _register(world, session, definition, request, revision, lwir, version)
+        note = repair_note(lwir, findings)
+        last_findings = findings
+    floor = None if definition.plan is not None else synthesize_simple_lwir(request)
+    if floor is not None and not draft_findings(floor, request):
+        revision = revisions + 1
+        version = _record_draft(session, request, revision, floor, [])
+        if version is not None:
+            return _register(world, session, definition, request, revision, floor, version)
+    _fail(session, definition, revisions, last_findings)
+    return None
+
+
+def _record_draft(
+    session: _Session,
+    request: OrchestrationRequest,
+    revision: int,
+    lwir: Any,
+    findings: list[Finding],
+) -> WorkflowVersion | None:
+    try:
+        lwir_hash = sha256_digest(lwir)
+    except InvalidInputError:
+        lwir_hash = sha256_digest(repr(lwir))
+    payload: dict[str, Any] = {
+        "requestId": request.request_id,
+        "revision": revision,
+        "valid": not findings,
+        "lwirHash": lwir_hash,
+    }
+    if isinstance(lwir, Mapping):
+        payload["lwir"] = json.loads(canonical_json(dict(lwir)))
+    session.append("PlannerDraftedWorkflow", f"planner:draft:{revision}", payload)
+    if findings:
+        session.append(
+            "WorkflowValidationFailed",
+            f"planner:invalid:{revision}",
+            {
+                **payload,
+                "findings": [
+                    {"severity": f.severity, "code": f.code, "path": f.path, "message": f.message}
+                    for f in findings
+                ],
+            },
+        )
+        return None
+    return compile_lwir(lwir, request=request.compile_request)
+
+
+def _register(
+    world: World,
+    session: _Session,
+    definition: WorkflowDefinition,
+    request: OrchestrationRequest,
+    revision: int,
+    lwir: Any,
+    version: WorkflowVersion,
+) -> WorkflowVersion:
+    # Stored before the event that names it, so a reader never finds a dangling id.
+    world.register_version(version.id, version.to_json())
+    session.append(
+        "WorkflowValidationSucceeded",
+        "planner:valid",
+        {
+            "requestId": request.request_id,
+            "revision": revision,
+            "lwirHash": sha256_digest(lwir),
+            "workflowVersionId": version.id,
+            "lwirVersionId": version.lwir_version_id,
+            "validationHash": version.validation_hash,
+        },
+    )
+    if definition.plan is None:
+        world.index_version(request.body["locks"]["workflowDefinitionHash"], version.id)
+    return version
+
+
+def _fail(
+    session: _Session, definition: WorkflowDefinition, revisions: int, findings: list[Finding]
+) -> None:
+    detail = "; ".join(f"{f.path}: {f.message} ({f.code})" for f in findings[:5])
+    message = (
+        f"Planner did not produce valid LWIR for {definition.id!r} within {revisions} "
+        f"revision(s)" + (f": {detail}" if detail else ".")
+    )
+    session.append("RunStarted", "run-start", {"workflowVersionId": _UNCOMPILED})
+    session.append(
+        "RunFailed",
+        "run-end",
+        {
+            "workflowVersionId": _UNCOMPILED,
+            "error": {
+                "name": "WorkflowCompileError",
+                "message": message,
+                "causeCode": "planner_validation_exhausted",
+                "retriable": False,
+            },
+        },
+    )
