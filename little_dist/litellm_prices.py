@@ -35,7 +35,11 @@ from typing import Any
 from little_dist.model_registry import ModelPricing, model_registry_keys
 from little_dist.pricing import TOKENS_PER_PRICE_UNIT
 
-__all__ = ["litellm_price_fallback", "pricing_from_litellm_entry"]
+__all__ = [
+    "litellm_price_fallback",
+    "pricing_from_litellm_entry",
+    "use_litellm_prices_for_unknown_models",
+]
 
 
 def _per_million(per_token: object) -> float | None:
@@ -117,3 +121,16 @@ def litellm_price_fallback(model_key: str) -> ModelPricing | None:
     if isinstance(entry, Mapping) and str(entry.get("litellm_provider", "")).lower() in providers:
         return pricing_from_litellm_entry(entry)
     return None
+
+
+def use_litellm_prices_for_unknown_models() -> None:
+    """Make every run-state fold in this process price models the bundled registry lacks
+    from litellm's cost map (unless a fallback was installed already).
+
+    Entry points that do IO call this once at start (``run_workflow``, ``little run``, the
+    fleet's worker and scheduler); the pure fold itself never imports litellm.
+    """
+    from little_dist.run_state import default_pricing_fallback, set_default_pricing_fallback
+
+    if default_pricing_fallback() is None:
+        set_default_pricing_fallback(litellm_price_fallback)

@@ -338,6 +338,19 @@ def test_an_unpriced_model_reports_cost_none(scripted_model: ScriptedModel) -> N
     assert result.usage.cost_usd is None
 
 
+def test_a_model_the_registry_lacks_is_priced_from_litellms_cost_map(
+    scripted_model: ScriptedModel,
+) -> None:
+    from little_dist.model_registry import get_model_info_for
+
+    assert get_model_info_for("openai", "gpt-4.1") is None  # not in upstream's registry
+    scripted_model.on(step="triage").reply_json(REPLY, usage=Usage(1000, 100))
+    wf = fixed_triage(model=model("scripted/triage", id="fast", pricing="openai/gpt-4.1"))
+    result = run_workflow(wf, INPUT, world=MemoryWorld())
+    # litellm's bundled map: gpt-4.1 at $2/M input, $8/M output.
+    assert result.usage.cost_usd == pytest.approx((1000 * 2.0 + 100 * 8.0) / 1e6)
+
+
 def test_a_json_schema_output_stays_plain_json(scripted_model: ScriptedModel) -> None:
     scripted_model.on(step="triage").reply_json(REPLY)
     result = run_workflow(fixed_triage(output=TRIAGE_JSON), INPUT, world=MemoryWorld())

@@ -111,6 +111,7 @@ def run_workflow(
     resumes. Raises :class:`RunFailedError` when the run fails.
     """
     from little_dist.ids import validate_run_id
+    from little_dist.litellm_prices import use_litellm_prices_for_unknown_models
     from little_dist.planner import resolve_version
     from little_dist.run_state import materialize_run_state
 
@@ -119,6 +120,7 @@ def run_workflow(
             f"run_workflow expects a workflow from define_workflow(), got {type(workflow).__name__}"
         )
     run_input = workflow.validate_input(input)
+    use_litellm_prices_for_unknown_models()
     if run_id is None:
         run_id = _new_run_id()
     validate_run_id(run_id)

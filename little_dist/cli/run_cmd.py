@@ -108,6 +108,9 @@ def run(args: argparse.Namespace) -> int:
             print(one_line(line), file=sys.stderr)
         return _fail(str(exc), EXIT_INVALID)
     resolve, run_input, capabilities = prepared
+    from little_dist.litellm_prices import use_litellm_prices_for_unknown_models
+
+    use_litellm_prices_for_unknown_models()
 
     from little_dist.cli.common import open_world_for_writing
     from little_dist.local_runner import DEFAULT_LEASE_TTL, new_run_id, run_version

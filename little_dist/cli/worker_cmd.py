@@ -116,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
     from little_dist.dist.registry import load_registry
     from little_dist.dist.tasks import WorkerRuntime
     from little_dist.dist.world import fleet_world_spec
+    from little_dist.litellm_prices import use_litellm_prices_for_unknown_models
     from little_dist.settings import load_settings
     from little_dist.testing import guard, scripted
 
@@ -125,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
     registry = load_registry(modules)
     scripted.install_from_env()
     guard.install_from_env()
+    use_litellm_prices_for_unknown_models()
 
     runtime = WorkerRuntime(settings, registry=registry, fast_path=args.fast_path)
     app = make_celery_app(settings, runtime=runtime)
