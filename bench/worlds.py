@@ -5,32 +5,44 @@ log) for:
 
 * ``MemoryWorld``: 1 writer; 8 writer threads (it lives in one process);
 * ``LocalWorld`` (SQLite WAL): 1 writer; 8 writer processes;
-* ``RedisS3World``: 1 writer; 8 threads; 8 processes; and 8 processes on 8 runs;
-* raw redis-py ``XADD`` (auto ids, same fields) as the baseline, with the same writer counts.
+* ``RedisS3World``: 1 writer; 8 threads; 8 processes; and 8 processes on 8 runs, each
+  against raw redis-py ``XADD`` (auto ids, same fields) with the same writers.
 
 Processes are ``spawn`` processes that open the world from its spec, as fleet workers do.
-Threads share one world and one GIL. Then ``materialize_run_state`` folds a generated run
-(the event mix from ``bench/fold.py``) and reports events folded per second.
+Threads share one world (and the raw rows one redis-py client) and one GIL.
+
+The Redis figures come from one shared, busy machine, where the load moves a lot from one
+second to the next; so each Redis configuration runs several short rounds on the same
+writers (processes stay up across rounds, holding both a world and a raw client). A round
+measures world, raw, raw, world (the next round raw, world, world, raw), so load drift
+within a round weighs on both sides alike; the ratio is taken within each round and the
+median over rounds is reported. The load average is printed at start and end.
+
+Then ``materialize_run_state`` folds a generated run (the event mix from ``bench/fold.py``)
+and reports events folded per second.
 
 Starts its own SeaweedFS (``weed mini``, via ``tests/s3_server.py``) unless
 ``LITTLE_TEST_S3_ENDPOINT`` is set; Redis from ``LITTLE_TEST_REDIS_URL`` (default
 ``redis://127.0.0.1:6379/15``), touching only keys under a unique prefix, deleted at the end.
 
-Run: ``.venv/bin/python bench/worlds.py [--seconds 2] [--rounds 2]`` (about 70 s in all).
+Run: ``.venv/bin/python bench/worlds.py [--seconds 0.25] [--rounds 21]`` (about 2 minutes).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -40,60 +52,80 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from little_dist.events import EventInput  # noqa: E402
+from little_dist.world.artifacts import now_iso  # noqa: E402
 from little_dist.world.factory import open_world  # noqa: E402
 
 RUN = "run_bench_worlds"
 REDIS_URL = os.environ.get("LITTLE_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+WORLD, RAW = "world", "raw"
+WARM_UP_SECONDS = 0.3
 
 
 def _payload(writer: int, index: int) -> dict[str, Any]:
     return {"stepPath": "draft", "attemptId": "attempt_1", "writer": writer, "index": index}
 
 
-# -- writers (top level: spawn imports them) --------------------------------------------------
+def _load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} {five:.2f} {fifteen:.2f} ({os.cpu_count()} cpus)"
 
 
-def _world_writer(spec: str, run_id: str, writer: int, seconds: float, barrier: Any) -> int:
+# -- write loops (top level: spawn imports them) -----------------------------------------------
+
+
+def _world_loop(world: Any, run_id: str, writer: int, seconds: float) -> int:
+    count = 0
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        world.append(run_id, EventInput(type="little.bench.write", payload=_payload(writer, count)))
+        count += 1
+    return count
+
+
+def _raw_loop(client: Any, stream: str, writer: int, seconds: float) -> int:
+    count = 0
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        client.xadd(
+            stream,
+            {
+                "t": "little.bench.write",
+                "p": json.dumps(_payload(writer, count), separators=(",", ":")),
+                "r": now_iso(),
+            },
+        )
+        count += 1
+    return count
+
+
+def _pair_worker(
+    spec: str, run_id: str, stream: str, writer: int, commands: Any, results: Any, barrier: Any
+) -> None:
+    """A writer process: holds a world and a raw client, writes with either on command."""
+    import redis
+
+    world = open_world(spec)
+    client = redis.Redis.from_url(REDIS_URL, decode_responses=False)
+    try:
+        while (command := commands.get()) is not None:
+            kind, seconds = command
+            barrier.wait(timeout=120)
+            if kind == WORLD:
+                results.put(_world_loop(world, run_id, writer, seconds))
+            else:
+                results.put(_raw_loop(client, stream, writer, seconds))
+    finally:
+        world.close()
+        client.close()
+
+
+def _single_world_writer(spec: str, run_id: str, writer: int, seconds: float, barrier: Any) -> int:
     world = open_world(spec)
     try:
         barrier.wait(timeout=120)
-        count = 0
-        deadline = time.perf_counter() + seconds
-        while time.perf_counter() < deadline:
-            world.append(
-                run_id, EventInput(type="little.bench.write", payload=_payload(writer, count))
-            )
-            count += 1
-        return count
+        return _world_loop(world, run_id, writer, seconds)
     finally:
         world.close()
-
-
-def _xadd_writer(url: str, stream: str, writer: int, seconds: float, barrier: Any) -> int:
-    import json
-
-    import redis
-
-    from little_dist.world.artifacts import now_iso
-
-    client = redis.Redis.from_url(url, decode_responses=False)
-    try:
-        barrier.wait(timeout=120)
-        count = 0
-        deadline = time.perf_counter() + seconds
-        while time.perf_counter() < deadline:
-            client.xadd(
-                stream,
-                {
-                    "t": "little.bench.write",
-                    "p": json.dumps(_payload(writer, count), separators=(",", ":")),
-                    "r": now_iso(),
-                },
-            )
-            count += 1
-        return count
-    finally:
-        client.close()
 
 
 def _process_main(target: Callable[..., int], args: tuple[Any, ...], results: Any) -> None:
@@ -103,12 +135,14 @@ def _process_main(target: Callable[..., int], args: tuple[Any, ...], results: An
 # -- drivers ----------------------------------------------------------------------------------
 
 
-def in_threads(writers: int, seconds: float, body: Callable[[int, Any], int]) -> float:
+def in_threads(writers: int, seconds: float, body: Callable[[int], int]) -> float:
+    """Appends per second of ``writers`` threads each running ``body(writer)``."""
     barrier = threading.Barrier(writers)
     counts = [0] * writers
 
     def run(writer: int) -> None:
-        counts[writer] = body(writer, barrier)
+        barrier.wait()
+        counts[writer] = body(writer)
 
     threads = [threading.Thread(target=run, args=(w,)) for w in range(writers)]
     for thread in threads:
@@ -119,11 +153,9 @@ def in_threads(writers: int, seconds: float, body: Callable[[int, Any], int]) ->
 
 
 def in_processes(
-    writers: int,
-    seconds: float,
-    target: Callable[..., int],
-    args: Callable[[int, Any], tuple[Any, ...]],
+    writers: int, seconds: float, target: Callable[..., int], args: Callable[[int, Any], tuple]
 ) -> float:
+    """Appends per second of ``writers`` fresh spawn processes (one measurement)."""
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(writers)
     results = ctx.Queue()
@@ -141,18 +173,122 @@ def in_processes(
     return total / seconds
 
 
+class ThreadPair:
+    """``writers`` threads over one shared world and one shared raw client."""
+
+    def __init__(self, writers: int, spec: str, stream: str) -> None:
+        import redis
+
+        self._writers = writers
+        self._world = open_world(spec)
+        self._client = redis.Redis.from_url(REDIS_URL, decode_responses=False)
+        self._stream = stream
+
+    def measure(self, kind: str, seconds: float) -> float:
+        if kind == WORLD:
+            return in_threads(
+                self._writers, seconds, lambda w: _world_loop(self._world, RUN, w, seconds)
+            )
+        return in_threads(
+            self._writers, seconds, lambda w: _raw_loop(self._client, self._stream, w, seconds)
+        )
+
+    def close(self) -> None:
+        self._world.close()
+        self._client.close()
+
+
+class ProcessPair:
+    """``writers`` spawn processes, kept up across rounds, each with a world and a client."""
+
+    def __init__(self, writers: int, spec: str, run_for: Callable[[int], tuple[str, str]]) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self._writers = writers
+        self._commands = ctx.Queue()
+        self._results = ctx.Queue()
+        # Kept on self: a barrier collected before the children unpickle it is gone for them.
+        self._barrier = ctx.Barrier(writers)
+        self._processes = [
+            ctx.Process(
+                target=_pair_worker,
+                args=(spec, *run_for(w), w, self._commands, self._results, self._barrier),
+            )
+            for w in range(writers)
+        ]
+        for process in self._processes:
+            process.start()
+
+    def measure(self, kind: str, seconds: float) -> float:
+        # Every writer takes one command and waits at the barrier before taking another.
+        for _ in range(self._writers):
+            self._commands.put((kind, seconds))
+        return sum(self._results.get(timeout=180) for _ in range(self._writers)) / seconds
+
+    def close(self) -> None:
+        for _ in range(self._writers):
+            self._commands.put(None)
+        for process in self._processes:
+            process.join(timeout=30)
+        if any(p.exitcode != 0 for p in self._processes):
+            raise RuntimeError("a writer process failed")
+
+
+@dataclass
+class Comparison:
+    writers: str
+    world: list[float]
+    raw: list[float]
+
+    @property
+    def ratios(self) -> list[float]:
+        return [w / r for w, r in zip(self.world, self.raw, strict=True)]
+
+
+def compare(
+    writers: str, pair: ThreadPair | ProcessPair, seconds: float, rounds: int
+) -> Comparison:
+    """Interleaved rounds on the same writers: world, raw, raw, world (then the mirror).
+
+    Each round measures each side twice, symmetrically, so a load that rises or falls
+    steadily through the round weighs on both sides alike; the next round starts with the
+    other side.
+    """
+    try:
+        pair.measure(WORLD, WARM_UP_SECONDS)  # connections, script load, first touch
+        pair.measure(RAW, WARM_UP_SECONDS)
+        result = Comparison(writers, [], [])
+        for index in range(rounds):
+            first, second = (WORLD, RAW) if index % 2 == 0 else (RAW, WORLD)
+            rates = {WORLD: 0.0, RAW: 0.0}
+            for kind in (first, second, second, first):
+                rates[kind] += pair.measure(kind, seconds) / 2
+            result.world.append(rates[WORLD])
+            result.raw.append(rates[RAW])
+    finally:
+        pair.close()
+    ratios = " ".join(f"{r:.2f}" for r in result.ratios)
+    print(
+        f"  {writers:<22} world {statistics.median(result.world):>8,.0f}/s"
+        f"  raw XADD {statistics.median(result.raw):>8,.0f}/s"
+        f"  ratio {statistics.median(result.ratios):.2f}  (rounds: {ratios})",
+        flush=True,
+    )
+    return result
+
+
 def _spec_with(url: str, **params: str) -> str:
     parts = urlsplit(url)
     return urlunsplit(parts._replace(query=urlencode([*parse_qsl(parts.query), *params.items()])))
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=float, default=2.0, help="per measurement")
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=0.25, help="per measurement")
     parser.add_argument("--writers", type=int, default=8)
-    parser.add_argument("--rounds", type=int, default=2, help="Redis rows: best of")
+    parser.add_argument("--rounds", type=int, default=21, help="Redis rounds (median of)")
     options = parser.parse_args()
-    seconds, many = options.seconds, options.writers
+    seconds, many, rounds = options.seconds, options.writers, options.rounds
+    print(f"start: {_load()}", flush=True)
 
     import redis
 
@@ -178,120 +314,75 @@ def main() -> None:
         AWS_ACCESS_KEY_ID=ACCESS_KEY,
         AWS_SECRET_ACCESS_KEY=SECRET_KEY,
     )
-    rows: list[tuple[str, str, float]] = []
 
     def record(world: str, writers: str, rate: float) -> None:
-        rows.append((world, writers, rate))
         print(f"  {world:<14} {writers:<24} {rate:>10,.0f} appends/s", flush=True)
 
     def fresh_redis_spec() -> str:
         name = uuid.uuid4().hex[:8]
         return _spec_with(REDIS_URL, key_prefix=f"{prefix}{name}:", s3_prefix=f"bench/{name}/")
 
-    def shared_world(spec: str) -> Callable[[int, Any], int]:
+    def shared_world(spec: str) -> Callable[[int], int]:
         world = open_world(spec)
+        return lambda writer: _world_loop(world, RUN, writer, solo)
 
-        def body(writer: int, barrier: Any) -> int:
-            barrier.wait()
-            count = 0
-            deadline = time.perf_counter() + seconds
-            while time.perf_counter() < deadline:
-                world.append(
-                    RUN, EventInput(type="little.bench.write", payload=_payload(writer, count))
-                )
-                count += 1
-            return count
-
-        return body
-
-    def world_processes(spec: str, *, same_run: bool) -> float:
-        return in_processes(
-            many,
-            seconds,
-            _world_writer,
-            lambda w, b: (spec, RUN if same_run else f"{RUN}_{w}", w, seconds, b),
-        )
-
-    def xadd_body(stream: str) -> Callable[[int, Any], int]:
-        return lambda writer, barrier: _xadd_writer(REDIS_URL, stream, writer, seconds, barrier)
-
+    # Rows without a baseline are measured once, for a whole second.
+    solo = max(1.0, seconds)
     try:
-        print(f"appends to one run, {seconds:g}s each")
-        record("MemoryWorld", "1 thread", in_threads(1, seconds, shared_world("memory:")))
-        record("MemoryWorld", f"{many} threads", in_threads(many, seconds, shared_world("memory:")))
-
+        print(f"appends to one run, {solo:g}s each")
+        record("MemoryWorld", "1 thread", in_threads(1, solo, shared_world("memory:")))
+        record("MemoryWorld", f"{many} threads", in_threads(many, solo, shared_world("memory:")))
         local = f"local:{scratch / 'local-1'}"
-        record("LocalWorld", "1 thread", in_threads(1, seconds, shared_world(local)))
+        record("LocalWorld", "1 thread", in_threads(1, solo, shared_world(local)))
         local_many = f"local:{scratch / 'local-n'}"
         open_world(local_many).close()  # create the schema before the writers race to
         record(
             "LocalWorld",
             f"{many} processes",
             in_processes(
-                many, seconds, _world_writer, lambda w, b: (local_many, RUN, w, seconds, b)
+                many,
+                solo,
+                _single_world_writer,
+                lambda w, b: (local_many, RUN, w, solo, b),
             ),
         )
 
-        # Redis rows alternate raw / world and keep the best of --rounds: the figures of one
-        # machine shared with other work move a lot from one second to the next.
-        redis_rows: list[tuple[str, str, Callable[[], float]]] = [
-            ("raw XADD", "1 thread", lambda: in_threads(1, seconds, xadd_body(prefix + "r1"))),
-            (
-                "RedisS3World",
-                "1 thread",
-                lambda: in_threads(1, seconds, shared_world(fresh_redis_spec())),
-            ),
-            (
-                "raw XADD",
+        print(
+            f"\nRedisS3World vs raw XADD: {rounds} rounds, each world/raw/raw/world (or "
+            f"raw/world/world/raw) of {seconds:g}s; medians (target: ratio >= 0.5)",
+            flush=True,
+        )
+        comparisons = [
+            compare("1 thread", ThreadPair(1, fresh_redis_spec(), prefix + "r1"), seconds, rounds),
+            compare(
                 f"{many} threads",
-                lambda: in_threads(many, seconds, xadd_body(prefix + "rt")),
+                ThreadPair(many, fresh_redis_spec(), prefix + "rt"),
+                seconds,
+                rounds,
             ),
-            (
-                "RedisS3World",
-                f"{many} threads",
-                lambda: in_threads(many, seconds, shared_world(fresh_redis_spec())),
-            ),
-            (
-                "raw XADD",
+            compare(
                 f"{many} processes",
-                lambda: in_processes(
-                    many,
-                    seconds,
-                    _xadd_writer,
-                    lambda w, b: (REDIS_URL, prefix + "rp", w, seconds, b),
-                ),
+                ProcessPair(many, fresh_redis_spec(), lambda w: (RUN, prefix + "rp")),
+                seconds,
+                rounds,
             ),
-            (
-                "RedisS3World",
-                f"{many} processes",
-                lambda: world_processes(fresh_redis_spec(), same_run=True),
-            ),
-            (
-                "raw XADD",
+            compare(
                 f"{many} processes, {many} runs",
-                lambda: in_processes(
-                    many,
-                    seconds,
-                    _xadd_writer,
-                    lambda w, b: (REDIS_URL, f"{prefix}r-{w}", w, seconds, b),
-                ),
-            ),
-            (
-                "RedisS3World",
-                f"{many} processes, {many} runs",
-                lambda: world_processes(fresh_redis_spec(), same_run=False),
+                ProcessPair(many, fresh_redis_spec(), lambda w: (f"{RUN}_{w}", f"{prefix}r-{w}")),
+                seconds,
+                rounds,
             ),
         ]
-        for world, writers, measure in redis_rows:
-            record(world, writers, max(measure() for _ in range(options.rounds)))
-
-        print("\nRedisS3World / raw XADD (target >= 0.5)")
-        raw_rates = {writers: rate for world, writers, rate in rows if world == "raw XADD"}
-        for world, writers, rate in rows:
-            if world == "RedisS3World":
-                ratio = rate / raw_rates[writers]
-                verdict = "ok" if ratio >= 0.5 else "BELOW TARGET"
-                print(f"  {writers:<24} {ratio:5.2f}  {verdict}")
+        print(f"\nRedisS3World / raw XADD, median of {rounds} rounds (target >= 0.5)")
+        for comparison in comparisons:
+            ratios = comparison.ratios
+            median = statistics.median(ratios)
+            verdict = "ok" if median >= 0.5 else "BELOW TARGET"
+            print(
+                f"  {comparison.writers:<24} {median:5.2f}  "
+                f"(min {min(ratios):.2f}, max {max(ratios):.2f})  {verdict}"
+            )
+        print(f"end: {_load()}", flush=True)
 
         fold_throughput()
     finally:

@@ -6,11 +6,12 @@ upstream and us) that see the same facts mint the same id.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
 
-from little_dist.canonical import sha256_digest
+from little_dist.canonical import canonical_json, sha256_digest, sha256_hex_text
 from little_dist.errors import InvalidInputError
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "artifact_id_from_ref",
     "artifact_ref",
     "event_id_for",
+    "event_id_for_payload_json",
     "short_id",
     "step_path_for",
     "validate_run_id",
@@ -71,6 +73,41 @@ def event_id_for(
     if occurrence_id is not None:
         hashed["occurrenceId"] = occurrence_id
     return short_id("evt_", sha256_digest(hashed))
+
+
+def event_id_for_payload_json(
+    run_id: str,
+    sequence: int,
+    event_type: str,
+    payload_json: str,
+    occurrence_id: str | None = None,
+) -> str:
+    """:func:`event_id_for`, given the payload as its canonical JSON text instead of a dict.
+
+    Worlds already hold that text (it is what they store), so the payload is not
+    canonicalised a second time: the hashed envelope is assembled around it, its keys in
+    canonical order (``occurrenceId``, ``payload``, ``runId``, ``sequence``, ``type``).
+    ``payload_json`` must be ``canonical_json`` of the payload; the result then equals
+    ``event_id_for(run_id, sequence, event_type, payload, occurrence_id)``.
+    """
+    head = "{" if occurrence_id is None else f'{{"occurrenceId":{_json_string(occurrence_id)},'
+    number = str(sequence) if type(sequence) is int and 0 <= sequence < 2**53 else None
+    text = (
+        f'{head}"payload":{payload_json},"runId":{_json_string(run_id)}'
+        f',"sequence":{number or canonical_json(sequence)},"type":{_json_string(event_type)}}}'
+    )
+    return short_id("evt_", "sha256:" + sha256_hex_text(text))
+
+
+_encode_ascii_string = json.JSONEncoder(ensure_ascii=True).encode
+
+
+def _json_string(value: str) -> str:
+    """``canonical_json(value)`` for a string, without the general serializer for ASCII text."""
+    # ASCII text has no surrogates to join or refuse, and its escapes are canonical's.
+    if type(value) is str and value.isascii():
+        return _encode_ascii_string(value)
+    return canonical_json(value)
 
 
 def artifact_id_for(

@@ -12,6 +12,7 @@ from little_dist.ids import (
     artifact_id_from_ref,
     artifact_ref,
     event_id_for,
+    event_id_for_payload_json,
     step_path_for,
     validate_run_id,
     workflow_version_id_for,
@@ -31,6 +32,36 @@ def test_event_ids(case: dict[str, Any]) -> None:
     )
     assert event_id == case["eventId"]
     assert PATTERNS["event_id"].match(event_id)
+
+
+@pytest.mark.parametrize("case", EXAMPLES["event_ids"]["cases"], ids=lambda c: c["eventId"])
+def test_event_ids_from_canonical_payload_text(case: dict[str, Any]) -> None:
+    event_id = event_id_for_payload_json(
+        case["runId"],
+        case["sequence"],
+        case["type"],
+        canonical_json(case["payload"]),
+        case.get("occurrenceId"),
+    )
+    assert event_id == case["eventId"]
+
+
+@pytest.mark.parametrize(
+    ("event_type", "occurrence_id", "payload"),
+    [
+        ("StepCompleted", None, {}),
+        ("StepCompleted", "occ-1", {"z": [1, 2.5, None], "a": {"y": True, "b": "x"}}),
+        ('t\u00e9"quoted"', "occ\n\u2603", {"\U0001f600": 1, "\uffff": 2, "n": 1e21}),
+        ("little.bench", "o" * 300, {"big": 2**60, "tiny": 1e-7, "neg": -0.0}),
+    ],
+    ids=["empty", "nested", "escapes-and-utf16-order", "js-numbers"],
+)
+def test_event_id_from_payload_text_equals_the_dict_form(
+    event_type: str, occurrence_id: str | None, payload: dict[str, Any]
+) -> None:
+    expected = event_id_for("run_x-1", 42, event_type, payload, occurrence_id)
+    text = canonical_json(payload)
+    assert event_id_for_payload_json("run_x-1", 42, event_type, text, occurrence_id) == expected
 
 
 @pytest.mark.parametrize("case", EXAMPLES["artifact_ids"]["cases"], ids=lambda c: c["artifactId"])

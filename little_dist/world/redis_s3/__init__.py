@@ -1,7 +1,8 @@
 """The fleet's world: Redis Streams for events and leases, S3 for artifacts and archives.
 
-See :mod:`little_dist.world.redis_s3.world` for how it keeps the ``World`` guarantees and
-:mod:`little_dist.world.redis_s3.keys` for the key layout.
+:mod:`little_dist.world.redis_s3.world` assembles the parts (events, leases, archive,
+versions, artifacts), each in its own module; :mod:`little_dist.world.redis_s3.keys` holds the
+key layout.
 """
 
 from __future__ import annotations

@@ -3,12 +3,21 @@
 Scripts read the clock with ``redis.call('TIME')`` so lease expiry is judged by one clock, the
 Redis server's, whatever the clocks of the machines calling it; a world built with an explicit
 ``clock`` (tests) passes its time instead. Times are epoch milliseconds.
-Results are plain arrays (never ``error_reply``), so the Python side decodes one shape.
+Results are plain arrays or integers (never ``error_reply``): the Python side decodes them
+without catching script errors.
 """
 
 from __future__ import annotations
 
-__all__ = ["ACQUIRE_LEASE", "APPEND", "RELEASE_LEASE", "RENEW_LEASE", "SEAL_RUN"]
+__all__ = [
+    "ACQUIRE_LEASE",
+    "APPEND",
+    "INDEX_VERSION",
+    "RELEASE_LEASE",
+    "RENEW_LEASE",
+    "SEAL_RUN",
+    "append_script",
+]
 
 
 def _now_ms(arg: int) -> str:
@@ -22,43 +31,62 @@ end
 """
 
 
-APPEND = (
+def append_script(*, signal_maxlen: int | None = None) -> str:
+    """The append script; with ``signal_maxlen``, the variant that also signals each append.
+
+    A world builds its variant once. Whatever is fixed for the world (whether it signals,
+    the signal stream's length) is written into the script rather than sent with every
+    append: on the hot path each argument costs the client time to encode.
     """
+    signalling = signal_maxlen is not None
+    head = 5 if signalling else 4
+    signal_key = ", then the signal stream" if signalling else ""
+    signal_arg = " 5 the run id (the signal)," if signalling else ""
+    signal = ""
+    if signal_maxlen is not None:
+        signal = f"""
+redis.call('XADD', KEYS[#KEYS], 'MAXLEN', '~', {int(signal_maxlen)}, '*',
+  'run', ARGV[5], 'seq', seq)
+"""
+    return (
+        f"""
 -- KEYS: 1 events stream, 2 occurrence hash, 3 archived marker, then the fence's lease hash
---       when ARGV[2] is set, then the signal stream (last key) when ARGV[4] is set
--- ARGV: 1 expected last sequence or '', 2 fence token or '', 3 guessed first sequence,
---       4 signal value (the run id) or '', 5 signal stream approximate max length,
---       6 now in ms or '' (Redis TIME), then per event: type, payload JSON,
---       occurrence id or '', recordedAt, guessed event id
--- Result: {'new', last_before} when every input was appended (input i got last_before + i);
---         {'ok', last_before, per-event {kind, sequence, fields}} otherwise, with kind 'n'
---         (new), 'e' (already recorded; fields are the stored entry) or 'd' (same
---         occurrence id as an earlier input of this batch; sequence is that input's index);
---         or {'archived'}, {'fenced'}, {'conflict', last}.
-local head = 6
-local per = 5
+--       when ARGV[2] is set{signal_key}
+-- ARGV: 1 expected last sequence or '', 2 fence: '' or its token, or token@now-in-ms when
+--       the world has its own clock (tests; otherwise Redis TIME judges the lease),
+--       3 guessed first sequence, 4 recordedAt,{signal_arg}
+--       then per event: type, payload JSON, occurrence id or '', guessed event id
+-- Result: last_before (an integer) when every input was appended (input i got
+--         last_before + i); {{'ok', last_before, per-event {{kind, sequence, fields}}}}
+--         otherwise, with kind 'n' (new), 'e' (already recorded; fields are the stored
+--         entry) or 'd' (same occurrence id as an earlier input of this batch; sequence is
+--         that input's index); or {{'archived'}}, {{'fenced'}}, {{'conflict', last}}.
+local head = {head}
+"""
+        + """local per = 4
 local n = (#ARGV - head) / per
 local events = KEYS[1]
 local last = redis.call('XLEN', events)
+-- Inputs whose occurrence id is already recorded (or repeats an earlier input of this
+-- batch) are answered, not appended; results[i] stays nil for the inputs to append.
 local results = {}
-local batch = {}
-local fresh = 0
+local fresh = n
+local batch = nil
 for i = 1, n do
   local occ = ARGV[head + (i - 1) * per + 3]
-  if occ ~= '' and batch[occ] then
-    results[i] = {'d', batch[occ], {}}
-  else
-    local recorded = false
-    if occ ~= '' then
-      recorded = redis.call('HGET', KEYS[2], occ)
-      batch[occ] = i
-    end
-    if recorded then
-      local entry = redis.call('XRANGE', events, recorded .. '-0', recorded .. '-0')
-      results[i] = {'e', tonumber(recorded), entry[1][2]}
+  if occ ~= '' then
+    batch = batch or {}
+    if batch[occ] then
+      results[i] = {'d', batch[occ], {}}
+      fresh = fresh - 1
     else
-      results[i] = false
-      fresh = fresh + 1
+      batch[occ] = i
+      local recorded = redis.call('HGET', KEYS[2], occ)
+      if recorded then
+        local entry = redis.call('XRANGE', events, recorded .. '-0', recorded .. '-0')
+        results[i] = {'e', tonumber(recorded), entry[1][2]}
+        fresh = fresh - 1
+      end
     end
   end
 end
@@ -69,11 +97,14 @@ if redis.call('EXISTS', KEYS[3]) == 1 then
   return {'archived'}
 end
 if ARGV[2] ~= '' then
-"""
-    + _now_ms(6)
-    + """
+  local token, now = string.match(ARGV[2], '^(%d+)@?(%d*)$')
+  now = tonumber(now)
+  if not now then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
   local lease = redis.call('HMGET', KEYS[4], 'token', 'exp')
-  if lease[1] ~= ARGV[2] or tonumber(lease[2]) <= now then
+  if lease[1] ~= token or tonumber(lease[2]) <= now then
     return {'fenced'}
   end
 end
@@ -81,9 +112,10 @@ if ARGV[1] ~= '' and tonumber(ARGV[1]) ~= last then
   return {'conflict', last}
 end
 local guess = tonumber(ARGV[3])
+local stamp = ARGV[4]
 local seq = last
 for i = 1, n do
-  if results[i] == false then
+  if results[i] == nil then
     seq = seq + 1
     local at = head + (i - 1) * per
     local id = seq .. '-0'
@@ -92,33 +124,36 @@ for i = 1, n do
     local keep = seq == guess + i - 1
     if occ == '' then
       if keep then
-        redis.call('XADD', events, id, 't', ARGV[at + 1], 'p', ARGV[at + 2],
-          'r', ARGV[at + 4], 'i', ARGV[at + 5])
+        redis.call('XADD', events, id, 't', ARGV[at + 1], 'p', ARGV[at + 2], 'r', stamp,
+          'i', ARGV[at + 4])
       else
-        redis.call('XADD', events, id, 't', ARGV[at + 1], 'p', ARGV[at + 2], 'r', ARGV[at + 4])
+        redis.call('XADD', events, id, 't', ARGV[at + 1], 'p', ARGV[at + 2], 'r', stamp)
       end
     else
       redis.call('HSET', KEYS[2], occ, seq)
       if keep then
-        redis.call('XADD', events, id, 't', ARGV[at + 1], 'p', ARGV[at + 2],
-          'r', ARGV[at + 4], 'o', occ, 'i', ARGV[at + 5])
+        redis.call('XADD', events, id, 't', ARGV[at + 1], 'p', ARGV[at + 2], 'r', stamp,
+          'o', occ, 'i', ARGV[at + 4])
       else
-        redis.call('XADD', events, id, 't', ARGV[at + 1], 'p', ARGV[at + 2],
-          'r', ARGV[at + 4], 'o', occ)
+        redis.call('XADD', events, id, 't', ARGV[at + 1], 'p', ARGV[at + 2], 'r', stamp,
+          'o', occ)
       end
     end
     results[i] = {'n', seq, {}}
   end
 end
-if ARGV[4] ~= '' then
-  redis.call('XADD', KEYS[#KEYS], 'MAXLEN', '~', ARGV[5], '*', 'run', ARGV[4], 'seq', seq)
-end
-if fresh == n then
-  return {'new', last}
+"""
+        + signal
+        + """if fresh == n then
+  return last
 end
 return {'ok', last, results}
 """
-)
+    )
+
+
+#: The append script of a world without a signal stream (see :func:`append_script`).
+APPEND = append_script()
 
 SEAL_RUN = """
 -- KEYS: 1 events stream, 2 archived marker. Result: the run's last sequence, or -1 if the run
@@ -188,4 +223,13 @@ if cur[1] == ARGV[1] and cur[2] == ARGV[2] then
   return 1
 end
 return 0
+"""
+
+# The version index of one definition: a list, appended once per version id (LPOS, Redis 6.0.6+).
+INDEX_VERSION = """
+-- KEYS: 1 the definition's index list. ARGV: 1 version id. Appends it unless present.
+if not redis.call('LPOS', KEYS[1], ARGV[1]) then
+  redis.call('RPUSH', KEYS[1], ARGV[1])
+end
+return 1
 """

@@ -1,0 +1,135 @@
+"""Archiving a finished run: seal its Redis stream, write the whole log to S3, expire the keys.
+
+Streams are never trimmed, so a run's stream is its whole log until it is archived. The
+archive is ``archives/<run_id>.ndjson``, one ``Event.to_json()`` a line, written
+put-if-absent. Sealing (the run's ``archived`` marker, set by one script) comes first: from
+then on appends of new events fail with :class:`RunSealedError`, already-recorded occurrence
+ids still resolve, and reads fall back to the archive once the stream has expired.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import ClassVar
+
+import redis
+
+from little_dist.errors import ConflictError, EventLogCorruptError, InvalidInputError
+from little_dist.events import Event
+from little_dist.ids import validate_run_id
+from little_dist.world.base import RunNotFoundError
+from little_dist.world.redis_s3 import scripts
+from little_dist.world.redis_s3.keys import KeyLayout
+from little_dist.world.redis_s3.redis_calls import LuaScript, redis_errors
+from little_dist.world.redis_s3.s3 import S3Objects
+
+__all__ = ["DEFAULT_ARCHIVE_TTL_SECONDS", "RunArchives", "RunSealedError", "StreamReader"]
+
+DEFAULT_ARCHIVE_TTL_SECONDS = 7 * 24 * 3600
+_CACHE_SIZE = 32
+_PAGE = 1000
+
+#: ``(run_id, after, limit)`` -> the stream's events after ``after`` (at most ``limit``).
+StreamReader = Callable[[str, int, int | None], list[Event]]
+
+
+class RunSealedError(ConflictError):
+    """The run was archived: its log is closed and no new event can be appended."""
+
+    retryable: ClassVar[bool] = False
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"Run {run_id} is archived; its event log accepts no new events")
+        self.run_id = run_id
+
+
+class RunArchives:
+    """Archives in S3: written by :meth:`archive`, read (and cached) by :meth:`events`."""
+
+    def __init__(
+        self, client: redis.Redis, objects: S3Objects, keys: KeyLayout, ttl_seconds: float
+    ) -> None:
+        if ttl_seconds < 0:
+            raise InvalidInputError("archive_ttl_seconds must be >= 0")
+        self._redis = client
+        self._s3 = objects
+        self._keys = keys
+        self._ttl = ttl_seconds
+        self._seal_script = LuaScript(client, scripts.SEAL_RUN)
+        # Archives are immutable, so a cached one never goes stale.
+        self._cache: OrderedDict[str, list[Event]] = OrderedDict()
+        self._cache_lock = threading.Lock()
+
+    def archive(self, run_id: str, ttl_seconds: float | None, read_stream: StreamReader) -> int:
+        """Seal, write and expire (see the module docstring); returns the last sequence.
+
+        ``ttl_seconds`` (default: the world's) is how long the Redis keys stay; 0 deletes
+        them now. Idempotent.
+        """
+        validate_run_id(run_id)
+        ttl = self._ttl if ttl_seconds is None else ttl_seconds
+        if ttl < 0:
+            raise InvalidInputError("ttl_seconds must be >= 0")
+        keys = self._keys.run(run_id)
+        with redis_errors(f"archive of {run_id}"):
+            last = int(self._seal_script([keys.events, keys.archived], []))
+        if last < 0:
+            raise RunNotFoundError(run_id)
+        events: list[Event] = []
+        while len(events) < last:
+            page = read_stream(run_id, events[-1].sequence if events else 0, _PAGE)
+            if not page:
+                break
+            events += page
+        if events:
+            if len(events) != last or events[-1].sequence != last:
+                raise EventLogCorruptError(
+                    f"Run {run_id} was sealed at sequence {last} but its stream holds "
+                    f"{len(events)} events"
+                )
+            body = "".join(
+                json.dumps(e.to_json(), ensure_ascii=False, separators=(",", ":")) + "\n"
+                for e in events
+            )
+            self._s3.put_if_absent(
+                self._keys.archive(run_id), body.encode("utf-8"), "application/x-ndjson"
+            )
+        else:
+            # The stream is already gone: only a finished earlier archive can explain that.
+            self.events(run_id, required=True)
+        with redis_errors(f"archive of {run_id}"):
+            pipe = self._redis.pipeline(transaction=True)
+            if ttl == 0:
+                pipe.delete(keys.events, keys.occurrences)
+            else:
+                ttl_ms = max(1, int(ttl * 1000))
+                pipe.pexpire(keys.events, ttl_ms)
+                pipe.pexpire(keys.occurrences, ttl_ms)
+            pipe.execute()
+        return last
+
+    def events(self, run_id: str, *, required: bool) -> list[Event] | None:
+        """The archived log of ``run_id``; None if it has none (an error if ``required``)."""
+        with self._cache_lock:
+            cached = self._cache.get(run_id)
+            if cached is not None:
+                self._cache.move_to_end(run_id)
+                return cached
+        body = self._s3.get(self._keys.archive(run_id))
+        if body is None:
+            if required:
+                raise EventLogCorruptError(
+                    f"Run {run_id} is sealed and its stream is gone, but it has no archive"
+                )
+            return None
+        events = [
+            Event.model_validate(json.loads(line)) for line in body.decode("utf-8").splitlines()
+        ]
+        with self._cache_lock:
+            self._cache[run_id] = events
+            while len(self._cache) > _CACHE_SIZE:
+                self._cache.popitem(last=False)
+        return events
