@@ -15,6 +15,17 @@ Two figures, each against a baseline so the numbers mean something on any machin
     the document declares 100 and the run sets the engine-level cap
     (``max_branches_cap=500``) that replaces it.
 
+(a) also prints the process CPU time per step, which load on the machine disturbs less than
+the wall time.
+
+``--redis URL`` (e.g. ``redis://127.0.0.1:6379/15``) adds (c): the fleet worker's execute
+path on a :class:`~little_dist.world.redis_s3.RedisS3World` (``weed mini`` is started for
+S3; keys go under a unique prefix, deleted at the end), without Celery: per step of a
+50-step chain, read the log and fold it, then ``execute_step_attempt`` with that state (as
+``little.execute_step`` does), then decide and append the next StepScheduled (as the fast
+path does). Prints the median milliseconds of the worker's read+fold, of
+``execute_step_attempt`` itself and of the advance.
+
 ``--profile`` prints the top of a cProfile of one chain run (cumulative time).
 """
 
@@ -54,16 +65,21 @@ def _tools_baseline() -> float:
 
 
 def _run_chain(version: Any, capabilities: Capabilities) -> float:
+    return _run_chain_timed(version, capabilities)[0]
+
+
+def _run_chain_timed(version: Any, capabilities: Capabilities) -> tuple[float, float]:
+    """(wall seconds, process CPU seconds) of one chain run."""
     with tempfile.TemporaryDirectory() as directory:
         world = LocalWorld(directory)
         try:
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.process_time()
             state = run_version(world, version, {}, capabilities=capabilities)
-            elapsed = time.perf_counter() - started
+            elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
         finally:
             world.close()
     assert state.status == "completed", state.error
-    return elapsed
+    return elapsed, cpu
 
 
 def _run_fan_out(version: Any, run_input: Any, capabilities: Capabilities) -> float:
@@ -87,23 +103,103 @@ def _run_fan_out(version: Any, run_input: Any, capabilities: Capabilities) -> fl
     return elapsed
 
 
+FLEET_STEPS = 50
+
+
+def _fleet_chain(redis_url: str, capabilities: Capabilities) -> tuple[float, ...]:
+    """(c): median ms per step of the worker's read+fold, its execute_step_attempt, and the
+    advance (read+fold+decide+append)."""
+    import uuid
+
+    import redis
+
+    from little_dist.events import EventInput
+    from little_dist.run_state import RunStateBuilder
+    from little_dist.runtime import execute_step_attempt, hydrate_events
+    from little_dist.scheduling import RunContext, decide
+    from little_dist.world.redis_s3 import RedisS3World
+    from tests.s3_server import s3_client, start_weed_mini
+
+    version = compile_lwir(chain_lwir(FLEET_STEPS), input={})
+    run_id = "run_bench_" + uuid.uuid4().hex[:12]
+    prefix = f"little-bench:{uuid.uuid4().hex[:12]}:"
+    client = redis.Redis.from_url(redis_url)
+    with tempfile.TemporaryDirectory() as directory:
+        server = start_weed_mini(Path(directory), "little-bench")
+        world = RedisS3World(client, s3_client(server.endpoint), server.bucket, key_prefix=prefix)
+        try:
+            world.register_version(version.id, version.to_json())
+            world.append_batch(
+                run_id,
+                [
+                    EventInput(
+                        type="RunStarted",
+                        occurrence_id="run-start",
+                        payload={"workflowVersionId": version.id, "input": {}},
+                    )
+                ],
+            )
+            context = RunContext(version=version, run_input={}, run_id=run_id)
+            reads: list[float] = []
+            executes: list[float] = []
+            advances: list[float] = []
+            while True:
+                started = time.perf_counter()
+                events = world.list_events(run_id)
+                builder = RunStateBuilder(run_id)
+                builder.apply_all(hydrate_events(world, events))
+                decision = decide(context, builder.snapshot())
+                world.append_batch(run_id, decision.events)
+                advances.append(time.perf_counter() - started)
+                if decision.done:
+                    break
+                for dispatch in decision.dispatch:
+                    started = time.perf_counter()
+                    events = world.list_events(run_id)  # what little.execute_step reads
+                    builder = RunStateBuilder(run_id)
+                    builder.apply_all(hydrate_events(world, events))
+                    reads.append(time.perf_counter() - started)
+                    started = time.perf_counter()
+                    execute_step_attempt(
+                        world,
+                        dispatch,
+                        version=version,
+                        capabilities=capabilities,
+                        state=builder.snapshot(),
+                        context=context,
+                        prior_events=events,
+                    )
+                    executes.append(time.perf_counter() - started)
+        finally:
+            world.close()
+            for key in client.scan_iter(match=f"{prefix}*", count=1000):
+                client.delete(key)
+            client.close()
+            server.stop()
+    assert len(executes) == FLEET_STEPS, len(executes)
+    return tuple(statistics.median(times) * 1000 for times in (reads, executes, advances))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--redis", metavar="URL", help="also measure (c) on RedisS3World")
     args = parser.parse_args()
     capabilities = Capabilities(tools=test_tools)
 
     chain = compile_lwir(chain_lwir(CHAIN_STEPS), input={})
     baseline = statistics.median(_tools_baseline() for _ in range(max(args.runs, 5)))
-    walls = [_run_chain(chain, capabilities) for _ in range(args.runs)]
-    wall = statistics.median(walls)
+    timed = [_run_chain_timed(chain, capabilities) for _ in range(args.runs)]
+    wall = statistics.median(t[0] for t in timed)
+    cpu = statistics.median(t[1] for t in timed)
     overhead = (wall - baseline) / CHAIN_STEPS
     verdict = "ok" if overhead < OVERHEAD_TARGET_S else "OVER TARGET"
     print(
         f"(a) {CHAIN_STEPS}-step no-op chain: {wall * 1000:.0f} ms wall (median of {args.runs}); "
         f"tools alone {baseline * 1000:.2f} ms; engine overhead "
-        f"{overhead * 1000:.2f} ms/step (target < {OVERHEAD_TARGET_S * 1000:.0f} ms: {verdict})"
+        f"{overhead * 1000:.2f} ms/step (target < {OVERHEAD_TARGET_S * 1000:.0f} ms: {verdict}); "
+        f"process CPU {cpu / CHAIN_STEPS * 1000:.2f} ms/step"
     )
 
     run_input = {"keys": [f"b{index:03d}" for index in range(BRANCHES)], "sleep": 0}
@@ -117,6 +213,14 @@ def main() -> int:
         f"(b) {BRANCHES}-branch parallel step: {fan_wall * 1000:.0f} ms wall "
         f"(median of {args.runs}), {BRANCHES / fan_wall:.0f} branch steps/s"
     )
+
+    if args.redis:
+        read_ms, execute_ms, advance_ms = _fleet_chain(args.redis, capabilities)
+        print(
+            f"(c) RedisS3World, {FLEET_STEPS}-step chain, fleet worker path without Celery "
+            f"(medians per step): read+fold the log {read_ms:.2f} ms, execute_step_attempt "
+            f"{execute_ms:.2f} ms, advance (read+fold+decide+append) {advance_ms:.2f} ms"
+        )
 
     if args.profile:
         profiler = cProfile.Profile()

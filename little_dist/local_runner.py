@@ -32,7 +32,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any, Final
 
@@ -237,6 +237,10 @@ class _Runner:
         self.holder = f"runner:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
         self.builder = RunStateBuilder(run_id)
         self.memo_events: dict[str, list[Event]] = {}
+        # Events the attempts appended (handed over by execute_step_attempt), by sequence,
+        # not folded yet: folded from here instead of being read back from the log.
+        self.recorded: dict[int, Event] = {}
+        self.recorded_lock = threading.Lock()
         self.cancel = threading.Event()  # tells in-flight attempts to stop early
         self.keeper = LeaseKeeper(world)  # heartbeats every attempt's lease from one thread
         self.in_flight: dict[Future[AttemptOutcome], StepDispatch] = {}
@@ -285,24 +289,26 @@ class _Runner:
     def _start(self, lock: Lease) -> None:
         version = self.version
         self.world.register_version(version.id, version.to_json())
-        self.world.append_batch(
-            self.run_id,
-            [
-                EventInput(
-                    type="WorkflowVersionRegistered",
-                    occurrence_id="version-registered",
-                    payload={
-                        "workflowVersionId": version.id,
-                        "workflowVersionHash": version.hash,
-                    },
-                ),
-                EventInput(
-                    type="RunStarted",
-                    occurrence_id="run-start",
-                    payload={"workflowVersionId": version.id, "input": self.run_input},
-                ),
-            ],
-            fence=lock.fence,
+        self._fold_appended(
+            self.world.append_batch(
+                self.run_id,
+                [
+                    EventInput(
+                        type="WorkflowVersionRegistered",
+                        occurrence_id="version-registered",
+                        payload={
+                            "workflowVersionId": version.id,
+                            "workflowVersionHash": version.hash,
+                        },
+                    ),
+                    EventInput(
+                        type="RunStarted",
+                        occurrence_id="run-start",
+                        payload={"workflowVersionId": version.id, "input": self.run_input},
+                    ),
+                ],
+                fence=lock.fence,
+            )
         )
 
     # -- the loop ---------------------------------------------------------------------------
@@ -337,8 +343,31 @@ class _Runner:
             self._wait(state)
 
     def _catch_up(self) -> RunState:
+        """Fold what the attempts handed over (while it follows on without a gap), then
+        whatever else the log has (other attempts' events in between, a cancel request)."""
+        with self.recorded_lock:
+            known = self.recorded
+            self.recorded = {}
+        count = self.builder.event_count
+        handed: list[Event] = []
+        while (event := known.pop(count + 1, None)) is not None:
+            handed.append(event)
+            count += 1
+        self._fold(handed)
         self._fold(self.world.list_events(self.run_id, after=self.builder.event_count))
+        if known:  # out of order: what is still ahead of the fold waits for the next look
+            done = self.builder.event_count
+            with self.recorded_lock:
+                for sequence, event in known.items():
+                    if sequence > done:
+                        self.recorded.setdefault(sequence, event)
         return self.builder.snapshot()
+
+    def _handed_over(self, events: Sequence[Event]) -> None:
+        """``on_recorded`` of the attempts (any thread)."""
+        with self.recorded_lock:
+            for event in events:
+                self.recorded[event.sequence] = event
 
     def _fold(self, events: list[Event]) -> None:
         if not events:
@@ -375,11 +404,17 @@ class _Runner:
         """
         if not decision.events:
             return False
+        return self._fold_appended(
+            self.world.append_batch(self.run_id, decision.events, fence=lock.fence)
+        )
+
+    def _fold_appended(self, recorded: list[Event]) -> bool:
+        """Fold the new events of one append of ours when they follow the folded ones (one
+        atomic batch: contiguous, nothing of anyone else's between); whether any was new."""
         last = self.builder.event_count
-        recorded = self.world.append_batch(self.run_id, decision.events, fence=lock.fence)
         new = [event for event in recorded if event.sequence > last]
         if new and new[0].sequence == last + 1:
-            self._fold(new)  # one atomic batch: contiguous, nothing of anyone else's between
+            self._fold(new)
         return bool(new)
 
     def _submit(self, decision: Decision, executor: ThreadPoolExecutor, state: RunState) -> bool:
@@ -417,6 +452,8 @@ class _Runner:
             prior_events=tuple(self.memo_events.get(dispatch.step_path, ())),
             cancel=self.cancel,
             keeper=self.keeper,
+            on_recorded=self._handed_over,
+            exclusive=True,  # the runner lease: no one else runs this run's attempts
         )
 
     def _settled(self, dispatch: StepDispatch, outcome: AttemptOutcome) -> None:

@@ -4,6 +4,36 @@ One :class:`EventRecorder` belongs to one attempt (``run_id``, ``step_path``, ``
 and appends, through ``world.append(..., fence=fence)``, so a superseded attempt (its lease
 taken over) cannot write (:class:`~little_dist.errors.LeaseLostError`).
 
+Write-through or deferred. By default every event is appended when it is recorded. A
+recorder made with ``deferred=True`` (what :func:`~little_dist.runtime.execute_step_attempt`
+uses) keeps events in memory and appends them in batches, one transaction per batch, under
+two rules that keep it exactly as safe as writing through:
+
+* **write-ahead before a side effect**: ``harness.model.called`` and
+  ``harness.tool_call.started`` are appended, with everything pending before them, before
+  the provider or the tool is called. So the attempt's ``StepAttemptStarted`` is in the log
+  while any side effect of it runs: a worker that dies mid-call leaves a *running* attempt
+  that the sweeper fails with ``lease_expired`` (bounded crash retries), the fleet sees the
+  attempt started and does not resend it, and the in-doubt call is visible;
+* **a result is durable before the attempt goes on**: ``harness.tool_call.succeeded`` and
+  ``harness.model.responded`` are appended as soon as they are recorded, so whatever
+  happens next (the next call, writing an output artifact, the commit failing, the process
+  dying) a retry finds the result in the memo and does not repeat the side effect or pay
+  for the turn again.
+
+Everything else (session and execute_step events, a call's ``failed`` — a failed call is
+run again on retry anyway —, memoized reuse, repair rounds) stays pending until the next
+append: a write-ahead point, a result, or the attempt's commit, which appends the pending
+events and ``StepCompleted``/``StepFailed`` in one fenced batch
+(:meth:`EventRecorder.take_pending`). A crash can therefore lose only facts with no effect
+outside the process, which the retry records again; the log keeps the order in which
+everything happened.
+
+Deferred recording methods return ``None`` for an event that is still pending (the
+write-through recorder returns the recorded :class:`~little_dist.events.Event`). Code that
+writes to the world directly for this attempt must :meth:`~EventRecorder.flush` first, or
+its events would be ordered before pending ones.
+
 Occurrence ids (the team contract; ``{p}`` = step path, ``{n}`` = attempt)::
 
     harness.session.started                  session:{p}:{n}   (``session:{p}:{n}:default``
@@ -53,12 +83,12 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from pydantic import BaseModel
 
-from little_dist.canonical import canonical_json, sha256_digest
+from little_dist.canonical import canonical_json, sha256_digest, sha256_hex_text
 from little_dist.errors import InvalidInputError
 from little_dist.events import Event, EventInput
 from little_dist.world.base import ArtifactInput, Fence, World
@@ -68,6 +98,9 @@ __all__ = [
     "MODEL_MEMOIZED",
     "TOOL_MEMOIZED",
     "EventRecorder",
+    "RecordedSink",
+    "digest_and_size",
+    "frozen_digest",
     "json_safe",
 ]
 
@@ -76,6 +109,35 @@ MODEL_MEMOIZED: Final = "little.harness.model.memoized"
 TOOL_MEMOIZED: Final = "little.harness.tool_call.memoized"
 
 _USAGE_FIELDS = ("inputTokens", "outputTokens", "cachedInputTokens", "reasoningTokens")
+
+#: Called with every batch of events a recorder appended (in log order).
+RecordedSink = Callable[[Sequence[Event]], None]
+
+
+# id(value) -> (value, digest). The entry keeps the value alive, so its id cannot be reused
+# for another object while cached.
+_frozen_digests: dict[int, tuple[Any, str]] = {}
+_FROZEN_DIGESTS_MAX: Final = 4096
+
+
+def frozen_digest(value: Any) -> str:
+    """``sha256_digest(json_safe(value))`` of a value that is never mutated once built (a
+    tool's input schema, a compiled plan's step object), cached by identity: computed once
+    per object."""
+    found = _frozen_digests.get(id(value))
+    if found is not None and found[0] is value:
+        return found[1]
+    digest = sha256_digest(json_safe(value))
+    if len(_frozen_digests) >= _FROZEN_DIGESTS_MAX:
+        _frozen_digests.clear()
+    _frozen_digests[id(value)] = (value, digest)
+    return digest
+
+
+def digest_and_size(value: Any) -> tuple[str, int]:
+    """``(sha256_digest(value), UTF-8 size of its canonical JSON)`` from one encoding."""
+    text = canonical_json(value)
+    return "sha256:" + sha256_hex_text(text), len(text.encode("utf-8"))
 
 
 def json_safe(value: Any) -> Any:
@@ -99,7 +161,9 @@ def json_safe(value: Any) -> Any:
 
 
 class EventRecorder:
-    """Appends one attempt's harness events (see the module docstring for ids and shapes)."""
+    """Appends one attempt's harness events (see the module docstring for ids, shapes and
+    the ``deferred`` mode). ``sink``, when given, is called with every batch this recorder
+    appended."""
 
     def __init__(
         self,
@@ -111,6 +175,8 @@ class EventRecorder:
         *,
         inline_limit: int = DEFAULT_INLINE_LIMIT,
         id_prefix: str = "",
+        deferred: bool = False,
+        sink: RecordedSink | None = None,
     ) -> None:
         if not isinstance(attempt, int) or attempt < 1:
             raise InvalidInputError(f"attempt must be a positive int, got {attempt!r}")
@@ -123,7 +189,11 @@ class EventRecorder:
         self.fence = fence
         self.inline_limit = inline_limit
         self.id_prefix = id_prefix
+        self.deferred = deferred
+        self._sink = sink
         self._lock = threading.Lock()
+        self._write_lock = threading.Lock()  # keeps batches in the order they were taken
+        self._pending: list[EventInput] = []
         self._turn = 0
         self._tool_index = 0
         self._repair = 0
@@ -152,23 +222,67 @@ class EventRecorder:
             return dict(self._usage)
 
     # -- low level -------------------------------------------------------------------------
-    def append(self, event_type: str, payload: dict[str, Any], occurrence_id: str) -> Event:
-        """Append one event, fenced, idempotent by ``occurrence_id``."""
-        return self.world.append(
-            self.run_id,
-            EventInput(type=event_type, payload=payload, occurrence_id=occurrence_id),
-            fence=self.fence,
-        )
+    def append(
+        self,
+        event_type: str,
+        payload: dict[str, Any],
+        occurrence_id: str,
+        *,
+        durable: bool = False,
+    ) -> Event | None:
+        """Record one event, fenced, idempotent by ``occurrence_id``.
+
+        Write-through: appended now. Deferred: kept pending, unless ``durable`` (a
+        write-ahead point), which appends everything pending with it; ``None`` while pending.
+        """
+        event = EventInput(type=event_type, payload=payload, occurrence_id=occurrence_id)
+        if not self.deferred:
+            with self._write_lock:
+                recorded = self.world.append(self.run_id, event, fence=self.fence)
+            if self._sink is not None:
+                self._sink((recorded,))
+            return recorded
+        with self._lock:
+            self._pending.append(event)
+        if not durable:
+            return None
+        flushed = self.flush()
+        return flushed[-1] if flushed else None
+
+    def flush(self) -> list[Event]:
+        """Append every pending event now, in one fenced batch; the recorded events."""
+        with self._write_lock:
+            pending = self.take_pending()
+            if not pending:
+                return []
+            recorded = self.world.append_batch(self.run_id, pending, fence=self.fence)
+        if self._sink is not None:
+            self._sink(recorded)
+        return recorded
+
+    def take_pending(self) -> list[EventInput]:
+        """Hand over the pending events (the caller appends them, e.g. with its commit)."""
+        with self._lock:
+            pending, self._pending = self._pending, []
+        return pending
+
+    @property
+    def pending_count(self) -> int:
+        """How many events are recorded and not yet appended."""
+        with self._lock:
+            return len(self._pending)
 
     def _base(self) -> dict[str, Any]:
         return {"stepPath": self.step_path, "attempt": self.attempt}
 
-    def offload(self, value: Any, name: str) -> str | None:
+    def offload(self, value: Any, name: str, *, size: int | None = None) -> str | None:
         """Store ``value`` as an artifact when its canonical JSON is over the limit.
 
-        Returns the ``artifact://`` ref, or ``None`` when the value stays inline.
+        Returns the ``artifact://`` ref, or ``None`` when the value stays inline. ``size``
+        is the canonical JSON's UTF-8 size when the caller already has it.
         """
-        size = len(canonical_json(value).encode("utf-8"))
+        if size is None:
+            size = len(canonical_json(value).encode("utf-8"))
         if size <= self.inline_limit:
             return None
         manifest = self.world.put_artifact(
@@ -182,8 +296,10 @@ class EventRecorder:
         )
         return manifest.artifact_ref
 
-    def _field(self, payload: dict[str, Any], key: str, value: Any, name: str) -> None:
-        ref = self.offload(value, name)
+    def _field(
+        self, payload: dict[str, Any], key: str, value: Any, name: str, size: int | None = None
+    ) -> None:
+        ref = self.offload(value, name, size=size)
         if ref is None:
             payload[key] = value
         else:
@@ -199,7 +315,7 @@ class EventRecorder:
         manifest: Mapping[str, Any],
         delegated: bool = False,
         parent_run_id: str | None = None,
-    ) -> Event:
+    ) -> Event | None:
         manifest_json = json_safe(dict(manifest))
         payload: dict[str, Any] = {
             "runId": self.run_id,
@@ -216,7 +332,7 @@ class EventRecorder:
         )
         return self.append("harness.session.started", payload, occurrence)
 
-    def session_completed(self, result: Mapping[str, Any]) -> Event:
+    def session_completed(self, result: Mapping[str, Any]) -> Event | None:
         payload: dict[str, Any] = {"runId": self.run_id, "usage": self.usage, **self._base()}
         output = {"result": json_safe(dict(result))}
         ref = self.offload(output, "harness.session.output")
@@ -226,20 +342,22 @@ class EventRecorder:
             payload["outputRef"] = ref
         return self.append("harness.session.completed", payload, self.occurrence("session-end"))
 
-    def session_failed(self, error: Mapping[str, Any]) -> Event:
+    def session_failed(self, error: Mapping[str, Any]) -> Event | None:
         payload = {"runId": self.run_id, "error": dict(error), **self._base()}
         return self.append("harness.session.failed", payload, self.occurrence("session-end"))
 
     # -- model calls -----------------------------------------------------------------------
-    def model_called(self, turn: int, request: Mapping[str, Any]) -> Event:
+    def model_called(self, turn: int, request: Mapping[str, Any]) -> Event | None:
+        """Write-ahead: durable (with everything pending) before the provider is called."""
         full = json_safe(dict(request))
+        digest, size = digest_and_size(full)
         payload: dict[str, Any] = {
             "callId": self.occurrence("model", turn),
             "turn": turn,
-            "promptHash": sha256_digest(full),
+            "promptHash": digest,
             **self._base(),
         }
-        ref = self.offload(full, "harness.model.request")
+        ref = self.offload(full, "harness.model.request", size=size)
         if ref is None:
             payload["request"] = full
         else:
@@ -249,7 +367,9 @@ class EventRecorder:
                 "tools": full.get("tools", []),
             }
             payload["requestRef"] = ref
-        return self.append("harness.model.called", payload, self.occurrence("model", turn))
+        return self.append(
+            "harness.model.called", payload, self.occurrence("model", turn), durable=True
+        )
 
     def model_responded(
         self,
@@ -258,7 +378,7 @@ class EventRecorder:
         *,
         model: Mapping[str, str],
         duration_ms: float,
-    ) -> Event:
+    ) -> Event | None:
         full = json_safe(dict(response))
         usage = full.get("usage") or {"inputTokens": 0, "outputTokens": 0}
         payload: dict[str, Any] = {
@@ -279,9 +399,13 @@ class EventRecorder:
                 value = usage.get(key)
                 if isinstance(value, int | float) and not isinstance(value, bool):
                     self._usage[key] = self._usage.get(key, 0) + value
-        return self.append("harness.model.responded", payload, self.occurrence("model-end", turn))
+        return self.append(
+            "harness.model.responded", payload, self.occurrence("model-end", turn), durable=True
+        )
 
-    def model_failed(self, turn: int, error: Mapping[str, Any], *, duration_ms: float) -> Event:
+    def model_failed(
+        self, turn: int, error: Mapping[str, Any], *, duration_ms: float
+    ) -> Event | None:
         payload = {
             "callId": self.occurrence("model", turn),
             "turn": turn,
@@ -292,7 +416,7 @@ class EventRecorder:
         }
         return self.append("harness.model.failed", payload, self.occurrence("model-end", turn))
 
-    def model_memoized(self, turn: int, source: Event) -> Event:
+    def model_memoized(self, turn: int, source: Event) -> Event | None:
         payload = {
             "turn": turn,
             "memoized": True,
@@ -313,6 +437,8 @@ class EventRecorder:
         turn: int | None,
         call_index: int,
         scope: Mapping[str, Any],
+        args_hash: str | None = None,
+        args_size: int | None = None,
     ) -> dict[str, Any]:
         payload: dict[str, Any] = {
             "callId": self.occurrence("tool", index),
@@ -325,33 +451,48 @@ class EventRecorder:
         if caller == "model":
             payload["turn"] = turn
         safe_args = json_safe(args)
-        payload["argsHash"] = sha256_digest(safe_args)
-        self._field(payload, "args", safe_args, "harness.tool_call.args")
+        if args_hash is None or args_size is None:
+            args_hash, args_size = digest_and_size(safe_args)
+        payload["argsHash"] = args_hash
+        self._field(payload, "args", safe_args, "harness.tool_call.args", args_size)
         return payload
 
-    def tool_started(self, index: int, **fields: Any) -> Event:
+    def tool_started(self, index: int, **fields: Any) -> Event | None:
+        """Write-ahead: durable (with everything pending) before the tool is called.
+
+        ``args_hash`` / ``args_size`` (digest and canonical size of the JSON-safe args) may
+        be passed when the caller computed them, here and to the call's ending.
+        """
         payload = self._tool_fields(index, **fields)
-        return self.append("harness.tool_call.started", payload, self.occurrence("tool", index))
+        return self.append(
+            "harness.tool_call.started", payload, self.occurrence("tool", index), durable=True
+        )
 
     def tool_succeeded(
         self, index: int, result: Any, *, duration_ms: float, **fields: Any
-    ) -> Event:
+    ) -> Event | None:
+        """Durable when recorded (with everything pending): the memo's source on retry."""
         payload = self._tool_fields(index, **fields)
         payload["durationMs"] = duration_ms
         self._field(payload, "result", json_safe(result), "harness.tool_call.result")
         return self.append(
-            "harness.tool_call.succeeded", payload, self.occurrence("tool-end", index)
+            "harness.tool_call.succeeded",
+            payload,
+            self.occurrence("tool-end", index),
+            durable=True,
         )
 
     def tool_failed(
         self, index: int, error: Mapping[str, Any], *, duration_ms: float, **fields: Any
-    ) -> Event:
+    ) -> Event | None:
         payload = self._tool_fields(index, **fields)
         payload["durationMs"] = duration_ms
         payload["error"] = dict(error)
         return self.append("harness.tool_call.failed", payload, self.occurrence("tool-end", index))
 
-    def tool_memoized(self, index: int, source: Event, *, tool_name: str, call_index: int) -> Event:
+    def tool_memoized(
+        self, index: int, source: Event, *, tool_name: str, call_index: int
+    ) -> Event | None:
         payload = {
             "toolName": tool_name,
             "callIndex": call_index,
@@ -365,7 +506,7 @@ class EventRecorder:
     # -- execute_step and repair -----------------------------------------------------------
     def execute_step_started(
         self, step: Mapping[str, Any], *, visit_index: int, step_input: Any
-    ) -> Event:
+    ) -> Event | None:
         payload = {
             "runId": self.run_id,
             "stepId": step.get("id"),
@@ -378,18 +519,19 @@ class EventRecorder:
 
     def execute_step_succeeded(
         self, step: Mapping[str, Any], *, visit_index: int, output: Any, duration_ms: float
-    ) -> Event:
+    ) -> Event | None:
         safe = json_safe(output)
+        digest, size = digest_and_size(safe)
         payload: dict[str, Any] = {
             "runId": self.run_id,
             "stepId": step.get("id"),
             "uses": step.get("uses"),
             "visitIndex": visit_index,
-            "outputHash": sha256_digest(safe),
+            "outputHash": digest,
             "durationMs": duration_ms,
             **self._base(),
         }
-        ref = self.offload(safe, "harness.execute_step.output")
+        ref = self.offload(safe, "harness.execute_step.output", size=size)
         if ref is None:
             payload["output"] = safe
         else:
@@ -401,7 +543,7 @@ class EventRecorder:
             round_ = self._repair
         return self.occurrence(kind, f"r{round_}") if round_ else self.occurrence(kind)
 
-    def repair_attempted(self, step_id: str, findings: list[str]) -> Event:
+    def repair_attempted(self, step_id: str, findings: list[str]) -> Event | None:
         """``StepRepairAttempted`` (upstream: ``stepPath``, ``attempt``, ``findings``)."""
         with self._lock:
             self._repair += 1

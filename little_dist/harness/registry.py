@@ -21,6 +21,7 @@ The runtime runs every task through :meth:`HarnessRegistry.run`:
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
@@ -30,7 +31,7 @@ from little_dist.errors import LeaseLostError
 from little_dist.harness.default import DefaultHarness
 from little_dist.harness.errors import HarnessConfigError, StepSchemaError, envelope_for
 from little_dist.harness.output_modes import output_findings, output_spec, repair_note
-from little_dist.harness.recorder import json_safe
+from little_dist.harness.recorder import frozen_digest, json_safe
 from little_dist.harness.types import (
     DelegateToDefault,
     ExecuteStepResult,
@@ -66,6 +67,18 @@ def resolve_repair_policy(step: Mapping[str, Any]) -> tuple[str, int] | None:
     if step.get("uses") == "ai.generate":
         return ("self", DEFAULT_REPAIR_ATTEMPTS)
     return None
+
+
+def _schema_digest(tool: object) -> str:
+    schema = getattr(tool, "input_schema", None)
+    # A Tool's schema is fixed when the tool is made: hashed once per schema object.
+    return frozen_digest(schema) if isinstance(schema, dict) else sha256_digest(json_safe(schema))
+
+
+@functools.lru_cache(maxsize=256)
+def _pairs_digest(items: tuple[tuple[str, ...], ...]) -> str:
+    """Digest of sorted (name, ...) tuples as a list of lists: the same few per process."""
+    return sha256_digest([list(item) for item in items])
 
 
 def _result_json(result: HarnessResult) -> dict[str, Any]:
@@ -105,16 +118,13 @@ class HarnessRegistry:
 
     def manifest_for(self, harness: object, ctx: HarnessContext) -> dict[str, Any]:
         """The session manifest: defaults first, ``ctx.manifest`` over them, our harness id."""
-        tools = sorted(
-            (name, sha256_digest(json_safe(getattr(tool, "input_schema", None))))
-            for name, tool in ctx.tools.items()
-        )
-        skills = sorted((skill.name, skill.description, skill.body) for skill in ctx.skills)
+        tools = tuple(sorted((name, _schema_digest(tool)) for name, tool in ctx.tools.items()))
+        skills = tuple(sorted((skill.name, skill.description, skill.body) for skill in ctx.skills))
         manifest: dict[str, Any] = {
             "stepPath": ctx.recorder.step_path,
             "modelSlotId": ctx.model.slot_id,
-            "allowedToolsHash": sha256_digest([list(item) for item in tools]),
-            "skillsHash": sha256_digest([list(item) for item in skills]),
+            "allowedToolsHash": _pairs_digest(tools),
+            "skillsHash": _pairs_digest(skills),
         }
         manifest.update(json_safe(dict(ctx.manifest)))
         manifest["harnessId"] = harness_id_of(harness)

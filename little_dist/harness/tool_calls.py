@@ -14,10 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from little_dist.canonical import sha256_digest
 from little_dist.errors import InvalidInputError, LittleError
 from little_dist.harness.errors import HarnessCancelled, ToolCallError, reraise_guard_error
-from little_dist.harness.recorder import json_safe
+from little_dist.harness.recorder import digest_and_size, json_safe
 from little_dist.tools import InvalidToolInputError
 
 if TYPE_CHECKING:
@@ -91,8 +90,9 @@ def run_tool_call(
     recorder = ctx.recorder
     index = recorder.next_tool_index()
     safe_args = json_safe(args)
+    args_hash, args_size = digest_and_size(safe_args)  # encoded once for memo and events
     memo_turn = turn if caller == "model" else None
-    hit = ctx.memo.tool_result(memo_turn, call_index, tool_name, sha256_digest(safe_args))
+    hit = ctx.memo.tool_result(memo_turn, call_index, tool_name, args_hash)
     if hit is not None:
         recorder.tool_memoized(index, hit.event, tool_name=tool_name, call_index=call_index)
         return ToolOutcome(True, hit.value, memoized=True)
@@ -107,6 +107,8 @@ def run_tool_call(
         "turn": memo_turn,
         "call_index": call_index,
         "scope": dict(scope or {}),
+        "args_hash": args_hash,
+        "args_size": args_size,
     }
     recorder.tool_started(index, **fields)
     started = time.monotonic()

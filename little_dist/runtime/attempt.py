@@ -6,16 +6,24 @@ The sequence (every write fenced with the step's lease, every event with an occu
    someone else -> :attr:`AttemptOutcome.busy` (another worker runs it right now);
 2. fold the run (or use the caller's state); the attempt already ended, a later attempt
    exists, or the run is over -> :attr:`AttemptOutcome.already_done`;
-3. append ``StepAttemptStarted`` (``start:{path}:{n}``); start the heartbeat, which renews the
-   lease every ``ttl / 3`` and raises the harness's cancel flag if the lease is lost;
-4. resolve the step input, run the harness for the step's role with an
-   :class:`~little_dist.harness.recorder.EventRecorder` (fenced) and a
+3. record ``StepAttemptStarted`` (``start:{path}:{n}``) as the first event of a *deferred*
+   :class:`~little_dist.harness.recorder.EventRecorder` (fenced); start the heartbeat, which
+   renews the lease every ``ttl / 3`` and raises the harness's cancel flag if the lease is
+   lost;
+4. resolve the step input, run the harness for the step's role with that recorder and a
    :class:`~little_dist.harness.memo.Memo` of the step path's earlier events (so a retry
-   reuses finished tool calls and model turns instead of repeating them);
-5. validate the output against the step's output contract, then commit ``[ArtifactCreated]``,
-   ``StepOutputValidated`` and ``StepCompleted`` — or ``StepFailed`` — in one fenced batch
-   whose last event has occurrence ``end:{path}:{n}``: an attempt ends once;
+   reuses finished tool calls and model turns instead of repeating them). The recorder
+   appends what is pending in one batch before each side effect (a model or tool call:
+   write-ahead, see the recorder's docstring), so ``StepAttemptStarted`` and the call are
+   durable before the call runs, and appends a call's result as soon as it has it;
+5. validate the output against the step's output contract, then commit the recorder's
+   pending events, ``[ArtifactCreated]``, ``StepOutputValidated`` and ``StepCompleted`` — or
+   ``StepFailed`` — in one fenced batch whose last event has occurrence ``end:{path}:{n}``:
+   an attempt ends once;
 6. release the lease.
+
+A plain ``tool.call`` step thus costs five world writes: the lease, the write-ahead batch
+before the tool, the tool's result, the commit batch and the release.
 
 A :class:`~little_dist.errors.LeaseLostError` anywhere after step 1 means a newer holder owns
 the step (this worker stalled past its lease and was swept or taken over): the attempt
@@ -28,9 +36,8 @@ import enum
 import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from little_dist.canonical import sha256_digest
 from little_dist.compiler import WorkflowVersion
 from little_dist.errors import LeaseLostError
 from little_dist.events import Event, EventInput
@@ -50,8 +57,11 @@ from little_dist.runtime.outputs import (
 from little_dist.runtime.sweep import WORKER_STEP_KINDS, step_lease_key
 from little_dist.scheduling import RunContext, StepDispatch
 from little_dist.scheduling.context import StepLocation, locate_step
-from little_dist.scheduling.plan import output_schema_hash, plan_for, step_output_error
-from little_dist.world.base import Lease, World
+from little_dist.scheduling.plan import StepPlan, output_schema_hash, plan_for, step_output_error
+from little_dist.world.base import World
+
+if TYPE_CHECKING:
+    from little_dist.harness.recorder import EventRecorder, RecordedSink
 
 __all__ = ["AttemptOutcome", "execute_step_attempt", "run_input_of"]
 
@@ -91,6 +101,8 @@ def execute_step_attempt(
     holder: str | None = None,
     cancel: threading.Event | None = None,
     keeper: LeaseKeeper | None = None,
+    on_recorded: RecordedSink | None = None,
+    exclusive: bool = False,
 ) -> AttemptOutcome:
     """Execute ``dispatch`` (one attempt of one step); see the module docstring.
 
@@ -102,7 +114,17 @@ def execute_step_attempt(
     dispatch. ``cancel``, when set, tells the harness to stop (the runner
     sets it when the run ends or aborts); losing the lease does the same. ``keeper`` renews
     the lease from a shared thread (else a heartbeat thread is started for this attempt).
+    ``on_recorded`` is called with every batch of events the attempt appended, in order
+    (the runner folds them instead of reading them back).
+
+    Given ``state`` and the rest, the events appended after ``state`` are read once the
+    lease is held (another worker may have run the attempt between the caller's read and
+    our lease), unless ``exclusive``: the caller guarantees that nobody else executes this
+    run's attempts (the in-process runner, which holds the run's runner lease and
+    dispatches each attempt once).
     """
+    from little_dist.harness.recorder import EventRecorder
+
     run_id = dispatch.run_id
     path = dispatch.step_path
     attempt = dispatch.attempt
@@ -128,22 +150,31 @@ def execute_step_attempt(
                 )
             if prior_events is None:
                 prior_events = events
+        elif not exclusive:
+            # The caller folded the log before we held the lease: another holder may have
+            # ended this attempt, or recorded results our memo must see, in between.
+            newer = world.list_events(run_id, after=state.event_count)
+            if _settled_by(newer, path, attempt):
+                return AttemptOutcome.already_done
+            prior_events = [*prior_events, *newer]
         if _attempt_over(state, path, attempt):
             return AttemptOutcome.already_done
         plan = plan_for(version)
         where = locate_step(plan, path)
         step = where.step.raw
-        started = EventInput(
-            type="StepAttemptStarted",
-            occurrence_id=f"start:{path}:{attempt}",
-            payload={
+        recorder = EventRecorder(
+            world, run_id, path, attempt, lease.fence, deferred=True, sink=on_recorded
+        )
+        recorder.append(
+            "StepAttemptStarted",
+            {
                 "stepPath": path,
                 "stepId": step.get("id"),
                 "attempt": attempt,
                 "attemptId": f"attempt_{attempt}",
             },
+            f"start:{path}:{attempt}",
         )
-        world.append(run_id, started, fence=lease.fence)
         lost = threading.Event()
         if keeper is not None:
             heartbeat = keeper.keep(lease, lease_ttl, on_lost=lost.set)
@@ -158,12 +189,16 @@ def execute_step_attempt(
             state=state,
             context=context,
             prior_events=prior_events,
-            lease=lease,
+            recorder=recorder,
             cancelled=_either(lost, cancel),
             inline_limit=inline_limit,
         )
         heartbeat.stop()
-        recorded = world.append_batch(run_id, ending, fence=lease.fence)
+        recorded = world.append_batch(
+            run_id, [*recorder.take_pending(), *ending], fence=lease.fence
+        )
+        if on_recorded is not None:
+            on_recorded(recorded)
         return (
             AttemptOutcome.completed
             if recorded[-1].type == "StepCompleted"
@@ -176,6 +211,24 @@ def execute_step_attempt(
             heartbeat.stop()
             lease = heartbeat.lease
         world.release_lease(lease)
+
+
+def _settled_by(events: Sequence[Event], path: str, attempt: int) -> bool:
+    """Whether ``events`` end attempt ``attempt`` of ``path``, start a later one, or end the
+    run."""
+    end = f"end:{path}:{attempt}"
+    for event in events:
+        if event.occurrence_id == end or event.type in ("RunCompleted", "RunFailed"):
+            return True
+        payload = event.payload
+        if (
+            event.type == "StepAttemptStarted"
+            and payload.get("stepPath") == path
+            and isinstance(payload.get("attempt"), int)
+            and payload["attempt"] > attempt
+        ):
+            return True
+    return False
 
 
 def _either(first: threading.Event, second: threading.Event | None) -> Callable[[], bool]:
@@ -223,7 +276,7 @@ def _run_and_judge(
     state: RunState,
     context: RunContext,
     prior_events: Sequence[Event],
-    lease: Lease,
+    recorder: EventRecorder,
     cancelled: Callable[[], bool],
     inline_limit: int,
 ) -> list[EventInput]:
@@ -249,7 +302,7 @@ def _run_and_judge(
             capabilities=capabilities,
             state=state,
             prior_events=prior_events,
-            lease=lease,
+            recorder=recorder,
             cancelled=cancelled,
         )
     except LeaseLostError:
@@ -273,7 +326,7 @@ def _run_and_judge(
         attempt=attempt,
         output=output,
         artifact_refs=artifact_refs,
-        schema_hash=output_schema_hash(where.step.output),
+        schema_hash=_schema_hash(where.step),
         inline_limit=inline_limit,
         always_artifact=where.parallel is not None,
     )
@@ -321,12 +374,11 @@ def _run_harness(
     capabilities: Capabilities,
     state: RunState,
     prior_events: Sequence[Event],
-    lease: Lease,
+    recorder: EventRecorder,
     cancelled: Callable[[], bool],
 ) -> tuple[Any, tuple[str, ...]]:
     """Build the task and context for the step's role and run the chosen harness."""
     from little_dist.harness.memo import Memo
-    from little_dist.harness.recorder import EventRecorder
     from little_dist.harness.types import (
         ExecuteStepResult,
         ExecuteStepTask,
@@ -375,7 +427,7 @@ def _run_harness(
         run_id=dispatch.run_id,
         role=role,
         model=model,
-        recorder=EventRecorder(world, dispatch.run_id, path, attempt, lease.fence),
+        recorder=recorder,
         memo=Memo.from_events(prior_events, path, world=world),
         scope=HarnessScope(run_id=dispatch.run_id, role=role, step_path=path),
         system=capabilities.system,
@@ -425,22 +477,25 @@ def _manifest(
 ) -> dict[str, Any]:
     """What this engine adds to the session manifest (the harness registry adds the rest:
     step path, model slot, tools and skills digests, harness id)."""
-    return {"workflowVersionId": version.id, "stepConfigHash": _step_config_hash(step)}
+    from little_dist.harness.recorder import frozen_digest
+
+    # Step objects come from the scheduling plan, cached per version: hashed once each.
+    return {"workflowVersionId": version.id, "stepConfigHash": frozen_digest(step)}
 
 
-# Step objects come from the scheduling plan, which is cached per version, so the same
-# object recurs for every attempt of a step: hash it once. The value keeps the object alive,
-# so its id cannot be reused while cached.
-_config_hashes: dict[int, tuple[Mapping[str, Any], str]] = {}
-_CONFIG_HASH_CACHE = 4096
+# StepPlan objects are cached with their version's plan, so the same object recurs for every
+# attempt of a step: its schema hash is computed once. The value keeps the object alive, so
+# its id cannot be reused while cached.
+_schema_hashes: dict[int, tuple[StepPlan, str | None]] = {}
+_SCHEMA_HASH_CACHE = 4096
 
 
-def _step_config_hash(step: Mapping[str, Any]) -> str:
-    found = _config_hashes.get(id(step))
+def _schema_hash(step: StepPlan) -> str | None:
+    found = _schema_hashes.get(id(step))
     if found is not None and found[0] is step:
         return found[1]
-    digest = sha256_digest(dict(step))
-    if len(_config_hashes) >= _CONFIG_HASH_CACHE:
-        _config_hashes.clear()
-    _config_hashes[id(step)] = (step, digest)
+    digest = output_schema_hash(step.output)
+    if len(_schema_hashes) >= _SCHEMA_HASH_CACHE:
+        _schema_hashes.clear()
+    _schema_hashes[id(step)] = (step, digest)
     return digest

@@ -1,0 +1,127 @@
+"""The event log of :class:`~little_dist.world.local.LocalWorld`: SQL bodies over one connection.
+
+An append is one transaction (run by the caller in ``BEGIN IMMEDIATE``): look up the batch's
+occurrence ids with one query, check the fence and the expected sequence, insert the new
+rows with one ``executemany``. Each payload is encoded once, before the transaction
+(:func:`~little_dist.world.base.prepare_events`); the event id is hashed from that same
+canonical text (:func:`~little_dist.ids.event_id_for_payload_json`) instead of encoding the
+payload a second time.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from typing import Any, Final
+
+from little_dist.errors import LeaseLostError
+from little_dist.events import Event
+from little_dist.ids import event_id_for_payload_json
+from little_dist.world.base import Fence, PreparedEvent, SequenceConflictError
+
+__all__ = [
+    "EVENT_COLUMNS",
+    "append_prepared",
+    "check_fence",
+    "row_to_event",
+]
+
+EVENT_COLUMNS: Final = "sequence, event_id, type, occurrence_id, recorded_at, payload"
+_LAST_SEQUENCE: Final = "SELECT COALESCE(MAX(sequence), 0) FROM events WHERE run_id = ?"
+_INSERT: Final = (
+    "INSERT INTO events (run_id, sequence, event_id, type, occurrence_id, recorded_at, payload)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+_FENCE: Final = "SELECT holder, token, expires_at FROM leases WHERE key = ?"
+# SQLite's historical bound on host parameters is 999; one is the run id.
+_LOOKUP_CHUNK: Final = 500
+
+
+def row_to_event(run_id: str, row: tuple[Any, ...]) -> Event:
+    """The :class:`Event` of one ``EVENT_COLUMNS`` row."""
+    sequence, event_id, event_type, occurrence_id, recorded_at, payload = row
+    return Event(
+        event_id=event_id,
+        run_id=run_id,
+        sequence=sequence,
+        type=event_type,
+        occurrence_id=occurrence_id,
+        recorded_at=recorded_at,
+        payload=json.loads(payload),
+    )
+
+
+def check_fence(conn: sqlite3.Connection, fence: Fence, now: float) -> None:
+    """Raise :class:`LeaseLostError` unless ``fence``'s lease is held, live, with its token."""
+    row = conn.execute(_FENCE, (fence.key,)).fetchone()
+    if row is None or row[0] is None or row[1] != fence.token or row[2] <= now:
+        raise LeaseLostError(f"Lease {fence.key!r} is no longer held with token {fence.token}")
+
+
+def _recorded(conn: sqlite3.Connection, run_id: str, occurrence_ids: list[str]) -> dict[str, Event]:
+    """The already recorded events among ``occurrence_ids``, by occurrence id."""
+    found: dict[str, Event] = {}
+    for start in range(0, len(occurrence_ids), _LOOKUP_CHUNK):
+        chunk = occurrence_ids[start : start + _LOOKUP_CHUNK]
+        marks = ",".join("?" * len(chunk))
+        rows = conn.execute(
+            f"SELECT {EVENT_COLUMNS} FROM events WHERE run_id = ? AND occurrence_id IN ({marks})",
+            (run_id, *chunk),
+        ).fetchall()
+        for row in rows:
+            found[row[3]] = row_to_event(run_id, row)
+    return found
+
+
+def append_prepared(
+    conn: sqlite3.Connection,
+    run_id: str,
+    prepared: Sequence[PreparedEvent],
+    *,
+    expected_sequence: int | None,
+    fence: Fence | None,
+    clock: Any,
+    recorded_at: str,
+) -> list[Event]:
+    """The body of an append, inside the caller's write transaction (see the module doc).
+
+    Events whose occurrence id is recorded are returned as recorded (a repeated id inside
+    the batch names the first of them); when every event is such a repeat nothing is
+    checked or written.
+    """
+    occurrence_ids = [item.occurrence_id for item in prepared if item.occurrence_id is not None]
+    recorded = _recorded(conn, run_id, occurrence_ids) if occurrence_ids else {}
+    if len(occurrence_ids) == len(prepared) and all(oid in recorded for oid in occurrence_ids):
+        return [recorded[oid] for oid in occurrence_ids]
+    if fence is not None:
+        check_fence(conn, fence, clock())
+    (last,) = conn.execute(_LAST_SEQUENCE, (run_id,)).fetchone()
+    if expected_sequence is not None and expected_sequence != last:
+        raise SequenceConflictError(run_id, expected_sequence, last)
+    result: list[Event] = []
+    rows: list[tuple[Any, ...]] = []
+    for item in prepared:
+        oid = item.occurrence_id
+        if oid is not None:
+            existing = recorded.get(oid)
+            if existing is not None:
+                result.append(existing)
+                continue
+        last += 1
+        event_id = event_id_for_payload_json(run_id, last, item.type, item.payload_json, oid)
+        rows.append((run_id, last, event_id, item.type, oid, recorded_at, item.payload_json))
+        event = Event(
+            event_id=event_id,
+            run_id=run_id,
+            sequence=last,
+            type=item.type,
+            occurrence_id=oid,
+            recorded_at=recorded_at,
+            payload=item.payload,
+        )
+        if oid is not None:
+            recorded[oid] = event  # a repeat later in this batch names this one
+        result.append(event)
+    conn.executemany(_INSERT, rows)
+    return result

@@ -1,0 +1,216 @@
+"""The :class:`LocalWorld` class: the event database plus the file store under one directory."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+from little_dist.errors import StorageUnavailableError
+from little_dist.events import Event, EventInput
+from little_dist.ids import RUN_ID_PATTERN, validate_run_id
+from little_dist.world.artifacts import now_iso
+from little_dist.world.base import (
+    ArtifactInput,
+    ArtifactManifest,
+    ArtifactRead,
+    Fence,
+    Lease,
+    check_event_window,
+    check_lease_request,
+    prepare_events,
+    validate_definition_hash,
+    validate_version_id,
+)
+from little_dist.world.local import leases
+from little_dist.world.local.database import EventDatabase
+from little_dist.world.local.event_log import EVENT_COLUMNS, append_prepared, row_to_event
+from little_dist.world.local.files import FileStore
+
+__all__ = ["DEFAULT_DATA_DIR", "LocalWorld"]
+
+DEFAULT_DATA_DIR: Final = ".little-workflow"
+
+_FOLLOW_MIN_SLEEP: Final = 0.02
+_FOLLOW_MAX_SLEEP: Final = 0.2
+_LIST_EVENTS: Final = (
+    f"SELECT {EVENT_COLUMNS} FROM events WHERE run_id = ? AND sequence > ? "
+    "ORDER BY sequence LIMIT ?"
+)
+_LAST_SEQUENCE: Final = "SELECT COALESCE(MAX(sequence), 0) FROM events WHERE run_id = ?"
+
+
+class LocalWorld:
+    """A :class:`~little_dist.world.base.World` in ``data_dir`` (created if missing).
+
+    ``clock`` gives lease times in epoch seconds (tests inject a fake one);
+    ``busy_timeout`` bounds how long a write waits for another process's transaction.
+    """
+
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str] = DEFAULT_DATA_DIR,
+        *,
+        clock: Callable[[], float] = time.time,
+        busy_timeout: float = 30.0,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self._clock = clock
+        events_dir = self.data_dir / "events"
+        try:
+            events_dir.mkdir(parents=True, exist_ok=True)
+            self._files = FileStore(self.data_dir)
+        except OSError as error:
+            raise StorageUnavailableError(
+                f"Cannot create the data directory {self.data_dir}: {error}"
+            ) from error
+        self._db = EventDatabase(
+            events_dir / "events.db", busy_timeout=busy_timeout, label=repr(self)
+        )
+
+    def __repr__(self) -> str:
+        return f"LocalWorld({str(self.data_dir)!r})"
+
+    # -- events -----------------------------------------------------------------------------
+
+    def append(
+        self,
+        run_id: str,
+        event: EventInput,
+        *,
+        expected_sequence: int | None = None,
+        fence: Fence | None = None,
+    ) -> Event:
+        (recorded,) = self.append_batch(
+            run_id, [event], expected_sequence=expected_sequence, fence=fence
+        )
+        return recorded
+
+    def append_batch(
+        self,
+        run_id: str,
+        events: Sequence[EventInput],
+        *,
+        expected_sequence: int | None = None,
+        fence: Fence | None = None,
+    ) -> list[Event]:
+        validate_run_id(run_id)
+        prepared = prepare_events(events)
+        if not prepared:
+            return []
+        recorded_at = now_iso()
+        return self._db.write(
+            lambda conn: append_prepared(
+                conn,
+                run_id,
+                prepared,
+                expected_sequence=expected_sequence,
+                fence=fence,
+                clock=self._clock,
+                recorded_at=recorded_at,
+            )
+        )
+
+    def last_sequence(self, run_id: str) -> int:
+        validate_run_id(run_id)
+        ((last,),) = self._db.read(_LAST_SEQUENCE, (run_id,))
+        return int(last)
+
+    def list_events(self, run_id: str, *, after: int = 0, limit: int | None = None) -> list[Event]:
+        validate_run_id(run_id)
+        check_event_window(after, limit)
+        rows = self._db.read(_LIST_EVENTS, (run_id, after, -1 if limit is None else limit))
+        return [row_to_event(run_id, row) for row in rows]
+
+    def follow(
+        self, run_id: str, *, after: int = 0, timeout: float | None = None
+    ) -> Iterator[Event]:
+        validate_run_id(run_id)
+        check_event_window(after, None)
+        return self._follow(run_id, after, timeout)
+
+    def _follow(self, run_id: str, after: int, timeout: float | None) -> Iterator[Event]:
+        # Polling: SQLite has no change notification across processes. The sleep grows while
+        # the log is quiet and snaps back as soon as something arrives.
+        cursor = after
+        delay = _FOLLOW_MIN_SLEEP
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            batch = self.list_events(run_id, after=cursor)
+            if batch:
+                for event in batch:
+                    yield event
+                    cursor = event.sequence
+                delay = _FOLLOW_MIN_SLEEP
+                deadline = None if timeout is None else time.monotonic() + timeout
+                continue
+            if deadline is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                time.sleep(min(delay, remaining))
+            else:
+                time.sleep(delay)
+            delay = min(delay * 2, _FOLLOW_MAX_SLEEP)
+
+    def list_run_ids(self) -> list[str]:
+        rows = self._db.read("SELECT DISTINCT run_id FROM events ORDER BY run_id", ())
+        return [run_id for (run_id,) in rows if RUN_ID_PATTERN.match(run_id)]
+
+    # -- leases -----------------------------------------------------------------------------
+
+    def acquire_lease(self, key: str, holder: str, ttl_seconds: float) -> Lease | None:
+        check_lease_request(key, holder, ttl_seconds)
+        return self._db.write(
+            lambda conn: leases.acquire(conn, key, holder, ttl_seconds, self._clock())
+        )
+
+    def renew_lease(self, lease: Lease, ttl_seconds: float) -> Lease:
+        check_lease_request(lease.key, lease.holder, ttl_seconds)
+        return self._db.write(lambda conn: leases.renew(conn, lease, ttl_seconds, self._clock()))
+
+    def release_lease(self, lease: Lease) -> None:
+        self._db.write(lambda conn: leases.release(conn, lease))
+
+    # -- artifacts --------------------------------------------------------------------------
+
+    def put_artifact(self, artifact: ArtifactInput) -> ArtifactManifest:
+        return self._files.put_artifact(artifact)
+
+    def get_artifact(self, ref: str) -> ArtifactRead:
+        return self._files.get_artifact(ref)
+
+    def _blob_count(self) -> int:
+        """Test hook: how many distinct blobs are stored."""
+        return self._files.blob_count()
+
+    # -- workflow versions ------------------------------------------------------------------
+
+    def register_version(self, version_id: str, document: dict[str, Any]) -> None:
+        self._files.register_version(version_id, document)
+
+    def get_version(self, version_id: str) -> dict[str, Any]:
+        return self._files.get_version(version_id)
+
+    def index_version(self, definition_hash: str, version_id: str) -> None:
+        validate_definition_hash(definition_hash)
+        validate_version_id(version_id)
+        self._db.write(
+            lambda conn: conn.execute(
+                "INSERT OR IGNORE INTO version_index (definition_hash, version_id) VALUES (?, ?)",
+                (definition_hash, version_id),
+            )
+        )
+
+    def indexed_versions(self, definition_hash: str) -> list[str]:
+        validate_definition_hash(definition_hash)
+        rows = self._db.read(
+            "SELECT version_id FROM version_index WHERE definition_hash = ? ORDER BY seq",
+            (definition_hash,),
+        )
+        return [version_id for (version_id,) in rows]
+
+    def close(self) -> None:
+        self._db.close()
