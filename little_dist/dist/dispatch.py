@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -37,7 +38,7 @@ from little_dist.run_state import RunState, RunStateBuilder
 from little_dist.runtime import hydrate_events
 from little_dist.scheduling import Decision, RunContext, StepDispatch, decide
 from little_dist.settings import Settings
-from little_dist.world.base import World, run_lease_key
+from little_dist.world.base import Lease, World, check_lease_request, run_lease_key
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -53,6 +54,7 @@ __all__ = [
     "Advance",
     "RunTracker",
     "VersionCache",
+    "acquire_leases",
     "advance_run",
     "dispatch_lease_key",
     "dispatch_plan",
@@ -119,22 +121,92 @@ def dispatch_ready(
     if not decision.dispatch or state.status in ("completed", "failed"):
         return sent
     me = f"{holder}:{uuid.uuid4().hex[:12]}"
-    for dispatch in decision.dispatch:
-        if dispatch.run_id != ctx.run_id:
-            continue
-        lease = world.acquire_lease(
-            dispatch_lease_key(dispatch), me, settings.dispatch_resend_after
-        )
-        if lease is None:
-            continue  # sent by someone else less than dispatch_resend_after ago
+    mine = [dispatch for dispatch in decision.dispatch if dispatch.run_id == ctx.run_id]
+    leases = acquire_leases(
+        world, [dispatch_lease_key(d) for d in mine], me, settings.dispatch_resend_after
+    )
+    won = [
+        (dispatch, lease) for dispatch, lease in zip(mine, leases, strict=True) if lease is not None
+    ]
+    for index, (dispatch, _) in enumerate(won):
         try:
             send_dispatch(app, settings, dispatch)
         except BaseException:
-            # Not sent: let the next look at the run send it instead of waiting for expiry.
-            world.release_lease(lease)
+            # Not sent: let the next look at the run send these instead of waiting for
+            # expiry.
+            for _, unsent in won[index:]:
+                world.release_lease(unsent)
             raise
         sent.append(dispatch)
     return sent
+
+
+def acquire_leases(
+    world: World, keys: Sequence[str], holder: str, ttl_seconds: float
+) -> list[Lease | None]:
+    """``world.acquire_lease`` for each of ``keys`` (same holder and TTL), in order.
+
+    On a :class:`~little_dist.world.redis_s3.RedisS3World` the acquire scripts go out in one
+    pipeline (one round trip instead of one per key: a wide fan-out schedules hundreds of
+    attempts at once); any other world, or a Redis world whose internals this helper does
+    not recognise, gets one call per key. Each acquire is still atomic on its own, exactly
+    as :meth:`~little_dist.world.base.World.acquire_lease`.
+    """
+    if len(keys) > 1:
+        batched = _redis_acquire_leases(world, keys, holder, ttl_seconds)
+        if batched is not None:
+            return batched
+    return [world.acquire_lease(key, holder, ttl_seconds) for key in keys]
+
+
+def _redis_acquire_leases(
+    world: World, keys: Sequence[str], holder: str, ttl_seconds: float
+) -> list[Lease | None] | None:
+    """The pipelined acquire on a RedisS3World; ``None`` when it does not apply."""
+    try:
+        from little_dist.world.redis_s3 import RedisS3World
+        from little_dist.world.redis_s3 import leases as redis_leases
+        from little_dist.world.redis_s3.redis_calls import ms, redis_errors
+    except ImportError:  # pragma: no cover - the redis extra is part of the fleet
+        return None
+    if not isinstance(world, RedisS3World):
+        return None
+    # The world's lease store internals (same package family, not public API): if any is
+    # missing or renamed, fall back to the per-key calls rather than guess.
+    store: Any = getattr(world, "_leases", None)
+    client: Any = getattr(world, "_redis", None)
+    script: Any = getattr(store, "_acquire", None)
+    layout: Any = getattr(store, "_keys", None)
+    now_ms: Any = getattr(store, "_now_ms", None)
+    counter_ttl: Any = getattr(redis_leases, "_COUNTER_TTL_MS", None)
+    if (
+        client is None
+        or not callable(getattr(script, "queue", None))
+        or not callable(getattr(layout, "lease", None))
+        or not callable(now_ms)
+        or not isinstance(counter_ttl, int)
+    ):
+        return None
+    for key in keys:
+        check_lease_request(key, holder, ttl_seconds)
+    with redis_errors(f"acquire of {len(keys)} leases"):
+        pipe = client.pipeline(transaction=False)
+        for key in keys:
+            lease_key, counter_key = layout.lease(key)
+            script.queue(
+                pipe, [lease_key, counter_key], [holder, ms(ttl_seconds), counter_ttl, now_ms()]
+            )
+        replies = pipe.execute()
+    leases: list[Lease | None] = []
+    for key, reply in zip(keys, replies, strict=True):
+        if reply is None:
+            leases.append(None)
+            continue
+        token, expires_ms = reply
+        leases.append(
+            Lease(key=key, holder=holder, token=int(token), expires_at=int(expires_ms) / 1000)
+        )
+    return leases
 
 
 def dispatch_plan(
@@ -193,12 +265,18 @@ class RunTracker:
         *,
         versions: VersionCache | None = None,
         max_branches_cap: int | None = None,
+        keep_step_events: bool = False,
     ) -> None:
         self.world = world
         self.run_id = run_id
         self.versions = versions if versions is not None else VersionCache()
         self.max_branches_cap = max_branches_cap
         self._builder = RunStateBuilder(run_id)
+        # Raw events by payload stepPath (the memo of a retried attempt), if asked for.
+        self._step_events: dict[str, list[Event]] | None = {} if keep_step_events else None
+        # Attempts this process offered (path, attempt, kind) -> monotonic time: an attempt
+        # is offered again (a lease round trip) only after dispatch_resend_after.
+        self._offered: dict[tuple[str, int, str], float] = {}
         self._version_id: str | None = None
         self._run_input: Any = None
         self._started = False
@@ -235,6 +313,45 @@ class RunTracker:
             self._fold(events)
             return self._builder.snapshot()
 
+    def catch_up_step(self, step_path: str) -> tuple[RunState, list[Event]]:
+        """Like :meth:`catch_up`, plus the raw events of ``step_path`` folded so far (needs
+        ``keep_step_events``), both as of the same sequence."""
+        with self._lock:
+            events = self.world.list_events(self.run_id, after=self._builder.event_count)
+            self._fold(events)
+            kept = self._step_events.get(step_path, []) if self._step_events is not None else []
+            return self._builder.snapshot(), list(kept)
+
+    def claim_offers(
+        self, dispatches: Sequence[StepDispatch], resend_after: float
+    ) -> list[StepDispatch]:
+        """The dispatches this tracker has not offered in the last ``resend_after`` seconds,
+        now marked offered."""
+        now = time.monotonic()
+        fresh: list[StepDispatch] = []
+        with self._lock:
+            offered = self._offered
+            for dispatch in dispatches:
+                key = (dispatch.step_path, dispatch.attempt, dispatch.kind)
+                last = offered.get(key)
+                if last is not None and now - last < resend_after:
+                    continue
+                offered[key] = now
+                fresh.append(dispatch)
+            # Forget attempts offered long ago (started ones are never asked about again).
+            # Not by "absent from dispatches": a look with an older decision, on another
+            # thread, would then offer again what a newer one had pruned.
+            if len(offered) > 2 * len(dispatches) + 64:
+                for stale in [k for k, last in offered.items() if now - last >= resend_after]:
+                    del offered[stale]
+        return fresh
+
+    def unclaim_offers(self, dispatches: Sequence[StepDispatch]) -> None:
+        """Forget that ``dispatches`` were offered (their send failed: offer them again)."""
+        with self._lock:
+            for dispatch in dispatches:
+                self._offered.pop((dispatch.step_path, dispatch.attempt, dispatch.kind), None)
+
     def fold(self, events: Sequence[Event]) -> None:
         """Fold ``events`` that directly follow the folded ones (others are read again)."""
         with self._lock:
@@ -258,6 +375,10 @@ class RunTracker:
             elif event.type == CANCEL_EVENT_TYPE and not self._cancel_requested:
                 self._cancel_requested = True
                 changed = True
+            if self._step_events is not None:
+                path = event.payload.get("stepPath")
+                if isinstance(path, str):
+                    self._step_events.setdefault(path, []).append(event)
         self._builder.apply_all(hydrate_events(self.world, events))
         if changed:
             self._refresh_context()
@@ -336,7 +457,19 @@ def advance_run(
         if not new:
             break
     ctx = tracker.context
-    if decision is None or ctx is None:
+    if decision is None or ctx is None or not decision.dispatch:
         return Advance(state, decision, (), appended)
-    sent = dispatch_ready(world, app, settings, ctx, state, decision, holder=holder)
+    # One lease round trip per attempt this process has not offered lately, not per pending
+    # attempt per look (a wide fan-out would otherwise cost O(branches) calls per commit).
+    # What another process scheduled and never sent is still offered here once, and by the
+    # scheduler (which sees every append's signal) and its sweeps.
+    fresh = tracker.claim_offers(decision.dispatch, settings.dispatch_resend_after)
+    if not fresh:
+        return Advance(state, decision, (), appended)
+    narrowed = dataclasses.replace(decision, dispatch=tuple(fresh))
+    try:
+        sent = dispatch_ready(world, app, settings, ctx, state, narrowed, holder=holder)
+    except BaseException:
+        tracker.unclaim_offers(fresh)
+        raise
     return Advance(state, decision, tuple(sent), appended)

@@ -10,11 +10,12 @@ task                                                        queue (role)     bod
 ``little.submit_run(workflow_id, lwir, input, run_id)``     planner          submit a run
 ==========================================================  ===============  =============
 
-A task body reads the run's log once, finds its WorkflowVersion (cached per process) and the
-capabilities of its workflow (from the ``--app`` registry, by the LWIR's ``metadata.name``)
-and calls :func:`~little_dist.runtime.execute_step_attempt`, which fences every write with
-the step lease: a task delivered twice finds the step busy or the attempt over and does
-nothing. Nothing waits on another run while holding a worker slot.
+A task body catches up the run's cached tracker (:class:`RunCache`: only the events appended
+since this process last looked are read and folded), finds its WorkflowVersion (cached per
+process) and the capabilities of its workflow (from the ``--app`` registry, by the LWIR's
+``metadata.name``) and calls :func:`~little_dist.runtime.execute_step_attempt`, which
+fences every write with the step lease: a task delivered twice finds the step busy or the
+attempt over and does nothing. Nothing waits on another run while holding a worker slot.
 
 Fast path: after a commit the worker advances the run itself
 (:func:`~little_dist.dist.dispatch.advance_run`: decide, append, send what became ready
@@ -33,6 +34,7 @@ import os
 import socket
 import threading
 import uuid
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from little_dist.dist.dispatch import (
@@ -62,11 +64,16 @@ if TYPE_CHECKING:
     from little_dist.dist.registry import AppRegistry
     from little_dist.scheduling import DispatchKind
 
-__all__ = ["TASK_NAMES", "WorkerRuntime", "register_tasks"]
+__all__ = ["TASK_NAMES", "RunCache", "WorkerRuntime", "register_tasks"]
 
 TASK_NAMES = (TASK_EXECUTE_STEP, TASK_FIX_STEP, TASK_PLAN, TASK_ORCHESTRATE, TASK_SUBMIT_RUN)
 
 _log = logging.getLogger("little.worker")
+
+# Runs whose tracker a worker process keeps (each holds the run's folded state and its
+# steps' raw events); a run evicted while still running is simply read from the log again.
+_RUN_CACHE_SIZE = 256
+_TERMINAL = ("completed", "failed")
 
 
 class WorkerRuntime:
@@ -93,6 +100,7 @@ class WorkerRuntime:
         self._registry = registry
         self._lock = threading.Lock()
         self.name = f"worker:{socket.gethostname()}:{os.getpid()}"
+        self.runs = RunCache(self)
 
     @property
     def world(self) -> World:
@@ -117,6 +125,7 @@ class WorkerRuntime:
             if self._world is not None:
                 self._world.close()
                 self._world = None
+        self.runs.clear()
 
     # -- task bodies -------------------------------------------------------------------------
 
@@ -128,12 +137,14 @@ class WorkerRuntime:
             _log.error("refused %s for %r: %s", kind, run_id, error)
             return "invalid"
         world = self.world
-        events = world.list_events(run_id)
-        tracker = RunTracker(
-            world, run_id, versions=self.versions, max_branches_cap=self.settings.max_branches_cap
-        )
-        tracker.fold(events)
+        tracker = self.runs.get(run_id)
+        # Always catch up before deciding anything: other processes append to the run too.
+        state, step_events = tracker.catch_up_step(step_path)
         ctx = tracker.context
+        if state.status in _TERMINAL:
+            self.runs.forget(run_id)
+            _log.info("%s %s %s#%d: the run is over", kind, run_id, step_path, attempt)
+            return AttemptOutcome.already_done.value
         if ctx is None:
             _log.warning("%s %s %s#%d: the run has not started", kind, run_id, step_path, attempt)
             return "not_started"
@@ -156,14 +167,15 @@ class WorkerRuntime:
             version=ctx.version,
             capabilities=self.registry.capabilities_for(ctx.version),
             lease_ttl=self.settings.lease_ttl,
-            state=tracker.state(),
+            state=state,
             context=ctx,
-            prior_events=events,
+            prior_events=step_events,
             holder=f"{self.name}:{uuid.uuid4().hex[:12]}",
         )
         _log.info("%s %s %s#%d: %s", kind, run_id, step_path, attempt, outcome.value)
-        if outcome in (AttemptOutcome.completed, AttemptOutcome.failed):
-            self._advance(tracker)
+        ended = outcome in (AttemptOutcome.completed, AttemptOutcome.failed)
+        if ended and self._advance(tracker):
+            self.runs.forget(run_id)
         return outcome.value
 
     def plan(self, run_id: str) -> str:
@@ -243,13 +255,9 @@ class WorkerRuntime:
     def orchestrate(self, run_id: str) -> str:
         """Advance a run: decide, append, dispatch what is ready."""
         validate_run_id(run_id)
-        tracker = RunTracker(
-            self.world,
-            run_id,
-            versions=self.versions,
-            max_branches_cap=self.settings.max_branches_cap,
-        )
-        result = self._advance(tracker, force=True)
+        result = self._advance(self.runs.get(run_id), force=True)
+        if result:
+            self.runs.forget(run_id)
         return "done" if result else "advanced"
 
     def submit(
@@ -287,6 +295,64 @@ class WorkerRuntime:
                 "fast path for %s: %s (the scheduler will catch up)", tracker.run_id, error
             )
             return False
+
+
+class RunCache:
+    """The worker process's :class:`RunTracker` per run, most recently used first, bounded.
+
+    Task bodies of one run (the thread pool runs several at once) share its tracker: it
+    folds under its own lock and reads only the events after the last one folded, instead
+    of reading and folding the whole log for every task. A tracker is only a cache: every
+    use catches up with the log first, so events other processes appended are always seen.
+    Finished runs are dropped; the least recently used run goes when the cache is full.
+    """
+
+    def __init__(self, runtime: WorkerRuntime, size: int = _RUN_CACHE_SIZE) -> None:
+        self._runtime = runtime
+        self._size = size
+        self._trackers: OrderedDict[str, RunTracker] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, run_id: str) -> RunTracker:
+        """The run's tracker (created empty on first use; the caller catches it up)."""
+        with self._lock:
+            tracker = self._trackers.get(run_id)
+            if tracker is not None:
+                self._trackers.move_to_end(run_id)
+                return tracker
+        world = self._runtime.world  # outside our lock: may open the world
+        with self._lock:
+            tracker = self._trackers.get(run_id)
+            if tracker is None or tracker.world is not world:
+                tracker = RunTracker(
+                    world,
+                    run_id,
+                    versions=self._runtime.versions,
+                    max_branches_cap=self._runtime.settings.max_branches_cap,
+                    keep_step_events=True,
+                )
+                self._trackers[run_id] = tracker
+            self._trackers.move_to_end(run_id)
+            while len(self._trackers) > self._size:
+                self._trackers.popitem(last=False)  # read from the log again if it comes back
+            return tracker
+
+    def forget(self, run_id: str) -> None:
+        """Drop the run's tracker (the run is over)."""
+        with self._lock:
+            self._trackers.pop(run_id, None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._trackers.clear()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._trackers)
+
+    def __contains__(self, run_id: object) -> bool:
+        with self._lock:
+            return run_id in self._trackers
 
 
 def _fail_unplanned(world: World, run_id: str, message: str) -> None:

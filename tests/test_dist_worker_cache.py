@@ -1,0 +1,221 @@
+"""The worker's per-process run cache and the fast path's cheaper dispatch (no network).
+
+A :class:`~little_dist.dist.tasks.WorkerRuntime` runs on a MemoryWorld; what its fast path
+sends goes to a recording stand-in for the Celery app, and the test delivers those tasks
+(sequentially, or from a thread pool as a threads worker does).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from little_dist.dist.client import submit_run
+from little_dist.dist.dispatch import RunTracker, acquire_leases, advance_run
+from little_dist.dist.registry import AppRegistry
+from little_dist.dist.tasks import RunCache, WorkerRuntime
+from little_dist.events import Event, EventInput
+from little_dist.runtime import Capabilities
+from little_dist.settings import Settings, load_settings
+from little_dist.tools import ToolRegistry
+from little_dist.world.memory import MemoryWorld
+from little_dist.world.redis_s3 import RedisS3World
+from tests import workflows_for_tests as wf
+from tests.fleet_processes import FleetEnv, fleet_env
+
+__all__ = ["fleet_env"]  # the fixture, imported for pytest
+
+
+class CountingWorld(MemoryWorld):
+    """Records every ``list_events`` read (its ``after``) and every lease acquire."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: list[int] = []
+        self.acquires: list[str] = []
+
+    def list_events(self, run_id: str, *, after: int = 0, limit: int | None = None) -> list[Event]:
+        self.reads.append(after)
+        return super().list_events(run_id, after=after, limit=limit)
+
+    def acquire_lease(self, key: str, holder: str, ttl_seconds: float) -> Any:
+        self.acquires.append(key)
+        return super().acquire_lease(key, holder, ttl_seconds)
+
+
+@dataclass
+class RecordingApp:
+    sent: list[tuple[str, tuple[Any, ...]]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def send_task(self, name: str, args: tuple[Any, ...] = (), queue: str = "", **_: Any) -> None:
+        with self.lock:
+            self.sent.append((name, tuple(args)))
+
+    def take(self) -> list[tuple[str, tuple[Any, ...]]]:
+        with self.lock:
+            taken, self.sent = self.sent, []
+        return taken
+
+
+def _settings() -> Settings:
+    return load_settings({"LITTLE_DISPATCH_RESEND_AFTER": "30"})
+
+
+def _runtime(world: MemoryWorld, tools: ToolRegistry) -> tuple[WorkerRuntime, RecordingApp]:
+    registry = AppRegistry(default=Capabilities(tools=tools))
+    runtime = WorkerRuntime(_settings(), world=world, registry=registry)
+    app = RecordingApp()
+    runtime.app = app
+    return runtime, app
+
+
+def _start(world: MemoryWorld, app: RecordingApp, doc: dict[str, Any], run_input: Any) -> str:
+    run_id = submit_run(world, doc, run_input, run_id="run_cache_test")
+    advance_run(world, app, _settings(), RunTracker(world, run_id))
+    return run_id
+
+
+def _deliver(runtime: WorkerRuntime, task: tuple[str, tuple[Any, ...]]) -> str:
+    run_id, path, attempt = task[1]
+    return runtime.execute(run_id, path, attempt, "execute_step")
+
+
+def test_a_chain_reads_only_new_events_and_the_finished_run_is_forgotten() -> None:
+    world = CountingWorld()
+    runtime, app = _runtime(world, ToolRegistry([wf.noop]))
+    run_id = _start(world, app, wf.chain_lwir(6), {})
+    world.reads.clear()
+    outcomes = []
+    while tasks := app.take():
+        outcomes += [_deliver(runtime, task) for task in tasks]
+    reads = list(world.reads)
+    assert outcomes == ["completed"] * 6
+    assert world.list_events(run_id)[-1].type == "RunCompleted"
+    # The first task reads the log from the start; after that only what is new.
+    assert reads[0] == 0
+    assert all(after > 0 for after in reads[1:])
+    assert run_id not in runtime.runs
+
+
+def test_events_appended_by_another_process_are_seen_before_deciding() -> None:
+    world = MemoryWorld()
+    runtime, app = _runtime(world, ToolRegistry([wf.noop]))
+    run_id = _start(world, app, wf.chain_lwir(3), {})
+    first = app.take()
+    assert _deliver(runtime, first[0]) == "completed"
+    assert run_id in runtime.runs  # cached, now behind whatever others append
+    # Another worker process ran s1 meanwhile: delivered here too, nothing runs again.
+    other, other_app = _runtime(world, ToolRegistry([wf.noop]))
+    second = app.take()
+    assert _deliver(other, second[0]) == "completed"
+    assert _deliver(runtime, second[0]) == "already_done"
+    # A cancel appended by a client is seen by the next look of the cached tracker.
+    world.append(run_id, EventInput(type="little.run.cancel_requested", occurrence_id="cancel"))
+    assert runtime.orchestrate(run_id) == "done"
+    assert world.list_events(run_id)[-1].type == "RunFailed"
+    assert run_id not in runtime.runs
+    assert other_app.sent  # the other worker's fast path sent s2
+
+
+def test_a_duplicate_delivery_of_a_finished_run_does_nothing() -> None:
+    world = MemoryWorld()
+    runtime, app = _runtime(world, ToolRegistry([wf.noop]))
+    run_id = _start(world, app, wf.chain_lwir(1), {})
+    task = app.take()[0]
+    assert _deliver(runtime, task) == "completed"
+    count_before = len(world.list_events(run_id))
+    assert _deliver(runtime, task) == "already_done"
+    assert len(world.list_events(run_id)) == count_before
+    assert run_id not in runtime.runs
+
+
+def test_concurrent_branches_of_one_run_share_the_tracker_and_each_runs_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    effects = tmp_path / "effects.txt"
+    monkeypatch.setenv(wf.SIDE_EFFECTS_ENV, str(effects))
+    world = CountingWorld()
+    runtime, app = _runtime(world, ToolRegistry([wf.record_branch]))
+    doc = wf.fan_out_lwir(max_branches=64, max_concurrency=64)
+    keys = [f"k{index}" for index in range(40)]
+    run_id = _start(world, app, doc, {"keys": keys, "sleep": 0})
+    outcomes: Counter[str] = Counter()
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        while tasks := app.take():
+            # Deliver each task twice, concurrently: duplicate delivery commits once.
+            for result in pool.map(lambda t: _deliver(runtime, t), tasks + tasks):
+                outcomes[result] += 1
+    assert world.list_events(run_id)[-1].type == "RunCompleted"
+    assert outcomes["completed"] == len(keys)
+    assert sorted(effects.read_text().split()) == sorted(keys)
+    # Each attempt's dispatch lease was asked for at most once by the submitter and once by
+    # the worker process, not once per pending attempt per commit.
+    per_attempt = Counter(key for key in world.acquires if ":dispatch:" in key)
+    assert len(per_attempt) == len(keys)
+    assert max(per_attempt.values()) <= 2
+
+
+def test_the_fast_path_offers_an_attempt_again_only_after_resend_after() -> None:
+    world = CountingWorld()
+    app = RecordingApp()
+    settings = _settings()
+    run_id = submit_run(
+        world, wf.fan_out_lwir(max_concurrency=3), {"keys": ["a", "b", "c"], "sleep": 0}
+    )
+    tracker = RunTracker(world, run_id)
+    assert len(advance_run(world, app, settings, tracker).sent) == 3
+    world.acquires.clear()
+    assert advance_run(world, app, settings, tracker).sent == ()
+    assert world.acquires == []  # no lease round trip for what this tracker offered
+    # A tracker of another process offers each pending attempt once; the leases refuse.
+    assert advance_run(world, app, settings, RunTracker(world, run_id)).sent == ()
+    assert len(world.acquires) == 3
+    assert len(app.sent) == 3
+
+
+def test_the_cache_is_bounded_least_recently_used_first() -> None:
+    runtime, _ = _runtime(MemoryWorld(), ToolRegistry([]))
+    cache = RunCache(runtime, size=2)
+    first = cache.get("run_a")
+    cache.get("run_b")
+    assert cache.get("run_a") is first
+    cache.get("run_c")
+    assert "run_b" not in cache and "run_a" in cache and len(cache) == 2
+
+
+@pytest.mark.integration
+def test_leases_are_taken_in_one_pipeline_on_redis_as_one_by_one(fleet_env: FleetEnv) -> None:
+    world = fleet_env.world()
+    assert isinstance(world, RedisS3World)
+    keys = [f"{{run_batch}}:dispatch:s{index}:1" for index in range(5)]
+    held = world.acquire_lease(keys[2], "someone-else", 30)
+    assert held is not None
+    calls: list[str] = []
+    original = world.acquire_lease
+
+    def one_by_one(key: str, holder: str, ttl_seconds: float) -> Any:
+        calls.append(key)
+        return original(key, holder, ttl_seconds)
+
+    world.acquire_lease = one_by_one  # type: ignore[method-assign]
+    leases = acquire_leases(world, keys, "me", 30)
+    assert calls == []  # one pipeline, not a call per key
+    assert [lease is None for lease in leases] == [False, False, True, False, False]
+    for key, lease in zip(keys, leases, strict=True):
+        if lease is not None:
+            assert (lease.key, lease.holder) == (key, "me")
+            assert lease.expires_at > 0
+            # Real leases: renewable by their holder and token, and held against others.
+            world.renew_lease(lease, 30)
+            assert original(key, "other", 30) is None
+    # Held ones are refused again; a single key goes through the world's own call.
+    assert acquire_leases(world, keys, "third", 30) == [None] * 5
+    fresh = acquire_leases(world, ["{run_batch}:dispatch:solo:1"], "me", 30)
+    assert calls == ["{run_batch}:dispatch:solo:1"] and fresh[0] is not None
