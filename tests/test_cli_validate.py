@@ -202,7 +202,7 @@ def test_permission_denied(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Tests may run as root, where chmod 000 does not stop a read: fail the open instead.
-    import little_dist.cli.validate_cmd as validate_cmd
+    import little_dist.cli.json_input as json_input
 
     path = write(tmp_path, "locked.json", "{}")
 
@@ -211,7 +211,7 @@ def test_permission_denied(
             raise PermissionError(13, "Permission denied", str(file))
         return builtins.open(file, *args, **kwargs)
 
-    monkeypatch.setattr(validate_cmd, "open", refuse, raising=False)
+    monkeypatch.setattr(json_input, "open", refuse, raising=False)
     assert main(["validate", str(path)]) == 2
     captured = capsys.readouterr()
     assert captured.err == f"little validate: cannot read {path}: permission denied\n"

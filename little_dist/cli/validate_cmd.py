@@ -18,15 +18,14 @@ import os
 import sys
 from typing import Any
 
+from little_dist.cli.json_input import read_json
+from little_dist.cli.run_problems import UsageProblem, one_line
+
 __all__ = ["register", "run"]
 
 EXIT_VALID = 0
 EXIT_INVALID = 1
 EXIT_UNREADABLE = 2
-
-
-class _Unreadable(Exception):
-    """The file could not be turned into a JSON value; the message is the one-line reason."""
 
 
 def register(subparsers: Any, name: str) -> argparse.ArgumentParser:
@@ -52,8 +51,8 @@ def run(args: argparse.Namespace) -> int:
     _tolerant_stdout()
     label = "<stdin>" if args.file == "-" else args.file
     try:
-        document = _load_json(args.file, label)
-    except _Unreadable as exc:
+        document = read_json(args.file, label)
+    except UsageProblem as exc:
         return _fail(str(exc))
     # lwirDocumentFrom: a compiled WorkflowVersion carries its LWIR under "lwir".
     if isinstance(document, dict) and "lwir" in document:
@@ -77,14 +76,14 @@ def run(args: argparse.Namespace) -> int:
         _print(json.dumps(report))
     elif findings:
         for finding in findings:
-            _print(_one_line(f"{finding.code} {finding.path}: {finding.message}"))
+            _print(one_line(f"{finding.code} {finding.path}: {finding.message}"))
         noun = "finding" if len(findings) == 1 else "findings"
         print(f"little validate: {label}: invalid, {len(findings)} {noun}", file=sys.stderr)
     else:
         assert identity is not None
         steps = identity["steps"]
         _print(
-            _one_line(
+            one_line(
                 f"valid: {identity['name']} — {steps} step{'' if steps == 1 else 's'}, "
                 f"{identity['lwirVersionId']}"
             )
@@ -106,49 +105,6 @@ def _identity(document: Any) -> dict[str, Any]:
     }
 
 
-def _load_json(path: str, label: str) -> Any:
-    try:
-        if path == "-":
-            raw = sys.stdin.buffer.read()
-        else:
-            with open(path, "rb") as handle:
-                raw = handle.read()
-    except IsADirectoryError:
-        raise _Unreadable(f"cannot read {label}: is a directory") from None
-    except FileNotFoundError:
-        raise _Unreadable(f"cannot read {label}: no such file") from None
-    except PermissionError:
-        raise _Unreadable(f"cannot read {label}: permission denied") from None
-    except (OSError, ValueError) as exc:
-        reason = getattr(exc, "strerror", None) or str(exc)
-        raise _Unreadable(f"cannot read {label}: {reason}") from None
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise _Unreadable(f"{label}: not UTF-8 text (invalid byte at offset {exc.start})") from None
-    if not text.strip():
-        raise _Unreadable(f"{label}: invalid JSON: the file is empty")
-    try:
-        return json.loads(text, parse_constant=_reject_constant)
-    except json.JSONDecodeError as exc:
-        raise _Unreadable(
-            f"{label}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
-        ) from None
-    except RecursionError:
-        raise _Unreadable(f"{label}: invalid JSON: nested too deeply") from None
-    except ValueError as exc:  # NaN/Infinity, or an integer too long to convert
-        raise _Unreadable(f"{label}: invalid JSON: {_one_line(str(exc))}") from None
-
-
-def _reject_constant(name: str) -> Any:
-    # JSON.parse rejects NaN and the infinities; so does LWIR.
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split("\n"))
-
-
 def _print(text: str) -> None:
     try:
         print(text)
@@ -160,7 +116,7 @@ def _print(text: str) -> None:
 
 
 def _fail(message: str) -> int:
-    print(f"little validate: {_one_line(message)}", file=sys.stderr)
+    print(f"little validate: {one_line(message)}", file=sys.stderr)
     return EXIT_UNREADABLE
 
 
