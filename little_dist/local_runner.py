@@ -258,13 +258,28 @@ class _Runner:
         executor = ThreadPoolExecutor(self.max_workers, thread_name_prefix=f"little-{self.run_id}")
         try:
             self._start(lock)
-            return self._loop(lock, executor, heartbeat)
+            state = self._loop(lock, executor, heartbeat)
         finally:
             self.cancel.set()
             executor.shutdown(wait=True, cancel_futures=True)
             self.keeper.close()
             heartbeat.stop()
             self.world.release_lease(heartbeat.lease)
+        self._archive(state)
+        return state
+
+    def _archive(self, state: RunState) -> None:
+        """Hand a finished run's log to the world's archive, where it keeps one (the Redis
+        world moves it to S3, then lets the stream expire); the fleet's scheduler does the
+        same for fleet runs. A failed archive does not change the run's result."""
+        archive = getattr(self.world, "archive_run", None)
+        if archive is None or state.status not in ("completed", "failed"):
+            return
+        try:
+            archive(self.run_id)
+        except LittleError as error:
+            if self.notice is not None:
+                self.notice(f"run {self.run_id} finished but was not archived: {error}")
 
     def _acquire_runner_lock(self, lock_wait: float) -> Lease:
         key = run_lease_key(self.run_id, "runner")

@@ -468,3 +468,59 @@ def test_tampered_artifact_bytes_are_detected(world: RedisS3World, s3_env: S3Ser
     client.put_object(Bucket=s3_env.bucket, Key=blob, Body=b'{"v":2}')
     with pytest.raises(ArtifactCorruptError):
         world.get_artifact(manifest.artifact_ref)
+
+
+def test_an_in_process_run_on_the_redis_world_is_archived_when_it_finishes(
+    world: RedisS3World, raw_redis: redis.Redis
+) -> None:
+    from little_dist import define_workflow, run_workflow, tool
+    from little_dist.events import EventInput
+    from little_dist.world.redis_s3.archive import RunSealedError
+
+    @tool
+    def echo(text: str) -> dict[str, str]:
+        """Echo the text."""
+        return {"text": text}
+
+    schema = {
+        "type": "object",
+        "required": ["text"],
+        "properties": {"text": {"type": "string"}},
+        "additionalProperties": False,
+    }
+    plan = {
+        "apiVersion": "littleworkflow.dev/v0.1",
+        "kind": "Workflow",
+        "metadata": {"name": "echo.archive"},
+        "input": {"schema": schema},
+        "output": {"schema": schema},
+        "permissions": {"tools": ["echo"]},
+        "steps": [
+            {
+                "id": "echo",
+                "uses": "tool.call",
+                "with": {"tool": "echo", "args": {"text": "{{ input.text }}"}},
+                "output": {"mode": "object", "schema": schema},
+            }
+        ],
+    }
+    workflow = define_workflow(
+        id="echo.archive",
+        description="Echo the input.",
+        input=schema,
+        output=schema,
+        model="scripted/unused",
+        tools=[echo],
+        plan=plan,
+    )
+    result = run_workflow(workflow, {"text": "hi"}, world=world)
+    assert result.output == {"text": "hi"}
+    events = world.list_events(result.run_id)
+    assert events[-1].type == "RunCompleted"
+    # Sealed: the stream expires (archive TTL) and no event can be added any more...
+    assert raw_redis.pttl(_keys(world).run(result.run_id).events) > 0
+    with pytest.raises(RunSealedError):
+        world.append(result.run_id, EventInput(type="little.test.late"))
+    # ...and asking for the finished run again returns the recorded result, read back.
+    again = run_workflow(workflow, {"text": "hi"}, world=world, run_id=result.run_id)
+    assert again.output == {"text": "hi"} and again.status == "completed"
