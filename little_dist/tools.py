@@ -26,6 +26,7 @@ prefixes the harness maps). This module imports no litellm.
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import re
 import typing
@@ -238,15 +239,14 @@ class Tool:
             names = list(type(validated).model_fields)
             return [], {name: getattr(validated, name) for name in names}
         assert self.fn is not None
-        parameters = list(inspect.signature(self.fn).parameters.values())
         args: list[Any] = []
         kwargs: dict[str, Any] = {}
-        for position, parameter in enumerate(parameters):
+        for position, (name, positional_only) in enumerate(_parameter_layout(self.fn)):
             value = getattr(validated, f"p{position}")
-            if parameter.kind is parameter.POSITIONAL_ONLY:
+            if positional_only:
                 args.append(value)
             else:
-                kwargs[parameter.name] = value
+                kwargs[name] = value
         return args, kwargs
 
     def call(self, arguments: Mapping[str, Any]) -> Any:
@@ -417,3 +417,13 @@ class ToolRegistry:
     def snapshot_for_manifest(self) -> list[dict[str, Any]]:
         """Upstream's registry snapshot: ``{id, description, inputSchemaHash}`` by name."""
         return [self._tools[name].snapshot() for name in self.names()]
+
+
+@functools.lru_cache(maxsize=1024)
+def _parameter_layout(fn: Callable[..., Any]) -> tuple[tuple[str, bool], ...]:
+    """``(name, positional_only)`` per parameter; ``inspect.signature`` is too slow to run on
+    every tool call."""
+    return tuple(
+        (parameter.name, parameter.kind is parameter.POSITIONAL_ONLY)
+        for parameter in inspect.signature(fn).parameters.values()
+    )
