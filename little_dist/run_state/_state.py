@@ -47,7 +47,39 @@ def _usage_model(totals: Totals) -> UsageTotals:
     return UsageTotals.model_validate(totals_json(totals))
 
 
-class StepAttempt:
+class _RecordsError:
+    """``error`` as recorded: an absent key and an explicit ``null`` are told apart."""
+
+    __slots__ = ()
+    _error: Any
+
+    @property
+    def has_error(self) -> bool:
+        return self._error is not ABSENT
+
+    @property
+    def error(self) -> Any:
+        """The recorded error (may be ``None`` when the event said ``null``); see has_error."""
+        return None if self._error is ABSENT else self._error
+
+
+class _RecordsOutput(_RecordsError):
+    """``output`` as recorded: ``"output" in payload`` semantics, as upstream."""
+
+    __slots__ = ()
+    _output: Any
+
+    @property
+    def has_output(self) -> bool:
+        """True when the event carried an ``output`` key (even ``null``)."""
+        return self._output is not ABSENT
+
+    @property
+    def output(self) -> Any:
+        return None if self._output is ABSENT else self._output
+
+
+class StepAttempt(_RecordsError):
     """One attempt of a step; immutable (the fold replaces it rather than editing it)."""
 
     __slots__ = ("_attempt_id", "_error", "_finished_at", "_started_at", "_status")
@@ -86,15 +118,6 @@ class StepAttempt:
         """running, completed or failed"""
         return self._status
 
-    @property
-    def has_error(self) -> bool:
-        return self._error is not ABSENT
-
-    @property
-    def error(self) -> Any:
-        """The recorded error (may be ``None`` when the event said ``null``); see has_error."""
-        return None if self._error is ABSENT else self._error
-
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
             "attemptId": self._attempt_id,
@@ -111,7 +134,7 @@ class StepAttempt:
         return f"StepAttempt({self._attempt_id!r}, {self._status!r})"
 
 
-class StepState:
+class StepState(_RecordsOutput):
     """The folded state of one step path (one visit of one step, or one branch step)."""
 
     __slots__ = (
@@ -183,23 +206,6 @@ class StepState:
         """Tokens and dollars of the model calls recorded with this ``stepPath``."""
         return _usage_model(self._usage)
 
-    @property
-    def has_output(self) -> bool:
-        """True when a StepCompleted carried an ``output`` key (even ``null``)."""
-        return self._output is not ABSENT
-
-    @property
-    def output(self) -> Any:
-        return None if self._output is ABSENT else self._output
-
-    @property
-    def has_error(self) -> bool:
-        return self._error is not ABSENT
-
-    @property
-    def error(self) -> Any:
-        return None if self._error is ABSENT else self._error
-
     def to_json(self) -> dict[str, Any]:
         """Upstream's ``MaterializedStepState`` JSON (undefined fields absent)."""
         data: dict[str, Any] = {
@@ -223,7 +229,7 @@ class StepState:
         return f"StepState({self._path!r}, {self._status!r}, attempts={len(self._attempts)})"
 
 
-class RunState:
+class RunState(_RecordsOutput):
     """A run's state, folded from its event log (upstream's ``MaterializedRunState``).
 
     Build one with :func:`~little_dist.run_state.materialize_run_state`, extend it with
@@ -316,22 +322,6 @@ class RunState:
     def usage(self) -> UsageTotals:
         """Run-wide tokens and dollars, including model calls recorded without a stepPath."""
         return _usage_model(self._usage)
-
-    @property
-    def has_output(self) -> bool:
-        return self._output is not ABSENT
-
-    @property
-    def output(self) -> Any:
-        return None if self._output is ABSENT else self._output
-
-    @property
-    def has_error(self) -> bool:
-        return self._error is not ABSENT
-
-    @property
-    def error(self) -> Any:
-        return None if self._error is ABSENT else self._error
 
     def to_json(self) -> dict[str, Any]:
         """Upstream's ``MaterializedRunState`` JSON; keys undefined in JS are absent."""
