@@ -26,9 +26,10 @@ Figures, each with its baseline and the ratio:
     ``StepCompleted`` of ``s{i}`` to ``StepAttemptStarted`` of ``s{i+1}``, p50 and p99
     (milliseconds; ``recordedAt`` has millisecond resolution). Target: p99 under 10 ms.
 
-``--profile PY_SPY`` samples the two engine workers with py-spy (``pip install py-spy``; give
-the binary's path) while the fast-path chains of (a) run, and prints where their busy threads
-spend their time (self and inclusive samples per function).
+``--profile PY_SPY`` samples the engine processes with py-spy (``pip install py-spy``; give
+the binary's path) while the fast-path chains of (a) run (the two workers) and while the fan of
+(b) runs (the workers and the scheduler), and prints where their busy threads spend their time
+(self and inclusive samples per function).
 """
 
 from __future__ import annotations
@@ -501,12 +502,14 @@ def delete_prefix(redis: Any, prefix: str, queues: Sequence[str]) -> None:
 
 
 @contextlib.contextmanager
-def sampled(py_spy: str | None, procs: Sequence[Proc], out_dir: Path) -> Iterator[list[Path]]:
+def sampled(
+    py_spy: str | None, procs: Sequence[Proc], out_dir: Path, tag: str = "a"
+) -> Iterator[list[Path]]:
     """py-spy ``record --format raw`` on ``procs`` for the duration (nothing if no py-spy)."""
     files: list[Path] = []
     spies: list[subprocess.Popen[bytes]] = []
     for proc in procs if py_spy else ():
-        out = out_dir / f"{proc.name}.py-spy.txt"
+        out = out_dir / f"{proc.name}.{tag}.py-spy.txt"
         files.append(out)
         spies.append(
             subprocess.Popen(
@@ -537,7 +540,9 @@ def sampled(py_spy: str | None, procs: Sequence[Proc], out_dir: Path) -> Iterato
                 spy.wait(60)
 
 
-def print_profile(files: Sequence[Path], report: Report, top: int = 25) -> None:
+def print_profile(
+    files: Sequence[Path], report: Report, top: int = 25, during: str = "(a)"
+) -> None:
     """Self and inclusive samples per function over py-spy's collapsed stacks."""
     from collections import Counter
 
@@ -559,7 +564,9 @@ def print_profile(files: Sequence[Path], report: Report, top: int = 25) -> None:
     if not total:
         report.say("profile: no samples (is --profile the path of a working py-spy?)")
         return
-    report.say(f"profile of the workers during (a), {total} busy-thread samples; self:")
+    report.say(
+        f"profile of the engine processes during {during}, {total} busy-thread samples; self:"
+    )
     for frame, samples in own.most_common(top):
         report.say(f"  {100 * samples / total:5.1f}%  {frame}")
     report.say("inclusive (little_dist, redis, kombu and celery events frames):")
@@ -652,7 +659,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                         if "d" in only:
                             say_latency(report, "fast path on", chains[1])
                 if "b" in only:
-                    fan_s = attempt(report, "(b)", lambda: measure_fan(engine))
+                    sampled_procs = [*engine.workers, engine.scheduler]
+                    with sampled(args.profile, sampled_procs, tmp_path, "b") as samples:
+                        fan_s = attempt(report, "(b)", lambda: measure_fan(engine))
+                    if args.profile:
+                        print_profile(samples, report, during="(b)")
                     if fan_s is not None and raw is not None:
                         engine_rate = GROUP_TASKS / fan_s
                         raw_rate = GROUP_TASKS / raw.group_s

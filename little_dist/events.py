@@ -18,11 +18,13 @@ Upstream's older ``Harness*`` type names are read as their dotted names
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
+    "ATTEMPT_TRACE_EVENT_TYPES",
     "ENGINE_EVENT_PREFIX",
     "EVENT_TYPES",
     "HARNESS_EVENT_TYPES",
@@ -34,6 +36,7 @@ __all__ = [
     "EventInput",
     "is_engine_event_type",
     "normalize_event_type",
+    "wakes_scheduler",
 ]
 
 #: Every event type upstream's ``world.ts`` declares, in its order.
@@ -133,6 +136,27 @@ LEGACY_HARNESS_EVENT_TYPES: dict[str, str] = {
 
 #: Prefix of engine-only event types (``little.lease.acquired``, ``little.dispatch.sent``).
 ENGINE_EVENT_PREFIX = "little."
+
+
+#: Event types an attempt records while it runs, before its commit: whatever they say, the
+#: set of steps ``decide`` would schedule is the same before and after them. An append made of
+#: nothing else does not signal the scheduler (see :func:`wakes_scheduler`).
+ATTEMPT_TRACE_EVENT_TYPES: frozenset[str] = frozenset(
+    {"StepAttemptStarted", "ModelCallStarted", "ModelCallCompleted", "ArtifactCreated"}
+    | HARNESS_EVENT_TYPES
+    | set(LEGACY_HARNESS_EVENT_TYPES)
+    | {"little.harness.model.memoized", "little.harness.tool_call.memoized"}
+)
+
+
+def wakes_scheduler(event_types: Iterable[str]) -> bool:
+    """Whether an append of events of these types can change what is ready to run.
+
+    Only appends made entirely of attempt traces (:data:`ATTEMPT_TRACE_EVENT_TYPES`) cannot:
+    the commit that ends the attempt (``StepCompleted``/``StepFailed``) is what wakes the
+    scheduler. Unknown and engine types wake it (a cancel request, a submission).
+    """
+    return any(event_type not in ATTEMPT_TRACE_EVENT_TYPES for event_type in event_types)
 
 
 def normalize_event_type(event_type: str) -> str:

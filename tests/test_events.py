@@ -437,3 +437,15 @@ def test_event_catalogue_imports_no_io_libraries() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_only_attempt_traces_keep_the_scheduler_asleep() -> None:
+    from little_dist.events import wakes_scheduler
+
+    assert not wakes_scheduler(["StepAttemptStarted", "harness.tool_call.started"])
+    assert not wakes_scheduler(["HarnessModelCalled", "little.harness.model.memoized"])
+    assert wakes_scheduler(["harness.tool_call.succeeded", "StepCompleted"])
+    assert wakes_scheduler(["StepFailed"])
+    assert wakes_scheduler(["little.run.cancel_requested"])
+    assert wakes_scheduler(["SomethingNew"])
+    assert not wakes_scheduler([])

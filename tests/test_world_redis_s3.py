@@ -304,10 +304,16 @@ def test_appends_signal_the_scheduler_stream(
         signalling.append(RUN, _ev("RunStarted", "occ-1"))
         signalling.append_batch("run_other", [_ev(stepPath="a"), _ev(stepPath="b")])
         signalling.append(RUN, _ev("RunStarted", "occ-1"))  # already recorded: no signal
+        # Attempt traces alone cannot make a step ready: recorded, no signal ...
+        quiet = [_ev("StepAttemptStarted", stepPath="a"), _ev("harness.tool_call.started")]
+        assert [e.sequence for e in signalling.append_batch(RUN, quiet)] == [2, 3]
+        # ... until the commit, which signals with the batch's last sequence.
+        signalling.append_batch(RUN, [_ev("harness.tool_call.succeeded"), _ev("StepCompleted")])
         entries: Any = raw_redis.xrange(signals)
         assert [(f[b"run"], f[b"seq"]) for _, f in entries] == [
             (RUN.encode(), b"1"),
             (b"run_other", b"2"),
+            (RUN.encode(), b"5"),
         ]
     finally:
         signalling.close()

@@ -31,7 +31,7 @@ from typing import Any
 import redis
 
 from little_dist.errors import InvalidInputError, LeaseLostError
-from little_dist.events import Event, EventInput
+from little_dist.events import Event, EventInput, wakes_scheduler
 from little_dist.ids import event_id_for_payload_json, validate_run_id
 from little_dist.world.base import (
     Fence,
@@ -97,7 +97,8 @@ class EventLog:
     """Appends and reads of every run's stream; falls back to archives for sealed runs.
 
     ``signal_stream``, when set, names a Redis stream that every append writing a new event
-    also appends ``run=<run id>, seq=<last sequence>`` to, in the same script. ``now_ms``
+    also appends ``run=<run id>, seq=<last sequence>`` to, in the same script, unless the
+    append holds only attempt traces (:func:`~little_dist.events.wakes_scheduler`). ``now_ms``
     gives the time the scripts judge leases by: ``""`` for the Redis server's clock.
     """
 
@@ -155,7 +156,9 @@ class EventLog:
             recorded_at,
         ]
         if self._signal_stream:
-            args.append(run_id)
+            # Attempt traces (write-ahead points, call results) cannot make a step ready:
+            # only appends that can wake the scheduler (see wakes_scheduler).
+            args.append(run_id if wakes_scheduler(item.type for item in prepared) else "")
         guessed_ids: list[str] = []
         for index, item in enumerate(prepared):
             event_id = event_id_for_payload_json(

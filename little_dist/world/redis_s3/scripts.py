@@ -41,12 +41,14 @@ def append_script(*, signal_maxlen: int | None = None) -> str:
     signalling = signal_maxlen is not None
     head = 5 if signalling else 4
     signal_key = ", then the signal stream" if signalling else ""
-    signal_arg = " 5 the run id (the signal)," if signalling else ""
+    signal_arg = " 5 the run id to signal ('': a quiet append)," if signalling else ""
     signal = ""
     if signal_maxlen is not None:
         signal = f"""
-redis.call('XADD', KEYS[#KEYS], 'MAXLEN', '~', {int(signal_maxlen)}, '*',
-  'run', ARGV[5], 'seq', seq)
+if ARGV[5] ~= '' then
+  redis.call('XADD', KEYS[#KEYS], 'MAXLEN', '~', {int(signal_maxlen)}, '*',
+    'run', ARGV[5], 'seq', seq)
+end
 """
     return (
         f"""
