@@ -647,7 +647,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             engine = start_engine(procs, env, args)
             try:
                 if only & {"a", "d"}:
-                    with sampled(args.profile, engine.workers, tmp_path) as samples:
+                    profiled = [*engine.workers, engine.scheduler]
+                    with sampled(args.profile, profiled, tmp_path) as samples:
                         chains = attempt(
                             report, "(a)/(d)", lambda: measure_chains(engine, args.chain_runs)
                         )

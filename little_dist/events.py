@@ -24,12 +24,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
-    "ATTEMPT_TRACE_EVENT_TYPES",
     "ENGINE_EVENT_PREFIX",
     "EVENT_TYPES",
     "HARNESS_EVENT_TYPES",
     "HARNESS_TRACE_EVENT_TYPES",
     "LEGACY_HARNESS_EVENT_TYPES",
+    "QUIET_EVENT_TYPES",
     "SIDE_CHANNEL_EVENT_TYPES",
     "WORLD_EVENT_TYPES",
     "Event",
@@ -138,11 +138,18 @@ LEGACY_HARNESS_EVENT_TYPES: dict[str, str] = {
 ENGINE_EVENT_PREFIX = "little."
 
 
-#: Event types an attempt records while it runs, before its commit: whatever they say, the
-#: set of steps ``decide`` would schedule is the same before and after them. An append made of
-#: nothing else does not signal the scheduler (see :func:`wakes_scheduler`).
-ATTEMPT_TRACE_EVENT_TYPES: frozenset[str] = frozenset(
+#: Event types whose append cannot require the scheduler to act, so an append made of nothing
+#: else does not signal it (see :func:`wakes_scheduler`):
+#:
+#: * what an attempt records while it runs, before its commit (the set of steps ``decide``
+#:   would schedule is the same before and after them);
+#: * schedule records (``StepScheduled``, ``ParallelBranchScheduled``, ``ParallelGroupStarted``):
+#:   whoever appends a decision sends its tasks right after; if it dies first, the
+#:   scheduler's sweep re-dispatches attempts scheduled and never started. Without this the
+#:   scheduler would race the worker fast path for every dispatch it is about to make.
+QUIET_EVENT_TYPES: frozenset[str] = frozenset(
     {"StepAttemptStarted", "ModelCallStarted", "ModelCallCompleted", "ArtifactCreated"}
+    | {"StepScheduled", "ParallelBranchScheduled", "ParallelGroupStarted"}
     | HARNESS_EVENT_TYPES
     | set(LEGACY_HARNESS_EVENT_TYPES)
     | {"little.harness.model.memoized", "little.harness.tool_call.memoized"}
@@ -150,13 +157,13 @@ ATTEMPT_TRACE_EVENT_TYPES: frozenset[str] = frozenset(
 
 
 def wakes_scheduler(event_types: Iterable[str]) -> bool:
-    """Whether an append of events of these types can change what is ready to run.
+    """Whether an append of events of these types needs the scheduler to look at the run.
 
-    Only appends made entirely of attempt traces (:data:`ATTEMPT_TRACE_EVENT_TYPES`) cannot:
-    the commit that ends the attempt (``StepCompleted``/``StepFailed``) is what wakes the
-    scheduler. Unknown and engine types wake it (a cancel request, a submission).
+    Only appends made entirely of :data:`QUIET_EVENT_TYPES` do not: an attempt's commit
+    (``StepCompleted``/``StepFailed``), a run's start and end, a cancel request, a submission
+    and any unknown type wake it.
     """
-    return any(event_type not in ATTEMPT_TRACE_EVENT_TYPES for event_type in event_types)
+    return any(event_type not in QUIET_EVENT_TYPES for event_type in event_types)
 
 
 def normalize_event_type(event_type: str) -> str:

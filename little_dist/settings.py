@@ -235,6 +235,16 @@ class Settings(BaseSettings):
         "a whole number, 1 or more (1 keeps queued steps visible to other workers)",
         ge=1,
     )
+    # Eager continuation: a worker that commits a step and wins the dispatch of a next step
+    # of its roles runs it itself (no broker hop), up to this many steps or seconds per task,
+    # then sends the next one through the queue (so other runs get their turn). 0: off.
+    worker_inline_steps: int = _env(
+        "LITTLE_WORKER_INLINE_STEPS",
+        100,
+        "a whole number of steps, 0 or more (0 sends every step through the queue)",
+        ge=0,
+    )
+    worker_inline_seconds: float = _seconds("LITTLE_WORKER_INLINE_SECONDS", 2.0, allow_zero=True)
 
     # -- time ------------------------------------------------------------------------------
     lease_ttl: float = _seconds("LITTLE_LEASE_TTL", 30.0)

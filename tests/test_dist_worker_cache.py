@@ -64,13 +64,19 @@ class RecordingApp:
         return taken
 
 
-def _settings() -> Settings:
-    return load_settings({"LITTLE_DISPATCH_RESEND_AFTER": "30"})
+def _settings(**env: str) -> Settings:
+    return load_settings({"LITTLE_DISPATCH_RESEND_AFTER": "30", **env})
 
 
-def _runtime(world: MemoryWorld, tools: ToolRegistry) -> tuple[WorkerRuntime, RecordingApp]:
+def _runtime(
+    world: MemoryWorld,
+    tools: ToolRegistry,
+    *,
+    roles: tuple[str, ...] = (),
+    settings: Settings | None = None,
+) -> tuple[WorkerRuntime, RecordingApp]:
     registry = AppRegistry(default=Capabilities(tools=tools))
-    runtime = WorkerRuntime(_settings(), world=world, registry=registry)
+    runtime = WorkerRuntime(settings or _settings(), world=world, registry=registry, roles=roles)
     app = RecordingApp()
     runtime.app = app
     return runtime, app
@@ -178,6 +184,75 @@ def test_the_fast_path_offers_an_attempt_again_only_after_resend_after() -> None
     assert advance_run(world, app, settings, RunTracker(world, run_id)).sent == ()
     assert len(world.acquires) == 3
     assert len(app.sent) == 3
+
+
+def _started_steps(world: MemoryWorld, run_id: str) -> list[str]:
+    return [
+        e.payload["stepPath"] for e in world.list_events(run_id) if e.type == "StepAttemptStarted"
+    ]
+
+
+def test_a_worker_continues_a_chain_itself_without_the_broker() -> None:
+    world = MemoryWorld()
+    runtime, app = _runtime(world, ToolRegistry([wf.noop]), roles=("worker",))
+    run_id = _start(world, app, wf.chain_lwir(6), {})
+    first = app.take()
+    assert [task[1][1] for task in first] == ["s0"]
+    # One task: s0, then s1..s5 run in this slot, each under its dispatch lease.
+    assert _deliver(runtime, first[0]) == "completed"
+    assert app.take() == []
+    assert world.list_events(run_id)[-1].type == "RunCompleted"
+    assert _started_steps(world, run_id) == [f"s{index}" for index in range(6)]
+    assert run_id not in runtime.runs
+
+
+def test_eager_continuation_is_bounded_and_stops_at_shutdown() -> None:
+    world = MemoryWorld()
+    settings = _settings(LITTLE_WORKER_INLINE_STEPS="2")
+    runtime, app = _runtime(world, ToolRegistry([wf.noop]), roles=("worker",), settings=settings)
+    run_id = _start(world, app, wf.chain_lwir(6), {})
+    # s0 and two more inline, then s3 goes to the queue.
+    assert _deliver(runtime, app.take()[0]) == "completed"
+    handed = app.take()
+    assert [task[1][1:] for task in handed] == [("s3", 1)]
+    assert _started_steps(world, run_id) == ["s0", "s1", "s2"]
+    # A worker shutting down finishes its attempt and sends the next one to the queue.
+    runtime.stopping.set()
+    assert _deliver(runtime, handed[0]) == "completed"
+    assert [task[1][1:] for task in app.take()] == [("s4", 1)]
+    # Another worker's roles do not include the next step's: it is sent, not run.
+    planner, planner_app = _runtime(world, ToolRegistry([wf.noop]), roles=("planner",))
+    assert _deliver(planner, ("little.execute_step", (run_id, "s4", 1))) == "completed"
+    last = planner_app.take()
+    assert [task[1][1:] for task in last] == [("s5", 1)]
+    assert _deliver(planner, last[0]) == "completed"
+    assert world.list_events(run_id)[-1].type == "RunCompleted"
+    # Off (LITTLE_WORKER_INLINE_STEPS=0): every next step goes to the queue.
+    off_world = MemoryWorld()
+    off, off_app = _runtime(
+        off_world,
+        ToolRegistry([wf.noop]),
+        roles=("worker",),
+        settings=_settings(LITTLE_WORKER_INLINE_STEPS="0"),
+    )
+    off_run = _start(off_world, off_app, wf.chain_lwir(2), {})
+    assert _deliver(off, off_app.take()[0]) == "completed"
+    assert [task[1][1:] for task in off_app.take()] == [("s1", 1)]
+    assert _started_steps(off_world, off_run) == ["s0"]
+
+
+def test_a_fan_out_keeps_one_branch_and_sends_the_others() -> None:
+    world = MemoryWorld()
+    doc = wf.fan_out_lwir(max_branches=8, max_concurrency=2)
+    runtime, app = _runtime(world, ToolRegistry([wf.record_branch]), roles=("worker",))
+    run_id = _start(world, app, doc, {"keys": ["a", "b", "c", "d"], "sleep": 0})
+    first = app.take()
+    assert len(first) == 2
+    # Each commit frees one slot of maxConcurrency 2: the worker keeps that branch.
+    assert _deliver(runtime, first[0]) == "completed"
+    assert app.take() == []
+    assert _deliver(runtime, first[1]) == "completed"
+    assert world.list_events(run_id)[-1].type == "RunCompleted"
 
 
 def test_the_cache_is_bounded_least_recently_used_first() -> None:

@@ -444,8 +444,12 @@ def test_only_attempt_traces_keep_the_scheduler_asleep() -> None:
 
     assert not wakes_scheduler(["StepAttemptStarted", "harness.tool_call.started"])
     assert not wakes_scheduler(["HarnessModelCalled", "little.harness.model.memoized"])
+    # Whoever appends a schedule sends its tasks (the sweep covers one that died first).
+    assert not wakes_scheduler(["StepScheduled", "ParallelBranchScheduled"])
     assert wakes_scheduler(["harness.tool_call.succeeded", "StepCompleted"])
     assert wakes_scheduler(["StepFailed"])
     assert wakes_scheduler(["little.run.cancel_requested"])
     assert wakes_scheduler(["SomethingNew"])
+    assert wakes_scheduler(["StepScheduled", "RunCompleted"])
+    assert wakes_scheduler(["RunStarted"])
     assert not wakes_scheduler([])

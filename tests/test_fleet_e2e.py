@@ -412,7 +412,14 @@ def test_sigkill_of_a_worker_mid_steps_repeats_no_committed_side_effect(
             if e.type == "StepFailed" and e.payload["error"].get("causeCode") == "lease_expired"
         )
     # The kill really caught attempts in flight; they were failed and retried.
-    assert lease_expired >= 1
+    assert lease_expired >= 1, {
+        run_id: [
+            (e.type, e.payload.get("stepPath"), e.payload.get("attempt"))
+            for e in fleet.events(run_id)
+            if e.type.startswith(("Step", "harness.tool_call"))
+        ]
+        for run_id in ids
+    }
     assert reruns <= lease_expired
 
 
@@ -475,10 +482,13 @@ def test_a_task_delivered_twice_commits_once(make_fleet: Callable[..., Fleet]) -
 
     # Delivered again after the run ended: nothing is written.
     last = events[-1].sequence
+    # The branch came as a task of its own, or ran in the slot that committed the fan's
+    # start (eager continuation): count the two late deliveries on top of either.
+    before = deliveries.get(f"{run_id}:fan[x].work:1", 0)
     for _ in range(2):
         fleet.app.send_task("little.execute_step", args=(run_id, "fan[x].work", 1), queue=queue)
     wait_until(
-        lambda: fleet.delivery_counts().get(f"{run_id}:fan[x].work:1") == 3,
+        lambda: fleet.delivery_counts().get(f"{run_id}:fan[x].work:1") == before + 2,
         timeout=30,
         what="the late deliveries",
         alive=fleet.check_alive,
@@ -531,7 +541,9 @@ def _flower_get(port: int, path: str, auth: FlowerAuth | None) -> tuple[int, Any
 
 @pytest.mark.slow
 def test_flower_lists_the_workers_and_the_step_tasks(make_fleet: Callable[..., Fleet]) -> None:
-    fleet = make_fleet()
+    # Every step through the broker: with eager continuation a step that follows a commit in
+    # the same worker slot is not a task of its own (see docs/operations.md).
+    fleet = make_fleet(LITTLE_WORKER_INLINE_STEPS="0")
     port = free_port()
     auth = ("little", "flower-test-password")
     fleet.start_flower(port, f"{auth[0]}:{auth[1]}")

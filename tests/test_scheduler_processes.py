@@ -190,7 +190,9 @@ def test_tasks_lost_before_start_are_sent_again(fleet_env: FleetEnv, tmp_path: P
     assert time.monotonic() - lost_at >= 2.0  # not before dispatch_resend_after
     sent = deliveries(fleet_env, probe)
     # The lost message never ran; the re-sent one ran once; the attempt number is unchanged.
-    assert sent == {f"{run_id}:s0:1": 1, f"{run_id}:s1:1": 1}
+    # s1 ran in the same slot (eager continuation) unless the scheduler sent it first.
+    assert sent.pop(f"{run_id}:s0:1") == 1
+    assert sent in ({}, {f"{run_id}:s1:1": 1})
     assert [e.type for e in world.list_events(run_id)].count("StepFailed") == 0
 
 

@@ -302,7 +302,9 @@ def test_appends_signal_the_scheduler_stream(
     signalling = _open(_with_query(spec, signal_stream=signals), s3_env)
     try:
         signalling.append(RUN, _ev("RunStarted", "occ-1"))
-        signalling.append_batch("run_other", [_ev(stepPath="a"), _ev(stepPath="b")])
+        signalling.append_batch(
+            "run_other", [_ev("StepCompleted", stepPath="a"), _ev("StepCompleted", stepPath="b")]
+        )
         signalling.append(RUN, _ev("RunStarted", "occ-1"))  # already recorded: no signal
         # Attempt traces alone cannot make a step ready: recorded, no signal ...
         quiet = [_ev("StepAttemptStarted", stepPath="a"), _ev("harness.tool_call.started")]

@@ -105,8 +105,9 @@ def register(sub: Any, name: str) -> argparse.ArgumentParser:
         "--fast-path",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="after a commit, advance the run here instead of waiting for the scheduler "
-        "(default: on)",
+        help="after a commit, advance the run here instead of waiting for the scheduler, "
+        "and run a next step of these roles here (LITTLE_WORKER_INLINE_STEPS, "
+        "LITTLE_WORKER_INLINE_SECONDS) (default: on)",
     )
     return parser
 
@@ -128,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
     guard.install_from_env()
     use_litellm_prices_for_unknown_models()
 
-    runtime = WorkerRuntime(settings, registry=registry, fast_path=args.fast_path)
+    runtime = WorkerRuntime(settings, registry=registry, fast_path=args.fast_path, roles=args.roles)
     app = make_celery_app(settings, runtime=runtime)
     queues = ",".join(settings.queue_for(role) for role in args.roles)
     argv = [

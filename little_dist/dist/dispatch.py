@@ -28,7 +28,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -117,9 +117,26 @@ def dispatch_ready(
     the lease (diagnostics); a unique suffix is added, so the same process does not re-send
     an attempt whose lease it still holds.
     """
+    return _dispatch_won(world, app, settings, ctx, state, decision, holder=holder)[0]
+
+
+def _dispatch_won(
+    world: World,
+    app: Celery,
+    settings: Settings,
+    ctx: RunContext,
+    state: RunState,
+    decision: Decision,
+    *,
+    holder: str,
+    keep: Callable[[StepDispatch], bool] | None = None,
+) -> tuple[list[StepDispatch], StepDispatch | None]:
+    """:func:`dispatch_ready`, except that the first won attempt ``keep`` accepts is not
+    sent but returned (with the others sent first): the caller runs it itself, under the
+    dispatch lease it now holds, exactly as a worker would that got its task."""
     sent: list[StepDispatch] = []
     if not decision.dispatch or state.status in ("completed", "failed"):
-        return sent
+        return sent, None
     me = f"{holder}:{uuid.uuid4().hex[:12]}"
     mine = [dispatch for dispatch in decision.dispatch if dispatch.run_id == ctx.run_id]
     leases = acquire_leases(
@@ -128,6 +145,13 @@ def dispatch_ready(
     won = [
         (dispatch, lease) for dispatch, lease in zip(mine, leases, strict=True) if lease is not None
     ]
+    kept: StepDispatch | None = None
+    if keep is not None:
+        for index, (dispatch, _) in enumerate(won):
+            if keep(dispatch):
+                kept = dispatch
+                del won[index]
+                break
     for index, (dispatch, _) in enumerate(won):
         try:
             send_dispatch(app, settings, dispatch)
@@ -138,7 +162,7 @@ def dispatch_ready(
                 world.release_lease(unsent)
             raise
         sent.append(dispatch)
-    return sent
+    return sent, kept
 
 
 def acquire_leases(
@@ -322,6 +346,12 @@ class RunTracker:
             kept = self._step_events.get(step_path, []) if self._step_events is not None else []
             return self._builder.snapshot(), list(kept)
 
+    def step_view(self, step_path: str) -> tuple[RunState, list[Event]]:
+        """:meth:`catch_up_step` without reading: the state and step events folded so far."""
+        with self._lock:
+            kept = self._step_events.get(step_path, []) if self._step_events is not None else []
+            return self._builder.snapshot(), list(kept)
+
     def claim_offers(
         self, dispatches: Sequence[StepDispatch], resend_after: float
     ) -> list[StepDispatch]:
@@ -414,6 +444,9 @@ class Advance:
     decision: Decision | None
     sent: tuple[StepDispatch, ...]
     appended: int
+    #: The attempt the caller's ``keep`` took instead of sending (it holds its dispatch
+    #: lease and must run it, or send it with :func:`send_dispatch`).
+    kept: StepDispatch | None = None
 
     @property
     def done(self) -> bool:
@@ -428,48 +461,107 @@ def advance_run(
     tracker: RunTracker,
     *,
     holder: str = "dispatch",
+    keep: Callable[[StepDispatch], bool] | None = None,
+    read: bool = True,
 ) -> Advance:
     """Fold new events, decide and append until nothing new, then dispatch what is ready.
 
     Safe to call from any number of processes at once (see the module docstring). A run
     already over is only folded. A run submitted for planning and not started gets its
-    ``little.plan`` task (re)sent under the lease :func:`dispatch_plan` takes.
+    ``little.plan`` task (re)sent under the lease :func:`dispatch_plan` takes. ``keep``
+    (a worker's eager continuation) picks one ready attempt the caller runs itself instead
+    of sending it: :attr:`Advance.kept`. ``read=False`` starts from what the tracker holds
+    (its caller just folded its own commit and knows nothing came in between).
     """
-    state = tracker.catch_up()
+    state = tracker.catch_up() if read else tracker.state()
     if tracker.awaiting_plan and state.status not in ("completed", "failed"):
         dispatch_plan(world, app, settings, tracker.run_id, holder=holder)
         return Advance(state, None, (), 0)
     decision: Decision | None = None
     appended = 0
-    for _ in range(_MAX_ROUNDS):
-        ctx = tracker.context
-        if ctx is None or state.status in ("completed", "failed"):
-            return Advance(state, decision, (), appended)
-        decision = decide(ctx, state)
-        if not decision.events:
-            break
-        last = tracker.last_sequence
-        recorded = world.append_batch(tracker.run_id, list(decision.events))
-        new = [event for event in recorded if event.sequence > last]
-        appended += len(new)
-        tracker.fold(recorded)
-        state = tracker.catch_up()
-        if not new:
-            break
+    kept: tuple[StepDispatch, Lease] | None = None
+    try:
+        for _ in range(_MAX_ROUNDS):
+            ctx = tracker.context
+            if ctx is None or state.status in ("completed", "failed"):
+                return Advance(state, decision, (), appended, _kept(kept))
+            decision = decide(ctx, state)
+            if keep is not None and kept is None:
+                # The attempt to keep is leased before its StepScheduled is appended: the
+                # append is what others (the scheduler) could race to send it after.
+                kept = _lease_one(world, settings, tracker, decision, keep, holder)
+            if not decision.events:
+                break
+            last = tracker.last_sequence
+            recorded = world.append_batch(tracker.run_id, list(decision.events))
+            new = [event for event in recorded if event.sequence > last]
+            appended += len(new)
+            tracker.fold(recorded)
+            # Folded contiguously: the tracker is as current as a read right after the append.
+            if recorded and tracker.last_sequence >= max(e.sequence for e in recorded):
+                state = tracker.state()
+            else:
+                state = tracker.catch_up()
+            if not new:
+                break
+    except BaseException:
+        if kept is not None:  # not run after all: let the next look send it now
+            tracker.unclaim_offers([kept[0]])
+            world.release_lease(kept[1])
+        raise
     ctx = tracker.context
     if decision is None or ctx is None or not decision.dispatch:
-        return Advance(state, decision, (), appended)
+        return Advance(state, decision, (), appended, _kept(kept))
     # One lease round trip per attempt this process has not offered lately, not per pending
     # attempt per look (a wide fan-out would otherwise cost O(branches) calls per commit).
     # What another process scheduled and never sent is still offered here once, and by the
     # scheduler (which sees every append's signal) and its sweeps.
     fresh = tracker.claim_offers(decision.dispatch, settings.dispatch_resend_after)
     if not fresh:
-        return Advance(state, decision, (), appended)
+        return Advance(state, decision, (), appended, _kept(kept))
     narrowed = dataclasses.replace(decision, dispatch=tuple(fresh))
     try:
-        sent = dispatch_ready(world, app, settings, ctx, state, narrowed, holder=holder)
+        sent, late = _dispatch_won(
+            world,
+            app,
+            settings,
+            ctx,
+            state,
+            narrowed,
+            holder=holder,
+            keep=keep if kept is None else None,
+        )
     except BaseException:
         tracker.unclaim_offers(fresh)
         raise
-    return Advance(state, decision, tuple(sent), appended)
+    return Advance(state, decision, tuple(sent), appended, _kept(kept) or late)
+
+
+def _kept(kept: tuple[StepDispatch, Lease] | None) -> StepDispatch | None:
+    return None if kept is None else kept[0]
+
+
+def _lease_one(
+    world: World,
+    settings: Settings,
+    tracker: RunTracker,
+    decision: Decision,
+    keep: Callable[[StepDispatch], bool],
+    holder: str,
+) -> tuple[StepDispatch, Lease] | None:
+    """The first of ``decision``'s dispatches ``keep`` accepts, if its dispatch lease is won
+    (it is then marked offered, so the dispatch that follows does not send it)."""
+    for dispatch in decision.dispatch:
+        if dispatch.run_id != tracker.run_id or not keep(dispatch):
+            continue
+        if not tracker.claim_offers([dispatch], settings.dispatch_resend_after):
+            return None  # this process offered it lately: someone has it
+        lease = world.acquire_lease(
+            dispatch_lease_key(dispatch),
+            f"{holder}:{uuid.uuid4().hex[:12]}",
+            settings.dispatch_resend_after,
+        )
+        if lease is None:
+            return None  # another process sends it
+        return dispatch, lease
+    return None

@@ -33,8 +33,10 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from little_dist.dist.dispatch import (
@@ -44,14 +46,21 @@ from little_dist.dist.dispatch import (
     TASK_ORCHESTRATE,
     TASK_PLAN,
     TASK_SUBMIT_RUN,
+    Advance,
     RunTracker,
     VersionCache,
     advance_run,
+    send_dispatch,
 )
 from little_dist.errors import LittleError
-from little_dist.events import EventInput
+from little_dist.events import Event, EventInput
 from little_dist.ids import InvalidIdError, validate_run_id
-from little_dist.runtime import AttemptOutcome, LeaseHeartbeat, execute_step_attempt
+from little_dist.runtime import (
+    AttemptOutcome,
+    LeaseHeartbeat,
+    LeaseKeeper,
+    execute_step_attempt,
+)
 from little_dist.scheduling import StepDispatch
 from little_dist.scheduling.context import StepPathError, locate_step
 from little_dist.scheduling.plan import plan_for
@@ -81,7 +90,8 @@ class WorkerRuntime:
 
     ``world`` and ``registry`` are opened lazily (after a prefork pool forks, in each child)
     unless given. ``app`` is the Celery app fast-path dispatches are sent with; set by
-    :func:`register_tasks`.
+    :func:`register_tasks`. ``roles`` (the queues the worker consumes) are the attempts it
+    may run as an eager continuation (none by default).
     """
 
     def __init__(
@@ -91,9 +101,17 @@ class WorkerRuntime:
         world: World | None = None,
         registry: AppRegistry | None = None,
         fast_path: bool = True,
+        roles: Iterable[str] = (),
     ) -> None:
         self.settings = settings
         self.fast_path = fast_path
+        #: The roles whose queues this worker consumes: the attempts it may continue with.
+        self.roles = frozenset(roles)
+        #: Set when the worker starts shutting down: no more eager continuation.
+        self.stopping = threading.Event()
+        self._on_shutdown: Callable[..., None] | None = None
+        self._keeper: LeaseKeeper | None = None
+        self._keeper_world: World | None = None
         self.versions = VersionCache()
         self.app: Celery | None = None
         self._world = world
@@ -112,6 +130,16 @@ class WorkerRuntime:
             return self._world
 
     @property
+    def keeper(self) -> LeaseKeeper:
+        """The one thread that renews the leases of this process's running attempts."""
+        world = self.world
+        with self._lock:
+            if self._keeper is None or self._keeper_world is not world:
+                self._keeper = LeaseKeeper(world)
+                self._keeper_world = world
+            return self._keeper
+
+    @property
     def registry(self) -> AppRegistry:
         with self._lock:
             if self._registry is None:
@@ -122,6 +150,9 @@ class WorkerRuntime:
 
     def close(self) -> None:
         with self._lock:
+            if self._keeper is not None:
+                self._keeper.close()
+                self._keeper = None
             if self._world is not None:
                 self._world.close()
                 self._world = None
@@ -130,29 +161,78 @@ class WorkerRuntime:
     # -- task bodies -------------------------------------------------------------------------
 
     def execute(self, run_id: str, step_path: str, attempt: int, kind: DispatchKind) -> str:
-        """One attempt of one step; the :class:`AttemptOutcome` value (or why nothing ran)."""
+        """One attempt of one step, then its eager continuation; the first attempt's outcome
+        (the :class:`AttemptOutcome` value, or why nothing ran).
+
+        Eager continuation: when the commit makes a next step of this worker's roles ready
+        and this worker wins its dispatch lease, it runs that attempt itself, in this slot,
+        instead of sending it through the broker (no queue round trip between the steps of a
+        chain), for at most ``worker_inline_steps`` steps and ``worker_inline_seconds`` per
+        task; then, or once the worker is shutting down, the next attempt is sent to its
+        queue as usual. Other ready attempts are always sent, so a fan-out still spreads.
+        """
         try:
             validate_run_id(run_id)
         except InvalidIdError as error:
             _log.error("refused %s for %r: %s", kind, run_id, error)
             return "invalid"
+        outcome, kept = self._attempt(run_id, step_path, attempt, kind, inline=False)
+        deadline = time.monotonic() + self.settings.worker_inline_seconds
+        steps = 0
+        while kept is not None:
+            steps += 1
+            if (
+                steps > self.settings.worker_inline_steps
+                or time.monotonic() > deadline
+                or self.stopping.is_set()
+            ):
+                self._hand_off(kept)
+                break
+            current = kept
+            try:
+                _, kept = self._attempt(
+                    current.run_id, current.step_path, current.attempt, current.kind, inline=True
+                )
+            except Exception:
+                # This task's own attempt is committed: the continuation goes back to the
+                # queue (the worker that gets it finds it busy, done, or to be continued).
+                _log.exception(
+                    "%s %s %s#%d (inline) raised; sending it to the queue",
+                    current.kind,
+                    current.run_id,
+                    current.step_path,
+                    current.attempt,
+                )
+                self._hand_off(current)
+                break
+        return outcome
+
+    def _attempt(
+        self, run_id: str, step_path: str, attempt: int, kind: DispatchKind, *, inline: bool
+    ) -> tuple[str, StepDispatch | None]:
+        """One attempt; its outcome and the next attempt kept for this worker, if any."""
         world = self.world
         tracker = self.runs.get(run_id)
-        # Always catch up before deciding anything: other processes append to the run too.
-        state, step_events = tracker.catch_up_step(step_path)
+        how = " (inline)" if inline else ""
+        # A delivered task catches up first: other processes append to the run too. An
+        # inline attempt was just decided from this tracker, which holds everything its
+        # input needs; whatever was appended since is read once the step lease is held.
+        state, step_events = (
+            tracker.step_view(step_path) if inline else tracker.catch_up_step(step_path)
+        )
         ctx = tracker.context
         if state.status in _TERMINAL:
             self.runs.forget(run_id)
-            _log.info("%s %s %s#%d: the run is over", kind, run_id, step_path, attempt)
-            return AttemptOutcome.already_done.value
+            _log.info("%s %s %s#%d%s: the run is over", kind, run_id, step_path, attempt, how)
+            return AttemptOutcome.already_done.value, None
         if ctx is None:
             _log.warning("%s %s %s#%d: the run has not started", kind, run_id, step_path, attempt)
-            return "not_started"
+            return "not_started", None
         try:
             step = locate_step(plan_for(ctx.version), step_path).step
         except StepPathError as error:
             _log.error("%s %s: %s", kind, run_id, error)
-            return "invalid"
+            return "invalid", None
         dispatch = StepDispatch(
             run_id=run_id,
             step_path=step_path,
@@ -161,6 +241,15 @@ class WorkerRuntime:
             role="fixer" if kind == "fix_step" else "worker",
             kind=kind,
         )
+        last_recorded = 0
+
+        def fold_recorded(events: Sequence[Event]) -> None:
+            # What this attempt appends is folded as it is recorded, not read back.
+            nonlocal last_recorded
+            tracker.fold(events)
+            if events:
+                last_recorded = max(last_recorded, events[-1].sequence)
+
         outcome = execute_step_attempt(
             world,
             dispatch,
@@ -171,12 +260,39 @@ class WorkerRuntime:
             context=ctx,
             prior_events=step_events,
             holder=f"{self.name}:{uuid.uuid4().hex[:12]}",
+            keeper=self.keeper,
+            on_recorded=fold_recorded,
         )
-        _log.info("%s %s %s#%d: %s", kind, run_id, step_path, attempt, outcome.value)
-        ended = outcome in (AttemptOutcome.completed, AttemptOutcome.failed)
-        if ended and self._advance(tracker):
+        _log.info("%s %s %s#%d%s: %s", kind, run_id, step_path, attempt, how, outcome.value)
+        if outcome not in (AttemptOutcome.completed, AttemptOutcome.failed):
+            return outcome.value, None
+        keep = self._keeps if self.settings.worker_inline_steps > 0 else None
+        # The tracker folded the commit: if nothing else came in between, it is as current
+        # as a read right after the commit would make it.
+        current = tracker.last_sequence == last_recorded
+        advance = self._advance(tracker, keep=keep, read=not current)
+        if advance is not None and advance.done:
             self.runs.forget(run_id)
-        return outcome.value
+        return outcome.value, advance.kept if advance is not None else None
+
+    def _keeps(self, dispatch: StepDispatch) -> bool:
+        """Whether this worker may run ``dispatch`` itself: an attempt of one of its roles."""
+        return dispatch.role in self.roles
+
+    def _hand_off(self, dispatch: StepDispatch) -> None:
+        """Send a kept attempt to its queue (best effort: its dispatch lease expires, and
+        the scheduler's next look sends it, if this fails)."""
+        if self.app is None:
+            return
+        try:
+            send_dispatch(self.app, self.settings, dispatch)
+        except Exception:
+            _log.exception(
+                "could not send %s %s#%d; the scheduler will",
+                dispatch.run_id,
+                dispatch.step_path,
+                dispatch.attempt,
+            )
 
     def plan(self, run_id: str) -> str:
         """Plan a submitted run with its workflow's planner, then start it."""
@@ -190,7 +306,7 @@ class WorkerRuntime:
         )
         tracker.fold(events)
         if any(event.type == "RunStarted" for event in events):
-            self._advance(tracker)
+            self._advance(tracker, force=True)
             return "started"
         submitted = next((e for e in events if e.type == SUBMITTED_EVENT_TYPE), None)
         if submitted is None:
@@ -249,16 +365,17 @@ class WorkerRuntime:
         finally:
             heartbeat.stop()
             world.release_lease(heartbeat.lease)
-        self._advance(tracker)
+        self._advance(tracker, force=True)
         return "started"
 
     def orchestrate(self, run_id: str) -> str:
         """Advance a run: decide, append, dispatch what is ready."""
         validate_run_id(run_id)
-        result = self._advance(self.runs.get(run_id), force=True)
-        if result:
+        advance = self._advance(self.runs.get(run_id), force=True)
+        if advance is not None and advance.done:
             self.runs.forget(run_id)
-        return "done" if result else "advanced"
+            return "done"
+        return "advanced"
 
     def submit(
         self,
@@ -284,17 +401,32 @@ class WorkerRuntime:
             holder=self.name,
         )
 
-    def _advance(self, tracker: RunTracker, *, force: bool = False) -> bool:
-        """The fast path; whether the run is over. Failures are left to the scheduler."""
+    def _advance(
+        self,
+        tracker: RunTracker,
+        *,
+        force: bool = False,
+        keep: Callable[[StepDispatch], bool] | None = None,
+        read: bool = True,
+    ) -> Advance | None:
+        """The fast path (``None`` when off or failed: failures are left to the scheduler)."""
         if (not self.fast_path and not force) or self.app is None:
-            return False
+            return None
         try:
-            return advance_run(self.world, self.app, self.settings, tracker, holder=self.name).done
+            return advance_run(
+                self.world,
+                self.app,
+                self.settings,
+                tracker,
+                holder=self.name,
+                keep=keep,
+                read=read,
+            )
         except LittleError as error:
             _log.warning(
                 "fast path for %s: %s (the scheduler will catch up)", tracker.run_id, error
             )
-            return False
+            return None
 
 
 class RunCache:
@@ -383,7 +515,17 @@ def _fail_unplanned(world: World, run_id: str, message: str) -> None:
 
 def register_tasks(app: Celery, runtime: WorkerRuntime) -> None:
     """Register the five tasks on ``app``, their bodies running on ``runtime``."""
+    from celery.signals import worker_shutting_down
+
     runtime.app = app
+
+    def stop_continuing(**_: Any) -> None:
+        runtime.stopping.set()
+
+    # Kept by the runtime (signals hold weak references): a shutting-down worker finishes
+    # its running attempts but sends their continuations to the queue.
+    runtime._on_shutdown = stop_continuing
+    worker_shutting_down.connect(stop_continuing)
 
     @app.task(name=TASK_EXECUTE_STEP, ignore_result=True, shared=False)  # type: ignore[untyped-decorator]
     def execute_step(run_id: str, step_path: str, attempt: int) -> str:
