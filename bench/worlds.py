@@ -18,6 +18,12 @@ measures world, raw, raw, world (the next round raw, world, world, raw), so load
 within a round weighs on both sides alike; the ratio is taken within each round and the
 median over rounds is reported. The load average is printed at start and end.
 
+Then small-artifact ``put_artifact`` + ``get_artifact`` pairs per second on ``RedisS3World``
+with its Redis hot tier (the default ``hot_artifact_limit``) against the same world with
+``hot_artifact_limit=0`` (S3 only: two S3 puts and two S3 gets a pair), interleaved the same
+way, 1 thread and 8 threads; then how long ``archive_run`` takes to move a 1000-branch run's
+hot artifacts to S3 (off the run's critical path: the scheduler archives in the background).
+
 Then ``materialize_run_state`` folds a generated run (the event mix from ``bench/fold.py``)
 and reports events folded per second.
 
@@ -25,7 +31,8 @@ Starts its own SeaweedFS (``weed mini``, via ``tests/s3_server.py``) unless
 ``LITTLE_TEST_S3_ENDPOINT`` is set; Redis from ``LITTLE_TEST_REDIS_URL`` (default
 ``redis://127.0.0.1:6379/15``), touching only keys under a unique prefix, deleted at the end.
 
-Run: ``.venv/bin/python bench/worlds.py [--seconds 0.25] [--rounds 21]`` (about 2 minutes).
+Run: ``.venv/bin/python bench/worlds.py [--seconds 0.25] [--rounds 21]`` (about 3 minutes;
+``--artifacts-only`` runs just the artifact rows).
 """
 
 from __future__ import annotations
@@ -58,6 +65,7 @@ from little_dist.world.factory import open_world  # noqa: E402
 RUN = "run_bench_worlds"
 REDIS_URL = os.environ.get("LITTLE_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 WORLD, RAW = "world", "raw"
+HOT, S3_ONLY = "hot", "s3"
 WARM_UP_SECONDS = 0.3
 
 
@@ -276,6 +284,116 @@ def compare(
     return result
 
 
+# -- artifacts: hot tier vs S3 only ------------------------------------------------------------
+
+
+def _artifact_loop(world: Any, run_id: str, writer: int, seconds: float) -> int:
+    """Put a small, distinct artifact (a no-op step's output) and read it back; pairs done."""
+    from little_dist.world.base import ArtifactInput
+
+    nonce = uuid.uuid4().hex[:8]  # every measurement writes new artifacts
+    count = 0
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        manifest = world.put_artifact(
+            ArtifactInput(
+                run_id=run_id,
+                name="output",
+                payload={"ok": True, "writer": writer, "index": count},
+                step_path=f"fanout[{nonce}-{writer}-{count}].noop",
+            )
+        )
+        world.get_artifact(manifest.artifact_ref)
+        count += 1
+    return count
+
+
+class ArtifactPair:
+    """``writers`` threads over one hot-tier world or one S3-only world (same servers)."""
+
+    def __init__(self, writers: int, spec: str) -> None:
+        self._writers = writers
+        self._worlds = {
+            HOT: open_world(spec),
+            S3_ONLY: open_world(_spec_with(spec, hot_artifact_limit="0")),
+        }
+
+    def measure(self, kind: str, seconds: float) -> float:
+        world = self._worlds[kind]
+        run_id = f"{RUN}_{kind}"
+        return in_threads(
+            self._writers, seconds, lambda w: _artifact_loop(world, run_id, w, seconds)
+        )
+
+    def close(self) -> None:
+        for world in self._worlds.values():
+            world.close()
+
+
+def compare_artifacts(writers: int, spec: str, seconds: float, rounds: int) -> list[float]:
+    """Interleaved rounds (hot, s3, s3, hot, then the mirror); prints medians and ratio."""
+    pair = ArtifactPair(writers, spec)
+    hot: list[float] = []
+    s3: list[float] = []
+    try:
+        pair.measure(HOT, WARM_UP_SECONDS)  # connections, script load
+        pair.measure(S3_ONLY, WARM_UP_SECONDS)
+        for index in range(rounds):
+            first, second = (HOT, S3_ONLY) if index % 2 == 0 else (S3_ONLY, HOT)
+            rates = {HOT: 0.0, S3_ONLY: 0.0}
+            for kind in (first, second, second, first):
+                rates[kind] += pair.measure(kind, seconds) / 2
+            hot.append(rates[HOT])
+            s3.append(rates[S3_ONLY])
+    finally:
+        pair.close()
+    ratios = [h / s for h, s in zip(hot, s3, strict=True)]
+    label = f"{writers} thread" + ("s" if writers > 1 else "")
+    print(
+        f"  {label:<12} hot tier {statistics.median(hot):>8,.0f}/s"
+        f"  S3 only {statistics.median(s3):>8,.0f}/s"
+        f"  ratio {statistics.median(ratios):.2f}"
+        f"  (min {min(ratios):.2f}, max {max(ratios):.2f})",
+        flush=True,
+    )
+    return ratios
+
+
+def archive_figure(spec: str, branches: int) -> None:
+    """How long ``archive_run`` takes to copy a fan-out's hot artifacts to S3 (distinct
+    payloads, so every one is a blob and a manifest: the worst case)."""
+    from little_dist.world.redis_s3 import RedisS3World
+
+    world = open_world(spec)
+    assert isinstance(world, RedisS3World)
+    run_id = f"{RUN}_archive"
+    try:
+        world.append(run_id, EventInput(type="RunStarted", payload={}))
+        _artifact_loop_n(world, run_id, branches)
+        world.append(run_id, EventInput(type="RunCompleted", payload={}))
+        started = time.perf_counter()
+        world.archive_run(run_id, ttl_seconds=0)
+        took = time.perf_counter() - started
+    finally:
+        world.close()
+    print(
+        f"  archive_run of a {branches:,}-branch run: {branches:,} hot artifacts to S3 in "
+        f"{took:.2f}s ({branches / took:,.0f} artifacts/s, 2 S3 puts each)",
+        flush=True,
+    )
+
+
+def _artifact_loop_n(world: Any, run_id: str, count: int) -> None:
+    from little_dist.world.base import ArtifactInput
+
+    for index in range(count):
+        world.put_artifact(
+            ArtifactInput(
+                run_id=run_id, name="output", payload={"index": index}, step_path=f"b[{index}]"
+            )
+        )
+
+
 def _spec_with(url: str, **params: str) -> str:
     parts = urlsplit(url)
     return urlunsplit(parts._replace(query=urlencode([*parse_qsl(parts.query), *params.items()])))
@@ -286,6 +404,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=0.25, help="per measurement")
     parser.add_argument("--writers", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=21, help="Redis rounds (median of)")
+    parser.add_argument(
+        "--artifacts-only", action="store_true", help="only the hot tier vs S3-only rows"
+    )
     options = parser.parse_args()
     seconds, many, rounds = options.seconds, options.writers, options.rounds
     print(f"start: {_load()}", flush=True)
@@ -329,6 +450,9 @@ def main() -> None:
     # Rows without a baseline are measured once, for a whole second.
     solo = max(1.0, seconds)
     try:
+        if options.artifacts_only:
+            artifact_throughput(fresh_redis_spec, seconds, many, rounds)
+            return
         print(f"appends to one run, {solo:g}s each")
         record("MemoryWorld", "1 thread", in_threads(1, solo, shared_world("memory:")))
         record("MemoryWorld", f"{many} threads", in_threads(many, solo, shared_world("memory:")))
@@ -384,6 +508,7 @@ def main() -> None:
             )
         print(f"end: {_load()}", flush=True)
 
+        artifact_throughput(fresh_redis_spec, seconds, many, rounds)
         fold_throughput()
     finally:
         for key in raw.scan_iter(match=f"{prefix}*", count=1000):
@@ -392,6 +517,21 @@ def main() -> None:
         if server is not None:
             server.stop()
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def artifact_throughput(
+    fresh_spec: Callable[[], str], seconds: float, many: int, rounds: int
+) -> None:
+    print(
+        f"\nsmall artifacts, put + get pairs on RedisS3World: hot tier (default limit) vs "
+        f"hot_artifact_limit=0 (S3 only); {rounds} rounds of {seconds:g}s, medians",
+        flush=True,
+    )
+    print(f"  start: {_load()}", flush=True)
+    for writers in (1, many):
+        compare_artifacts(writers, fresh_spec(), seconds, rounds)
+    archive_figure(fresh_spec(), 1000)
+    print(f"  end: {_load()}", flush=True)
 
 
 def fold_throughput() -> None:

@@ -74,14 +74,32 @@ def world_spec(redis_url: str, redis_key_prefix: str, s3_env: S3Service) -> Call
 
 
 def _blob_counter(s3: S3Service, spec: str) -> Callable[[], int]:
-    s3_prefix = dict(parse_qsl(urlsplit(spec).query))["s3_prefix"]
+    """Distinct stored byte strings: S3 blobs plus the small artifacts held in Redis.
+
+    The hot tier keeps bytes per artifact and they become one blob when the run is archived,
+    so bytes are counted by their sha256 across both tiers.
+    """
+    options = dict(parse_qsl(urlsplit(spec).query))
+    s3_prefix, key_prefix = options["s3_prefix"], options["key_prefix"]
     client = s3_client(s3.endpoint)
+    redis_url = urlunsplit(urlsplit(spec)._replace(query=""))
 
     def count() -> int:
         pages = client.get_paginator("list_objects_v2").paginate(
             Bucket=s3.bucket, Prefix=f"{s3_prefix}blobs/"
         )
-        return sum(len(page.get("Contents", [])) for page in pages)
+        hashes = {
+            obj["Key"].rsplit("/", 1)[-1] for page in pages for obj in page.get("Contents", [])
+        }
+        hot = redis.Redis.from_url(redis_url)
+        try:
+            for key in hot.scan_iter(match=f"{key_prefix}art:*", count=1000):
+                manifest = hot.hget(key, "manifest")
+                assert manifest is not None
+                hashes.add(json.loads(manifest)["sha256"].removeprefix("sha256:"))
+        finally:
+            hot.close()
+        return len(hashes)
 
     return count
 
@@ -438,6 +456,9 @@ def test_unreachable_services_raise_storage_unavailable(s3_env: S3Service) -> No
             lambda: dead_redis.list_events(RUN),
             lambda: dead_redis.acquire_lease("k", "h", 1.0),
             lambda: dead_redis.register_version("wfver_0123456789abcdef", {"a": 1}),
+            # Small artifacts are written to (and read from) Redis first.
+            lambda: dead_redis.put_artifact(ArtifactInput(run_id=RUN, name="x", payload=1)),
+            lambda: dead_redis.get_artifact("artifact://art_0123456789abcdef"),
         ):
             with pytest.raises(StorageUnavailableError) as caught:
                 call()
@@ -455,6 +476,7 @@ def test_unreachable_services_raise_storage_unavailable(s3_env: S3Service) -> No
             config=Config(retries={"max_attempts": 1}, connect_timeout=1),
         ),
         "nowhere",
+        hot_artifact_limit=0,  # S3 only, else the artifact would land in the local Redis
     )
     with pytest.raises(StorageUnavailableError):
         dead_s3.put_artifact(ArtifactInput(run_id=RUN, name="x", payload=1))
@@ -468,14 +490,21 @@ def test_missing_bucket_is_storage_unavailable(s3_env: S3Service) -> None:
         world.get_version("wfver_0123456789abcdef")
 
 
-def test_tampered_artifact_bytes_are_detected(world: RedisS3World, s3_env: S3Service) -> None:
-    manifest = world.put_artifact(ArtifactInput(run_id=RUN, name="out", payload={"v": 1}))
-    client = s3_client(s3_env.endpoint)
-    blob = _keys(world).blob(manifest.sha256[7:])
-    client.delete_object(Bucket=s3_env.bucket, Key=blob)
-    client.put_object(Bucket=s3_env.bucket, Key=blob, Body=b'{"v":2}')
-    with pytest.raises(ArtifactCorruptError):
-        world.get_artifact(manifest.artifact_ref)
+def test_tampered_artifact_bytes_are_detected(
+    world_spec: Callable[[], str], s3_env: S3Service
+) -> None:
+    # S3 only: a small artifact would be held in Redis (tests/test_world_hot_artifacts.py).
+    world = _open(_with_query(world_spec(), hot_artifact_limit="0"), s3_env)
+    try:
+        manifest = world.put_artifact(ArtifactInput(run_id=RUN, name="out", payload={"v": 1}))
+        client = s3_client(s3_env.endpoint)
+        blob = _keys(world).blob(manifest.sha256[7:])
+        client.delete_object(Bucket=s3_env.bucket, Key=blob)
+        client.put_object(Bucket=s3_env.bucket, Key=blob, Body=b'{"v":2}')
+        with pytest.raises(ArtifactCorruptError):
+            world.get_artifact(manifest.artifact_ref)
+    finally:
+        world.close()
 
 
 def test_an_in_process_run_on_the_redis_world_is_archived_when_it_finishes(

@@ -5,6 +5,11 @@ archive is ``archives/<run_id>.ndjson``, one ``Event.to_json()`` a line, written
 put-if-absent. Sealing (the run's ``archived`` marker, set by one script) comes first: from
 then on appends of new events fail with :class:`RunSealedError`, already-recorded occurrence
 ids still resolve, and reads fall back to the archive once the stream has expired.
+
+The run's small artifacts held in Redis (the hot tier, see
+:mod:`~little_dist.world.redis_s3.hot_artifacts`) are copied to S3 after the log, and their
+keys expire with the stream's, in the same transaction: nothing leaves Redis before its S3
+copy exists, so an archive that fails half-way is simply run again.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from little_dist.events import Event
 from little_dist.ids import validate_run_id
 from little_dist.world.base import RunNotFoundError
 from little_dist.world.redis_s3 import scripts
+from little_dist.world.redis_s3.hot_artifacts import HotArtifacts
 from little_dist.world.redis_s3.keys import KeyLayout
 from little_dist.world.redis_s3.redis_calls import LuaScript, redis_errors
 from little_dist.world.redis_s3.s3 import S3Objects
@@ -31,6 +37,7 @@ __all__ = ["DEFAULT_ARCHIVE_TTL_SECONDS", "RunArchives", "RunSealedError", "Stre
 DEFAULT_ARCHIVE_TTL_SECONDS = 7 * 24 * 3600
 _CACHE_SIZE = 32
 _PAGE = 1000
+_KEYS_PER_COMMAND = 1000
 
 #: ``(run_id, after, limit)`` -> the stream's events after ``after`` (at most ``limit``).
 StreamReader = Callable[[str, int, int | None], list[Event]]
@@ -50,7 +57,12 @@ class RunArchives:
     """Archives in S3: written by :meth:`archive`, read (and cached) by :meth:`events`."""
 
     def __init__(
-        self, client: redis.Redis, objects: S3Objects, keys: KeyLayout, ttl_seconds: float
+        self,
+        client: redis.Redis,
+        objects: S3Objects,
+        keys: KeyLayout,
+        ttl_seconds: float,
+        hot_artifacts: HotArtifacts | None = None,
     ) -> None:
         if ttl_seconds < 0:
             raise InvalidInputError("archive_ttl_seconds must be >= 0")
@@ -58,6 +70,7 @@ class RunArchives:
         self._s3 = objects
         self._keys = keys
         self._ttl = ttl_seconds
+        self._hot = hot_artifacts
         self._seal_script = LuaScript(client, scripts.SEAL_RUN)
         # Archives are immutable, so a cached one never goes stale.
         self._cache: OrderedDict[str, list[Event]] = OrderedDict()
@@ -100,14 +113,19 @@ class RunArchives:
         else:
             # The stream is already gone: only a finished earlier archive can explain that.
             self.events(run_id, required=True)
+        # Sealed above, so no artifact joins the run's hot set any more: copy them all.
+        expiring = [keys.events, keys.occurrences]
+        if self._hot is not None:
+            expiring += self._hot.archive(run_id)
         with redis_errors(f"archive of {run_id}"):
             pipe = self._redis.pipeline(transaction=True)
             if ttl == 0:
-                pipe.delete(keys.events, keys.occurrences)
+                for start in range(0, len(expiring), _KEYS_PER_COMMAND):
+                    pipe.delete(*expiring[start : start + _KEYS_PER_COMMAND])
             else:
                 ttl_ms = max(1, int(ttl * 1000))
-                pipe.pexpire(keys.events, ttl_ms)
-                pipe.pexpire(keys.occurrences, ttl_ms)
+                for key in expiring:
+                    pipe.pexpire(key, ttl_ms)
             pipe.execute()
         return last
 

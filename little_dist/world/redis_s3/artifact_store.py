@@ -3,11 +3,14 @@
 Bytes live at ``blobs/sha256/<hex>`` and are stored once whoever writes them; each artifact's
 manifest lives at ``manifests/<artifactId>.json``. Both are written put-if-absent, so the
 first writer's manifest (and its ``createdAt``) is the artifact for good.
+
+Small artifacts of live runs skip S3 until their run is archived: they are kept in Redis by
+:mod:`~little_dist.world.redis_s3.hot_artifacts` (one round trip instead of two S3 puts).
+Reads look in Redis first, then S3, whatever this world's limit: where an artifact lives
+depends on the world that wrote it. Both tiers get the same integrity checks.
 """
 
 from __future__ import annotations
-
-import json
 
 from little_dist.canonical import canonical_json
 from little_dist.ids import artifact_id_from_ref, validate_run_id
@@ -25,67 +28,89 @@ from little_dist.world.base import (
     ArtifactNotFoundError,
     ArtifactRead,
 )
+from little_dist.world.redis_s3.hot_artifacts import HotArtifacts, parse_manifest
 from little_dist.world.redis_s3.keys import KeyLayout
 from little_dist.world.redis_s3.s3 import S3Objects
 
 __all__ = ["ArtifactStore"]
 
-_ENCODINGS = ("json", "utf-8", "binary")
-
 
 class ArtifactStore:
-    """Put and get artifacts through :class:`S3Objects`. Thread-safe."""
+    """Put and get artifacts through :class:`S3Objects` and, when given, the hot tier.
 
-    def __init__(self, objects: S3Objects, keys: KeyLayout) -> None:
+    Thread-safe.
+    """
+
+    def __init__(
+        self, objects: S3Objects, keys: KeyLayout, hot: HotArtifacts | None = None
+    ) -> None:
         self._objects = objects
         self._keys = keys
+        self._hot = hot
 
     def put(self, artifact: ArtifactInput) -> ArtifactManifest:
         validate_run_id(artifact.run_id)
         data, encoding = encode_artifact_payload(artifact.payload)
         manifest = build_manifest(artifact, data, encoding, now_iso())
+        body = canonical_json(manifest.to_json()).encode("utf-8")
+        if self._hot is not None and self._hot.accepts(len(data)):
+            answer = self._hot.put(manifest, body, data)
+            if answer is True:
+                return manifest
+            if isinstance(answer, bytes):
+                return _first_writer(manifest, parse_manifest(manifest.artifact_ref, answer))
+            # None: the run is sealed (being archived); S3 is where the artifact goes now.
         self._objects.put_if_absent(
             self._keys.blob(manifest.sha256.removeprefix("sha256:")),
             data,
             "application/octet-stream",
         )
         stored = self._objects.put_if_absent(
-            self._keys.manifest(manifest.artifact_id),
-            canonical_json(manifest.to_json()).encode("utf-8"),
-            "application/json",
+            self._keys.manifest(manifest.artifact_id), body, "application/json"
         )
         if stored:
             return manifest
-        # Written before: the first manifest (and its createdAt) is the artifact.
-        existing = self._manifest(manifest.artifact_ref, manifest.artifact_id)
-        if existing.sha256 != manifest.sha256 or existing.size_bytes != manifest.size_bytes:
-            raise ArtifactCorruptError(
-                manifest.artifact_ref, "an existing manifest with this id names other bytes"
-            )
-        return existing
+        return _first_writer(manifest, self._manifest(manifest.artifact_ref, manifest.artifact_id))
 
     def get(self, ref: str) -> ArtifactRead:
         artifact_id = artifact_id_from_ref(ref)
+        hot = self._hot.get(artifact_id) if self._hot is not None else None
+        if hot is not None:
+            body, data = hot
+            if body is None or data is None:
+                raise ArtifactCorruptError(ref, "its Redis hash lacks the manifest or the bytes")
+            return _checked(ref, artifact_id, parse_manifest(ref, body), data)
         manifest = self._manifest(ref, artifact_id)
         if manifest.artifact_id != artifact_id or manifest.artifact_ref != ref:
             raise ArtifactCorruptError(ref, "the manifest names another artifact")
         data = self._objects.get(self._keys.blob(manifest.sha256.removeprefix("sha256:")))
         if data is None:
             raise ArtifactNotFoundError(ref)
-        if payload_sha256(data) != manifest.sha256:
-            raise ArtifactCorruptError(ref, "stored bytes do not match the manifest's sha256")
-        if len(data) != manifest.size_bytes:
-            raise ArtifactCorruptError(ref, "sizeBytes does not match the stored bytes")
-        return ArtifactRead(manifest, decode_artifact_payload(data, manifest.encoding))
+        return _checked(ref, artifact_id, manifest, data)
 
     def _manifest(self, ref: str, artifact_id: str) -> ArtifactManifest:
         body = self._objects.get(self._keys.manifest(artifact_id))
         if body is None:
             raise ArtifactNotFoundError(ref)
-        try:
-            manifest = ArtifactManifest.from_json(json.loads(body))
-        except (ValueError, KeyError, TypeError) as error:
-            raise ArtifactCorruptError(ref, f"malformed manifest: {error}") from error
-        if manifest.encoding not in _ENCODINGS:
-            raise ArtifactCorruptError(ref, f"unknown encoding {manifest.encoding!r}")
-        return manifest
+        return parse_manifest(ref, body)
+
+
+def _first_writer(manifest: ArtifactManifest, existing: ArtifactManifest) -> ArtifactManifest:
+    """The artifact already stored under ``manifest``'s id (its createdAt wins), if it names
+    the same bytes."""
+    if existing.sha256 != manifest.sha256 or existing.size_bytes != manifest.size_bytes:
+        raise ArtifactCorruptError(
+            manifest.artifact_ref, "an existing manifest with this id names other bytes"
+        )
+    return existing
+
+
+def _checked(ref: str, artifact_id: str, manifest: ArtifactManifest, data: bytes) -> ArtifactRead:
+    """The artifact read, once its manifest and bytes are checked against each other."""
+    if manifest.artifact_id != artifact_id or manifest.artifact_ref != ref:
+        raise ArtifactCorruptError(ref, "the manifest names another artifact")
+    if payload_sha256(data) != manifest.sha256:
+        raise ArtifactCorruptError(ref, "stored bytes do not match the manifest's sha256")
+    if len(data) != manifest.size_bytes:
+        raise ArtifactCorruptError(ref, "sizeBytes does not match the stored bytes")
+    return ArtifactRead(manifest, decode_artifact_payload(data, manifest.encoding))

@@ -1,12 +1,18 @@
 """Where :class:`RedisS3World` keeps things: Redis key names and S3 object keys.
 
 Every Redis key that belongs to a run carries the run id as a hash tag (``{run_...}``), so
-the events stream, the occurrence index, the archive marker and the run's leases all live in
-one cluster slot and one Lua script may touch them together::
+the events stream, the occurrence index, the archive marker, the hot-artifact set and the
+run's leases all live in one cluster slot and one Lua script may touch them together::
 
     <prefix>{run_x}:events        stream, entry id "<sequence>-0" (the id IS the sequence)
     <prefix>{run_x}:occ           hash occurrenceId -> sequence
     <prefix>{run_x}:archived      string, the last sequence; set once the log is sealed
+    <prefix>{run_x}:artifacts     set of the run's artifact ids held in the hot tier
+    <prefix>art:<artifactId>      hash, a small artifact of a live run (hot tier): field
+                                  ``manifest`` (its manifest JSON, as in S3) and ``data``
+                                  (the stored bytes); copied to S3 by the run's archive,
+                                  then expired with the run's stream. Named by the id alone
+                                  (a reader has only the ref), so not in the run's slot
     <prefix>lease:<name>          hash holder / token / exp (ms, Redis server clock)
     <prefix>lease-token:<name>    counter behind the fencing tokens (INCR, only grows)
     <prefix>version:<id>          sha256 of the registered version document (the CAS)
@@ -39,6 +45,7 @@ class RunKeys:
     events: str
     occurrences: str
     archived: str
+    artifacts: str
 
 
 @dataclass(frozen=True)
@@ -62,6 +69,7 @@ class KeyLayout:
             events=f"{tagged}:events",
             occurrences=f"{tagged}:occ",
             archived=f"{tagged}:archived",
+            artifacts=f"{tagged}:artifacts",
         )
 
     def lease(self, name: str) -> tuple[str, str]:
@@ -69,6 +77,10 @@ class KeyLayout:
         # A name without a hash tag of its own gets one, so the pair shares a slot.
         tagged = name if "{" in name else f"{{{name}}}"
         return f"{self.redis_prefix}lease:{tagged}", f"{self.redis_prefix}lease-token:{tagged}"
+
+    def hot_artifact(self, artifact_id: str) -> str:
+        """The Redis hash of a small artifact of a live run (``manifest``, ``data``)."""
+        return f"{self.redis_prefix}art:{artifact_id}"
 
     def version(self, version_id: str) -> str:
         return f"{self.redis_prefix}version:{version_id}"

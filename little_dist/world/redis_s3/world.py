@@ -9,6 +9,8 @@ This class assembles the parts, each in its own module:
 * :mod:`~little_dist.world.redis_s3.archive`: sealing a finished run and moving its log to S3;
 * :mod:`~little_dist.world.redis_s3.versions`: workflow version documents and their index;
 * :mod:`~little_dist.world.redis_s3.artifact_store`: content-addressed artifacts in S3;
+* :mod:`~little_dist.world.redis_s3.hot_artifacts`: small artifacts of live runs in Redis
+  (one round trip a put), copied to S3 when the run is archived;
 * :mod:`~little_dist.world.redis_s3.keys` (key layout), :mod:`~little_dist.world.redis_s3.scripts`
   (the Lua), :mod:`~little_dist.world.redis_s3.redis_calls` (error translation, EVALSHA).
 
@@ -36,6 +38,7 @@ from little_dist.world.redis_s3.archive import (
 )
 from little_dist.world.redis_s3.artifact_store import ArtifactStore
 from little_dist.world.redis_s3.events import EventLog
+from little_dist.world.redis_s3.hot_artifacts import DEFAULT_HOT_ARTIFACT_LIMIT, HotArtifacts
 from little_dist.world.redis_s3.keys import KeyLayout
 from little_dist.world.redis_s3.leases import LeaseStore
 from little_dist.world.redis_s3.redis_calls import redis_errors
@@ -45,9 +48,16 @@ from little_dist.world.redis_s3.versions import VersionStore
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
-__all__ = ["DEFAULT_ARCHIVE_TTL_SECONDS", "RedisS3World", "RunSealedError"]
+__all__ = [
+    "DEFAULT_ARCHIVE_TTL_SECONDS",
+    "DEFAULT_HOT_ARTIFACT_LIMIT",
+    "RedisS3World",
+    "RunSealedError",
+]
 
-_URL_OPTIONS = frozenset({"key_prefix", "s3_prefix", "archive_ttl", "signal_stream"})
+_URL_OPTIONS = frozenset(
+    {"key_prefix", "s3_prefix", "archive_ttl", "signal_stream", "hot_artifact_limit"}
+)
 
 
 class RedisS3World:
@@ -64,6 +74,12 @@ class RedisS3World:
     stream that every append writing a new event also appends ``run=<run id>, seq=<last>``
     to, in the same atomic script (the scheduler's readiness signal; on a Redis cluster the signal
     stream lives in another slot, so use it with a single Redis server).
+
+    ``hot_artifact_limit`` (bytes, default 16 KiB; 0 turns it off) is the largest artifact
+    kept in Redis rather than S3 while its run is live: one round trip instead of two S3
+    puts. :meth:`archive_run` copies the run's hot artifacts to S3 before their keys
+    expire; reads look in Redis, then S3. The put script touches the artifact's key and the
+    run's set, two cluster slots: like the signal stream, it wants a single Redis server.
 
     Lease expiry is judged by the Redis server's clock, so the clocks of the machines that
     hold leases do not matter; ``clock`` (epoch seconds) replaces it, for tests that expire
@@ -82,6 +98,7 @@ class RedisS3World:
         signal_stream: str | None = None,
         signal_maxlen: int = 100_000,
         follow_block_ms: int = 1000,
+        hot_artifact_limit: int = DEFAULT_HOT_ARTIFACT_LIMIT,
         clock: Callable[[], float] | None = None,
         owns_clients: bool = False,
     ) -> None:
@@ -90,7 +107,10 @@ class RedisS3World:
         self._s3 = S3Objects(s3_client, bucket)
         self._clock = clock
         self._owns_clients = owns_clients
-        self._archives = RunArchives(redis_client, self._s3, self._keys, archive_ttl_seconds)
+        hot = HotArtifacts(redis_client, self._s3, self._keys, hot_artifact_limit)
+        self._archives = RunArchives(
+            redis_client, self._s3, self._keys, archive_ttl_seconds, hot_artifacts=hot
+        )
         self._events = EventLog(
             redis_client,
             self._keys,
@@ -102,7 +122,7 @@ class RedisS3World:
         )
         self._leases = LeaseStore(redis_client, self._keys, self._now_ms_arg)
         self._versions = VersionStore(redis_client, self._s3, self._keys)
-        self._artifacts = ArtifactStore(self._s3, self._keys)
+        self._artifacts = ArtifactStore(self._s3, self._keys, hot)
 
     @classmethod
     def from_settings(
@@ -119,6 +139,7 @@ class RedisS3World:
         s3_prefix: str = "",
         archive_ttl_seconds: float = DEFAULT_ARCHIVE_TTL_SECONDS,
         signal_stream: str | None = None,
+        hot_artifact_limit: int = DEFAULT_HOT_ARTIFACT_LIMIT,
         clock: Callable[[], float] | None = None,
     ) -> RedisS3World:
         """Build the clients from a ``redis://`` URL and an S3 endpoint (None: AWS)."""
@@ -158,6 +179,7 @@ class RedisS3World:
             s3_prefix=s3_prefix,
             archive_ttl_seconds=archive_ttl_seconds,
             signal_stream=signal_stream,
+            hot_artifact_limit=hot_artifact_limit,
             clock=clock,
             owns_clients=True,
         )
@@ -177,9 +199,10 @@ class RedisS3World:
         """A world from a world spec (``open_world``): a Redis URL plus S3 settings.
 
         The URL may carry this world's own options as query parameters, which are taken out
-        before redis-py sees the URL: ``key_prefix``, ``s3_prefix``, ``archive_ttl`` (seconds)
-        and ``signal_stream``; e.g. ``redis://host:6379/0?key_prefix=tenant-a:``. A spec is
-        then enough for another process to open the same world.
+        before redis-py sees the URL: ``key_prefix``, ``s3_prefix``, ``archive_ttl`` (seconds),
+        ``signal_stream`` and ``hot_artifact_limit`` (bytes); e.g.
+        ``redis://host:6379/0?key_prefix=tenant-a:``. A spec is then enough for another
+        process to open the same world.
         """
         parts = urlsplit(url)
         query = parse_qsl(parts.query, keep_blank_values=True)
@@ -191,6 +214,12 @@ class RedisS3World:
             archive_ttl = float(ours.get("archive_ttl", DEFAULT_ARCHIVE_TTL_SECONDS))
         except ValueError as error:
             raise InvalidInputError(f"archive_ttl in {url!r} must be a number") from error
+        try:
+            hot_limit = int(ours.get("hot_artifact_limit", DEFAULT_HOT_ARTIFACT_LIMIT))
+        except ValueError as error:
+            raise InvalidInputError(
+                f"hot_artifact_limit in {url!r} must be a whole number of bytes"
+            ) from error
         return cls.from_settings(
             redis_url,
             s3_endpoint,
@@ -202,6 +231,7 @@ class RedisS3World:
             s3_prefix=ours.get("s3_prefix", ""),
             archive_ttl_seconds=archive_ttl,
             signal_stream=ours.get("signal_stream") or None,
+            hot_artifact_limit=hot_limit,
             clock=clock,
         )
 
@@ -259,13 +289,16 @@ class RedisS3World:
 
     # -- archive --------------------------------------------------------------------------
     def archive_run(self, run_id: str, *, ttl_seconds: float | None = None) -> int:
-        """Seal the run, write its whole log to S3, then let its Redis keys expire.
+        """Seal the run, write its whole log and its hot artifacts to S3, then let its Redis
+        keys expire.
 
         The archive is ``archives/<run_id>.ndjson``, one ``Event.to_json()`` a line, written
-        put-if-absent. After sealing, appends of new events fail with
-        :class:`RunSealedError` (already-recorded occurrence ids still resolve). Reads fall
-        back to the archive once the stream is gone. ``ttl_seconds`` (default: the world's
-        ``archive_ttl_seconds``) is how long the Redis keys stay; 0 deletes them now.
+        put-if-absent; the run's small artifacts held in Redis are then written to S3 under
+        their usual keys (blob, manifest; put-if-absent). After sealing, appends of new
+        events fail with :class:`RunSealedError` (already-recorded occurrence ids still
+        resolve) and new artifacts of the run go straight to S3. Reads fall back to the
+        archive (and to S3) once the Redis keys are gone. ``ttl_seconds`` (default: the
+        world's ``archive_ttl_seconds``) is how long the Redis keys stay; 0 deletes them now.
         Idempotent; returns the run's last sequence.
         """
         return self._archives.archive(run_id, ttl_seconds, self._events.stream_events)

@@ -1,0 +1,178 @@
+"""The Redis hot tier for small artifacts: one round trip per put or get, moved to S3 on archive.
+
+Every step of a parallel branch writes its (usually tiny) output as an artifact; two S3 puts
+per artifact (blob, manifest) would dominate a wide fan-out. So an artifact whose bytes fit
+under the world's ``hot_artifact_limit`` is kept in Redis while its run is live, the way the
+run's events are: one hash per artifact (``manifest``: the manifest's canonical JSON, the same
+bytes the S3 manifest object holds; ``data``: the stored bytes) plus the artifact id in the
+run's hot set. :meth:`HotArtifacts.archive` copies them to S3 under the usual keys when the run
+is archived, and only then are the Redis keys expired.
+
+The put script writes only if the artifact is absent (the first writer's manifest and
+``createdAt`` win, as with S3) and only while the run is not sealed: once the archive has
+sealed the run, it reads the run's hot set, so a later put must go to S3 instead or it would
+never be archived. The artifact's hash is named by the artifact id alone (a reader has only
+the ref), so the script touches two cluster slots: like the signal stream, the hot tier wants
+a single Redis server (``hot_artifact_limit=0`` on a cluster).
+
+Bytes are kept per artifact, not content-addressed: two artifacts with the same small payload
+hold two copies in Redis, and share one blob once archived.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import redis
+
+from little_dist.errors import InvalidInputError
+from little_dist.ids import artifact_ref
+from little_dist.world.artifacts import payload_sha256
+from little_dist.world.base import ArtifactCorruptError, ArtifactManifest
+from little_dist.world.redis_s3.keys import KeyLayout
+from little_dist.world.redis_s3.redis_calls import LuaScript, redis_errors, text
+from little_dist.world.redis_s3.s3 import S3Objects
+
+__all__ = [
+    "DEFAULT_HOT_ARTIFACT_LIMIT",
+    "PUT_HOT_ARTIFACT",
+    "HotArtifacts",
+    "HotPut",
+    "parse_manifest",
+]
+
+DEFAULT_HOT_ARTIFACT_LIMIT = 16 * 1024
+_PAGE = 500  # artifacts read per pipeline while archiving
+_UPLOADERS = 8  # parallel S3 puts while archiving (boto3's default pool holds 10)
+_ENCODINGS = ("json", "utf-8", "binary")
+
+PUT_HOT_ARTIFACT = """
+-- KEYS: 1 the artifact's hash, 2 the run's hot set, 3 the run's archived marker
+-- ARGV: 1 manifest JSON, 2 the stored bytes, 3 artifact id
+-- Result: 1 stored; 0 the run is sealed and nothing was written (the caller uses S3);
+-- or the manifest JSON already stored under this id (the first writer's, kept).
+local existing = redis.call('HGET', KEYS[1], 'manifest')
+if existing then
+  return existing
+end
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  return 0
+end
+redis.call('HSET', KEYS[1], 'manifest', ARGV[1], 'data', ARGV[2])
+redis.call('SADD', KEYS[2], ARGV[3])
+return 1
+"""
+
+#: What :meth:`HotArtifacts.put` answers: True (stored), None (sealed run: use S3), or the
+#: manifest JSON already stored under the id.
+HotPut = bool | bytes | None
+
+
+class HotArtifacts:
+    """Small artifacts of live runs in Redis (see the module docstring). Thread-safe."""
+
+    def __init__(
+        self, client: redis.Redis, objects: S3Objects, keys: KeyLayout, limit: int
+    ) -> None:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise InvalidInputError(
+                f"hot_artifact_limit must be a whole number of bytes >= 0, got {limit!r}"
+            )
+        self.limit = limit
+        self._redis = client
+        self._s3 = objects
+        self._keys = keys
+        self._put_script = LuaScript(client, PUT_HOT_ARTIFACT)
+        # Typed here once: redis-py leaves execute_command unannotated.
+        self._execute: Callable[..., Any] = client.execute_command
+
+    def accepts(self, size: int) -> bool:
+        """Whether an artifact of ``size`` stored bytes belongs in this tier."""
+        return size <= self.limit and self.limit > 0
+
+    def put(self, manifest: ArtifactManifest, body: bytes, data: bytes) -> HotPut:
+        """Store ``data`` and its manifest JSON ``body`` unless the id is taken or sealed."""
+        keys = self._keys.run(manifest.run_id)
+        with redis_errors(f"put of artifact {manifest.artifact_id}"):
+            result = self._put_script(
+                [self._keys.hot_artifact(manifest.artifact_id), keys.artifacts, keys.archived],
+                [body, data, manifest.artifact_id],
+            )
+        if isinstance(result, bytes):
+            return result
+        return True if int(result) == 1 else None
+
+    def get(self, artifact_id: str) -> tuple[bytes | None, bytes | None] | None:
+        """``(manifest JSON, data)`` of a hot artifact (a field may be missing if tampered
+        with), or None if it is not in Redis."""
+        with redis_errors(f"get of artifact {artifact_id}"):
+            body, data = self._execute(
+                "HMGET", self._keys.hot_artifact(artifact_id), "manifest", "data"
+            )
+        if body is None and data is None:
+            return None
+        return body, data
+
+    def archive(self, run_id: str) -> list[str]:
+        """Copy every hot artifact of a sealed run to S3; the Redis keys to expire after.
+
+        Page by page (memory stays bounded): blobs first, then manifests (a manifest never
+        names a missing blob), all put-if-absent, so archiving again is harmless. An id
+        whose hash is already gone was copied by an earlier archive (expiry is set only
+        after the copy). Bytes that do not match their manifest are refused: a
+        content-addressed blob must hold what its name says.
+        """
+        run_set = self._keys.run(run_id).artifacts
+        what = f"archive of the artifacts of {run_id}"
+        with redis_errors(what):
+            ids = sorted(text(member) for member in self._redis.smembers(run_set))
+        with ThreadPoolExecutor(max_workers=_UPLOADERS) as pool:
+            for start in range(0, len(ids), _PAGE):
+                page = ids[start : start + _PAGE]
+                with redis_errors(what):
+                    pipe = self._redis.pipeline(transaction=False)
+                    for artifact_id in page:
+                        pipe.hmget(self._keys.hot_artifact(artifact_id), "manifest", "data")
+                    rows = pipe.execute()
+                blobs: dict[str, tuple[str, bytes, str]] = {}
+                manifests: list[tuple[str, bytes, str]] = []
+                for artifact_id, (body, data) in zip(page, rows, strict=True):
+                    if body is None and data is None:
+                        continue
+                    sha = _checked_sha256(artifact_id, body, data)
+                    blobs[sha] = (self._keys.blob(sha), data, "application/octet-stream")
+                    manifests.append((self._keys.manifest(artifact_id), body, "application/json"))
+                # list() waits and re-raises the first failure: then nothing is expired.
+                list(pool.map(self._put, blobs.values()))
+                list(pool.map(self._put, manifests))
+        return [run_set, *(self._keys.hot_artifact(artifact_id) for artifact_id in ids)]
+
+    def _put(self, job: tuple[str, bytes, str]) -> bool:
+        return self._s3.put_if_absent(*job)
+
+
+def _checked_sha256(artifact_id: str, body: bytes | None, data: bytes | None) -> str:
+    """The hex sha256 the manifest names, once the stored bytes are checked against it."""
+    ref = artifact_ref(artifact_id)
+    if body is None or data is None:
+        raise ArtifactCorruptError(ref, "its Redis hash lacks the manifest or the bytes")
+    manifest = parse_manifest(ref, body)
+    if manifest.artifact_id != artifact_id:
+        raise ArtifactCorruptError(ref, "the manifest names another artifact")
+    if payload_sha256(data) != manifest.sha256 or len(data) != manifest.size_bytes:
+        raise ArtifactCorruptError(ref, "bytes in Redis do not match the manifest")
+    return manifest.sha256.removeprefix("sha256:")
+
+
+def parse_manifest(ref: str, body: bytes) -> ArtifactManifest:
+    """A stored manifest JSON (Redis or S3), or :class:`ArtifactCorruptError` naming ``ref``."""
+    try:
+        manifest = ArtifactManifest.from_json(json.loads(body))
+    except (ValueError, KeyError, TypeError) as error:
+        raise ArtifactCorruptError(ref, f"malformed manifest: {error}") from error
+    if manifest.encoding not in _ENCODINGS:
+        raise ArtifactCorruptError(ref, f"unknown encoding {manifest.encoding!r}")
+    return manifest
