@@ -142,13 +142,14 @@ def test_a_duplicate_delivery_of_a_finished_run_does_nothing() -> None:
     assert run_id not in runtime.runs
 
 
+@pytest.mark.parametrize("roles", [(), ("worker",)], ids=["queued", "eager"])
 def test_concurrent_branches_of_one_run_share_the_tracker_and_each_runs_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, roles: tuple[str, ...]
 ) -> None:
     effects = tmp_path / "effects.txt"
     monkeypatch.setenv(wf.SIDE_EFFECTS_ENV, str(effects))
     world = CountingWorld()
-    runtime, app = _runtime(world, ToolRegistry([wf.record_branch]))
+    runtime, app = _runtime(world, ToolRegistry([wf.record_branch]), roles=roles)
     doc = wf.fan_out_lwir(max_branches=64, max_concurrency=64)
     keys = [f"k{index}" for index in range(40)]
     run_id = _start(world, app, doc, {"keys": keys, "sleep": 0})
@@ -159,7 +160,10 @@ def test_concurrent_branches_of_one_run_share_the_tracker_and_each_runs_once(
             for result in pool.map(lambda t: _deliver(runtime, t), tasks + tasks):
                 outcomes[result] += 1
     assert world.list_events(run_id)[-1].type == "RunCompleted"
-    assert outcomes["completed"] == len(keys)
+    # Each branch completed once, by its task or as an eager continuation of another.
+    completed = [e for e in world.list_events(run_id) if e.type == "StepCompleted"]
+    assert len(completed) == len(keys) + 1  # and the fan
+    assert outcomes["completed"] <= len(keys)
     assert sorted(effects.read_text().split()) == sorted(keys)
     # Each attempt's dispatch lease was asked for at most once by the submitter and once by
     # the worker process, not once per pending attempt per commit.
@@ -294,3 +298,37 @@ def test_leases_are_taken_in_one_pipeline_on_redis_as_one_by_one(fleet_env: Flee
     assert acquire_leases(world, keys, "third", 30) == [None] * 5
     fresh = acquire_leases(world, ["{run_batch}:dispatch:solo:1"], "me", 30)
     assert calls == ["{run_batch}:dispatch:solo:1"] and fresh[0] is not None
+
+
+def test_the_tracker_folds_only_what_continues_its_sequence() -> None:
+    world = MemoryWorld()
+    run_id = submit_run(world, wf.chain_lwir(2), {})
+    for index in range(6):
+        world.append(run_id, EventInput(type="little.note", payload={"n": index}))
+    events = world.list_events(run_id)
+    assert len(events) >= 7
+    tracker = RunTracker(world, run_id)
+    tracker.fold(events[:2])
+    assert tracker.last_sequence == 2
+    # An append's answer: an already-recorded event, then a new one after a gap (what
+    # another process appended in between): only the contiguous part is folded.
+    answer = [events[2], *events[4:]]
+    tracker.fold(answer)
+    assert tracker.last_sequence == 3
+    # Out of order and overlapping: sorted, deduplicated, folded up to the gap-free end.
+    tracker.fold([events[-1], *events[1:], events[3]])
+    assert tracker.last_sequence == len(events)
+    assert tracker.catch_up().event_count == len(events)
+
+
+def test_threads_committing_in_one_run_advance_it_once() -> None:
+    world = MemoryWorld()
+    tracker = RunTracker(world, submit_run(world, wf.chain_lwir(1), {}))
+    assert tracker.begin_advance()
+    assert not tracker.begin_advance()  # another thread: leaves it to the first ...
+    assert tracker.end_advance()  # ... which looks again
+    assert not tracker.end_advance()  # and is done
+    assert tracker.begin_advance()
+    assert not tracker.begin_advance()
+    assert not tracker.end_advance(failed=True)  # a failed look leaves it to the scheduler
+    assert tracker.begin_advance()

@@ -201,7 +201,7 @@ def test_a_chain_runs_signal_by_signal_and_is_archived(fleet: Fleet) -> None:
             1,
         )
         assert task.queue == fleet.settings.queue_worker
-        # Signals keep coming (the StepScheduled append itself signals): nothing is re-sent.
+        # More looks (a sweep, another signal) find the attempt sent: nothing is re-sent.
         for _ in range(3):
             scheduler.run_once(block_ms=20)
         assert app.sent == []

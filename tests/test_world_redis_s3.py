@@ -327,8 +327,11 @@ def test_appends_signal_the_scheduler_stream(
         # Attempt traces alone cannot make a step ready: recorded, no signal ...
         quiet = [_ev("StepAttemptStarted", stepPath="a"), _ev("harness.tool_call.started")]
         assert [e.sequence for e in signalling.append_batch(RUN, quiet)] == [2, 3]
-        # ... until the commit, which signals with the batch's last sequence.
+        # ... until the commit, which signals with the batch's last sequence ...
         signalling.append_batch(RUN, [_ev("harness.tool_call.succeeded"), _ev("StepCompleted")])
+        # ... unless its writer advances the run itself (a fast-path worker).
+        quiet_commit = [_ev("StepCompleted", stepPath="b")]
+        assert signalling.append_batch(RUN, quiet_commit, signal=False)[0].sequence == 6
         entries: Any = raw_redis.xrange(signals)
         assert [(f[b"run"], f[b"seq"]) for _, f in entries] == [
             (RUN.encode(), b"1"),

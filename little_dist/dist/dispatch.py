@@ -26,7 +26,6 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -38,7 +37,13 @@ from little_dist.run_state import RunState, RunStateBuilder
 from little_dist.runtime import hydrate_events
 from little_dist.scheduling import Decision, RunContext, StepDispatch, decide
 from little_dist.settings import Settings
-from little_dist.world.base import Lease, World, check_lease_request, run_lease_key
+from little_dist.world.base import (
+    Lease,
+    World,
+    check_lease_request,
+    run_lease_key,
+    unique_holder,
+)
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -137,7 +142,7 @@ def _dispatch_won(
     sent: list[StepDispatch] = []
     if not decision.dispatch or state.status in ("completed", "failed"):
         return sent, None
-    me = f"{holder}:{uuid.uuid4().hex[:12]}"
+    me = unique_holder(holder)
     mine = [dispatch for dispatch in decision.dispatch if dispatch.run_id == ctx.run_id]
     leases = acquire_leases(
         world, [dispatch_lease_key(d) for d in mine], me, settings.dispatch_resend_after
@@ -240,7 +245,7 @@ def dispatch_plan(
     ``dispatch_resend_after`` seconds (lease ``{run}:dispatch:plan``); whether it was sent."""
     lease = world.acquire_lease(
         run_lease_key(run_id, "dispatch:plan"),
-        f"{holder}:{uuid.uuid4().hex[:12]}",
+        unique_holder(holder),
         settings.dispatch_resend_after,
     )
     if lease is None:
@@ -307,7 +312,10 @@ class RunTracker:
         self._submitted = False
         self._cancel_requested = False
         self._context: RunContext | None = None
+        self._advancing = False
+        self._look_again = False
         self._lock = threading.Lock()
+        self._read_lock = threading.Lock()
 
     @property
     def last_sequence(self) -> int:
@@ -332,19 +340,46 @@ class RunTracker:
 
     def catch_up(self) -> RunState:
         """Fold the events recorded since the last call; the current state."""
-        with self._lock:
+        # One reader at a time reads what is new (threads of one run would otherwise read the
+        # same events over and over); folds and snapshots do not wait for the read.
+        with self._read_lock:
             events = self.world.list_events(self.run_id, after=self._builder.event_count)
-            self._fold(events)
-            return self._builder.snapshot()
+            with self._lock:
+                self._fold_next(events)
+                return self._builder.snapshot()
 
     def catch_up_step(self, step_path: str) -> tuple[RunState, list[Event]]:
         """Like :meth:`catch_up`, plus the raw events of ``step_path`` folded so far (needs
         ``keep_step_events``), both as of the same sequence."""
-        with self._lock:
+        with self._read_lock:
             events = self.world.list_events(self.run_id, after=self._builder.event_count)
-            self._fold(events)
-            kept = self._step_events.get(step_path, []) if self._step_events is not None else []
-            return self._builder.snapshot(), list(kept)
+            with self._lock:
+                self._fold_next(events)
+                kept = self._step_events.get(step_path, []) if self._step_events else []
+                return self._builder.snapshot(), list(kept)
+
+    def begin_advance(self) -> bool:
+        """Whether the calling thread may advance the run now. While another thread of this
+        process advances it, that one is asked to look again when done, and this is False:
+        16 threads committing branches of one fan-out need one decide, not 16."""
+        with self._lock:
+            if self._advancing:
+                self._look_again = True
+                return False
+            self._advancing = True
+            self._look_again = False
+            return True
+
+    def end_advance(self, *, failed: bool = False) -> bool:
+        """Done advancing; True (still advancing) when a look was asked for meanwhile and the
+        caller must advance again. After a failure the run is left to the next look."""
+        with self._lock:
+            if self._look_again and not failed:
+                self._look_again = False
+                return True
+            self._advancing = False
+            self._look_again = False
+            return False
 
     def step_view(self, step_path: str) -> tuple[RunState, list[Event]]:
         """:meth:`catch_up_step` without reading: the state and step events folded so far."""
@@ -383,11 +418,24 @@ class RunTracker:
                 self._offered.pop((dispatch.step_path, dispatch.attempt, dispatch.kind), None)
 
     def fold(self, events: Sequence[Event]) -> None:
-        """Fold ``events`` that directly follow the folded ones (others are read again)."""
+        """Fold those of ``events`` that directly follow the folded ones (the rest is read
+        again by the next catch-up)."""
         with self._lock:
-            fresh = [e for e in events if e.sequence > self._builder.event_count]
-            if fresh and fresh[0].sequence == self._builder.event_count + 1:
-                self._fold(fresh)
+            self._fold_next(events)
+
+    def _fold_next(self, events: Sequence[Event]) -> None:
+        """Fold the run of ``events`` that continues the folded sequence without a gap.
+
+        ``events`` may be a read that overlaps what another thread folded meanwhile, or an
+        append's answer, which lists already-recorded events (with their older sequences)
+        beside the new ones and may skip what others appended in between.
+        """
+        count = self._builder.event_count
+        fresh = {e.sequence: e for e in events if e.sequence > count}
+        run: list[Event] = []
+        while (following := fresh.get(count + len(run) + 1)) is not None:
+            run.append(following)
+        self._fold(run)
 
     def _fold(self, events: Sequence[Event]) -> None:
         if not events:
@@ -493,7 +541,11 @@ def advance_run(
             if not decision.events:
                 break
             last = tracker.last_sequence
-            recorded = world.append_batch(tracker.run_id, list(decision.events))
+            # The decider acts on its own decision (next round, dispatch below): only the end
+            # of the run needs the scheduler (it archives the run).
+            recorded = world.append_batch(
+                tracker.run_id, list(decision.events), signal=_ends_run(decision)
+            )
             new = [event for event in recorded if event.sequence > last]
             appended += len(new)
             tracker.fold(recorded)
@@ -537,6 +589,10 @@ def advance_run(
     return Advance(state, decision, tuple(sent), appended, _kept(kept) or late)
 
 
+def _ends_run(decision: Decision) -> bool:
+    return any(event.type in ("RunCompleted", "RunFailed") for event in decision.events)
+
+
 def _kept(kept: tuple[StepDispatch, Lease] | None) -> StepDispatch | None:
     return None if kept is None else kept[0]
 
@@ -558,7 +614,7 @@ def _lease_one(
             return None  # this process offered it lately: someone has it
         lease = world.acquire_lease(
             dispatch_lease_key(dispatch),
-            f"{holder}:{uuid.uuid4().hex[:12]}",
+            unique_holder(holder),
             settings.dispatch_resend_after,
         )
         if lease is None:

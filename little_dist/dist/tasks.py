@@ -19,9 +19,14 @@ attempt over and does nothing. Nothing waits on another run while holding a work
 
 Fast path: after a commit the worker advances the run itself
 (:func:`~little_dist.dist.dispatch.advance_run`: decide, append, send what became ready
-under the dispatch leases), so a chain of steps does not wait for a scheduler round trip;
-the scheduler still gets the signal and finds nothing new. ``WorkerRuntime(fast_path=False)``
-(``little worker --no-fast-path``) leaves all of it to the scheduler.
+under the dispatch leases), so a chain of steps does not wait for a scheduler round trip,
+and runs one next step of its roles in the same slot (eager continuation, see
+:meth:`WorkerRuntime.execute`). Its commit then does not signal the scheduler (which would
+only find nothing new); the scheduler's sweep (every few seconds) covers a worker that died
+between its commit and its look. Threads of one process that commit steps of one run at once
+advance it once (:meth:`~little_dist.dist.dispatch.RunTracker.begin_advance`).
+``WorkerRuntime(fast_path=False)`` (``little worker --no-fast-path``) leaves all of it to
+the scheduler, and every commit signals it.
 
 ``little.orchestrate`` resumes a run by advancing it (decide + dispatch): the engine's
 orchestrator waits are suspensions recorded in the log, never a blocked slot.
@@ -29,12 +34,12 @@ orchestrator waits are suspensions recorded in the log, never a blocked slot.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import socket
 import threading
 import time
-import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -65,7 +70,7 @@ from little_dist.scheduling import StepDispatch
 from little_dist.scheduling.context import StepPathError, locate_step
 from little_dist.scheduling.plan import plan_for
 from little_dist.settings import Settings
-from little_dist.world.base import World, run_lease_key
+from little_dist.world.base import World, run_lease_key, unique_holder
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -259,9 +264,12 @@ class WorkerRuntime:
             state=state,
             context=ctx,
             prior_events=step_events,
-            holder=f"{self.name}:{uuid.uuid4().hex[:12]}",
+            holder=unique_holder(self.name),
             keeper=self.keeper,
             on_recorded=fold_recorded,
+            # The fast path advances the run right after the commit: the scheduler need not
+            # look too (its sweep covers a worker that dies in between).
+            signal_commit=not self._fast,
         )
         _log.info("%s %s %s#%d%s: %s", kind, run_id, step_path, attempt, how, outcome.value)
         if outcome not in (AttemptOutcome.completed, AttemptOutcome.failed):
@@ -274,6 +282,10 @@ class WorkerRuntime:
         if advance is not None and advance.done:
             self.runs.forget(run_id)
         return outcome.value, advance.kept if advance is not None else None
+
+    @property
+    def _fast(self) -> bool:
+        return self.fast_path and self.app is not None
 
     def _keeps(self, dispatch: StepDispatch) -> bool:
         """Whether this worker may run ``dispatch`` itself: an attempt of one of its roles."""
@@ -325,7 +337,7 @@ class WorkerRuntime:
             return "unknown_workflow"
         lease = world.acquire_lease(
             run_lease_key(run_id, "plan"),
-            f"{self.name}:{uuid.uuid4().hex[:12]}",
+            unique_holder(self.name),
             self.settings.lease_ttl,
         )
         if lease is None:
@@ -409,24 +421,46 @@ class WorkerRuntime:
         keep: Callable[[StepDispatch], bool] | None = None,
         read: bool = True,
     ) -> Advance | None:
-        """The fast path (``None`` when off or failed: failures are left to the scheduler)."""
+        """The fast path (``None`` when off or failed: failures are left to the scheduler).
+
+        Threads of this process that commit steps of one run at once advance it once: a
+        thread that finds another advancing the run leaves it to that one (which looks
+        again when it is done) and gets ``None``.
+        """
         if (not self.fast_path and not force) or self.app is None:
             return None
+        if not tracker.begin_advance():
+            return None
+        kept: StepDispatch | None = None
         try:
-            return advance_run(
-                self.world,
-                self.app,
-                self.settings,
-                tracker,
-                holder=self.name,
-                keep=keep,
-                read=read,
-            )
+            while True:
+                advance = advance_run(
+                    self.world,
+                    self.app,
+                    self.settings,
+                    tracker,
+                    holder=self.name,
+                    keep=keep if kept is None else None,
+                    read=read,
+                )
+                kept = kept or advance.kept
+                read = True
+                if advance.done or not tracker.end_advance():
+                    break
         except LittleError as error:
+            tracker.end_advance(failed=True)
+            if kept is not None:
+                self._hand_off(kept)
             _log.warning(
                 "fast path for %s: %s (the scheduler will catch up)", tracker.run_id, error
             )
             return None
+        except BaseException:
+            tracker.end_advance(failed=True)
+            raise
+        if advance.done:
+            tracker.end_advance(failed=True)  # nothing more to look at
+        return dataclasses.replace(advance, kept=kept)
 
 
 class RunCache:

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import enum
 import threading
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -58,7 +57,7 @@ from little_dist.runtime.sweep import WORKER_STEP_KINDS, step_lease_key
 from little_dist.scheduling import RunContext, StepDispatch
 from little_dist.scheduling.context import StepLocation, locate_step
 from little_dist.scheduling.plan import StepPlan, output_schema_hash, plan_for, step_output_error
-from little_dist.world.base import World
+from little_dist.world.base import World, unique_holder
 
 if TYPE_CHECKING:
     from little_dist.harness.recorder import EventRecorder, RecordedSink
@@ -103,6 +102,7 @@ def execute_step_attempt(
     keeper: LeaseKeeper | None = None,
     on_recorded: RecordedSink | None = None,
     exclusive: bool = False,
+    signal_commit: bool = True,
 ) -> AttemptOutcome:
     """Execute ``dispatch`` (one attempt of one step); see the module docstring.
 
@@ -121,7 +121,9 @@ def execute_step_attempt(
     lease is held (another worker may have run the attempt between the caller's read and
     our lease), unless ``exclusive``: the caller guarantees that nobody else executes this
     run's attempts (the in-process runner, which holds the run's runner lease and
-    dispatches each attempt once).
+    dispatches each attempt once). ``signal_commit=False`` keeps the commit from signalling
+    the scheduler (see :meth:`~little_dist.world.base.World.append_batch`): the caller
+    advances the run itself right after (a fleet worker's fast path).
     """
     from little_dist.harness.recorder import EventRecorder
 
@@ -129,7 +131,7 @@ def execute_step_attempt(
     path = dispatch.step_path
     attempt = dispatch.attempt
     lease = world.acquire_lease(
-        step_lease_key(run_id, path), holder or f"attempt:{uuid.uuid4().hex}", lease_ttl
+        step_lease_key(run_id, path), holder or unique_holder("attempt"), lease_ttl
     )
     if lease is None:
         return AttemptOutcome.busy
@@ -195,7 +197,7 @@ def execute_step_attempt(
         )
         heartbeat.stop()
         recorded = world.append_batch(
-            run_id, [*recorder.take_pending(), *ending], fence=lease.fence
+            run_id, [*recorder.take_pending(), *ending], fence=lease.fence, signal=signal_commit
         )
         if on_recorded is not None:
             on_recorded(recorded)

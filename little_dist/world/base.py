@@ -44,8 +44,11 @@ Lease times (``expires_at``) come from the world's clock (``clock``, default
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
 import re
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -230,6 +233,7 @@ class World(Protocol):
         *,
         expected_sequence: int | None = None,
         fence: Fence | None = None,
+        signal: bool = True,
     ) -> list[Event]:
         """Append several events atomically (all or none), in order.
 
@@ -237,7 +241,9 @@ class World(Protocol):
         list holds, in input order, the new or previously recorded event for each input. An
         occurrence id repeated inside one batch is recorded once (later inputs get the event
         of the first). ``expected_sequence`` and ``fence`` guard the batch as a whole: on a
-        conflict or a lost lease nothing of it is written.
+        conflict or a lost lease nothing of it is written. ``signal=False`` keeps a world
+        that signals a scheduler on appends (``RedisS3World(signal_stream=...)``) from
+        signalling this one: its writer advances the run itself. Other worlds ignore it.
         """
         ...
 
@@ -327,6 +333,18 @@ def run_lease_key(run_id: str, name: str) -> str:
     hash tag; other worlds treat it as an opaque string.
     """
     return f"{{{run_id}}}:{name}"
+
+
+# Per process: pid for forked pool children (which copy the counter), a random part for a
+# pid reused after a restart. uuid4 per holder cost ~10 us of os.urandom on every attempt.
+_HOLDER_NONCE = uuid.uuid4().hex[:8]
+_holder_serial = itertools.count(1)
+
+
+def unique_holder(name: str) -> str:
+    """``name`` plus a suffix no other call, in this or any process, gets: the holder of
+    a lease taken for one call, so the same process cannot mistake it for another's."""
+    return f"{name}:{os.getpid()}.{_HOLDER_NONCE}.{next(_holder_serial):x}"
 
 
 def validate_version_id(version_id: object) -> str:

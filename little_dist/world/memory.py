@@ -94,7 +94,9 @@ class MemoryWorld:
         *,
         expected_sequence: int | None = None,
         fence: Fence | None = None,
+        signal: bool = True,
     ) -> list[Event]:
+        del signal  # no scheduler to signal
         validate_run_id(run_id)
         prepared = prepare_events(events)
         if not prepared:

@@ -95,7 +95,9 @@ class LocalWorld:
         *,
         expected_sequence: int | None = None,
         fence: Fence | None = None,
+        signal: bool = True,
     ) -> list[Event]:
+        del signal  # no scheduler to signal
         validate_run_id(run_id)
         prepared = prepare_events(events)
         if not prepared:

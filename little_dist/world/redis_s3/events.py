@@ -133,6 +133,7 @@ class EventLog:
         *,
         expected_sequence: int | None = None,
         fence: Fence | None = None,
+        signal: bool = True,
     ) -> list[Event]:
         """Append ``events`` atomically (see :meth:`World.append_batch`)."""
         # A run id this process already wrote to was validated then (an unhashable one
@@ -158,7 +159,8 @@ class EventLog:
         if self._signal_stream:
             # Attempt traces (write-ahead points, call results) cannot make a step ready:
             # only appends that can wake the scheduler (see wakes_scheduler).
-            args.append(run_id if wakes_scheduler(item.type for item in prepared) else "")
+            wakes = signal and wakes_scheduler(item.type for item in prepared)
+            args.append(run_id if wakes else "")
         guessed_ids: list[str] = []
         for index, item in enumerate(prepared):
             event_id = event_id_for_payload_json(

@@ -268,9 +268,10 @@ class RedisS3World:
         *,
         expected_sequence: int | None = None,
         fence: Fence | None = None,
+        signal: bool = True,
     ) -> list[Event]:
         return self._events.append_batch(
-            run_id, events, expected_sequence=expected_sequence, fence=fence
+            run_id, events, expected_sequence=expected_sequence, fence=fence, signal=signal
         )
 
     def last_sequence(self, run_id: str) -> int:
