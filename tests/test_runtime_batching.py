@@ -18,6 +18,7 @@ from little_dist.local_runner import run_version
 from little_dist.run_state import materialize_run_state
 from little_dist.runtime import AttemptOutcome, Capabilities, execute_step_attempt
 from little_dist.runtime.heartbeat import LeaseKeeper
+from little_dist.runtime.sweep import step_lease_key
 from little_dist.tools import ToolRegistry, tool
 from little_dist.world.base import Lease
 from little_dist.world.local import LocalWorld
@@ -161,9 +162,10 @@ def test_a_tool_step_costs_five_writes_in_log_order(tmp_path: Path) -> None:
         "acquire_lease",
         "append_batch",  # write-ahead: started .. tool_call.started
         "append_batch",  # the tool's result
-        "append_batch",  # the commit
-        "release_lease",
+        "append_batch",  # the commit, which releases the step lease in the same call
     ]
+    # Released: another worker takes the step lease at once, not at its expiry.
+    assert inner.acquire_lease(step_lease_key(RUN, "only"), "next", 5.0) is not None
     # Write-ahead: the attempt and the call were in the log while the tool ran.
     assert seen_during_call[2:] == [
         "StepAttemptStarted",
@@ -206,8 +208,8 @@ def test_a_failing_tool_commits_the_pending_events_with_step_failed(tmp_path: Pa
             capabilities=Capabilities(tools=tools),
         )
         assert outcome is AttemptOutcome.failed and calls == [1]
-        # lease, write-ahead, commit (a failed call is not memoized: no result write), release
-        assert world.writes == ["acquire_lease", "append_batch", "append_batch", "release_lease"]
+        # lease, write-ahead, commit + release (a failed call is not memoized: no result write)
+        assert world.writes == ["acquire_lease", "append_batch", "append_batch"]
         assert _types(inner.list_events(RUN)[6:]) == [
             "harness.tool_call.failed",
             "harness.session.failed",

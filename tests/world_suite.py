@@ -519,6 +519,32 @@ class WorldConformance(VersionIndexConformance):
         assert world.acquire_lease("attempt:a", "third", 1.0) is None
         assert world.append(RUN, ev(stepPath="b"), fence=new.fence).sequence == 3
 
+    def test_a_commit_can_release_its_fence_in_the_same_call(self, handle: WorldHandle) -> None:
+        world = handle.world
+        lease = world.acquire_lease("attempt:a", "w", 5.0)
+        assert lease is not None
+        done = world.append_batch(
+            RUN, [ev("StepCompleted", "end:a", stepPath="a")], fence=lease.fence, release=True
+        )
+        assert [e.sequence for e in done] == [1]
+        again = world.acquire_lease("attempt:a", "next", 5.0)  # free at once, not at expiry
+        assert again is not None and again.token > lease.token
+        # A retried commit (already recorded) still releases; a stale fence frees nothing.
+        assert (
+            world.append_batch(
+                RUN, [ev("StepCompleted", "end:a", stepPath="a")], fence=again.fence, release=True
+            )
+            == done
+        )
+        third = world.acquire_lease("attempt:a", "third", 5.0)
+        assert third is not None
+        with pytest.raises(LeaseLostError):
+            world.append_batch(RUN, [ev(stepPath="b")], fence=again.fence, release=True)
+        assert world.acquire_lease("attempt:a", "fourth", 5.0) is None  # third still holds it
+        world.append_batch(RUN, [], fence=third.fence, release=True)  # nothing to write
+        assert world.acquire_lease("attempt:a", "fifth", 5.0) is not None
+        assert world.last_sequence(RUN) == 1
+
     def test_fence_on_an_expired_or_released_lease_is_refused(self, handle: WorldHandle) -> None:
         world = handle.world
         lease = world.acquire_lease("attempt:a", "w", 1.0)

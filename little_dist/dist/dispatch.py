@@ -495,6 +495,10 @@ class Advance:
     #: The attempt the caller's ``keep`` took instead of sending (it holds its dispatch
     #: lease and must run it, or send it with :func:`send_dispatch`).
     kept: StepDispatch | None = None
+    #: ``kept`` was leased before its ``StepScheduled`` existed and this call appended that:
+    #: nobody can have been sent the attempt, so the caller runs it without re-reading the
+    #: log after taking the step lease (``execute_step_attempt(exclusive=True)``).
+    kept_alone: bool = False
 
     @property
     def done(self) -> bool:
@@ -528,11 +532,12 @@ def advance_run(
     decision: Decision | None = None
     appended = 0
     kept: tuple[StepDispatch, Lease] | None = None
+    alone = False
     try:
         for _ in range(_MAX_ROUNDS):
             ctx = tracker.context
             if ctx is None or state.status in ("completed", "failed"):
-                return Advance(state, decision, (), appended, _kept(kept))
+                return Advance(state, decision, (), appended, _kept(kept), alone)
             decision = decide(ctx, state)
             if keep is not None and kept is None:
                 # The attempt to keep is leased before its StepScheduled is appended: the
@@ -554,7 +559,11 @@ def advance_run(
                 state = tracker.state()
             else:
                 state = tracker.catch_up()
-            if not new:
+            if kept is not None and not alone:
+                alone = _schedules(new, kept[0])
+            # Nothing but schedules: the steps decided on are now in flight and settle
+            # nothing, so deciding again would find nothing new.
+            if not new or all(e.type in _SCHEDULE_TYPES for e in decision.events):
                 break
     except BaseException:
         if kept is not None:  # not run after all: let the next look send it now
@@ -563,14 +572,14 @@ def advance_run(
         raise
     ctx = tracker.context
     if decision is None or ctx is None or not decision.dispatch:
-        return Advance(state, decision, (), appended, _kept(kept))
+        return Advance(state, decision, (), appended, _kept(kept), alone)
     # One lease round trip per attempt this process has not offered lately, not per pending
     # attempt per look (a wide fan-out would otherwise cost O(branches) calls per commit).
     # What another process scheduled and never sent is still offered here once, and by the
     # scheduler (which sees every append's signal) and its sweeps.
     fresh = tracker.claim_offers(decision.dispatch, settings.dispatch_resend_after)
     if not fresh:
-        return Advance(state, decision, (), appended, _kept(kept))
+        return Advance(state, decision, (), appended, _kept(kept), alone)
     narrowed = dataclasses.replace(decision, dispatch=tuple(fresh))
     try:
         sent, late = _dispatch_won(
@@ -586,7 +595,16 @@ def advance_run(
     except BaseException:
         tracker.unclaim_offers(fresh)
         raise
-    return Advance(state, decision, tuple(sent), appended, _kept(kept) or late)
+    return Advance(state, decision, tuple(sent), appended, _kept(kept) or late, alone)
+
+
+_SCHEDULE_TYPES: Final = frozenset({"StepScheduled", "ParallelBranchScheduled", "ParallelGroupStarted"})
+
+
+def _schedules(events: Sequence[Event], dispatch: StepDispatch) -> bool:
+    """Whether ``events`` (new ones) hold the ``StepScheduled`` of ``dispatch``."""
+    occurrence = f"sched:{dispatch.step_path}:{dispatch.attempt}"
+    return any(e.type == "StepScheduled" and e.occurrence_id == occurrence for e in events)
 
 
 def _ends_run(decision: Decision) -> bool:

@@ -181,7 +181,7 @@ class WorkerRuntime:
         except InvalidIdError as error:
             _log.error("refused %s for %r: %s", kind, run_id, error)
             return "invalid"
-        outcome, kept = self._attempt(run_id, step_path, attempt, kind, inline=False)
+        outcome, kept, alone = self._attempt(run_id, step_path, attempt, kind, inline=False)
         deadline = time.monotonic() + self.settings.worker_inline_seconds
         steps = 0
         while kept is not None:
@@ -195,8 +195,13 @@ class WorkerRuntime:
                 break
             current = kept
             try:
-                _, kept = self._attempt(
-                    current.run_id, current.step_path, current.attempt, current.kind, inline=True
+                _, kept, alone = self._attempt(
+                    current.run_id,
+                    current.step_path,
+                    current.attempt,
+                    current.kind,
+                    inline=True,
+                    alone=alone,
                 )
             except Exception:
                 # This task's own attempt is committed: the continuation goes back to the
@@ -213,9 +218,17 @@ class WorkerRuntime:
         return outcome
 
     def _attempt(
-        self, run_id: str, step_path: str, attempt: int, kind: DispatchKind, *, inline: bool
-    ) -> tuple[str, StepDispatch | None]:
-        """One attempt; its outcome and the next attempt kept for this worker, if any."""
+        self,
+        run_id: str,
+        step_path: str,
+        attempt: int,
+        kind: DispatchKind,
+        *,
+        inline: bool,
+        alone: bool = False,
+    ) -> tuple[str, StepDispatch | None, bool]:
+        """One attempt; its outcome, the next attempt kept for this worker (if any), and
+        whether nobody else can have been sent that one (:attr:`Advance.kept_alone`)."""
         world = self.world
         tracker = self.runs.get(run_id)
         how = " (inline)" if inline else ""
@@ -229,15 +242,15 @@ class WorkerRuntime:
         if state.status in _TERMINAL:
             self.runs.forget(run_id)
             _log.info("%s %s %s#%d%s: the run is over", kind, run_id, step_path, attempt, how)
-            return AttemptOutcome.already_done.value, None
+            return AttemptOutcome.already_done.value, None, False
         if ctx is None:
             _log.warning("%s %s %s#%d: the run has not started", kind, run_id, step_path, attempt)
-            return "not_started", None
+            return "not_started", None, False
         try:
             step = locate_step(plan_for(ctx.version), step_path).step
         except StepPathError as error:
             _log.error("%s %s: %s", kind, run_id, error)
-            return "invalid", None
+            return "invalid", None, False
         dispatch = StepDispatch(
             run_id=run_id,
             step_path=step_path,
@@ -270,10 +283,12 @@ class WorkerRuntime:
             # The fast path advances the run right after the commit: the scheduler need not
             # look too (its sweep covers a worker that dies in between).
             signal_commit=not self._fast,
+            # An attempt this worker leased before scheduling it: nobody else was sent it.
+            exclusive=inline and alone,
         )
         _log.info("%s %s %s#%d%s: %s", kind, run_id, step_path, attempt, how, outcome.value)
         if outcome not in (AttemptOutcome.completed, AttemptOutcome.failed):
-            return outcome.value, None
+            return outcome.value, None, False
         keep = self._keeps if self.settings.worker_inline_steps > 0 else None
         # The tracker folded the commit: if nothing else came in between, it is as current
         # as a read right after the commit would make it.
@@ -281,7 +296,9 @@ class WorkerRuntime:
         advance = self._advance(tracker, keep=keep, read=not current)
         if advance is not None and advance.done:
             self.runs.forget(run_id)
-        return outcome.value, advance.kept if advance is not None else None
+        if advance is None:
+            return outcome.value, None, False
+        return outcome.value, advance.kept, advance.kept_alone
 
     @property
     def _fast(self) -> bool:
@@ -432,6 +449,7 @@ class WorkerRuntime:
         if not tracker.begin_advance():
             return None
         kept: StepDispatch | None = None
+        alone = False
         try:
             while True:
                 advance = advance_run(
@@ -443,7 +461,8 @@ class WorkerRuntime:
                     keep=keep if kept is None else None,
                     read=read,
                 )
-                kept = kept or advance.kept
+                if kept is None and advance.kept is not None:
+                    kept, alone = advance.kept, advance.kept_alone
                 read = True
                 if advance.done or not tracker.end_advance():
                     break
@@ -460,7 +479,7 @@ class WorkerRuntime:
             raise
         if advance.done:
             tracker.end_advance(failed=True)  # nothing more to look at
-        return dataclasses.replace(advance, kept=kept)
+        return dataclasses.replace(advance, kept=kept, kept_alone=alone)
 
 
 class RunCache:

@@ -20,10 +20,10 @@ The sequence (every write fenced with the step's lease, every event with an occu
    pending events, ``[ArtifactCreated]``, ``StepOutputValidated`` and ``StepCompleted`` — or
    ``StepFailed`` — in one fenced batch whose last event has occurrence ``end:{path}:{n}``:
    an attempt ends once;
-6. release the lease.
+6. release the lease (the commit's append does it in the same call).
 
-A plain ``tool.call`` step thus costs five world writes: the lease, the write-ahead batch
-before the tool, the tool's result, the commit batch and the release.
+A plain ``tool.call`` step thus costs four world writes: the lease, the write-ahead batch
+before the tool, the tool's result, and the commit batch with the release.
 
 A :class:`~little_dist.errors.LeaseLostError` anywhere after step 1 means a newer holder owns
 the step (this worker stalled past its lease and was swept or taken over): the attempt
@@ -136,6 +136,7 @@ def execute_step_attempt(
     if lease is None:
         return AttemptOutcome.busy
     heartbeat: LeaseHeartbeat | KeptLease | None = None
+    released = False
     try:
         if state is None or context is None or prior_events is None:
             events = world.list_events(run_id)
@@ -196,9 +197,20 @@ def execute_step_attempt(
             inline_limit=inline_limit,
         )
         heartbeat.stop()
-        recorded = world.append_batch(
-            run_id, [*recorder.take_pending(), *ending], fence=lease.fence, signal=signal_commit
-        )
+        fence = heartbeat.lease.fence
+        try:
+            # The commit releases the step lease in the same call (one round trip on Redis).
+            recorded = world.append_batch(
+                run_id,
+                [*recorder.take_pending(), *ending],
+                fence=fence,
+                signal=signal_commit,
+                release=True,
+            )
+        except LeaseLostError:
+            released = True
+            raise
+        released = True
         if on_recorded is not None:
             on_recorded(recorded)
         return (
@@ -212,7 +224,8 @@ def execute_step_attempt(
         if heartbeat is not None:
             heartbeat.stop()
             lease = heartbeat.lease
-        world.release_lease(lease)
+        if not released:
+            world.release_lease(lease)
 
 
 def _settled_by(events: Sequence[Event], path: str, attempt: int) -> bool:

@@ -234,6 +234,7 @@ class World(Protocol):
         expected_sequence: int | None = None,
         fence: Fence | None = None,
         signal: bool = True,
+        release: bool = False,
     ) -> list[Event]:
         """Append several events atomically (all or none), in order.
 
@@ -244,6 +245,8 @@ class World(Protocol):
         conflict or a lost lease nothing of it is written. ``signal=False`` keeps a world
         that signals a scheduler on appends (``RedisS3World(signal_stream=...)``) from
         signalling this one: its writer advances the run itself. Other worlds ignore it.
+        ``release=True`` (with ``fence``) releases the fence's lease when the call is over,
+        whatever it wrote or raised (an attempt's commit: one round trip on Redis).
         """
         ...
 

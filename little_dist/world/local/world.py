@@ -96,8 +96,26 @@ class LocalWorld:
         expected_sequence: int | None = None,
         fence: Fence | None = None,
         signal: bool = True,
+        release: bool = False,
     ) -> list[Event]:
         del signal  # no scheduler to signal
+        try:
+            return self._append_batch(
+                run_id, events, expected_sequence=expected_sequence, fence=fence
+            )
+        finally:
+            if release and fence is not None:
+                # Release by key and token: what release_lease checks here.
+                self.release_lease(Lease(fence.key, "", fence.token, 0.0))
+
+    def _append_batch(
+        self,
+        run_id: str,
+        events: Sequence[EventInput],
+        *,
+        expected_sequence: int | None,
+        fence: Fence | None,
+    ) -> list[Event]:
         validate_run_id(run_id)
         prepared = prepare_events(events)
         if not prepared:

@@ -134,6 +134,7 @@ class EventLog:
         expected_sequence: int | None = None,
         fence: Fence | None = None,
         signal: bool = True,
+        release: bool = False,
     ) -> list[Event]:
         """Append ``events`` atomically (see :meth:`World.append_batch`)."""
         # A run id this process already wrote to was validated then (an unhashable one
@@ -144,15 +145,15 @@ class EventLog:
             validate_run_id(run_id)
             run = _Run(self._keys, run_id)
         prepared = prepare_events(events)
-        if not prepared:
-            return []
+        if not prepared and not (release and fence is not None):
+            return []  # (with a lease to release, the script runs and only releases it)
         if expected_sequence is not None and expected_sequence < 0:
             raise InvalidInputError(f"expected_sequence must be >= 0, got {expected_sequence}")
         guess = (expected_sequence if expected_sequence is not None else run.last) + 1
         recorded_at = recorded_at_now()
         args: list[Arg] = [
             "" if expected_sequence is None else expected_sequence,
-            "" if fence is None else self._fence_arg(fence),
+            "" if fence is None else self._fence_arg(fence) + ("!" if release else ""),
             guess,
             recorded_at,
         ]
@@ -357,9 +358,16 @@ class EventLog:
         check_event_window(after, limit)
         if limit == 0:
             return []
-        events = self.stream_events(run_id, after, limit)
-        if events or not self._stream_gone_but_sealed(run_id):
-            return events
+        keys = self._keys.run(run_id)
+        # One round trip: the range, and whether an empty answer means an archived run.
+        with redis_errors(f"read of {run_id}"):
+            pipe = self._redis.pipeline(transaction=False)
+            pipe.xrange(keys.events, min=f"{after + 1}-0", max="+", count=limit)
+            pipe.exists(keys.events)
+            pipe.exists(keys.archived)
+            entries, stream_exists, sealed = pipe.execute()
+        if entries or stream_exists or not sealed:
+            return self._decode_entries(run_id, entries or [])
         archived = self._archives.events(run_id, required=True) or []
         tail = [e for e in archived if e.sequence > after]
         return tail if limit is None else tail[:limit]

@@ -55,7 +55,8 @@ end
 -- KEYS: 1 events stream, 2 occurrence hash, 3 archived marker, then the fence's lease hash
 --       when ARGV[2] is set{signal_key}
 -- ARGV: 1 expected last sequence or '', 2 fence: '' or its token, or token@now-in-ms when
---       the world has its own clock (tests; otherwise Redis TIME judges the lease),
+--       the world has its own clock (tests; otherwise Redis TIME judges the lease), then
+--       '!' to release the lease at the end,
 --       3 guessed first sequence, 4 recordedAt,{signal_arg}
 --       then per event: type, payload JSON, occurrence id or '', guessed event id
 -- Result: last_before (an integer) when every input was appended (input i got
@@ -65,7 +66,21 @@ end
 --         that input's index); or {{'archived'}}, {{'fenced'}}, {{'conflict', last}}.
 local head = {head}
 """
-        + """local per = 4
+        + """-- A fence ending in '!' also releases its lease when the script is done (whatever it
+-- wrote): an attempt's commit and release in one round trip.
+local token, fence_now, release = nil, nil, false
+if ARGV[2] ~= '' then
+  local bang
+  token, fence_now, bang = string.match(ARGV[2], '^(%d+)@?(%d*)(!?)$')
+  release = bang == '!'
+end
+local function done(result)
+  if release and redis.call('HGET', KEYS[4], 'token') == token then
+    redis.call('DEL', KEYS[4])
+  end
+  return result
+end
+local per = 4
 local n = (#ARGV - head) / per
 local events = KEYS[1]
 local last = redis.call('XLEN', events)
@@ -93,25 +108,24 @@ for i = 1, n do
   end
 end
 if fresh == 0 then
-  return {'ok', last, results}
+  return done({'ok', last, results})
 end
 if redis.call('EXISTS', KEYS[3]) == 1 then
-  return {'archived'}
+  return done({'archived'})
 end
-if ARGV[2] ~= '' then
-  local token, now = string.match(ARGV[2], '^(%d+)@?(%d*)$')
-  now = tonumber(now)
+if token then
+  local now = tonumber(fence_now)
   if not now then
     local t = redis.call('TIME')
     now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   end
   local lease = redis.call('HMGET', KEYS[4], 'token', 'exp')
   if lease[1] ~= token or tonumber(lease[2]) <= now then
-    return {'fenced'}
+    return done({'fenced'})
   end
 end
 if ARGV[1] ~= '' and tonumber(ARGV[1]) ~= last then
-  return {'conflict', last}
+  return done({'conflict', last})
 end
 local guess = tonumber(ARGV[3])
 local stamp = ARGV[4]
@@ -147,9 +161,9 @@ end
 """
         + signal
         + """if fresh == n then
-  return last
+  return done(last)
 end
-return {'ok', last, results}
+return done({'ok', last, results})
 """
     )
 

@@ -269,9 +269,15 @@ class RedisS3World:
         expected_sequence: int | None = None,
         fence: Fence | None = None,
         signal: bool = True,
+        release: bool = False,
     ) -> list[Event]:
         return self._events.append_batch(
-            run_id, events, expected_sequence=expected_sequence, fence=fence, signal=signal
+            run_id,
+            events,
+            expected_sequence=expected_sequence,
+            fence=fence,
+            signal=signal,
+            release=release,
         )
 
     def last_sequence(self, run_id: str) -> int:
