@@ -1,16 +1,23 @@
-"""How fast is ``decide``? Calls per second on two mid-run states.
+"""How fast is ``decide``? Calls per second on mid-run states, and whole runs.
 
 - a 200-step chain with 100 steps completed (``decide`` replays the top scope);
 - a 500-branch parallel step (engine cap 1000, ``maxConcurrency`` 50) with 250 branches
   settled and 50 in flight (``decide`` walks the group and drives the in-flight branches).
 
 Also reports the whole-run cost: decide calls while playing every attempt to completion,
-per step. Run: ``.venv/bin/python bench/decide.py``.
+per step. Then a 1000-branch parallel step (``maxConcurrency`` 100), one attempt finished per
+decide as in a live run, three ways: a fresh ``RunContext`` for every call (nothing cached
+across calls), the context kept with ``memoize=False`` (only the branch list is cached: the
+walk of every branch on every call), and the context kept with its parallel memo (the
+default); the mid-run figure is a decide on the state with 500 branches settled and 100 in
+flight. Run: ``.venv/bin/python bench/decide.py``.
 """
 
 from __future__ import annotations
 
+import gc
 import time
+from dataclasses import replace
 from typing import Any
 
 from little_dist.compiler import compile_lwir
@@ -51,8 +58,9 @@ def _tool(step_id: str, needs: list[str] | None = None) -> dict[str, Any]:
 class Runner:
     """Decide, append, and complete dispatched attempts, folding as it goes (no world)."""
 
-    def __init__(self, ctx: RunContext) -> None:
+    def __init__(self, ctx: RunContext, *, fresh_contexts: bool = False) -> None:
         self.ctx = ctx
+        self.fresh_contexts = fresh_contexts  # a new context (empty caches) for every decide
         self.builder = RunStateBuilder(ctx.run_id)
         self.sequence = 0
         self.seen: set[str] = set()
@@ -81,7 +89,8 @@ class Runner:
 
     def round(self, complete: int | None = None) -> bool:
         """One decide; then finish up to ``complete`` dispatched attempts (all by default)."""
-        decision = decide(self.ctx, self.state)
+        ctx = replace(self.ctx) if self.fresh_contexts else self.ctx
+        decision = decide(ctx, self.state)
         self.decides += 1
         for event in decision.events:
             self.add(event.type, event.payload, event.occurrence_id)
@@ -102,7 +111,7 @@ def chain_context(length: int = 200) -> RunContext:
     return RunContext(version, {}, "run_bench_chain")
 
 
-def fan_context(branches: int = 500) -> RunContext:
+def fan_context(branches: int = 500, concurrency: int = 50) -> RunContext:
     step = {
         "id": "p",
         "uses": "parallel",
@@ -111,7 +120,7 @@ def fan_context(branches: int = 500) -> RunContext:
             "cardinality": {"kind": "matches_items"},
             "itemKey": "{{ item.id }}",
             "maxBranches": 100,
-            "maxConcurrency": 50,
+            "maxConcurrency": concurrency,
             "failureMode": "all_settled",
             "fanIn": {"order": "input", "output": "array"},
         },
@@ -123,13 +132,63 @@ def fan_context(branches: int = 500) -> RunContext:
     return RunContext(version, run_input, "run_bench_fan", max_branches_cap=1000)
 
 
-def _rate(ctx: RunContext, state: RunState, seconds: float = 1.0) -> float:
+def _rate(ctx: RunContext, state: RunState, seconds: float = 1.0, fresh: bool = False) -> float:
     calls = 0
     start = time.perf_counter()
     while time.perf_counter() - start < seconds:
-        decide(ctx, state)
+        decide(replace(ctx) if fresh else ctx, state)
         calls += 1
     return calls / (time.perf_counter() - start)
+
+
+def _settled(runner: Runner) -> int:
+    group = runner.state.parallel_groups.get("p")
+    return (
+        0 if group is None else sum(1 for b in group.branches.values() if b.status != "scheduled")
+    )
+
+
+def _whole_run(runner: Runner, complete: int | None) -> tuple[float, int]:
+    """Seconds to play ``runner``'s run to its end, and the steps it completed."""
+    gc.collect()  # start each timed run with the same collector state
+    start = time.perf_counter()
+    while not runner.round(complete):
+        pass
+    elapsed = time.perf_counter() - start
+    return elapsed, sum(1 for s in runner.state.steps.values() if s.status == "completed")
+
+
+def wide_fan() -> None:
+    """1000 branches, maxConcurrency 100: uncached (fresh context per call), memo off, cached."""
+    runner = Runner(fan_context(1000, 100))
+    while _settled(runner) < 500:
+        runner.round(1)
+    state, ctx = runner.state, runner.ctx
+    rates = {
+        "fresh ctx": _rate(ctx, state, fresh=True),
+        "memo off": _rate(replace(ctx, memoize=False), state),
+        "cached": _rate(ctx, state),
+    }
+    print("1000-branch parallel (maxConcurrency 100), 500 settled, 100 in flight, per decide:")
+    print("  " + ", ".join(f"{name} {1000 / rate:.3f} ms" for name, rate in rates.items()))
+    costs: dict[str, float] = {}
+    for name, make, tries in (
+        ("fresh ctx", lambda: Runner(fan_context(1000, 100), fresh_contexts=True), 1),
+        ("memo off", lambda: Runner(replace(fan_context(1000, 100), memoize=False)), 3),
+        ("cached", lambda: Runner(fan_context(1000, 100)), 3),
+    ):
+        for _ in range(tries):  # the best of a few: the box may be busy
+            elapsed, steps = _whole_run(make(), 1)
+            costs[name] = min(costs.get(name, elapsed / steps), elapsed / steps)
+    print(
+        "1000-branch parallel (maxConcurrency 100) whole run, per completed step "
+        "(decide + fold; memo off and cached: best of 3):"
+    )
+    print("  " + ", ".join(f"{name} {cost * 1000:.3f} ms" for name, cost in costs.items()))
+    print(
+        f"  uncached/cached: fresh ctx {costs['fresh ctx'] / costs['cached']:.1f}x, "
+        f"memo off {costs['memo off'] / costs['cached']:.1f}x"
+    )
 
 
 def main() -> None:
@@ -139,15 +198,7 @@ def main() -> None:
     print(f"200-step chain, 100 done: {_rate(chain.ctx, chain.state):10.0f} decide calls/s")
 
     fan = Runner(fan_context())
-    while True:
-        group = fan.state.parallel_groups.get("p")
-        settled = (
-            0
-            if group is None
-            else sum(1 for b in group.branches.values() if b.status != "scheduled")
-        )
-        if settled >= 250:
-            break
+    while _settled(fan) < 250:
         fan.round(complete=10)
     print(f"500-branch parallel, 250 settled: {_rate(fan.ctx, fan.state):7.0f} decide calls/s")
 
@@ -156,15 +207,12 @@ def main() -> None:
         ("500-branch parallel", fan_context(), 1),
     ):
         runner = Runner(ctx)
-        start = time.perf_counter()
-        while not runner.round(complete):
-            pass
-        elapsed = time.perf_counter() - start
-        steps = sum(1 for s in runner.state.steps.values() if s.status == "completed")
+        elapsed, steps = _whole_run(runner, complete)
         print(
             f"{name}: whole run {elapsed * 1000:.0f} ms, {runner.decides} decides, "
             f"{elapsed / steps * 1000:.3f} ms per completed step (decide + fold)"
         )
+    wide_fan()
 
 
 if __name__ == "__main__":

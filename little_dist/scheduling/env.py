@@ -88,6 +88,8 @@ class Env:
     events: list[EventInput] = field(default_factory=list)
     dispatch: list[StepDispatch] = field(default_factory=list)
     _occurrences: set[str] = field(default_factory=set)
+    #: Calls of :meth:`emit`, repeats included (the branch memo keeps only drives that made none).
+    emit_calls: int = 0
 
     def __post_init__(self) -> None:
         steps = self.state.steps
@@ -103,6 +105,7 @@ class Env:
         self.lookup = lookup
 
     def emit(self, event_type: str, payload: dict[str, Any], occurrence_id: str) -> None:
+        self.emit_calls += 1
         if occurrence_id in self._occurrences:
             return
         self._occurrences.add(occurrence_id)

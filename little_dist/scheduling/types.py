@@ -52,6 +52,10 @@ class RunContext:
     - ``cancel_requested``: a ``little.run.cancel_requested`` event was recorded (the fold
       skips engine events, so the caller reads it from the log and sets this);
       ``decide`` then fails the run with causeCode ``cancelled``.
+    - ``memoize``: let ``decide`` remember, on this context, the branches of a parallel step
+      that did not change between calls (see :mod:`little_dist.scheduling.memo`); the
+      decisions are the same either way. ``False`` re-drives every branch on every call (the
+      reference the differential tests and ``bench/decide.py`` compare against).
     """
 
     version: WorkflowVersion
@@ -61,6 +65,7 @@ class RunContext:
     max_crash_retries: int = DEFAULT_MAX_CRASH_RETRIES
     max_branches_cap: int | None = None
     cancel_requested: bool = False
+    memoize: bool = True
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,248 @@
+"""One call's pass over a parallel group's branches: drive those in flight, schedule more.
+
+Two walks with the same outcome (events, dispatches, counts): :func:`walk_all` reads every
+branch record and drives every in-flight branch, every call (``RunContext.memoize`` off: the
+reference); :func:`walk_changed` reads the records through the context's
+:class:`~little_dist.scheduling.walk.Walk` and replays the quiet drives the
+:class:`~little_dist.scheduling.memo.GroupCache` remembers, so a call costs what changed
+since the last one (plus C-level passes over the in-flight branches and the records).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from itertools import chain, compress, count
+from operator import is_not, itemgetter
+from typing import Any
+
+from little_dist.scheduling.branch import Group, drive_branch, is_terminal, record_branch_end
+from little_dist.scheduling.context import Branch, BranchResult, StepView
+from little_dist.scheduling.env import Env
+from little_dist.scheduling.memo import NEVER, FastTable, GroupCache, MemoKey, Recording
+from little_dist.scheduling.walk import Walk
+
+__all__ = ["Tally", "walk_all", "walk_changed"]
+
+# A branch memo in use: the group's cache and this call's interned group inputs.
+_Memo = tuple[GroupCache, MemoKey]
+
+
+def _drive(
+    env: Env, group: Group, branch: Branch, memo: _Memo | None, *, record: bool = True
+) -> BranchResult | None:
+    """Drive one branch; with a memo, replay its last quiet drive when nothing it read changed
+    and (``record``) remember a new quiet one."""
+    if memo is None:
+        return drive_branch(env, group, branch)[1]
+    cache, key = memo
+    if cache.replay(env, key, branch.index):
+        return None
+    if not record:
+        return drive_branch(env, group, branch)[1]
+    return _drive_recorded(env, group, branch, memo)
+
+
+def _drive_recorded(env: Env, group: Group, branch: Branch, memo: _Memo) -> BranchResult | None:
+    """Drive one branch and keep what a later call can use: a quiet drive that left it in
+    flight (to replay), or the result of one that completed it (for the fan-in)."""
+    cache, key = memo
+    recording = Recording(env, cache.reads(branch))
+    result = drive_branch(env, group, branch)[1]
+    if result is None:
+        cache.remember(recording, key, branch.index)
+    elif result.completed:
+        cache.keep_result(recording, key, branch.index, result)
+    else:
+        cache.forget(branch.index)
+    return result
+
+
+@dataclass
+class Tally:
+    """One call's count of a group's branches: in flight, settled, and the failures that
+    decide whether scheduling stops (the first one, and the first with a terminal cause, in
+    branch order for branches already scheduled, then in the order new ones settle)."""
+
+    in_flight: int = 0
+    settled: int = 0
+    fatal: Any = None
+    first_failure: Any = None
+    # The branch indices fatal and first_failure came from.
+    fatal_at: int = -1
+    first_failure_at: int = -1
+    results: dict[int, BranchResult] = field(default_factory=dict)
+    # With the cache: the walk whose recorded failures are not in results yet, and the memo
+    # that may hold the results of branches completed by earlier calls.
+    recorded: Walk | None = None
+    memo: _Memo | None = None
+
+    def all_results(
+        self, env: Env, branches: list[Branch], recorded: Mapping[str, Any]
+    ) -> dict[int, BranchResult]:
+        """``results`` plus the recorded failures and the kept results of recorded completed
+        branches (wanted only for the fan-in; the rest ``_finish`` re-reads)."""
+        results = self.results
+        if self.recorded is not None:
+            for index in self.recorded.failed:
+                record = self.recorded.failures[index]
+                branch = branches[index]
+                results[index] = BranchResult(index, branch.item_key, False, error=record.error)
+            self.recorded = None
+        if self.memo is not None:
+            cache, key = self.memo
+            for branch in branches:
+                if branch.index not in results:
+                    record = recorded.get(branch.branch_path)
+                    if record is not None and record.status == "completed":
+                        kept = cache.kept_result(env, key, branch.index, record)
+                        if kept is not None:
+                            results[branch.index] = kept
+        return results
+
+    def settle(self, result: BranchResult) -> None:
+        self.settled += 1
+        self.results[result.index] = result
+        if not result.completed:
+            if self.first_failure is None:
+                self.first_failure, self.first_failure_at = result.error, result.index
+            if self.fatal is None and is_terminal(result.error):
+                self.fatal, self.fatal_at = result.error, result.index
+
+    def stopped(self, *, fail_fast: bool) -> bool:
+        return self.fatal is not None or (fail_fast and self.first_failure is not None)
+
+
+def _advance(
+    env: Env, group: Group, branch: Branch, result: BranchResult | None, tally: Tally
+) -> None:
+    if result is None:
+        tally.in_flight += 1
+    else:
+        record_branch_end(env, group, branch, result)
+        tally.settle(result)
+
+
+def _schedule(
+    env: Env,
+    group: Group,
+    unscheduled: Iterable[Branch],
+    tally: Tally,
+    memo: _Memo | None,
+) -> None:
+    """Schedule unscheduled branches in item order while below ``maxConcurrency``."""
+    config = group.step.parallel
+    assert config is not None
+    fail_fast = config.failure_mode == "fail_fast"
+    for branch in unscheduled:
+        if tally.stopped(fail_fast=fail_fast) or tally.in_flight >= config.max_concurrency:
+            break
+        env.emit(
+            "ParallelBranchScheduled",
+            {
+                **group.base(),
+                "branchPath": branch.branch_path,
+                "itemKey": branch.item_key,
+                "branchIndex": branch.index,
+            },
+            f"pbranch:{branch.branch_path}",
+        )
+        # A branch scheduled now schedules its first steps (events): not worth recording.
+        _advance(env, group, branch, _drive(env, group, branch, memo, record=False), tally)
+
+
+def walk_all(env: Env, group: Group, recorded: Mapping[str, Any]) -> Tally:
+    """Every branch, every call: the reference walk (``RunContext.memoize`` off)."""
+    tally = Tally()
+    unscheduled: list[Branch] = []
+    for branch in group.branches:
+        known = recorded.get(branch.branch_path)
+        if known is None:
+            unscheduled.append(branch)
+        elif known.status == "failed":
+            tally.settle(BranchResult(branch.index, branch.item_key, False, error=known.error))
+        elif known.status == "completed":
+            tally.settled += 1
+        else:
+            _advance(env, group, branch, _drive(env, group, branch, None), tally)
+    _schedule(env, group, unscheduled, tally, None)
+    return tally
+
+
+def _views_at(env: Env, paths: tuple[str, ...]) -> tuple[StepView | None, ...]:
+    """What ``env.lookup`` gives for each of ``paths`` (two or more), subscripting the
+    state's steps at C speed when no overlay is in the way (empty table slots name the
+    parallel step itself, which the state has)."""
+    if env.overlay:
+        return tuple(map(env.lookup, paths))
+    steps = env.state.steps
+    try:
+        found: tuple[StepView | None, ...] = itemgetter(*paths)(steps)
+    except KeyError:
+        return tuple(map(steps.get, paths))
+    return found
+
+
+def _replay_active(
+    env: Env, group: Group, active: list[int], memo: _Memo, table: FastTable, tally: Tally
+) -> None:
+    """Drive the in-flight branches ``active`` in order, replaying the unchanged ones.
+
+    The fast table is read in C-level passes: every branch's remembered path is looked up at
+    once and compared with the remembered view; only the mismatches (changed, or without a
+    single-path memo) go through :func:`_drive`, between runs of replayed dispatches.
+    """
+    if len(active) < 2:  # nothing to gain from the table
+        for index in active:
+            branch = group.branches[index]
+            _advance(env, group, branch, _drive(env, group, branch, memo), tally)
+        return
+    cache = memo[0]
+    paths, views, dispatches = cache.gather(table, active)
+    # A branch only reads its own paths and top-level steps, and only writes its own paths in
+    # the overlay: with no overlay at the start, the state's steps answer every check.
+    now = _views_at(env, paths)
+    dirty: Iterable[int] = () if now == views else compress(count(), map(is_not, now, views))
+    extend = env.dispatch.extend
+    branches = group.branches
+    start = 0
+    for position in dirty:
+        if position > start:
+            extend(chain.from_iterable(dispatches[start:position]))
+            tally.in_flight += position - start
+        branch = branches[active[position]]
+        if views[position] is NEVER:  # no fast entry: maybe a memo of several paths
+            result = _drive(env, group, branch, memo)
+        else:
+            result = _drive_recorded(env, group, branch, memo)
+        _advance(env, group, branch, result, tally)
+        start = position + 1
+    if start < len(active):
+        extend(chain.from_iterable(dispatches[start:]))
+        tally.in_flight += len(active) - start
+
+
+def walk_changed(env: Env, group: Group, cache: GroupCache, recorded_group: Any) -> Tally:
+    """The same walk over the cache's sorted records: only in-flight branches are visited
+    (replayed when unchanged); recorded failures are read from the sorted lists."""
+    walk = cache.walk_for(recorded_group)
+    branches = group.branches
+    tally = Tally()
+    key = cache.key_for(group.step, group.extra)
+    table = cache.table_for(key)
+    _replay_active(env, group, walk.active, (cache, key), table, tally)
+    # _walk_all settles recorded failures and in-flight branches in one pass in branch order,
+    # keeping the first error that is not None and the first terminal one: the lowest index
+    # among the recorded ones (flagged, terminal) and the in-flight ones that settled now.
+    tally.recorded = walk
+    tally.memo = (cache, key)
+    tally.settled += walk.completed + len(walk.failed)
+    if walk.flagged and (tally.first_failure is None or walk.flagged[0] < tally.first_failure_at):
+        tally.first_failure_at = walk.flagged[0]
+        tally.first_failure = walk.failures[tally.first_failure_at].error
+    if walk.terminal and (tally.fatal is None or walk.terminal[0] < tally.fatal_at):
+        tally.fatal_at = walk.terminal[0]
+        tally.fatal = walk.failures[tally.fatal_at].error
+    _schedule(env, group, (branches[i] for i in walk.unscheduled), tally, (cache, key))
+    cache.hint = tuple(tally.results)
+    return tally
