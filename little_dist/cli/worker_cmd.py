@@ -132,11 +132,12 @@ def run(args: argparse.Namespace) -> int:
     runtime = WorkerRuntime(settings, registry=registry, fast_path=args.fast_path, roles=args.roles)
     app = make_celery_app(settings, runtime=runtime)
     queues = ",".join(settings.queue_for(role) for role in args.roles)
+    pool = args.pool or settings.worker_pool
     argv = [
         "worker",
         f"--hostname={args.hostname or default_node_name()}",
         f"--queues={queues}",
-        f"--pool={args.pool or settings.worker_pool}",
+        f"--pool={pool}",
         f"--concurrency={args.concurrency or settings.worker_concurrency}",
         f"--prefetch-multiplier={args.prefetch_multiplier or settings.worker_prefetch_multiplier}",
         f"--loglevel={args.loglevel.upper()}",
@@ -151,6 +152,14 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
         flush=True,
     )
+    if pool == "prefork":
+        from celery.signals import worker_process_init
+
+        # Each pool child opens its own world once it is forked (connections do not survive
+        # a fork), before its first task.
+        worker_process_init.connect(lambda **_: runtime.warm(), weak=False)
+    else:
+        runtime.warm()  # threads and solo share this process's world: open it before tasks
     try:
         code = app.start(argv=argv)
     finally:

@@ -35,6 +35,7 @@ from little_dist.compiler import WorkflowVersion
 from little_dist.events import Event
 from little_dist.run_state import RunState, RunStateBuilder
 from little_dist.runtime import hydrate_events
+from little_dist.runtime.sweep import step_lease_key
 from little_dist.scheduling import Decision, RunContext, StepDispatch, decide
 from little_dist.settings import Settings
 from little_dist.world.base import (
@@ -496,9 +497,12 @@ class Advance:
     #: lease and must run it, or send it with :func:`send_dispatch`).
     kept: StepDispatch | None = None
     #: ``kept`` was leased before its ``StepScheduled`` existed and this call appended that:
-    #: nobody can have been sent the attempt, so the caller runs it without re-reading the
-    #: log after taking the step lease (``execute_step_attempt(exclusive=True)``).
+    #: nobody can have run the attempt, so the caller runs it without re-reading the log
+    #: (``execute_step_attempt(exclusive=True)``).
     kept_alone: bool = False
+    #: The step lease of ``kept`` when this call took it (the caller runs the attempt under
+    #: it: ``execute_step_attempt(lease=...)``, or releases it before sending the task).
+    kept_lease: Lease | None = None
 
     @property
     def done(self) -> bool:
@@ -537,11 +541,11 @@ def advance_run(
         for _ in range(_MAX_ROUNDS):
             ctx = tracker.context
             if ctx is None or state.status in ("completed", "failed"):
-                return Advance(state, decision, (), appended, _kept(kept), alone)
+                return _advanced(state, decision, (), appended, kept, alone)
             decision = decide(ctx, state)
             if keep is not None and kept is None:
-                # The attempt to keep is leased before its StepScheduled is appended: the
-                # append is what others (the scheduler) could race to send it after.
+                # The attempt to keep is leased before its StepScheduled is appended: nobody
+                # can run it but this caller, even if a sweep sends its task meanwhile.
                 kept = _lease_one(world, settings, tracker, decision, keep, holder)
             if not decision.events:
                 break
@@ -572,14 +576,14 @@ def advance_run(
         raise
     ctx = tracker.context
     if decision is None or ctx is None or not decision.dispatch:
-        return Advance(state, decision, (), appended, _kept(kept), alone)
+        return _advanced(state, decision, (), appended, kept, alone)
     # One lease round trip per attempt this process has not offered lately, not per pending
     # attempt per look (a wide fan-out would otherwise cost O(branches) calls per commit).
     # What another process scheduled and never sent is still offered here once, and by the
     # scheduler (which sees every append's signal) and its sweeps.
     fresh = tracker.claim_offers(decision.dispatch, settings.dispatch_resend_after)
     if not fresh:
-        return Advance(state, decision, (), appended, _kept(kept), alone)
+        return _advanced(state, decision, (), appended, kept, alone)
     narrowed = dataclasses.replace(decision, dispatch=tuple(fresh))
     try:
         sent, late = _dispatch_won(
@@ -594,8 +598,12 @@ def advance_run(
         )
     except BaseException:
         tracker.unclaim_offers(fresh)
+        if kept is not None:
+            world.release_lease(kept[1])
         raise
-    return Advance(state, decision, tuple(sent), appended, _kept(kept) or late, alone)
+    if kept is None and late is not None:
+        return Advance(state, decision, tuple(sent), appended, late)
+    return _advanced(state, decision, tuple(sent), appended, kept, alone)
 
 
 _SCHEDULE_TYPES: Final = frozenset({"StepScheduled", "ParallelBranchScheduled", "ParallelGroupStarted"})
@@ -611,8 +619,17 @@ def _ends_run(decision: Decision) -> bool:
     return any(event.type in ("RunCompleted", "RunFailed") for event in decision.events)
 
 
-def _kept(kept: tuple[StepDispatch, Lease] | None) -> StepDispatch | None:
-    return None if kept is None else kept[0]
+def _advanced(
+    state: RunState,
+    decision: Decision | None,
+    sent: tuple[StepDispatch, ...],
+    appended: int,
+    kept: tuple[StepDispatch, Lease] | None,
+    alone: bool,
+) -> Advance:
+    if kept is None:
+        return Advance(state, decision, sent, appended)
+    return Advance(state, decision, sent, appended, kept[0], alone, kept[1])
 
 
 def _lease_one(
@@ -623,19 +640,27 @@ def _lease_one(
     keep: Callable[[StepDispatch], bool],
     holder: str,
 ) -> tuple[StepDispatch, Lease] | None:
-    """The first of ``decision``'s dispatches ``keep`` accepts, if its dispatch lease is won
-    (it is then marked offered, so the dispatch that follows does not send it)."""
+    """The first attempt ``decision`` schedules that ``keep`` accepts, with its step lease if
+    won (it is then marked offered, so the dispatch that follows does not send it).
+
+    The step lease, not the dispatch lease: the caller runs the attempt under it at once
+    (one lease round trip per step instead of two). A task for the attempt that someone
+    sends meanwhile (a sweep) finds the step busy, or the attempt over.
+    """
+    scheduling = {e.occurrence_id for e in decision.events if e.type == "StepScheduled"}
     for dispatch in decision.dispatch:
         if dispatch.run_id != tracker.run_id or not keep(dispatch):
             continue
+        if f"sched:{dispatch.step_path}:{dispatch.attempt}" not in scheduling:
+            continue  # scheduled before: its task was sent (or is the sweep's to send)
         if not tracker.claim_offers([dispatch], settings.dispatch_resend_after):
             return None  # this process offered it lately: someone has it
         lease = world.acquire_lease(
-            dispatch_lease_key(dispatch),
+            step_lease_key(dispatch.run_id, dispatch.step_path),
             unique_holder(holder),
-            settings.dispatch_resend_after,
+            settings.lease_ttl,
         )
         if lease is None:
-            return None  # another process sends it
+            return None  # another worker runs it
         return dispatch, lease
     return None

@@ -34,6 +34,7 @@ orchestrator waits are suspensions recorded in the log, never a blocked slot.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -153,6 +154,12 @@ class WorkerRuntime:
                 self._registry = load_registry(self.settings.app)
             return self._registry
 
+    def warm(self) -> None:
+        """Open the world, the app registry and the lease keeper now, so the first task does
+        not pay for them (a boto3 client alone takes a few hundred milliseconds)."""
+        self.keeper  # noqa: B018 - opens the world too
+        self.registry  # noqa: B018
+
     def close(self) -> None:
         with self._lock:
             if self._keeper is not None:
@@ -181,7 +188,7 @@ class WorkerRuntime:
         except InvalidIdError as error:
             _log.error("refused %s for %r: %s", kind, run_id, error)
             return "invalid"
-        outcome, kept, alone = self._attempt(run_id, step_path, attempt, kind, inline=False)
+        outcome, kept = self._attempt(run_id, step_path, attempt, kind)
         deadline = time.monotonic() + self.settings.worker_inline_seconds
         steps = 0
         while kept is not None:
@@ -194,26 +201,23 @@ class WorkerRuntime:
                 self._hand_off(kept)
                 break
             current = kept
+            step = current.kept
+            assert step is not None
             try:
-                _, kept, alone = self._attempt(
-                    current.run_id,
-                    current.step_path,
-                    current.attempt,
-                    current.kind,
-                    inline=True,
-                    alone=alone,
+                _, kept = self._attempt(
+                    step.run_id, step.step_path, step.attempt, step.kind, continued=current
                 )
             except Exception:
                 # This task's own attempt is committed: the continuation goes back to the
                 # queue (the worker that gets it finds it busy, done, or to be continued).
                 _log.exception(
                     "%s %s %s#%d (inline) raised; sending it to the queue",
-                    current.kind,
-                    current.run_id,
-                    current.step_path,
-                    current.attempt,
+                    step.kind,
+                    step.run_id,
+                    step.step_path,
+                    step.attempt,
                 )
-                self._hand_off(current)
+                self._hand_off(current)  # (releasing a lease already released is harmless)
                 break
         return outcome
 
@@ -224,11 +228,11 @@ class WorkerRuntime:
         attempt: int,
         kind: DispatchKind,
         *,
-        inline: bool,
-        alone: bool = False,
-    ) -> tuple[str, StepDispatch | None, bool]:
-        """One attempt; its outcome, the next attempt kept for this worker (if any), and
-        whether nobody else can have been sent that one (:attr:`Advance.kept_alone`)."""
+        continued: Advance | None = None,
+    ) -> tuple[str, Advance | None]:
+        """One attempt; its outcome, and the advance that kept a next attempt for this
+        worker (``continued``: the one that kept this attempt, when it runs inline)."""
+        inline = continued is not None
         world = self.world
         tracker = self.runs.get(run_id)
         how = " (inline)" if inline else ""
@@ -242,15 +246,18 @@ class WorkerRuntime:
         if state.status in _TERMINAL:
             self.runs.forget(run_id)
             _log.info("%s %s %s#%d%s: the run is over", kind, run_id, step_path, attempt, how)
-            return AttemptOutcome.already_done.value, None, False
+            self._release_kept(continued)
+            return AttemptOutcome.already_done.value, None
         if ctx is None:
             _log.warning("%s %s %s#%d: the run has not started", kind, run_id, step_path, attempt)
-            return "not_started", None, False
+            self._release_kept(continued)
+            return "not_started", None
         try:
             step = locate_step(plan_for(ctx.version), step_path).step
         except StepPathError as error:
             _log.error("%s %s: %s", kind, run_id, error)
-            return "invalid", None, False
+            self._release_kept(continued)
+            return "invalid", None
         dispatch = StepDispatch(
             run_id=run_id,
             step_path=step_path,
@@ -283,12 +290,13 @@ class WorkerRuntime:
             # The fast path advances the run right after the commit: the scheduler need not
             # look too (its sweep covers a worker that dies in between).
             signal_commit=not self._fast,
-            # An attempt this worker leased before scheduling it: nobody else was sent it.
-            exclusive=inline and alone,
+            # An attempt this worker leased before scheduling it: nobody else can run it.
+            exclusive=continued is not None and continued.kept_alone,
+            held_lease=continued.kept_lease if continued is not None else None,
         )
         _log.info("%s %s %s#%d%s: %s", kind, run_id, step_path, attempt, how, outcome.value)
         if outcome not in (AttemptOutcome.completed, AttemptOutcome.failed):
-            return outcome.value, None, False
+            return outcome.value, None
         keep = self._keeps if self.settings.worker_inline_steps > 0 else None
         # The tracker folded the commit: if nothing else came in between, it is as current
         # as a read right after the commit would make it.
@@ -296,9 +304,9 @@ class WorkerRuntime:
         advance = self._advance(tracker, keep=keep, read=not current)
         if advance is not None and advance.done:
             self.runs.forget(run_id)
-        if advance is None:
-            return outcome.value, None, False
-        return outcome.value, advance.kept, advance.kept_alone
+        if advance is None or advance.kept is None:
+            return outcome.value, None
+        return outcome.value, advance
 
     @property
     def _fast(self) -> bool:
@@ -308,12 +316,18 @@ class WorkerRuntime:
         """Whether this worker may run ``dispatch`` itself: an attempt of one of its roles."""
         return dispatch.role in self.roles
 
-    def _hand_off(self, dispatch: StepDispatch) -> None:
-        """Send a kept attempt to its queue (best effort: its dispatch lease expires, and
-        the scheduler's next look sends it, if this fails)."""
-        if self.app is None:
+    def _release_kept(self, continued: Advance | None) -> None:
+        if continued is not None and continued.kept_lease is not None:
+            self.world.release_lease(continued.kept_lease)
+
+    def _hand_off(self, advance: Advance) -> None:
+        """Send a kept attempt to its queue, freeing the step lease taken for it (best
+        effort: if this fails, the scheduler's sweep sends it)."""
+        dispatch = advance.kept
+        if self.app is None or dispatch is None:
             return
         try:
+            self._release_kept(advance)
             send_dispatch(self.app, self.settings, dispatch)
         except Exception:
             _log.exception(
@@ -448,8 +462,7 @@ class WorkerRuntime:
             return None
         if not tracker.begin_advance():
             return None
-        kept: StepDispatch | None = None
-        alone = False
+        kept: Advance | None = None
         try:
             while True:
                 advance = advance_run(
@@ -462,7 +475,7 @@ class WorkerRuntime:
                     read=read,
                 )
                 if kept is None and advance.kept is not None:
-                    kept, alone = advance.kept, advance.kept_alone
+                    kept = advance
                 read = True
                 if advance.done or not tracker.end_advance():
                     break
@@ -476,10 +489,16 @@ class WorkerRuntime:
             return None
         except BaseException:
             tracker.end_advance(failed=True)
+            with contextlib.suppress(Exception):
+                self._release_kept(kept)
             raise
         if advance.done:
             tracker.end_advance(failed=True)  # nothing more to look at
-        return dataclasses.replace(advance, kept=kept, kept_alone=alone)
+        if kept is None:
+            return advance
+        return dataclasses.replace(
+            advance, kept=kept.kept, kept_alone=kept.kept_alone, kept_lease=kept.kept_lease
+        )
 
 
 class RunCache:

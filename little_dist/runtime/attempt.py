@@ -57,7 +57,7 @@ from little_dist.runtime.sweep import WORKER_STEP_KINDS, step_lease_key
 from little_dist.scheduling import RunContext, StepDispatch
 from little_dist.scheduling.context import StepLocation, locate_step
 from little_dist.scheduling.plan import StepPlan, output_schema_hash, plan_for, step_output_error
-from little_dist.world.base import World, unique_holder
+from little_dist.world.base import Lease, World, unique_holder
 
 if TYPE_CHECKING:
     from little_dist.harness.recorder import EventRecorder, RecordedSink
@@ -103,6 +103,7 @@ def execute_step_attempt(
     on_recorded: RecordedSink | None = None,
     exclusive: bool = False,
     signal_commit: bool = True,
+    held_lease: Lease | None = None,
 ) -> AttemptOutcome:
     """Execute ``dispatch`` (one attempt of one step); see the module docstring.
 
@@ -123,14 +124,16 @@ def execute_step_attempt(
     run's attempts (the in-process runner, which holds the run's runner lease and
     dispatches each attempt once). ``signal_commit=False`` keeps the commit from signalling
     the scheduler (see :meth:`~little_dist.world.base.World.append_batch`): the caller
-    advances the run itself right after (a fleet worker's fast path).
+    advances the run itself right after (a fleet worker's fast path). ``held_lease``: the
+    step lease (``{run}:step:{path}``, for ``lease_ttl``) the caller took already; it is
+    released like one taken here.
     """
     from little_dist.harness.recorder import EventRecorder
 
     run_id = dispatch.run_id
     path = dispatch.step_path
     attempt = dispatch.attempt
-    lease = world.acquire_lease(
+    lease = held_lease or world.acquire_lease(
         step_lease_key(run_id, path), holder or unique_holder("attempt"), lease_ttl
     )
     if lease is None:
