@@ -147,8 +147,11 @@ def start_run(
     return run_id, version
 
 
-def execute(world: RedisS3World, version: WorkflowVersion, task: SentTask) -> AttemptOutcome:
-    """Run one captured task the way a worker would."""
+def execute(
+    world: RedisS3World, version: WorkflowVersion, task: SentTask, *, signal: bool = True
+) -> AttemptOutcome:
+    """Run one captured task the way a worker would (``signal=False``: a fast-path worker,
+    whose commit does not wake the scheduler)."""
     dispatch = StepDispatch(
         run_id=task.run_id,
         step_path=task.step_path,
@@ -158,7 +161,12 @@ def execute(world: RedisS3World, version: WorkflowVersion, task: SentTask) -> At
         kind="execute_step",
     )
     return execute_step_attempt(
-        world, dispatch, version=version, capabilities=CAPABILITIES, lease_ttl=2.0
+        world,
+        dispatch,
+        version=version,
+        capabilities=CAPABILITIES,
+        lease_ttl=2.0,
+        signal_commit=signal,
     )
 
 
@@ -224,6 +232,28 @@ def test_a_chain_runs_signal_by_signal_and_is_archived(fleet: Fleet) -> None:
         fleet.world.append(run_id, EventInput(type="little.test.late", payload={}))
     # Every signal was acknowledged.
     assert pending_count(fleet) == 0
+
+
+def test_a_fast_path_worker_that_dies_after_its_commit_is_covered_by_the_sweep(
+    fleet: Fleet,
+) -> None:
+    app = CaptureApp()
+    scheduler = fleet.scheduler(app)
+    run_id, version = start_run(fleet.world, chain_lwir(2), {})
+    scheduler.start()
+    spin(scheduler, lambda: bool(app.sent))
+    (first,) = app.take()
+    # A fast-path worker commits quietly, then dies before advancing the run itself.
+    assert execute(fleet.world, version, first, signal=False) is AttemptOutcome.completed
+    for _ in range(3):
+        scheduler.run_once(block_ms=20)
+    assert app.sent == []  # no signal: the scheduler did not look
+    swept = scheduler.sweep_all()
+    assert swept.get(run_id) == []  # nothing to fail: s0 ended, s1 is sent
+    (second,) = app.take()
+    assert (second.step_path, second.attempt) == ("s1", 1)
+    assert execute(fleet.world, version, second) is AttemptOutcome.completed
+    spin(scheduler, lambda: events_of(fleet.world, run_id)[-1].type == "RunCompleted")
 
 
 def test_decisions_are_appended_once_by_two_schedulers_racing(fleet: Fleet) -> None:
