@@ -40,6 +40,7 @@ from little_dist.dist.dispatch import (
     CANCEL_EVENT_TYPE,
     SUBMITTED_EVENT_TYPE,
     RunTracker,
+    VersionCache,
     advance_run,
     dispatch_plan,
 )
@@ -274,7 +275,11 @@ def submit_run(
     if not any(event.type == "RunStarted" for event in events):
         _start(world, run_id, version, run_input)
     if app is not None and settings is not None:
-        tracker = RunTracker(world, run_id, max_branches_cap=settings.max_branches_cap)
+        versions = VersionCache()
+        versions.put(version)  # in hand: the tracker need not read it back
+        tracker = RunTracker(
+            world, run_id, versions=versions, max_branches_cap=settings.max_branches_cap
+        )
         advance_run(world, app, settings, tracker, holder=holder)
     return run_id
 

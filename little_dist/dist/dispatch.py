@@ -267,6 +267,14 @@ class VersionCache:
         self._versions: OrderedDict[str, WorkflowVersion] = OrderedDict()
         self._lock = threading.Lock()
 
+    def put(self, version: WorkflowVersion) -> None:
+        """Remember a version the caller has in hand (no read of the world later)."""
+        with self._lock:
+            self._versions[version.id] = version
+            self._versions.move_to_end(version.id)
+            while len(self._versions) > self._size:
+                self._versions.popitem(last=False)
+
     def get(self, world: World, version_id: str) -> WorkflowVersion:
         with self._lock:
             found = self._versions.get(version_id)

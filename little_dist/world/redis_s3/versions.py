@@ -28,6 +28,8 @@ from little_dist.world.redis_s3.s3 import S3Objects
 
 __all__ = ["VersionStore"]
 
+_REMEMBERED = 4096  # registered version ids a process remembers
+
 
 class VersionStore:
     """Register, read and index workflow versions."""
@@ -37,6 +39,9 @@ class VersionStore:
         self._s3 = objects
         self._keys = keys
         self._index_script = LuaScript(client, scripts.INDEX_VERSION)
+        # Versions this process registered (id -> digest): immutable and never deleted, so
+        # submitting the same workflow again skips the claim and the S3 put.
+        self._registered: dict[str, str] = {}
 
     def register(self, version_id: str, document: dict[str, Any]) -> None:
         validate_version_id(version_id)
@@ -44,6 +49,13 @@ class VersionStore:
             raise InvalidInputError(f"A workflow version document must be an object: {version_id}")
         body = canonical_json(document)
         digest = sha256_hex_text(body)
+        known = self._registered.get(version_id)
+        if known == digest:
+            return
+        if known is not None:
+            raise ConflictError(
+                f"Workflow version {version_id} is already registered with a different document"
+            )
         key = self._keys.version(version_id)
         with redis_errors(f"registration of version {version_id}"):
             # The claim is the compare-and-set (S3 If-Match is not race-safe everywhere);
@@ -57,6 +69,9 @@ class VersionStore:
         self._s3.put_if_absent(
             self._keys.version_document(version_id), body.encode("utf-8"), "application/json"
         )
+        if len(self._registered) >= _REMEMBERED:
+            self._registered.clear()
+        self._registered[version_id] = digest
 
     def get(self, version_id: str) -> dict[str, Any]:
         validate_version_id(version_id)
