@@ -52,6 +52,7 @@ __all__ = [
     "running_key",
     "screening",
     "screening_paths",
+    "slow_chain",
 ]
 
 FX_REDIS_ENV = "LITTLE_FLEET_FX_REDIS"
@@ -243,6 +244,27 @@ def _chain_plan(length: int) -> dict[str, Any]:
     )
 
 
+def _slow_chain_plan(length: int) -> dict[str, Any]:
+    steps = [
+        _effect_step(f"s{index}", f"s{index}", **({"needs": [f"s{index - 1}"]} if index else {}))
+        for index in range(length)
+    ]
+    return _doc(
+        "fleet.slow-chain",
+        steps,
+        input_schema=_SLOW_CHAIN_INPUT,
+        output_schema={"type": "object"},
+        tools=["effect"],
+        models=[],
+    )
+
+
+_SLOW_CHAIN_INPUT = {
+    "type": "object",
+    "required": ["run", "sleep"],
+    "properties": {"run": {"type": "string"}, "sleep": {"type": "number"}},
+}
+
 _KEYS_INPUT = {
     "type": "object",
     "required": ["keys"],
@@ -299,6 +321,16 @@ chain100 = define_workflow(
     model=_SLOT,
     tools=[noop],
     plan=_chain_plan(BENCH_CHAIN_STEPS),
+)
+
+slow_chain = define_workflow(
+    id="fleet.slow-chain",
+    description="A chain of eight counted side effects that each take input.sleep seconds.",
+    input=_SLOW_CHAIN_INPUT,
+    output={"type": "object"},
+    model=_SLOT,
+    tools=[effect],
+    plan=_slow_chain_plan(8),
 )
 
 fan1000 = define_workflow(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -37,6 +38,7 @@ from tests.fleet_app import (
     running_key,
     screening,
     screening_paths,
+    slow_chain,
 )
 from tests.fleet_processes import (
     FleetEnv,
@@ -346,6 +348,41 @@ def start_fleet(
 
 
 # -- the tests -------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_worker_asked_to_stop_finishes_its_step_and_hands_the_chain_on(
+    make_fleet: Callable[..., Fleet],
+) -> None:
+    # A budget that would let one task run the whole chain: only the shutdown stops it.
+    fleet = make_fleet(LITTLE_WORKER_INLINE_SECONDS="60")
+    start_fleet(fleet)
+    run_id = "run_handoff_00"
+    fleet.submit(slow_chain, {"run": run_id, "sleep": 0.4}, run_id)
+    workers = [p for p in fleet.processes if p.name.startswith(("w0-", "w1-"))]
+
+    def busy() -> FleetProcess | None:
+        completed = [e for e in fleet.events(run_id) if e.type == "StepCompleted"]
+        inside = [w for w in workers if fleet.redis.scard(running_key(fleet.prefix, w.pid))]
+        return inside[0] if completed and inside else None
+
+    wait_until(lambda: busy() is not None, timeout=60, what="a step in flight after a commit")
+    victim = busy()
+    assert victim is not None
+    os.kill(victim.pid, signal.SIGTERM)  # Celery's warm shutdown
+    assert victim.popen.wait(timeout=30) == 0
+    fleet.processes.remove(victim)
+
+    assert fleet.wait_runs([run_id], timeout=60) == {run_id: "completed"}
+    events = fleet.events(run_id)
+    done = [e for e in events if e.type == "StepCompleted"]
+    assert [e.payload["stepPath"] for e in done] == [f"s{index}" for index in range(8)]
+    assert not [e for e in events if e.type == "StepFailed"]  # nothing was abandoned
+    assert [fleet.effect_count(run_id, f"s{index}") for index in range(8)] == [1] * 8
+    # The victim finished the step it was in; the rest of the chain ran on the other worker.
+    pids = [e.payload["output"]["pid"] for e in done]
+    last = max(index for index, pid in enumerate(pids) if pid == victim.pid)
+    assert last < 7 and set(pids[last + 1 :]) == {w.pid for w in workers if w is not victim}
 
 
 @pytest.mark.slow
