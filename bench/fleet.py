@@ -15,8 +15,9 @@ Figures, each with its baseline and the ratio:
 (a) a 100-step chain of no-op ``tool.call`` steps: engine ms per step (submit to the run's
     completion seen by the client, / 100) vs a raw Celery ``chain`` of 100 no-op tasks
     (``apply_async`` to the last task's signal, / 100). Target: no slower than raw Celery.
-    Median of ``--chain-runs`` runs; with the worker fast path on (default) and off
-    (``little worker --no-fast-path``: every step waits for the scheduler).
+    Median of ``--chain-runs`` runs; with the worker fast path on (default: the worker that
+    commits a step runs the next one in the same slot, no broker hop) and off
+    (``little worker --no-fast-path``: every step waits for the scheduler and the broker).
 (b) a 1000-branch parallel step of no-op tools (the LWIR declares ``maxBranches: 100``; the
     engine cap ``LITTLE_MAX_BRANCHES_CAP=1000`` lifts it): branch steps per second vs a raw
     Celery ``group`` of 1000 no-op tasks. Target: at least as fast.
