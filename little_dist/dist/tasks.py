@@ -177,7 +177,9 @@ class WorkerRuntime:
         (the :class:`AttemptOutcome` value, or why nothing ran).
 
         Eager continuation: when the commit makes a next step of this worker's roles ready
-        and this worker wins its dispatch lease, it runs that attempt itself, in this slot,
+        and this worker wins its step lease (taken before the step's ``StepScheduled`` is
+        appended, see :func:`~little_dist.dist.dispatch.advance_run`), it runs that attempt
+        itself, in this slot,
         instead of sending it through the broker (no queue round trip between the steps of a
         chain), for at most ``worker_inline_steps`` steps and ``worker_inline_seconds`` per
         task; then, or once the worker is shutting down, the next attempt is sent to its
