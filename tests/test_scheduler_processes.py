@@ -94,6 +94,17 @@ def pending_of(fleet: FleetEnv) -> dict[str, int]:
         client.close()
 
 
+def blocked_stream_readers(fleet: FleetEnv) -> int:
+    """Redis clients blocked in XREADGROUP now (the test's only scheduler, waiting)."""
+    client = redis.Redis.from_url(fleet.redis_url, decode_responses=True)
+    try:
+        return sum(
+            1 for c in client.client_list() if c.get("cmd") == "xreadgroup" and "b" in c["flags"]
+        )
+    finally:
+        client.close()
+
+
 def test_two_schedulers_never_dispatch_a_step_twice(fleet_env: FleetEnv, tmp_path: Path) -> None:
     probe, effects = configure(fleet_env, tmp_path)
     # Resends would be legitimate re-dispatches; keep them out of this count.
@@ -129,8 +140,10 @@ def test_a_killed_schedulers_pending_signals_are_claimed_by_another(
     configure(fleet_env, tmp_path)
     start_worker(fleet_env, app=APPS, concurrency=4, extra_args=["--no-fast-path"])
     doomed = start_scheduler(fleet_env, name="sched-doomed", ready_pattern=READY)
-    time.sleep(0.5)  # blocked in XREADGROUP by now
-    os.kill(doomed.pid, signal.SIGSTOP)  # frozen: entries are delivered to it, never handled
+    # Frozen while blocked in XREADGROUP: entries are delivered to it, never handled. (A
+    # fixed sleep was not always enough under load: frozen elsewhere, it gets nothing.)
+    wait_for(lambda: blocked_stream_readers(fleet_env) > 0, 10, "the scheduler to block")
+    os.kill(doomed.pid, signal.SIGSTOP)
     client: Client = fleet_env.client()
     runs = [client.submit(chain_lwir(3), {}) for _ in range(5)]
     wait_for(lambda: pending_of(fleet_env).get("sched-doomed", 0) > 0, 10, "pending entries")
