@@ -30,6 +30,8 @@ __all__ = [
     "HARNESS_TRACE_EVENT_TYPES",
     "LEGACY_HARNESS_EVENT_TYPES",
     "QUIET_EVENT_TYPES",
+    "RUN_END_EVENT_TYPES",
+    "SCHEDULE_EVENT_TYPES",
     "SIDE_CHANNEL_EVENT_TYPES",
     "WORLD_EVENT_TYPES",
     "Event",
@@ -138,6 +140,15 @@ LEGACY_HARNESS_EVENT_TYPES: dict[str, str] = {
 ENGINE_EVENT_PREFIX = "little."
 
 
+#: The events that end a run.
+RUN_END_EVENT_TYPES: frozenset[str] = frozenset({"RunCompleted", "RunFailed"})
+
+#: What a decision records when it schedules work (and nothing else): the steps and branches
+#: it names are in flight afterwards, and settle nothing by being recorded.
+SCHEDULE_EVENT_TYPES: frozenset[str] = frozenset(
+    {"StepScheduled", "ParallelBranchScheduled", "ParallelGroupStarted"}
+)
+
 #: Event types whose append cannot require the scheduler to act, so an append made of nothing
 #: else does not signal it (see :func:`wakes_scheduler`):
 #:
@@ -149,7 +160,7 @@ ENGINE_EVENT_PREFIX = "little."
 #:   scheduler would race the worker fast path for every dispatch it is about to make.
 QUIET_EVENT_TYPES: frozenset[str] = frozenset(
     {"StepAttemptStarted", "ModelCallStarted", "ModelCallCompleted", "ArtifactCreated"}
-    | {"StepScheduled", "ParallelBranchScheduled", "ParallelGroupStarted"}
+    | SCHEDULE_EVENT_TYPES
     | HARNESS_EVENT_TYPES
     | set(LEGACY_HARNESS_EVENT_TYPES)
     | {"little.harness.model.memoized", "little.harness.tool_call.memoized"}

@@ -9,8 +9,9 @@ import sys
 from typing import Any
 
 from little_dist.cli.common import add_world_options, open_world_for_reading, require_run
+from little_dist.events import RUN_END_EVENT_TYPES
 
-TERMINAL_TYPES = frozenset({"RunCompleted", "RunFailed"})
+TERMINAL_TYPES = RUN_END_EVENT_TYPES
 
 
 def register(sub: Any, name: str) -> argparse.ArgumentParser:

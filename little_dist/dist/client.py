@@ -45,7 +45,7 @@ from little_dist.dist.dispatch import (
     dispatch_plan,
 )
 from little_dist.errors import InvalidInputError, LittleError
-from little_dist.events import Event, EventInput
+from little_dist.events import RUN_END_EVENT_TYPES, Event, EventInput
 from little_dist.ids import validate_run_id
 from little_dist.local_runner import RunMismatchError, check_run_input, new_run_id
 from little_dist.run_state import RunState, RunStateBuilder
@@ -67,7 +67,7 @@ __all__ = [
     "submit_run",
 ]
 
-TERMINAL_TYPES: Final = frozenset({"RunCompleted", "RunFailed"})
+TERMINAL_TYPES: Final = RUN_END_EVENT_TYPES
 _UNCOMPILED: Final = "uncompiled"
 
 

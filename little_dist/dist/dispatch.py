@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from little_dist.compiler import WorkflowVersion
-from little_dist.events import Event
+from little_dist.events import RUN_END_EVENT_TYPES, SCHEDULE_EVENT_TYPES, Event
 from little_dist.run_state import RunState, RunStateBuilder
 from little_dist.runtime import hydrate_events
 from little_dist.runtime.sweep import step_lease_key
@@ -575,7 +575,7 @@ def advance_run(
                 alone = _schedules(new, kept[0])
             # Nothing but schedules: the steps decided on are now in flight and settle
             # nothing, so deciding again would find nothing new.
-            if not new or all(e.type in _SCHEDULE_TYPES for e in decision.events):
+            if not new or all(e.type in SCHEDULE_EVENT_TYPES for e in decision.events):
                 break
     except BaseException:
         if kept is not None:  # not run after all: let the next look send it now
@@ -614,17 +614,20 @@ def advance_run(
     return _advanced(state, decision, tuple(sent), appended, kept, alone)
 
 
-_SCHEDULE_TYPES: Final = frozenset({"StepScheduled", "ParallelBranchScheduled", "ParallelGroupStarted"})
+def _schedule_occurrence(dispatch: StepDispatch) -> str:
+    """The occurrence id of the ``StepScheduled`` that schedules ``dispatch`` (``decide``
+    schedules first attempts: ``sched:{path}:1``)."""
+    return f"sched:{dispatch.step_path}:{dispatch.attempt}"
 
 
 def _schedules(events: Sequence[Event], dispatch: StepDispatch) -> bool:
     """Whether ``events`` (new ones) hold the ``StepScheduled`` of ``dispatch``."""
-    occurrence = f"sched:{dispatch.step_path}:{dispatch.attempt}"
+    occurrence = _schedule_occurrence(dispatch)
     return any(e.type == "StepScheduled" and e.occurrence_id == occurrence for e in events)
 
 
 def _ends_run(decision: Decision) -> bool:
-    return any(event.type in ("RunCompleted", "RunFailed") for event in decision.events)
+    return any(event.type in RUN_END_EVENT_TYPES for event in decision.events)
 
 
 def _advanced(
@@ -659,7 +662,7 @@ def _lease_one(
     for dispatch in decision.dispatch:
         if dispatch.run_id != tracker.run_id or not keep(dispatch):
             continue
-        if f"sched:{dispatch.step_path}:{dispatch.attempt}" not in scheduling:
+        if _schedule_occurrence(dispatch) not in scheduling:
             continue  # scheduled before: its task was sent (or is the sweep's to send)
         if not tracker.claim_offers([dispatch], settings.dispatch_resend_after):
             return None  # this process offered it lately: someone has it

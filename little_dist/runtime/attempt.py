@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from little_dist.compiler import WorkflowVersion
 from little_dist.errors import LeaseLostError
-from little_dist.events import Event, EventInput
+from little_dist.events import RUN_END_EVENT_TYPES, Event, EventInput
 from little_dist.run_state import RunState, RunStateBuilder
 from little_dist.runtime.capabilities import Capabilities, RuntimeConfigError
 from little_dist.runtime.failures import (
@@ -236,7 +236,7 @@ def _settled_by(events: Sequence[Event], path: str, attempt: int) -> bool:
     run."""
     end = f"end:{path}:{attempt}"
     for event in events:
-        if event.occurrence_id == end or event.type in ("RunCompleted", "RunFailed"):
+        if event.occurrence_id == end or event.type in RUN_END_EVENT_TYPES:
             return True
         payload = event.payload
         if (
