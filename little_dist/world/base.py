@@ -50,6 +50,7 @@ import os
 import re
 import uuid
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -348,6 +349,18 @@ def unique_holder(name: str) -> str:
     """``name`` plus a suffix no other call, in this or any process, gets: the holder of
     a lease taken for one call, so the same process cannot mistake it for another's."""
     return f"{name}:{os.getpid()}.{_HOLDER_NONCE}.{next(_holder_serial):x}"
+
+
+@contextmanager
+def releasing_fence(world: World, fence: Fence | None, release: bool) -> Iterator[None]:
+    """``append_batch(release=True)`` for worlds without a fused commit-and-release: the
+    block appends, then the fence's lease is released whatever happened. By key and token
+    only, which is all the memory and local worlds' ``release_lease`` compares."""
+    try:
+        yield
+    finally:
+        if release and fence is not None:
+            world.release_lease(Lease(fence.key, "", fence.token, 0.0))
 
 
 def validate_version_id(version_id: object) -> str:

@@ -21,6 +21,7 @@ from little_dist.world.base import (
     check_event_window,
     check_lease_request,
     prepare_events,
+    releasing_fence,
     validate_definition_hash,
     validate_version_id,
 )
@@ -99,14 +100,10 @@ class LocalWorld:
         release: bool = False,
     ) -> list[Event]:
         del signal  # no scheduler to signal
-        try:
+        with releasing_fence(self, fence, release):
             return self._append_batch(
                 run_id, events, expected_sequence=expected_sequence, fence=fence
             )
-        finally:
-            if release and fence is not None:
-                # Release by key and token: what release_lease checks here.
-                self.release_lease(Lease(fence.key, "", fence.token, 0.0))
 
     def _append_batch(
         self,
