@@ -308,6 +308,65 @@ def test_a_fixed_plan_needs_no_model_and_is_never_reused() -> None:
     assert world.indexed_versions(wf.definition_hash()) == []
 
 
+def _recorded(world: MemoryWorld, run_id: str) -> list[tuple[str, str | None, Any]]:
+    return [(e.type, e.occurrence_id, e.payload) for e in world.list_events(run_id)]
+
+
+def test_a_submitted_fixed_plan_records_what_the_planning_session_records_in_one_append(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from little_dist.dist.client import submit_run
+    from little_dist.planner import fixed
+
+    world = MemoryWorld()
+    wf = ticket_workflow(plan=valid_lwir())
+    data = wf.validate_input(INPUT)
+    # The slow path: the planning session, then the run's start.
+    slow = plan(world, "run_fixed_slow", wf)
+    assert slow is not None
+    from little_dist.dist.client import _start
+
+    _start(world, "run_fixed_slow", slow, data)
+    appends: list[int] = []
+    real_append_batch = world.append_batch
+
+    def counting(run_id: str, events: Any, **options: Any) -> Any:
+        appends.append(len(events))
+        return real_append_batch(run_id, events, **options)
+
+    monkeypatch.setattr(world, "append_batch", counting)
+    submit_run(world, wf, INPUT, run_id="run_fixed_fast")
+    assert _recorded(world, "run_fixed_fast") == _recorded(world, "run_fixed_slow")
+    assert appends == [6]  # planning + start, one append
+    # A second run of the same input plans nothing again: no validation, no compile.
+    compiled: list[Any] = []
+    monkeypatch.setattr(fixed, "compile_lwir", lambda *a, **k: compiled.append(a))
+    submit_run(world, wf, INPUT, run_id="run_fixed_again")
+    assert compiled == []
+    assert _recorded(world, "run_fixed_again") == _recorded(world, "run_fixed_slow")
+    # Another input is planned for itself (its own request and version).
+    monkeypatch.undo()
+    other = {"ticketId": "T-2", "body": "Another one."}
+    submit_run(world, wf, other, run_id="run_fixed_other")
+    started = payload_of(world, "run_fixed_other", "RunStarted")[0]
+    assert started["input"] == other
+    assert started["workflowVersionId"] != slow.id
+
+
+def test_a_submitted_invalid_fixed_plan_takes_the_slow_path_and_fails_the_run() -> None:
+    from little_dist.dist.client import submit_run
+
+    world = MemoryWorld()
+    wf = ticket_workflow(plan=valid_lwir(metadata={"name": "some.other.workflow"}))
+    for run_id in ("run_fixed_bad_1", "run_fixed_bad_2"):  # the second from the memo
+        submit_run(world, wf, INPUT, run_id=run_id)
+        assert types_of(world, run_id)[-3:] == [
+            "WorkflowValidationFailed",
+            "RunStarted",
+            "RunFailed",
+        ]
+
+
 def test_an_invalid_fixed_plan_fails_the_run_naming_the_findings() -> None:
     world = MemoryWorld()
     bad = valid_lwir(metadata={"name": "some.other.workflow"})

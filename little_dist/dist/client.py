@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
@@ -169,24 +169,33 @@ def _check_same(run_id: str, events: list[Event], run_input: Any, version_id: st
     return True
 
 
-def _start(world: World, run_id: str, version: WorkflowVersion, run_input: Any) -> None:
+def _start_events(version: WorkflowVersion, run_input: Any) -> list[EventInput]:
+    return [
+        EventInput(
+            type="WorkflowVersionRegistered",
+            occurrence_id="version-registered",
+            payload={"workflowVersionId": version.id, "workflowVersionHash": version.hash},
+        ),
+        EventInput(
+            type="RunStarted",
+            occurrence_id="run-start",
+            payload={"workflowVersionId": version.id, "input": run_input},
+        ),
+    ]
+
+
+def _start(
+    world: World,
+    run_id: str,
+    version: WorkflowVersion,
+    run_input: Any,
+    planning: Sequence[EventInput] = (),
+) -> list[Event]:
+    """Record the run's start (after ``planning``, its planning session's events) in one
+    append; the recorded events."""
     # Stored before the events that name it, so a reader never finds a dangling id.
     world.register_version(version.id, version.to_json())
-    world.append_batch(
-        run_id,
-        [
-            EventInput(
-                type="WorkflowVersionRegistered",
-                occurrence_id="version-registered",
-                payload={"workflowVersionId": version.id, "workflowVersionHash": version.hash},
-            ),
-            EventInput(
-                type="RunStarted",
-                occurrence_id="run-start",
-                payload={"workflowVersionId": version.id, "input": run_input},
-            ),
-        ],
-    )
+    return world.append_batch(run_id, [*planning, *_start_events(version, run_input)])
 
 
 def _json_value(value: Any, what: str) -> Any:
@@ -263,7 +272,16 @@ def submit_run(
             if tracker.awaiting_plan:
                 dispatch_plan(world, app, settings, run_id, holder=holder)
         return run_id
-    if definition is not None:
+    recorded: list[Event] = []
+    if definition is not None and not events:
+        # A fresh run of a fixed plan: its planning session and start in one append.
+        from little_dist.planner.fixed import fixed_plan_events
+
+        planned = fixed_plan_events(definition, run_input)
+        if planned is not None:
+            version = planned.version
+            recorded = _start(world, run_id, version, run_input, planned.events)
+    if version is None and definition is not None:
         from little_dist.planner import resolve_version
 
         version = resolve_version(
@@ -272,7 +290,7 @@ def submit_run(
         if version is None:  # the fixed plan is invalid: RunFailed is recorded
             return run_id
     assert version is not None
-    if not any(event.type == "RunStarted" for event in events):
+    if not recorded and not any(event.type == "RunStarted" for event in events):
         _start(world, run_id, version, run_input)
     if app is not None and settings is not None:
         versions = VersionCache()
@@ -280,7 +298,11 @@ def submit_run(
         tracker = RunTracker(
             world, run_id, versions=versions, max_branches_cap=settings.max_branches_cap
         )
-        advance_run(world, app, settings, tracker, holder=holder)
+        # What this call recorded from the run's first event on is the whole log so far
+        # unless someone appended meanwhile (then the tracker reads it).
+        tracker.fold(recorded)
+        whole = bool(recorded) and tracker.last_sequence == max(e.sequence for e in recorded)
+        advance_run(world, app, settings, tracker, holder=holder, read=not whole)
     return run_id
 
 

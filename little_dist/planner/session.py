@@ -59,6 +59,65 @@ class _Session:
         return event
 
 
+def requested_payload(
+    definition: WorkflowDefinition, request: OrchestrationRequest
+) -> dict[str, Any]:
+    """``OrchestrationRequested``'s payload (occurrence ``planner:requested``)."""
+    locks = request.body["locks"]
+    return {
+        "requestId": request.request_id,
+        "requestHash": locks["requestHash"],
+        "inputHash": locks["inputHash"],
+        "workflowDefinitionHash": locks["workflowDefinitionHash"],
+        "inputSchemaHash": locks["inputSchemaHash"],
+        "requestedOutputHash": locks["requestedOutputHash"],
+        "capabilityManifestHash": request.compile_request.capability_manifest_hash,
+        "workflowId": definition.id,
+        **({"description": definition.description} if definition.description else {}),
+        "maxWorkflowRevisions": definition.max_revisions,
+    }
+
+
+def started_payload(
+    request: OrchestrationRequest, revision: int, *, repair: bool
+) -> dict[str, Any]:
+    """``PlannerStarted``'s payload (occurrence ``planner:start:{revision}``)."""
+    return {"requestId": request.request_id, "revision": revision, "repair": repair}
+
+
+def draft_payload(
+    request: OrchestrationRequest, revision: int, lwir: Any, *, valid: bool
+) -> dict[str, Any]:
+    """``PlannerDraftedWorkflow``'s payload (occurrence ``planner:draft:{revision}``)."""
+    try:
+        lwir_hash = sha256_digest(lwir)
+    except InvalidInputError:
+        lwir_hash = sha256_digest(repr(lwir))
+    payload: dict[str, Any] = {
+        "requestId": request.request_id,
+        "revision": revision,
+        "valid": valid,
+        "lwirHash": lwir_hash,
+    }
+    if isinstance(lwir, Mapping):
+        payload["lwir"] = json.loads(canonical_json(dict(lwir)))
+    return payload
+
+
+def valid_payload(
+    request: OrchestrationRequest, revision: int, lwir_hash: str, version: WorkflowVersion
+) -> dict[str, Any]:
+    """``WorkflowValidationSucceeded``'s payload (occurrence ``planner:valid``)."""
+    return {
+        "requestId": request.request_id,
+        "revision": revision,
+        "lwirHash": lwir_hash,
+        "workflowVersionId": version.id,
+        "lwirVersionId": version.lwir_version_id,
+        "validationHash": version.validation_hash,
+    }
+
+
 def _recorded_version_id(events: Sequence[Event]) -> str | None:
     for event in events:
         payload = event.payload
@@ -110,20 +169,7 @@ def resolve_version(
     session = _Session(world, run_id)
     locks = request.body["locks"]
     session.append(
-        "OrchestrationRequested",
-        "planner:requested",
-        {
-            "requestId": request.request_id,
-            "requestHash": locks["requestHash"],
-            "inputHash": locks["inputHash"],
-            "workflowDefinitionHash": locks["workflowDefinitionHash"],
-            "inputSchemaHash": locks["inputSchemaHash"],
-            "requestedOutputHash": locks["requestedOutputHash"],
-            "capabilityManifestHash": request.compile_request.capability_manifest_hash,
-            "workflowId": definition.id,
-            **({"description": definition.description} if definition.description else {}),
-            "maxWorkflowRevisions": definition.max_revisions,
-        },
+        "OrchestrationRequested", "planner:requested", requested_payload(definition, request)
     )
     definition_hash = locks["workflowDefinitionHash"]
     # A fixed plan is not part of the definition hash, so its versions are never reused.
@@ -186,7 +232,7 @@ def _plan(
         session.append(
             "PlannerStarted",
             f"planner:start:{revision}",
-            {"requestId": request.request_id, "revision": revision, "repair": note is not None},
+            started_payload(request, revision, repair=note is not None),
         )
         drafted = session.recorded.get(f"planner:draft:{revision}")
         if drafted is not None and "lwir" in drafted.payload:
@@ -231,18 +277,7 @@ def _record_draft(
     lwir: Any,
     findings: list[Finding],
 ) -> WorkflowVersion | None:
-    try:
-        lwir_hash = sha256_digest(lwir)
-    except InvalidInputError:
-        lwir_hash = sha256_digest(repr(lwir))
-    payload: dict[str, Any] = {
-        "requestId": request.request_id,
-        "revision": revision,
-        "valid": not findings,
-        "lwirHash": lwir_hash,
-    }
-    if isinstance(lwir, Mapping):
-        payload["lwir"] = json.loads(canonical_json(dict(lwir)))
+    payload = draft_payload(request, revision, lwir, valid=not findings)
     session.append("PlannerDraftedWorkflow", f"planner:draft:{revision}", payload)
     if findings:
         session.append(
@@ -274,14 +309,7 @@ def _register(
     session.append(
         "WorkflowValidationSucceeded",
         "planner:valid",
-        {
-            "requestId": request.request_id,
-            "revision": revision,
-            "lwirHash": sha256_digest(lwir),
-            "workflowVersionId": version.id,
-            "lwirVersionId": version.lwir_version_id,
-            "validationHash": version.validation_hash,
-        },
+        valid_payload(request, revision, sha256_digest(lwir), version),
     )
     if definition.plan is None:
         world.index_version(request.body["locks"]["workflowDefinitionHash"], version.id)
