@@ -332,3 +332,81 @@ def test_threads_committing_in_one_run_advance_it_once() -> None:
     assert not tracker.begin_advance()
     assert not tracker.end_advance(failed=True)  # a failed look leaves it to the scheduler
     assert tracker.begin_advance()
+
+
+class AppendLog(MemoryWorld):
+    """Records the event types of every append (one list per round trip on Redis)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.appends: list[list[tuple[str, Any]]] = []
+
+    def append_batch(self, run_id: str, events: Any, **options: Any) -> list[Event]:
+        self.appends.append([(e.type, e.payload.get("stepPath")) for e in events])
+        return super().append_batch(run_id, events, **options)
+
+
+def _scheduled_before_started(world: MemoryWorld, run_id: str, path: str) -> bool:
+    types = [
+        e.type
+        for e in world.list_events(run_id)
+        if e.payload.get("stepPath") == path and e.type in ("StepScheduled", "StepAttemptStarted")
+    ]
+    return types == ["StepScheduled", "StepAttemptStarted"]
+
+
+def test_a_kept_steps_schedule_rides_with_its_first_append() -> None:
+    world = AppendLog()
+    runtime, app = _runtime(world, ToolRegistry([wf.noop]), roles=("worker",))
+    run_id = _start(world, app, wf.chain_lwir(3), {})
+    world.appends.clear()
+    assert _deliver(runtime, app.take()[0]) == "completed"
+    assert world.list_events(run_id)[-1].type == "RunCompleted"
+    for path in ("s1", "s2"):
+        assert _scheduled_before_started(world, run_id, path)
+        # No append of its own: the schedule and the attempt's start are one round trip.
+        assert [("StepScheduled", path)] not in world.appends
+        assert any(
+            batch[:2] == [("StepScheduled", path), ("StepAttemptStarted", path)]
+            for batch in world.appends
+        )
+
+
+def test_a_kept_step_sent_to_the_queue_is_scheduled_before_its_task() -> None:
+    world = AppendLog()
+    settings = _settings(LITTLE_WORKER_INLINE_STEPS="1")
+    runtime, app = _runtime(world, ToolRegistry([wf.noop]), roles=("worker",), settings=settings)
+    run_id = _start(world, app, wf.chain_lwir(3), {})
+    assert _deliver(runtime, app.take()[0]) == "completed"  # s0, then s1 inline
+    handed = app.take()
+    assert [task[1][1:] for task in handed] == [("s2", 1)]
+    assert [e.type for e in world.list_events(run_id) if e.payload.get("stepPath") == "s2"] == [
+        "StepScheduled"
+    ]
+    assert _deliver(runtime, handed[0]) == "completed"
+    assert _scheduled_before_started(world, run_id, "s2")
+    assert world.list_events(run_id)[-1].type == "RunCompleted"
+
+
+def test_looking_again_neither_sends_nor_schedules_the_kept_step_twice(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Another thread's commit asks the advancing one to look again while the kept attempt's
+    # schedule is still held back for its first append.
+    world = MemoryWorld()
+    runtime, app = _runtime(world, ToolRegistry([wf.noop]), roles=("worker",))
+    run_id = _start(world, app, wf.chain_lwir(3), {})
+    task = app.take()[0]
+    tracker = runtime.runs.get(run_id)
+    real_end = tracker.end_advance
+    asked = iter([True])
+
+    def end_advance(*, failed: bool = False) -> bool:
+        return next(asked, False) or real_end(failed=failed)
+
+    monkeypatch.setattr(tracker, "end_advance", end_advance)
+    assert _deliver(runtime, task) == "completed"
+    assert app.take() == []  # s1 was kept, not sent as well
+    for path in ("s1", "s2"):
+        assert _scheduled_before_started(world, run_id, path)
+    assert world.list_events(run_id)[-1].type == "RunCompleted"

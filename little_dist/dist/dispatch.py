@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from little_dist.compiler import WorkflowVersion
-from little_dist.events import RUN_END_EVENT_TYPES, SCHEDULE_EVENT_TYPES, Event
+from little_dist.events import RUN_END_EVENT_TYPES, SCHEDULE_EVENT_TYPES, Event, EventInput
 from little_dist.run_state import RunState, RunStateBuilder
 from little_dist.runtime import hydrate_events
 from little_dist.runtime.sweep import step_lease_key
@@ -511,6 +511,10 @@ class Advance:
     #: The step lease of ``kept`` when this call took it (the caller runs the attempt under
     #: it: ``execute_step_attempt(lease=...)``, or releases it before sending the task).
     kept_lease: Lease | None = None
+    #: Decided events this call did not append (``advance_run(defer=True)``): the
+    #: ``StepScheduled`` of ``kept``, which the caller records in the attempt's first append
+    #: (``execute_step_attempt(preamble=...)``), or appends before sending the task.
+    deferred: tuple[EventInput, ...] = ()
 
     @property
     def done(self) -> bool:
@@ -527,6 +531,7 @@ def advance_run(
     holder: str = "dispatch",
     keep: Callable[[StepDispatch], bool] | None = None,
     read: bool = True,
+    defer: bool = False,
 ) -> Advance:
     """Fold new events, decide and append until nothing new, then dispatch what is ready.
 
@@ -535,7 +540,11 @@ def advance_run(
     ``little.plan`` task (re)sent under the lease :func:`dispatch_plan` takes. ``keep``
     (a worker's eager continuation) picks one ready attempt the caller runs itself instead
     of sending it: :attr:`Advance.kept`. ``read=False`` starts from what the tracker holds
-    (its caller just folded its own commit and knows nothing came in between).
+    (its caller just folded its own commit and knows nothing came in between). ``defer``:
+    when a decision does nothing but schedule the attempt ``keep`` took (a chain's next
+    step), it is not appended but handed back in :attr:`Advance.deferred`, to ride with the
+    attempt's first append (one round trip less per step; the step lease, taken first,
+    keeps everyone else off the attempt meanwhile).
     """
     state = tracker.catch_up() if read else tracker.state()
     if tracker.awaiting_plan and state.status not in ("completed", "failed"):
@@ -551,12 +560,18 @@ def advance_run(
             if ctx is None or state.status in ("completed", "failed"):
                 return _advanced(state, decision, (), appended, kept, alone)
             decision = decide(ctx, state)
+            leased_now = False
             if keep is not None and kept is None:
                 # The attempt to keep is leased before its StepScheduled is appended: nobody
                 # can run it but this caller, even if a sweep sends its task meanwhile.
                 kept = _lease_one(world, settings, tracker, decision, keep, holder)
+                leased_now = kept is not None
             if not decision.events:
                 break
+            if defer and leased_now and kept is not None and _only_schedules(decision, kept[0]):
+                return Advance(
+                    state, decision, (), appended, kept[0], True, kept[1], decision.events
+                )
             last = tracker.last_sequence
             # The decider acts on its own decision (next round, dispatch below): only the end
             # of the run needs the scheduler (it archives the run).
@@ -624,6 +639,18 @@ def _schedules(events: Sequence[Event], dispatch: StepDispatch) -> bool:
     """Whether ``events`` (new ones) hold the ``StepScheduled`` of ``dispatch``."""
     occurrence = _schedule_occurrence(dispatch)
     return any(e.type == "StepScheduled" and e.occurrence_id == occurrence for e in events)
+
+
+def _only_schedules(decision: Decision, dispatch: StepDispatch) -> bool:
+    """Whether ``decision`` only schedules ``dispatch``: nothing else to record or send."""
+    return all(
+        other.run_id == dispatch.run_id
+        and other.step_path == dispatch.step_path
+        and other.attempt == dispatch.attempt
+        for other in decision.dispatch
+    ) and all(
+        event.type in SCHEDULE_EVENT_TYPES and event.occurrence_id for event in decision.events
+    )
 
 
 def _ends_run(decision: Decision) -> bool:

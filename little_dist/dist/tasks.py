@@ -295,6 +295,8 @@ class WorkerRuntime:
             # An attempt this worker leased before scheduling it: nobody else can run it.
             exclusive=continued is not None and continued.kept_alone,
             held_lease=continued.kept_lease if continued is not None else None,
+            # The StepScheduled this worker decided for it rides with its first append.
+            preamble=continued.deferred if continued is not None else (),
         )
         _log.info("%s %s %s#%d%s: %s", kind, run_id, step_path, attempt, how, outcome.value)
         if outcome not in (AttemptOutcome.completed, AttemptOutcome.failed):
@@ -329,6 +331,8 @@ class WorkerRuntime:
         if self.app is None or dispatch is None:
             return
         try:
+            if advance.deferred:  # scheduled in the log before its task goes out
+                self.world.append_batch(dispatch.run_id, list(advance.deferred), signal=False)
             self._release_kept(advance)
             send_dispatch(self.app, self.settings, dispatch)
         except Exception:
@@ -475,12 +479,19 @@ class WorkerRuntime:
                     holder=self.name,
                     keep=keep if kept is None else None,
                     read=read,
+                    defer=kept is None,
                 )
                 if kept is None and advance.kept is not None:
                     kept = advance
                 read = True
                 if advance.done or not tracker.end_advance():
                     break
+                if kept is not None and kept.deferred:
+                    # Looking again: the next decision must see the kept attempt scheduled.
+                    tracker.fold(
+                        self.world.append_batch(tracker.run_id, list(kept.deferred), signal=False)
+                    )
+                    kept = dataclasses.replace(kept, deferred=())
         except LittleError as error:
             tracker.end_advance(failed=True)
             if kept is not None:
@@ -499,7 +510,11 @@ class WorkerRuntime:
         if kept is None:
             return advance
         return dataclasses.replace(
-            advance, kept=kept.kept, kept_alone=kept.kept_alone, kept_lease=kept.kept_lease
+            advance,
+            kept=kept.kept,
+            kept_alone=kept.kept_alone,
+            kept_lease=kept.kept_lease,
+            deferred=kept.deferred,
         )
 
 

@@ -104,6 +104,7 @@ def execute_step_attempt(
     exclusive: bool = False,
     signal_commit: bool = True,
     held_lease: Lease | None = None,
+    preamble: Sequence[EventInput] = (),
 ) -> AttemptOutcome:
     """Execute ``dispatch`` (one attempt of one step); see the module docstring.
 
@@ -126,7 +127,9 @@ def execute_step_attempt(
     the scheduler (see :meth:`~little_dist.world.base.World.append_batch`): the caller
     advances the run itself right after (a fleet worker's fast path). ``held_lease``: the
     step lease (``{run}:step:{path}``, for ``lease_ttl``) the caller took already; it is
-    released like one taken here.
+    released like one taken here. ``preamble``: events recorded just before the attempt's
+    ``StepAttemptStarted``, in its first append (the ``StepScheduled`` a fast-path worker
+    decided for the attempt it kept, see :func:`~little_dist.dist.dispatch.advance_run`).
     """
     from little_dist.harness.recorder import EventRecorder
 
@@ -171,6 +174,8 @@ def execute_step_attempt(
         recorder = EventRecorder(
             world, run_id, path, attempt, lease.fence, deferred=True, sink=on_recorded
         )
+        for event in preamble:
+            recorder.append(event.type, dict(event.payload), event.occurrence_id or "")
         recorder.append(
             "StepAttemptStarted",
             {

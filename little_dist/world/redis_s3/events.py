@@ -51,6 +51,8 @@ from little_dist.world.redis_s3.redis_calls import (
     to_storage_error,
 )
 
+_parse_payload = json.JSONDecoder().raw_decode
+
 __all__ = ["EventLog", "recorded_at_now"]
 
 _RUN_CACHE_SIZE = 50_000
@@ -296,17 +298,20 @@ class EventLog:
     # -- reads ----------------------------------------------------------------------------
     @staticmethod
     def _decode_entry(run_id: str, sequence: int, fields: dict[bytes, bytes]) -> Event:
-        event_type = text(fields[b"t"])
-        payload_json = fields[b"p"]
+        # Every reader of a run decodes each of its entries: the hot read path. Fields are
+        # UTF-8 bytes (the client does not decode responses); the payload is the canonical
+        # JSON the append wrote, so it parses without a check for trailing text.
+        event_type = fields[b"t"].decode()
+        payload_json = fields[b"p"].decode()
         occurrence = fields.get(b"o")
-        occurrence_id = text(occurrence) if occurrence is not None else None
+        occurrence_id = occurrence.decode() if occurrence is not None else None
         stored_id = fields.get(b"i")
-        # The stored payload is canonical JSON (the append wrote it): the id hashes it as is.
+        # The id hashes the stored payload as is.
         event_id = (
-            text(stored_id)
+            stored_id.decode()
             if stored_id is not None
             else event_id_for_payload_json(
-                run_id, sequence, event_type, text(payload_json), occurrence_id
+                run_id, sequence, event_type, payload_json, occurrence_id
             )
         )
         return Event(
@@ -315,8 +320,8 @@ class EventLog:
             sequence=sequence,
             type=event_type,
             occurrence_id=occurrence_id,
-            recorded_at=text(fields[b"r"]),
-            payload=json.loads(payload_json),
+            recorded_at=fields[b"r"].decode(),
+            payload=_parse_payload(payload_json)[0],
         )
 
     def _decode_entries(self, run_id: str, entries: list[Any]) -> list[Event]:
