@@ -297,6 +297,45 @@ def test_leases_follow_redis_server_time(world: RedisS3World) -> None:
     assert world.append(RUN, _ev(stepPath="b"), fence=taken.fence).sequence == 2
 
 
+def test_a_follower_reads_a_busy_run_in_batches_and_wakes_on_its_end(
+    world: RedisS3World, raw_redis: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events_key = _keys(world).run(RUN).events
+    wakes: list[int] = []
+    client = world._events._redis
+    real_xread = client.xread
+
+    def counting(streams: Any, **options: Any) -> Any:
+        if events_key in streams:
+            wakes.append(1)
+        return real_xread(streams, **options)
+
+    monkeypatch.setattr(client, "xread", counting)
+    world.append(RUN, _ev(stepPath="first"))
+
+    def write() -> None:
+        for index in range(200):
+            world.append(RUN, _ev(stepPath=f"s{index}"))
+        world.append(RUN, EventInput(type="RunCompleted", occurrence_id="run-end", payload={}))
+
+    writer = threading.Thread(target=write)
+    seen: list[Event] = []
+    follower = world.follow(RUN, timeout=30)
+    seen.append(next(follower))  # caught up: now it waits for appends
+    writer.start()
+    for event in follower:
+        seen.append(event)
+        if event.type == "RunCompleted":
+            break
+    writer.join()
+    assert [e.sequence for e in seen] == list(range(1, 203))
+    assert seen == world.list_events(RUN)
+    # Not a wake-up per append: the follower lets a busy run's appends gather.
+    assert len(wakes) < 50
+    # The end left its wake-up hint, which expires on its own.
+    assert raw_redis.pttl(_keys(world).run(RUN).ended) > 0
+
+
 def test_keys_of_a_run_and_its_leases_share_one_cluster_slot(world: RedisS3World) -> None:
     from redis.crc import key_slot
 
@@ -304,7 +343,8 @@ def test_keys_of_a_run_and_its_leases_share_one_cluster_slot(world: RedisS3World
     run = layout.run(RUN)
     lease, counter = layout.lease(lease_key_for(RUN, "step:draft"))
     slots = {
-        key_slot(k.encode()) for k in (run.events, run.occurrences, run.archived, lease, counter)
+        key_slot(k.encode())
+        for k in (run.events, run.occurrences, run.archived, run.ended, lease, counter)
     }
     assert len(slots) == 1
     # A lease name without a tag still keeps its hash and counter together.

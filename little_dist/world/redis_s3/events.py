@@ -31,7 +31,7 @@ from typing import Any
 import redis
 
 from little_dist.errors import InvalidInputError, LeaseLostError
-from little_dist.events import Event, EventInput, wakes_scheduler
+from little_dist.events import RUN_END_EVENT_TYPES, Event, EventInput, wakes_scheduler
 from little_dist.ids import event_id_for_payload_json, validate_run_id
 from little_dist.world.base import (
     Fence,
@@ -57,6 +57,10 @@ __all__ = ["EventLog", "recorded_at_now"]
 
 _RUN_CACHE_SIZE = 50_000
 _PAGE = 1000
+# How long a follower lets a busy run's appends gather before it reads them (the run's end
+# wakes it at once), and how long the end's wake-up key stays.
+_FOLLOW_LINGER_MS = 10
+_ENDED_TTL_MS = 24 * 3600 * 1000
 
 
 class _RecordedAtClock:
@@ -178,12 +182,20 @@ class EventLog:
                 script_keys.append(self._keys.lease(fence.key)[0])
             if self._signal_stream:
                 script_keys.append(self._signal_stream)
+        ends = any(item.type in RUN_END_EVENT_TYPES for item in prepared)
         try:
-            if first_touch:
-                # The run index lives outside the run's slot; it rides in the same round trip.
+            if first_touch or ends:
                 pipe = self._redis.pipeline(transaction=False)
                 self._append_script.queue(pipe, script_keys, args)
-                pipe.zadd(self._keys.run_index, {run_id: time.time()}, nx=True)
+                if first_touch:
+                    # The run index lives outside the run's slot; same round trip.
+                    pipe.zadd(self._keys.run_index, {run_id: time.time()}, nx=True)
+                if ends:
+                    # Wakes the run's followers now (after the append, in the same round
+                    # trip): they read the log in batches instead of on every append.
+                    ended = self._keys.run(run_id).ended
+                    pipe.xadd(ended, {"seq": 0}, maxlen=1)
+                    pipe.pexpire(ended, _ENDED_TTL_MS)
                 result = pipe.execute()[0]
             else:
                 result = self._append_script(script_keys, args)
@@ -385,15 +397,18 @@ class EventLog:
         return self._follow(run_id, after, timeout)
 
     def _follow(self, run_id: str, after: int, timeout: float | None) -> Iterator[Event]:
-        stream = self._keys.run(run_id).events
+        keys = self._keys.run(run_id)
+        stream = keys.events
         last = after
         deadline = None if timeout is None else time.monotonic() + timeout
+        ended = False
         # Catch up first (from the archive if the stream is gone), then block on the stream.
         backlog = self.list_events(run_id, after=last)
         while True:
             for event in backlog:
                 yield event
                 last = event.sequence
+                ended = ended or event.type in RUN_END_EVENT_TYPES
             if backlog and timeout is not None:
                 deadline = time.monotonic() + timeout
             block_ms = self._follow_block_ms
@@ -403,9 +418,15 @@ class EventLog:
                     return
                 block_ms = max(1, min(block_ms, int(remaining * 1000)))
             with redis_errors(f"follow of {run_id}"):
-                reply: Any = self._redis.xread({stream: f"{last}-0"}, count=_PAGE, block=block_ms)
+                # Woken by the next append (count=1: only to learn that one came), ...
+                reply: Any = self._redis.xread({stream: f"{last}-0"}, count=1, block=block_ms)
+                if reply and not ended:
+                    # ... then let a busy run's appends gather for a moment, unless its end
+                    # is announced meanwhile: a follower reads the log a batch at a time,
+                    # not once per append (which costs Redis and the run's workers too).
+                    self._redis.xread({keys.ended: "0-0"}, count=1, block=_FOLLOW_LINGER_MS)
             if reply:
-                backlog = self._decode_entries(run_id, reply[0][1])
+                backlog = self.list_events(run_id, after=last)
             elif self._stream_gone_but_sealed(run_id):
                 # Archived (and expired) while we waited: the archive has the rest.
                 backlog = self.list_events(run_id, after=last)

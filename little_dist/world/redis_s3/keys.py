@@ -8,6 +8,8 @@ run's leases all live in one cluster slot and one Lua script may touch them toge
     <prefix>{run_x}:occ           hash occurrenceId -> sequence
     <prefix>{run_x}:archived      string, the last sequence; set once the log is sealed
     <prefix>{run_x}:artifacts     set of the run's artifact ids held in the hot tier
+    <prefix>{run_x}:ended         stream of one entry, added with the run's RunCompleted or
+                                  RunFailed: wakes followers (a hint; the log is the truth)
     <prefix>art:<artifactId>      hash, a small artifact of a live run (hot tier): field
                                   ``manifest`` (its manifest JSON, as in S3) and ``data``
                                   (the stored bytes); copied to S3 by the run's archive,
@@ -46,6 +48,7 @@ class RunKeys:
     occurrences: str
     archived: str
     artifacts: str
+    ended: str
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,7 @@ class KeyLayout:
             occurrences=f"{tagged}:occ",
             archived=f"{tagged}:archived",
             artifacts=f"{tagged}:artifacts",
+            ended=f"{tagged}:ended",
         )
 
     def lease(self, name: str) -> tuple[str, str]:
