@@ -18,6 +18,7 @@ import hashlib
 import json
 import math
 import re
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any, NoReturn
 
 from little_dist.errors import InvalidInputError
@@ -48,9 +49,64 @@ class NonHashableValueError(InvalidInputError):
 
 def canonical_json(value: Any) -> str:
     """Return the canonical JSON text of ``value``."""
+    # Most values the engine hashes (event payloads, LWIR documents) hold only strings,
+    # safe integers, booleans and null: for those, the C encoder of the standard library
+    # prints exactly the canonical form, about twice as fast as the walk below.
+    if _c_encode is not None and _plain(value, 0):
+        text = "".join(_c_encode(value, 0))
+        if text.isascii() or _BEYOND_D7FF.search(text) is None:
+            return text
     parts: list[str] = []
     _serialize(value, "$", set(), parts)
     return "".join(parts)
+
+
+def _reject(value: Any) -> NoReturn:
+    raise TypeError(type(value).__name__)
+
+
+# The standard library's C encoder, built once: sorted keys, no whitespace, NaN refused, no
+# cycle markers (``_plain`` bounds the depth, so a cycle takes the walk, which names it).
+# It sorts keys by code point, which is JavaScript's UTF-16 order below U+D800; a text with
+# anything from U+D800 up (astral characters, private use, a surrogate) takes the walk.
+_c_encode: Any = (
+    c_make_encoder(None, _reject, encode_basestring, None, ":", ",", True, False, False)
+    if c_make_encoder is not None
+    else None
+)
+_BEYOND_D7FF = re.compile("[\ud800-\U0010ffff]")
+_PLAIN_DEPTH = 64
+
+
+def _plain(value: Any, depth: int) -> bool:
+    """Whether ``value`` holds only str keys and str / safe int / bool / None leaves (no
+    float, which JavaScript prints differently), at most ``_PLAIN_DEPTH`` deep."""
+    kind = type(value)
+    if kind is str or value is None or value is True or value is False:
+        return True
+    if kind is int:
+        return bool(-_MAX_SAFE_INTEGER <= value <= _MAX_SAFE_INTEGER)
+    if depth >= _PLAIN_DEPTH:
+        return False
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str:
+                return False
+            kind = type(item)
+            if kind is str or item is None or item is True or item is False:
+                continue
+            if not _plain(item, depth + 1):
+                return False
+        return True
+    if kind is list or kind is tuple:
+        for item in value:
+            kind = type(item)
+            if kind is str or item is None or item is True or item is False:
+                continue
+            if not _plain(item, depth + 1):
+                return False
+        return True
+    return False
 
 
 def sha256_hex_text(text: str) -> str:

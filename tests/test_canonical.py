@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from little_dist import canonical
 from little_dist.canonical import (
     NonHashableValueError,
     canonical_json,
@@ -182,3 +183,65 @@ def test_key_order_ignores_insertion_order(mapping: dict[str, int]) -> None:
     assert canonical_json(mapping) == canonical_json(reversed_mapping)
     keys = list(json.loads(canonical_json(mapping)).keys())
     assert keys == sorted(keys, key=lambda k: k.encode("utf-16-be"))
+
+
+def _walked(value: Any) -> str:
+    parts: list[str] = []
+    canonical._serialize(value, "$", set(), parts)
+    return "".join(parts)
+
+
+# Characters around the fast path's limits: surrogates (lone, or a pair as two code points),
+# private use, astral, line separators, DEL and NUL.
+_edge_chars = st.characters(codec="utf-8") | st.sampled_from(
+    "\ud800\udc00\ue000\U0001f600\u2028\x7f\x00"
+)
+_key_chars = st.characters(codec="utf-8") | st.sampled_from("\ue000\U0001f600")
+_plain_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**60), max_value=2**60)
+    | st.text(
+        alphabet=st.characters(codec="utf-8")
+        | st.sampled_from("\ud800\udc00\ue000\U0001f600\u2028\x7f\x00")
+    ),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(
+            st.text(
+                alphabet=st.characters(codec="utf-8") | st.sampled_from("\ue000\U0001f600"),
+                max_size=3,
+            ),
+            children,
+            max_size=4,
+        )
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=500)
+@given(_plain_values)
+def test_the_fast_path_prints_what_the_walk_prints(value: Any) -> None:
+    # Values without floats may take the C encoder; whatever path is taken, the text (or the
+    # error) is the walk's.
+    try:
+        expected = _walked(value)
+    except NonHashableValueError as error:
+        with pytest.raises(NonHashableValueError) as caught:
+            canonical_json(value)
+        assert caught.value.path == error.path
+        return
+    assert canonical_json(value) == expected
+
+
+def test_the_fast_path_leaves_what_it_cannot_print_to_the_walk() -> None:
+    assert canonical_json({"n": 2**53}) == '{"n":9007199254740992}'
+    assert canonical_json({"\ue000": 1, "\U0001f600": 2}) == '{"\U0001f600":2,"\ue000":1}'
+    assert canonical_json([1.0, {"x": 1e21}]) == '[1,{"x":1e+21}]'
+    deep: Any = "leaf"
+    for _ in range(100):
+        deep = [deep]
+    assert canonical_json(deep) == "[" * 100 + '"leaf"' + "]" * 100
+    with pytest.raises(NonHashableValueError):
+        canonical_json({1: "int key"})
