@@ -410,3 +410,112 @@ def test_looking_again_neither_sends_nor_schedules_the_kept_step_twice(
     for path in ("s1", "s2"):
         assert _scheduled_before_started(world, run_id, path)
     assert world.list_events(run_id)[-1].type == "RunCompleted"
+
+
+def _counting_noop(calls: list[int]) -> Any:
+    from little_dist.tools import tool
+
+    @tool(name="noop")
+    def counted(n: int = 0) -> dict[str, Any]:
+        """Count the call."""
+        calls.append(n)
+        return {"n": n}
+
+    return counted
+
+
+class RacingWorld(MemoryWorld):
+    """Runs ``before`` once, just before the first acquire of a lease whose key ends with
+    ``suffix``: whatever another process does between a decision and its lease."""
+
+    def __init__(self, suffix: str) -> None:
+        super().__init__()
+        self.suffix = suffix
+        self.before: Any = None
+
+    def acquire_lease(self, key: str, holder: str, ttl_seconds: float) -> Any:
+        if key.endswith(self.suffix) and self.before is not None:
+            hook, self.before = self.before, None
+            hook()
+        return super().acquire_lease(key, holder, ttl_seconds)
+
+
+def test_a_kept_step_that_another_worker_ran_meanwhile_is_not_run_again() -> None:
+    # Between this worker's decision to keep s1 and its lease, a sweep scheduled s1 and
+    # another worker ran it to the end: the kept attempt must give way, not repeat the tool.
+    calls: list[int] = []
+    world = RacingWorld(":step:s1")
+    tools = ToolRegistry([_counting_noop(calls)])
+    runtime, app = _runtime(world, tools, roles=("worker",))
+    run_id = _start(world, app, wf.chain_lwir(3), {})
+    other, other_app = _runtime(world, tools)  # no roles: it never continues inline
+
+    def sweep_and_run_s1() -> None:
+        world.before = None
+        advance_run(world, other_app, _settings(), RunTracker(world, run_id))
+        (task,) = other_app.take()
+        assert task[1][1:] == ("s1", 1)
+        assert _deliver(other, task) == "completed"
+
+    world.before = sweep_and_run_s1
+    assert _deliver(runtime, app.take()[0]) == "completed"  # s0; kept s1 gives way
+    assert calls == [0, 1]
+    completed = [
+        e.payload["stepPath"] for e in world.list_events(run_id) if e.type == "StepCompleted"
+    ]
+    assert completed == ["s0", "s1"]
+    for task in other_app.take():  # s2, sent by the other worker's fast path
+        assert _deliver(other, task) == "completed"
+    assert calls == [0, 1, 2]
+    assert world.list_events(run_id)[-1].type == "RunCompleted"
+
+
+def test_a_kept_step_goes_ahead_when_only_unrelated_events_came_in_between() -> None:
+    calls: list[int] = []
+    world = RacingWorld(":step:s1")
+    runtime, app = _runtime(world, ToolRegistry([_counting_noop(calls)]), roles=("worker",))
+    run_id = _start(world, app, wf.chain_lwir(3), {})
+    world.before = lambda: world.append(run_id, EventInput(type="little.test.note", payload={}))
+    assert _deliver(runtime, app.take()[0]) == "completed"
+    assert calls == [0, 1, 2]
+    assert app.take() == []  # s1 and s2 ran inline all the same
+    assert _scheduled_before_started(world, run_id, "s1")
+    assert world.list_events(run_id)[-1].type == "RunCompleted"
+
+
+class NextLeaseLog(MemoryWorld):
+    """Records which lease each commit took for the next step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.taken: list[str] = []
+
+    def append_batch_then_acquire(
+        self, run_id: str, events: Any, lease: Any, **options: Any
+    ) -> Any:
+        self.taken.append(lease.key.rsplit(":", 1)[-1])
+        return super().append_batch_then_acquire(run_id, events, lease, **options)
+
+
+def test_a_chain_steps_commit_takes_the_next_steps_lease() -> None:
+    world = NextLeaseLog()
+    runtime, app = _runtime(world, ToolRegistry([wf.noop]), roles=("worker",))
+    run_id = _start(world, app, wf.chain_lwir(4), {})
+    assert _deliver(runtime, app.take()[0]) == "completed"
+    assert world.list_events(run_id)[-1].type == "RunCompleted"
+    assert world.taken == ["s1", "s2", "s3"]  # the last step has no next one
+    for index in range(4):  # nothing is left held
+        assert world.acquire_lease(f"{{{run_id}}}:step:s{index}", "other", 5) is not None
+
+
+def test_a_next_lease_the_run_does_not_use_is_given_back() -> None:
+    world = NextLeaseLog()
+    runtime, app = _runtime(world, ToolRegistry([wf.noop]), roles=("worker",))
+    run_id = _start(world, app, wf.chain_lwir(3), {})
+    task = app.take()[0]
+    # A cancel comes in while s0 runs: its commit still takes s1's lease, then the run fails.
+    world.append(run_id, EventInput(type="little.run.cancel_requested", occurrence_id="cancel"))
+    assert _deliver(runtime, task) == "completed"
+    assert world.taken == ["s1"]
+    assert world.list_events(run_id)[-1].type == "RunFailed"
+    assert world.acquire_lease(f"{{{run_id}}}:step:s1", "other", 5) is not None

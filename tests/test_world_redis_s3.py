@@ -336,6 +336,43 @@ def test_a_follower_reads_a_busy_run_in_batches_and_wakes_on_its_end(
     assert raw_redis.pttl(_keys(world).run(RUN).ended) > 0
 
 
+def test_pipelined_scripts_run_on_a_server_that_forgot_them(
+    world: RedisS3World, raw_redis: redis.Redis
+) -> None:
+    from little_dist.world.base import LeaseRequest
+
+    # A restarted or flushed server answers NOSCRIPT: the script is loaded and sent again,
+    # once (an append's first touch and a commit taking the next lease are pipelines).
+    raw_redis.script_flush()
+    first = world.append_batch(RUN, [_ev(stepPath="a"), _ev(stepPath="b")])
+    assert [e.sequence for e in first] == [1, 2]
+    raw_redis.script_flush()
+    recorded, lease = world.append_batch_then_acquire(
+        RUN,
+        [_ev("StepCompleted", "end:a:1", stepPath="a")],
+        LeaseRequest(f"{{{RUN}}}:step:b", "w1", 5),
+    )
+    assert [e.sequence for e in recorded] == [3]
+    assert lease is not None and lease.token == 1
+    assert world.acquire_lease(lease.key, "w2", 5) is None  # held: taken once, by w1
+    assert [e.sequence for e in world.list_events(RUN)] == [1, 2, 3]
+
+
+def test_a_refused_append_leaves_the_lease_it_would_have_taken_free(world: RedisS3World) -> None:
+    from little_dist.errors import LeaseLostError
+    from little_dist.world.base import LeaseRequest
+
+    fence = world.acquire_lease(f"{{{RUN}}}:step:a", "w1", 5)
+    assert fence is not None
+    world.release_lease(fence)
+    with pytest.raises(LeaseLostError):
+        world.append_batch_then_acquire(
+            RUN, [_ev(stepPath="a")], LeaseRequest(f"{{{RUN}}}:step:b", "w1", 5), fence=fence.fence
+        )
+    assert world.list_events(RUN) == []
+    assert world.acquire_lease(f"{{{RUN}}}:step:b", "w2", 5) is not None
+
+
 def test_keys_of_a_run_and_its_leases_share_one_cluster_slot(world: RedisS3World) -> None:
     from redis.crc import key_slot
 

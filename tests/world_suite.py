@@ -36,6 +36,7 @@ from little_dist.world.base import (
     ArtifactInput,
     ArtifactNotFoundError,
     Fence,
+    LeaseRequest,
     SequenceConflictError,
     VersionNotFoundError,
     World,
@@ -480,6 +481,9 @@ class WorldConformance(VersionIndexConformance):
         first = world.acquire_lease("attempt:a", "worker-1", 1.0)
         assert first is not None
         assert (first.key, first.holder) == ("attempt:a", "worker-1")
+        # A lease's first tenure has token 1 (the fast path relies on it: a step whose lease
+        # comes with token 1 was never run by anyone).
+        assert first.token == 1
         assert world.acquire_lease("attempt:a", "worker-2", 1.0) is None
         # Re-acquiring what one holds is a renewal: same tenure, same token.
         again = world.acquire_lease("attempt:a", "worker-1", 1.0)
@@ -518,6 +522,29 @@ class WorldConformance(VersionIndexConformance):
         world.release_lease(old)
         assert world.acquire_lease("attempt:a", "third", 1.0) is None
         assert world.append(RUN, ev(stepPath="b"), fence=new.fence).sequence == 3
+
+    def test_a_commit_can_take_the_next_lease_in_the_same_call(self, handle: WorldHandle) -> None:
+        world = handle.world
+        step = world.acquire_lease("step:a", "w1", 5.0)
+        assert step is not None
+        recorded, taken = world.append_batch_then_acquire(
+            RUN,
+            [ev("StepCompleted", "end:a:1", stepPath="a")],
+            LeaseRequest("step:b", "w1", 5.0),
+            fence=step.fence,
+            release=True,
+        )
+        assert [e.type for e in recorded] == ["StepCompleted"]
+        assert taken is not None and (taken.key, taken.holder, taken.token) == ("step:b", "w1", 1)
+        assert world.acquire_lease("step:b", "w2", 5.0) is None
+        assert world.acquire_lease("step:a", "w2", 5.0) is not None  # released by the commit
+        # A refused append takes no lease.
+        with pytest.raises(LeaseLostError):
+            world.append_batch_then_acquire(
+                RUN, [ev(stepPath="late")], LeaseRequest("step:c", "w1", 5.0), fence=step.fence
+            )
+        assert world.acquire_lease("step:c", "w2", 5.0) is not None
+        assert [e.type for e in world.list_events(RUN)] == ["StepCompleted"]
 
     def test_a_commit_can_release_its_fence_in_the_same_call(self, handle: WorldHandle) -> None:
         world = handle.world

@@ -196,7 +196,7 @@ def _redis_acquire_leases(
     try:
         from little_dist.world.redis_s3 import RedisS3World
         from little_dist.world.redis_s3 import leases as redis_leases
-        from little_dist.world.redis_s3.redis_calls import ms, redis_errors
+        from little_dist.world.redis_s3.redis_calls import execute_pipeline, ms, redis_errors
     except ImportError:  # pragma: no cover - the redis extra is part of the fleet
         return None
     if not isinstance(world, RedisS3World):
@@ -226,7 +226,7 @@ def _redis_acquire_leases(
             script.queue(
                 pipe, [lease_key, counter_key], [holder, ms(ttl_seconds), counter_ttl, now_ms()]
             )
-        replies = pipe.execute()
+        replies = execute_pipeline(pipe)
     leases: list[Lease | None] = []
     for key, reply in zip(keys, replies, strict=True):
         if reply is None:
@@ -532,6 +532,7 @@ def advance_run(
     keep: Callable[[StepDispatch], bool] | None = None,
     read: bool = True,
     defer: bool = False,
+    held: Lease | None = None,
 ) -> Advance:
     """Fold new events, decide and append until nothing new, then dispatch what is ready.
 
@@ -545,6 +546,8 @@ def advance_run(
     step), it is not appended but handed back in :attr:`Advance.deferred`, to ride with the
     attempt's first append (one round trip less per step; the step lease, taken first,
     keeps everyone else off the attempt meanwhile).
+    ``held``: a step lease the caller took already (its commit took the lease of the step
+    it expected next): used, instead of an acquire, if ``keep`` takes that step.
     """
     state = tracker.catch_up() if read else tracker.state()
     if tracker.awaiting_plan and state.status not in ("completed", "failed"):
@@ -564,11 +567,19 @@ def advance_run(
             if keep is not None and kept is None:
                 # The attempt to keep is leased before its StepScheduled is appended: nobody
                 # can run it but this caller, even if a sweep sends its task meanwhile.
-                kept = _lease_one(world, settings, tracker, decision, keep, holder)
+                kept = _lease_one(world, settings, tracker, decision, keep, holder, held)
                 leased_now = kept is not None
             if not decision.events:
                 break
-            if defer and leased_now and kept is not None and _only_schedules(decision, kept[0]):
+            if (
+                defer
+                and leased_now
+                and kept is not None
+                and kept[1].token == 1
+                and _only_schedules(decision, kept[0])
+            ):
+                # Token 1: the step's lease had never been held, so nobody has run any of
+                # its attempts (a lease's tokens only grow, from 1); the attempt is ours alone.
                 return Advance(
                     state, decision, (), appended, kept[0], True, kept[1], decision.events
                 )
@@ -587,7 +598,11 @@ def advance_run(
             else:
                 state = tracker.catch_up()
             if kept is not None and not alone:
-                alone = _schedules(new, kept[0])
+                # Ours alone only if nobody ever held the step's lease (token 1: a lease's
+                # tokens only grow, from 1) -- whoever appended its StepScheduled. A schedule
+                # that merely follows our last sequence may be a sweep's, whose worker may
+                # have run the attempt before we took the lease.
+                alone = kept[1].token == 1 and _schedules(new, kept[0])
             # Nothing but schedules: the steps decided on are now in flight and settle
             # nothing, so deciding again would find nothing new.
             if not new or all(e.type in SCHEDULE_EVENT_TYPES for e in decision.events):
@@ -677,6 +692,7 @@ def _lease_one(
     decision: Decision,
     keep: Callable[[StepDispatch], bool],
     holder: str,
+    held: Lease | None = None,
 ) -> tuple[StepDispatch, Lease] | None:
     """The first attempt ``decision`` schedules that ``keep`` accepts, with its step lease if
     won (it is then marked offered, so the dispatch that follows does not send it).
@@ -693,10 +709,11 @@ def _lease_one(
             continue  # scheduled before: its task was sent (or is the sweep's to send)
         if not tracker.claim_offers([dispatch], settings.dispatch_resend_after):
             return None  # this process offered it lately: someone has it
-        lease = world.acquire_lease(
-            step_lease_key(dispatch.run_id, dispatch.step_path),
-            unique_holder(holder),
-            settings.lease_ttl,
+        key = step_lease_key(dispatch.run_id, dispatch.step_path)
+        lease = (
+            held
+            if held is not None and held.key == key
+            else world.acquire_lease(key, unique_holder(holder), settings.lease_ttl)
         )
         if lease is None:
             return None  # another worker runs it

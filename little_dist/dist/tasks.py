@@ -69,13 +69,15 @@ from little_dist.runtime import (
 )
 from little_dist.scheduling import StepDispatch
 from little_dist.scheduling.context import StepPathError, locate_step
-from little_dist.scheduling.plan import plan_for
+from little_dist.runtime.sweep import step_lease_key
+from little_dist.scheduling.plan import next_in_chain, plan_for
 from little_dist.settings import Settings
-from little_dist.world.base import World, run_lease_key, unique_holder
+from little_dist.world.base import Lease, LeaseRequest, World, run_lease_key, unique_holder
 
 if TYPE_CHECKING:
     from celery import Celery
 
+    from little_dist.compiler import WorkflowVersion
     from little_dist.dist.registry import AppRegistry
     from little_dist.scheduling import DispatchKind
 
@@ -88,6 +90,8 @@ _log = logging.getLogger("little.worker")
 # Runs whose tracker a worker process keeps (each holds the run's folded state and its
 # steps' raw events); a run evicted while still running is simply read from the log again.
 _RUN_CACHE_SIZE = 256
+# (version id, step path) -> the chain's next step, remembered per process.
+_SUCCESSOR_CACHE_SIZE = 4096
 _TERMINAL = ("completed", "failed")
 
 
@@ -125,6 +129,7 @@ class WorkerRuntime:
         self._lock = threading.Lock()
         self.name = f"worker:{socket.gethostname()}:{os.getpid()}"
         self.runs = RunCache(self)
+        self._successors: dict[tuple[str, str], str | None] = {}
 
     @property
     def world(self) -> World:
@@ -269,6 +274,19 @@ class WorkerRuntime:
             kind=kind,
         )
         last_recorded = 0
+        # A chain's next step: its lease rides with this attempt's commit (the advance that
+        # follows then keeps that step without a round trip of its own).
+        successor = self._successor(ctx.version, step_path)
+        next_lease = (
+            LeaseRequest(
+                step_lease_key(run_id, successor),
+                unique_holder(self.name),
+                self.settings.lease_ttl,
+            )
+            if successor is not None
+            else None
+        )
+        taken: list[Lease] = []
 
         def fold_recorded(events: Sequence[Event]) -> None:
             # What this attempt appends is folded as it is recorded, not read back.
@@ -297,15 +315,25 @@ class WorkerRuntime:
             held_lease=continued.kept_lease if continued is not None else None,
             # The StepScheduled this worker decided for it rides with its first append.
             preamble=continued.deferred if continued is not None else (),
+            next_lease=next_lease,
+            on_next_lease=taken.append,
         )
         _log.info("%s %s %s#%d%s: %s", kind, run_id, step_path, attempt, how, outcome.value)
+        held = taken[0] if taken else None
         if outcome not in (AttemptOutcome.completed, AttemptOutcome.failed):
+            self._release(held)
             return outcome.value, None
         keep = self._keeps if self.settings.worker_inline_steps > 0 else None
         # The tracker folded the commit: if nothing else came in between, it is as current
         # as a read right after the commit would make it.
         current = tracker.last_sequence == last_recorded
-        advance = self._advance(tracker, keep=keep, read=not current)
+        try:
+            advance = self._advance(tracker, keep=keep, read=not current, held=held)
+        except BaseException:
+            self._release(held)
+            raise
+        if held is not None and (advance is None or advance.kept_lease is not held):
+            self._release(held)  # the next step was not ours to run after all
         if advance is not None and advance.done:
             self.runs.forget(run_id)
         if advance is None or advance.kept is None:
@@ -315,6 +343,28 @@ class WorkerRuntime:
     @property
     def _fast(self) -> bool:
         return self.fast_path and self.app is not None
+
+    def _successor(self, version: WorkflowVersion, step_path: str) -> str | None:
+        """The step this worker will most likely run right after ``step_path`` commits: the
+        one top-level step of its roles that needs exactly that step (a chain's next link);
+        ``None`` when the fast path or the eager continuation is off, or there is none."""
+        if not self._fast or self.settings.worker_inline_steps <= 0 or "worker" not in self.roles:
+            return None
+        key = (version.id, step_path)
+        with self._lock:
+            if key in self._successors:
+                return self._successors[key]
+        found = next_in_chain(plan_for(version), step_path)
+        with self._lock:
+            if len(self._successors) >= _SUCCESSOR_CACHE_SIZE:
+                self._successors.clear()
+            self._successors[key] = found
+        return found
+
+    def _release(self, lease: Lease | None) -> None:
+        if lease is not None:
+            with contextlib.suppress(LittleError):  # it expires anyway
+                self.world.release_lease(lease)
 
     def _keeps(self, dispatch: StepDispatch) -> bool:
         """Whether this worker may run ``dispatch`` itself: an attempt of one of its roles."""
@@ -457,6 +507,7 @@ class WorkerRuntime:
         force: bool = False,
         keep: Callable[[StepDispatch], bool] | None = None,
         read: bool = True,
+        held: Lease | None = None,
     ) -> Advance | None:
         """The fast path (``None`` when off or failed: failures are left to the scheduler).
 
@@ -480,6 +531,7 @@ class WorkerRuntime:
                     keep=keep if kept is None else None,
                     read=read,
                     defer=kept is None,
+                    held=held if kept is None else None,
                 )
                 if kept is None and advance.kept is not None:
                     kept = advance

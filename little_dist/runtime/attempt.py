@@ -57,7 +57,7 @@ from little_dist.runtime.sweep import WORKER_STEP_KINDS, step_lease_key
 from little_dist.scheduling import RunContext, StepDispatch
 from little_dist.scheduling.context import StepLocation, locate_step
 from little_dist.scheduling.plan import StepPlan, output_schema_hash, plan_for, step_output_error
-from little_dist.world.base import Lease, World, unique_holder
+from little_dist.world.base import Lease, LeaseRequest, World, unique_holder
 
 if TYPE_CHECKING:
     from little_dist.harness.recorder import EventRecorder, RecordedSink
@@ -105,6 +105,8 @@ def execute_step_attempt(
     signal_commit: bool = True,
     held_lease: Lease | None = None,
     preamble: Sequence[EventInput] = (),
+    next_lease: LeaseRequest | None = None,
+    on_next_lease: Callable[[Lease], None] | None = None,
 ) -> AttemptOutcome:
     """Execute ``dispatch`` (one attempt of one step); see the module docstring.
 
@@ -130,6 +132,9 @@ def execute_step_attempt(
     released like one taken here. ``preamble``: events recorded just before the attempt's
     ``StepAttemptStarted``, in its first append (the ``StepScheduled`` a fast-path worker
     decided for the attempt it kept, see :func:`~little_dist.dist.dispatch.advance_run`).
+    ``next_lease``: a lease to take in the same round trip as a commit that completes the
+    step (the step lease of the step a chain runs next); if won, it goes to
+    ``on_next_lease``, and the caller runs that step under it or releases it.
     """
     from little_dist.harness.recorder import EventRecorder
 
@@ -172,7 +177,13 @@ def execute_step_attempt(
         where = locate_step(plan, path)
         step = where.step.raw
         recorder = EventRecorder(
-            world, run_id, path, attempt, lease.fence, deferred=True, sink=on_recorded
+            world,
+            run_id,
+            path,
+            attempt,
+            lease.fence,
+            deferred=True,
+            sink=on_recorded,
         )
         for event in preamble:
             recorder.append(event.type, dict(event.payload), event.occurrence_id or "")
@@ -206,15 +217,23 @@ def execute_step_attempt(
         )
         heartbeat.stop()
         fence = heartbeat.lease.fence
+        commit = [*recorder.take_pending(), *ending]
         try:
-            # The commit releases the step lease in the same call (one round trip on Redis).
-            recorded = world.append_batch(
-                run_id,
-                [*recorder.take_pending(), *ending],
-                fence=fence,
-                signal=signal_commit,
-                release=True,
-            )
+            # The commit releases the step lease in the same call (one round trip on Redis),
+            # and may take the next step's.
+            if next_lease is not None and ending and ending[-1].type == "StepCompleted":
+                recorded, taken = world.append_batch_then_acquire(
+                    run_id, commit, next_lease, fence=fence, signal=signal_commit, release=True
+                )
+                if taken is not None:
+                    if on_next_lease is None:
+                        world.release_lease(taken)
+                    else:
+                        on_next_lease(taken)
+            else:
+                recorded = world.append_batch(
+                    run_id, commit, fence=fence, signal=signal_commit, release=True
+                )
         except LeaseLostError:
             released = True
             raise

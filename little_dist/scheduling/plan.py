@@ -32,6 +32,7 @@ __all__ = [
     "WorkflowPlan",
     "branch_path_for",
     "encode_branch_key",
+    "next_in_chain",
     "parallel_attempt_path",
     "plan_for",
     "schema_error",
@@ -347,6 +348,26 @@ def _build(version: WorkflowVersion) -> WorkflowPlan:
 
 _plans: OrderedDict[tuple[str, str], WorkflowPlan] = OrderedDict()
 _plans_lock = threading.Lock()
+
+
+def next_in_chain(plan: WorkflowPlan, step_path: str) -> str | None:
+    """The path of the one top-level step that needs exactly ``step_path`` (a top-level step
+    visited once) and that a worker runs (``tool.call``, ``ai.generate``), with no decision
+    routing to it; ``None`` if there is not exactly one. A hint for who runs what next, not
+    a scheduling decision: ``decide`` still says whether it is ready."""
+    step = plan.top.by_id.get(step_path)
+    if step is None or step.multi_visit:
+        return None
+    found = [
+        plan.top.by_id[name]
+        for name in step.dependents
+        if name in plan.top.by_id
+        and plan.top.by_id[name].needs == (step_path,)
+        and not plan.top.by_id[name].multi_visit
+        and not plan.top.by_id[name].controllers
+        and plan.top.by_id[name].uses in ("tool.call", "ai.generate")
+    ]
+    return found[0].id if len(found) == 1 else None
 
 
 def plan_for(version: WorkflowVersion) -> WorkflowPlan:

@@ -70,11 +70,13 @@ __all__ = [
     "ArtifactRead",
     "Fence",
     "Lease",
+    "LeaseRequest",
     "PreparedEvent",
     "RunNotFoundError",
     "SequenceConflictError",
     "VersionNotFoundError",
     "World",
+    "append_then_acquire",
     "check_event_window",
     "check_lease_request",
     "prepare_events",
@@ -251,6 +253,21 @@ class World(Protocol):
         """
         ...
 
+    def append_batch_then_acquire(
+        self,
+        run_id: str,
+        events: Sequence[EventInput],
+        lease: LeaseRequest,
+        *,
+        fence: Fence | None = None,
+        signal: bool = True,
+        release: bool = False,
+    ) -> tuple[list[Event], Lease | None]:
+        """:meth:`append_batch`, then :meth:`acquire_lease` of ``lease``, in one round trip
+        where the world can (an attempt's commit taking the next step's lease). If the
+        append raises, the lease is not left held."""
+        ...
+
     def last_sequence(self, run_id: str) -> int:
         """The run's last sequence, 0 for a run with no events."""
         ...
@@ -286,7 +303,11 @@ class World(Protocol):
 
     # -- leases ---------------------------------------------------------------------------
     def acquire_lease(self, key: str, holder: str, ttl_seconds: float) -> Lease | None:
-        """Take the lease if it is free or expired (or already ours); ``None`` if held."""
+        """Take the lease if it is free or expired (or already ours); ``None`` if held.
+
+        Every tenure of a key gets a larger fencing token than the one before it, and the
+        first tenure gets token 1: a lease won with token 1 was never held before.
+        """
         ...
 
     def renew_lease(self, lease: Lease, ttl_seconds: float) -> Lease:
@@ -349,6 +370,28 @@ def unique_holder(name: str) -> str:
     """``name`` plus a suffix no other call, in this or any process, gets: the holder of
     a lease taken for one call, so the same process cannot mistake it for another's."""
     return f"{name}:{os.getpid()}.{_HOLDER_NONCE}.{next(_holder_serial):x}"
+
+
+@dataclass(frozen=True)
+class LeaseRequest:
+    """A lease to take: ``acquire_lease(key, holder, ttl_seconds)``."""
+
+    key: str
+    holder: str
+    ttl_seconds: float
+
+
+def append_then_acquire(
+    world: World,
+    run_id: str,
+    events: Sequence[EventInput],
+    lease: LeaseRequest,
+    **append: Any,
+) -> tuple[list[Event], Lease | None]:
+    """``append_batch_then_acquire`` for worlds that have no single round trip to save: the
+    append, then the acquire (none if the append raised)."""
+    recorded = world.append_batch(run_id, events, **append)
+    return recorded, world.acquire_lease(lease.key, lease.holder, lease.ttl_seconds)
 
 
 @contextmanager

@@ -33,9 +33,11 @@ from little_dist.world.base import (
     ArtifactRead,
     Fence,
     Lease,
+    LeaseRequest,
     PreparedEvent,
     SequenceConflictError,
     VersionNotFoundError,
+    append_then_acquire,
     check_event_window,
     check_lease_request,
     prepare_events,
@@ -103,6 +105,20 @@ class MemoryWorld:
             return self._append_batch(
                 run_id, events, expected_sequence=expected_sequence, fence=fence
             )
+
+    def append_batch_then_acquire(
+        self,
+        run_id: str,
+        events: Sequence[EventInput],
+        lease: LeaseRequest,
+        *,
+        fence: Fence | None = None,
+        signal: bool = True,
+        release: bool = False,
+    ) -> tuple[list[Event], Lease | None]:
+        return append_then_acquire(
+            self, run_id, events, lease, fence=fence, signal=signal, release=release
+        )
 
     def _append_batch(
         self,

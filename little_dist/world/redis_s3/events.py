@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import redis
 
@@ -46,6 +46,7 @@ from little_dist.world.redis_s3.keys import KeyLayout
 from little_dist.world.redis_s3.redis_calls import (
     Arg,
     LuaScript,
+    execute_pipeline,
     redis_errors,
     text,
     to_storage_error,
@@ -99,6 +100,14 @@ class _Run:
         self.last = 0
 
 
+class PipelineTail(Protocol):
+    """One command queued after an append in the same pipeline (see ``append_batch``)."""
+
+    def queue(self, pipe: Any) -> None: ...
+
+    def done(self, reply: Any) -> None: ...
+
+
 class EventLog:
     """Appends and reads of every run's stream; falls back to archives for sealed runs.
 
@@ -141,8 +150,10 @@ class EventLog:
         fence: Fence | None = None,
         signal: bool = True,
         release: bool = False,
+        then: PipelineTail | None = None,
     ) -> list[Event]:
-        """Append ``events`` atomically (see :meth:`World.append_batch`)."""
+        """Append ``events`` atomically (see :meth:`World.append_batch`); ``then`` queues
+        one more command after the append, in the same round trip, and gets its reply."""
         # A run id this process already wrote to was validated then (an unhashable one
         # cannot be a key: it goes to the validation, which refuses it).
         run = self._runs.get(run_id) if type(run_id) is str else None
@@ -184,7 +195,7 @@ class EventLog:
                 script_keys.append(self._signal_stream)
         ends = any(item.type in RUN_END_EVENT_TYPES for item in prepared)
         try:
-            if first_touch or ends:
+            if first_touch or ends or then is not None:
                 pipe = self._redis.pipeline(transaction=False)
                 self._append_script.queue(pipe, script_keys, args)
                 if first_touch:
@@ -196,7 +207,12 @@ class EventLog:
                     ended = self._keys.run(run_id).ended
                     pipe.xadd(ended, {"seq": 0}, maxlen=1)
                     pipe.pexpire(ended, _ENDED_TTL_MS)
-                result = pipe.execute()[0]
+                if then is not None:
+                    then.queue(pipe)
+                replies = execute_pipeline(pipe)
+                result = replies[0]
+                if then is not None:
+                    then.done(replies[-1])
             else:
                 result = self._append_script(script_keys, args)
         except redis.exceptions.RedisError as exc:

@@ -11,16 +11,17 @@ must then live in the run's slot: build its name with
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import redis
 
 from little_dist.errors import LeaseLostError
-from little_dist.world.base import Lease, check_lease_request
+from little_dist.world.base import Lease, LeaseRequest, check_lease_request
 from little_dist.world.redis_s3 import scripts
 from little_dist.world.redis_s3.keys import KeyLayout
 from little_dist.world.redis_s3.redis_calls import LuaScript, ms, redis_errors
 
-__all__ = ["LeaseStore"]
+__all__ = ["AcquireTail", "LeaseStore"]
 
 # The token counter outlives any lease by far, so a token is never handed out twice.
 _COUNTER_TTL_MS = 30 * 24 * 3600 * 1000
@@ -40,16 +41,20 @@ class LeaseStore:
 
     def acquire(self, key: str, holder: str, ttl_seconds: float) -> Lease | None:
         check_lease_request(key, holder, ttl_seconds)
-        lease_key, counter_key = self._keys.lease(key)
         with redis_errors(f"acquire of lease {key!r}"):
-            reply = self._acquire(
-                [lease_key, counter_key],
-                [holder, ms(ttl_seconds), _COUNTER_TTL_MS, self._now_ms()],
-            )
-        if reply is None:
-            return None
-        token, expires_ms = reply
-        return Lease(key=key, holder=holder, token=int(token), expires_at=int(expires_ms) / 1000)
+            reply = self._acquire(*self._acquire_call(key, holder, ttl_seconds))
+        return _lease_of(key, holder, reply)
+
+    def acquiring(self, request: LeaseRequest) -> AcquireTail:
+        """The acquire of ``request`` as a command to queue in another call's pipeline."""
+        check_lease_request(request.key, request.holder, request.ttl_seconds)
+        return AcquireTail(self, request)
+
+    def _acquire_call(
+        self, key: str, holder: str, ttl_seconds: float
+    ) -> tuple[list[str], list[str | int]]:
+        lease_key, counter_key = self._keys.lease(key)
+        return [lease_key, counter_key], [holder, ms(ttl_seconds), _COUNTER_TTL_MS, self._now_ms()]
 
     def renew(self, lease: Lease, ttl_seconds: float) -> Lease:
         check_lease_request(lease.key, lease.holder, ttl_seconds)
@@ -66,3 +71,28 @@ class LeaseStore:
         lease_key, _ = self._keys.lease(lease.key)
         with redis_errors(f"release of lease {lease.key!r}"):
             self._release([lease_key], [lease.holder, lease.token])
+
+
+class AcquireTail:
+    """An acquire queued after an append (``EventLog.append_batch(then=...)``): ``lease``
+    is set once the pipeline ran."""
+
+    def __init__(self, store: LeaseStore, request: LeaseRequest) -> None:
+        self._store = store
+        self._request = request
+        self.lease: Lease | None = None
+
+    def queue(self, pipe: Any) -> None:
+        request = self._request
+        keys, args = self._store._acquire_call(request.key, request.holder, request.ttl_seconds)
+        self._store._acquire.queue(pipe, keys, args)
+
+    def done(self, reply: Any) -> None:
+        self.lease = _lease_of(self._request.key, self._request.holder, reply)
+
+
+def _lease_of(key: str, holder: str, reply: Any) -> Lease | None:
+    if reply is None:
+        return None
+    token, expires_ms = reply
+    return Lease(key=key, holder=holder, token=int(token), expires_at=int(expires_ms) / 1000)

@@ -30,7 +30,14 @@ from redis.retry import Retry
 
 from little_dist.errors import InvalidInputError
 from little_dist.events import Event, EventInput
-from little_dist.world.base import ArtifactInput, ArtifactManifest, ArtifactRead, Fence, Lease
+from little_dist.world.base import (
+    ArtifactInput,
+    ArtifactManifest,
+    ArtifactRead,
+    Fence,
+    Lease,
+    LeaseRequest,
+)
 from little_dist.world.redis_s3.archive import (
     DEFAULT_ARCHIVE_TTL_SECONDS,
     RunArchives,
@@ -279,6 +286,28 @@ class RedisS3World:
             signal=signal,
             release=release,
         )
+
+    def append_batch_then_acquire(
+        self,
+        run_id: str,
+        events: Sequence[EventInput],
+        lease: LeaseRequest,
+        *,
+        fence: Fence | None = None,
+        signal: bool = True,
+        release: bool = False,
+    ) -> tuple[list[Event], Lease | None]:
+        tail = self._leases.acquiring(lease)
+        try:
+            recorded = self._events.append_batch(
+                run_id, events, fence=fence, signal=signal, release=release, then=tail
+            )
+        except BaseException:
+            # The pipeline ran the acquire whatever the append answered: give it back.
+            if tail.lease is not None:
+                self.release_lease(tail.lease)
+            raise
+        return recorded, tail.lease
 
     def last_sequence(self, run_id: str) -> int:
         return self._events.last_sequence(run_id)
