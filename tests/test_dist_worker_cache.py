@@ -8,6 +8,7 @@ sends goes to a recording stand-in for the Celery app, and the test delivers tho
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -519,3 +520,56 @@ def test_a_next_lease_the_run_does_not_use_is_given_back() -> None:
     assert world.taken == ["s1"]
     assert world.list_events(run_id)[-1].type == "RunFailed"
     assert world.acquire_lease(f"{{{run_id}}}:step:s1", "other", 5) is not None
+
+
+def test_an_attempt_the_advancing_thread_keeps_is_handed_to_a_waiting_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two threads commit branches of one fan-out at once: the second finds the first
+    # advancing the run and waits; the look that follows keeps both newly ready branches,
+    # one for each thread, so neither goes through the broker.
+    from little_dist.dist import tasks
+
+    effects = tmp_path / "effects.txt"
+    monkeypatch.setenv(wf.SIDE_EFFECTS_ENV, str(effects))
+    world = MemoryWorld()
+    runtime, app = _runtime(world, ToolRegistry([wf.record_branch]), roles=("worker",))
+    doc = wf.fan_out_lwir(max_branches=8, max_concurrency=2)
+    run_id = _start(world, app, doc, {"keys": ["a", "b", "c", "d"], "sleep": 0})
+    first, second = app.take()
+    tracker = runtime.runs.get(run_id)
+    real_advance_run = tasks.advance_run
+    looks = iter([True])
+
+    def advance_run(*args: Any, **options: Any) -> Any:
+        if next(looks, False):  # the first look waits until the other thread waits for it
+            deadline = time.monotonic() + 10
+            while not tracker.waiting() and time.monotonic() < deadline:
+                time.sleep(0.001)
+        return real_advance_run(*args, **options)
+
+    monkeypatch.setattr(tasks, "advance_run", advance_run)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        advancing = pool.submit(_deliver, runtime, first)
+        deadline = time.monotonic() + 10
+        while not tracker._advancing and time.monotonic() < deadline:
+            time.sleep(0.001)
+        waiting = pool.submit(_deliver, runtime, second)
+        assert advancing.result(timeout=30) == waiting.result(timeout=30) == "completed"
+    assert app.take() == []  # c and d ran in the two slots, no task sent for either
+    assert sorted(effects.read_text().split()) == ["a", "b", "c", "d"]
+    assert world.list_events(run_id)[-1].type == "RunCompleted"
+    assert tracker.waiting() == 0
+
+
+def test_a_waiting_thread_gets_nothing_once_the_advance_is_over() -> None:
+    world = MemoryWorld()
+    tracker = RunTracker(world, submit_run(world, wf.chain_lwir(1), {}))
+    assert tracker.join_advance() is None  # advances itself
+    waiter = tracker.join_advance()
+    assert waiter is not None and tracker.waiting() == 1
+    assert tracker.end_advance()  # the waiter asked for a look
+    assert not tracker.end_advance()  # nothing was handed out: it is let go
+    assert waiter.is_set() and tracker.leave(waiter) is None
+    assert tracker.waiting() == 0
+    assert tracker.join_advance() is None

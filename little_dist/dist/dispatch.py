@@ -289,6 +289,14 @@ class VersionCache:
         return version
 
 
+class Waiter(threading.Event):
+    """A thread waiting for the advancing thread to hand it an attempt of the run."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.given: Advance | None = None
+
+
 class RunTracker:
     """One run's folded state and :class:`RunContext`, brought up to date incrementally.
 
@@ -323,6 +331,7 @@ class RunTracker:
         self._context: RunContext | None = None
         self._advancing = False
         self._look_again = False
+        self._waiters: list[Waiter] = []
         self._lock = threading.Lock()
         self._read_lock = threading.Lock()
 
@@ -381,14 +390,58 @@ class RunTracker:
 
     def end_advance(self, *, failed: bool = False) -> bool:
         """Done advancing; True (still advancing) when a look was asked for meanwhile and the
-        caller must advance again. After a failure the run is left to the next look."""
+        caller must advance again. After a failure the run is left to the next look. When
+        the advancing is over, threads still waiting for a hand-out get nothing."""
         with self._lock:
             if self._look_again and not failed:
                 self._look_again = False
                 return True
             self._advancing = False
             self._look_again = False
-            return False
+            waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            waiter.set()
+        return False
+
+    def join_advance(self) -> Waiter | None:
+        """:meth:`begin_advance` for a thread that could run another attempt of this run:
+        ``None`` if it may advance the run now; else another thread is advancing it, which
+        is asked to look again and may hand this one an attempt (:meth:`hand_out`): wait on
+        the returned :class:`Waiter`, then :meth:`leave`."""
+        with self._lock:
+            if not self._advancing:
+                self._advancing = True
+                self._look_again = False
+                return None
+            self._look_again = True
+            waiter = Waiter()
+            self._waiters.append(waiter)
+            return waiter
+
+    def waiting(self) -> int:
+        """How many threads wait for an attempt to be handed to them."""
+        with self._lock:
+            return len(self._waiters)
+
+    def hand_out(self, attempts: Sequence[Advance]) -> list[Advance]:
+        """Give ``attempts`` to waiting threads, first come first served; the ones left."""
+        left = list(attempts)
+        given: list[Waiter] = []
+        with self._lock:
+            while left and self._waiters:
+                waiter = self._waiters.pop(0)
+                waiter.given = left.pop(0)
+                given.append(waiter)
+        for waiter in given:
+            waiter.set()
+        return left
+
+    def leave(self, waiter: Waiter) -> Advance | None:
+        """Stop waiting; what was handed to ``waiter``, if anything."""
+        with self._lock:
+            if waiter in self._waiters:
+                self._waiters.remove(waiter)
+            return waiter.given
 
     def step_view(self, step_path: str) -> tuple[RunState, list[Event]]:
         """:meth:`catch_up_step` without reading: the state and step events folded so far."""
@@ -494,6 +547,15 @@ class RunTracker:
 
 
 @dataclass(frozen=True)
+class KeptAttempt:
+    """An attempt a look at the run kept for this process (see :attr:`Advance.also`)."""
+
+    dispatch: StepDispatch
+    lease: Lease
+    alone: bool
+
+
+@dataclass(frozen=True)
 class Advance:
     """What one :func:`advance_run` did: the final state and decision, what it sent."""
 
@@ -515,6 +577,10 @@ class Advance:
     #: ``StepScheduled`` of ``kept``, which the caller records in the attempt's first append
     #: (``execute_step_attempt(preamble=...)``), or appends before sending the task.
     deferred: tuple[EventInput, ...] = ()
+    #: More attempts ``keep`` took (``advance_run(want=...)``), each with its step lease
+    #: and whether it is ours alone, like ``kept``: the caller hands them to other threads
+    #: of its process, or sends them.
+    also: tuple[KeptAttempt, ...] = ()
 
     @property
     def done(self) -> bool:
@@ -533,6 +599,7 @@ def advance_run(
     read: bool = True,
     defer: bool = False,
     held: Lease | None = None,
+    want: int = 1,
 ) -> Advance:
     """Fold new events, decide and append until nothing new, then dispatch what is ready.
 
@@ -547,7 +614,9 @@ def advance_run(
     attempt's first append (one round trip less per step; the step lease, taken first,
     keeps everyone else off the attempt meanwhile).
     ``held``: a step lease the caller took already (its commit took the lease of the step
-    it expected next): used, instead of an acquire, if ``keep`` takes that step.
+    it expected next): used, instead of an acquire, if ``keep`` takes that step. ``want``:
+    how many newly scheduled attempts ``keep`` may take (leased in one round trip); the
+    first is :attr:`Advance.kept`, the others :attr:`Advance.also`.
     """
     state = tracker.catch_up() if read else tracker.state()
     if tracker.awaiting_plan and state.status not in ("completed", "failed"):
@@ -557,6 +626,8 @@ def advance_run(
     appended = 0
     kept: tuple[StepDispatch, Lease] | None = None
     alone = False
+    others: list[tuple[StepDispatch, Lease]] = []
+    others_alone: list[bool] = []
     try:
         for _ in range(_MAX_ROUNDS):
             ctx = tracker.context
@@ -564,11 +635,18 @@ def advance_run(
                 return _advanced(state, decision, (), appended, kept, alone)
             decision = decide(ctx, state)
             leased_now = False
-            if keep is not None and kept is None:
-                # The attempt to keep is leased before its StepScheduled is appended: nobody
-                # can run it but this caller, even if a sweep sends its task meanwhile.
-                kept = _lease_one(world, settings, tracker, decision, keep, holder, held)
-                leased_now = kept is not None
+            have = (kept is not None) + len(others)
+            if keep is not None and want > have:
+                # The attempts to keep are leased before their StepScheduled is appended:
+                # nobody can run them but this caller, even if a sweep sends their tasks.
+                leased = _lease_kept(
+                    world, settings, tracker, decision, keep, holder, held, want - have
+                )
+                if leased and kept is None:
+                    kept, leased = leased[0], leased[1:]
+                    leased_now = True
+                others += leased
+                others_alone += [False] * len(leased)
             if not decision.events:
                 break
             if (
@@ -603,25 +681,33 @@ def advance_run(
                 # that merely follows our last sequence may be a sweep's, whose worker may
                 # have run the attempt before we took the lease.
                 alone = kept[1].token == 1 and _schedules(new, kept[0])
+                others_alone = [
+                    lease.token == 1 and _schedules(new, dispatch) for dispatch, lease in others
+                ]
             # Nothing but schedules: the steps decided on are now in flight and settle
             # nothing, so deciding again would find nothing new.
             if not new or all(e.type in SCHEDULE_EVENT_TYPES for e in decision.events):
                 break
     except BaseException:
-        if kept is not None:  # not run after all: let the next look send it now
-            tracker.unclaim_offers([kept[0]])
-            world.release_lease(kept[1])
+        for dispatch, lease in ([kept] if kept is not None else []) + others:
+            # Not run after all: let the next look send it now.
+            tracker.unclaim_offers([dispatch])
+            world.release_lease(lease)
         raise
+    also = tuple(
+        KeptAttempt(dispatch, lease, mine)
+        for (dispatch, lease), mine in zip(others, others_alone, strict=True)
+    )
     ctx = tracker.context
     if decision is None or ctx is None or not decision.dispatch:
-        return _advanced(state, decision, (), appended, kept, alone)
+        return _advanced(state, decision, (), appended, kept, alone, also)
     # One lease round trip per attempt this process has not offered lately, not per pending
     # attempt per look (a wide fan-out would otherwise cost O(branches) calls per commit).
     # What another process scheduled and never sent is still offered here once, and by the
     # scheduler (which sees every append's signal) and its sweeps.
     fresh = tracker.claim_offers(decision.dispatch, settings.dispatch_resend_after)
     if not fresh:
-        return _advanced(state, decision, (), appended, kept, alone)
+        return _advanced(state, decision, (), appended, kept, alone, also)
     narrowed = dataclasses.replace(decision, dispatch=tuple(fresh))
     try:
         sent, late = _dispatch_won(
@@ -636,12 +722,12 @@ def advance_run(
         )
     except BaseException:
         tracker.unclaim_offers(fresh)
-        if kept is not None:
-            world.release_lease(kept[1])
+        for _, lease in ([kept] if kept is not None else []) + others:
+            world.release_lease(lease)
         raise
     if kept is None and late is not None:
         return Advance(state, decision, tuple(sent), appended, late)
-    return _advanced(state, decision, tuple(sent), appended, kept, alone)
+    return _advanced(state, decision, tuple(sent), appended, kept, alone, also)
 
 
 def _schedule_occurrence(dispatch: StepDispatch) -> str:
@@ -679,43 +765,53 @@ def _advanced(
     appended: int,
     kept: tuple[StepDispatch, Lease] | None,
     alone: bool,
+    also: tuple[KeptAttempt, ...] = (),
 ) -> Advance:
     if kept is None:
         return Advance(state, decision, sent, appended)
-    return Advance(state, decision, sent, appended, kept[0], alone, kept[1])
+    return Advance(state, decision, sent, appended, kept[0], alone, kept[1], also=also)
 
 
-def _lease_one(
+def _lease_kept(
     world: World,
     settings: Settings,
     tracker: RunTracker,
     decision: Decision,
     keep: Callable[[StepDispatch], bool],
     holder: str,
-    held: Lease | None = None,
-) -> tuple[StepDispatch, Lease] | None:
-    """The first attempt ``decision`` schedules that ``keep`` accepts, with its step lease if
-    won (it is then marked offered, so the dispatch that follows does not send it).
+    held: Lease | None,
+    want: int,
+) -> list[tuple[StepDispatch, Lease]]:
+    """Up to ``want`` attempts ``decision`` schedules that ``keep`` accepts, with their step
+    leases where won (all taken in one round trip; each is marked offered, so the dispatch
+    that follows does not send it).
 
-    The step lease, not the dispatch lease: the caller runs the attempt under it at once
-    (one lease round trip per step instead of two). A task for the attempt that someone
-    sends meanwhile (a sweep) finds the step busy, or the attempt over.
+    Step leases, not dispatch leases: the caller runs the attempts under them at once (one
+    lease round trip per step instead of two). A task for an attempt that someone sends
+    meanwhile (a sweep) finds the step busy, or the attempt over. ``held`` is used for the
+    attempt whose step lease it is.
     """
     scheduling = {e.occurrence_id for e in decision.events if e.type == "StepScheduled"}
+    picked: list[StepDispatch] = []
     for dispatch in decision.dispatch:
+        if len(picked) >= want:
+            break
         if dispatch.run_id != tracker.run_id or not keep(dispatch):
             continue
         if _schedule_occurrence(dispatch) not in scheduling:
             continue  # scheduled before: its task was sent (or is the sweep's to send)
-        if not tracker.claim_offers([dispatch], settings.dispatch_resend_after):
-            return None  # this process offered it lately: someone has it
-        key = step_lease_key(dispatch.run_id, dispatch.step_path)
-        lease = (
-            held
-            if held is not None and held.key == key
-            else world.acquire_lease(key, unique_holder(holder), settings.lease_ttl)
-        )
-        if lease is None:
-            return None  # another worker runs it
-        return dispatch, lease
-    return None
+        if tracker.claim_offers([dispatch], settings.dispatch_resend_after):
+            picked.append(dispatch)  # (else this process offered it lately: someone has it)
+    keys = [step_lease_key(dispatch.run_id, dispatch.step_path) for dispatch in picked]
+    missing = [key for key in keys if held is None or held.key != key]
+    acquired = iter(
+        acquire_leases(world, missing, unique_holder(holder), settings.lease_ttl)
+        if missing
+        else []
+    )
+    won: list[tuple[StepDispatch, Lease]] = []
+    for dispatch, key in zip(picked, keys, strict=True):
+        lease = held if held is not None and held.key == key else next(acquired)
+        if lease is not None:  # (else another worker runs it)
+            won.append((dispatch, lease))
+    return won

@@ -53,6 +53,7 @@ from little_dist.dist.dispatch import (
     TASK_PLAN,
     TASK_SUBMIT_RUN,
     Advance,
+    KeptAttempt,
     RunTracker,
     VersionCache,
     advance_run,
@@ -90,6 +91,10 @@ _log = logging.getLogger("little.worker")
 # Runs whose tracker a worker process keeps (each holds the run's folded state and its
 # steps' raw events); a run evicted while still running is simply read from the log again.
 _RUN_CACHE_SIZE = 256
+# How long a thread that committed a step waits for the thread advancing the run to hand it
+# an attempt (the advance takes milliseconds; this only bounds a stuck one).
+_HANDOUT_WAIT_S = 0.25
+_HANDOUT_GRACE_S = 0.002
 # (version id, step path) -> the chain's next step, remembered per process.
 _SUCCESSOR_CACHE_SIZE = 4096
 _TERMINAL = ("completed", "failed")
@@ -517,24 +522,49 @@ class WorkerRuntime:
         """
         if (not self.fast_path and not force) or self.app is None:
             return None
-        if not tracker.begin_advance():
+        if keep is not None:
+            waiter = tracker.join_advance()
+            if waiter is not None:
+                # Another thread advances the run: it may hand this one an attempt it keeps
+                # (a fan-out's next branch), which then runs here, without the broker.
+                waiter.wait(_HANDOUT_WAIT_S)
+                return tracker.leave(waiter)
+        elif not tracker.begin_advance():
             return None
         kept: Advance | None = None
         try:
             while True:
+                # This thread's next attempt (if it has none yet), and one for each thread
+                # of this process waiting for one.
+                # The threads whose commits this look folds are usually a moment away from
+                # asking: up to a pool's worth of attempts are kept (the rest go out now).
+                wanted = (
+                    0
+                    if keep is None
+                    else max((kept is None) + tracker.waiting(), self.settings.worker_concurrency)
+                )
                 advance = advance_run(
                     self.world,
                     self.app,
                     self.settings,
                     tracker,
                     holder=self.name,
-                    keep=keep if kept is None else None,
+                    keep=keep if wanted else None,
                     read=read,
                     defer=kept is None,
                     held=held if kept is None else None,
+                    want=max(wanted, 1),
                 )
-                if kept is None and advance.kept is not None:
-                    kept = advance
+                others = list(advance.also)
+                if advance.kept is not None and advance.kept_lease is not None:
+                    if kept is None:
+                        kept = advance
+                    else:
+                        others.insert(
+                            0, KeptAttempt(advance.kept, advance.kept_lease, advance.kept_alone)
+                        )
+                if others:
+                    self._hand_out(tracker, advance, others)
                 read = True
                 if advance.done or not tracker.end_advance():
                     break
@@ -567,7 +597,34 @@ class WorkerRuntime:
             kept_alone=kept.kept_alone,
             kept_lease=kept.kept_lease,
             deferred=kept.deferred,
+            also=(),
         )
+
+    def _hand_out(self, tracker: RunTracker, advance: Advance, kept: list[KeptAttempt]) -> None:
+        """Give attempts this look kept to threads of this process waiting for one; send
+        the rest to their queues."""
+        attempts = [
+            dataclasses.replace(
+                advance,
+                kept=item.dispatch,
+                kept_alone=item.alone,
+                kept_lease=item.lease,
+                deferred=(),
+                also=(),
+            )
+            for item in kept
+        ]
+        left = tracker.hand_out(attempts)
+        # Threads whose commits this look folded are usually a moment away from asking for
+        # an attempt: give them that moment before the rest goes to the broker.
+        deadline = time.monotonic() + _HANDOUT_GRACE_S
+        while left and time.monotonic() < deadline:
+            if tracker.waiting():
+                left = tracker.hand_out(left)
+            else:
+                time.sleep(0.0002)
+        for attempt in left:
+            self._hand_off(attempt)
 
 
 class RunCache:
