@@ -573,3 +573,33 @@ def test_a_waiting_thread_gets_nothing_once_the_advance_is_over() -> None:
     assert waiter.is_set() and tracker.leave(waiter) is None
     assert tracker.waiting() == 0
     assert tracker.join_advance() is None
+
+
+def test_the_tracker_keeps_what_arrives_past_a_gap_until_the_gap_is_filled() -> None:
+    # Threads fold their appends' answers in whatever order they come back.
+    world = MemoryWorld()
+    run_id = submit_run(world, wf.chain_lwir(2), {})
+    for index in range(6):
+        world.append(run_id, EventInput(type="little.note", payload={"n": index}))
+    events = world.list_events(run_id)
+    tracker = RunTracker(world, run_id)
+    tracker.fold(events[:2])
+    tracker.fold(events[3:])  # ahead of a gap: kept, not folded
+    assert tracker.last_sequence == 2
+    tracker.fold([events[2]])  # the gap filled: everything folds, nothing is read again
+    assert tracker.last_sequence == len(events)
+    assert tracker.state().event_count == len(events)
+
+
+def test_a_delivered_task_whose_step_is_busy_stops_before_reading_the_log() -> None:
+    world = CountingWorld()
+    runtime, app = _runtime(world, ToolRegistry([wf.noop]))
+    run_id = _start(world, app, wf.chain_lwir(2), {})
+    task = app.take()[0]
+    held = world.acquire_lease(f"{{{run_id}}}:step:s0", "another-worker", 30)
+    assert held is not None
+    world.reads.clear()
+    assert _deliver(runtime, task) == "busy"
+    assert world.reads == []
+    world.release_lease(held)
+    assert _deliver(runtime, task) == "completed"

@@ -85,6 +85,8 @@ SUBMITTED_EVENT_TYPE: Final = "little.run.submitted"
 # decide + append rounds per look at a run: decision steps are settled inline, each round
 # may make the next one ready. Bounded so a bug cannot spin forever.
 _MAX_ROUNDS: Final = 64
+# Events a tracker keeps past a gap in its folded sequence, at most.
+_AHEAD_LIMIT: Final = 20_000
 
 
 def dispatch_lease_key(dispatch: StepDispatch) -> str:
@@ -332,6 +334,8 @@ class RunTracker:
         self._advancing = False
         self._look_again = False
         self._waiters: list[Waiter] = []
+        # Recorded events past the first gap in what was folded, by sequence.
+        self._ahead: dict[int, Event] = {}
         self._lock = threading.Lock()
         self._read_lock = threading.Lock()
 
@@ -493,10 +497,18 @@ class RunTracker:
         beside the new ones and may skip what others appended in between.
         """
         count = self._builder.event_count
-        fresh = {e.sequence: e for e in events if e.sequence > count}
+        # What lies past a gap is kept until the gap is filled: threads of one process
+        # fold their appends' answers in whatever order they come back, and an answer
+        # dropped for arriving early would have to be read again.
+        ahead = self._ahead
+        for event in events:
+            if event.sequence > count:
+                ahead[event.sequence] = event
         run: list[Event] = []
-        while (following := fresh.get(count + len(run) + 1)) is not None:
+        while (following := ahead.pop(count + len(run) + 1, None)) is not None:
             run.append(following)
+        if len(ahead) > _AHEAD_LIMIT:
+            ahead.clear()  # a gap nobody fills: the next read brings it all
         self._fold(run)
 
     def _fold(self, events: Sequence[Event]) -> None:
@@ -681,9 +693,10 @@ def advance_run(
                 # that merely follows our last sequence may be a sweep's, whose worker may
                 # have run the attempt before we took the lease.
                 alone = kept[1].token == 1 and _schedules(new, kept[0])
-                others_alone = [
-                    lease.token == 1 and _schedules(new, dispatch) for dispatch, lease in others
-                ]
+            others_alone = [
+                mine or (lease.token == 1 and _schedules(new, dispatch))
+                for (dispatch, lease), mine in zip(others, others_alone, strict=True)
+            ]
             # Nothing but schedules: the steps decided on are now in flight and settle
             # nothing, so deciding again would find nothing new.
             if not new or all(e.type in SCHEDULE_EVENT_TYPES for e in decision.events):

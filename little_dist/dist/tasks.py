@@ -248,8 +248,21 @@ class WorkerRuntime:
         world = self.world
         tracker = self.runs.get(run_id)
         how = " (inline)" if inline else ""
-        # A delivered task catches up first: other processes append to the run too. An
-        # inline attempt was just decided from this tracker, which holds everything its
+        lease = continued.kept_lease if continued is not None else None
+        if not inline:
+            # A delivered task takes the step lease first, then catches up (other processes
+            # append to the run too): whoever held the step before has ended, so the read
+            # has all there is and the attempt need not read again; a duplicate delivery of
+            # a running attempt stops here, without reading.
+            lease = world.acquire_lease(
+                step_lease_key(run_id, step_path),
+                unique_holder(self.name),
+                self.settings.lease_ttl,
+            )
+            if lease is None:
+                _log.info("%s %s %s#%d: %s", kind, run_id, step_path, attempt, "busy")
+                return AttemptOutcome.busy.value, None
+        # An inline attempt was just decided from this tracker, which holds everything its
         # input needs; whatever was appended since is read once the step lease is held.
         state, step_events = (
             tracker.step_view(step_path) if inline else tracker.catch_up_step(step_path)
@@ -258,17 +271,17 @@ class WorkerRuntime:
         if state.status in _TERMINAL:
             self.runs.forget(run_id)
             _log.info("%s %s %s#%d%s: the run is over", kind, run_id, step_path, attempt, how)
-            self._release_kept(continued)
+            self._release(lease)
             return AttemptOutcome.already_done.value, None
         if ctx is None:
             _log.warning("%s %s %s#%d: the run has not started", kind, run_id, step_path, attempt)
-            self._release_kept(continued)
+            self._release(lease)
             return "not_started", None
         try:
             step = locate_step(plan_for(ctx.version), step_path).step
         except StepPathError as error:
             _log.error("%s %s: %s", kind, run_id, error)
-            self._release_kept(continued)
+            self._release(lease)
             return "invalid", None
         dispatch = StepDispatch(
             run_id=run_id,
@@ -315,9 +328,10 @@ class WorkerRuntime:
             # The fast path advances the run right after the commit: the scheduler need not
             # look too (its sweep covers a worker that dies in between).
             signal_commit=not self._fast,
-            # An attempt this worker leased before scheduling it: nobody else can run it.
-            exclusive=continued is not None and continued.kept_alone,
-            held_lease=continued.kept_lease if continued is not None else None,
+            # Read under the step lease, or leased before it was scheduled (nobody else can
+            # have run it): no second read.
+            exclusive=continued.kept_alone if continued is not None else True,
+            held_lease=lease,
             # The StepScheduled this worker decided for it rides with its first append.
             preamble=continued.deferred if continued is not None else (),
             next_lease=next_lease,
