@@ -603,3 +603,41 @@ def test_a_delivered_task_whose_step_is_busy_stops_before_reading_the_log() -> N
     assert world.reads == []
     world.release_lease(held)
     assert _deliver(runtime, task) == "completed"
+
+
+def test_a_second_look_that_keeps_a_scheduled_attempt_sends_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The thread already has its next attempt from the first look; a later look (asked for
+    # by a thread that waits) may keep an attempt scheduled earlier under its dispatch lease
+    # only: that one must go to the queue, or nobody would run it until it is re-sent.
+    from little_dist.dist import tasks
+    from little_dist.dist.dispatch import Advance
+    from little_dist.scheduling import StepDispatch
+
+    world = MemoryWorld()
+    runtime, app = _runtime(world, ToolRegistry([wf.noop]), roles=("worker",))
+    run_id = submit_run(world, wf.chain_lwir(1), {})
+    tracker = runtime.runs.get(run_id)
+    mine = world.acquire_lease(f"{{{run_id}}}:step:a", "me", 30)
+    assert mine is not None
+    state = tracker.catch_up()
+
+    def dispatch(path: str) -> StepDispatch:
+        return StepDispatch(run_id, path, path, 1, "worker", "execute_step")
+
+    looks = iter(
+        [
+            Advance(state, None, (), 0, dispatch("a"), True, mine),
+            Advance(state, None, (), 0, dispatch("b")),  # kept under its dispatch lease
+        ]
+    )
+    monkeypatch.setattr(tasks, "advance_run", lambda *a, **k: next(looks))
+    asked = iter([True])
+    real_end = tracker.end_advance
+    monkeypatch.setattr(
+        tracker, "end_advance", lambda *, failed=False: next(asked, False) or real_end()
+    )
+    advance = runtime._advance(tracker, keep=lambda d: True)
+    assert advance is not None and advance.kept == dispatch("a")
+    assert [task[1][1:] for task in app.take()] == [("b", 1)]

@@ -570,13 +570,17 @@ class WorkerRuntime:
                     want=max(wanted, 1),
                 )
                 others = list(advance.also)
-                if advance.kept is not None and advance.kept_lease is not None:
+                if advance.kept is not None:
                     if kept is None:
                         kept = advance
-                    else:
+                    elif advance.kept_lease is not None:
                         others.insert(
                             0, KeptAttempt(advance.kept, advance.kept_lease, advance.kept_alone)
                         )
+                    else:
+                        # Kept under its dispatch lease (it was scheduled before): this
+                        # thread has its next attempt already, so the task goes out.
+                        self._hand_off(dataclasses.replace(advance, also=()))
                 if others:
                     self._hand_out(tracker, advance, others)
                 read = True
