@@ -74,9 +74,9 @@ __all__ = [
     "PreparedEvent",
     "RunNotFoundError",
     "SequenceConflictError",
+    "SequentialAppendThenAcquire",
     "VersionNotFoundError",
     "World",
-    "append_then_acquire",
     "check_event_window",
     "check_lease_request",
     "prepare_events",
@@ -381,17 +381,22 @@ class LeaseRequest:
     ttl_seconds: float
 
 
-def append_then_acquire(
-    world: World,
-    run_id: str,
-    events: Sequence[EventInput],
-    lease: LeaseRequest,
-    **append: Any,
-) -> tuple[list[Event], Lease | None]:
-    """``append_batch_then_acquire`` for worlds that have no single round trip to save: the
-    append, then the acquire (none if the append raised)."""
-    recorded = world.append_batch(run_id, events, **append)
-    return recorded, world.acquire_lease(lease.key, lease.holder, lease.ttl_seconds)
+class SequentialAppendThenAcquire:
+    """``append_batch_then_acquire`` for worlds with no round trip to save (in memory, on
+    the local disk): the append, then the acquire (none if the append raised)."""
+
+    def append_batch_then_acquire(
+        self: World,
+        run_id: str,
+        events: Sequence[EventInput],
+        lease: LeaseRequest,
+        *,
+        fence: Fence | None = None,
+        signal: bool = True,
+        release: bool = False,
+    ) -> tuple[list[Event], Lease | None]:
+        recorded = self.append_batch(run_id, events, fence=fence, signal=signal, release=release)
+        return recorded, self.acquire_lease(lease.key, lease.holder, lease.ttl_seconds)
 
 
 @contextmanager

@@ -33,11 +33,10 @@ from little_dist.world.base import (
     ArtifactRead,
     Fence,
     Lease,
-    LeaseRequest,
     PreparedEvent,
     SequenceConflictError,
+    SequentialAppendThenAcquire,
     VersionNotFoundError,
-    append_then_acquire,
     check_event_window,
     check_lease_request,
     prepare_events,
@@ -56,7 +55,7 @@ class _LeaseState:
     expires_at: float
 
 
-class MemoryWorld:
+class MemoryWorld(SequentialAppendThenAcquire):
     """A :class:`~little_dist.world.base.World` held in memory.
 
     ``clock`` gives lease times in epoch seconds; tests pass a fake one to expire leases
@@ -105,20 +104,6 @@ class MemoryWorld:
             return self._append_batch(
                 run_id, events, expected_sequence=expected_sequence, fence=fence
             )
-
-    def append_batch_then_acquire(
-        self,
-        run_id: str,
-        events: Sequence[EventInput],
-        lease: LeaseRequest,
-        *,
-        fence: Fence | None = None,
-        signal: bool = True,
-        release: bool = False,
-    ) -> tuple[list[Event], Lease | None]:
-        return append_then_acquire(
-            self, run_id, events, lease, fence=fence, signal=signal, release=release
-        )
 
     def _append_batch(
         self,

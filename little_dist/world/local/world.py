@@ -18,8 +18,7 @@ from little_dist.world.base import (
     ArtifactRead,
     Fence,
     Lease,
-    LeaseRequest,
-    append_then_acquire,
+    SequentialAppendThenAcquire,
     check_event_window,
     check_lease_request,
     prepare_events,
@@ -45,7 +44,7 @@ _LIST_EVENTS: Final = (
 _LAST_SEQUENCE: Final = "SELECT COALESCE(MAX(sequence), 0) FROM events WHERE run_id = ?"
 
 
-class LocalWorld:
+class LocalWorld(SequentialAppendThenAcquire):
     """A :class:`~little_dist.world.base.World` in ``data_dir`` (created if missing).
 
     ``clock`` gives lease times in epoch seconds (tests inject a fake one);
@@ -106,20 +105,6 @@ class LocalWorld:
             return self._append_batch(
                 run_id, events, expected_sequence=expected_sequence, fence=fence
             )
-
-    def append_batch_then_acquire(
-        self,
-        run_id: str,
-        events: Sequence[EventInput],
-        lease: LeaseRequest,
-        *,
-        fence: Fence | None = None,
-        signal: bool = True,
-        release: bool = False,
-    ) -> tuple[list[Event], Lease | None]:
-        return append_then_acquire(
-            self, run_id, events, lease, fence=fence, signal=signal, release=release
-        )
 
     def _append_batch(
         self,
