@@ -641,3 +641,22 @@ def test_a_second_look_that_keeps_a_scheduled_attempt_sends_it(
     advance = runtime._advance(tracker, keep=lambda d: True)
     assert advance is not None and advance.kept == dispatch("a")
     assert [task[1][1:] for task in app.take()] == [("b", 1)]
+
+
+def test_offers_are_forgotten_after_resend_after_but_not_scanned_on_every_call() -> None:
+    from little_dist.scheduling import StepDispatch
+
+    world = MemoryWorld()
+    tracker = RunTracker(world, submit_run(world, wf.chain_lwir(1), {}))
+
+    def offer(index: int, resend_after: float) -> bool:
+        dispatch = StepDispatch(tracker.run_id, f"s{index}", f"s{index}", 1, "worker", "x")
+        return bool(tracker.claim_offers([dispatch], resend_after))
+
+    assert all(offer(index, 0.05) for index in range(200))
+    assert not offer(0, 0.05)  # offered lately
+    assert len(tracker._offered) == 200  # nothing was stale: kept
+    time.sleep(0.06)
+    assert offer(500, 0.05)  # a scan now drops the 200 stale offers
+    assert len(tracker._offered) == 1
+    assert offer(0, 0.05)  # and s0 may be offered again

@@ -325,6 +325,7 @@ class RunTracker:
         # Attempts this process offered (path, attempt, kind) -> monotonic time: an attempt
         # is offered again (a lease round trip) only after dispatch_resend_after.
         self._offered: dict[tuple[str, int, str], float] = {}
+        self._pruned_at = time.monotonic()
         self._version_id: str | None = None
         self._run_input: Any = None
         self._started = False
@@ -471,8 +472,10 @@ class RunTracker:
                 fresh.append(dispatch)
             # Forget attempts offered long ago (started ones are never asked about again).
             # Not by "absent from dispatches": a look with an older decision, on another
-            # thread, would then offer again what a newer one had pruned.
-            if len(offered) > 2 * len(dispatches) + 64:
+            # thread, would then offer again what a newer one had pruned. A scan of every
+            # offer, so not on every call (a wide fan-out asks about one attempt at a time).
+            if len(offered) > 64 and now - self._pruned_at >= resend_after / 4:
+                self._pruned_at = now
                 for stale in [k for k, last in offered.items() if now - last >= resend_after]:
                     del offered[stale]
         return fresh
