@@ -558,3 +558,15 @@ def test_tool_identity_snapshot() -> None:
         "inputSchemaHash": sha256_digest({"type": "object"}),
         "approvalPolicy": "required",
     }
+
+
+def test_to_json_is_a_fresh_copy_of_the_version() -> None:
+    version = compile_lwir(BASE_LWIR, input=TICKET_INPUT)
+    first, second = version.to_json(), version.to_json()
+    assert first == second
+    assert first["lwir"] == dict(version.lwir)
+    assert list(first["lwir"]) == list(version.lwir)  # JavaScript's property order too
+    first["lwir"]["steps"].clear()
+    first["lock"].clear()
+    assert version.to_json() == second
+    assert WorkflowVersion.from_json(second).hash == version.hash

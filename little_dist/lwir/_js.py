@@ -26,6 +26,7 @@ __all__ = [
     "js_clone",
     "js_has_key",
     "js_length",
+    "js_parse",
     "js_to_number",
     "js_trim",
     "json_quote",
@@ -185,4 +186,9 @@ def _js_ordered(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def js_clone(value: Any) -> Any:
     """``JSON.parse(canonicalJson(value))``; raises NonHashableValueError (or RecursionError)."""
-    return json.loads(canonical_json(value), object_pairs_hook=_js_ordered)
+    return js_parse(canonical_json(value))
+
+
+def js_parse(text: str) -> Any:
+    """``JSON.parse(text)``: objects keep JavaScript's property order."""
+    return json.loads(text, object_pairs_hook=_js_ordered)
