@@ -87,6 +87,28 @@ def _lane_for(pool: Any) -> _Lane:
         return lane
 
 
+def _lane_connection(client: redis.Redis, lane: _Lane) -> Any:
+    """The calling thread's own connection of ``client``'s pool (``None``: use redis-py's
+    usual path, as for a single-connection client, whose one connection is not ours)."""
+    connection = lane.connection
+    if connection is not None and lane.pid == os.getpid():
+        return connection
+    if getattr(client, "connection", None) is not None:
+        return None
+    connection = lane.connection = client.connection_pool.get_connection()
+    lane.pid = os.getpid()
+    return connection
+
+
+def _drop(lane: _Lane, connection: Any, pool: Any) -> None:
+    """Forget a connection that failed (the next call takes a new one), giving it back to
+    its pool closed."""
+    lane.connection = None
+    with suppress(Exception):
+        connection.disconnect()
+        pool.release(connection)
+
+
 class LuaScript:
     """One Lua script of a client, run by ``EVALSHA`` (loaded on ``NOSCRIPT``).
 
@@ -116,24 +138,15 @@ class LuaScript:
             return self._execute("EVALSHA", self.sha, len(keys), *keys, *args)
 
     def _send(self, keys: Sequence[str], args: Sequence[Arg]) -> Any:
-        lane = self._lane
-        connection = lane.connection
-        if connection is None or lane.pid != os.getpid():
-            if getattr(self._client, "connection", None) is not None:
-                # A single-connection client: its one connection is not ours to keep.
-                return self._execute("EVALSHA", self.sha, len(keys), *keys, *args)
-            connection = lane.connection = self._pool.get_connection()
-            lane.pid = os.getpid()
-        try:
-            connection.send_command("EVALSHA", self.sha, len(keys), *keys, *args)
-            return connection.read_response()
-        except redis.exceptions.ResponseError:
-            raise  # the server answered (NOSCRIPT included): the connection is fine
-        except Exception:
-            lane.connection = None
-            with suppress(Exception):
-                connection.disconnect()
-                self._pool.release(connection)
+        connection = _lane_connection(self._client, self._lane)
+        if connection is not None:
+            try:
+                connection.send_command("EVALSHA", self.sha, len(keys), *keys, *args)
+                return connection.read_response()
+            except redis.exceptions.ResponseError:
+                raise  # the server answered (NOSCRIPT included): the connection is fine
+            except Exception:
+                _drop(self._lane, connection, self._pool)
         return self._execute("EVALSHA", self.sha, len(keys), *keys, *args)
 
     def queue(self, pipe: Pipeline, keys: Sequence[str], args: Sequence[Arg]) -> None:
@@ -153,7 +166,9 @@ def execute_pipeline(pipe: Pipeline) -> list[Any]:
     """``pipe.execute()``; a queued :class:`LuaScript` the server did not know is loaded and
     sent again (alone, after the rest of the pipeline ran). Other errors raise."""
     queued: _Queued = pipe.__dict__.get(_QUEUED, {})
-    replies: list[Any] = pipe.execute(raise_on_error=False)
+    replies = _send_over_lane(pipe)
+    if replies is None:
+        replies = pipe.execute(raise_on_error=False)
     for index, reply in enumerate(replies):
         if not isinstance(reply, Exception):
             continue
@@ -162,4 +177,28 @@ def execute_pipeline(pipe: Pipeline) -> list[Any]:
             raise reply
         script, keys, args = entry
         replies[index] = script(keys, args)
+    return replies
+
+
+def _send_over_lane(pipe: Pipeline) -> list[Any] | None:
+    """The pipeline's commands sent over the thread's own connection (as
+    :class:`LuaScript` does), their raw replies in order, error replies as exceptions;
+    ``None`` when that connection failed or is not to be used (then redis-py runs it)."""
+    client: Any = pipe
+    lane = _lane_for(pipe.connection_pool)
+    connection = _lane_connection(client, lane)
+    if connection is None:
+        return None
+    commands = [args for args, _ in pipe.command_stack]
+    replies: list[Any] = []
+    try:
+        connection.send_packed_command(connection.pack_commands(commands))
+        for _ in commands:
+            try:
+                replies.append(connection.read_response())
+            except redis.exceptions.ResponseError as error:
+                replies.append(error)
+    except Exception:
+        _drop(lane, connection, pipe.connection_pool)
+        return None
     return replies
