@@ -389,10 +389,6 @@ class WorkerRuntime:
         """Whether this worker may run ``dispatch`` itself: an attempt of one of its roles."""
         return dispatch.role in self.roles
 
-    def _release_kept(self, continued: Advance | None) -> None:
-        if continued is not None and continued.kept_lease is not None:
-            self.world.release_lease(continued.kept_lease)
-
     def _hand_off(self, advance: Advance) -> None:
         """Send a kept attempt to its queue, freeing the step lease taken for it (best
         effort: if this fails, the scheduler's sweep sends it)."""
@@ -402,7 +398,7 @@ class WorkerRuntime:
         try:
             if advance.deferred:  # scheduled in the log before its task goes out
                 self.world.append_batch(dispatch.run_id, list(advance.deferred), signal=False)
-            self._release_kept(advance)
+            self._release(advance.kept_lease)
             send_dispatch(self.app, self.settings, dispatch)
         except Exception:
             _log.exception(
@@ -602,8 +598,8 @@ class WorkerRuntime:
             return None
         except BaseException:
             tracker.end_advance(failed=True)
-            with contextlib.suppress(Exception):
-                self._release_kept(kept)
+            if kept is not None:
+                self._release(kept.kept_lease)
             raise
         if advance.done:
             tracker.end_advance(failed=True)  # nothing more to look at
