@@ -27,10 +27,17 @@ Figures, each with its baseline and the ratio:
     ``StepCompleted`` of ``s{i}`` to ``StepAttemptStarted`` of ``s{i+1}``, p50 and p99
     (milliseconds; ``recordedAt`` has millisecond resolution). Target: p99 under 10 ms.
 
+(b) also prints how many branches came through the broker (Celery's own task counters) and
+the CPU time per branch of each process (the workers, the scheduler, Redis when it runs on
+this machine, and this process, which submits and waits), beside the same for the raw group.
+``--fan-runs N`` measures (b), and the raw group, N times and reports the median.
+
 ``--profile PY_SPY`` samples the engine processes with py-spy (``pip install py-spy``; give
-the binary's path) while the fast-path chains of (a) run (the two workers) and while the fan of
-(b) runs (the workers and the scheduler), and prints where their busy threads spend their time
-(self and inclusive samples per function).
+the binary's path; ``--gil``: only the thread holding the interpreter lock, so the samples
+are where the CPU goes) while the fast-path chains of (a) run and while the fan of (b) runs
+(the workers and the scheduler), and prints the self and inclusive samples per function;
+``--profile-dir DIR`` keeps the raw samples (collapsed stacks). ``--keep-logs DIR`` keeps
+every process's log.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -202,6 +210,32 @@ def parse_time(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux ``/proc``; 0.0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@contextlib.contextmanager
+def cpu_spent(pids: Mapping[str, int]) -> Iterator[dict[str, float]]:
+    """CPU seconds each named process spends inside the block (filled in at its end)."""
+    before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    spent: dict[str, float] = {}
+    try:
+        yield spent
+    finally:
+        spent.update({name: cpu_seconds(pid) - before[name] for name, pid in pids.items()})
+
+
+def cpu_line(spent: Mapping[str, float], per: int) -> str:
+    """``name X.XX ms`` per unit of work, and the total."""
+    parts = [f"{name} {1000 * seconds / per:.2f}" for name, seconds in spent.items()]
+    return ", ".join(parts) + f"; total {1000 * sum(spent.values()) / per:.2f} ms"
+
+
 @dataclass
 class Report:
     lines: list[str] = field(default_factory=list)
@@ -212,6 +246,12 @@ class Report:
 
 
 # -- raw Celery ---------------------------------------------------------------------------------
+
+
+def redis_pid(redis: Any) -> int:
+    """The Redis server's pid when it runs on this machine (its CPU is counted), else 0."""
+    pid = int(redis.info("server").get("process_id", 0))
+    return pid if Path(f"/proc/{pid}/stat").exists() else 0
 
 
 def raw_chain_seconds(redis: Any, prefix: str, length: int) -> float:
@@ -240,7 +280,11 @@ def raw_group_seconds(redis: Any, prefix: str, size: int) -> float:
 @dataclass
 class RawFigures:
     chain_s: list[float]
-    group_s: float
+    groups: list[tuple[float, dict[str, float]]]  # (seconds, CPU seconds by process) per run
+
+    @property
+    def group_s(self) -> float:
+        return statistics.median(seconds for seconds, _ in self.groups)
 
 
 def measure_raw(
@@ -286,8 +330,16 @@ def measure_raw(
         raw_chain_seconds(redis, prefix, 10)  # warm-up
         chains = [raw_chain_seconds(redis, prefix, CHAIN_STEPS) for _ in range(args.chain_runs)]
         raw_group_seconds(redis, prefix, 50)  # warm-up
-        group_s = raw_group_seconds(redis, prefix, GROUP_TASKS)
-        return RawFigures(chains, group_s)
+        pids = {proc.name: proc.popen.pid for proc in workers} | {
+            "redis": redis_pid(redis),
+            "bench": os.getpid(),
+        }
+        groups = []
+        for _ in range(args.fan_runs):
+            with cpu_spent(pids) as group_cpu:
+                group_s = raw_group_seconds(redis, prefix, GROUP_TASKS)
+            groups.append((group_s, group_cpu))
+        return RawFigures(chains, groups)
     finally:
         for worker in workers:
             procs.stop(worker)
@@ -441,6 +493,18 @@ def measure_chains(engine: Engine, runs: int) -> tuple[list[float], list[float]]
     return seconds, latencies
 
 
+def tasks_run(engine: Engine) -> int:
+    """How many tasks the engine's workers have run so far (Celery's own counters)."""
+    from celery import Celery
+
+    probe = Celery("little-bench-probe", broker=engine.env["LITTLE_BROKER_URL"])
+    try:
+        stats = probe.control.inspect(timeout=2.0).stats() or {}
+    finally:
+        probe.close()
+    return sum(sum((reply.get("total") or {}).values()) for reply in stats.values())
+
+
 def measure_fan(engine: Engine) -> float:
     """(b): wall seconds of one 1000-branch run."""
     from tests import fleet_app
@@ -468,6 +532,32 @@ def say_chain(report: Report, label: str, seconds: list[float], raw: RawFigures 
         f"(a) {label}: chain of {CHAIN_STEPS}: engine {ms(engine_ms)}/step, raw Celery chain "
         f"{ms(raw_ms)}/step, engine/raw = {engine_ms / raw_ms:.2f} (target <= 1.00) {verdict}"
     )
+
+
+def say_fan(
+    report: Report, fans: Sequence[tuple[float, dict[str, float], int]], raw: RawFigures
+) -> None:
+    """(b): every run's rate, then the median's, its CPU and the raw group's."""
+    raw_rate = GROUP_TASKS / raw.group_s
+    if len(fans) > 1:
+        rates = ", ".join(f"{GROUP_TASKS / seconds:.0f}" for seconds, _, _ in fans)
+        raw_rates = ", ".join(f"{GROUP_TASKS / seconds:.0f}" for seconds, _ in raw.groups)
+        report.say(f"(b) runs: engine {rates} steps/s; raw Celery {raw_rates} tasks/s")
+    fan_s, fan_cpu, via_broker = sorted(fans, key=lambda fan: fan[0])[len(fans) // 2]
+    raw_cpu = sorted(raw.groups, key=lambda group: group[0])[len(raw.groups) // 2][1]
+    engine_rate = GROUP_TASKS / fan_s
+    report.say(
+        f"(b) {GROUP_TASKS} branches: engine {engine_rate:.0f} steps/s ({fan_s:.2f} s), raw "
+        f"Celery group {raw_rate:.0f} tasks/s ({raw.group_s:.2f} s), engine/raw = "
+        f"{engine_rate / raw_rate:.3g} (target >= 1.00) "
+        f"{'OK' if engine_rate >= raw_rate else 'MISSED'}"
+    )
+    report.say(
+        f"    {via_broker} of the {GROUP_TASKS} branches came through the broker (the others "
+        "ran in the slot that freed them)"
+    )
+    report.say(f"    CPU per branch: {cpu_line(fan_cpu, GROUP_TASKS)}")
+    report.say(f"    CPU per raw task: {cpu_line(raw_cpu, GROUP_TASKS)}")
 
 
 def say_latency(report: Report, label: str, latencies: list[float]) -> None:
@@ -524,6 +614,7 @@ def sampled(
                     "--rate",
                     "200",
                     "--nonblocking",
+                    "--gil",
                     "-o",
                     str(out),
                 ],
@@ -581,12 +672,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench/fleet.py", description=__doc__.split("\n")[0])
     parser.add_argument("--concurrency", type=int, default=16, help="slots per worker process")
     parser.add_argument("--chain-runs", type=int, default=3, help="chains measured per mode")
+    parser.add_argument("--fan-runs", type=int, default=1, help="1000-branch runs measured")
     parser.add_argument("--only", default="a,b,c,d", help="figures to measure, e.g. a,d")
     parser.add_argument(
         "--profile",
         metavar="PY_SPY",
         default=None,
         help="path of a py-spy binary: sample the engine workers during (a) and print a profile",
+    )
+    parser.add_argument(
+        "--profile-dir",
+        type=Path,
+        default=None,
+        help="keep py-spy's raw samples (collapsed stacks, one file per process) in this folder",
+    )
+    parser.add_argument(
+        "--keep-logs",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="copy every process's log into this folder at the end",
     )
     parser.add_argument(
         "--fast-path-off",
@@ -649,7 +754,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             try:
                 if only & {"a", "d"}:
                     profiled = [*engine.workers, engine.scheduler]
-                    with sampled(args.profile, profiled, tmp_path) as samples:
+                    with sampled(args.profile, profiled, args.profile_dir or tmp_path) as samples:
                         chains = attempt(
                             report, "(a)/(d)", lambda: measure_chains(engine, args.chain_runs)
                         )
@@ -662,19 +767,25 @@ def main(argv: Sequence[str] | None = None) -> int:
                             say_latency(report, "fast path on", chains[1])
                 if "b" in only:
                     sampled_procs = [*engine.workers, engine.scheduler]
-                    with sampled(args.profile, sampled_procs, tmp_path, "b") as samples:
-                        fan_s = attempt(report, "(b)", lambda: measure_fan(engine))
+                    pids = {proc.name: proc.popen.pid for proc in sampled_procs} | {
+                        "redis": redis_pid(redis),
+                        "bench": os.getpid(),
+                    }
+                    fans: list[tuple[float, dict[str, float], int]] = []
+                    with sampled(
+                        args.profile, sampled_procs, args.profile_dir or tmp_path, "b"
+                    ) as samples:
+                        for _ in range(args.fan_runs):
+                            tasks_before = tasks_run(engine)
+                            with cpu_spent(pids) as fan_cpu:
+                                fan_s = attempt(report, "(b)", lambda: measure_fan(engine))
+                            if fan_s is None:
+                                break
+                            fans.append((fan_s, fan_cpu, tasks_run(engine) - tasks_before))
                     if args.profile:
                         print_profile(samples, report, during="(b)")
-                    if fan_s is not None and raw is not None:
-                        engine_rate = GROUP_TASKS / fan_s
-                        raw_rate = GROUP_TASKS / raw.group_s
-                        report.say(
-                            f"(b) {GROUP_TASKS} branches: engine {engine_rate:.0f} steps/s "
-                            f"({fan_s:.2f} s), raw Celery group {raw_rate:.0f} tasks/s "
-                            f"({raw.group_s:.2f} s), engine/raw = {engine_rate / raw_rate:.3g} "
-                            f"(target >= 1.00) {'OK' if engine_rate >= raw_rate else 'MISSED'}"
-                        )
+                    if fans and raw is not None:
+                        say_fan(report, fans, raw)
                 if "c" in only:
                     model_s = attempt(report, "(c)", lambda: measure_model(engine))
                     if model_s is not None:
@@ -706,6 +817,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                         say_latency(report, "fast path off", chains[1])
         finally:
             procs.stop_all()
+            if args.keep_logs is not None:
+                args.keep_logs.mkdir(parents=True, exist_ok=True)
+                for log in tmp_path.glob("*.log"):
+                    shutil.copy(log, args.keep_logs / log.name)
             if s3 is not None:
                 s3.stop()
             delete_prefix(redis, prefix, queues)

@@ -260,6 +260,30 @@ def test_a_fan_out_keeps_one_branch_and_sends_the_others() -> None:
     assert world.list_events(run_id)[-1].type == "RunCompleted"
 
 
+def test_a_branch_another_process_kept_is_not_sent_by_the_next_look() -> None:
+    # Process A's look keeps the branch a commit freed (to run it in a thread of its own);
+    # process B looks at the run before A starts it: B must not send a task for it (the
+    # task would find the branch busy or done), and neither does the scheduler's look.
+    world = MemoryWorld()
+    doc = wf.fan_out_lwir(max_branches=8, max_concurrency=2)
+    plain, _ = _runtime(world, ToolRegistry([wf.record_branch]), roles=("worker",))
+    plain.fast_path = False  # commits only: the looks below are the test's
+    app = RecordingApp()
+    run_id = _start(world, app, doc, {"keys": ["a", "b", "c", "d"], "sleep": 0})
+    first, _second = app.take()
+    assert _deliver(plain, first) == "completed"
+
+    settings = _settings()
+    kept_by_a = advance_run(
+        world, RecordingApp(), settings, RunTracker(world, run_id), keep=lambda _: True
+    )
+    assert kept_by_a.kept is not None and kept_by_a.kept_lease is not None
+    for _ in range(2):  # a worker of process B, then a scheduler
+        other = RecordingApp()
+        advance_run(world, other, settings, RunTracker(world, run_id), holder="b")
+        assert [task[1][1] for task in other.take()] == []
+
+
 def test_the_cache_is_bounded_least_recently_used_first() -> None:
     runtime, _ = _runtime(MemoryWorld(), ToolRegistry([]))
     cache = RunCache(runtime, size=2)

@@ -336,6 +336,67 @@ def test_a_follower_reads_a_busy_run_in_batches_and_wakes_on_its_end(
     assert raw_redis.pttl(_keys(world).run(RUN).ended) > 0
 
 
+def test_wait_for_end_blocks_on_the_end_hint_and_trusts_only_the_log(
+    world: RedisS3World, raw_redis: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    keys = _keys(world).run(RUN)
+    reads: list[int] = []
+    client = world._events._redis
+    real_xrange = client.xrange
+
+    def counting(name: Any, *args: Any, **options: Any) -> Any:
+        reads.append(1)
+        return real_xrange(name, *args, **options)
+
+    monkeypatch.setattr(client, "xrange", counting)
+    world.append(RUN, _ev(stepPath="first"))
+    # A wake-up entry with no end in the log (an end append that was refused): not the end.
+    raw_redis.xadd(keys.ended, {"seq": 0})
+    started = time.monotonic()
+    assert world.wait_for_end(RUN, timeout=0.5) is False
+    assert time.monotonic() - started >= 0.5
+    reads.clear()
+
+    woke: list[bool] = []
+    waiter = threading.Thread(target=lambda: woke.append(world.wait_for_end(RUN, timeout=30)))
+    waiter.start()
+    for index in range(300):  # a busy run: the waiter is not woken by these
+        world.append(RUN, _ev(stepPath=f"s{index}"))
+    time.sleep(0.2)
+    assert woke == []
+    world.append(RUN, EventInput(type="RunCompleted", occurrence_id="run-end", payload={}))
+    waiter.join(10)
+    assert woke == [True]
+    # It read the log on its first look and once more on the end, not per append.
+    assert len(reads) <= 3
+
+
+def test_wait_for_end_finds_an_end_whose_hint_was_lost_and_an_archived_end(
+    world: RedisS3World, raw_redis: redis.Redis
+) -> None:
+    keys = _keys(world).run(RUN)
+    world.append(RUN, _ev(stepPath="first"))
+    woke: list[float] = []
+
+    def wait() -> None:
+        if world.wait_for_end(RUN, timeout=30):
+            woke.append(time.monotonic())
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    time.sleep(0.1)
+    world.append(RUN, EventInput(type="RunFailed", occurrence_id="run-end", payload={}))
+    raw_redis.delete(keys.ended)  # as if Redis had lost it
+    lost = time.monotonic()
+    waiter.join(15)
+    assert woke, "the end was never found"
+    assert woke[0] - lost < 5.0  # found by a look at the log, not by the hint
+
+    assert world.archive_run(RUN, ttl_seconds=0) == 2
+    assert raw_redis.exists(keys.events) == 0
+    assert world.wait_for_end(RUN, timeout=5) is True
+
+
 def test_pipelined_scripts_run_on_a_server_that_forgot_them(
     world: RedisS3World, raw_redis: redis.Redis
 ) -> None:

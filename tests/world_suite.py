@@ -474,6 +474,49 @@ class WorldConformance(VersionIndexConformance):
         assert list(world.follow(RUN, after=5, timeout=0.1)) == []
         assert time.monotonic() - started < 2.0
 
+    # -- wait_for_end -----------------------------------------------------------------------
+
+    def test_wait_for_end_wakes_on_the_end_and_not_before(self, handle: WorldHandle) -> None:
+        world = handle.world
+        world.append(RUN, ev(stepPath="before"))
+        woke: list[float] = []
+
+        def waiter() -> None:
+            woke.append(time.monotonic() if world.wait_for_end(RUN, timeout=20) else -1.0)
+
+        thread = threading.Thread(target=waiter)
+        thread.start()
+        for index in range(3):  # events that are not the end do not wake it
+            time.sleep(0.05)
+            world.append(RUN, ev(stepPath=f"during-{index}"))
+        time.sleep(0.2)
+        assert woke == []
+        ended = time.monotonic()
+        world.append(RUN, EventInput(type="RunCompleted", payload={"output": None}))
+        thread.join(10)
+        assert len(woke) == 1 and woke[0] > 0
+        assert woke[0] - ended < 2.0
+
+    def test_wait_for_end_of_an_ended_run_returns_at_once(self, handle: WorldHandle) -> None:
+        world = handle.world
+        world.append_batch(
+            RUN, [ev(stepPath="s"), EventInput(type="RunFailed", payload={"error": {}})]
+        )
+        world.append(RUN, ev(stepPath="after the end"))  # (a late trace, say)
+        started = time.monotonic()
+        assert world.wait_for_end(RUN, timeout=10) is True
+        assert time.monotonic() - started < 1.0
+
+    def test_wait_for_end_times_out_on_a_running_or_unknown_run(self, handle: WorldHandle) -> None:
+        world = handle.world
+        world.append(RUN, ev(stepPath="running"))
+        for run_id in (RUN, "run_unknown_0001"):
+            started = time.monotonic()
+            assert world.wait_for_end(run_id, timeout=0.3) is False
+            assert 0.3 <= time.monotonic() - started < 3.0
+        with pytest.raises(InvalidIdError):
+            world.wait_for_end("not a run id", timeout=0.1)
+
     # -- leases and fencing -----------------------------------------------------------------
 
     def test_lease_is_exclusive_until_it_expires_and_tokens_grow(self, handle: WorldHandle) -> None:

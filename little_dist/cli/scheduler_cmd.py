@@ -81,6 +81,7 @@ def _configure_logging(level: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from little_dist.dist.gc_tuning import tune_gc_for_service
     from little_dist.dist.scheduler import open_scheduler
     from little_dist.litellm_prices import use_litellm_prices_for_unknown_models
     from little_dist.settings import load_settings
@@ -89,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
     use_litellm_prices_for_unknown_models()
     settings = load_settings()
     scheduler = open_scheduler(settings, name=args.name)
+    tune_gc_for_service()
 
     def stop(signum: int, frame: FrameType | None) -> None:
         scheduler.stop()

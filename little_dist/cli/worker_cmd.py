@@ -114,6 +114,7 @@ def register(sub: Any, name: str) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from little_dist.dist.app import make_celery_app
+    from little_dist.dist.gc_tuning import tune_gc_for_service
     from little_dist.dist.registry import load_registry
     from little_dist.dist.tasks import WorkerRuntime
     from little_dist.dist.world import fleet_world_spec
@@ -160,6 +161,7 @@ def run(args: argparse.Namespace) -> int:
         worker_process_init.connect(lambda **_: runtime.warm(), weak=False)
     else:
         runtime.warm()  # threads and solo share this process's world: open it before tasks
+    tune_gc_for_service()  # (a prefork child inherits it)
     try:
         code = app.start(argv=argv)
     finally:

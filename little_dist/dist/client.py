@@ -430,27 +430,20 @@ class Client:
                 return
 
     def wait(self, run_id: str, timeout: float | None = None) -> RunState:
-        """Follow the run's log until it completes or fails; its final state.
+        """Block until the run completes or fails; its final state.
 
-        Raises :class:`WaitTimeoutError` after ``timeout`` seconds (``None``: no limit).
+        Woken by the run's end (:meth:`World.wait_for_end`), not by each of its events: a
+        wide run's thousands of events are read once, at the end. Raises
+        :class:`WaitTimeoutError` after ``timeout`` seconds (``None``: no limit).
         """
         validate_run_id(run_id)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        builder = RunStateBuilder(run_id)
-        while True:
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                raise WaitTimeoutError(
-                    f"run {run_id} did not finish within {timeout:g}s "
-                    f"(status {builder.snapshot().status})"
-                )
-            # follow() ends after `remaining` seconds without an event; loop to re-check.
-            for event in self.world.follow(run_id, after=builder.event_count, timeout=remaining):
-                builder.apply_all(hydrate_events(self.world, [event]))
-                if event.type in TERMINAL_TYPES:
-                    return builder.snapshot()
-                if deadline is not None and time.monotonic() >= deadline:
-                    break
+        ended = self.world.wait_for_end(run_id, timeout=timeout)
+        state = self._fold(run_id, self.world.list_events(run_id))
+        if not ended:
+            raise WaitTimeoutError(
+                f"run {run_id} did not finish within {timeout:g}s (status {state.status})"
+            )
+        return state
 
     def cancel(self, run_id: str, reason: str | None = None) -> bool:
         """Ask the run to stop; ``False`` if it had already ended.

@@ -40,6 +40,7 @@ from little_dist.scheduling import Decision, RunContext, StepDispatch, decide
 from little_dist.settings import Settings
 from little_dist.world.base import (
     Lease,
+    LeaseRequest,
     World,
     check_lease_request,
     run_lease_key,
@@ -60,6 +61,7 @@ __all__ = [
     "Advance",
     "RunTracker",
     "VersionCache",
+    "acquire_lease_requests",
     "acquire_leases",
     "advance_run",
     "dispatch_lease_key",
@@ -184,15 +186,20 @@ def acquire_leases(
     not recognise, gets one call per key. Each acquire is still atomic on its own, exactly
     as :meth:`~little_dist.world.base.World.acquire_lease`.
     """
-    if len(keys) > 1:
-        batched = _redis_acquire_leases(world, keys, holder, ttl_seconds)
+    return acquire_lease_requests(world, [LeaseRequest(key, holder, ttl_seconds) for key in keys])
+
+
+def acquire_lease_requests(world: World, requests: Sequence[LeaseRequest]) -> list[Lease | None]:
+    """:func:`acquire_leases` for requests that differ in holder or TTL (one pipeline)."""
+    if len(requests) > 1:
+        batched = _redis_acquire_leases(world, requests)
         if batched is not None:
             return batched
-    return [world.acquire_lease(key, holder, ttl_seconds) for key in keys]
+    return [world.acquire_lease(r.key, r.holder, r.ttl_seconds) for r in requests]
 
 
 def _redis_acquire_leases(
-    world: World, keys: Sequence[str], holder: str, ttl_seconds: float
+    world: World, requests: Sequence[LeaseRequest]
 ) -> list[Lease | None] | None:
     """The pipelined acquire on a RedisS3World; ``None`` when it does not apply."""
     try:
@@ -219,24 +226,31 @@ def _redis_acquire_leases(
         or not isinstance(counter_ttl, int)
     ):
         return None
-    for key in keys:
-        check_lease_request(key, holder, ttl_seconds)
-    with redis_errors(f"acquire of {len(keys)} leases"):
+    for request in requests:
+        check_lease_request(request.key, request.holder, request.ttl_seconds)
+    with redis_errors(f"acquire of {len(requests)} leases"):
         pipe = client.pipeline(transaction=False)
-        for key in keys:
-            lease_key, counter_key = layout.lease(key)
+        for request in requests:
+            lease_key, counter_key = layout.lease(request.key)
             script.queue(
-                pipe, [lease_key, counter_key], [holder, ms(ttl_seconds), counter_ttl, now_ms()]
+                pipe,
+                [lease_key, counter_key],
+                [request.holder, ms(request.ttl_seconds), counter_ttl, now_ms()],
             )
         replies = execute_pipeline(pipe)
     leases: list[Lease | None] = []
-    for key, reply in zip(keys, replies, strict=True):
+    for request, reply in zip(requests, replies, strict=True):
         if reply is None:
             leases.append(None)
             continue
         token, expires_ms = reply
         leases.append(
-            Lease(key=key, holder=holder, token=int(token), expires_at=int(expires_ms) / 1000)
+            Lease(
+                key=request.key,
+                holder=request.holder,
+                token=int(token),
+                expires_at=int(expires_ms) / 1000,
+            )
         )
     return leases
 
@@ -643,6 +657,7 @@ def advance_run(
     alone = False
     others: list[tuple[StepDispatch, Lease]] = []
     others_alone: list[bool] = []
+    dispatch_leases: list[Lease] = []  # taken with the kept attempts' step leases
     try:
         for _ in range(_MAX_ROUNDS):
             ctx = tracker.context
@@ -654,9 +669,10 @@ def advance_run(
             if keep is not None and want > have:
                 # The attempts to keep are leased before their StepScheduled is appended:
                 # nobody can run them but this caller, even if a sweep sends their tasks.
-                leased = _lease_kept(
+                leased, sending = _lease_kept(
                     world, settings, tracker, decision, keep, holder, held, want - have
                 )
+                dispatch_leases += sending
                 if leased and kept is None:
                     kept, leased = leased[0], leased[1:]
                     leased_now = True
@@ -709,6 +725,8 @@ def advance_run(
             # Not run after all: let the next look send it now.
             tracker.unclaim_offers([dispatch])
             world.release_lease(lease)
+        for lease in dispatch_leases:
+            world.release_lease(lease)
         raise
     also = tuple(
         KeptAttempt(dispatch, lease, mine)
@@ -739,6 +757,8 @@ def advance_run(
     except BaseException:
         tracker.unclaim_offers(fresh)
         for _, lease in ([kept] if kept is not None else []) + others:
+            world.release_lease(lease)
+        for lease in dispatch_leases:
             world.release_lease(lease)
         raise
     if kept is None and late is not None:
@@ -797,15 +817,15 @@ def _lease_kept(
     holder: str,
     held: Lease | None,
     want: int,
-) -> list[tuple[StepDispatch, Lease]]:
+) -> tuple[list[tuple[StepDispatch, Lease]], list[Lease]]:
     """Up to ``want`` attempts ``decision`` schedules that ``keep`` accepts, with their step
     leases where won (all taken in one round trip; each is marked offered, so the dispatch
-    that follows does not send it).
+    that follows does not send it); and the dispatch leases taken.
 
-    Step leases, not dispatch leases: the caller runs the attempts under them at once (one
-    lease round trip per step instead of two). A task for an attempt that someone sends
-    meanwhile (a sweep) finds the step busy, or the attempt over. ``held`` is used for the
-    attempt whose step lease it is.
+    The caller runs the attempts under their step leases at once; their dispatch leases,
+    taken in the same round trip, keep everyone else from sending their tasks meanwhile (as
+    though sent: a task is sent again only once the dispatch lease expires with the attempt
+    not started). ``held`` is used for the attempt whose step lease it is.
     """
     scheduling = {e.occurrence_id for e in decision.events if e.type == "StepScheduled"}
     picked: list[StepDispatch] = []
@@ -819,15 +839,24 @@ def _lease_kept(
         if tracker.claim_offers([dispatch], settings.dispatch_resend_after):
             picked.append(dispatch)  # (else this process offered it lately: someone has it)
     keys = [step_lease_key(dispatch.run_id, dispatch.step_path) for dispatch in picked]
+    me = unique_holder(holder)
     missing = [key for key in keys if held is None or held.key != key]
-    acquired = iter(
-        acquire_leases(world, missing, unique_holder(holder), settings.lease_ttl)
-        if missing
-        else []
-    )
+    # With each step lease taken here, the attempt's dispatch lease (same round trip), as
+    # if its task were sent now: another process's look at the run (or a sweep) must not
+    # send a task for an attempt a thread of ours is about to run (it would only find the
+    # step busy or done). (``held``, a chain's next step, is scheduled by its own first
+    # append: nobody sees it waiting.)
+    requests = [LeaseRequest(key, me, settings.lease_ttl) for key in missing] + [
+        LeaseRequest(dispatch_lease_key(dispatch), me, settings.dispatch_resend_after)
+        for dispatch, key in zip(picked, keys, strict=True)
+        if key in missing
+    ]
+    acquired = iter(acquire_lease_requests(world, requests) if requests else [])
+    step_leases = {key: next(acquired) for key in missing}
+    dispatch_leases = [lease for lease in acquired if lease is not None]
     won: list[tuple[StepDispatch, Lease]] = []
     for dispatch, key in zip(picked, keys, strict=True):
-        lease = held if held is not None and held.key == key else next(acquired)
+        lease = held if held is not None and held.key == key else step_leases[key]
         if lease is not None:  # (else another worker runs it)
             won.append((dispatch, lease))
-    return won
+    return won, dispatch_leases

@@ -48,6 +48,7 @@ import itertools
 import json
 import os
 import re
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -56,7 +57,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from little_dist.canonical import canonical_json
 from little_dist.errors import ConflictError, InvalidInputError, LittleError, NotFoundError
-from little_dist.events import Event, EventInput
+from little_dist.events import RUN_END_EVENT_TYPES, Event, EventInput
 from little_dist.ids import InvalidIdError, event_id_for
 
 __all__ = [
@@ -286,6 +287,15 @@ class World(Protocol):
         """
         ...
 
+    def wait_for_end(self, run_id: str, *, timeout: float | None = None) -> bool:
+        """Block until the run's log holds its ``RunCompleted`` or ``RunFailed`` (``True``)
+        or ``timeout`` seconds pass without it (``False``; ``None``: no limit).
+
+        What a caller that wants only the outcome uses instead of :meth:`follow`: a world
+        may wake it on the end alone, without reading every event as it comes.
+        """
+        ...
+
     def list_run_ids(self) -> list[str]: ...
 
     # -- artifacts ------------------------------------------------------------------------
@@ -397,6 +407,26 @@ class SequentialAppendThenAcquire:
     ) -> tuple[list[Event], Lease | None]:
         recorded = self.append_batch(run_id, events, fence=fence, signal=signal, release=release)
         return recorded, self.acquire_lease(lease.key, lease.holder, lease.ttl_seconds)
+
+
+class WaitForEndByFollowing:
+    """``wait_for_end`` for worlds whose :meth:`World.follow` is cheap (in memory, on the
+    local disk): follow the log until an end event."""
+
+    def wait_for_end(self: World, run_id: str, *, timeout: float | None = None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        after = 0
+        while True:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return False
+            # follow() ends after `remaining` seconds without an event; loop to re-check.
+            for event in self.follow(run_id, after=after, timeout=remaining):
+                if event.type in RUN_END_EVENT_TYPES:
+                    return True
+                after = event.sequence
+                if deadline is not None and time.monotonic() >= deadline:
+                    break
 
 
 @contextmanager

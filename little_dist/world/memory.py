@@ -37,6 +37,7 @@ from little_dist.world.base import (
     SequenceConflictError,
     SequentialAppendThenAcquire,
     VersionNotFoundError,
+    WaitForEndByFollowing,
     check_event_window,
     check_lease_request,
     prepare_events,
@@ -55,7 +56,7 @@ class _LeaseState:
     expires_at: float
 
 
-class MemoryWorld(SequentialAppendThenAcquire):
+class MemoryWorld(SequentialAppendThenAcquire, WaitForEndByFollowing):
     """A :class:`~little_dist.world.base.World` held in memory.
 
     ``clock`` gives lease times in epoch seconds; tests pass a fake one to expire leases

@@ -19,6 +19,7 @@ from little_dist.world.base import (
     Fence,
     Lease,
     SequentialAppendThenAcquire,
+    WaitForEndByFollowing,
     check_event_window,
     check_lease_request,
     prepare_events,
@@ -44,7 +45,7 @@ _LIST_EVENTS: Final = (
 _LAST_SEQUENCE: Final = "SELECT COALESCE(MAX(sequence), 0) FROM events WHERE run_id = ?"
 
 
-class LocalWorld(SequentialAppendThenAcquire):
+class LocalWorld(SequentialAppendThenAcquire, WaitForEndByFollowing):
     """A :class:`~little_dist.world.base.World` in ``data_dir`` (created if missing).
 
     ``clock`` gives lease times in epoch seconds (tests inject a fake one);

@@ -62,6 +62,10 @@ _PAGE = 1000
 # wakes it at once), and how long the end's wake-up key stays.
 _FOLLOW_LINGER_MS = 10
 _ENDED_TTL_MS = 24 * 3600 * 1000
+# wait_for_end looks at the log itself after this long, then twice as long each time, to
+# at most the second figure (seconds).
+_END_LOOK_FIRST_S = 1.0
+_END_LOOK_MAX_S = 10.0
 
 
 class _RecordedAtClock:
@@ -448,6 +452,64 @@ class EventLog:
                 backlog = self.list_events(run_id, after=last)
             else:
                 backlog = []
+
+    def wait_for_end(self, run_id: str, timeout: float | None) -> bool:
+        """Block on the run's end wake-up entry (see ``append_batch``), not on its stream.
+
+        The log itself confirms the end: a wake-up entry only says "look". It is also looked
+        at first (an end recorded before a wake-up entry existed, or archived after it
+        expired) and again now and then, less and less often (an entry lost with a Redis
+        that died between the append and the entry). Each look reads only the event types
+        recorded since the last one.
+        """
+        validate_run_id(run_id)
+        ended_key = self._keys.run(run_id).ended
+        deadline = None if timeout is None else time.monotonic() + timeout
+        seen = 0  # events whose types were looked at
+        woken_after = "0-0"  # the last wake-up entry read
+        look_at = time.monotonic()
+        look_every = _END_LOOK_FIRST_S
+        while True:
+            now = time.monotonic()
+            if now >= look_at:
+                ended, seen = self._ends_after(run_id, seen)
+                if ended:
+                    return True
+                look_at = now + look_every
+                look_every = min(look_every * 2, _END_LOOK_MAX_S)
+            until = look_at if deadline is None else min(look_at, deadline)
+            if deadline is not None and now >= deadline:
+                return False
+            block_ms = max(1, min(self._follow_block_ms, int((until - now) * 1000)))
+            with redis_errors(f"wait for the end of {run_id}"):
+                reply: Any = self._redis.xread({ended_key: woken_after}, count=1, block=block_ms)
+            if reply:
+                woken_after = reply[0][1][-1][0].decode()
+                look_at = time.monotonic()  # look now
+
+    def _ends_after(self, run_id: str, after: int) -> tuple[bool, int]:
+        """Whether the events after ``after`` hold the run's end; the last sequence read.
+        Reads the entries' type fields only (the archive's events, once the stream is gone)."""
+        keys = self._keys.run(run_id)
+        while True:
+            with redis_errors(f"read of {run_id}"):
+                entries: Any = self._redis.xrange(
+                    keys.events, min=f"{after + 1}-0", max="+", count=_PAGE
+                )
+            if not entries:
+                break
+            for entry_id, fields in entries:
+                if fields[b"t"].decode() in RUN_END_EVENT_TYPES:
+                    return True, after
+                after = int(entry_id.split(b"-", 1)[0])
+            if len(entries) < _PAGE:
+                return False, after
+        if self._stream_gone_but_sealed(run_id):
+            tail = self.list_events(run_id, after=after)
+            if any(event.type in RUN_END_EVENT_TYPES for event in tail):
+                return True, after
+            return False, max([after, *(event.sequence for event in tail)])
+        return False, after
 
     def list_run_ids(self) -> list[str]:
         with redis_errors("listing runs"):

@@ -320,6 +320,9 @@ class RedisS3World:
     ) -> Iterator[Event]:
         return self._events.follow(run_id, after=after, timeout=timeout)
 
+    def wait_for_end(self, run_id: str, *, timeout: float | None = None) -> bool:
+        return self._events.wait_for_end(run_id, timeout)
+
     def list_run_ids(self) -> list[str]:
         return self._events.list_run_ids()
 
