@@ -38,6 +38,7 @@ __all__ = [
     "EventInput",
     "is_engine_event_type",
     "normalize_event_type",
+    "recorded_event",
     "wakes_scheduler",
 ]
 
@@ -213,3 +214,66 @@ class Event(BaseModel):
     def to_json(self) -> dict[str, Any]:
         """The upstream JSON shape (``occurrenceId`` only when present)."""
         return self.model_dump(by_alias=True, exclude_none=True)
+
+
+_EVENT_FIELDS: frozenset[str] = frozenset(Event.model_fields)
+
+
+def _trusted(values: dict[str, Any]) -> Event:
+    event = object.__new__(Event)
+    object.__setattr__(event, "__dict__", values)
+    object.__setattr__(event, "__pydantic_fields_set__", _EVENT_FIELDS)
+    object.__setattr__(event, "__pydantic_extra__", None)
+    object.__setattr__(event, "__pydantic_private__", None)
+    return event
+
+
+def _trusted_works() -> bool:
+    """Whether :func:`_trusted` builds what validation builds, on this pydantic (checked
+    once at import; if not, :func:`recorded_event` validates)."""
+    values: dict[str, Any] = {
+        "event_id": "evt_0000000000000000",
+        "run_id": "run_check",
+        "sequence": 1,
+        "type": "RunStarted",
+        "occurrence_id": None,
+        "recorded_at": "2026-01-01T00:00:00.000Z",
+        "payload": {"a": [1]},
+    }
+    try:
+        trusted, checked = _trusted(dict(values)), Event(**values)
+        return (
+            trusted == checked
+            and trusted.to_json() == checked.to_json()
+            and trusted.model_dump() == checked.model_dump()
+        )
+    except Exception:  # pragma: no cover - a pydantic whose internals changed
+        return False
+
+
+_TRUSTED = _trusted_works()
+
+
+def recorded_event(
+    event_id: str,
+    run_id: str,
+    sequence: int,
+    event_type: str,
+    occurrence_id: str | None,
+    recorded_at: str,
+    payload: dict[str, Any],
+) -> Event:
+    """An :class:`Event` from fields a world already holds in their checked form: read back
+    from its own storage, or just appended by it (a payload parsed from canonical JSON, a
+    positive sequence, the id it computed). Skips pydantic's validation, which costs more
+    than the rest of decoding a stored event; anything else must construct ``Event``."""
+    values = {
+        "event_id": event_id,
+        "run_id": run_id,
+        "sequence": sequence,
+        "type": event_type,
+        "occurrence_id": occurrence_id,
+        "recorded_at": recorded_at,
+        "payload": payload,
+    }
+    return _trusted(values) if _TRUSTED else Event(**values)

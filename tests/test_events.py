@@ -7,6 +7,9 @@ import sys
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from little_dist.event_types import (
     EVENT_ADAPTER,
@@ -35,6 +38,7 @@ from little_dist.events import (
     EventInput,
     is_engine_event_type,
     normalize_event_type,
+    recorded_event,
 )
 from tests.conftest import load_vectors
 
@@ -453,3 +457,46 @@ def test_only_attempt_traces_keep_the_scheduler_asleep() -> None:
     assert wakes_scheduler(["StepScheduled", "RunCompleted"])
     assert wakes_scheduler(["RunStarted"])
     assert not wakes_scheduler([])
+
+
+_PAYLOADS = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    sequence=st.integers(min_value=1, max_value=2**53),
+    event_type=st.sampled_from(["RunStarted", "StepCompleted", "harness.tool_call.succeeded"]),
+    occurrence_id=st.none() | st.text(min_size=1, max_size=8),
+    payload=st.dictionaries(st.text(max_size=6), _PAYLOADS, max_size=4),
+)
+def test_a_recorded_event_is_the_event_validation_builds(
+    sequence: int, event_type: str, occurrence_id: str | None, payload: dict[str, Any]
+) -> None:
+    fields = (
+        "evt_0123456789abcdef",
+        "run_x",
+        sequence,
+        event_type,
+        occurrence_id,
+        "2026-01-01T00:00:00.000Z",
+    )
+    fast = recorded_event(*fields, dict(payload))
+    checked = Event(
+        event_id=fields[0],
+        run_id=fields[1],
+        sequence=sequence,
+        type=event_type,
+        occurrence_id=occurrence_id,
+        recorded_at=fields[5],
+        payload=dict(payload),
+    )
+    assert fast == checked
+    assert fast.to_json() == checked.to_json()
+    assert fast.model_dump_json() == checked.model_dump_json()
+    assert Event.model_validate(fast.to_json()) == fast
+    with pytest.raises(ValidationError):
+        fast.sequence = 2  # type: ignore[misc]  # frozen, like any Event

@@ -341,7 +341,7 @@ def test_wait_for_end_blocks_on_the_end_hint_and_trusts_only_the_log(
 ) -> None:
     keys = _keys(world).run(RUN)
     reads: list[int] = []
-    client = world._events._redis
+    client = world._events._raw
     real_xrange = client.xrange
 
     def counting(name: Any, *args: Any, **options: Any) -> Any:

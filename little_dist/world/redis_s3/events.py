@@ -31,7 +31,13 @@ from typing import Any, Protocol
 import redis
 
 from little_dist.errors import InvalidInputError, LeaseLostError
-from little_dist.events import RUN_END_EVENT_TYPES, Event, EventInput, wakes_scheduler
+from little_dist.events import (
+    RUN_END_EVENT_TYPES,
+    Event,
+    EventInput,
+    recorded_event,
+    wakes_scheduler,
+)
 from little_dist.ids import event_id_for_payload_json, validate_run_id
 from little_dist.world.base import (
     Fence,
@@ -53,6 +59,11 @@ from little_dist.world.redis_s3.redis_calls import (
 )
 
 _parse_payload = json.JSONDecoder().raw_decode
+
+
+def _as_sent(response: Any, **_options: Any) -> Any:
+    return response
+
 
 __all__ = ["EventLog", "recorded_at_now"]
 
@@ -133,6 +144,10 @@ class EventLog:
         now_ms: Callable[[], int | str],
     ) -> None:
         self._redis = client
+        # The same connections, with XRANGE answered as Redis sends it: redis-py's parsing
+        # into (id, dict) pairs, in Python, costs more than decoding the fields does.
+        self._raw = redis.Redis(connection_pool=client.connection_pool)
+        self._raw.set_response_callback("XRANGE", _as_sent)
         self._keys = keys
         self._archives = archives
         self._signal_stream = signal_stream
@@ -230,14 +245,14 @@ class EventLog:
                 else [self._id_of(run_id, item, first + i) for i, item in enumerate(prepared)]
             )
             return [
-                Event(
-                    event_id=ids[i],
-                    run_id=run_id,
-                    sequence=first + i,
-                    type=item.type,
-                    occurrence_id=item.occurrence_id,
-                    recorded_at=recorded_at,
-                    payload=item.payload,
+                recorded_event(
+                    ids[i],
+                    run_id,
+                    first + i,
+                    item.type,
+                    item.occurrence_id,
+                    recorded_at,
+                    item.payload,
                 )
                 for i, item in enumerate(prepared)
             ]
@@ -281,24 +296,23 @@ class EventLog:
             if kind == b"n":
                 item = prepared[index]
                 out.append(
-                    Event(
-                        event_id=(
+                    recorded_event(
+                        (
                             guessed_ids[index]
                             if sequence == guess + index
                             else self._id_of(run_id, item, sequence)
                         ),
-                        run_id=run_id,
-                        sequence=sequence,
-                        type=item.type,
-                        occurrence_id=item.occurrence_id,
-                        recorded_at=recorded_at,
-                        payload=item.payload,
+                        run_id,
+                        sequence,
+                        item.type,
+                        item.occurrence_id,
+                        recorded_at,
+                        item.payload,
                     )
                 )
                 last = max(last, sequence)
             elif kind == b"e":
-                flat = dict(zip(fields[::2], fields[1::2], strict=True))
-                out.append(self._decode_entry(run_id, sequence, flat))
+                out.append(self._decode_entry(run_id, sequence, fields))
             else:  # b"d": the same occurrence id as an earlier input of this batch
                 out.append(out[sequence - 1])
         self._remember(run_id, run, last)
@@ -329,10 +343,12 @@ class EventLog:
 
     # -- reads ----------------------------------------------------------------------------
     @staticmethod
-    def _decode_entry(run_id: str, sequence: int, fields: dict[bytes, bytes]) -> Event:
-        # Every reader of a run decodes each of its entries: the hot read path. Fields are
-        # UTF-8 bytes (the client does not decode responses); the payload is the canonical
-        # JSON the append wrote, so it parses without a check for trailing text.
+    def _decode_entry(run_id: str, sequence: int, flat: list[bytes]) -> Event:
+        # Every reader of a run decodes each of its entries: the hot read path. ``flat`` is
+        # the entry's field-value list as Redis sends it (UTF-8 bytes, not parsed into a
+        # dict by redis-py); the payload is the canonical JSON the append wrote, so it
+        # parses without a check for trailing text, and the fields are the append's own.
+        fields = dict(zip(flat[::2], flat[1::2], strict=True))
         event_type = fields[b"t"].decode()
         payload_json = fields[b"p"].decode()
         occurrence = fields.get(b"o")
@@ -346,26 +362,25 @@ class EventLog:
                 run_id, sequence, event_type, payload_json, occurrence_id
             )
         )
-        return Event(
-            event_id=event_id,
-            run_id=run_id,
-            sequence=sequence,
-            type=event_type,
-            occurrence_id=occurrence_id,
-            recorded_at=fields[b"r"].decode(),
-            payload=_parse_payload(payload_json)[0],
+        return recorded_event(
+            event_id,
+            run_id,
+            sequence,
+            event_type,
+            occurrence_id,
+            fields[b"r"].decode(),
+            _parse_payload(payload_json)[0],
         )
 
     def _decode_entries(self, run_id: str, entries: list[Any]) -> list[Event]:
-        return [
-            self._decode_entry(run_id, int(entry_id.split(b"-", 1)[0]), fields)
-            for entry_id, fields in entries
-        ]
+        """Decode raw ``XRANGE`` entries (``[id, [field, value, ...]]``, from ``_raw``)."""
+        decode = self._decode_entry
+        return [decode(run_id, int(entry_id.split(b"-", 1)[0]), flat) for entry_id, flat in entries]
 
     def stream_events(self, run_id: str, after: int, limit: int | None) -> list[Event]:
         """The events still in the run's stream after ``after`` (none once it expired)."""
         with redis_errors(f"read of {run_id}"):
-            entries = self._redis.xrange(
+            entries: Any = self._raw.xrange(
                 self._keys.run(run_id).events, min=f"{after + 1}-0", max="+", count=limit
             )
         return self._decode_entries(run_id, entries or [])
@@ -398,7 +413,7 @@ class EventLog:
         keys = self._keys.run(run_id)
         # One round trip: the range, and whether an empty answer means an archived run.
         with redis_errors(f"read of {run_id}"):
-            pipe = self._redis.pipeline(transaction=False)
+            pipe = self._raw.pipeline(transaction=False)
             pipe.xrange(keys.events, min=f"{after + 1}-0", max="+", count=limit)
             pipe.exists(keys.events)
             pipe.exists(keys.archived)
@@ -493,12 +508,13 @@ class EventLog:
         keys = self._keys.run(run_id)
         while True:
             with redis_errors(f"read of {run_id}"):
-                entries: Any = self._redis.xrange(
+                entries: Any = self._raw.xrange(
                     keys.events, min=f"{after + 1}-0", max="+", count=_PAGE
                 )
             if not entries:
                 break
-            for entry_id, fields in entries:
+            for entry_id, flat in entries:
+                fields = dict(zip(flat[::2], flat[1::2], strict=True))
                 if fields[b"t"].decode() in RUN_END_EVENT_TYPES:
                     return True, after
                 after = int(entry_id.split(b"-", 1)[0])
