@@ -435,6 +435,10 @@ def start_engine(
                 str(args.concurrency),
                 "--hostname",
                 f"bench{index}-{uuid.uuid4().hex[:8]}@localhost",
+                # As the raw workers: a log line per task costs both the same, so neither
+                # writes one (``--worker-arg=--loglevel=INFO`` brings the engine's back).
+                "--loglevel",
+                "WARNING",
                 *([] if fast_path else ["--no-fast-path"]),
                 *args.worker_arg,
             ],

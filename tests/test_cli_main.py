@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from little_dist.events import EventInput
 from little_dist.world.local import LocalWorld
 
@@ -51,3 +53,15 @@ def test_version() -> None:
         timeout=60,
     )
     assert result.returncode == 0 and result.stdout.strip() == f"little {__version__}"
+
+
+def test_worker_and_scheduler_log_levels_are_case_insensitive() -> None:
+    from little_dist.cli import build_parser
+
+    parser = build_parser()
+    assert parser.parse_args(["worker", "--loglevel", "WARNING"]).loglevel == "warning"
+    assert parser.parse_args(["worker", "-l", "info"]).loglevel == "info"
+    assert parser.parse_args(["scheduler", "--loglevel", "warning"]).loglevel == "WARNING"
+    with pytest.raises(SystemExit) as refused:
+        parser.parse_args(["worker", "--loglevel", "loud"])
+    assert refused.value.code == 2

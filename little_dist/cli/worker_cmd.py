@@ -100,7 +100,7 @@ def register(sub: Any, name: str) -> argparse.ArgumentParser:
         metavar="NODE",
         help="Celery node name (default: celery@$HOSTNAME)",
     )
-    parser.add_argument("--loglevel", "-l", choices=_LOGLEVELS, default="info")
+    parser.add_argument("--loglevel", "-l", type=str.lower, choices=_LOGLEVELS, default="info")
     parser.add_argument(
         "--fast-path",
         action=argparse.BooleanOptionalAction,
