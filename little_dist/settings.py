@@ -34,6 +34,7 @@ variable                            field                          default
 ``LITTLE_SIGNAL_GROUP``             ``signal_group``               ``little-schedulers``
 ``LITTLE_SIGNAL_CLAIM_IDLE``        ``signal_claim_idle``          ``60`` s
 ``LITTLE_ARCHIVE_TTL``              ``archive_ttl``                ``604800`` s (7 days)
+``LITTLE_ARCHIVE_DELAY``            ``archive_delay``              ``2`` s
 ``LITTLE_MAX_BRANCHES_CAP``         ``max_branches_cap``           unset (upstream's 100)
 ==================================  =============================  ==========================
 
@@ -270,6 +271,9 @@ class Settings(BaseSettings):
     )
     signal_claim_idle: float = _seconds("LITTLE_SIGNAL_CLAIM_IDLE", 60.0)
     archive_ttl: float = _seconds("LITTLE_ARCHIVE_TTL", 7 * 24 * 3600.0, allow_zero=True)
+    # How long after a run ends the scheduler starts copying it to S3: the clients that wake
+    # on the end read the log first, without that copy competing for the machine.
+    archive_delay: float = _seconds("LITTLE_ARCHIVE_DELAY", 2.0, allow_zero=True)
 
     # -- the engine ------------------------------------------------------------------------
     # Parallel steps that declare the LWIR's own ceiling (maxBranches: 100) may fan out up to

@@ -234,6 +234,44 @@ def test_a_chain_runs_signal_by_signal_and_is_archived(fleet: Fleet) -> None:
     assert pending_count(fleet) == 0
 
 
+def test_a_finished_run_is_archived_after_the_archive_delay(fleet: Fleet) -> None:
+    settings = fleet.settings.model_copy(update={"archive_delay": 0.6})
+    app = CaptureApp()
+    scheduler = Scheduler(
+        settings,
+        world=fleet.world,
+        app=cast(Any, app),
+        redis_client=fleet.redis,
+        name=f"test-{uuid.uuid4().hex[:6]}",
+        block_ms=100,
+    )
+    fleet.schedulers.append(scheduler)
+    runs = [start_run(fleet.world, chain_lwir(1), {}) for _ in range(2)]
+    scheduler.start()
+    versions = dict(runs)
+    spin(scheduler, lambda: len(app.sent) == 2)
+    for task in app.take():
+        assert execute(fleet.world, versions[task.run_id], task) is AttemptOutcome.completed
+    active = active_runs_key(settings)
+    first, second = (run_id for run_id, _ in runs)
+    spin(scheduler, lambda: events_of(fleet.world, second)[-1].type == "RunCompleted")
+    spin(scheduler, lambda: first not in scheduler._runs and second not in scheduler._runs)
+    ended = time.monotonic()
+    # Finished, not archived yet: the log still takes appends, the run is still active.
+    fleet.world.append(first, EventInput(type="little.test.late", payload={}))
+    assert fleet.redis.sismember(active, first)
+    spin(scheduler, lambda: not fleet.redis.sismember(active, first))
+    assert time.monotonic() - ended >= 0.3
+    with pytest.raises(RunSealedError):
+        fleet.world.append(first, EventInput(type="little.test.later", payload={}))
+    # Closing starts what is still waiting rather than leaving it to the next sweep.
+    scheduler.close()
+    fleet.schedulers.remove(scheduler)
+    assert not fleet.redis.sismember(active, second)
+    with pytest.raises(RunSealedError):
+        fleet.world.append(second, EventInput(type="little.test.later", payload={}))
+
+
 def test_a_fast_path_worker_that_dies_after_its_commit_is_covered_by_the_sweep(
     fleet: Fleet,
 ) -> None:

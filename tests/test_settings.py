@@ -93,6 +93,7 @@ EVERY_VAR: dict[str, tuple[str, str, Any]] = {
     "LITTLE_SIGNAL_GROUP": ("t1-schedulers", "signal_group", "t1-schedulers"),
     "LITTLE_SIGNAL_CLAIM_IDLE": ("30", "signal_claim_idle", 30.0),
     "LITTLE_ARCHIVE_TTL": ("0", "archive_ttl", 0.0),
+    "LITTLE_ARCHIVE_DELAY": ("0.5", "archive_delay", 0.5),
     "LITTLE_MAX_BRANCHES_CAP": ("1000", "max_branches_cap", 1000),
 }
 
@@ -193,6 +194,7 @@ BAD_VALUES: list[tuple[str, str, str]] = [
     ("LITTLE_SIGNAL_GROUP", "my group", "a consumer group name without spaces"),
     ("LITTLE_SIGNAL_CLAIM_IDLE", "0", "a number of seconds, greater than 0"),
     ("LITTLE_ARCHIVE_TTL", "-1", "a number of seconds, 0 or more"),
+    ("LITTLE_ARCHIVE_DELAY", "soon", "a number of seconds, 0 or more"),
     ("LITTLE_MAX_BRANCHES_CAP", "50", "a whole number of parallel branches, 100 or more"),
 ]
 

@@ -33,6 +33,7 @@ events appended, tasks sent, the run's status and the time taken.
 from __future__ import annotations
 
 import contextlib
+import heapq
 import dataclasses
 import json
 import logging
@@ -156,6 +157,8 @@ class Scheduler:
         self._finished: OrderedDict[str, None] = OrderedDict()
         self._finished_lock = threading.Lock()
         self._archiver = ThreadPoolExecutor(max_workers=2, thread_name_prefix="little-archive")
+        # Finished runs waiting for settings.archive_delay to pass: (due, run id), a heap.
+        self._archive_due: list[tuple[float, str]] = []
         self._stop = threading.Event()
         self._claim_every = max(0.1, min(settings.signal_claim_idle / 2, 5.0))
         self._next_claim = 0.0
@@ -209,6 +212,7 @@ class Scheduler:
     def close(self) -> None:
         """Wait for archives in progress; close the world and the Redis client if
         :func:`open_scheduler` made them."""
+        self._start_due_archives()  # a run left waiting would wait for the next sweep
         self._archiver.shutdown(wait=True)
         if self._owns_clients:
             self.world.close()
@@ -223,6 +227,7 @@ class Scheduler:
         nothing else to do. Returns the number of signal entries handled.
         """
         now = time.monotonic()
+        self._start_due_archives(now)
         batch: list[Signal] = []
         if now >= self._next_claim:
             batch += self.signals.claim(count=self.read_count)
@@ -238,6 +243,8 @@ class Scheduler:
             wait_ms = 0
         else:
             until = min(self.sweeps.seconds_until_due(now), self._next_claim - now)
+            if self._archive_due:
+                until = min(until, self._archive_due[0][0] - now)
             wait_ms = max(1, min(wait_ms, int(until * 1000) + 1))
         if not self._stop.is_set():
             batch += self.signals.read(count=self.read_count, block_ms=wait_ms)
@@ -368,7 +375,18 @@ class Scheduler:
             while len(self._finished) > _FINISHED_MEMORY:
                 self._finished.popitem(last=False)
         _log("run-finished", run=run_id, status=state.status, seq=state.event_count)
-        self._archiver.submit(self._archive, run_id)
+        if self.settings.archive_delay > 0:
+            due = time.monotonic() + self.settings.archive_delay
+            heapq.heappush(self._archive_due, (due, run_id))
+        else:
+            self._archiver.submit(self._archive, run_id)
+
+    def _start_due_archives(self, now: float | None = None) -> None:
+        """Hand the finished runs whose delay has passed (all of them: ``now=None``) to the
+        archive threads."""
+        due = self._archive_due
+        while due and (now is None or due[0][0] <= now):
+            self._archiver.submit(self._archive, heapq.heappop(due)[1])
 
     def _archive(self, run_id: str) -> None:
         """Archive (where the world can), then leave the active set; on failure the run
