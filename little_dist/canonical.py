@@ -50,8 +50,9 @@ class NonHashableValueError(InvalidInputError):
 def canonical_json(value: Any) -> str:
     """Return the canonical JSON text of ``value``."""
     # Most values the engine hashes (event payloads, LWIR documents) hold only strings,
-    # safe integers, booleans and null: for those, the C encoder of the standard library
-    # prints exactly the canonical form, about twice as fast as the walk below.
+    # safe integers, booleans, null and the odd duration in milliseconds: for those, the C
+    # encoder of the standard library prints exactly the canonical form, about twice as
+    # fast as the walk below.
     if _c_encode is not None and _plain(value, 0):
         text = "".join(_c_encode(value, 0))
         if text.isascii() or _BEYOND_D7FF.search(text) is None:
@@ -76,16 +77,29 @@ _c_encode: Any = (
 )
 _BEYOND_D7FF = re.compile("[\ud800-\U0010ffff]")
 _PLAIN_DEPTH = 64
+# Python's float repr and JavaScript's Number#toString print the same shortest digits; they
+# lay them out alike for a fractional value in [1e-4, 1e16) (no exponent in either, and no
+# "1.0" where JavaScript prints "1"), so such floats may take the C encoder.
+_PLAIN_FLOAT_MIN = 1e-4
+_PLAIN_FLOAT_MAX = 1e16
+
+
+def _plain_float(value: float) -> bool:
+    size = abs(value)
+    return _PLAIN_FLOAT_MIN <= size < _PLAIN_FLOAT_MAX and not value.is_integer()
 
 
 def _plain(value: Any, depth: int) -> bool:
-    """Whether ``value`` holds only str keys and str / safe int / bool / None leaves (no
-    float, which JavaScript prints differently), at most ``_PLAIN_DEPTH`` deep."""
+    """Whether ``value`` holds only str keys and str / safe int / bool / None leaves, or
+    floats both languages print alike (:func:`_plain_float`), at most ``_PLAIN_DEPTH``
+    deep."""
     kind = type(value)
     if kind is str or value is None or value is True or value is False:
         return True
     if kind is int:
         return bool(-_MAX_SAFE_INTEGER <= value <= _MAX_SAFE_INTEGER)
+    if kind is float:
+        return _plain_float(value)
     if depth >= _PLAIN_DEPTH:
         return False
     if kind is dict:
