@@ -24,6 +24,7 @@ from botocore.config import Config
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from little_dist.canonical import canonical_json
 from little_dist.errors import StorageUnavailableError
 from little_dist.events import Event, EventInput
 from little_dist.ids import event_id_for
@@ -702,3 +703,31 @@ def test_an_in_process_run_on_the_redis_world_is_archived_when_it_finishes(
     # ...and asking for the finished run again returns the recorded result, read back.
     again = run_workflow(workflow, {"text": "hi"}, world=world, run_id=result.run_id)
     assert again.output == {"text": "hi"} and again.status == "completed"
+
+
+def test_entries_in_another_field_order_read_the_same(
+    world: RedisS3World, raw_redis: redis.Redis
+) -> None:
+    # The reader takes the append's own field layout by position; an entry written in any
+    # other order (another version, a hand repair) is read by field name, with its id
+    # derived from the stored fields when none was stored.
+    world.append(RUN, _ev(stepPath="first"))
+    stream = _keys(world).run(RUN).events
+    payload = {"stepPath": "second"}
+    raw_redis.xadd(
+        stream,
+        {"r": "2026-01-01T00:00:00.000Z", "o": "occ-2", "p": canonical_json(payload), "t": "X"},
+        id="2-0",
+    )
+    raw_redis.xadd(
+        stream,
+        {"t": "Y", "p": "{}", "r": "2026-01-01T00:00:00.000Z", "x": "later field"},
+        id="3-0",
+    )
+    first, second, third = world.list_events(RUN)
+    assert first.payload == {"stepPath": "first"}
+    assert (second.type, second.occurrence_id, second.payload) == ("X", "occ-2", payload)
+    assert second.event_id == event_id_for(RUN, 2, "X", payload, "occ-2")
+    assert (third.type, third.occurrence_id, third.payload) == ("Y", None, {})
+    assert third.event_id == event_id_for(RUN, 3, "Y", {}, None)
+    assert third.recorded_at == "2026-01-01T00:00:00.000Z"

@@ -65,6 +65,17 @@ def _as_sent(response: Any, **_options: Any) -> Any:
     return response
 
 
+# The occurrence id the engine records a run's end under (decide, cancel, planning).
+_RUN_END_OCCURRENCE = "run-end"
+
+
+def _entry_type(flat: list[bytes]) -> str:
+    """The type field of a raw stream entry (``[field, value, ...]``)."""
+    if flat and flat[0] == b"t":  # (the append writes it first)
+        return flat[1].decode()
+    return dict(zip(flat[::2], flat[1::2], strict=True))[b"t"].decode()
+
+
 __all__ = ["EventLog", "recorded_at_now"]
 
 _RUN_CACHE_SIZE = 50_000
@@ -348,13 +359,55 @@ class EventLog:
         # the entry's field-value list as Redis sends it (UTF-8 bytes, not parsed into a
         # dict by redis-py); the payload is the canonical JSON the append wrote, so it
         # parses without a check for trailing text, and the fields are the append's own.
+        # The append's own layout is t, p, r, then o and i when it stored them; any other
+        # (an entry written by another version) is read by field name.
+        if not (len(flat) >= 6 and flat[0] == b"t" and flat[2] == b"p" and flat[4] == b"r"):
+            return EventLog._decode_fields(run_id, sequence, flat)
+        occurrence: bytes | None = None
+        stored_id: bytes | None = None
+        size = len(flat)
+        if size == 8:
+            if flat[6] == b"o":
+                occurrence = flat[7]
+            elif flat[6] == b"i":
+                stored_id = flat[7]
+            else:
+                return EventLog._decode_fields(run_id, sequence, flat)
+        elif size == 10 and flat[6] == b"o" and flat[8] == b"i":
+            occurrence, stored_id = flat[7], flat[9]
+        elif size != 6:
+            return EventLog._decode_fields(run_id, sequence, flat)
+        event_type = flat[1].decode()
+        payload_json = flat[3].decode()
+        recorded_at = flat[5].decode()
+        occurrence_id = occurrence.decode() if occurrence is not None else None
+        # The id hashes the stored payload as is.
+        event_id = (
+            stored_id.decode()
+            if stored_id is not None
+            else event_id_for_payload_json(
+                run_id, sequence, event_type, payload_json, occurrence_id
+            )
+        )
+        return recorded_event(
+            event_id,
+            run_id,
+            sequence,
+            event_type,
+            occurrence_id,
+            recorded_at,
+            _parse_payload(payload_json)[0],
+        )
+
+    @staticmethod
+    def _decode_fields(run_id: str, sequence: int, flat: list[bytes]) -> Event:
+        """:meth:`_decode_entry` for an entry in any field order."""
         fields = dict(zip(flat[::2], flat[1::2], strict=True))
         event_type = fields[b"t"].decode()
         payload_json = fields[b"p"].decode()
         occurrence = fields.get(b"o")
         occurrence_id = occurrence.decode() if occurrence is not None else None
         stored_id = fields.get(b"i")
-        # The id hashes the stored payload as is.
         event_id = (
             stored_id.decode()
             if stored_id is not None
@@ -504,8 +557,22 @@ class EventLog:
 
     def _ends_after(self, run_id: str, after: int) -> tuple[bool, int]:
         """Whether the events after ``after`` hold the run's end; the last sequence read.
-        Reads the entries' type fields only (the archive's events, once the stream is gone)."""
+
+        The engine records every end under occurrence ``run-end``: the occurrence index
+        finds it in one round trip, without reading the run's (maybe thousands of) entries
+        since the last look. An end recorded without it (another writer) is found by
+        reading the entries' type fields (the archive's events, once the stream is gone).
+        """
         keys = self._keys.run(run_id)
+        with redis_errors(f"read of {run_id}"):
+            recorded = self._redis.hget(keys.occurrences, _RUN_END_OCCURRENCE)
+            if recorded is not None:
+                sequence = int(recorded)
+                entry: Any = self._raw.xrange(
+                    keys.events, min=f"{sequence}-0", max=f"{sequence}-0"
+                )
+                if entry and _entry_type(entry[0][1]) in RUN_END_EVENT_TYPES:
+                    return True, after
         while True:
             with redis_errors(f"read of {run_id}"):
                 entries: Any = self._raw.xrange(
@@ -514,8 +581,7 @@ class EventLog:
             if not entries:
                 break
             for entry_id, flat in entries:
-                fields = dict(zip(flat[::2], flat[1::2], strict=True))
-                if fields[b"t"].decode() in RUN_END_EVENT_TYPES:
+                if _entry_type(flat) in RUN_END_EVENT_TYPES:
                     return True, after
                 after = int(entry_id.split(b"-", 1)[0])
             if len(entries) < _PAGE:
