@@ -8,6 +8,7 @@ with the scheduler.
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -15,7 +16,10 @@ import pytest
 
 from little_dist.dist.client import Client, RunMismatchError, WaitTimeoutError
 from little_dist.dist.dispatch import CANCEL_EVENT_TYPE, TASK_EXECUTE_STEP
+from little_dist.events import EventInput
+from little_dist.settings import load_settings
 from little_dist.world.base import RunNotFoundError
+from little_dist.world.memory import MemoryWorld
 from tests import workflows_for_tests as wf
 from tests.fleet_processes import FleetEnv, fleet_env, start_worker
 
@@ -136,3 +140,47 @@ def _wait_for(condition: Any, timeout: float = 30.0) -> None:
             return
         time.sleep(0.1)
     pytest.fail("condition not met in time")
+
+
+def _steady_events(world: Any, run_id: str, count: int, every: float) -> None:
+    for index in range(count):
+        world.append(
+            run_id,
+            EventInput(type="StepScheduled", payload={"stepPath": f"s{index}", "stepId": "s"}),
+        )
+        time.sleep(every)
+
+
+def test_wait_gives_up_on_time_on_a_run_that_keeps_recording_events() -> None:
+    # A follow's timeout counts from the last event it saw; wait's counts from the call.
+    world = MemoryWorld()
+    client = Client(load_settings({}), world=world)
+    run_id = "run_busy_but_endless"
+    writer = threading.Thread(target=_steady_events, args=(world, run_id, 60, 0.05))
+    writer.start()
+    started = time.monotonic()
+    with pytest.raises(WaitTimeoutError, match=run_id):
+        client.wait(run_id, timeout=1.0)
+    assert 1.0 <= time.monotonic() - started < 2.0
+    writer.join()
+
+
+def test_wait_folds_a_long_log_as_it_comes_into_the_final_state() -> None:
+    world = MemoryWorld()
+    client = Client(load_settings({}), world=world)
+    run_id = "run_long_log"
+    world.append(run_id, EventInput(type="RunStarted", payload={"workflowVersionId": "v"}))
+    writer = threading.Thread(target=_steady_events, args=(world, run_id, 700, 0.0005))
+    writer.start()
+    writer.join()
+    waiting: list[Any] = []
+    waiter = threading.Thread(target=lambda: waiting.append(client.wait(run_id, timeout=20)))
+    waiter.start()
+    world.append(run_id, EventInput(type="RunCompleted", payload={"output": {"ok": True}}))
+    world.append(run_id, EventInput(type="StepScheduled", payload={"stepPath": "late"}))
+    waiter.join(20)
+    (state,) = waiting
+    assert state.status == "completed" and state.output == {"ok": True}
+    # Every event up to the end was folded (in several batches), and nothing after it.
+    assert state.event_count == 702
+    assert set(state.steps) == {f"s{index}" for index in range(700)}

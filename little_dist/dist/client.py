@@ -68,6 +68,10 @@ __all__ = [
 ]
 
 TERMINAL_TYPES: Final = RUN_END_EVENT_TYPES
+# Events Client.wait folds at a time while it follows a run.
+_WAIT_FOLD_BATCH: Final = 256
+# The longest Client.wait lets a quiet run's follow block before it looks at its deadline.
+_WAIT_SLICE_S: Final = 1.0
 _UNCOMPILED: Final = "uncompiled"
 
 
@@ -432,13 +436,37 @@ class Client:
     def wait(self, run_id: str, timeout: float | None = None) -> RunState:
         """Block until the run completes or fails; its final state.
 
-        Woken by the run's end (:meth:`World.wait_for_end`), not by each of its events: a
-        wide run's thousands of events are read once, at the end. Raises
+        Follows the run's log (:meth:`World.follow`, which reads a busy run's events a
+        batch at a time) and folds them as they come, so the end of a wide run does not
+        wait for its thousands of events to be read and folded after the fact. Raises
         :class:`WaitTimeoutError` after ``timeout`` seconds (``None``: no limit).
         """
         validate_run_id(run_id)
-        ended = self.world.wait_for_end(run_id, timeout=timeout)
-        state = self._fold(run_id, self.world.list_events(run_id))
+        deadline = None if timeout is None else time.monotonic() + timeout
+        builder = RunStateBuilder(run_id)
+        batch: list[Event] = []
+        ended = False
+        last = 0
+        while not ended:
+            # follow's timeout counts from the last event it saw: it is given at most a
+            # slice of what is left, so a run that goes quiet cannot keep us past ours.
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                break
+            quiet = _WAIT_SLICE_S if left is None else min(left, _WAIT_SLICE_S)
+            for event in self.world.follow(run_id, after=last, timeout=quiet):
+                batch.append(event)
+                last = event.sequence
+                if event.type in TERMINAL_TYPES:
+                    ended = True
+                    break
+                if len(batch) >= _WAIT_FOLD_BATCH:
+                    builder.apply_all(hydrate_events(self.world, batch))
+                    batch = []
+                if deadline is not None and time.monotonic() >= deadline:
+                    break
+        builder.apply_all(hydrate_events(self.world, batch))
+        state = builder.snapshot()
         if not ended:
             raise WaitTimeoutError(
                 f"run {run_id} did not finish within {timeout:g}s (status {state.status})"

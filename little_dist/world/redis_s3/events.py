@@ -568,9 +568,7 @@ class EventLog:
             recorded = self._redis.hget(keys.occurrences, _RUN_END_OCCURRENCE)
             if recorded is not None:
                 sequence = int(recorded)
-                entry: Any = self._raw.xrange(
-                    keys.events, min=f"{sequence}-0", max=f"{sequence}-0"
-                )
+                entry: Any = self._raw.xrange(keys.events, min=f"{sequence}-0", max=f"{sequence}-0")
                 if entry and _entry_type(entry[0][1]) in RUN_END_EVENT_TYPES:
                     return True, after
         while True:
