@@ -39,6 +39,7 @@ from little_dist.events import (
     wakes_scheduler,
 )
 from little_dist.ids import event_id_for_payload_json, validate_run_id
+from little_dist.world.artifacts import now_iso
 from little_dist.world.base import (
     Fence,
     PreparedEvent,
@@ -90,28 +91,8 @@ _END_LOOK_FIRST_S = 1.0
 _END_LOOK_MAX_S = 10.0
 
 
-class _RecordedAtClock:
-    """``now_iso()`` (JavaScript's ``Date#toISOString``) at a fifth of its cost.
-
-    The date and time of day change once a second, so they are formatted once a second;
-    milliseconds are truncated, as a JavaScript ``Date`` does.
-    """
-
-    def __init__(self) -> None:
-        self._second: tuple[int, str] = (-1, "")
-
-    def __call__(self) -> str:
-        now = time.time()
-        second = int(now)
-        cached = self._second
-        if cached[0] != second:
-            # One tuple, replaced whole: threads never see a second paired with another text.
-            cached = (second, time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(second)))
-            self._second = cached
-        return f"{cached[1]}{int((now - second) * 1000):03d}Z"
-
-
-recorded_at_now = _RecordedAtClock()
+#: ``recordedAt`` of an append (see :data:`~little_dist.world.artifacts.now_iso`).
+recorded_at_now = now_iso
 
 
 class _Run:
