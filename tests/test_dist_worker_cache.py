@@ -684,3 +684,59 @@ def test_offers_are_forgotten_after_resend_after_but_not_scanned_on_every_call()
     assert offer(500, 0.05)  # a scan now drops the 200 stale offers
     assert len(tracker._offered) == 1
     assert offer(0, 0.05)  # and s0 may be offered again
+
+
+def _roots_and_a_successor() -> dict[str, Any]:
+    """Roots ``a`` and ``b``; ``c`` needs only ``a`` (``a``'s commit takes ``c``'s lease);
+    ``d`` needs ``b`` and ``c``."""
+    return wf._doc(
+        "tests.roots",
+        [
+            wf.tool_step("a", "noop", {"n": 1}),
+            wf.tool_step("b", "noop", {"n": 2}),
+            wf.tool_step("c", "noop", {"n": 3}, needs=["a"]),
+            wf.tool_step("d", "noop", {"n": 4}, needs=["b", "c"]),
+        ],
+    )
+
+
+def test_a_next_lease_held_while_another_thread_advances_does_not_strand_the_step(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # a and b commit at once in one process. a's commit takes c's step lease (c needs only
+    # a), but b's thread is advancing the run, so a's thread waits for it instead. b's look
+    # finds c ready and cannot lease it (a's thread holds it); a's thread then gets nothing
+    # and gives the lease back. c must still run (here, or sent to the queue), not wait for
+    # a resend or a sweep.
+    from little_dist.dist import tasks
+
+    world = MemoryWorld()
+    runtime, app = _runtime(world, ToolRegistry([wf.noop]), roles=("worker",))
+    run_id = _start(world, app, _roots_and_a_successor(), {})
+    deliveries = {task[1][1]: task for task in app.take()}
+    assert sorted(deliveries) == ["a", "b"]
+    tracker = runtime.runs.get(run_id)
+    real_advance_run = tasks.advance_run
+    looks = iter([True])
+
+    def advance_run(*args: Any, **options: Any) -> Any:
+        if next(looks, False):  # b's first look waits until a's thread waits for it
+            deadline = time.monotonic() + 10
+            while not tracker.waiting() and time.monotonic() < deadline:
+                time.sleep(0.001)
+        return real_advance_run(*args, **options)
+
+    monkeypatch.setattr(tasks, "advance_run", advance_run)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        advancing = pool.submit(_deliver, runtime, deliveries["b"])
+        deadline = time.monotonic() + 10
+        while not tracker._advancing and time.monotonic() < deadline:
+            time.sleep(0.001)
+        waiting = pool.submit(_deliver, runtime, deliveries["a"])
+        assert advancing.result(timeout=30) == waiting.result(timeout=30) == "completed"
+    monkeypatch.setattr(tasks, "advance_run", real_advance_run)
+    outcomes = []
+    while sent := app.take():
+        outcomes += [_deliver(runtime, task) for task in sent]
+    assert "completed" in outcomes or not outcomes
+    assert world.list_events(run_id)[-1].type == "RunCompleted"

@@ -67,6 +67,7 @@ __all__ = [
     "dispatch_lease_key",
     "dispatch_plan",
     "dispatch_ready",
+    "schedule_occurrence",
     "send_dispatch",
     "task_name_for",
 ]
@@ -766,7 +767,7 @@ def advance_run(
     return _advanced(state, decision, tuple(sent), appended, kept, alone, also)
 
 
-def _schedule_occurrence(dispatch: StepDispatch) -> str:
+def schedule_occurrence(dispatch: StepDispatch) -> str:
     """The occurrence id of the ``StepScheduled`` that schedules ``dispatch`` (``decide``
     schedules first attempts: ``sched:{path}:1``)."""
     return f"sched:{dispatch.step_path}:{dispatch.attempt}"
@@ -774,7 +775,7 @@ def _schedule_occurrence(dispatch: StepDispatch) -> str:
 
 def _schedules(events: Sequence[Event], dispatch: StepDispatch) -> bool:
     """Whether ``events`` (new ones) hold the ``StepScheduled`` of ``dispatch``."""
-    occurrence = _schedule_occurrence(dispatch)
+    occurrence = schedule_occurrence(dispatch)
     return any(e.type == "StepScheduled" and e.occurrence_id == occurrence for e in events)
 
 
@@ -828,13 +829,18 @@ def _lease_kept(
     not started). ``held`` is used for the attempt whose step lease it is.
     """
     scheduling = {e.occurrence_id for e in decision.events if e.type == "StepScheduled"}
+    candidates = list(decision.dispatch)
+    if held is not None:
+        # The step whose lease the caller's commit took comes first: it is the attempt the
+        # caller keeps (runs itself), never one handed on under a lease the caller releases.
+        candidates.sort(key=lambda d: step_lease_key(d.run_id, d.step_path) != held.key)
     picked: list[StepDispatch] = []
-    for dispatch in decision.dispatch:
+    for dispatch in candidates:
         if len(picked) >= want:
             break
         if dispatch.run_id != tracker.run_id or not keep(dispatch):
             continue
-        if _schedule_occurrence(dispatch) not in scheduling:
+        if schedule_occurrence(dispatch) not in scheduling:
             continue  # scheduled before: its task was sent (or is the sweep's to send)
         if tracker.claim_offers([dispatch], settings.dispatch_resend_after):
             picked.append(dispatch)  # (else this process offered it lately: someone has it)
@@ -851,12 +857,29 @@ def _lease_kept(
         for dispatch, key in zip(picked, keys, strict=True)
         if key in missing
     ]
-    acquired = iter(acquire_lease_requests(world, requests) if requests else [])
-    step_leases = {key: next(acquired) for key in missing}
-    dispatch_leases = [lease for lease in acquired if lease is not None]
+    acquired = acquire_lease_requests(world, requests) if requests else []
+    step_leases = dict(zip(missing, acquired[: len(missing)], strict=True))
+    sending = [
+        dispatch for dispatch, key in zip(picked, keys, strict=True) if key in missing
+    ]
+    dispatch_leases = dict(zip(sending, acquired[len(missing) :], strict=True))
     won: list[tuple[StepDispatch, Lease]] = []
+    lost: list[StepDispatch] = []
     for dispatch, key in zip(picked, keys, strict=True):
         lease = held if held is not None and held.key == key else step_leases[key]
-        if lease is not None:  # (else another worker runs it)
+        if lease is not None:
             won.append((dispatch, lease))
-    return won, dispatch_leases
+        else:
+            lost.append(dispatch)
+    if lost:
+        # Someone else holds the step's lease: maybe a task running it, maybe a thread whose
+        # commit took it and which may yet give it back unused. Claiming these would leave
+        # them to that holder; instead they are offered as if this call had never looked,
+        # so the dispatch that follows sends their tasks (a duplicate finds the step busy or
+        # done: harmless; a step stranded behind a lease given back is not).
+        tracker.unclaim_offers(lost)
+        for dispatch in lost:
+            lease = dispatch_leases.pop(dispatch, None)
+            if lease is not None:
+                world.release_lease(lease)
+    return won, [lease for lease in dispatch_leases.values() if lease is not None]

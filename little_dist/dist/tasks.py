@@ -57,6 +57,7 @@ from little_dist.dist.dispatch import (
     RunTracker,
     VersionCache,
     advance_run,
+    schedule_occurrence,
     send_dispatch,
 )
 from little_dist.errors import LittleError
@@ -68,7 +69,7 @@ from little_dist.runtime import (
     LeaseKeeper,
     execute_step_attempt,
 )
-from little_dist.scheduling import StepDispatch
+from little_dist.scheduling import StepDispatch, decide
 from little_dist.scheduling.context import StepPathError, locate_step
 from little_dist.runtime.sweep import step_lease_key
 from little_dist.scheduling.plan import next_in_chain, plan_for
@@ -353,6 +354,8 @@ class WorkerRuntime:
             raise
         if held is not None and (advance is None or advance.kept_lease is not held):
             self._release(held)  # the next step was not ours to run after all
+            if successor is not None:
+                self._send_unstarted(tracker, successor)
         if advance is not None and advance.done:
             self.runs.forget(run_id)
         if advance is None or advance.kept is None:
@@ -379,6 +382,38 @@ class WorkerRuntime:
                 self._successors.clear()
             self._successors[key] = found
         return found
+
+    def _send_unstarted(self, tracker: RunTracker, step_path: str) -> None:
+        """After giving back the unused lease this thread's commit took on ``step_path``: if
+        that step is scheduled and its attempt has not started, send its task.
+
+        Whoever scheduled it meanwhile (another thread of this process advancing the run,
+        another worker) found it leased, by us, and left it to us: without this it would
+        wait for its dispatch lease to expire and a sweep. A second task for it finds the
+        step busy or done.
+        """
+        if self.app is None:
+            return
+        try:
+            state = tracker.catch_up()
+            ctx = tracker.context
+            if ctx is None or state.status in _TERMINAL:
+                return
+            decision = decide(ctx, state)
+            scheduling = {e.occurrence_id for e in decision.events if e.type == "StepScheduled"}
+            for dispatch in decision.dispatch:
+                if dispatch.step_path != step_path:
+                    continue
+                # (one this decision would schedule is not yet: the look deciding it sends it)
+                if schedule_occurrence(dispatch) not in scheduling:
+                    send_dispatch(self.app, self.settings, dispatch)
+        except LittleError as error:
+            _log.warning(
+                "could not look at %s %s again: %s (the scheduler will)",
+                tracker.run_id,
+                step_path,
+                error,
+            )
 
     def _release(self, lease: Lease | None) -> None:
         if lease is not None:
