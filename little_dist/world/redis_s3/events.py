@@ -342,67 +342,64 @@ class EventLog:
         # parses without a check for trailing text, and the fields are the append's own.
         # The append's own layout is t, p, r, then o and i when it stored them; any other
         # (an entry written by another version) is read by field name.
-        if not (len(flat) >= 6 and flat[0] == b"t" and flat[2] == b"p" and flat[4] == b"r"):
-            return EventLog._decode_fields(run_id, sequence, flat)
+        size = len(flat)
         occurrence: bytes | None = None
         stored_id: bytes | None = None
-        size = len(flat)
-        if size == 8:
-            if flat[6] == b"o":
+        if size >= 6 and flat[0] == b"t" and flat[2] == b"p" and flat[4] == b"r":
+            if size == 8 and flat[6] == b"o":
                 occurrence = flat[7]
-            elif flat[6] == b"i":
+            elif size == 8 and flat[6] == b"i":
                 stored_id = flat[7]
-            else:
+            elif size == 10 and flat[6] == b"o" and flat[8] == b"i":
+                occurrence, stored_id = flat[7], flat[9]
+            elif size != 6:
                 return EventLog._decode_fields(run_id, sequence, flat)
-        elif size == 10 and flat[6] == b"o" and flat[8] == b"i":
-            occurrence, stored_id = flat[7], flat[9]
-        elif size != 6:
-            return EventLog._decode_fields(run_id, sequence, flat)
-        event_type = flat[1].decode()
-        payload_json = flat[3].decode()
-        recorded_at = flat[5].decode()
-        occurrence_id = occurrence.decode() if occurrence is not None else None
-        # The id hashes the stored payload as is.
-        event_id = (
-            stored_id.decode()
-            if stored_id is not None
-            else event_id_for_payload_json(
-                run_id, sequence, event_type, payload_json, occurrence_id
+            return EventLog._event(
+                run_id, sequence, flat[1], flat[3], flat[5], occurrence, stored_id
             )
-        )
-        return recorded_event(
-            event_id,
-            run_id,
-            sequence,
-            event_type,
-            occurrence_id,
-            recorded_at,
-            _parse_payload(payload_json)[0],
-        )
+        return EventLog._decode_fields(run_id, sequence, flat)
 
     @staticmethod
     def _decode_fields(run_id: str, sequence: int, flat: list[bytes]) -> Event:
         """:meth:`_decode_entry` for an entry in any field order."""
         fields = dict(zip(flat[::2], flat[1::2], strict=True))
-        event_type = fields[b"t"].decode()
-        payload_json = fields[b"p"].decode()
-        occurrence = fields.get(b"o")
+        return EventLog._event(
+            run_id,
+            sequence,
+            fields[b"t"],
+            fields[b"p"],
+            fields[b"r"],
+            fields.get(b"o"),
+            fields.get(b"i"),
+        )
+
+    @staticmethod
+    def _event(
+        run_id: str,
+        sequence: int,
+        event_type: bytes,
+        payload: bytes,
+        recorded_at: bytes,
+        occurrence: bytes | None,
+        stored_id: bytes | None,
+    ) -> Event:
+        """The event of one stored entry's field values."""
+        kind = event_type.decode()
+        payload_json = payload.decode()
         occurrence_id = occurrence.decode() if occurrence is not None else None
-        stored_id = fields.get(b"i")
+        # The id hashes the stored payload as is.
         event_id = (
             stored_id.decode()
             if stored_id is not None
-            else event_id_for_payload_json(
-                run_id, sequence, event_type, payload_json, occurrence_id
-            )
+            else event_id_for_payload_json(run_id, sequence, kind, payload_json, occurrence_id)
         )
         return recorded_event(
             event_id,
             run_id,
             sequence,
-            event_type,
+            kind,
             occurrence_id,
-            fields[b"r"].decode(),
+            recorded_at.decode(),
             _parse_payload(payload_json)[0],
         )
 
