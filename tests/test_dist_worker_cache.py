@@ -94,6 +94,41 @@ def _deliver(runtime: WorkerRuntime, task: tuple[str, tuple[Any, ...]]) -> str:
     return runtime.execute(run_id, path, attempt, "execute_step")
 
 
+def _deliver_while_one_advances(
+    runtime: WorkerRuntime,
+    tracker: RunTracker,
+    monkeypatch: pytest.MonkeyPatch,
+    advancing: tuple[str, tuple[Any, ...]],
+    waiting: tuple[str, tuple[Any, ...]],
+) -> tuple[str, str]:
+    """Deliver two tasks of one run on two threads so that ``waiting``'s thread commits
+    while ``advancing``'s thread advances the run (its first look waits for that), then
+    waits for it; their outcomes."""
+    from little_dist.dist import tasks
+
+    real_advance_run = tasks.advance_run
+    looks = iter([True])
+
+    def advance_run(*args: Any, **options: Any) -> Any:
+        if next(looks, False):  # the first look waits until the other thread waits for it
+            deadline = time.monotonic() + 10
+            while not tracker.waiting() and time.monotonic() < deadline:
+                time.sleep(0.001)
+        return real_advance_run(*args, **options)
+
+    monkeypatch.setattr(tasks, "advance_run", advance_run)
+    try:
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            first = pool.submit(_deliver, runtime, advancing)
+            deadline = time.monotonic() + 10
+            while not tracker._advancing and time.monotonic() < deadline:
+                time.sleep(0.001)
+            second = pool.submit(_deliver, runtime, waiting)
+            return first.result(timeout=30), second.result(timeout=30)
+    finally:
+        monkeypatch.setattr(tasks, "advance_run", real_advance_run)
+
+
 def test_a_chain_reads_only_new_events_and_the_finished_run_is_forgotten() -> None:
     world = CountingWorld()
     runtime, app = _runtime(world, ToolRegistry([wf.noop]))
@@ -552,8 +587,6 @@ def test_an_attempt_the_advancing_thread_keeps_is_handed_to_a_waiting_thread(
     # Two threads commit branches of one fan-out at once: the second finds the first
     # advancing the run and waits; the look that follows keeps both newly ready branches,
     # one for each thread, so neither goes through the broker.
-    from little_dist.dist import tasks
-
     effects = tmp_path / "effects.txt"
     monkeypatch.setenv(wf.SIDE_EFFECTS_ENV, str(effects))
     world = MemoryWorld()
@@ -562,24 +595,8 @@ def test_an_attempt_the_advancing_thread_keeps_is_handed_to_a_waiting_thread(
     run_id = _start(world, app, doc, {"keys": ["a", "b", "c", "d"], "sleep": 0})
     first, second = app.take()
     tracker = runtime.runs.get(run_id)
-    real_advance_run = tasks.advance_run
-    looks = iter([True])
-
-    def advance_run(*args: Any, **options: Any) -> Any:
-        if next(looks, False):  # the first look waits until the other thread waits for it
-            deadline = time.monotonic() + 10
-            while not tracker.waiting() and time.monotonic() < deadline:
-                time.sleep(0.001)
-        return real_advance_run(*args, **options)
-
-    monkeypatch.setattr(tasks, "advance_run", advance_run)
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        advancing = pool.submit(_deliver, runtime, first)
-        deadline = time.monotonic() + 10
-        while not tracker._advancing and time.monotonic() < deadline:
-            time.sleep(0.001)
-        waiting = pool.submit(_deliver, runtime, second)
-        assert advancing.result(timeout=30) == waiting.result(timeout=30) == "completed"
+    outcomes = _deliver_while_one_advances(runtime, tracker, monkeypatch, first, second)
+    assert outcomes == ("completed", "completed")
     assert app.take() == []  # c and d ran in the two slots, no task sent for either
     assert sorted(effects.read_text().split()) == ["a", "b", "c", "d"]
     assert world.list_events(run_id)[-1].type == "RunCompleted"
@@ -708,35 +725,20 @@ def test_a_next_lease_held_while_another_thread_advances_does_not_strand_the_ste
     # finds c ready and cannot lease it (a's thread holds it); a's thread then gets nothing
     # and gives the lease back. c must still run (here, or sent to the queue), not wait for
     # a resend or a sweep.
-    from little_dist.dist import tasks
-
     world = MemoryWorld()
     runtime, app = _runtime(world, ToolRegistry([wf.noop]), roles=("worker",))
     run_id = _start(world, app, _roots_and_a_successor(), {})
     deliveries = {task[1][1]: task for task in app.take()}
     assert sorted(deliveries) == ["a", "b"]
     tracker = runtime.runs.get(run_id)
-    real_advance_run = tasks.advance_run
-    looks = iter([True])
-
-    def advance_run(*args: Any, **options: Any) -> Any:
-        if next(looks, False):  # b's first look waits until a's thread waits for it
-            deadline = time.monotonic() + 10
-            while not tracker.waiting() and time.monotonic() < deadline:
-                time.sleep(0.001)
-        return real_advance_run(*args, **options)
-
-    monkeypatch.setattr(tasks, "advance_run", advance_run)
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        advancing = pool.submit(_deliver, runtime, deliveries["b"])
-        deadline = time.monotonic() + 10
-        while not tracker._advancing and time.monotonic() < deadline:
-            time.sleep(0.001)
-        waiting = pool.submit(_deliver, runtime, deliveries["a"])
-        assert advancing.result(timeout=30) == waiting.result(timeout=30) == "completed"
-    monkeypatch.setattr(tasks, "advance_run", real_advance_run)
-    outcomes = []
+    outcomes = _deliver_while_one_advances(
+        runtime, tracker, monkeypatch, deliveries["b"], deliveries["a"]
+    )
+    assert outcomes == ("completed", "completed")
     while sent := app.take():
-        outcomes += [_deliver(runtime, task) for task in sent]
-    assert "completed" in outcomes or not outcomes
-    assert world.list_events(run_id)[-1].type == "RunCompleted"
+        for task in sent:
+            _deliver(runtime, task)
+    events = world.list_events(run_id)
+    assert events[-1].type == "RunCompleted"
+    completed = Counter(e.payload["stepPath"] for e in events if e.type == "StepCompleted")
+    assert completed == {"a": 1, "b": 1, "c": 1, "d": 1}
