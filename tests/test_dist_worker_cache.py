@@ -309,14 +309,101 @@ def test_a_branch_another_process_kept_is_not_sent_by_the_next_look() -> None:
     assert _deliver(plain, first) == "completed"
 
     settings = _settings()
-    kept_by_a = advance_run(
-        world, RecordingApp(), settings, RunTracker(world, run_id), keep=lambda _: True
-    )
+    tracker_a = RunTracker(world, run_id)
+    tracker_a.fold(world.list_events(run_id), own=True)  # A's own commit freed the slot
+    kept_by_a = advance_run(world, RecordingApp(), settings, tracker_a, keep=lambda _: True)
     assert kept_by_a.kept is not None and kept_by_a.kept_lease is not None
     for _ in range(2):  # a worker of process B, then a scheduler
         other = RecordingApp()
         advance_run(world, other, settings, RunTracker(world, run_id), holder="b")
         assert [task[1][1] for task in other.take()] == []
+
+
+def _branches_scheduled(world: MemoryWorld, run_id: str) -> list[str]:
+    return [
+        event.payload["branchPath"]
+        for event in world.list_events(run_id)
+        if event.type == "ParallelBranchScheduled"
+    ]
+
+
+def _fan_with_one_commit(keys: list[str]) -> tuple[MemoryWorld, str]:
+    """A fan-out of maxConcurrency 2 whose first branch a worker committed (fast path off:
+    the commit's process has not looked at the run); the second branch's task is pending."""
+    world = MemoryWorld()
+    doc = wf.fan_out_lwir(max_branches=8, max_concurrency=2)
+    plain, _ = _runtime(world, ToolRegistry([wf.record_branch]), roles=("worker",))
+    plain.fast_path = False
+    app = RecordingApp()
+    run_id = _start(world, app, doc, {"keys": keys, "sleep": 0})
+    first, _second = app.take()
+    assert _deliver(plain, first) == "completed"
+    return world, run_id
+
+
+def test_a_workers_look_leaves_the_refill_of_another_processs_commit_to_that_process() -> None:
+    # Process B's worker folds A's commit of branch a: it records the branch's end but does
+    # not schedule (nor send) the branch that refills the freed slot; A's look, right after
+    # its commit, schedules that branch and runs it itself, in the slot it freed.
+    world, run_id = _fan_with_one_commit(["a", "b", "c", "d"])
+    settings = _settings()
+    b_app = RecordingApp()
+    by_b = advance_run(
+        world, b_app, settings, RunTracker(world, run_id), holder="b", keep=lambda _: True
+    )
+    assert by_b.kept is None and b_app.take() == []
+    assert _branches_scheduled(world, run_id) == ["fan[a]", "fan[b]"]
+    assert [e.type for e in world.list_events(run_id)][-1] == "ParallelBranchCompleted"
+
+    tracker_a = RunTracker(world, run_id)
+    tracker_a.fold(world.list_events(run_id)[:-1], own=True)  # up to A's own commit
+    a_app = RecordingApp()
+    by_a = advance_run(world, a_app, settings, tracker_a, holder="a", keep=lambda _: True)
+    assert by_a.kept is not None and by_a.kept.step_path == "fan[c].work"
+    assert a_app.take() == []
+
+
+def test_the_schedulers_look_refills_every_freed_slot_whoever_committed() -> None:
+    # The scheduler (no keep) leaves nothing to anyone: a worker that died between its
+    # commit and its look, or one with the fast path off, is covered by it.
+    world, run_id = _fan_with_one_commit(["a", "b", "c", "d"])
+    advance_run(
+        world, RecordingApp(), _settings(), RunTracker(world, run_id), keep=lambda _: True
+    )  # a worker's look leaves fan[c]
+    app = RecordingApp()
+    advance_run(world, app, _settings(), RunTracker(world, run_id), holder="scheduler")
+    assert _branches_scheduled(world, run_id) == ["fan[a]", "fan[b]", "fan[c]"]
+    assert [task[1][1] for task in app.take()] == ["fan[c].work"]
+
+
+def test_a_look_refills_the_slots_its_own_commits_freed_and_leaves_the_others() -> None:
+    # Two branches end at once, one committed by this process, one by another: the look
+    # schedules one refill (the first), for itself, and leaves the second.
+    world = MemoryWorld()
+    doc = wf.fan_out_lwir(max_branches=8, max_concurrency=2)
+    plain, _ = _runtime(world, ToolRegistry([wf.record_branch]), roles=("worker",))
+    plain.fast_path = False
+    app = RecordingApp()
+    run_id = _start(world, app, doc, {"keys": ["a", "b", "c", "d"], "sleep": 0})
+    first, second = app.take()
+    assert _deliver(plain, first) == "completed"
+    ours = len(world.list_events(run_id))
+    assert _deliver(plain, second) == "completed"
+    tracker = RunTracker(world, run_id)
+    events = world.list_events(run_id)
+    tracker.fold(events[:ours], own=True)  # branch a's commit was ours, branch b's not
+    tracker.fold(events[ours:])
+    sent = RecordingApp()
+    look = advance_run(world, sent, _settings(), tracker, keep=lambda _: True)
+    assert look.kept is not None and look.kept.step_path == "fan[c].work"
+    assert sent.take() == []
+    assert _branches_scheduled(world, run_id) == ["fan[a]", "fan[b]", "fan[c]"]
+    ended = [
+        e.payload["branchPath"]
+        for e in world.list_events(run_id)
+        if e.type == "ParallelBranchCompleted"
+    ]
+    assert ended == ["fan[a]", "fan[b]"]  # both ends are recorded by this look
 
 
 def test_the_cache_is_bounded_least_recently_used_first() -> None:

@@ -352,6 +352,9 @@ class RunTracker:
         self._waiters: list[Waiter] = []
         # Recorded events past the first gap in what was folded, by sequence.
         self._ahead: dict[int, Event] = {}
+        # Branch paths (``fan[k]``) in which this process recorded a StepCompleted whose
+        # branch end is not folded yet: their refills are this process's (_leave_refills).
+        self._own_ends: set[str] = set()
         self._lock = threading.Lock()
         self._read_lock = threading.Lock()
 
@@ -501,11 +504,24 @@ class RunTracker:
             for dispatch in dispatches:
                 self._offered.pop((dispatch.step_path, dispatch.attempt, dispatch.kind), None)
 
-    def fold(self, events: Sequence[Event]) -> None:
+    def fold(self, events: Sequence[Event], *, own: bool = False) -> None:
         """Fold those of ``events`` that directly follow the folded ones (the rest is read
-        again by the next catch-up)."""
+        again by the next catch-up). ``own``: this process's attempt appended them (its
+        commits' branch ends are its own to refill, see :meth:`foreign_ends`)."""
         with self._lock:
+            if own:
+                for event in events:
+                    if event.type == "StepCompleted":
+                        path = event.payload.get("stepPath")
+                        if isinstance(path, str) and "]" in path:
+                            self._own_ends.update(_branch_paths(path))
             self._fold_next(events)
+
+    def foreign_ends(self, branch_paths: Sequence[str]) -> int:
+        """How many of ``branch_paths`` (branches a decision records as ended) another
+        process's commit ended (this process's own are forgotten once their end is folded)."""
+        with self._lock:
+            return sum(1 for path in branch_paths if path not in self._own_ends)
 
     def _fold_next(self, events: Sequence[Event]) -> None:
         """Fold the run of ``events`` that continues the folded sequence without a gap.
@@ -545,6 +561,8 @@ class RunTracker:
             elif event.type == CANCEL_EVENT_TYPE and not self._cancel_requested:
                 self._cancel_requested = True
                 changed = True
+            elif event.type in _BRANCH_END_TYPES and self._own_ends:
+                self._own_ends.discard(event.payload.get("branchPath"))
             if self._step_events is not None:
                 path = event.payload.get("stepPath")
                 if isinstance(path, str):
@@ -659,12 +677,15 @@ def advance_run(
     others: list[tuple[StepDispatch, Lease]] = []
     others_alone: list[bool] = []
     dispatch_leases: list[Lease] = []  # taken with the kept attempts' step leases
+    left: set[str] = set()  # branches this look leaves to the processes that freed them
     try:
         for _ in range(_MAX_ROUNDS):
             ctx = tracker.context
             if ctx is None or state.status in ("completed", "failed"):
                 return _advanced(state, decision, (), appended, kept, alone)
             decision = decide(ctx, state)
+            if keep is not None:
+                decision = _leave_refills(decision, tracker, left)
             leased_now = False
             have = (kept is not None) + len(others)
             if keep is not None and want > have:
@@ -765,6 +786,69 @@ def advance_run(
     if kept is None and late is not None:
         return Advance(state, decision, tuple(sent), appended, late)
     return _advanced(state, decision, tuple(sent), appended, kept, alone, also)
+
+
+def _branch_paths(step_path: str) -> list[str]:
+    """The branch paths a step path lies in: ``a[x].b[y].c`` -> ``a[x]``, ``a[x].b[y]``."""
+    paths = []
+    end = step_path.find("]")
+    while end != -1:
+        paths.append(step_path[: end + 1])
+        end = step_path.find("]", end + 1)
+    return paths
+
+
+_BRANCH_END_TYPES: Final = frozenset({"ParallelBranchCompleted", "ParallelBranchFailed"})
+
+
+def _leave_refills(decision: Decision, tracker: RunTracker, left: set[str]) -> Decision:
+    """``decision`` without the new branches it schedules in the slots other processes'
+    commits freed (the last ones it schedules, one per such branch end), and without the
+    branches an earlier round of the same look left (``left``, updated).
+
+    A worker that folds another process's commits would otherwise schedule their refills
+    too and, having no thread free for them, send them through the broker, while the
+    threads that committed them (about to look at the run themselves) find nothing left to
+    run and go back to the queue. Left to them, each refill runs in the slot that freed
+    it. A process that dies between its commit and its look leaves its refill to the next
+    look that does not skip it: the scheduler's (the sweep's), which schedules everything.
+    """
+    ends = [
+        path
+        for event in decision.events
+        if event.type in _BRANCH_END_TYPES
+        and isinstance(path := event.payload.get("branchPath"), str)
+    ]
+    foreign = tracker.foreign_ends(ends) if ends else 0
+    if not foreign and not left:
+        return decision
+    new_branches = [
+        path
+        for event in decision.events
+        if event.type == "ParallelBranchScheduled"
+        and isinstance(path := event.payload.get("branchPath"), str)
+        and path not in left
+    ]
+    if foreign:
+        left.update(new_branches[len(new_branches) - min(foreign, len(new_branches)) :])
+    if not left:
+        return decision
+
+    def dropped(path: Any) -> bool:
+        return isinstance(path, str) and any(
+            path == branch or path.startswith(branch + ".") for branch in left
+        )
+
+    events = tuple(
+        event
+        for event in decision.events
+        if not (
+            (event.type == "ParallelBranchScheduled" and dropped(event.payload.get("branchPath")))
+            or (event.type == "StepScheduled" and dropped(event.payload.get("stepPath")))
+        )
+    )
+    dispatch = tuple(d for d in decision.dispatch if not dropped(d.step_path))
+    return dataclasses.replace(decision, events=events, dispatch=dispatch)
 
 
 def schedule_occurrence(dispatch: StepDispatch) -> str:

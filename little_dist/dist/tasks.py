@@ -310,7 +310,7 @@ class WorkerRuntime:
         def fold_recorded(events: Sequence[Event]) -> None:
             # What this attempt appends is folded as it is recorded, not read back.
             nonlocal last_recorded
-            tracker.fold(events)
+            tracker.fold(events, own=True)
             if events:
                 last_recorded = max(last_recorded, events[-1].sequence)
 
