@@ -17,6 +17,7 @@ import pytest
 from little_dist.dist.client import Client, RunMismatchError, WaitTimeoutError
 from little_dist.dist.dispatch import CANCEL_EVENT_TYPE, TASK_EXECUTE_STEP
 from little_dist.events import EventInput
+from little_dist.run_state import materialize_run_state
 from little_dist.settings import load_settings
 from little_dist.world.base import RunNotFoundError
 from little_dist.world.memory import MemoryWorld
@@ -131,6 +132,20 @@ def test_events_follow_stops_at_the_end_of_the_run(fleet_env: FleetEnv) -> None:
     assert seen[-1] == "RunCompleted"
     sequences = [event.sequence for event in client.events(run_id)]
     assert sequences == list(range(1, len(sequences) + 1))
+
+
+def test_wait_on_the_fleet_folds_to_what_the_whole_log_folds_to(fleet_env: FleetEnv) -> None:
+    # wait reads the harness traces without parsing them (the fold does not read them): its
+    # final state is still the whole log's.
+    start_worker(fleet_env)
+    client = fleet_env.client()
+    run_id = client.submit(wf.fan_out_lwir(), {"keys": ["a", "b", "c"], "sleep": 0})
+    state = client.wait(run_id, timeout=60)
+    assert state.status == "completed"
+    events = client.world.list_events(run_id)
+    assert any(e.type.startswith("harness.") for e in events)
+    assert state == materialize_run_state(events)
+    assert state.event_count == len(events)
 
 
 def _wait_for(condition: Any, timeout: float = 30.0) -> None:

@@ -25,6 +25,7 @@ from little_dist.events import Event, EventInput
 from little_dist.runtime import Capabilities
 from little_dist.settings import Settings, load_settings
 from little_dist.tools import ToolRegistry
+from little_dist.world.base import UndecodedEvent
 from little_dist.world.memory import MemoryWorld
 from little_dist.world.redis_s3 import RedisS3World
 from tests import workflows_for_tests as wf
@@ -829,3 +830,56 @@ def test_a_next_lease_held_while_another_thread_advances_does_not_strand_the_ste
     assert events[-1].type == "RunCompleted"
     completed = Counter(e.payload["stepPath"] for e in events if e.type == "StepCompleted")
     assert completed == {"a": 1, "b": 1, "c": 1, "d": 1}
+
+
+class PartlyDecodingWorld(MemoryWorld):
+    """Hands back events of types outside ``decode`` undecoded, as Redis does, and counts
+    the ones decoded later."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.decoded: list[int] = []
+
+    def list_events_partly(
+        self, run_id: str, *, after: int, decode: frozenset[str]
+    ) -> list[Event | UndecodedEvent]:
+        out: list[Event | UndecodedEvent] = []
+        for event in self.list_events(run_id, after=after):
+            if event.type in decode:
+                out.append(event)
+            else:
+
+                def decoder(event: Event = event) -> Event:
+                    self.decoded.append(event.sequence)
+                    return event
+
+                out.append(
+                    UndecodedEvent(run_id, event.sequence, event.type, event.recorded_at, decoder)
+                )
+        return out
+
+
+def test_traces_read_undecoded_are_decoded_only_for_a_step_that_started_an_attempt() -> None:
+    # Another process ran branch a: its traces are read undecoded and folded. A step that
+    # started an attempt (one to retry or resume here) gets all its events, decoded and in
+    # order (the memo's source); a branch that never started needs no decoding at all.
+    world = PartlyDecodingWorld()
+    doc = wf.fan_out_lwir(max_branches=8, max_concurrency=2)
+    plain, app = _runtime(world, ToolRegistry([wf.record_branch]), roles=("worker",))
+    plain.fast_path = False
+    run_id = _start(world, app, doc, {"keys": ["a", "b"], "sleep": 0})
+    assert _deliver(plain, app.take()[0]) == "completed"  # branch a, all of it
+    tracker = RunTracker(world, run_id, keep_step_events=True)
+    state = tracker.catch_up()
+    assert state.steps["fan[a].work"].status == "completed"
+    _, fresh = tracker.catch_up_step("fan[b].work")
+    assert [e.type for e in fresh] == ["StepScheduled"] and world.decoded == []
+    _, started = tracker.catch_up_step("fan[a].work")
+    everything = [
+        e for e in world.list_events(run_id) if e.payload.get("stepPath") == "fan[a].work"
+    ]
+    assert started == everything
+    assert any(e.type == "harness.tool_call.succeeded" for e in started)
+    assert world.decoded  # the traces were decoded now, once
+    decoded = list(world.decoded)
+    assert tracker.step_view("fan[a].work")[1] == everything and world.decoded == decoded

@@ -28,7 +28,7 @@ from little_dist.canonical import canonical_json
 from little_dist.errors import StorageUnavailableError
 from little_dist.events import Event, EventInput
 from little_dist.ids import event_id_for
-from little_dist.world.base import ArtifactCorruptError, ArtifactInput
+from little_dist.world.base import ArtifactCorruptError, ArtifactInput, UndecodedEvent
 from little_dist.world.factory import open_world
 from little_dist.world.redis_s3 import RedisS3World, RunSealedError, lease_key_for
 from little_dist.world.redis_s3.keys import KeyLayout
@@ -212,6 +212,42 @@ def test_archive_moves_the_log_to_s3_and_reads_fall_back_to_it(
         assert reader.append(RUN, _ev("RunCompleted", "occ-end", ok=True)) == written[-1]
         # Archiving again is a no-op.
         assert reader.archive_run(RUN) == 7
+    finally:
+        reader.close()
+
+
+def test_a_partial_read_parses_only_the_payloads_asked_for(
+    world: RedisS3World, s3_env: S3Service
+) -> None:
+    # Harness traces a fold does not read come back undecoded from the stream; an archived
+    # run's events are parsed from S3 anyway and come decoded.
+    world.append(RUN, _ev("RunStarted", "occ-start", input={"q": "x"}))
+    world.append_batch(
+        RUN,
+        [
+            _ev("harness.tool_call.started", "tool:a:1:1", stepPath="a", args={"n": 1}),
+            _ev("StepCompleted", "end:a:1", stepPath="a", output=[1, 2]),
+        ],
+    )
+    wanted = frozenset({"RunStarted", "StepCompleted"})
+    partly = world.list_events_partly(RUN, after=0, decode=wanted)
+    assert [type(e).__name__ for e in partly] == ["Event", "UndecodedEvent", "Event"]
+    trace = partly[1]
+    assert isinstance(trace, UndecodedEvent)
+    assert trace.envelope() == {
+        "runId": RUN,
+        "sequence": 2,
+        "type": "harness.tool_call.started",
+        "payload": {},
+        "recordedAt": world.list_events(RUN)[1].recorded_at,
+    }
+    assert trace.decode() == world.list_events(RUN)[1]
+    world.append(RUN, _ev("RunCompleted", "occ-end", ok=True))
+    world.archive_run(RUN, ttl_seconds=0)
+    reader = _open(_reader_spec(world), s3_env)
+    try:
+        archived = reader.list_events_partly(RUN, after=0, decode=wanted)
+        assert archived == reader.list_events(RUN) and len(archived) == 4
     finally:
         reader.close()
 

@@ -38,6 +38,7 @@ from little_dist.world.base import (
     Fence,
     LeaseRequest,
     SequenceConflictError,
+    UndecodedEvent,
     VersionNotFoundError,
     World,
 )
@@ -226,6 +227,34 @@ class WorldConformance(VersionIndexConformance):
         assert third.occurrence_id == "occ-1"
         assert world.last_sequence(RUN) == 3
         assert world.list_events(RUN) == [first, second, third]
+
+    def test_a_partial_read_gives_every_event_decoded_or_decodable(
+        self, handle: WorldHandle
+    ) -> None:
+        # A reader that needs some payloads only (a fold) may get the others undecoded;
+        # whatever comes back is every event, in order, and decodes to what a full read gives.
+        world = handle.world
+        world.append(RUN, ev("RunStarted", workflowVersionId="wfver_1"))
+        world.append_batch(
+            RUN,
+            [
+                ev("harness.tool_call.started", "tool:a:1:1", stepPath="a", args={"x": [1]}),
+                ev("StepCompleted", "end:a:1", stepPath="a", output={"ok": True}),
+                ev("harness.session.completed", "session-end:a:1", stepPath="a"),
+            ],
+        )
+        full = world.list_events(RUN)
+        wanted = frozenset({"RunStarted", "StepCompleted"})
+        for after in (0, 2):
+            partly = world.list_events_partly(RUN, after=after, decode=wanted)
+            assert [e.sequence for e in partly] == [e.sequence for e in full[after:]]
+            assert [e.type for e in partly] == [e.type for e in full[after:]]
+            decoded = [e.decode() if isinstance(e, UndecodedEvent) else e for e in partly]
+            assert decoded == full[after:]
+            # The payloads asked for are always there.
+            assert all(isinstance(e, Event) for e in partly if e.type in wanted)
+        followed = list(world.follow_partly(RUN, after=1, timeout=0.2, decode=wanted))
+        assert [e.decode() if isinstance(e, UndecodedEvent) else e for e in followed] == full[1:]
 
     def test_payload_is_stored_in_canonical_form(self, handle: WorldHandle) -> None:
         payload = {"b": 1.0, "a": {"z": [1, 2.5, None], "y": "✓"}}

@@ -48,10 +48,10 @@ from little_dist.errors import InvalidInputError, LittleError
 from little_dist.events import RUN_END_EVENT_TYPES, Event, EventInput
 from little_dist.ids import validate_run_id
 from little_dist.local_runner import RunMismatchError, check_run_input, new_run_id
-from little_dist.run_state import RunState, RunStateBuilder
+from little_dist.run_state import FOLDED_EVENT_TYPES, EventLike, RunState, RunStateBuilder
 from little_dist.runtime import hydrate_events
 from little_dist.settings import Settings, load_settings
-from little_dist.world.base import RunNotFoundError, World
+from little_dist.world.base import RunNotFoundError, UndecodedEvent, World
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -444,7 +444,7 @@ class Client:
         validate_run_id(run_id)
         deadline = None if timeout is None else time.monotonic() + timeout
         builder = RunStateBuilder(run_id)
-        batch: list[Event] = []
+        batch: list[EventLike] = []
         ended = False
         last = 0
         while not ended:
@@ -454,8 +454,11 @@ class Client:
             if left is not None and left <= 0:
                 break
             quiet = _WAIT_SLICE_S if left is None else min(left, _WAIT_SLICE_S)
-            for event in self.world.follow(run_id, after=last, timeout=quiet):
-                batch.append(event)
+            # Payloads the fold does not read (harness traces) are not even parsed.
+            for event in self.world.follow_partly(
+                run_id, after=last, timeout=quiet, decode=FOLDED_EVENT_TYPES
+            ):
+                batch.append(event.envelope() if isinstance(event, UndecodedEvent) else event)
                 last = event.sequence
                 if event.type in TERMINAL_TYPES:
                     ended = True

@@ -29,11 +29,12 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from little_dist.compiler import WorkflowVersion
 from little_dist.events import RUN_END_EVENT_TYPES, SCHEDULE_EVENT_TYPES, Event, EventInput
-from little_dist.run_state import RunState, RunStateBuilder
+from little_dist.run_state import FOLDED_EVENT_TYPES, EventLike, RunState, RunStateBuilder
 from little_dist.runtime import hydrate_events
 from little_dist.runtime.sweep import step_lease_key
 from little_dist.scheduling import Decision, RunContext, StepDispatch, decide
@@ -41,6 +42,7 @@ from little_dist.settings import Settings
 from little_dist.world.base import (
     Lease,
     LeaseRequest,
+    UndecodedEvent,
     World,
     check_lease_request,
     run_lease_key,
@@ -337,6 +339,9 @@ class RunTracker:
         self._builder = RunStateBuilder(run_id)
         # Raw events by payload stepPath (the memo of a retried attempt), if asked for.
         self._step_events: dict[str, list[Event]] | None = {} if keep_step_events else None
+        # Events read undecoded (types the fold does not read: harness traces), decoded into
+        # _step_events only once a step that has started an attempt asks for its events.
+        self._undecoded: list[UndecodedEvent] = []
         # Attempts this process offered (path, attempt, kind) -> monotonic time: an attempt
         # is offered again (a lease round trip) only after dispatch_resend_after.
         self._offered: dict[tuple[str, int, str], float] = {}
@@ -351,7 +356,7 @@ class RunTracker:
         self._look_again = False
         self._waiters: list[Waiter] = []
         # Recorded events past the first gap in what was folded, by sequence.
-        self._ahead: dict[int, Event] = {}
+        self._ahead: dict[int, Event | UndecodedEvent] = {}
         # Branch paths (``fan[k]``) in which this process recorded a StepCompleted whose
         # branch end is not folded yet: their refills are this process's (_leave_refills).
         self._own_ends: set[str] = set()
@@ -384,20 +389,26 @@ class RunTracker:
         # One reader at a time reads what is new (threads of one run would otherwise read the
         # same events over and over); folds and snapshots do not wait for the read.
         with self._read_lock:
-            events = self.world.list_events(self.run_id, after=self._builder.event_count)
+            events = self._read_new()
             with self._lock:
                 self._fold_next(events)
                 return self._builder.snapshot()
+
+    def _read_new(self) -> list[Event | UndecodedEvent]:
+        """The events after the last one folded; the ones whose payloads nothing here reads
+        may come undecoded."""
+        return self.world.list_events_partly(
+            self.run_id, after=self._builder.event_count, decode=_TRACKED_TYPES
+        )
 
     def catch_up_step(self, step_path: str) -> tuple[RunState, list[Event]]:
         """Like :meth:`catch_up`, plus the raw events of ``step_path`` folded so far (needs
         ``keep_step_events``), both as of the same sequence."""
         with self._read_lock:
-            events = self.world.list_events(self.run_id, after=self._builder.event_count)
+            events = self._read_new()
             with self._lock:
                 self._fold_next(events)
-                kept = self._step_events.get(step_path, []) if self._step_events else []
-                return self._builder.snapshot(), list(kept)
+                return self._builder.snapshot(), self._kept_step_events(step_path)
 
     def begin_advance(self) -> bool:
         """Whether the calling thread may advance the run now. While another thread of this
@@ -469,8 +480,33 @@ class RunTracker:
     def step_view(self, step_path: str) -> tuple[RunState, list[Event]]:
         """:meth:`catch_up_step` without reading: the state and step events folded so far."""
         with self._lock:
-            kept = self._step_events.get(step_path, []) if self._step_events is not None else []
-            return self._builder.snapshot(), list(kept)
+            return self._builder.snapshot(), self._kept_step_events(step_path)
+
+    def _kept_step_events(self, step_path: str) -> list[Event]:
+        """The step's events folded so far (under the lock). A step that never started an
+        attempt has none but its schedule, which is always decoded; one that did may have
+        traces among the undecoded events: they are decoded first."""
+        if self._step_events is None:
+            return []
+        kept = self._step_events.get(step_path, [])
+        if self._undecoded and any(e.type == "StepAttemptStarted" for e in kept):
+            self._decode_step_events()
+            kept = self._step_events.get(step_path, [])
+        return list(kept)
+
+    def _decode_step_events(self) -> None:
+        """Decode the events read undecoded into the step-events index, in log order."""
+        assert self._step_events is not None
+        pending, self._undecoded = self._undecoded, []
+        touched: set[str] = set()
+        for item in pending:
+            event = item.decode()
+            path = event.payload.get("stepPath")
+            if isinstance(path, str):
+                self._step_events.setdefault(path, []).append(event)
+                touched.add(path)
+        for path in touched:
+            self._step_events[path].sort(key=_by_sequence)
 
     def claim_offers(
         self, dispatches: Sequence[StepDispatch], resend_after: float
@@ -523,7 +559,7 @@ class RunTracker:
         with self._lock:
             return sum(1 for path in branch_paths if path not in self._own_ends)
 
-    def _fold_next(self, events: Sequence[Event]) -> None:
+    def _fold_next(self, events: Sequence[Event | UndecodedEvent]) -> None:
         """Fold the run of ``events`` that continues the folded sequence without a gap.
 
         ``events`` may be a read that overlaps what another thread folded meanwhile, or an
@@ -538,18 +574,26 @@ class RunTracker:
         for event in events:
             if event.sequence > count:
                 ahead[event.sequence] = event
-        run: list[Event] = []
+        run: list[Event | UndecodedEvent] = []
         while (following := ahead.pop(count + len(run) + 1, None)) is not None:
             run.append(following)
         if len(ahead) > _AHEAD_LIMIT:
             ahead.clear()  # a gap nobody fills: the next read brings it all
         self._fold(run)
 
-    def _fold(self, events: Sequence[Event]) -> None:
+    def _fold(self, events: Sequence[Event | UndecodedEvent]) -> None:
         if not events:
             return
         changed = False
+        foldable: list[EventLike] = []
         for event in events:
+            if event.__class__ is UndecodedEvent:
+                if self._step_events is not None:
+                    self._undecoded.append(event)
+                foldable.append(event.envelope())  # the fold only counts it
+                continue
+            event = cast(Event, event)
+            foldable.append(event)
             if event.type == "RunStarted":
                 self._started = True
                 version_id = event.payload.get("workflowVersionId")
@@ -567,7 +611,7 @@ class RunTracker:
                 path = event.payload.get("stepPath")
                 if isinstance(path, str):
                     self._step_events.setdefault(path, []).append(event)
-        self._builder.apply_all(hydrate_events(self.world, events))
+        self._builder.apply_all(hydrate_events(self.world, foldable))
         if changed:
             self._refresh_context()
 
@@ -786,6 +830,11 @@ def advance_run(
     if kept is None and late is not None:
         return Advance(state, decision, tuple(sent), appended, late)
     return _advanced(state, decision, tuple(sent), appended, kept, alone, also)
+
+
+#: Event types whose payloads a tracker reads: the fold's, and the engine's own it acts on.
+_TRACKED_TYPES: Final = FOLDED_EVENT_TYPES | {SUBMITTED_EVENT_TYPE, CANCEL_EVENT_TYPE}
+_by_sequence: Final = attrgetter("sequence")
 
 
 def _branch_paths(step_path: str) -> list[str]:

@@ -18,7 +18,12 @@ snapshots and states passed to :func:`fold_events` are never disturbed. Payload 
 
 from __future__ import annotations
 
-from little_dist.run_state._fold import EventLike, RunStateBuilder, RunStateEventMismatchError
+from little_dist.run_state._fold import (
+    FOLDED_EVENT_TYPES,
+    EventLike,
+    RunStateBuilder,
+    RunStateEventMismatchError,
+)
 from little_dist.run_state._materialize import (
     fold_events,
     materialize_run_state,
@@ -40,6 +45,7 @@ from little_dist.run_state._usage import (
 )
 
 __all__ = [
+    "FOLDED_EVENT_TYPES",
     "PROCESS_DEFAULT",
     "EventLike",
     "ParallelBranchState",

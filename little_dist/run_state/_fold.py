@@ -49,7 +49,7 @@ from little_dist.run_state._usage import (
     resolve_pricer,
 )
 
-__all__ = ["EventLike", "RunStateBuilder", "RunStateEventMismatchError"]
+__all__ = ["FOLDED_EVENT_TYPES", "EventLike", "RunStateBuilder", "RunStateEventMismatchError"]
 
 EventLike: TypeAlias = Event | Mapping[str, Any]
 """An :class:`~little_dist.events.Event` or its JSON envelope (camelCase keys)."""
@@ -449,3 +449,8 @@ _HANDLERS: dict[str, _Handler] = {
     "harness.session.completed": _ignore,
     "HarnessSessionCompleted": _ignore,
 }
+
+#: The event types whose payloads the fold reads (it only counts the others).
+FOLDED_EVENT_TYPES: frozenset[str] = frozenset(
+    event_type for event_type, handler in _HANDLERS.items() if handler is not _ignore
+)

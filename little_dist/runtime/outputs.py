@@ -145,13 +145,17 @@ def completion_events(
     return events
 
 
-def hydrate_events(world: World, events: Iterable[Event]) -> list[EventLike]:
+def hydrate_events(world: World, events: Iterable[EventLike]) -> list[EventLike]:
     """``events`` with the output of every by-reference ``StepCompleted`` read back in.
 
-    Events that need nothing are passed through as they are (no copy).
+    Events that need nothing, and envelopes (dicts), are passed through as they are (no
+    copy).
     """
     hydrated: list[EventLike] = []
     for event in events:
+        if not isinstance(event, Event):  # an envelope
+            hydrated.append(event)
+            continue
         payload = event.payload
         if (
             event.type == "StepCompleted"

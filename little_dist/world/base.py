@@ -50,10 +50,10 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 from little_dist.canonical import canonical_json
 from little_dist.errors import ConflictError, InvalidInputError, LittleError, NotFoundError
@@ -69,6 +69,7 @@ __all__ = [
     "ArtifactManifest",
     "ArtifactNotFoundError",
     "ArtifactRead",
+    "DecodesEveryEvent",
     "Fence",
     "Lease",
     "LeaseRequest",
@@ -76,6 +77,7 @@ __all__ = [
     "RunNotFoundError",
     "SequenceConflictError",
     "SequentialAppendThenAcquire",
+    "UndecodedEvent",
     "VersionNotFoundError",
     "World",
     "check_event_window",
@@ -126,6 +128,31 @@ class VersionNotFoundError(NotFoundError):
     def __init__(self, version_id: str) -> None:
         super().__init__(f"Workflow version not found: {version_id}")
         self.version_id = version_id
+
+
+class UndecodedEvent(NamedTuple):
+    """An event :meth:`World.list_events_partly` read without parsing its payload: enough
+    to fold past it (its type and place); :meth:`decode` gives the full event."""
+
+    run_id: str
+    sequence: int
+    type: str
+    recorded_at: str
+    decoder: Callable[[], Event]
+
+    def decode(self) -> Event:
+        return self.decoder()
+
+    def envelope(self) -> dict[str, Any]:
+        """The event as a fold takes it when it reads no payload of its type: the
+        envelope, with an empty payload."""
+        return {
+            "runId": self.run_id,
+            "sequence": self.sequence,
+            "type": self.type,
+            "payload": {},
+            "recordedAt": self.recorded_at,
+        }
 
 
 @dataclass(frozen=True)
@@ -277,6 +304,21 @@ class World(Protocol):
         """Events with sequence > ``after``, in order. An unknown run gives ``[]``."""
         ...
 
+    def list_events_partly(
+        self, run_id: str, *, after: int, decode: frozenset[str]
+    ) -> list[Event | UndecodedEvent]:
+        """:meth:`list_events` for a reader that needs the payloads of the ``decode``
+        types only (a fold): a world may hand the others back undecoded, which saves
+        parsing payloads nobody reads."""
+        ...
+
+    def follow_partly(
+        self, run_id: str, *, after: int = 0, timeout: float | None = None, decode: frozenset[str]
+    ) -> Iterator[Event | UndecodedEvent]:
+        """:meth:`follow` for a reader that needs the payloads of the ``decode`` types only
+        (as :meth:`list_events_partly`)."""
+        ...
+
     def follow(
         self, run_id: str, *, after: int = 0, timeout: float | None = None
     ) -> Iterator[Event]:
@@ -407,6 +449,26 @@ class SequentialAppendThenAcquire:
     ) -> tuple[list[Event], Lease | None]:
         recorded = self.append_batch(run_id, events, fence=fence, signal=signal, release=release)
         return recorded, self.acquire_lease(lease.key, lease.holder, lease.ttl_seconds)
+
+
+class DecodesEveryEvent:
+    """``list_events_partly`` and ``follow_partly`` for worlds whose events are decoded
+    when read anyway (in memory, on the local disk): every event, decoded."""
+
+    def list_events_partly(
+        self: World, run_id: str, *, after: int, decode: frozenset[str]
+    ) -> list[Event | UndecodedEvent]:
+        return list(self.list_events(run_id, after=after))
+
+    def follow_partly(
+        self: World,
+        run_id: str,
+        *,
+        after: int = 0,
+        timeout: float | None = None,
+        decode: frozenset[str],
+    ) -> Iterator[Event | UndecodedEvent]:
+        return iter(self.follow(run_id, after=after, timeout=timeout))
 
 
 class WaitForEndByFollowing:

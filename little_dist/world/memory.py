@@ -31,6 +31,7 @@ from little_dist.world.base import (
     ArtifactManifest,
     ArtifactNotFoundError,
     ArtifactRead,
+    DecodesEveryEvent,
     Fence,
     Lease,
     PreparedEvent,
@@ -56,7 +57,7 @@ class _LeaseState:
     expires_at: float
 
 
-class MemoryWorld(SequentialAppendThenAcquire, WaitForEndByFollowing):
+class MemoryWorld(SequentialAppendThenAcquire, DecodesEveryEvent, WaitForEndByFollowing):
     """A :class:`~little_dist.world.base.World` held in memory.
 
     ``clock`` gives lease times in epoch seconds; tests pass a fake one to expire leases

@@ -16,6 +16,7 @@ from little_dist.world.base import (
     ArtifactInput,
     ArtifactManifest,
     ArtifactRead,
+    DecodesEveryEvent,
     Fence,
     Lease,
     SequentialAppendThenAcquire,
@@ -45,7 +46,7 @@ _LIST_EVENTS: Final = (
 _LAST_SEQUENCE: Final = "SELECT COALESCE(MAX(sequence), 0) FROM events WHERE run_id = ?"
 
 
-class LocalWorld(SequentialAppendThenAcquire, WaitForEndByFollowing):
+class LocalWorld(SequentialAppendThenAcquire, DecodesEveryEvent, WaitForEndByFollowing):
     """A :class:`~little_dist.world.base.World` in ``data_dir`` (created if missing).
 
     ``clock`` gives lease times in epoch seconds (tests inject a fake one);

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from typing import Any, Protocol
 
 import redis
@@ -44,6 +45,7 @@ from little_dist.world.base import (
     Fence,
     PreparedEvent,
     SequenceConflictError,
+    UndecodedEvent,
     check_event_window,
     prepare_events,
 )
@@ -113,6 +115,19 @@ class PipelineTail(Protocol):
     def queue(self, pipe: Any) -> None: ...
 
     def done(self, reply: Any) -> None: ...
+
+
+_type_name_sets: dict[frozenset[str], frozenset[bytes]] = {}
+
+
+def _type_names(types: frozenset[str]) -> frozenset[bytes]:
+    """``types`` as the UTF-8 bytes a stream entry holds (cached per set)."""
+    found = _type_name_sets.get(types)
+    if found is None:
+        if len(_type_name_sets) > 64:
+            _type_name_sets.clear()
+        found = _type_name_sets[types] = frozenset(t.encode("utf-8") for t in types)
+    return found
 
 
 class EventLog:
@@ -408,6 +423,30 @@ class EventLog:
         decode = self._decode_entry
         return [decode(run_id, int(entry_id.split(b"-", 1)[0]), flat) for entry_id, flat in entries]
 
+    def _decode_partly(
+        self, run_id: str, entries: list[Any], decode: frozenset[str]
+    ) -> list[Event | UndecodedEvent]:
+        """:meth:`_decode_entries`, except that an entry of a type outside ``decode`` (in the
+        append's own layout) is handed back undecoded: its payload is parsed only if asked."""
+        wanted = _type_names(decode)
+        out: list[Event | UndecodedEvent] = []
+        for entry_id, flat in entries:
+            sequence = int(entry_id.split(b"-", 1)[0])
+            kind = flat[1] if len(flat) >= 6 and flat[0] == b"t" else None
+            if kind is None or kind in wanted:
+                out.append(self._decode_entry(run_id, sequence, flat))
+            else:
+                out.append(
+                    UndecodedEvent(
+                        run_id,
+                        sequence,
+                        kind.decode(),
+                        flat[5].decode() if flat[4] == b"r" else "",
+                        partial(self._decode_entry, run_id, sequence, flat),
+                    )
+                )
+        return out
+
     def stream_events(self, run_id: str, after: int, limit: int | None) -> list[Event]:
         """The events still in the run's stream after ``after`` (none once it expired)."""
         with redis_errors(f"read of {run_id}"):
@@ -455,21 +494,52 @@ class EventLog:
         tail = [e for e in archived if e.sequence > after]
         return tail if limit is None else tail[:limit]
 
+    def list_events_partly(
+        self, run_id: str, *, after: int, decode: frozenset[str]
+    ) -> list[Event | UndecodedEvent]:
+        """:meth:`list_events`, handing back entries of types outside ``decode`` undecoded
+        (an archived run's events come decoded: they are parsed from S3 anyway)."""
+        validate_run_id(run_id)
+        check_event_window(after, None)
+        keys = self._keys.run(run_id)
+        with redis_errors(f"read of {run_id}"):
+            pipe = self._raw.pipeline(transaction=False)
+            pipe.xrange(keys.events, min=f"{after + 1}-0", max="+")
+            pipe.exists(keys.events)
+            pipe.exists(keys.archived)
+            entries, stream_exists, sealed = pipe.execute()
+        if entries or stream_exists or not sealed:
+            return self._decode_partly(run_id, entries or [], decode)
+        return list(self.list_events(run_id, after=after))
+
     def follow(
         self, run_id: str, *, after: int = 0, timeout: float | None = None
     ) -> Iterator[Event]:
         validate_run_id(run_id)
         check_event_window(after, None)
-        return self._follow(run_id, after, timeout)
+        return self._follow(run_id, after, timeout, self.list_events)
 
-    def _follow(self, run_id: str, after: int, timeout: float | None) -> Iterator[Event]:
+    def follow_partly(
+        self, run_id: str, *, after: int = 0, timeout: float | None = None, decode: frozenset[str]
+    ) -> Iterator[Event | UndecodedEvent]:
+        validate_run_id(run_id)
+        check_event_window(after, None)
+
+        def read(run_id: str, *, after: int) -> list[Event | UndecodedEvent]:
+            return self.list_events_partly(run_id, after=after, decode=decode)
+
+        return self._follow(run_id, after, timeout, read)
+
+    def _follow(
+        self, run_id: str, after: int, timeout: float | None, read: Callable[..., list[Any]]
+    ) -> Iterator[Any]:
         keys = self._keys.run(run_id)
         stream = keys.events
         last = after
         deadline = None if timeout is None else time.monotonic() + timeout
         ended = False
         # Catch up first (from the archive if the stream is gone), then block on the stream.
-        backlog = self.list_events(run_id, after=last)
+        backlog = read(run_id, after=last)
         while True:
             for event in backlog:
                 yield event
@@ -492,10 +562,10 @@ class EventLog:
                     # not once per append (which costs Redis and the run's workers too).
                     self._redis.xread({keys.ended: "0-0"}, count=1, block=_FOLLOW_LINGER_MS)
             if reply:
-                backlog = self.list_events(run_id, after=last)
+                backlog = read(run_id, after=last)
             elif self._stream_gone_but_sealed(run_id):
                 # Archived (and expired) while we waited: the archive has the rest.
-                backlog = self.list_events(run_id, after=last)
+                backlog = read(run_id, after=last)
             else:
                 backlog = []
 

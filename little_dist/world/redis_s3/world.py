@@ -37,6 +37,7 @@ from little_dist.world.base import (
     Fence,
     Lease,
     LeaseRequest,
+    UndecodedEvent,
 )
 from little_dist.world.redis_s3.archive import (
     DEFAULT_ARCHIVE_TTL_SECONDS,
@@ -314,6 +315,16 @@ class RedisS3World:
 
     def list_events(self, run_id: str, *, after: int = 0, limit: int | None = None) -> list[Event]:
         return self._events.list_events(run_id, after=after, limit=limit)
+
+    def list_events_partly(
+        self, run_id: str, *, after: int, decode: frozenset[str]
+    ) -> list[Event | UndecodedEvent]:
+        return self._events.list_events_partly(run_id, after=after, decode=decode)
+
+    def follow_partly(
+        self, run_id: str, *, after: int = 0, timeout: float | None = None, decode: frozenset[str]
+    ) -> Iterator[Event | UndecodedEvent]:
+        return self._events.follow_partly(run_id, after=after, timeout=timeout, decode=decode)
 
     def follow(
         self, run_id: str, *, after: int = 0, timeout: float | None = None
