@@ -875,11 +875,12 @@ def test_traces_read_undecoded_are_decoded_only_for_a_step_that_started_an_attem
     _, fresh = tracker.catch_up_step("fan[b].work")
     assert [e.type for e in fresh] == ["StepScheduled"] and world.decoded == []
     _, started = tracker.catch_up_step("fan[a].work")
+    assert world.decoded == []  # not until they are looked at
     everything = [
         e for e in world.list_events(run_id) if e.payload.get("stepPath") == "fan[a].work"
     ]
-    assert started == everything
+    assert list(started) == everything
     assert any(e.type == "harness.tool_call.succeeded" for e in started)
     assert world.decoded  # the traces were decoded now, once
     decoded = list(world.decoded)
-    assert tracker.step_view("fan[a].work")[1] == everything and world.decoded == decoded
+    assert list(tracker.step_view("fan[a].work")[1]) == everything and world.decoded == decoded

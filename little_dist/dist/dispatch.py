@@ -27,7 +27,7 @@ import dataclasses
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Final, cast
@@ -401,7 +401,7 @@ class RunTracker:
             self.run_id, after=self._builder.event_count, decode=_TRACKED_TYPES
         )
 
-    def catch_up_step(self, step_path: str) -> tuple[RunState, list[Event]]:
+    def catch_up_step(self, step_path: str) -> tuple[RunState, Sequence[Event]]:
         """Like :meth:`catch_up`, plus the raw events of ``step_path`` folded so far (needs
         ``keep_step_events``), both as of the same sequence."""
         with self._read_lock:
@@ -477,22 +477,31 @@ class RunTracker:
                 self._waiters.remove(waiter)
             return waiter.given
 
-    def step_view(self, step_path: str) -> tuple[RunState, list[Event]]:
+    def step_view(self, step_path: str) -> tuple[RunState, Sequence[Event]]:
         """:meth:`catch_up_step` without reading: the state and step events folded so far."""
         with self._lock:
             return self._builder.snapshot(), self._kept_step_events(step_path)
 
-    def _kept_step_events(self, step_path: str) -> list[Event]:
+    def _kept_step_events(self, step_path: str) -> Sequence[Event]:
         """The step's events folded so far (under the lock). A step that never started an
         attempt has none but its schedule, which is always decoded; one that did may have
-        traces among the undecoded events: they are decoded first."""
+        traces among the undecoded events: those are decoded when the events are first
+        looked at (a task that finds its attempt over never looks)."""
         if self._step_events is None:
             return []
         kept = self._step_events.get(step_path, [])
         if self._undecoded and any(e.type == "StepAttemptStarted" for e in kept):
-            self._decode_step_events()
-            kept = self._step_events.get(step_path, [])
+            return _StepEventsAsOf(self, step_path, self._builder.event_count)
         return list(kept)
+
+    def _step_events_as_of(self, step_path: str, sequence: int) -> list[Event]:
+        """The step's events up to ``sequence``, the undecoded ones decoded first."""
+        with self._lock:
+            if self._undecoded:
+                self._decode_step_events()
+            assert self._step_events is not None
+            kept = self._step_events.get(step_path, [])
+            return [event for event in kept if event.sequence <= sequence]
 
     def _decode_step_events(self) -> None:
         """Decode the events read undecoded into the step-events index, in log order."""
@@ -636,6 +645,30 @@ class RunTracker:
             max_branches_cap=self.max_branches_cap,
             cancel_requested=self._cancel_requested,
         )
+
+
+class _StepEventsAsOf(Sequence[Event]):
+    """A step's events as of one folded sequence, decoded on first use."""
+
+    def __init__(self, tracker: RunTracker, step_path: str, sequence: int) -> None:
+        self._tracker = tracker
+        self._path = step_path
+        self._sequence = sequence
+        self._events: list[Event] | None = None
+
+    def _all(self) -> list[Event]:
+        if self._events is None:
+            self._events = self._tracker._step_events_as_of(self._path, self._sequence)
+        return self._events
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._all()[index]
+
+    def __iter__(self) -> Iterator[Event]:
+        return iter(self._all())
 
 
 @dataclass(frozen=True)
