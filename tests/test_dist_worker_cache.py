@@ -24,7 +24,7 @@ from little_dist.dist.tasks import RunCache, WorkerRuntime
 from little_dist.events import Event, EventInput
 from little_dist.runtime import Capabilities
 from little_dist.settings import Settings, load_settings
-from little_dist.tools import ToolRegistry, tool
+from little_dist.tools import ToolRegistry
 from little_dist.world.base import UndecodedEvent
 from little_dist.world.memory import MemoryWorld
 from little_dist.world.redis_s3 import RedisS3World
@@ -884,44 +884,3 @@ def test_traces_read_undecoded_are_decoded_only_for_a_step_that_started_an_attem
     assert world.decoded  # the traces were decoded now, once
     decoded = list(world.decoded)
     assert list(tracker.step_view("fan[a].work")[1]) == everything and world.decoded == decoded
-
-
-def test_a_commit_brings_back_what_another_process_appended_during_the_attempt(
-    fleet_env: FleetEnv,
-) -> None:
-    # On Redis, the commit's round trip also reads what others appended since this
-    # tracker's last read, so the look that follows starts without reading the log.
-    world = fleet_env.world()
-    assert isinstance(world, RedisS3World)
-    run_id = "run_commit_read"
-
-    @tool
-    def busy_neighbour() -> dict[str, Any]:
-        """Another process appends to the run while this attempt runs."""
-        world.append(run_id, EventInput(type="little.test.note", payload={"n": 1}))
-        return {"ok": True}
-
-    runtime, app = _runtime(
-        world, ToolRegistry([busy_neighbour]), roles=("worker",), settings=_settings()
-    )
-    doc = wf._doc(
-        "tests.commit-read", [wf.tool_step("s0", "busy_neighbour", {})], tools=["busy_neighbour"]
-    )
-    submit_run(world, doc, {}, run_id=run_id)
-    advance_run(world, app, _settings(), RunTracker(world, run_id))
-    reads: list[int] = []
-    partly = world.list_events_partly
-
-    def counted(run: str, *, after: int, decode: frozenset[str]) -> Any:
-        reads.append(after)
-        return partly(run, after=after, decode=decode)
-
-    world.list_events_partly = counted  # type: ignore[method-assign]
-    (task,) = app.take()
-    assert _deliver(runtime, task) == "completed"
-    events = world.list_events(run_id)
-    assert events[-1].type == "RunCompleted"
-    note = next(e.sequence for e in events if e.type == "little.test.note")
-    commit = next(e.sequence for e in events if e.type == "StepCompleted")
-    assert note < commit
-    assert reads == [0]  # the delivered task's catch-up; the commit brought the note

@@ -55,7 +55,6 @@ if TYPE_CHECKING:
 __all__ = [
     "CANCEL_EVENT_TYPE",
     "SUBMITTED_EVENT_TYPE",
-    "TRACKED_EVENT_TYPES",
     "TASK_EXECUTE_STEP",
     "TASK_FIX_STEP",
     "TASK_ORCHESTRATE",
@@ -399,7 +398,7 @@ class RunTracker:
         """The events after the last one folded; the ones whose payloads nothing here reads
         may come undecoded."""
         return self.world.list_events_partly(
-            self.run_id, after=self._builder.event_count, decode=TRACKED_EVENT_TYPES
+            self.run_id, after=self._builder.event_count, decode=_TRACKED_TYPES
         )
 
     def catch_up_step(self, step_path: str) -> tuple[RunState, Sequence[Event]]:
@@ -800,7 +799,7 @@ def advance_run(
                 tracker.run_id,
                 list(decision.events),
                 after=last,
-                decode=TRACKED_EVENT_TYPES,
+                decode=_TRACKED_TYPES,
                 signal=_ends_run(decision),
             )
             new = [event for event in recorded if event.sequence > last]
@@ -873,7 +872,7 @@ def advance_run(
 
 
 #: Event types whose payloads a tracker reads: the fold's, and the engine's own it acts on.
-TRACKED_EVENT_TYPES: Final = FOLDED_EVENT_TYPES | {SUBMITTED_EVENT_TYPE, CANCEL_EVENT_TYPE}
+_TRACKED_TYPES: Final = FOLDED_EVENT_TYPES | {SUBMITTED_EVENT_TYPE, CANCEL_EVENT_TYPE}
 _by_sequence: Final = attrgetter("sequence")
 
 

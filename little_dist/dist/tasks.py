@@ -47,7 +47,6 @@ from typing import TYPE_CHECKING, Any
 
 from little_dist.dist.dispatch import (
     SUBMITTED_EVENT_TYPE,
-    TRACKED_EVENT_TYPES,
     TASK_EXECUTE_STEP,
     TASK_FIX_STEP,
     TASK_ORCHESTRATE,
@@ -66,7 +65,6 @@ from little_dist.events import Event, EventInput
 from little_dist.ids import InvalidIdError, validate_run_id
 from little_dist.runtime import (
     AttemptOutcome,
-    CommitRead,
     LeaseHeartbeat,
     LeaseKeeper,
     execute_step_attempt,
@@ -339,9 +337,6 @@ class WorkerRuntime:
             preamble=continued.deferred if continued is not None else (),
             next_lease=next_lease,
             on_next_lease=taken.append,
-            # What others appended since this tracker's last read comes with the commit:
-            # the advance that follows need not read the log first.
-            commit_read=CommitRead(lambda: tracker.last_sequence, TRACKED_EVENT_TYPES, tracker.fold),
         )
         _log.info("%s %s %s#%d%s: %s", kind, run_id, step_path, attempt, how, outcome.value)
         held = taken[0] if taken else None
@@ -351,7 +346,7 @@ class WorkerRuntime:
         keep = self._keeps if self.settings.worker_inline_steps > 0 else None
         # The tracker folded the commit: if nothing else came in between, it is as current
         # as a read right after the commit would make it.
-        current = tracker.last_sequence >= last_recorded
+        current = tracker.last_sequence == last_recorded
         try:
             advance = self._advance(tracker, keep=keep, read=not current, held=held)
         except BaseException:

@@ -16,7 +16,6 @@ from __future__ import annotations
 from little_dist.runtime.attempt import (
     DEFAULT_LEASE_TTL,
     AttemptOutcome,
-    CommitRead,
     execute_step_attempt,
     run_input_of,
 )
@@ -44,7 +43,6 @@ __all__ = [
     "WORKER_STEP_KINDS",
     "AttemptOutcome",
     "Capabilities",
-    "CommitRead",
     "KeptLease",
     "LeaseHeartbeat",
     "LeaseKeeper",

@@ -35,7 +35,6 @@ from __future__ import annotations
 import enum
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from little_dist.compiler import WorkflowVersion
@@ -58,7 +57,7 @@ from little_dist.runtime.sweep import WORKER_STEP_KINDS, step_lease_key
 from little_dist.scheduling import RunContext, StepDispatch
 from little_dist.scheduling.context import StepLocation, locate_step
 from little_dist.scheduling.plan import StepPlan, output_schema_hash, plan_for, step_output_error
-from little_dist.world.base import Lease, LeaseRequest, UndecodedEvent, World, unique_holder
+from little_dist.world.base import Lease, LeaseRequest, World, unique_holder
 
 if TYPE_CHECKING:
     from little_dist.harness.recorder import EventRecorder, RecordedSink
@@ -108,7 +107,6 @@ def execute_step_attempt(
     preamble: Sequence[EventInput] = (),
     next_lease: LeaseRequest | None = None,
     on_next_lease: Callable[[Lease], None] | None = None,
-    commit_read: CommitRead | None = None,
 ) -> AttemptOutcome:
     """Execute ``dispatch`` (one attempt of one step); see the module docstring.
 
@@ -137,8 +135,6 @@ def execute_step_attempt(
     ``next_lease``: a lease to take in the same round trip as a commit that completes the
     step (the step lease of the step a chain runs next); if won, it goes to
     ``on_next_lease``, and the caller runs that step under it or releases it.
-    ``commit_read``: read what others appended since the caller's last read in the same
-    round trip as a commit that takes no next lease (see :class:`CommitRead`).
     """
     from little_dist.harness.recorder import EventRecorder
 
@@ -222,7 +218,6 @@ def execute_step_attempt(
         heartbeat.stop()
         fence = heartbeat.lease.fence
         commit = [*recorder.take_pending(), *ending]
-        since: Sequence[Event | UndecodedEvent] = ()
         try:
             # The commit releases the step lease in the same call (one round trip on Redis),
             # and may take the next step's.
@@ -235,16 +230,6 @@ def execute_step_attempt(
                         world.release_lease(taken)
                     else:
                         on_next_lease(taken)
-            elif commit_read is not None:
-                recorded, since = world.append_batch_then_read(
-                    run_id,
-                    commit,
-                    after=commit_read.after(),
-                    decode=commit_read.decode,
-                    fence=fence,
-                    signal=signal_commit,
-                    release=True,
-                )
             else:
                 recorded = world.append_batch(
                     run_id, commit, fence=fence, signal=signal_commit, release=True
@@ -255,8 +240,6 @@ def execute_step_attempt(
         released = True
         if on_recorded is not None:
             on_recorded(recorded)
-        if commit_read is not None and since:
-            commit_read.sink(since)
         return (
             AttemptOutcome.completed
             if recorded[-1].type == "StepCompleted"
@@ -270,17 +253,6 @@ def execute_step_attempt(
             lease = heartbeat.lease
         if not released:
             world.release_lease(lease)
-
-
-@dataclass(frozen=True)
-class CommitRead:
-    """What a caller that folds the log wants read with the attempt's commit: the events
-    after ``after()`` (its last folded sequence, asked at commit time), with the payloads
-    of the ``decode`` types, handed to ``sink`` after ``on_recorded`` got the commit."""
-
-    after: Callable[[], int]
-    decode: frozenset[str]
-    sink: Callable[[Sequence[Event | UndecodedEvent]], None]
 
 
 def _settled_by(events: Sequence[Event], path: str, attempt: int) -> bool:

@@ -305,7 +305,6 @@ class World(Protocol):
         decode: frozenset[str],
         fence: Fence | None = None,
         signal: bool = True,
-        release: bool = False,
     ) -> tuple[list[Event], list[Event | UndecodedEvent]]:
         """:meth:`append_batch`, then :meth:`list_events_partly` after ``after``, in one
         round trip where the world can: a reader that folds the log learns, with its own
@@ -482,9 +481,8 @@ class DecodesEveryEvent:
         decode: frozenset[str],
         fence: Fence | None = None,
         signal: bool = True,
-        release: bool = False,
     ) -> tuple[list[Event], list[Event | UndecodedEvent]]:
-        recorded = self.append_batch(run_id, events, fence=fence, signal=signal, release=release)
+        recorded = self.append_batch(run_id, events, fence=fence, signal=signal)
         return recorded, list(self.list_events(run_id, after=after))
 
     def list_events_partly(

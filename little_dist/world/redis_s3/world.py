@@ -319,12 +319,9 @@ class RedisS3World:
         decode: frozenset[str],
         fence: Fence | None = None,
         signal: bool = True,
-        release: bool = False,
     ) -> tuple[list[Event], list[Event | UndecodedEvent]]:
         tail = ReadTail(self._events, run_id, after, decode)
-        recorded = self._events.append_batch(
-            run_id, events, fence=fence, signal=signal, release=release, then=tail
-        )
+        recorded = self._events.append_batch(run_id, events, fence=fence, signal=signal, then=tail)
         return recorded, tail.events
 
     def last_sequence(self, run_id: str) -> int:
