@@ -31,7 +31,6 @@ from little_dist.ids import event_id_for
 from little_dist.world.base import ArtifactCorruptError, ArtifactInput, UndecodedEvent
 from little_dist.world.factory import open_world
 from little_dist.world.redis_s3 import RedisS3World, RunSealedError, lease_key_for
-from little_dist.world.redis_s3.events import ReadTail
 from little_dist.world.redis_s3.keys import KeyLayout
 from little_dist.world.redis_s3.s3 import S3Objects
 from tests.conftest_services import S3Service
@@ -251,22 +250,6 @@ def test_a_partial_read_parses_only_the_payloads_asked_for(
         assert archived == reader.list_events(RUN) and len(archived) == 4
     finally:
         reader.close()
-
-
-def test_a_read_queued_after_an_append_takes_either_reply_form(
-    world: RedisS3World, raw_redis: redis.Redis
-) -> None:
-    # Over the thread's own connection the pipeline's XRANGE reply is raw (flat field
-    # lists); when redis-py runs the pipeline, its callback makes field dicts.
-    written = world.append_batch(RUN, [_ev(stepPath="a"), _ev("harness.x", "x:a:1", n=1)])
-    stream = _keys(world).run(RUN).events
-    parsed = raw_redis.xrange(stream)
-    assert isinstance(parsed[0][1], dict)
-    flat = [(entry_id, [x for kv in fields.items() for x in kv]) for entry_id, fields in parsed]
-    for reply in (parsed, flat):
-        tail = ReadTail(world._events, RUN, 0, frozenset({"StepScheduled"}))
-        tail.done(reply)
-        assert [e.decode() if isinstance(e, UndecodedEvent) else e for e in tail.events] == written
 
 
 def _reader_spec(world: RedisS3World) -> str:

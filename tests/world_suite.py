@@ -256,23 +256,6 @@ class WorldConformance(VersionIndexConformance):
         followed = list(world.follow_partly(RUN, after=1, timeout=0.2, decode=wanted))
         assert [e.decode() if isinstance(e, UndecodedEvent) else e for e in followed] == full[1:]
 
-    def test_an_append_then_read_brings_what_others_appended_meanwhile(
-        self, handle: WorldHandle
-    ) -> None:
-        world = handle.world
-        world.append(RUN, ev("RunStarted", workflowVersionId="wfver_1"))
-        other = world.append(RUN, ev("harness.session.started", "session:a:1", stepPath="a"))
-        wanted = frozenset({"RunStarted", "StepScheduled"})
-        recorded, since = world.append_batch_then_read(
-            RUN, [ev(stepPath="b"), ev(stepPath="c")], after=1, decode=wanted
-        )
-        assert [e.sequence for e in recorded] == [3, 4]
-        decoded = [e.decode() if isinstance(e, UndecodedEvent) else e for e in since]
-        assert decoded == [other, *recorded]
-        # Nothing to append: nothing written, and the read may be left out.
-        assert world.append_batch_then_read(RUN, [], after=4, decode=wanted)[0] == []
-        assert world.last_sequence(RUN) == 4
-
     def test_payload_is_stored_in_canonical_form(self, handle: WorldHandle) -> None:
         payload = {"b": 1.0, "a": {"z": [1, 2.5, None], "y": "✓"}}
         appended = handle.world.append(RUN, EventInput(type="StepCompleted", payload=payload))

@@ -549,14 +549,14 @@ class RunTracker:
             for dispatch in dispatches:
                 self._offered.pop((dispatch.step_path, dispatch.attempt, dispatch.kind), None)
 
-    def fold(self, events: Sequence[Event | UndecodedEvent], *, own: bool = False) -> None:
+    def fold(self, events: Sequence[Event], *, own: bool = False) -> None:
         """Fold those of ``events`` that directly follow the folded ones (the rest is read
         again by the next catch-up). ``own``: this process's attempt appended them (its
         commits' branch ends are its own to refill, see :meth:`foreign_ends`)."""
         with self._lock:
             if own:
                 for event in events:
-                    if event.type == "StepCompleted" and isinstance(event, Event):
+                    if event.type == "StepCompleted":
                         path = event.payload.get("stepPath")
                         if isinstance(path, str) and "]" in path:
                             self._own_ends.update(_branch_paths(path))
@@ -793,18 +793,12 @@ def advance_run(
                 )
             last = tracker.last_sequence
             # The decider acts on its own decision (next round, dispatch below): only the end
-            # of the run needs the scheduler (it archives the run). What others appended
-            # since the last read comes back with the append (one round trip for both).
-            recorded, since = world.append_batch_then_read(
-                tracker.run_id,
-                list(decision.events),
-                after=last,
-                decode=_TRACKED_TYPES,
-                signal=_ends_run(decision),
+            # of the run needs the scheduler (it archives the run).
+            recorded = world.append_batch(
+                tracker.run_id, list(decision.events), signal=_ends_run(decision)
             )
             new = [event for event in recorded if event.sequence > last]
             appended += len(new)
-            tracker.fold(since)
             tracker.fold(recorded)
             # Folded contiguously: the tracker is as current as a read right after the append.
             if recorded and tracker.last_sequence >= max(e.sequence for e in recorded):

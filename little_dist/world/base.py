@@ -296,22 +296,6 @@ class World(Protocol):
         append raises, the lease is not left held."""
         ...
 
-    def append_batch_then_read(
-        self,
-        run_id: str,
-        events: Sequence[EventInput],
-        *,
-        after: int,
-        decode: frozenset[str],
-        fence: Fence | None = None,
-        signal: bool = True,
-    ) -> tuple[list[Event], list[Event | UndecodedEvent]]:
-        """:meth:`append_batch`, then :meth:`list_events_partly` after ``after``, in one
-        round trip where the world can: a reader that folds the log learns, with its own
-        append, what others appended since it last read. The read may be empty when the
-        append wrote nothing."""
-        ...
-
     def last_sequence(self, run_id: str) -> int:
         """The run's last sequence, 0 for a run with no events."""
         ...
@@ -468,22 +452,8 @@ class SequentialAppendThenAcquire:
 
 
 class DecodesEveryEvent:
-    """``list_events_partly``, ``follow_partly`` and ``append_batch_then_read`` for worlds
-    whose events are decoded when read anyway and that have no round trip to save (in
-    memory, on the local disk): every event, decoded; the append, then the read."""
-
-    def append_batch_then_read(
-        self: World,
-        run_id: str,
-        events: Sequence[EventInput],
-        *,
-        after: int,
-        decode: frozenset[str],
-        fence: Fence | None = None,
-        signal: bool = True,
-    ) -> tuple[list[Event], list[Event | UndecodedEvent]]:
-        recorded = self.append_batch(run_id, events, fence=fence, signal=signal)
-        return recorded, list(self.list_events(run_id, after=after))
+    """``list_events_partly`` and ``follow_partly`` for worlds whose events are decoded
+    when read anyway (in memory, on the local disk): every event, decoded."""
 
     def list_events_partly(
         self: World, run_id: str, *, after: int, decode: frozenset[str]

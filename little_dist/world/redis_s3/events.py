@@ -117,30 +117,6 @@ class PipelineTail(Protocol):
     def done(self, reply: Any) -> None: ...
 
 
-class ReadTail:
-    """The read of a run's events after ``after``, queued after an append in the same
-    pipeline (``append_batch(then=...)``); ``events`` is set once the pipeline ran."""
-
-    def __init__(self, log: EventLog, run_id: str, after: int, decode: frozenset[str]) -> None:
-        self._log = log
-        self._run_id = run_id
-        self._after = after
-        self._decode = decode
-        self.events: list[Event | UndecodedEvent] = []
-
-    def queue(self, pipe: Any) -> None:
-        stream = self._log._keys.run(self._run_id).events
-        pipe.execute_command("XRANGE", stream, f"{self._after + 1}-0", "+")
-
-    def done(self, reply: Any) -> None:
-        # Raw over the thread's own connection; parsed into field dicts if redis-py ran it.
-        entries = [
-            (entry_id, flat if isinstance(flat, list) else [x for kv in flat.items() for x in kv])
-            for entry_id, flat in reply or []
-        ]
-        self.events = self._log._decode_partly(self._run_id, entries, self._decode)
-
-
 _type_name_sets: dict[frozenset[str], frozenset[bytes]] = {}
 
 

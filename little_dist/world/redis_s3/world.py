@@ -45,7 +45,7 @@ from little_dist.world.redis_s3.archive import (
     RunSealedError,
 )
 from little_dist.world.redis_s3.artifact_store import ArtifactStore
-from little_dist.world.redis_s3.events import EventLog, ReadTail
+from little_dist.world.redis_s3.events import EventLog
 from little_dist.world.redis_s3.hot_artifacts import DEFAULT_HOT_ARTIFACT_LIMIT, HotArtifacts
 from little_dist.world.redis_s3.keys import KeyLayout
 from little_dist.world.redis_s3.leases import LeaseStore
@@ -309,20 +309,6 @@ class RedisS3World:
                 self.release_lease(tail.lease)
             raise
         return recorded, tail.lease
-
-    def append_batch_then_read(
-        self,
-        run_id: str,
-        events: Sequence[EventInput],
-        *,
-        after: int,
-        decode: frozenset[str],
-        fence: Fence | None = None,
-        signal: bool = True,
-    ) -> tuple[list[Event], list[Event | UndecodedEvent]]:
-        tail = ReadTail(self._events, run_id, after, decode)
-        recorded = self._events.append_batch(run_id, events, fence=fence, signal=signal, then=tail)
-        return recorded, tail.events
 
     def last_sequence(self, run_id: str) -> int:
         return self._events.last_sequence(run_id)
