@@ -30,7 +30,9 @@ Figures, each with its baseline and the ratio:
 (b) also prints how many branches came through the broker (Celery's own task counters) and
 the CPU time per branch of each process (the workers, the scheduler, Redis when it runs on
 this machine, and this process, which submits and waits), beside the same for the raw group.
-``--fan-runs N`` measures (b), and the raw group, N times and reports the median.
+``--fan-runs N`` measures (b) N times and reports the median; each engine fan follows a raw
+group run (the raw workers stay up meanwhile, idle), so that both see the machine in the
+same state: its speed drifts by tens of percent within minutes.
 
 ``--profile PY_SPY`` samples the engine processes with py-spy (``pip install py-spy``; give
 the binary's path; ``--gil``: only the thread holding the interpreter lock, so the samples
@@ -230,6 +232,20 @@ def cpu_spent(pids: Mapping[str, int]) -> Iterator[dict[str, float]]:
         spent.update({name: cpu_seconds(pid) - before[name] for name, pid in pids.items()})
 
 
+def wait_idle(pids: Mapping[str, int], *, quiet: float = 0.5, timeout: float = 30.0) -> None:
+    """Wait until ``pids`` together spent under 5% of one CPU for ``quiet`` seconds (the
+    scheduler archives a run a couple of seconds after its end: that must not land in the
+    next measurement, raw or engine), or ``timeout``."""
+    deadline = time.monotonic() + timeout
+    before = sum(cpu_seconds(pid) for pid in pids.values())
+    while time.monotonic() < deadline:
+        time.sleep(quiet)
+        now = sum(cpu_seconds(pid) for pid in pids.values())
+        if now - before < 0.05 * quiet:
+            return
+        before = now
+
+
 def cpu_line(spent: Mapping[str, float], per: int) -> str:
     """``name X.XX ms`` per unit of work, and the total."""
     parts = [f"{name} {1000 * seconds / per:.2f}" for name, seconds in spent.items()]
@@ -281,6 +297,10 @@ def raw_group_seconds(redis: Any, prefix: str, size: int) -> float:
 class RawFigures:
     chain_s: list[float]
     groups: list[tuple[float, dict[str, float]]]  # (seconds, CPU seconds by process) per run
+    # The raw workers, kept running until (b) is measured: its raw groups alternate with
+    # the engine's fans, so both see the machine in the same state (its speed drifts).
+    workers: list[Proc] = field(default_factory=list)
+    pids: dict[str, int] = field(default_factory=dict)
 
     @property
     def group_s(self) -> float:
@@ -330,19 +350,28 @@ def measure_raw(
         raw_chain_seconds(redis, prefix, 10)  # warm-up
         chains = [raw_chain_seconds(redis, prefix, CHAIN_STEPS) for _ in range(args.chain_runs)]
         raw_group_seconds(redis, prefix, 50)  # warm-up
-        pids = {proc.name: proc.popen.pid for proc in workers} | {
-            "redis": redis_pid(redis),
-            "bench": os.getpid(),
-        }
-        groups = []
-        for _ in range(args.fan_runs):
-            with cpu_spent(pids) as group_cpu:
-                group_s = raw_group_seconds(redis, prefix, GROUP_TASKS)
-            groups.append((group_s, group_cpu))
-        return RawFigures(chains, groups)
-    finally:
+    except BaseException:
         for worker in workers:
             procs.stop(worker)
+        raise
+    pids = {proc.name: proc.popen.pid for proc in workers} | {
+        "redis": redis_pid(redis),
+        "bench": os.getpid(),
+    }
+    return RawFigures(chains, [], workers, pids)
+
+
+def measure_raw_group(raw: RawFigures, redis: Any, prefix: str) -> None:
+    """One raw group of (b), with its CPU, added to ``raw.groups``."""
+    with cpu_spent(raw.pids) as group_cpu:
+        group_s = raw_group_seconds(redis, prefix, GROUP_TASKS)
+    raw.groups.append((group_s, group_cpu))
+
+
+def stop_raw(procs: Procs, raw: RawFigures) -> None:
+    for worker in raw.workers:
+        procs.stop(worker)
+    raw.workers = []
 
 
 # -- the engine ----------------------------------------------------------------------------
@@ -748,10 +777,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             if only & {"a", "b"}:
                 raw = measure_raw(procs, base_env, prefix, args, redis)
                 report.say(
-                    f"raw Celery: chain {ms(statistics.median(raw.chain_s) / CHAIN_STEPS)}/task, "
-                    f"group of {GROUP_TASKS} in {raw.group_s:.2f} s "
-                    f"({GROUP_TASKS / raw.group_s:.0f} tasks/s)"
+                    f"raw Celery: chain {ms(statistics.median(raw.chain_s) / CHAIN_STEPS)}/task"
                 )
+                if "b" not in only:
+                    stop_raw(procs, raw)
 
             env = engine_env(base_env, prefix, redis_url, s3, script, args)
             engine = start_engine(procs, env, args)
@@ -779,16 +808,23 @@ def main(argv: Sequence[str] | None = None) -> int:
                     with sampled(
                         args.profile, sampled_procs, args.profile_dir or tmp_path, "b"
                     ) as samples:
+                        engine_pids = {p.name: p.popen.pid for p in sampled_procs}
                         for _ in range(args.fan_runs):
+                            if raw is not None:  # the raw group first, then the engine's fan
+                                wait_idle(engine_pids)
+                                measure_raw_group(raw, redis, prefix)
                             tasks_before = tasks_run(engine)
+                            wait_idle(engine_pids)
                             with cpu_spent(pids) as fan_cpu:
                                 fan_s = attempt(report, "(b)", lambda: measure_fan(engine))
                             if fan_s is None:
                                 break
                             fans.append((fan_s, fan_cpu, tasks_run(engine) - tasks_before))
+                    if raw is not None:
+                        stop_raw(procs, raw)
                     if args.profile:
                         print_profile(samples, report, during="(b)")
-                    if fans and raw is not None:
+                    if fans and raw is not None and raw.groups:
                         say_fan(report, fans, raw)
                 if "c" in only:
                     model_s = attempt(report, "(c)", lambda: measure_model(engine))
