@@ -23,10 +23,10 @@ the key names of a run are computed once per process.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Callable, Iterator, Sequence
-from functools import partial
 from typing import Any, Protocol
 
 import redis
@@ -117,17 +117,10 @@ class PipelineTail(Protocol):
     def done(self, reply: Any) -> None: ...
 
 
-_type_name_sets: dict[frozenset[str], frozenset[bytes]] = {}
-
-
+@functools.lru_cache(maxsize=16)
 def _type_names(types: frozenset[str]) -> frozenset[bytes]:
-    """``types`` as the UTF-8 bytes a stream entry holds (cached per set)."""
-    found = _type_name_sets.get(types)
-    if found is None:
-        if len(_type_name_sets) > 64:
-            _type_name_sets.clear()
-        found = _type_name_sets[types] = frozenset(t.encode("utf-8") for t in types)
-    return found
+    """``types`` as the UTF-8 bytes a stream entry holds."""
+    return frozenset(t.encode("utf-8") for t in types)
 
 
 class EventLog:
@@ -432,17 +425,18 @@ class EventLog:
         out: list[Event | UndecodedEvent] = []
         for entry_id, flat in entries:
             sequence = int(entry_id.split(b"-", 1)[0])
-            kind = flat[1] if len(flat) >= 6 and flat[0] == b"t" else None
-            if kind is None or kind in wanted:
+            # (the append's own layout starts t, p, r; any other is decoded whole)
+            own_layout = len(flat) >= 6 and flat[0] == b"t" and flat[4] == b"r"
+            if not own_layout or flat[1] in wanted:
                 out.append(self._decode_entry(run_id, sequence, flat))
             else:
                 out.append(
                     UndecodedEvent(
                         run_id,
                         sequence,
-                        kind.decode(),
-                        flat[5].decode() if flat[4] == b"r" else "",
-                        partial(self._decode_entry, run_id, sequence, flat),
+                        flat[1].decode(),
+                        flat[5].decode(),
+                        functools.partial(self._decode_entry, run_id, sequence, flat),
                     )
                 )
         return out
@@ -480,19 +474,10 @@ class EventLog:
         check_event_window(after, limit)
         if limit == 0:
             return []
-        keys = self._keys.run(run_id)
-        # One round trip: the range, and whether an empty answer means an archived run.
-        with redis_errors(f"read of {run_id}"):
-            pipe = self._raw.pipeline(transaction=False)
-            pipe.xrange(keys.events, min=f"{after + 1}-0", max="+", count=limit)
-            pipe.exists(keys.events)
-            pipe.exists(keys.archived)
-            entries, stream_exists, sealed = pipe.execute()
-        if entries or stream_exists or not sealed:
-            return self._decode_entries(run_id, entries or [])
-        archived = self._archives.events(run_id, required=True) or []
-        tail = [e for e in archived if e.sequence > after]
-        return tail if limit is None else tail[:limit]
+        entries = self._stream_range(run_id, after, limit)
+        if entries is None:
+            return self._archived_after(run_id, after, limit)
+        return self._decode_entries(run_id, entries)
 
     def list_events_partly(
         self, run_id: str, *, after: int, decode: frozenset[str]
@@ -501,16 +486,30 @@ class EventLog:
         (an archived run's events come decoded: they are parsed from S3 anyway)."""
         validate_run_id(run_id)
         check_event_window(after, None)
+        entries = self._stream_range(run_id, after, None)
+        if entries is None:
+            return list(self._archived_after(run_id, after, None))
+        return self._decode_partly(run_id, entries, decode)
+
+    def _stream_range(self, run_id: str, after: int, limit: int | None) -> list[Any] | None:
+        """The raw stream entries after ``after``, or ``None`` when the stream is gone and
+        the run sealed (its events are in the archive). One round trip: the range, and
+        whether an empty answer means an archived run."""
         keys = self._keys.run(run_id)
         with redis_errors(f"read of {run_id}"):
             pipe = self._raw.pipeline(transaction=False)
-            pipe.xrange(keys.events, min=f"{after + 1}-0", max="+")
+            pipe.xrange(keys.events, min=f"{after + 1}-0", max="+", count=limit)
             pipe.exists(keys.events)
             pipe.exists(keys.archived)
             entries, stream_exists, sealed = pipe.execute()
         if entries or stream_exists or not sealed:
-            return self._decode_partly(run_id, entries or [], decode)
-        return list(self.list_events(run_id, after=after))
+            return entries or []
+        return None
+
+    def _archived_after(self, run_id: str, after: int, limit: int | None) -> list[Event]:
+        archived = self._archives.events(run_id, required=True) or []
+        tail = [e for e in archived if e.sequence > after]
+        return tail if limit is None else tail[:limit]
 
     def follow(
         self, run_id: str, *, after: int = 0, timeout: float | None = None
