@@ -60,12 +60,22 @@ class Probe:
             for event in self.world.list_events(RUN)
         )
 
+    def _in_flight_called(self) -> bool:
+        with self._lock:
+            return IN_FLIGHT in self.calls
+
     def registry(self) -> ToolRegistry:
         def probe(key: str) -> dict[str, Any]:
             """Answer for one branch."""
             with self._lock:
                 self.calls.append(key)
             if key == FAILING:
+                # Fail only once the other branch is in its tool call (its attempt is
+                # recorded as started by then): else, on a loaded machine, its thread may
+                # start only after this failure, and nothing would be in flight.
+                deadline = time.monotonic() + 15
+                while not self._in_flight_called() and time.monotonic() < deadline:
+                    time.sleep(0.005)
                 raise Rejected(MESSAGE)
             if key == IN_FLIGHT:
                 # Stay in flight until the runner has recorded the other branch's failure.
