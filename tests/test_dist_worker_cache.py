@@ -407,6 +407,52 @@ def test_a_look_refills_the_slots_its_own_commits_freed_and_leaves_the_others() 
     assert ended == ["fan[a]", "fan[b]"]  # both ends are recorded by this look
 
 
+def test_a_left_branch_drops_its_nested_steps_and_no_branch_whose_key_extends_it() -> None:
+    # A foreign end leaves the last new branch (fan[a]) with everything inside it, nested
+    # branches included; fan[ab] merely shares a prefix with it and stays.
+    from little_dist.dist.dispatch import _leave_refills
+    from little_dist.scheduling import Decision, StepDispatch
+
+    def schedules(branch: str, step: str) -> list[EventInput]:
+        return [
+            EventInput(
+                type="ParallelBranchScheduled",
+                payload={"branchPath": branch},
+                occurrence_id=f"pbranch:{branch}",
+            ),
+            EventInput(
+                type="StepScheduled", payload={"stepPath": step}, occurrence_id=f"sched:{step}:1"
+            ),
+        ]
+
+    def dispatch(step: str) -> StepDispatch:
+        return StepDispatch("run_x", step, step.rsplit(".", 1)[-1], 1, "worker", "execute_step")
+
+    ended = EventInput(
+        type="ParallelBranchCompleted",
+        payload={"branchPath": "fan[z]"},
+        occurrence_id="pbranch-end:fan[z]",
+    )
+    decision = Decision(
+        events=(
+            ended,
+            *schedules("fan[ab]", "fan[ab].work"),
+            *schedules("fan[a]", "fan[a].inner[x].work"),
+        ),
+        dispatch=(dispatch("fan[ab].work"), dispatch("fan[a].inner[x].work")),
+        done=False,
+    )
+    left: set[str] = set()
+    kept = _leave_refills(decision, RunTracker(MemoryWorld(), "run_x"), left)
+    assert left == {"fan[a]"}
+    assert [e.occurrence_id for e in kept.events] == [
+        "pbranch-end:fan[z]",
+        "pbranch:fan[ab]",
+        "sched:fan[ab].work:1",
+    ]
+    assert [d.step_path for d in kept.dispatch] == ["fan[ab].work"]
+
+
 def test_the_cache_is_bounded_least_recently_used_first() -> None:
     runtime, _ = _runtime(MemoryWorld(), ToolRegistry([]))
     cache = RunCache(runtime, size=2)

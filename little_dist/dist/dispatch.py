@@ -917,9 +917,18 @@ def _leave_refills(decision: Decision, tracker: RunTracker, left: set[str]) -> D
         return decision
 
     def dropped(path: Any) -> bool:
-        return isinstance(path, str) and any(
-            path == branch or path.startswith(branch + ".") for branch in left
-        )
+        # ``path`` is a left branch or lies in one: the path itself, or a prefix of it that
+        # ends before a ".", is in ``left`` (one set lookup per path segment).
+        if not isinstance(path, str):
+            return False
+        if path in left:
+            return True
+        dot = path.find(".")
+        while dot != -1:
+            if path[:dot] in left:
+                return True
+            dot = path.find(".", dot + 1)
+        return False
 
     events = tuple(
         event
