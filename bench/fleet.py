@@ -232,10 +232,19 @@ def cpu_spent(pids: Mapping[str, int]) -> Iterator[dict[str, float]]:
         spent.update({name: cpu_seconds(pid) - before[name] for name, pid in pids.items()})
 
 
-def wait_idle(pids: Mapping[str, int], *, quiet: float = 0.5, timeout: float = 30.0) -> None:
-    """Wait until ``pids`` together spent under 5% of one CPU for ``quiet`` seconds (the
-    scheduler archives a run a couple of seconds after its end: that must not land in the
-    next measurement, raw or engine), or ``timeout``."""
+def wait_idle(
+    pids: Mapping[str, int],
+    *,
+    quiet: float = 0.5,
+    timeout: float = 30.0,
+    not_before: float = 0.0,
+) -> None:
+    """Wait until ``pids`` together spent under 5% of one CPU for ``quiet`` seconds, or
+    ``timeout``; never before the monotonic time ``not_before``. The scheduler archives a
+    run ``archive_delay`` seconds after its end: the caller passes that moment, so the
+    archive does not land in the next measurement, raw or engine."""
+    if not_before > time.monotonic():
+        time.sleep(not_before - time.monotonic())
     deadline = time.monotonic() + timeout
     before = sum(cpu_seconds(pid) for pid in pids.values())
     while time.monotonic() < deadline:
@@ -423,6 +432,8 @@ class Engine:
     workers: list[Proc]
     client: Any
     world: Any
+    #: Seconds after a run's end at which the scheduler archives it.
+    archive_delay: float
 
     def run(self, workflow: Any, run_input: Any, *, timeout: float) -> tuple[str, float, Any]:
         """Submit one run, wait for its end; (run id, wall seconds, final state)."""
@@ -482,7 +493,7 @@ def start_engine(
         probe.close()
     world = world_from_settings(settings)
     client = Client(settings, world=world)
-    return Engine(procs, env, scheduler, workers, client, world)
+    return Engine(procs, env, scheduler, workers, client, world, settings.archive_delay)
 
 
 def stop_engine(engine: Engine) -> None:
@@ -809,14 +820,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                         args.profile, sampled_procs, args.profile_dir or tmp_path, "b"
                     ) as samples:
                         engine_pids = {p.name: p.popen.pid for p in sampled_procs}
+                        # The last run's archive is due this long after its end (the
+                        # chains' of (a), then each fan's).
+                        archived_by = time.monotonic() + engine.archive_delay + 0.5
                         for _ in range(args.fan_runs):
                             if raw is not None:  # the raw group first, then the engine's fan
-                                wait_idle(engine_pids)
+                                wait_idle(engine_pids, not_before=archived_by)
                                 measure_raw_group(raw, redis, prefix)
                             tasks_before = tasks_run(engine)
-                            wait_idle(engine_pids)
+                            wait_idle(engine_pids, not_before=archived_by)
                             with cpu_spent(pids) as fan_cpu:
                                 fan_s = attempt(report, "(b)", lambda: measure_fan(engine))
+                            archived_by = time.monotonic() + engine.archive_delay + 0.5
                             if fan_s is None:
                                 break
                             fans.append((fan_s, fan_cpu, tasks_run(engine) - tasks_before))

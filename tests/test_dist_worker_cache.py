@@ -737,6 +737,177 @@ def test_an_attempt_the_advancing_thread_keeps_is_handed_to_a_waiting_thread(
     assert tracker.waiting() == 0
 
 
+def _deliver_two_looked_at_once(
+    runtime: WorkerRuntime,
+    tracker: RunTracker,
+    monkeypatch: pytest.MonkeyPatch,
+    first: tuple[str, tuple[Any, ...]],
+    second: tuple[str, tuple[Any, ...]],
+    *,
+    second_asks: bool,
+) -> list[tuple[str, list[str]]]:
+    """Deliver two tasks of one run on two threads: the first thread's look waits until the
+    second thread has committed (so it folds both commits), and the second thread asks for
+    its next attempt only once that look is over; the first thread asks again only once no
+    spare is left. Unless ``second_asks``, neither asks again after that first look (as if
+    both went back to the queue). The looks (``advance_run`` calls), in order: the thread,
+    and the attempts started by then."""
+    from little_dist.dist import tasks
+
+    real_advance_run = tasks.advance_run
+    real_advance = runtime._advance
+    looks: list[tuple[str, list[str]]] = []
+    committed = threading.Event()
+    asked = Counter[str]()
+
+    def advance_run(*args: Any, **options: Any) -> Any:
+        if not looks:
+            assert committed.wait(10)
+        started = [
+            e.payload["stepPath"]
+            for e in tracker.world.list_events(tracker.run_id)
+            if e.type == "StepAttemptStarted"
+        ]
+        looks.append((threading.current_thread().name, started))
+        return real_advance_run(*args, **options)
+
+    def advance(run_tracker: RunTracker, **options: Any) -> Any:
+        name = threading.current_thread().name
+        asked[name] += 1
+        deadline = time.monotonic() + 10
+        if name == "first" and asked[name] > 1:
+            if not second_asks:
+                return None
+            while run_tracker._spares and time.monotonic() < deadline:
+                time.sleep(0.001)
+        if name == "second" and asked[name] == 1:
+            committed.set()
+            if not second_asks:
+                return None
+            while run_tracker._advancing and time.monotonic() < deadline:
+                time.sleep(0.001)
+        return real_advance(run_tracker, **options)
+
+    monkeypatch.setattr(tasks, "advance_run", advance_run)
+    monkeypatch.setattr(runtime, "_advance", advance)
+    outcomes: list[str] = []
+    threads = [
+        threading.Thread(
+            target=lambda task=task: outcomes.append(_deliver(runtime, task)), name=name
+        )
+        for name, task in (("first", first), ("second", second))
+    ]
+    threads[0].start()
+    deadline = time.monotonic() + 10
+    while not tracker._advancing and time.monotonic() < deadline:
+        time.sleep(0.001)
+    threads[1].start()
+    for thread in threads:
+        thread.join(30)
+    assert outcomes == ["completed", "completed"]
+    return looks
+
+
+def test_a_thread_that_asks_after_the_look_takes_the_attempt_the_look_kept_for_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One look folds two commits of this process and keeps both refills: one for the
+    # looking thread, one as a spare. The other thread asks once that look is over: it
+    # takes the spare without a look of its own, and nothing goes through the broker.
+    effects = tmp_path / "effects.txt"
+    monkeypatch.setenv(wf.SIDE_EFFECTS_ENV, str(effects))
+    world = MemoryWorld()
+    runtime, app = _runtime(world, ToolRegistry([wf.record_branch]), roles=("worker",))
+    doc = wf.fan_out_lwir(max_branches=8, max_concurrency=2)
+    run_id = _start(world, app, doc, {"keys": ["a", "b", "c", "d"], "sleep": 0})
+    first, second = app.take()
+    tracker = runtime.runs.get(run_id)
+    looks = _deliver_two_looked_at_once(
+        runtime, tracker, monkeypatch, first, second, second_asks=True
+    )
+    assert app.take() == []  # c and d ran in the two threads
+    assert sorted(effects.read_text().split()) == ["a", "b", "c", "d"]
+    assert world.list_events(run_id)[-1].type == "RunCompleted"
+    started = [
+        e.payload["stepPath"] for e in world.list_events(run_id) if e.type == "StepAttemptStarted"
+    ]
+    assert started.index("fan[d].work") > started.index("fan[c].work")
+    # The second thread looked at the run only after running its spare attempt (d).
+    assert looks[0] == ("first", ["fan", "fan[a].work", "fan[b].work"])
+    assert [started for name, started in looks if name == "second"] == [
+        ["fan", "fan[a].work", "fan[b].work", "fan[c].work", "fan[d].work"]
+    ]
+    assert tracker.expired_spares()[0] == []
+    runtime.close()
+
+
+def test_a_spare_no_thread_takes_goes_to_the_queue(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The thread whose commit freed d's slot never asks: d's task is sent once the spare's
+    # time is up, its step lease given back, and the delivered task runs it.
+    from little_dist.dist.spares import SPARE_SECONDS
+
+    effects = tmp_path / "effects.txt"
+    monkeypatch.setenv(wf.SIDE_EFFECTS_ENV, str(effects))
+    world = MemoryWorld()
+    runtime, app = _runtime(world, ToolRegistry([wf.record_branch]), roles=("worker",))
+    doc = wf.fan_out_lwir(max_branches=8, max_concurrency=2)
+    run_id = _start(world, app, doc, {"keys": ["a", "b", "c", "d"], "sleep": 0})
+    first, second = app.take()
+    tracker = runtime.runs.get(run_id)
+    started = time.monotonic()
+    _deliver_two_looked_at_once(runtime, tracker, monkeypatch, first, second, second_asks=False)
+    sent: list[tuple[str, tuple[Any, ...]]] = []
+    while not sent and time.monotonic() - started < 10:
+        sent += app.take()
+        time.sleep(0.005)
+    assert [task[1][1] for task in sent] == ["fan[d].work"]
+    assert time.monotonic() - started >= SPARE_SECONDS
+    assert _deliver(runtime, sent[0]) == "completed"  # not busy: the lease was given back
+    assert world.list_events(run_id)[-1].type == "RunCompleted"
+    assert sorted(effects.read_text().split()) == ["a", "b", "c", "d"]
+    time.sleep(2 * SPARE_SECONDS)
+    assert app.take() == []
+    runtime.close()
+
+
+def test_spares_are_sent_at_once_when_the_worker_stops() -> None:
+    from little_dist.dist.dispatch import Advance
+    from little_dist.dist.spares import SpareSender
+
+    world = MemoryWorld()
+    tracker = RunTracker(world, submit_run(world, wf.chain_lwir(1), {}))
+    sent: list[Advance] = []
+    sender = SpareSender(sent.append)
+    spare = Advance(tracker.state(), None, (), 0)
+    tracker.stash([spare], time.monotonic() + 3600)
+    sender.watch(tracker, time.monotonic() + 3600)
+    assert sent == []
+    sender.send_all()  # the worker started shutting down
+    assert sent == [spare] and tracker.take_spare() is None
+    sender.close()
+    late = Advance(tracker.state(), None, (), 1)
+    tracker.stash([late], time.monotonic() + 3600)
+    sender.watch(tracker, time.monotonic() + 3600)  # closed: sent at once
+    assert sent == [spare, late]
+
+
+def test_a_stashed_spare_goes_to_the_thread_that_asks_first() -> None:
+    from little_dist.dist.dispatch import Advance
+
+    world = MemoryWorld()
+    tracker = RunTracker(world, submit_run(world, wf.chain_lwir(1), {}))
+    older, newer = Advance(tracker.state(), None, (), 0), Advance(tracker.state(), None, (), 1)
+    now = time.monotonic()
+    tracker.stash([older], now + 1)
+    tracker.stash([newer], now + 2)
+    assert tracker.expired_spares(now) == ([], now + 1)
+    assert tracker.take_spare() is older
+    assert tracker.expired_spares(now + 3) == ([newer], None)
+    assert tracker.take_spare() is None
+
+
 def test_a_waiting_thread_gets_nothing_once_the_advance_is_over() -> None:
     world = MemoryWorld()
     tracker = RunTracker(world, submit_run(world, wf.chain_lwir(1), {}))

@@ -355,6 +355,9 @@ class RunTracker:
         self._advancing = False
         self._look_again = False
         self._waiters: list[Waiter] = []
+        # Attempts a look kept for threads of this process that had not asked yet (the
+        # ones whose commits it folded), each with the monotonic time it goes to the broker.
+        self._spares: list[tuple[Advance, float]] = []
         # Recorded events past the first gap in what was folded, by sequence.
         self._ahead: dict[int, Event | UndecodedEvent] = {}
         # Branch paths (``fan[k]``) in which this process recorded a StepCompleted whose
@@ -469,6 +472,29 @@ class RunTracker:
         for waiter in given:
             waiter.set()
         return left
+
+    def stash(self, attempts: Sequence[Advance], until: float) -> None:
+        """Keep ``attempts`` (left over by :meth:`hand_out`) for the next threads of this
+        process that ask (:meth:`take_spare`), until the monotonic time ``until``."""
+        with self._lock:
+            self._spares.extend((attempt, until) for attempt in attempts)
+
+    def take_spare(self) -> Advance | None:
+        """The oldest attempt :meth:`stash` keeps, now the caller's; ``None`` if none."""
+        with self._lock:
+            return self._spares.pop(0)[0] if self._spares else None
+
+    def expired_spares(self, now: float | None = None) -> tuple[list[Advance], float | None]:
+        """The stashed attempts whose time is up at ``now`` (``None``: all of them), no
+        longer kept; and when the next of the others is up (``None``: none left)."""
+        with self._lock:
+            if now is None:
+                expired, self._spares = [attempt for attempt, _ in self._spares], []
+                return expired, None
+            expired = [attempt for attempt, until in self._spares if until <= now]
+            if expired:
+                self._spares = [(a, until) for a, until in self._spares if until > now]
+            return expired, min((until for _, until in self._spares), default=None)
 
     def leave(self, waiter: Waiter) -> Advance | None:
         """Stop waiting; what was handed to ``waiter``, if anything."""

@@ -60,6 +60,7 @@ from little_dist.dist.dispatch import (
     schedule_occurrence,
     send_dispatch,
 )
+from little_dist.dist.spares import SPARE_SECONDS, SpareSender
 from little_dist.errors import LittleError
 from little_dist.events import Event, EventInput
 from little_dist.ids import InvalidIdError, validate_run_id
@@ -95,7 +96,6 @@ _RUN_CACHE_SIZE = 256
 # How long a thread that committed a step waits for the thread advancing the run to hand it
 # an attempt (the advance takes milliseconds; this only bounds a stuck one).
 _HANDOUT_WAIT_S = 0.25
-_HANDOUT_GRACE_S = 0.002
 # (version id, step path) -> the chain's next step, remembered per process.
 _SUCCESSOR_CACHE_SIZE = 4096
 _TERMINAL = ("completed", "failed")
@@ -136,6 +136,8 @@ class WorkerRuntime:
         self.name = f"worker:{socket.gethostname()}:{os.getpid()}"
         self.runs = RunCache(self)
         self._successors: dict[tuple[str, str], str | None] = {}
+        #: Sends the spare attempts no thread of this process took in time.
+        self.spares = SpareSender(self._hand_off)
 
     @property
     def world(self) -> World:
@@ -172,6 +174,7 @@ class WorkerRuntime:
         self.registry  # noqa: B018
 
     def close(self) -> None:
+        self.spares.close()
         with self._lock:
             if self._keeper is not None:
                 self._keeper.close()
@@ -568,6 +571,11 @@ class WorkerRuntime:
         if (not self.fast_path and not force) or self.app is None:
             return None
         if keep is not None:
+            if held is None and not self.stopping.is_set():
+                # A look that folded this thread's commit may have kept its next attempt.
+                spare = tracker.take_spare()
+                if spare is not None:
+                    return spare
             waiter = tracker.join_advance()
             if waiter is not None:
                 # Another thread advances the run: it may hand this one an attempt it keeps
@@ -650,8 +658,9 @@ class WorkerRuntime:
         )
 
     def _hand_out(self, tracker: RunTracker, advance: Advance, kept: list[KeptAttempt]) -> None:
-        """Give attempts this look kept to threads of this process waiting for one; send
-        the rest to their queues."""
+        """Give attempts this look kept to threads of this process waiting for one; keep
+        the rest as spares for the next threads that ask (sent to their queues if none
+        does in time)."""
         attempts = [
             dataclasses.replace(
                 advance,
@@ -664,16 +673,18 @@ class WorkerRuntime:
             for item in kept
         ]
         left = tracker.hand_out(attempts)
+        if not left:
+            return
+        if self.stopping.is_set():
+            for attempt in left:
+                self._hand_off(attempt)
+            return
         # Threads whose commits this look folded are usually a moment away from asking for
-        # an attempt: give them that moment before the rest goes to the broker.
-        deadline = time.monotonic() + _HANDOUT_GRACE_S
-        while left and time.monotonic() < deadline:
-            if tracker.waiting():
-                left = tracker.hand_out(left)
-            else:
-                time.sleep(0.0002)
-        for attempt in left:
-            self._hand_off(attempt)
+        # an attempt: the rest waits for them as spares (see little_dist.dist.spares), and
+        # goes to the broker if none asks in time.
+        until = time.monotonic() + SPARE_SECONDS
+        tracker.stash(left, until)
+        self.spares.watch(tracker, until)
 
 
 class RunCache:
@@ -768,6 +779,7 @@ def register_tasks(app: Celery, runtime: WorkerRuntime) -> None:
 
     def stop_continuing(**_: Any) -> None:
         runtime.stopping.set()
+        runtime.spares.send_all()
 
     # Kept by the runtime (signals hold weak references): a shutting-down worker finishes
     # its running attempts but sends their continuations to the queue.

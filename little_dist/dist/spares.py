@@ -1,0 +1,104 @@
+"""Attempts a worker's look kept for threads of its process that have not asked yet.
+
+A look at a fan-out folds the commits of several of this process's threads at once and
+schedules the branches that refill their slots, each leased for this process. The threads
+whose commits it folded are a moment away from asking for their next attempt; one that asks
+after the look is over takes one of these spares
+(:meth:`~little_dist.dist.dispatch.RunTracker.take_spare`) instead of looking at the run
+itself. A spare nobody takes within :data:`SPARE_SECONDS` goes to its queue
+(:class:`SpareSender`, one thread per worker process), and so do all of them when the
+worker starts shutting down.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from little_dist.dist.dispatch import Advance, RunTracker
+
+__all__ = ["SPARE_SECONDS", "SpareSender"]
+
+#: How long a spare waits for a thread of its process before it goes to the broker.
+SPARE_SECONDS = 0.05
+
+_log = logging.getLogger("little.worker")
+
+
+class SpareSender:
+    """Sends the spares whose time is up, from one daemon thread started on first use."""
+
+    def __init__(self, send: Callable[[Advance], None]) -> None:
+        self._send = send
+        self._due: dict[RunTracker, float] = {}
+        self._wake = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._closed = False
+
+    def watch(self, tracker: RunTracker, until: float) -> None:
+        """``tracker`` stashed spares that are up at monotonic time ``until``."""
+        with self._wake:
+            if self._closed:
+                send_now = True
+            else:
+                send_now = False
+                due = self._due.get(tracker)
+                if due is None or until < due:
+                    self._due[tracker] = until
+                if self._thread is None:
+                    self._thread = threading.Thread(
+                        target=self._run, name="little-spares", daemon=True
+                    )
+                    self._thread.start()
+                self._wake.notify()
+        if send_now:
+            self._flush(tracker, None)
+
+    def send_all(self) -> None:
+        """Send every spare now (the worker is shutting down)."""
+        with self._wake:
+            trackers = list(self._due)
+            self._due.clear()
+        for tracker in trackers:
+            self._flush(tracker, None)
+
+    def close(self) -> None:
+        """Send every spare and stop the thread; later spares are sent at once."""
+        with self._wake:
+            self._closed = True
+            self._wake.notify()
+            thread = self._thread
+        self.send_all()
+        if thread is not None:
+            thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                if self._closed:
+                    return
+                now = time.monotonic()
+                ready = [tracker for tracker, due in self._due.items() if due <= now]
+                for tracker in ready:
+                    del self._due[tracker]
+                if not ready:
+                    nearest = min(self._due.values(), default=None)
+                    self._wake.wait(None if nearest is None else max(nearest - now, 0.0))
+                    continue
+            for tracker in ready:
+                later = self._flush(tracker, now)
+                if later is not None:
+                    self.watch(tracker, later)
+
+    def _flush(self, tracker: RunTracker, now: float | None) -> float | None:
+        expired, later = tracker.expired_spares(now)
+        for advance in expired:
+            try:
+                self._send(advance)
+            except Exception:  # the scheduler's sweep sends what could not be sent here
+                _log.exception("could not send a spare attempt of %s", tracker.run_id)
+        return later
