@@ -1030,7 +1030,12 @@ def _lease_kept(
     not started). ``held`` is used for the attempt whose step lease it is.
     """
     scheduling = {e.occurrence_id for e in decision.events if e.type == "StepScheduled"}
-    candidates = list(decision.dispatch)
+    if not scheduling:
+        return [], []
+    # ``decision.dispatch`` lists every attempt waiting to start (a wide fan-out's whole
+    # window): only the ones this decision schedules are candidates.
+    paths = {e.payload.get("stepPath") for e in decision.events if e.type == "StepScheduled"}
+    candidates = [dispatch for dispatch in decision.dispatch if dispatch.step_path in paths]
     if held is not None:
         # The step whose lease the caller's commit took comes first: it is the attempt the
         # caller keeps (runs itself), never one handed on under a lease the caller releases.
