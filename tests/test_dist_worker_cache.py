@@ -1058,10 +1058,12 @@ class PartlyDecodingWorld(MemoryWorld):
         self.decoded: list[int] = []
 
     def list_events_partly(
-        self, run_id: str, *, after: int, decode: frozenset[str]
+        self, run_id: str, *, after: int, decode: frozenset[str], skip: Any = ()
     ) -> list[Event | UndecodedEvent]:
         out: list[Event | UndecodedEvent] = []
         for event in self.list_events(run_id, after=after):
+            if event.sequence in skip:
+                continue
             if event.type in decode:
                 out.append(event)
             else:

@@ -767,3 +767,14 @@ def test_entries_in_another_field_order_read_the_same(
     assert (third.type, third.occurrence_id, third.payload) == ("Y", None, {})
     assert third.event_id == event_id_for(RUN, 3, "Y", {}, None)
     assert third.recorded_at == "2026-01-01T00:00:00.000Z"
+
+
+def test_a_partial_read_asks_redis_only_for_the_ranges_around_what_the_reader_holds() -> None:
+    from little_dist.world.redis_s3.events import _MAX_GAPS, _gaps
+
+    assert _gaps(1, {3, 4, 6}) == [(2, 2), (5, 5), (7, None)]
+    assert _gaps(0, {1, 2}) == [(3, None)]
+    assert _gaps(5, {2, 3}) == [(6, None)]  # held before the read starts: nothing to leave
+    assert _gaps(0, {10}) == [(1, 9), (11, None)]
+    scattered = set(range(2, 2 * (_MAX_GAPS + 2), 2))
+    assert _gaps(0, scattered) is None  # too many holes: one range, the held ones dropped

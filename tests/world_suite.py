@@ -256,6 +256,31 @@ class WorldConformance(VersionIndexConformance):
         followed = list(world.follow_partly(RUN, after=1, timeout=0.2, decode=wanted))
         assert [e.decode() if isinstance(e, UndecodedEvent) else e for e in followed] == full[1:]
 
+    def test_a_partial_read_leaves_out_the_sequences_the_reader_holds(
+        self, handle: WorldHandle
+    ) -> None:
+        # A reader that folded up to 1 and holds 3, 4 and 6 (its own appends, past a gap)
+        # gets 2, 5 and 7 on, in order; 17 scattered holes read the same as a few.
+        world = handle.world
+        world.append_batch(RUN, [ev("little.note", None, n=index) for index in range(8)])
+        full = world.list_events(RUN)
+
+        def read(after: int, skip: set[int]) -> list[int]:
+            partly = world.list_events_partly(
+                RUN, after=after, decode=frozenset({"little.note"}), skip=skip
+            )
+            assert all(isinstance(e, Event) for e in partly)
+            assert partly == [e for e in full if e.sequence > after and e.sequence not in skip]
+            return [e.sequence for e in partly]
+
+        assert read(1, {3, 4, 6}) == [2, 5, 7, 8]
+        assert read(0, {1, 8}) == [2, 3, 4, 5, 6, 7]
+        assert read(4, {2, 3}) == [5, 6, 7, 8]
+        world.append_batch(RUN, [ev("little.note", None, n=index) for index in range(40)])
+        full = world.list_events(RUN)
+        evens = set(range(2, 48, 2))  # more holes than a world reads as ranges
+        assert read(0, evens) == [s for s in range(1, 49) if s not in evens]
+
     def test_payload_is_stored_in_canonical_form(self, handle: WorldHandle) -> None:
         payload = {"b": 1.0, "a": {"z": [1, 2.5, None], "y": "✓"}}
         appended = handle.world.append(RUN, EventInput(type="StepCompleted", payload=payload))

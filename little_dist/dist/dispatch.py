@@ -398,10 +398,14 @@ class RunTracker:
                 return self._builder.snapshot()
 
     def _read_new(self) -> list[Event | UndecodedEvent]:
-        """The events after the last one folded; the ones whose payloads nothing here reads
-        may come undecoded."""
+        """The events after the last one folded, but for the ones held past a gap (this
+        process's own appends, folded once the gap is filled); the ones whose payloads
+        nothing here reads may come undecoded."""
+        with self._lock:
+            after = self._builder.event_count
+            held = frozenset(self._ahead) if self._ahead else frozenset()
         return self.world.list_events_partly(
-            self.run_id, after=self._builder.event_count, decode=_TRACKED_TYPES
+            self.run_id, after=after, decode=_TRACKED_TYPES, skip=held
         )
 
     def catch_up_step(self, step_path: str) -> tuple[RunState, Sequence[Event]]:

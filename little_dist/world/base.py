@@ -50,7 +50,7 @@ import os
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
@@ -305,11 +305,17 @@ class World(Protocol):
         ...
 
     def list_events_partly(
-        self, run_id: str, *, after: int, decode: frozenset[str]
+        self,
+        run_id: str,
+        *,
+        after: int,
+        decode: frozenset[str],
+        skip: Collection[int] = (),
     ) -> list[Event | UndecodedEvent]:
         """:meth:`list_events` for a reader that needs the payloads of the ``decode``
         types only (a fold): a world may hand the others back undecoded, which saves
-        parsing payloads nobody reads."""
+        parsing payloads nobody reads. ``skip``: sequences the reader holds already (its
+        own appends, past a gap in what it folded); left out of the answer."""
         ...
 
     def follow_partly(
@@ -456,9 +462,17 @@ class DecodesEveryEvent:
     when read anyway (in memory, on the local disk): every event, decoded."""
 
     def list_events_partly(
-        self: World, run_id: str, *, after: int, decode: frozenset[str]
+        self: World,
+        run_id: str,
+        *,
+        after: int,
+        decode: frozenset[str],
+        skip: Collection[int] = (),
     ) -> list[Event | UndecodedEvent]:
-        return list(self.list_events(run_id, after=after))
+        events = self.list_events(run_id, after=after)
+        if skip:
+            return [event for event in events if event.sequence not in skip]
+        return list(events)
 
     def follow_partly(
         self: World,

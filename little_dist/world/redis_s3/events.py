@@ -26,8 +26,8 @@ from __future__ import annotations
 import functools
 import json
 import time
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Collection, Iterator, Sequence
+from typing import Any, Final, Protocol
 
 import redis
 
@@ -417,14 +417,21 @@ class EventLog:
         return [decode(run_id, int(entry_id.split(b"-", 1)[0]), flat) for entry_id, flat in entries]
 
     def _decode_partly(
-        self, run_id: str, entries: list[Any], decode: frozenset[str]
+        self,
+        run_id: str,
+        entries: list[Any],
+        decode: frozenset[str],
+        skip: Collection[int] = (),
     ) -> list[Event | UndecodedEvent]:
         """:meth:`_decode_entries`, except that an entry of a type outside ``decode`` (in the
-        append's own layout) is handed back undecoded: its payload is parsed only if asked."""
+        append's own layout) is handed back undecoded: its payload is parsed only if asked;
+        and the sequences in ``skip`` are left out."""
         wanted = _type_names(decode)
         out: list[Event | UndecodedEvent] = []
         for entry_id, flat in entries:
             sequence = int(entry_id.split(b"-", 1)[0])
+            if skip and sequence in skip:
+                continue
             # (the append's own layout starts t, p, r; any other is decoded whole)
             own_layout = len(flat) >= 6 and flat[0] == b"t" and flat[4] == b"r"
             if not own_layout or flat[1] in wanted:
@@ -480,16 +487,27 @@ class EventLog:
         return self._decode_entries(run_id, entries)
 
     def list_events_partly(
-        self, run_id: str, *, after: int, decode: frozenset[str]
+        self,
+        run_id: str,
+        *,
+        after: int,
+        decode: frozenset[str],
+        skip: Collection[int] = (),
     ) -> list[Event | UndecodedEvent]:
         """:meth:`list_events`, handing back entries of types outside ``decode`` undecoded
-        (an archived run's events come decoded: they are parsed from S3 anyway)."""
+        (an archived run's events come decoded: they are parsed from S3 anyway), and
+        without the sequences in ``skip`` (not even read, when they lie in a few runs)."""
         validate_run_id(run_id)
         check_event_window(after, None)
-        entries = self._stream_range(run_id, after, None)
+        gaps = _gaps(after, skip) if skip else None
+        if gaps is None:
+            entries = self._stream_range(run_id, after, None)
+        else:
+            entries = self._stream_ranges(run_id, gaps)
         if entries is None:
-            return list(self._archived_after(run_id, after, None))
-        return self._decode_partly(run_id, entries, decode)
+            archived = self._archived_after(run_id, after, None)
+            return [event for event in archived if event.sequence not in skip]
+        return self._decode_partly(run_id, entries, decode, skip)
 
     def _stream_range(self, run_id: str, after: int, limit: int | None) -> list[Any] | None:
         """The raw stream entries after ``after``, or ``None`` when the stream is gone and
@@ -504,6 +522,24 @@ class EventLog:
             entries, stream_exists, sealed = pipe.execute()
         if entries or stream_exists or not sealed:
             return entries or []
+        return None
+
+    def _stream_ranges(
+        self, run_id: str, gaps: Sequence[tuple[int, int | None]]
+    ) -> list[Any] | None:
+        """:meth:`_stream_range` for several ranges of sequences (first, last or ``None``:
+        to the end), in one round trip: their entries in order."""
+        keys = self._keys.run(run_id)
+        with redis_errors(f"read of {run_id}"):
+            pipe = self._raw.pipeline(transaction=False)
+            for first, last in gaps:
+                pipe.xrange(keys.events, min=f"{first}-0", max="+" if last is None else f"{last}-0")
+            pipe.exists(keys.events)
+            pipe.exists(keys.archived)
+            *ranges, stream_exists, sealed = pipe.execute()
+        entries = [entry for found in ranges for entry in found or ()]
+        if entries or stream_exists or not sealed:
+            return entries
         return None
 
     def _archived_after(self, run_id: str, after: int, limit: int | None) -> list[Event]:
@@ -649,3 +685,23 @@ class EventLog:
             present = pipe.execute() if run_ids else []
         # The index is written beside a run's first append, even one that was refused.
         return sorted(run_id for run_id, count in zip(run_ids, present, strict=True) if count)
+
+
+#: At most this many ranges are read around the sequences a reader skips; past that, one
+#: range from the start (the skipped entries are then read, and dropped undecoded).
+_MAX_GAPS: Final = 16
+
+
+def _gaps(after: int, skip: Collection[int]) -> list[tuple[int, int | None]] | None:
+    """The ranges of sequences after ``after`` outside ``skip``, (first, last) with last
+    ``None`` for the open end; ``None`` when that takes more than :data:`_MAX_GAPS`."""
+    gaps: list[tuple[int, int | None]] = []
+    start = after + 1
+    for sequence in sorted(s for s in skip if s > after):
+        if sequence > start:
+            if len(gaps) >= _MAX_GAPS:
+                return None
+            gaps.append((start, sequence - 1))
+        start = sequence + 1
+    gaps.append((start, None))
+    return gaps

@@ -20,7 +20,7 @@ No redis or botocore exception leaves this class: connection failures and timeou
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -317,9 +317,14 @@ class RedisS3World:
         return self._events.list_events(run_id, after=after, limit=limit)
 
     def list_events_partly(
-        self, run_id: str, *, after: int, decode: frozenset[str]
+        self,
+        run_id: str,
+        *,
+        after: int,
+        decode: frozenset[str],
+        skip: Collection[int] = (),
     ) -> list[Event | UndecodedEvent]:
-        return self._events.list_events_partly(run_id, after=after, decode=decode)
+        return self._events.list_events_partly(run_id, after=after, decode=decode, skip=skip)
 
     def follow_partly(
         self, run_id: str, *, after: int = 0, timeout: float | None = None, decode: frozenset[str]
