@@ -407,6 +407,41 @@ def test_a_look_refills_the_slots_its_own_commits_freed_and_leaves_the_others() 
     assert ended == ["fan[a]", "fan[b]"]  # both ends are recorded by this look
 
 
+def test_a_look_that_ends_a_branch_and_refills_its_slot_decides_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The commit of fan[a] frees a slot: the look records the branch's end and schedules
+    # fan[c] in one decision, and has nothing left to decide after appending it. The last
+    # branch's end completes the group, which needs another round (the step after it).
+    from little_dist.dist import dispatch
+
+    world = MemoryWorld()
+    runtime, app = _runtime(world, ToolRegistry([wf.record_branch]), roles=("worker",))
+    doc = wf.fan_out_lwir(max_branches=8, max_concurrency=2)
+    run_id = _start(world, app, doc, {"keys": ["a", "b", "c"], "sleep": 0})
+    first, second = app.take()
+    real_decide = dispatch.decide
+    decided: list[int] = []
+
+    def decide(*args: Any, **options: Any) -> Any:
+        decision = real_decide(*args, **options)
+        decided.append(len(decision.events))
+        return decision
+
+    monkeypatch.setattr(dispatch, "decide", decide)
+    tracker = runtime.runs.get(run_id)
+    tracker.catch_up()
+    look = dispatch.advance_run(world, app, _settings(), tracker, keep=lambda _: True)
+    assert look.kept is None and decided == [0]  # nothing committed yet: nothing to do
+    decided.clear()
+    assert _deliver(runtime, first) == "completed"  # a, then c in the slot it freed
+    # a's end and c's schedule, then c's end: one decision each, no second round
+    assert decided == [3, 1]
+    assert app.take() == []
+    assert _deliver(runtime, second) == "completed"
+    assert world.list_events(run_id)[-1].type == "RunCompleted"
+
+
 def test_a_left_branch_drops_its_nested_steps_and_no_branch_whose_key_extends_it() -> None:
     # A foreign end leaves the last new branch (fan[a]) with everything inside it, nested
     # branches included; fan[ab] merely shares a prefix with it and stays.

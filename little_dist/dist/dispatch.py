@@ -822,6 +822,7 @@ def advance_run(
                     state, decision, (), appended, kept[0], True, kept[1], decision.events
                 )
             last = tracker.last_sequence
+            decided_at = state.event_count
             # The decider acts on its own decision (next round, dispatch below): only the end
             # of the run needs the scheduler (it archives the run).
             recorded = world.append_batch(
@@ -831,10 +832,10 @@ def advance_run(
             appended += len(new)
             tracker.fold(recorded)
             # Folded contiguously: the tracker is as current as a read right after the append.
-            if recorded and tracker.last_sequence >= max(e.sequence for e in recorded):
-                state = tracker.state()
-            else:
-                state = tracker.catch_up()
+            contiguous = bool(recorded) and tracker.last_sequence >= max(
+                e.sequence for e in recorded
+            )
+            state = tracker.state() if contiguous else tracker.catch_up()
             if kept is not None and not alone:
                 # Ours alone only if nobody ever held the step's lease (token 1: a lease's
                 # tokens only grow, from 1) -- whoever appended its StepScheduled. A schedule
@@ -848,6 +849,14 @@ def advance_run(
             # Nothing but schedules: the steps decided on are now in flight and settle
             # nothing, so deciding again would find nothing new.
             if not new or all(e.type in SCHEDULE_EVENT_TYPES for e in decision.events):
+                break
+            if (
+                contiguous
+                and tracker.last_sequence == decided_at + len(new)
+                and all(e.type in _SETTLED_IN_ONE_ROUND for e in decision.events)
+            ):
+                # Branch ends and the schedules they made room for, and nothing folded since
+                # the decision but what it recorded: another round would decide nothing.
                 break
     except BaseException:
         for dispatch, lease in ([kept] if kept is not None else []) + others:
@@ -911,6 +920,9 @@ def _branch_paths(step_path: str) -> list[str]:
 
 
 _BRANCH_END_TYPES: Final = frozenset({"ParallelBranchCompleted", "ParallelBranchFailed"})
+#: A decision of nothing but these leaves nothing for another round to decide: ``decide``
+#: refills the slots of the branches it ends, and ends their group, in the same call.
+_SETTLED_IN_ONE_ROUND: Final = SCHEDULE_EVENT_TYPES | _BRANCH_END_TYPES
 
 
 def _leave_refills(decision: Decision, tracker: RunTracker, left: set[str]) -> Decision:
