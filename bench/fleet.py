@@ -32,7 +32,9 @@ the CPU time per branch of each process (the workers, the scheduler, Redis when 
 this machine, and this process, which submits and waits), beside the same for the raw group.
 ``--fan-runs N`` measures (b) N times and reports the median; each engine fan follows a raw
 group run (the raw workers stay up meanwhile, idle), so that both see the machine in the
-same state: its speed drifts by tens of percent within minutes.
+same state: its speed drifts by tens of percent within minutes. Each measurement, raw or
+engine, starts once the previous engine run's archive is due (``archive_delay`` after its
+end) and the engine's processes are idle, so that archive does not land in it.
 
 ``--profile PY_SPY`` samples the engine processes with py-spy (``pip install py-spy``; give
 the binary's path; ``--gil``: only the thread holding the interpreter lock, so the samples
