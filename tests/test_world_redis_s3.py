@@ -778,3 +778,25 @@ def test_a_partial_read_asks_redis_only_for_the_ranges_around_what_the_reader_ho
     assert _gaps(0, {10}) == [(1, 9), (11, None)]
     scattered = set(range(2, 2 * (_MAX_GAPS + 2), 2))
     assert _gaps(0, scattered) is None  # too many holes: one range, the held ones dropped
+
+
+def test_scripts_are_packed_by_hiredis_directly_when_the_connection_would_use_it(
+    world: RedisS3World,
+) -> None:
+    # The thread's own connection sends a script's call packed by hiredis itself (the bytes
+    # redis-py's hiredis packer makes, without its per-argument pass); appends work as ever.
+    import hiredis
+
+    from little_dist.world.redis_s3 import redis_calls
+
+    world.append(RUN, _ev("RunStarted", "occ-start"))
+    recorded = world.append_batch(RUN, [_ev("StepScheduled", f"sched:{n}:1") for n in "abc"])
+    pool = _events_client(world).connection_pool
+    lane = redis_calls._lane_for(pool)
+    assert lane.connection is not None and lane.pack is hiredis.pack_command
+    assert [e.sequence for e in recorded] == [2, 3, 4]
+    assert world.list_events(RUN)[1:] == recorded
+
+
+def _events_client(world: RedisS3World) -> Any:
+    return world._events._redis  # type: ignore[attr-defined]

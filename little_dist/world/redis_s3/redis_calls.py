@@ -73,6 +73,9 @@ class _Lane(threading.local):
 
     connection: Any = None
     pid: int = 0
+    #: hiredis's packer, when it is what the connection packs commands with: called
+    #: directly, without redis-py's per-argument pass (a script's call has dozens).
+    pack: Any = None
 
 
 _lanes: weakref.WeakKeyDictionary[Any, _Lane] = weakref.WeakKeyDictionary()
@@ -97,7 +100,24 @@ def _lane_connection(client: redis.Redis, lane: _Lane) -> Any:
         return None
     connection = lane.connection = client.connection_pool.get_connection()
     lane.pid = os.getpid()
+    lane.pack = _hiredis_pack if _packs_with_hiredis(connection) else None
     return connection
+
+
+_hiredis_pack: Callable[[tuple[Any, ...]], bytes] | None
+try:
+    from hiredis import pack_command as _hiredis_pack
+except ImportError:  # pragma: no cover - the redis extra brings hiredis
+    _hiredis_pack = None
+
+
+def _packs_with_hiredis(connection: Any) -> bool:
+    """Whether ``connection`` packs commands with hiredis (so that packing them with it
+    here sends the same bytes)."""
+    from redis.connection import HiredisRespSerializer
+
+    packer = getattr(connection, "_command_packer", None)
+    return _hiredis_pack is not None and type(packer) is HiredisRespSerializer
 
 
 def _drop(lane: _Lane, connection: Any, pool: Any) -> None:
@@ -141,7 +161,13 @@ class LuaScript:
         connection = _lane_connection(self._client, self._lane)
         if connection is not None:
             try:
-                connection.send_command("EVALSHA", self.sha, len(keys), *keys, *args)
+                pack = self._lane.pack
+                if pack is not None:
+                    connection.send_packed_command(
+                        [pack(("EVALSHA", self.sha, len(keys), *keys, *args))]
+                    )
+                else:
+                    connection.send_command("EVALSHA", self.sha, len(keys), *keys, *args)
                 return connection.read_response()
             except redis.exceptions.ResponseError:
                 raise  # the server answered (NOSCRIPT included): the connection is fine
