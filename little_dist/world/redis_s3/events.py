@@ -500,40 +500,30 @@ class EventLog:
         validate_run_id(run_id)
         check_event_window(after, None)
         gaps = _gaps(after, skip) if skip else None
-        if gaps is None:
-            entries = self._stream_range(run_id, after, None)
-        else:
-            entries = self._stream_ranges(run_id, gaps)
+        entries = self._stream_range(run_id, after, gaps=gaps)
         if entries is None:
             archived = self._archived_after(run_id, after, None)
             return [event for event in archived if event.sequence not in skip]
         return self._decode_partly(run_id, entries, decode, skip)
 
-    def _stream_range(self, run_id: str, after: int, limit: int | None) -> list[Any] | None:
-        """The raw stream entries after ``after``, or ``None`` when the stream is gone and
-        the run sealed (its events are in the archive). One round trip: the range, and
-        whether an empty answer means an archived run."""
-        keys = self._keys.run(run_id)
-        with redis_errors(f"read of {run_id}"):
-            pipe = self._raw.pipeline(transaction=False)
-            pipe.xrange(keys.events, min=f"{after + 1}-0", max="+", count=limit)
-            pipe.exists(keys.events)
-            pipe.exists(keys.archived)
-            entries, stream_exists, sealed = pipe.execute()
-        if entries or stream_exists or not sealed:
-            return entries or []
-        return None
-
-    def _stream_ranges(
-        self, run_id: str, gaps: Sequence[tuple[int, int | None]]
+    def _stream_range(
+        self,
+        run_id: str,
+        after: int,
+        limit: int | None = None,
+        gaps: Sequence[tuple[int, int | None]] | None = None,
     ) -> list[Any] | None:
-        """:meth:`_stream_range` for several ranges of sequences (first, last or ``None``:
-        to the end), in one round trip: their entries in order."""
+        """The raw stream entries after ``after`` (at most ``limit``, for a read without
+        gaps), or only those in ``gaps`` (ranges of sequences: first, last or ``None`` for
+        the open end); ``None`` when the stream is gone and the run sealed (its events are
+        in the archive). One round trip: the ranges, and whether an empty answer means an
+        archived run."""
         keys = self._keys.run(run_id)
         with redis_errors(f"read of {run_id}"):
             pipe = self._raw.pipeline(transaction=False)
-            for first, last in gaps:
-                pipe.xrange(keys.events, min=f"{first}-0", max="+" if last is None else f"{last}-0")
+            for first, last in gaps if gaps is not None else [(after + 1, None)]:
+                maximum = "+" if last is None else f"{last}-0"
+                pipe.xrange(keys.events, min=f"{first}-0", max=maximum, count=limit)
             pipe.exists(keys.events)
             pipe.exists(keys.archived)
             *ranges, stream_exists, sealed = pipe.execute()
