@@ -750,20 +750,40 @@ def test_a_next_lease_the_run_does_not_use_is_given_back() -> None:
     assert world.acquire_lease(f"{{{run_id}}}:step:s1", "other", 5) is not None
 
 
-def test_an_attempt_the_advancing_thread_keeps_is_handed_to_a_waiting_thread(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Two threads commit branches of one fan-out at once: the second finds the first
-    # advancing the run and waits; the look that follows keeps both newly ready branches,
-    # one for each thread, so neither goes through the broker.
+@dataclass
+class FanOfFour:
+    """A fan-out of keys a..d, two at a time, started; its first two tasks not delivered."""
+
+    effects: Path
+    world: MemoryWorld
+    runtime: WorkerRuntime
+    app: RecordingApp
+    run_id: str
+    tasks: list[tuple[str, tuple[Any, ...]]]
+    tracker: RunTracker
+
+
+def _fan_of_four(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FanOfFour:
     effects = tmp_path / "effects.txt"
     monkeypatch.setenv(wf.SIDE_EFFECTS_ENV, str(effects))
     world = MemoryWorld()
     runtime, app = _runtime(world, ToolRegistry([wf.record_branch]), roles=("worker",))
     doc = wf.fan_out_lwir(max_branches=8, max_concurrency=2)
     run_id = _start(world, app, doc, {"keys": ["a", "b", "c", "d"], "sleep": 0})
-    first, second = app.take()
-    tracker = runtime.runs.get(run_id)
+    tasks = app.take()
+    assert len(tasks) == 2
+    return FanOfFour(effects, world, runtime, app, run_id, tasks, runtime.runs.get(run_id))
+
+
+def test_an_attempt_the_advancing_thread_keeps_is_handed_to_a_waiting_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two threads commit branches of one fan-out at once: the second finds the first
+    # advancing the run and waits; the look that follows keeps both newly ready branches,
+    # one for each thread, so neither goes through the broker.
+    fan = _fan_of_four(tmp_path, monkeypatch)
+    effects, world, runtime, app, run_id = fan.effects, fan.world, fan.runtime, fan.app, fan.run_id
+    (first, second), tracker = fan.tasks, fan.tracker
     outcomes = _deliver_while_one_advances(runtime, tracker, monkeypatch, first, second)
     assert outcomes == ("completed", "completed")
     assert app.take() == []  # c and d ran in the two slots, no task sent for either
@@ -849,14 +869,9 @@ def test_a_thread_that_asks_after_the_look_takes_the_attempt_the_look_kept_for_i
     # One look folds two commits of this process and keeps both refills: one for the
     # looking thread, one as a spare. The other thread asks once that look is over: it
     # takes the spare without a look of its own, and nothing goes through the broker.
-    effects = tmp_path / "effects.txt"
-    monkeypatch.setenv(wf.SIDE_EFFECTS_ENV, str(effects))
-    world = MemoryWorld()
-    runtime, app = _runtime(world, ToolRegistry([wf.record_branch]), roles=("worker",))
-    doc = wf.fan_out_lwir(max_branches=8, max_concurrency=2)
-    run_id = _start(world, app, doc, {"keys": ["a", "b", "c", "d"], "sleep": 0})
-    first, second = app.take()
-    tracker = runtime.runs.get(run_id)
+    fan = _fan_of_four(tmp_path, monkeypatch)
+    effects, world, runtime, app, run_id = fan.effects, fan.world, fan.runtime, fan.app, fan.run_id
+    (first, second), tracker = fan.tasks, fan.tracker
     looks = _deliver_two_looked_at_once(
         runtime, tracker, monkeypatch, first, second, second_asks=True
     )
@@ -883,14 +898,9 @@ def test_a_spare_no_thread_takes_goes_to_the_queue(
     # time is up, its step lease given back, and the delivered task runs it.
     from little_dist.dist.spares import SPARE_SECONDS
 
-    effects = tmp_path / "effects.txt"
-    monkeypatch.setenv(wf.SIDE_EFFECTS_ENV, str(effects))
-    world = MemoryWorld()
-    runtime, app = _runtime(world, ToolRegistry([wf.record_branch]), roles=("worker",))
-    doc = wf.fan_out_lwir(max_branches=8, max_concurrency=2)
-    run_id = _start(world, app, doc, {"keys": ["a", "b", "c", "d"], "sleep": 0})
-    first, second = app.take()
-    tracker = runtime.runs.get(run_id)
+    fan = _fan_of_four(tmp_path, monkeypatch)
+    effects, world, runtime, app, run_id = fan.effects, fan.world, fan.runtime, fan.app, fan.run_id
+    (first, second), tracker = fan.tasks, fan.tracker
     started = time.monotonic()
     _deliver_two_looked_at_once(runtime, tracker, monkeypatch, first, second, second_asks=False)
     sent: list[tuple[str, tuple[Any, ...]]] = []
