@@ -220,7 +220,8 @@ def test_finished_run_is_read_back_without_any_call(
 
 
 def test_resume_after_an_in_process_crash_repeats_no_side_effect(world: LocalWorld) -> None:
-    """The process 'dies' right after a branch tool call was recorded; the rerun reuses it."""
+    """The process 'dies' right after a branch committed its tool call; the rerun does not
+    call it again, and finishes the other branches."""
     calls = Calls()
     caps = Capabilities(tools=calls.registry())
     run_input = {"keys": ["a", "b", "c", "d"], "sleep": 0}
@@ -233,29 +234,59 @@ def test_resume_after_an_in_process_crash_repeats_no_side_effect(world: LocalWor
     crashed: list[str] = []
 
     def crashing_append_batch(run_id: str, events: Any, **kwargs: Any) -> Any:
-        # Die when the second branch is about to commit its end (its tool call is recorded).
-        for event in events:
-            if event.type == "StepOutputValidated" and event.payload["stepPath"] == "fan[b].work":
-                crashed.append(event.payload["stepPath"])
-                raise Crash()
+        # Die at the first append after the second branch's commit (its tool call is in it).
+        if step_completions(world).get("fan[b].work"):
+            crashed.append("after fan[b].work")
+            raise Crash()
         return original(run_id, events, **kwargs)
 
     world.append_batch = crashing_append_batch  # type: ignore[method-assign]
     with pytest.raises(Crash):
         run_version(world, version, run_input, run_id=RUN, capabilities=caps, lease_ttl=0.5)
     world.append_batch = original  # type: ignore[method-assign]
-    assert crashed == ["fan[b].work"]
-    assert calls.counts["branch:b"] == 1
-    # The crashed attempt is still "running" in the log; its lease was released by the dying
-    # worker's finally, but hold it as a dead process would have, until it expires.
-    running = [e for e in world.list_events(RUN) if e.type == "StepAttemptStarted"]
-    assert any(e.payload["stepPath"] == "fan[b].work" for e in running)
+    assert crashed == ["after fan[b].work"]
+    assert calls.counts == Counter({"branch:a": 1, "branch:b": 1})
 
     state = run_version(world, version, run_input, run_id=RUN, capabilities=caps, lease_ttl=0.5)
 
     assert state.status == "completed", state.error
     assert calls.counts == Counter({f"branch:{k}": 1 for k in "abcd"})
     assert all(count == 1 for count in step_completions(world).values())
+
+
+def test_a_crash_between_a_tool_and_its_commit_calls_the_tool_again(world: LocalWorld) -> None:
+    """A ``tool.call`` step records its tool's result with its commit: a process that dies
+    in between leaves the call in doubt (as one dying during the call does), and the retry,
+    once the sweep has failed the dead attempt, calls the tool again."""
+    calls = Calls()
+    caps = Capabilities(tools=calls.registry())
+    run_input = {"keys": ["a", "b"], "sleep": 0}
+    version = compile_lwir(fan_out_lwir(max_concurrency=1), input=run_input)
+
+    class Crash(BaseException):
+        """The process dies."""
+
+    original = world.append_batch
+
+    def crashing_append_batch(run_id: str, events: Any, **kwargs: Any) -> Any:
+        if any(
+            e.type == "StepOutputValidated" and e.payload["stepPath"] == "fan[b].work"
+            for e in events
+        ):
+            raise Crash()
+        return original(run_id, events, **kwargs)
+
+    world.append_batch = crashing_append_batch  # type: ignore[method-assign]
+    with pytest.raises(Crash):
+        run_version(world, version, run_input, run_id=RUN, capabilities=caps, lease_ttl=0.5)
+    world.append_batch = original  # type: ignore[method-assign]
+    types = [e.type for e in world.list_events(RUN) if e.payload.get("stepPath") == "fan[b].work"]
+    assert "harness.tool_call.started" in types and "harness.tool_call.succeeded" not in types
+
+    state = run_version(world, version, run_input, run_id=RUN, capabilities=caps, lease_ttl=0.5)
+
+    assert state.status == "completed", state.error
+    assert calls.counts == Counter({"branch:a": 1, "branch:b": 2})
     events = world.list_events(RUN)
     swept = [
         e
@@ -263,7 +294,7 @@ def test_resume_after_an_in_process_crash_repeats_no_side_effect(world: LocalWor
         if e.type == "StepFailed" and e.payload["error"]["causeCode"] == "lease_expired"
     ]
     assert [e.payload["stepPath"] for e in swept] == ["fan[b].work"]
-    assert any(e.type == "little.harness.tool_call.memoized" for e in events)
+    assert all(count == 1 for count in step_completions(world).values())
 
 
 def test_bad_input_leaves_the_world_untouched(tmp_path: Path) -> None:

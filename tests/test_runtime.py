@@ -409,7 +409,9 @@ def test_unregistered_tool_is_a_runtime_config_error(
 
 
 def test_retry_reuses_the_memoized_tool_result(clocked_world: tuple[World, FakeClock]) -> None:
-    """Attempt 1 dies after its tool call succeeded; attempt 2 does not call the tool again."""
+    """Attempt 1 dies after its tool call's success is in the log; attempt 2 does not call
+    the tool again. (A ``tool.call`` step appends the success with its commit, so here the
+    log is cut right after it: a log an attempt left that recorded the result apart.)"""
     world, clock = clocked_world
     calls: list[int] = []
 
@@ -429,7 +431,10 @@ def test_retry_reuses_the_memoized_tool_result(clocked_world: tuple[World, FakeC
     original = world.append_batch
 
     def dying_append_batch(run_id: str, events: Any, **kwargs: Any) -> Any:
-        if any(event.type == "StepOutputValidated" for event in events):
+        types = [event.type for event in events]
+        if "StepOutputValidated" in types:
+            kept = types.index("harness.tool_call.succeeded") + 1
+            original(run_id, list(events)[:kept], **kwargs)
             raise Die()
         return original(run_id, events, **kwargs)
 

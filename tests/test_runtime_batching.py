@@ -137,7 +137,7 @@ def test_write_through_recorder_appends_at_once(tmp_path: Path) -> None:
 # -- one attempt ----------------------------------------------------------------------------
 
 
-def test_a_tool_step_costs_five_writes_in_log_order(tmp_path: Path) -> None:
+def test_a_tool_step_costs_three_writes_in_log_order(tmp_path: Path) -> None:
     inner = LocalWorld(tmp_path)
     world = CountingWorld(inner)
     seen_during_call: list[str] = []
@@ -161,8 +161,9 @@ def test_a_tool_step_costs_five_writes_in_log_order(tmp_path: Path) -> None:
     assert world.writes == [
         "acquire_lease",
         "append_batch",  # write-ahead: started .. tool_call.started
-        "append_batch",  # the tool's result
-        "append_batch",  # the commit, which releases the step lease in the same call
+        # the commit, with the tool's result (the step's output: one record, as an
+        # activity's result and completion), releasing the step lease in the same call
+        "append_batch",
     ]
     # Released: another worker takes the step lease at once, not at its expiry.
     assert inner.acquire_lease(step_lease_key(RUN, "only"), "next", 5.0) is not None

@@ -124,7 +124,14 @@ class DefaultHarness:
             "stepPath": task.step_context.step_path,
             "visitIndex": task.step_context.visit_index,
         }
+        # The tool's result is the step's output: it rides with the commit.
         outcome = run_tool_call(
-            ctx, tool_name=name, args=task.step_input, caller="code", call_index=1, scope=scope
+            ctx,
+            tool_name=name,
+            args=task.step_input,
+            caller="code",
+            call_index=1,
+            scope=scope,
+            last=True,
         )
         return outcome.raise_for_error()

@@ -19,7 +19,12 @@ two rules that keep it exactly as safe as writing through:
   ``harness.model.responded`` are appended as soon as they are recorded, so whatever
   happens next (the next call, writing an output artifact, the commit failing, the process
   dying) a retry finds the result in the memo and does not repeat the side effect or pay
-  for the turn again.
+  for the turn again. One exception: a ``tool.call`` step's tool, whose result *is* the
+  step's output and which only the commit follows, records its result with the commit (one
+  fenced batch, one round trip less per step), as a Temporal activity's result and its
+  completion are one record: a worker that dies between the tool's return and the commit
+  leaves the call in doubt, and the retry calls the tool again, exactly as when it dies
+  during the call.
 
 Everything else (session and execute_step events, a call's ``failed`` — a failed call is
 run again on retry anyway —, memoized reuse, repair rounds) stays pending until the next
@@ -469,9 +474,15 @@ class EventRecorder:
         )
 
     def tool_succeeded(
-        self, index: int, result: Any, *, duration_ms: float, **fields: Any
+        self, index: int, result: Any, *, duration_ms: float, durable: bool = True, **fields: Any
     ) -> Event | None:
-        """Durable when recorded (with everything pending): the memo's source on retry."""
+        """Durable when recorded (with everything pending): the memo's source on retry.
+
+        ``durable=False``: pending, for a call whose result is the step's output and that
+        only the commit follows (a ``tool.call`` step): the result and ``StepCompleted``
+        are then appended in one fenced batch, as an activity's result and its completion
+        are one record.
+        """
         payload = self._tool_fields(index, **fields)
         payload["durationMs"] = duration_ms
         self._field(payload, "result", json_safe(result), "harness.tool_call.result")
@@ -479,7 +490,7 @@ class EventRecorder:
             "harness.tool_call.succeeded",
             payload,
             self.occurrence("tool-end", index),
-            durable=True,
+            durable=durable,
         )
 
     def tool_failed(

@@ -85,8 +85,14 @@ def run_tool_call(
     call_index: int,
     turn: int | None = None,
     scope: Mapping[str, Any] | None = None,
+    last: bool = False,
 ) -> ToolOutcome:
-    """Call ``tool_name`` from ``ctx.tools`` with ``args`` (memoized, recorded)."""
+    """Call ``tool_name`` from ``ctx.tools`` with ``args`` (memoized, recorded).
+
+    ``last``: nothing but the attempt's commit follows the call (a ``tool.call`` step), so
+    its ``harness.tool_call.succeeded`` rides with the commit instead of its own append
+    (see :meth:`~little_dist.harness.recorder.EventRecorder.tool_succeeded`).
+    """
     recorder = ctx.recorder
     index = recorder.next_tool_index()
     safe_args = json_safe(args)
@@ -132,7 +138,9 @@ def run_tool_call(
             error["causeCode"], error["retriable"] = "runtime_config_error", False
         recorder.tool_failed(index, error, duration_ms=_elapsed_ms(started), **fields)
         return ToolOutcome(False, error=error, exception=exc)
-    recorder.tool_succeeded(index, result, duration_ms=_elapsed_ms(started), **fields)
+    recorder.tool_succeeded(
+        index, result, duration_ms=_elapsed_ms(started), durable=not last, **fields
+    )
     return ToolOutcome(True, result)
 
 
