@@ -442,6 +442,83 @@ def test_a_look_that_ends_a_branch_and_refills_its_slot_decides_once(
     assert world.list_events(run_id)[-1].type == "RunCompleted"
 
 
+class BatchRecordingWorld(MemoryWorld):
+    """Records the event types of every append batch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[list[str]] = []
+
+    def append_batch(self, run_id: str, events: Any, **options: Any) -> Any:
+        events = list(events)
+        self.batches.append([event.type for event in events])
+        return super().append_batch(run_id, events, **options)
+
+
+def test_a_refill_the_committing_slot_runs_records_its_schedule_with_its_start() -> None:
+    # fan[a]'s commit frees a slot; the look ends fan[a] and schedules fan[c], which this
+    # slot runs: those events ride with fan[c]'s first append instead of their own.
+    world = BatchRecordingWorld()
+    runtime, app = _runtime(world, ToolRegistry([wf.record_branch]), roles=("worker",))
+    doc = wf.fan_out_lwir(max_branches=8, max_concurrency=2)
+    run_id = _start(world, app, doc, {"keys": ["a", "b", "c"], "sleep": 0})
+    first, second = app.take()
+    world.batches.clear()
+
+    assert _deliver(runtime, first) == "completed"  # a, then c in the slot it freed
+
+    assert app.take() == []
+    assert [batch[-1] for batch in world.batches] == [
+        "harness.tool_call.started",  # a
+        "StepCompleted",
+        "harness.tool_call.started",  # c, with a's end and its own schedule
+        "StepCompleted",
+        "ParallelBranchCompleted",  # c's end: the last branch in flight but b
+    ]
+    assert world.batches[2][:4] == [
+        "ParallelBranchCompleted",
+        "ParallelBranchScheduled",
+        "StepScheduled",
+        "StepAttemptStarted",
+    ]
+    assert _deliver(runtime, second) == "completed"
+    events = world.list_events(run_id)
+    assert events[-1].type == "RunCompleted"
+    assert [e.sequence for e in events] == list(range(1, len(events) + 1))
+    ends = [e.payload["branchPath"] for e in events if e.type == "ParallelBranchCompleted"]
+    assert sorted(ends) == ["fan[a]", "fan[b]", "fan[c]"]
+
+
+def test_a_refill_rides_only_when_the_look_schedules_nothing_else() -> None:
+    from little_dist.dist.dispatch import _rides_with_kept
+    from little_dist.scheduling import Decision, StepDispatch
+
+    def event(kind: str, occurrence: str, **payload: Any) -> EventInput:
+        return EventInput(type=kind, payload=payload, occurrence_id=occurrence)
+
+    def rides(*events: EventInput) -> bool:
+        return _rides_with_kept(Decision(events=events, dispatch=(kept,), done=False), kept)
+
+    kept = StepDispatch("run_x", "fan[c].work", "work", 1, "worker", "execute_step")
+    own = [
+        event("ParallelBranchCompleted", "pbranch-end:fan[a]", branchPath="fan[a]"),
+        event("ParallelBranchScheduled", "pbranch:fan[c]", branchPath="fan[c]"),
+        event("StepScheduled", "sched:fan[c].work:1", stepPath="fan[c].work"),
+    ]
+    assert rides(*own)
+    other = [
+        event("ParallelBranchScheduled", "pbranch:fan[d]", branchPath="fan[d]"),
+        event("StepScheduled", "sched:fan[d].work:1", stepPath="fan[d].work"),
+    ]
+    for extra in ([other[0]], [other[1]], [event("ParallelCompleted", "pdone:fan")]):
+        assert not rides(*own, *extra)
+    # A branch whose key merely extends the kept one's is another branch.
+    prefix = event("ParallelBranchScheduled", "pbranch:fan[c]x", branchPath="fan[c]x")
+    assert not rides(*own, prefix)
+    unnamed = EventInput(type="ParallelBranchCompleted", payload={"branchPath": "fan[b]"})
+    assert not rides(*own, unnamed)
+
+
 def test_a_left_branch_drops_its_nested_steps_and_no_branch_whose_key_extends_it() -> None:
     # A foreign end leaves the last new branch (fan[a]) with everything inside it, nested
     # branches included; fan[ab] merely shares a prefix with it and stays.

@@ -765,9 +765,10 @@ def advance_run(
     of sending it: :attr:`Advance.kept`. ``read=False`` starts from what the tracker holds
     (its caller just folded its own commit and knows nothing came in between). ``defer``:
     when a decision does nothing but schedule the attempt ``keep`` took (a chain's next
-    step), it is not appended but handed back in :attr:`Advance.deferred`, to ride with the
-    attempt's first append (one round trip less per step; the step lease, taken first,
-    keeps everyone else off the attempt meanwhile).
+    step), or end branches and schedule that attempt (a fan-out's refill, see
+    :func:`_rides_with_kept`), it is not appended but handed back in
+    :attr:`Advance.deferred`, to ride with the attempt's first append (one round trip less
+    per step; the step lease, taken first, keeps everyone else off the attempt meanwhile).
     ``held``: a step lease the caller took already (its commit took the lease of the step
     it expected next): used, instead of an acquire, if ``keep`` takes that step. ``want``:
     how many newly scheduled attempts ``keep`` may take (leased in one round trip); the
@@ -785,6 +786,7 @@ def advance_run(
     others_alone: list[bool] = []
     dispatch_leases: list[Lease] = []  # taken with the kept attempts' step leases
     left: set[str] = set()  # branches this look leaves to the processes that freed them
+    deferred: tuple[EventInput, ...] = ()  # to ride with the kept attempt's first append
     try:
         for _ in range(_MAX_ROUNDS):
             ctx = tracker.context
@@ -809,18 +811,17 @@ def advance_run(
                 others_alone += [False] * len(leased)
             if not decision.events:
                 break
-            if (
-                defer
-                and leased_now
-                and kept is not None
-                and kept[1].token == 1
-                and _only_schedules(decision, kept[0])
-            ):
+            if defer and leased_now and kept is not None and kept[1].token == 1:
                 # Token 1: the step's lease had never been held, so nobody has run any of
                 # its attempts (a lease's tokens only grow, from 1); the attempt is ours alone.
-                return Advance(
-                    state, decision, (), appended, kept[0], True, kept[1], decision.events
-                )
+                if _only_schedules(decision, kept[0]):
+                    return Advance(
+                        state, decision, (), appended, kept[0], True, kept[1], decision.events
+                    )
+                if _rides_with_kept(decision, kept[0]):
+                    # (what else is waiting to start was scheduled before: sent below)
+                    deferred, alone = tuple(decision.events), True
+                    break
             last = tracker.last_sequence
             decided_at = state.event_count
             # The decider acts on its own decision (next round, dispatch below): only the end
@@ -872,14 +873,14 @@ def advance_run(
     )
     ctx = tracker.context
     if decision is None or ctx is None or not decision.dispatch:
-        return _advanced(state, decision, (), appended, kept, alone, also)
+        return _advanced(state, decision, (), appended, kept, alone, also, deferred)
     # One lease round trip per attempt this process has not offered lately, not per pending
     # attempt per look (a wide fan-out would otherwise cost O(branches) calls per commit).
     # What another process scheduled and never sent is still offered here once, and by the
     # scheduler (which sees every append's signal) and its sweeps.
     fresh = tracker.claim_offers(decision.dispatch, settings.dispatch_resend_after)
     if not fresh:
-        return _advanced(state, decision, (), appended, kept, alone, also)
+        return _advanced(state, decision, (), appended, kept, alone, also, deferred)
     narrowed = dataclasses.replace(decision, dispatch=tuple(fresh))
     try:
         sent, late = _dispatch_won(
@@ -901,7 +902,7 @@ def advance_run(
         raise
     if kept is None and late is not None:
         return Advance(state, decision, tuple(sent), appended, late)
-    return _advanced(state, decision, tuple(sent), appended, kept, alone, also)
+    return _advanced(state, decision, tuple(sent), appended, kept, alone, also, deferred)
 
 
 #: Event types whose payloads a tracker reads: the fold's, and the engine's own it acts on.
@@ -1008,6 +1009,37 @@ def _only_schedules(decision: Decision, dispatch: StepDispatch) -> bool:
     )
 
 
+def _rides_with_kept(decision: Decision, dispatch: StepDispatch) -> bool:
+    """Whether ``decision`` may ride with the first append of the attempt ``dispatch`` (kept
+    by the caller under a never-held step lease): it records branch ends and schedules
+    ``dispatch`` (its ``StepScheduled`` and its branches' ``ParallelBranchScheduled``) and
+    nothing else (any other attempt it lists was scheduled before: the look sends it as
+    usual).
+
+    A fan-out's steady state: a branch's commit ends its branch and refills the slot with
+    the next branch, which this thread runs. Until that append, a look at the run decides
+    the same events again (the same ids: whoever appends second records nothing) and finds
+    the refill leased and offered (it neither keeps nor sends it).
+    """
+    occurrence = schedule_occurrence(dispatch)
+    path = dispatch.step_path
+    for event in decision.events:
+        if not event.occurrence_id:
+            return False
+        if event.type in _BRANCH_END_TYPES:
+            continue
+        if event.type == "StepScheduled":
+            if event.occurrence_id != occurrence:
+                return False
+        elif event.type == "ParallelBranchScheduled":
+            branch = event.payload.get("branchPath")
+            if not isinstance(branch, str) or not path.startswith(branch + "."):
+                return False
+        else:
+            return False
+    return True
+
+
 def _ends_run(decision: Decision) -> bool:
     return any(event.type in RUN_END_EVENT_TYPES for event in decision.events)
 
@@ -1020,10 +1052,11 @@ def _advanced(
     kept: tuple[StepDispatch, Lease] | None,
     alone: bool,
     also: tuple[KeptAttempt, ...] = (),
+    deferred: tuple[EventInput, ...] = (),
 ) -> Advance:
     if kept is None:
         return Advance(state, decision, sent, appended)
-    return Advance(state, decision, sent, appended, kept[0], alone, kept[1], also=also)
+    return Advance(state, decision, sent, appended, kept[0], alone, kept[1], deferred, also)
 
 
 def _lease_kept(
