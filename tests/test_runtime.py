@@ -489,3 +489,35 @@ def test_sweep_leaves_attempts_whose_lease_is_held(clocked_world: tuple[World, F
 
     assert result.failed == [] and result.held == [("only", 1)]
     assert ends(world) == []
+
+
+def test_sweep_of_an_attempt_that_committed_since_its_look_fails_nothing(
+    clocked_world: tuple[World, FakeClock],
+) -> None:
+    # The sweep saw the attempt running; its worker committed (and freed the lease) before
+    # the sweep took the lease: the commit stands and the sweep reports no failure.
+    world, _ = clocked_world
+    version = compile_lwir(single_tool_lwir(), input={})
+    started(world, version, {})
+    world.append(
+        RUN,
+        EventInput(
+            type="StepAttemptStarted",
+            occurrence_id="start:only:1",
+            payload={"stepPath": "only", "stepId": "only", "attempt": 1},
+        ),
+    )
+    state = materialize_run_state(world.list_events(RUN))
+    world.append(
+        RUN,
+        EventInput(
+            type="StepCompleted",
+            occurrence_id="end:only:1",
+            payload={"stepPath": "only", "stepId": "only", "attempt": 1, "output": {}},
+        ),
+    )
+
+    result = sweep_dead_attempts(world, state, version=version, holder="sweeper")
+
+    assert result.failed == [] and result.ended == [("only", 1)]
+    assert [e.type for e in ends(world)] == ["StepCompleted"]

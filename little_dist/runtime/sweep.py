@@ -47,10 +47,13 @@ def step_lease_key(run_id: str, step_path: str) -> str:
 
 @dataclass
 class SweepResult:
-    """``failed``: attempts marked ``lease_expired``; ``held``: running ones still leased."""
+    """``failed``: attempts marked ``lease_expired``; ``held``: running ones still leased;
+    ``ended``: ones whose end was recorded after the state the sweep looked at (their worker
+    committed as the sweep took the free lease: nothing to fail)."""
 
     failed: list[tuple[str, int]] = field(default_factory=list)
     held: list[tuple[str, int]] = field(default_factory=list)
+    ended: list[tuple[str, int]] = field(default_factory=list)
 
 
 def running_worker_attempts(
@@ -100,7 +103,7 @@ def sweep_dead_attempts(
                 cause_code=CAUSE_LEASE_EXPIRED,
                 retriable=True,
             )
-            world.append(
+            recorded = world.append(
                 run_id,
                 EventInput(
                     type="StepFailed",
@@ -115,7 +118,12 @@ def sweep_dead_attempts(
                 ),
                 fence=lease.fence,
             )
-            result.failed.append((path, attempt))
+            # The end's id is the commit's too: an attempt that committed meanwhile keeps
+            # its StepCompleted (or its own StepFailed), and the append recorded nothing.
+            if recorded.type == "StepFailed" and recorded.payload.get("error") == error:
+                result.failed.append((path, attempt))
+            else:
+                result.ended.append((path, attempt))
         except LeaseLostError:
             result.held.append((path, attempt))
         finally:
