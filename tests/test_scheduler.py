@@ -272,6 +272,41 @@ def test_a_finished_run_is_archived_after_the_archive_delay(fleet: Fleet) -> Non
         fleet.world.append(second, EventInput(type="little.test.later", payload={}))
 
 
+def test_a_run_that_ended_far_ahead_of_the_scheduler_is_finished_without_folding(
+    fleet: Fleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Workers ran the run to its end on the fast path (quiet commits); the end's signal is
+    # the first the scheduler hears of it: it reads the last event, not the whole log.
+    app = CaptureApp()
+    scheduler = fleet.scheduler(app)
+    scheduler.start()
+    run_id, _ = start_run(fleet.world, chain_lwir(1), {})
+    spin(scheduler, lambda: len(app.take()) == 1)  # its first step's task, sent
+    filler = [EventInput(type="little.test.filler", payload={"n": n}) for n in range(300)]
+    fleet.world.append_batch(run_id, filler, signal=False)
+    fleet.world.append(run_id, EventInput(type="RunCompleted", payload={"output": {}}))
+    reads: list[int] = []
+    for name in ("list_events", "list_events_partly"):
+        real = getattr(fleet.world, name)
+
+        def reading(run: str, *args: Any, _real: Any = real, **options: Any) -> Any:
+            reads.append(options.get("after", 0))
+            return _real(run, *args, **options)
+
+        monkeypatch.setattr(fleet.world, name, reading)
+
+    spin(scheduler, lambda: run_id in scheduler._finished)
+
+    assert reads == [303]  # the end alone (the scheduler had folded up to s0 scheduled)
+    assert run_id not in scheduler._runs
+    # A run the signals show is close to folded costs no peek: it is looked at as usual.
+    second, _ = start_run(fleet.world, chain_lwir(1), {})
+    reads.clear()
+    spin(scheduler, lambda: len(app.sent) == 1)
+    assert app.sent[0].run_id == second
+    assert reads and all(after < 2 for after in reads)
+
+
 def test_a_fast_path_worker_that_dies_after_its_commit_is_covered_by_the_sweep(
     fleet: Fleet,
 ) -> None:

@@ -22,7 +22,10 @@ One loop, one thread:
    (``lease_expired``), a few runs per loop turn so signals are still served in between.
 4. **The end of a run**: once ``RunCompleted``/``RunFailed`` is recorded the run is dropped
    from the cache and archived on a background thread (``world.archive_run`` where the world
-   has it), then removed from the active set.
+   has it), then removed from the active set. A look that would have more than
+   ``_UNREAD_END_PEEK`` unread events to fold (a wide run the workers ran to its end on the
+   fast path, between two sweeps) first reads the log's last event: when that is the end,
+   the run is finished from it alone, without folding the rest.
 
 Stopping: :meth:`Scheduler.stop` (the CLI calls it on SIGTERM/SIGINT) ends the loop after
 the current turn; nothing is left half done (an unacknowledged entry is simply handled again
@@ -76,6 +79,9 @@ _TERMINAL: Final = ("completed", "failed")
 # bug cannot spin the loop.
 _MAX_ROUNDS: Final = 64
 _FINISHED_MEMORY: Final = 20_000
+# A look with more unread events than this reads the last one first (see the docstring, 4.).
+_UNREAD_END_PEEK: Final = 256
+_END_STATUS: Final = {"RunCompleted": "completed", "RunFailed": "failed"}
 _CONSUMER_CLEANUP_EVERY: Final = 600.0
 
 
@@ -264,19 +270,22 @@ class Scheduler:
         if not batch:
             return
         by_run: dict[str, list[str]] = {}
+        newest: dict[str, int] = {}
         for signal in batch:
             by_run.setdefault(signal.run_id, []).append(signal.entry_id)
+            newest[signal.run_id] = max(newest.get(signal.run_id, 0), signal.sequence)
         done: list[str] = []
         for run_id, entry_ids in by_run.items():
-            if run_id and run_id not in self._finished and not self._look(run_id):
+            if run_id and run_id not in self._finished and not self._look(run_id, newest[run_id]):
                 continue
             done += entry_ids
         self.signals.ack(done)
 
-    def _look(self, run_id: str) -> bool:
+    def _look(self, run_id: str, signalled: int = 0) -> bool:
         """:meth:`advance` that logs instead of raising; False when storage was down."""
         try:
-            self.advance(run_id)
+            if not self._finished_unread(run_id, signalled):
+                self.advance(run_id)
         except StorageUnavailableError as exc:
             _log("run-error", level=logging.WARNING, run=run_id, error=str(exc))
             return False
@@ -336,8 +345,27 @@ class Scheduler:
                 ms=round((time.perf_counter() - started) * 1000, 3),
             )
         if state.status in _TERMINAL:
-            self._finish(run_id, state)
+            self._finish(run_id, state.status, state.event_count)
         return result
+
+    def _finished_unread(self, run_id: str, signalled: int | None = None) -> bool:
+        """Finish the run without folding it when its log has more than ``_UNREAD_END_PEEK``
+        events this scheduler has not folded and the last one is the run's end (a look
+        would only fold them to find the run over); whether it did. ``signalled``: the
+        newest sequence the run's signals named (0: unknown), so that a look the signals
+        show is not far behind costs no round trip here."""
+        entry = self._runs.get(run_id)
+        folded = entry.tracker.last_sequence if entry is not None else 0
+        if signalled is not None and signalled - folded <= _UNREAD_END_PEEK:
+            return False
+        last = self.world.last_sequence(run_id)
+        if last - folded <= _UNREAD_END_PEEK:
+            return False
+        tail = self.world.list_events(run_id, after=last - 1)
+        if not tail or tail[-1].type not in _END_STATUS:
+            return False
+        self._finish(run_id, _END_STATUS[tail[-1].type], tail[-1].sequence)
+        return True
 
     def _dispatch(
         self, entry: _Run, ctx: RunContext, state: RunState, decision: Decision
@@ -364,7 +392,7 @@ class Scheduler:
         )
         return tuple(sent)
 
-    def _finish(self, run_id: str, state: RunState) -> None:
+    def _finish(self, run_id: str, status: str, sequence: int) -> None:
         """Forget the run and archive it in the background (a big log takes seconds to copy
         to S3; the loop must keep serving signals meanwhile)."""
         self._forget(run_id)
@@ -374,7 +402,7 @@ class Scheduler:
             self._finished[run_id] = None
             while len(self._finished) > _FINISHED_MEMORY:
                 self._finished.popitem(last=False)
-        _log("run-finished", run=run_id, status=state.status, seq=state.event_count)
+        _log("run-finished", run=run_id, status=status, seq=sequence)
         if self.settings.archive_delay > 0:
             due = time.monotonic() + self.settings.archive_delay
             heapq.heappush(self._archive_due, (due, run_id))
@@ -439,6 +467,8 @@ class Scheduler:
         if run_id in self._finished:
             return []  # being archived (it leaves the active set when that is done)
         try:
+            if self._finished_unread(run_id):
+                return []
             result = self.advance(run_id)
             if result.done or not fail_dead:
                 return []
