@@ -334,6 +334,14 @@ def test_large_output_goes_to_an_artifact(clocked_world: tuple[World, FakeClock]
     assert world.get_artifact(ref).payload == "x" * 5000
     state = materialize_run_state(hydrate_events(world, events))
     assert state.steps["only"].output == "x" * 5000
+    # Envelopes (what a fold-only read hands over) are read back in too, without a copy of
+    # the ones that need nothing.
+    envelopes = [event.to_json() for event in events]
+    hydrated = hydrate_events(world, envelopes)
+    assert hydrated[:-1] == envelopes[:-1] and hydrated[0] is envelopes[0]
+    assert hydrated[-1]["payload"]["output"] == "x" * 5000
+    assert "output" not in envelopes[-1]["payload"]  # the envelope read is left as it was
+    assert materialize_run_state(hydrated).steps["only"].output == "x" * 5000
 
 
 def test_output_at_the_limit_stays_inline(clocked_world: tuple[World, FakeClock]) -> None:

@@ -219,8 +219,9 @@ def test_archive_moves_the_log_to_s3_and_reads_fall_back_to_it(
 def test_a_partial_read_parses_only_the_payloads_asked_for(
     world: RedisS3World, s3_env: S3Service
 ) -> None:
-    # Harness traces a fold does not read come back undecoded from the stream; an archived
-    # run's events are parsed from S3 anyway and come decoded.
+    # Harness traces a fold does not read come back from the stream unparsed, the events it
+    # folds with their payloads parsed and no Event made (no id derived) until decode(); an
+    # archived run's events are parsed from S3 anyway and come decoded.
     world.append(RUN, _ev("RunStarted", "occ-start", input={"q": "x"}))
     world.append_batch(
         RUN,
@@ -231,7 +232,22 @@ def test_a_partial_read_parses_only_the_payloads_asked_for(
     )
     wanted = frozenset({"RunStarted", "StepCompleted"})
     partly = world.list_events_partly(RUN, after=0, decode=wanted)
-    assert [type(e).__name__ for e in partly] == ["Event", "UndecodedEvent", "Event"]
+    assert all(isinstance(e, UndecodedEvent) for e in partly)
+    assert [e.payload for e in partly] == [
+        {"input": {"q": "x"}},
+        None,
+        {"stepPath": "a", "output": [1, 2]},
+    ]
+    completed = partly[2]
+    assert isinstance(completed, UndecodedEvent)
+    assert completed.envelope() == {
+        "runId": RUN,
+        "sequence": 3,
+        "type": "StepCompleted",
+        "payload": {"stepPath": "a", "output": [1, 2]},
+        "recordedAt": world.list_events(RUN)[2].recorded_at,
+    }
+    assert completed.decode() == world.list_events(RUN)[2]
     trace = partly[1]
     assert isinstance(trace, UndecodedEvent)
     assert trace.envelope() == {

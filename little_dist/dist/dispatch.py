@@ -337,8 +337,11 @@ class RunTracker:
         self.versions = versions if versions is not None else VersionCache()
         self.max_branches_cap = max_branches_cap
         self._builder = RunStateBuilder(run_id)
-        # Raw events by payload stepPath (the memo of a retried attempt), if asked for.
-        self._step_events: dict[str, list[Event]] | None = {} if keep_step_events else None
+        # Raw events by payload stepPath (the memo of a retried attempt), if asked for; those
+        # read with a parsed payload only become events when their step asks for them.
+        self._step_events: dict[str, list[Event | UndecodedEvent]] | None = (
+            {} if keep_step_events else None
+        )
         # Events read undecoded (types the fold does not read: harness traces), decoded into
         # _step_events only once a step that has started an attempt asks for its events.
         self._undecoded: list[UndecodedEvent] = []
@@ -522,7 +525,7 @@ class RunTracker:
         kept = self._step_events.get(step_path, [])
         if self._undecoded and any(e.type == "StepAttemptStarted" for e in kept):
             return _StepEventsAsOf(self, step_path, self._builder.event_count)
-        return list(kept)
+        return _decoded_in_place(kept)
 
     def _step_events_as_of(self, step_path: str, sequence: int) -> list[Event]:
         """The step's events up to ``sequence``, the undecoded ones decoded first."""
@@ -530,7 +533,7 @@ class RunTracker:
             if self._undecoded:
                 self._decode_step_events()
             assert self._step_events is not None
-            kept = self._step_events.get(step_path, [])
+            kept = _decoded_in_place(self._step_events.get(step_path, []))
             return [event for event in kept if event.sequence <= sequence]
 
     def _decode_step_events(self) -> None:
@@ -626,28 +629,34 @@ class RunTracker:
         changed = False
         foldable: list[EventLike] = []
         for event in events:
+            payload: dict[str, Any]
             if event.__class__ is UndecodedEvent:
-                if self._step_events is not None:
-                    self._undecoded.append(event)
-                foldable.append(event.envelope())  # the fold only counts it
-                continue
-            event = cast(Event, event)
-            foldable.append(event)
-            if event.type == "RunStarted":
+                item = event
+                foldable.append(item.envelope())
+                if item.payload is None:  # a type the fold only counts
+                    if self._step_events is not None:
+                        self._undecoded.append(item)
+                    continue
+                payload = item.payload
+            else:
+                payload = cast(Event, event).payload
+                foldable.append(cast(Event, event))
+            kind = event.type
+            if kind == "RunStarted":
                 self._started = True
-                version_id = event.payload.get("workflowVersionId")
+                version_id = payload.get("workflowVersionId")
                 self._version_id = version_id if isinstance(version_id, str) else None
-                self._run_input = event.payload.get("input")
+                self._run_input = payload.get("input")
                 changed = True
-            elif event.type == SUBMITTED_EVENT_TYPE:
+            elif kind == SUBMITTED_EVENT_TYPE:
                 self._submitted = True
-            elif event.type == CANCEL_EVENT_TYPE and not self._cancel_requested:
+            elif kind == CANCEL_EVENT_TYPE and not self._cancel_requested:
                 self._cancel_requested = True
                 changed = True
-            elif event.type in _BRANCH_END_TYPES and self._own_ends:
-                self._own_ends.discard(event.payload.get("branchPath"))
+            elif kind in _BRANCH_END_TYPES and self._own_ends:
+                self._own_ends.discard(payload.get("branchPath"))
             if self._step_events is not None:
-                path = event.payload.get("stepPath")
+                path = payload.get("stepPath")
                 if isinstance(path, str):
                     self._step_events.setdefault(path, []).append(event)
         self._builder.apply_all(hydrate_events(self.world, foldable))
@@ -675,6 +684,15 @@ class RunTracker:
             max_branches_cap=self.max_branches_cap,
             cancel_requested=self._cancel_requested,
         )
+
+
+def _decoded_in_place(kept: list[Event | UndecodedEvent]) -> list[Event]:
+    """``kept`` as events: those read with a parsed payload are decoded now, once (the list
+    keeps the events)."""
+    for index, event in enumerate(kept):
+        if event.__class__ is UndecodedEvent:
+            kept[index] = event.decode()
+    return list(cast(list[Event], kept))
 
 
 class _StepEventsAsOf(Sequence[Event]):

@@ -146,24 +146,27 @@ def completion_events(
 
 
 def hydrate_events(world: World, events: Iterable[EventLike]) -> list[EventLike]:
-    """``events`` with the output of every by-reference ``StepCompleted`` read back in.
+    """``events`` (events or envelopes) with the output of every by-reference
+    ``StepCompleted`` read back in.
 
-    Events that need nothing, and envelopes (dicts), are passed through as they are (no
-    copy).
+    Events and envelopes that need nothing are passed through as they are (no copy).
     """
     hydrated: list[EventLike] = []
     for event in events:
-        if not isinstance(event, Event):  # an envelope
-            hydrated.append(event)
-            continue
-        payload = event.payload
+        event_type: Any
+        payload: Any
+        if isinstance(event, Event):
+            event_type, payload = event.type, event.payload
+        else:  # an envelope
+            event_type, payload = event.get("type"), event.get("payload")
         if (
-            event.type == "StepCompleted"
+            event_type == "StepCompleted"
+            and isinstance(payload, Mapping)
             and "output" not in payload
             and isinstance(payload.get("outputRef"), str)
         ):
             value = world.get_artifact(payload["outputRef"]).payload
-            envelope = event.to_json()
+            envelope = event.to_json() if isinstance(event, Event) else dict(event)
             envelope["payload"] = {**payload, "output": value}
             hydrated.append(envelope)
         else:

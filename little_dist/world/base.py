@@ -131,26 +131,30 @@ class VersionNotFoundError(NotFoundError):
 
 
 class UndecodedEvent(NamedTuple):
-    """An event :meth:`World.list_events_partly` read without parsing its payload: enough
-    to fold past it (its type and place); :meth:`decode` gives the full event."""
+    """An event :meth:`World.list_events_partly` read without making an :class:`Event` of
+    it: enough to fold it. ``payload`` is ``None`` when it was not parsed (a type the
+    reader does not fold: the fold only counts it), else the parsed payload (a folded type:
+    the fold reads it, and no event id is derived nor model built for it); :meth:`decode`
+    gives the full event."""
 
     run_id: str
     sequence: int
     type: str
     recorded_at: str
     decoder: Callable[[], Event]
+    payload: dict[str, Any] | None = None
 
     def decode(self) -> Event:
         return self.decoder()
 
     def envelope(self) -> dict[str, Any]:
-        """The event as a fold takes it when it reads no payload of its type: the
-        envelope, with an empty payload."""
+        """The event as a fold takes it: the envelope, with the parsed payload (empty when
+        it was not parsed)."""
         return {
             "runId": self.run_id,
             "sequence": self.sequence,
             "type": self.type,
-            "payload": {},
+            "payload": {} if self.payload is None else self.payload,
             "recordedAt": self.recorded_at,
         }
 
@@ -313,9 +317,11 @@ class World(Protocol):
         skip: Collection[int] = (),
     ) -> list[Event | UndecodedEvent]:
         """:meth:`list_events` for a reader that needs the payloads of the ``decode``
-        types only (a fold): a world may hand the others back undecoded, which saves
-        parsing payloads nobody reads. ``skip``: sequences the reader holds already (its
-        own appends, past a gap in what it folded); left out of the answer."""
+        types only (a fold): a world may hand events back as :class:`UndecodedEvent`, the
+        others without parsing their payloads, which nobody reads, and the ``decode`` ones
+        with their payloads parsed but no :class:`Event` made (no id derived). ``skip``:
+        sequences the reader holds already (its own appends, past a gap in what it
+        folded); left out of the answer."""
         ...
 
     def follow_partly(

@@ -423,9 +423,9 @@ class EventLog:
         decode: frozenset[str],
         skip: Collection[int] = (),
     ) -> list[Event | UndecodedEvent]:
-        """:meth:`_decode_entries`, except that an entry of a type outside ``decode`` (in the
-        append's own layout) is handed back undecoded: its payload is parsed only if asked;
-        and the sequences in ``skip`` are left out."""
+        """:meth:`_decode_entries`, except that an entry in the append's own layout is handed
+        back as an :class:`UndecodedEvent`, with its payload parsed if its type is in
+        ``decode``; and the sequences in ``skip`` are left out."""
         wanted = _type_names(decode)
         out: list[Event | UndecodedEvent] = []
         for entry_id, flat in entries:
@@ -434,18 +434,22 @@ class EventLog:
                 continue
             # (the append's own layout starts t, p, r; any other is decoded whole)
             own_layout = len(flat) >= 6 and flat[0] == b"t" and flat[4] == b"r"
-            if not own_layout or flat[1] in wanted:
+            if not own_layout:
                 out.append(self._decode_entry(run_id, sequence, flat))
-            else:
-                out.append(
-                    UndecodedEvent(
-                        run_id,
-                        sequence,
-                        flat[1].decode(),
-                        flat[5].decode(),
-                        functools.partial(self._decode_entry, run_id, sequence, flat),
-                    )
+                continue
+            # A folded type's payload is parsed; no event id is derived (hashing the entry
+            # when its append guessed the sequence wrong) nor model built: the fold reads
+            # neither, and decode() makes the event if anyone asks.
+            out.append(
+                UndecodedEvent(
+                    run_id,
+                    sequence,
+                    flat[1].decode(),
+                    flat[5].decode(),
+                    functools.partial(self._decode_entry, run_id, sequence, flat),
+                    _parse_payload(flat[3].decode())[0] if flat[1] in wanted else None,
                 )
+            )
         return out
 
     def stream_events(self, run_id: str, after: int, limit: int | None) -> list[Event]:
