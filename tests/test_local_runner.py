@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -219,6 +219,34 @@ def test_finished_run_is_read_back_without_any_call(
     assert sum(calls.counts.values()) == tool_calls
 
 
+class Crash(BaseException):
+    """The process dies (not an Exception: nothing in the engine may swallow it)."""
+
+
+def _run_until_it_dies(
+    world: LocalWorld,
+    version: Any,
+    run_input: Any,
+    caps: Capabilities,
+    dies_at: Callable[[Sequence[Any]], bool],
+) -> None:
+    """Run the version until the first append ``dies_at`` picks (its batch is not written),
+    where the process 'dies'; the world's appends work again afterwards."""
+    original = world.append_batch
+
+    def crashing_append_batch(run_id: str, events: Any, **kwargs: Any) -> Any:
+        if dies_at(events):
+            raise Crash()
+        return original(run_id, events, **kwargs)
+
+    world.append_batch = crashing_append_batch  # type: ignore[method-assign]
+    try:
+        with pytest.raises(Crash):
+            run_version(world, version, run_input, run_id=RUN, capabilities=caps, lease_ttl=0.5)
+    finally:
+        world.append_batch = original  # type: ignore[method-assign]
+
+
 def test_resume_after_an_in_process_crash_repeats_no_side_effect(world: LocalWorld) -> None:
     """The process 'dies' right after a branch committed its tool call; the rerun does not
     call it again, and finishes the other branches."""
@@ -227,24 +255,12 @@ def test_resume_after_an_in_process_crash_repeats_no_side_effect(world: LocalWor
     run_input = {"keys": ["a", "b", "c", "d"], "sleep": 0}
     version = compile_lwir(fan_out_lwir(max_concurrency=1), input=run_input)
 
-    class Crash(BaseException):
-        """The process dies (not an Exception: nothing in the engine may swallow it)."""
-
-    original = world.append_batch
-    crashed: list[str] = []
-
-    def crashing_append_batch(run_id: str, events: Any, **kwargs: Any) -> Any:
-        # Die at the first append after the second branch's commit (its tool call is in it).
-        if step_completions(world).get("fan[b].work"):
-            crashed.append("after fan[b].work")
-            raise Crash()
-        return original(run_id, events, **kwargs)
-
-    world.append_batch = crashing_append_batch  # type: ignore[method-assign]
-    with pytest.raises(Crash):
-        run_version(world, version, run_input, run_id=RUN, capabilities=caps, lease_ttl=0.5)
-    world.append_batch = original  # type: ignore[method-assign]
-    assert crashed == ["after fan[b].work"]
+    # Die at the first append after the second branch's commit (its tool call is in it).
+    _run_until_it_dies(
+        world, version, run_input, caps, lambda _: bool(step_completions(world)["fan[b].work"])
+    )
+    # It died right after b's commit: a and b completed, c not started.
+    assert step_completions(world) == Counter({"fan[a].work": 1, "fan[b].work": 1})
     assert calls.counts == Counter({"branch:a": 1, "branch:b": 1})
 
     state = run_version(world, version, run_input, run_id=RUN, capabilities=caps, lease_ttl=0.5)
@@ -263,23 +279,16 @@ def test_a_crash_between_a_tool_and_its_commit_calls_the_tool_again(world: Local
     run_input = {"keys": ["a", "b"], "sleep": 0}
     version = compile_lwir(fan_out_lwir(max_concurrency=1), input=run_input)
 
-    class Crash(BaseException):
-        """The process dies."""
-
-    original = world.append_batch
-
-    def crashing_append_batch(run_id: str, events: Any, **kwargs: Any) -> Any:
-        if any(
+    _run_until_it_dies(
+        world,
+        version,
+        run_input,
+        caps,
+        lambda events: any(
             e.type == "StepOutputValidated" and e.payload["stepPath"] == "fan[b].work"
             for e in events
-        ):
-            raise Crash()
-        return original(run_id, events, **kwargs)
-
-    world.append_batch = crashing_append_batch  # type: ignore[method-assign]
-    with pytest.raises(Crash):
-        run_version(world, version, run_input, run_id=RUN, capabilities=caps, lease_ttl=0.5)
-    world.append_batch = original  # type: ignore[method-assign]
+        ),
+    )
     types = [e.type for e in world.list_events(RUN) if e.payload.get("stepPath") == "fan[b].work"]
     assert "harness.tool_call.started" in types and "harness.tool_call.succeeded" not in types
 

@@ -478,8 +478,8 @@ def test_retry_reuses_the_memoized_tool_result(clocked_world: tuple[World, FakeC
     assert world.list_events(RUN)[-1].payload["output"] == {"sum": 3}
 
 
-def test_sweep_leaves_attempts_whose_lease_is_held(clocked_world: tuple[World, FakeClock]) -> None:
-    world, _ = clocked_world
+def _running_attempt(world: World) -> WorkflowVersion:
+    """A started single-step run whose step ``only`` has attempt 1 running; its version."""
     version = compile_lwir(single_tool_lwir(), input={})
     started(world, version, {})
     world.append(
@@ -490,6 +490,12 @@ def test_sweep_leaves_attempts_whose_lease_is_held(clocked_world: tuple[World, F
             payload={"stepPath": "only", "stepId": "only", "attempt": 1},
         ),
     )
+    return version
+
+
+def test_sweep_leaves_attempts_whose_lease_is_held(clocked_world: tuple[World, FakeClock]) -> None:
+    world, _ = clocked_world
+    version = _running_attempt(world)
     assert world.acquire_lease(step_lease_key(RUN, "only"), "live-worker", 30) is not None
     state = materialize_run_state(world.list_events(RUN))
 
@@ -505,16 +511,7 @@ def test_sweep_of_an_attempt_that_committed_since_its_look_fails_nothing(
     # The sweep saw the attempt running; its worker committed (and freed the lease) before
     # the sweep took the lease: the commit stands and the sweep reports no failure.
     world, _ = clocked_world
-    version = compile_lwir(single_tool_lwir(), input={})
-    started(world, version, {})
-    world.append(
-        RUN,
-        EventInput(
-            type="StepAttemptStarted",
-            occurrence_id="start:only:1",
-            payload={"stepPath": "only", "stepId": "only", "attempt": 1},
-        ),
-    )
+    version = _running_attempt(world)
     state = materialize_run_state(world.list_events(RUN))
     world.append(
         RUN,
