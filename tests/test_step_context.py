@@ -120,6 +120,29 @@ def test_resolve_step_input_of_a_retried_parallel_attempt_path() -> None:
     assert value == {"id": "b", "n": 2}
 
 
+def test_unrecorded_branches_are_resolved_once_per_run_context(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A fan-out's refill may run before its ParallelBranchScheduled is in the log: its item
+    # comes from the branch list resolved for the context, not a fresh one per branch
+    # (that was O(branches) per branch on a wide fan-out).
+    from little_dist.scheduling import context as context_module
+
+    sim = branch_sim()
+    sim.run()
+    calls: list[str] = []
+    resolve = context_module.resolve_branches
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args[2])
+        return resolve(*args, **kwargs)
+
+    monkeypatch.setattr(context_module, "resolve_branches", counting)
+    assert resolve_step_input(sim.ctx, sim.state, "p@attempt_2[a].two") == {"id": "a", "n": 1}
+    assert resolve_step_input(sim.ctx, sim.state, "p@attempt_2[b].two") == {"id": "b", "n": 2}
+    assert calls == ["p"]
+
+
 def test_resolve_step_config_renders_with() -> None:
     sim = Sim(lwir_doc([tool("a", input={"x": "{{ input.q }}"})]), {"q": "hi"})
     sim.decide()

@@ -20,6 +20,7 @@ the run, so the cost follows the scope's size, not the run's.
 from __future__ import annotations
 
 import re
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
@@ -46,6 +47,7 @@ __all__ = [
     "StepLookup",
     "StepPathError",
     "StepView",
+    "branches_of",
     "build_context",
     "expression_context",
     "fan_in_output",
@@ -285,6 +287,40 @@ def resolve_branches(
     return branches
 
 
+# Resolved branch lists per run context (built once per context, dropped with it): a
+# parallel step's items and keys are settled once it starts.
+_branch_cache: weakref.WeakKeyDictionary[RunContext, dict[tuple[str, int], list[Branch]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def branches_of(
+    ctx: RunContext,
+    plan: WorkflowPlan,
+    parallel_step: StepPlan,
+    step_path: str,
+    attempt: int,
+    context: Callable[[], Mapping[str, Any]],
+) -> list[Branch]:
+    """:func:`resolve_branches` of one parallel step attempt, once per run context
+    (``context`` builds the expression scope it resolves in, when it must)."""
+    per_run = _branch_cache.get(ctx)
+    if per_run is None:
+        per_run = _branch_cache.setdefault(ctx, {})
+    found = per_run.get((step_path, attempt))
+    if found is None:
+        found = resolve_branches(
+            plan,
+            parallel_step,
+            step_path,
+            attempt,
+            context(),
+            max_branches_cap=ctx.max_branches_cap,
+        )
+        per_run[(step_path, attempt)] = found
+    return found
+
+
 def branch_limit(config: ParallelPlan, max_branches_cap: int | None) -> int:
     """``maxBranches``, raised to the engine's cap for steps declaring the LWIR ceiling."""
     from little_dist.scheduling.plan import ALPHA_MAX_BRANCHES
@@ -358,14 +394,12 @@ def _branch_item(
             raise BranchResolutionError(str(exc)) from exc
         if isinstance(items, list) and recorded.branch_index < len(items):
             return items[recorded.branch_index]
-    for branch in resolve_branches(
-        plan,
-        where.parallel,
-        where.parallel_path,
-        where.attempt,
-        parent_context,
-        max_branches_cap=ctx.max_branches_cap,
-    ):
+    # Not recorded yet (a refill that runs before its ParallelBranchScheduled is appended):
+    # the branch list decide resolved for this context, not a fresh one per branch.
+    branches = branches_of(
+        ctx, plan, where.parallel, where.parallel_path, where.attempt, lambda: parent_context
+    )
+    for branch in branches:
         if branch.branch_path == where.branch_path:
             return branch.item
     raise StepPathError(f"No branch of '{where.parallel_path}' has the path {where.branch_path!r}")

@@ -8,7 +8,6 @@ within the call is dropped), dispatches in the order they were found.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,8 +18,8 @@ from little_dist.scheduling.context import (
     Branch,
     BranchResolutionError,
     StepView,
+    branches_of,
     build_context,
-    resolve_branches,
     scope_steps_root,
 )
 from little_dist.scheduling.plan import StepPlan, WorkflowPlan
@@ -69,12 +68,6 @@ class Virtual:
             output=output,
             error=error,
         )
-
-
-# Resolved branch lists per run context (built once per context, dropped with it).
-_branch_cache: weakref.WeakKeyDictionary[RunContext, dict[tuple[str, int], list[Branch]]] = (
-    weakref.WeakKeyDictionary()
-)
 
 
 @dataclass
@@ -139,21 +132,7 @@ class Env:
 
     def branches(self, step: StepPlan, path: str, attempt: int) -> list[Branch]:
         """The branch list of a parallel step attempt (resolved once per run context)."""
-        per_run = _branch_cache.get(self.ctx)
-        if per_run is None:
-            per_run = _branch_cache.setdefault(self.ctx, {})
-        found = per_run.get((path, attempt))
-        if found is None:
-            found = resolve_branches(
-                self.plan,
-                step,
-                path,
-                attempt,
-                self.top_context(step),
-                max_branches_cap=self.ctx.max_branches_cap,
-            )
-            per_run[(path, attempt)] = found
-        return found
+        return branches_of(self.ctx, self.plan, step, path, attempt, lambda: self.top_context(step))
 
     def completed_top(self, ids: Sequence[str], shadowed: Sequence[str]) -> frozenset[str]:
         """Which of ``ids`` (top-level steps) are completed, minus ids a branch step shadows."""
