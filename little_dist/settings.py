@@ -238,7 +238,8 @@ class Settings(BaseSettings):
     )
     # Eager continuation: a worker that commits a step and wins the dispatch of a next step
     # of its roles runs it itself (no broker hop), up to this many steps or seconds per task,
-    # then sends the next one through the queue (so other runs get their turn). 0: off.
+    # then sends the next one through the queue (so other runs get their turn) unless the
+    # queue holds nothing but that run's own waiting attempts. 0: off.
     worker_inline_steps: int = _env(
         "LITTLE_WORKER_INLINE_STEPS",
         100,

@@ -18,11 +18,13 @@ from typing import Any
 import pytest
 
 from little_dist.dist.client import submit_run
-from little_dist.dist.dispatch import RunTracker, acquire_leases, advance_run
+from little_dist.dist.dispatch import Advance, RunTracker, acquire_leases, advance_run
 from little_dist.dist.registry import AppRegistry
 from little_dist.dist.tasks import RunCache, WorkerRuntime
 from little_dist.events import Event, EventInput
+from little_dist.run_state import RunStateBuilder
 from little_dist.runtime import Capabilities
+from little_dist.scheduling import Decision, StepDispatch
 from little_dist.settings import Settings, load_settings
 from little_dist.tools import ToolRegistry
 from little_dist.world.base import UndecodedEvent
@@ -1225,3 +1227,73 @@ def test_traces_read_undecoded_are_decoded_only_for_a_step_that_started_an_attem
     assert world.decoded  # the traces were decoded now, once
     decoded = list(world.decoded)
     assert list(tracker.step_view("fan[a].work")[1]) == everything and world.decoded == decoded
+
+
+# -- an inline budget that runs out -------------------------------------------------------
+
+
+def _waiting(run_id: str, count: int, role: str = "worker") -> tuple[StepDispatch, ...]:
+    return tuple(
+        StepDispatch(run_id, f"fan[k{index}].work", "work", 1, role, "execute_step")  # type: ignore[arg-type]
+        for index in range(count)
+    )
+
+
+def _kept(run_id: str, waiting: int) -> Advance:
+    dispatch = _waiting(run_id, waiting)
+    decision = Decision(events=(), dispatch=dispatch, done=False)
+    return Advance(RunStateBuilder(run_id).snapshot(), decision, (), 0, kept=dispatch[0])
+
+
+def test_a_budget_that_runs_out_yields_only_to_other_work(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    runtime, _ = _runtime(MemoryWorld(), ToolRegistry([wf.noop]), roles=("worker",))
+    queued: list[int | None] = []
+    monkeypatch.setattr(runtime, "queued_tasks", lambda role: queued[-1])
+    kept = _kept("run_budget", waiting=10)
+    queued.append(None)  # the queue cannot be sized: yield, as always
+    assert runtime._yields(kept)
+    queued.append(0)  # nothing waits: the slot would take the same attempt back
+    assert not runtime._yields(kept)
+    queued.append(11)  # more than this run's waiting attempts: another run's task waits
+    assert runtime._yields(kept)
+    # No more than this run's own window: one slot of the process yields per
+    # worker_inline_seconds (in case another run's task hides among them), the others not.
+    queued.append(10)
+    runtime._last_yield -= runtime.settings.worker_inline_seconds
+    assert runtime._yields(kept)
+    assert not runtime._yields(kept)
+    assert not runtime._yields(kept)
+
+
+def test_a_chain_keeps_its_slot_past_the_budget_when_the_queue_is_empty(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    world = MemoryWorld()
+    settings = _settings(LITTLE_WORKER_INLINE_STEPS="2")
+    runtime, app = _runtime(world, ToolRegistry([wf.noop]), roles=("worker",), settings=settings)
+    monkeypatch.setattr(runtime, "queued_tasks", lambda role: 0)
+    run_id = _start(world, app, wf.chain_lwir(6), {})
+    assert _deliver(runtime, app.take()[0]) == "completed"
+    assert app.take() == []  # every step ran in the one slot: nothing was sent
+    assert _started_steps(world, run_id) == [f"s{index}" for index in range(6)]
+    assert world.list_events(run_id)[-1].type == "RunCompleted"
+
+
+def test_the_queue_is_sized_through_the_broker(fleet_env: FleetEnv) -> None:
+    from little_dist.dist.app import make_celery_app
+
+    settings = fleet_env.settings()
+    app = make_celery_app(settings)
+    runtime = WorkerRuntime(settings, roles=("worker",))
+    runtime.app = app
+    try:
+        assert runtime.queued_tasks("worker") == 0  # no list in Redis yet
+        for index in range(3):
+            app.send_task("little.execute_step", args=("run_sized", f"s{index}", 1))
+        assert runtime.queued_tasks("worker") == 3
+        assert runtime.queued_tasks("fixer") == 0
+    finally:
+        app.close()
+        runtime.close()

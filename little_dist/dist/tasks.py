@@ -70,11 +70,11 @@ from little_dist.runtime import (
     LeaseKeeper,
     execute_step_attempt,
 )
+from little_dist.runtime.sweep import step_lease_key
 from little_dist.scheduling import StepDispatch, decide
 from little_dist.scheduling.context import StepPathError, locate_step
-from little_dist.runtime.sweep import step_lease_key
 from little_dist.scheduling.plan import next_in_chain, plan_for
-from little_dist.settings import Settings
+from little_dist.settings import Role, Settings
 from little_dist.world.base import Lease, LeaseRequest, World, run_lease_key, unique_holder
 
 if TYPE_CHECKING:
@@ -138,6 +138,9 @@ class WorkerRuntime:
         self._successors: dict[tuple[str, str], str | None] = {}
         #: Sends the spare attempts no thread of this process took in time.
         self.spares = SpareSender(self._hand_off)
+        # When a thread of this process last gave up its inline budget to the queue while
+        # the queue seemed to hold only its own run's tasks (see :meth:`_yields`).
+        self._last_yield = time.monotonic()
 
     @property
     def world(self) -> World:
@@ -197,7 +200,9 @@ class WorkerRuntime:
         instead of sending it through the broker (no queue round trip between the steps of a
         chain), for at most ``worker_inline_steps`` steps and ``worker_inline_seconds`` per
         task; then, or once the worker is shutting down, the next attempt is sent to its
-        queue as usual. Other ready attempts are always sent, so a fan-out still spreads.
+        queue as usual, so other runs get their turn (:meth:`_yields`: not when the queue
+        holds nothing but this run's own waiting attempts). Other ready attempts are always
+        sent, so a fan-out still spreads.
         """
         try:
             validate_run_id(run_id)
@@ -209,13 +214,16 @@ class WorkerRuntime:
         steps = 0
         while kept is not None:
             steps += 1
-            if (
-                steps > self.settings.worker_inline_steps
-                or time.monotonic() > deadline
-                or self.stopping.is_set()
+            if self.stopping.is_set() or (
+                (steps > self.settings.worker_inline_steps or time.monotonic() > deadline)
+                and self._yields(kept)
             ):
                 self._hand_off(kept)
                 break
+            if steps > self.settings.worker_inline_steps or time.monotonic() > deadline:
+                # Nothing else waits for this slot: a new budget, not a broker round trip.
+                deadline = time.monotonic() + self.settings.worker_inline_seconds
+                steps = 1
             current = kept
             step = current.kept
             assert step is not None
@@ -236,6 +244,66 @@ class WorkerRuntime:
                 self._hand_off(current)  # (releasing a lease already released is harmless)
                 break
         return outcome
+
+    def _yields(self, kept: Advance) -> bool:
+        """Whether a slot whose inline budget ran out gives its next attempt (``kept``) to
+        the queue: yes when the queue holds tasks beyond this run's attempts waiting to
+        start (another run's, surely), or its length is unknown; no when it is empty (the
+        slot would only take the same attempt back) or holds no more than those attempts
+        (a wide fan-out's own window: yielding would only swap one branch for another, at
+        the cost of a send and a delivery), except that one slot of this process yields
+        per ``worker_inline_seconds`` anyway, in case another run's task hides among them.
+        """
+        dispatch = kept.kept
+        if dispatch is None:
+            return True
+        queued = self.queued_tasks(dispatch.role)
+        if queued is None:
+            return True
+        if queued == 0:
+            return False
+        decision = kept.decision
+        waiting = (
+            sum(
+                1
+                for other in decision.dispatch
+                if other.run_id == dispatch.run_id and other.role == dispatch.role
+            )
+            if decision is not None
+            else 0
+        )
+        if queued > waiting:
+            return True
+        now = time.monotonic()
+        with self._lock:
+            if now - self._last_yield < self.settings.worker_inline_seconds:
+                return False
+            self._last_yield = now
+        return True
+
+    def queued_tasks(self, role: Role) -> int | None:
+        """How many tasks wait in ``role``'s queue (``None``: unknown, e.g. no broker)."""
+        app = self.app
+        acquire = getattr(app, "connection_or_acquire", None)
+        if acquire is None:
+            return None
+        try:
+            with acquire() as connection:
+                channel = connection.default_channel
+                try:
+                    declared = channel.queue_declare(
+                        queue=self.settings.queue_for(role), passive=True
+                    )
+                except Exception as error:
+                    # Redis: an empty queue is no key at all, which kombu reports as a
+                    # missing queue (amqp's ChannelError, reply code 404).
+                    if str(getattr(error, "reply_code", "")) == "404":
+                        return 0
+                    raise
+                return int(declared.message_count)
+        except Exception:
+            _log.debug("could not size the %s queue", role, exc_info=True)
+            return None
 
     def _attempt(
         self,
