@@ -329,6 +329,40 @@ def test_a_fast_path_worker_that_dies_after_its_commit_is_covered_by_the_sweep(
     spin(scheduler, lambda: events_of(fleet.world, run_id)[-1].type == "RunCompleted")
 
 
+def test_the_loop_sweep_leaves_a_moving_run_once_then_looks(fleet: Fleet) -> None:
+    # A run whose log grew since the last sweep is being moved on by workers: the loop's
+    # sweep leaves it (no fold of a wide run in the middle of it), but never twice in a row.
+    app = CaptureApp()
+    scheduler = fleet.scheduler(app)
+    run_id, version = start_run(fleet.world, chain_lwir(2), {})
+    scheduler.start()
+    spin(scheduler, lambda: bool(app.sent))
+    (first,) = app.take()
+    assert execute(fleet.world, version, first, signal=False) is AttemptOutcome.completed
+    scheduler._forget(run_id)  # as if this scheduler had never swept the run
+    looks: list[str] = []
+    real_advance = scheduler.advance
+
+    def counting(run: str, *args: Any, **kwargs: Any) -> Any:
+        looks.append(run)
+        return real_advance(run, *args, **kwargs)
+
+    scheduler.advance = counting  # type: ignore[method-assign]
+    assert scheduler.sweep_run(run_id, leave_moving=True) == []
+    assert looks == [] and app.sent == []  # new to its sweeps: left to the workers
+    assert scheduler.sweep_run(run_id, leave_moving=True) == []
+    assert looks == [run_id]  # never twice in a row: s1 goes out
+    (second,) = app.take()
+    assert (second.step_path, second.attempt) == ("s1", 1)
+    # Its log grew since (s1 ran): the next sweep leaves it, the one after looks.
+    assert execute(fleet.world, version, second, signal=False) is AttemptOutcome.completed
+    scheduler.sweep_run(run_id, leave_moving=True)
+    assert looks == [run_id]
+    scheduler.sweep_run(run_id, leave_moving=True)
+    assert looks == [run_id, run_id]
+    assert events_of(fleet.world, run_id)[-1].type == "RunCompleted"
+
+
 def test_decisions_are_appended_once_by_two_schedulers_racing(fleet: Fleet) -> None:
     apps = [CaptureApp(), CaptureApp()]
     first, second = fleet.scheduler(apps[0]), fleet.scheduler(apps[1])

@@ -19,7 +19,9 @@ One loop, one thread:
    look); after that the lease decides whether the task is sent again.
 3. **Sweeps** (:mod:`~little_dist.dist.sweeper`): every few seconds, the scheduler holding the
    sweep lease looks at every active run again and fails attempts whose worker died
-   (``lease_expired``), a few runs per loop turn so signals are still served in between.
+   (``lease_expired``), a few runs per loop turn so signals are still served in between. A
+   run whose log grew since the last sweep looked at it is left to the workers moving it on,
+   never twice in a row (:meth:`Scheduler._moving`).
 4. **The end of a run**: once ``RunCompleted``/``RunFailed`` is recorded the run is dropped
    from the cache and archived on a background thread (``world.archive_run`` where the world
    has it), then removed from the active set. A look that would have more than
@@ -83,6 +85,7 @@ _FINISHED_MEMORY: Final = 20_000
 _UNREAD_END_PEEK: Final = 256
 _END_STATUS: Final = {"RunCompleted": "completed", "RunFailed": "failed"}
 _CONSUMER_CLEANUP_EVERY: Final = 600.0
+_SWEEP_SKIPPED: Final = -1
 
 
 def default_scheduler_name() -> str:
@@ -162,6 +165,9 @@ class Scheduler:
         self._runs: OrderedDict[str, _Run] = OrderedDict()
         self._finished: OrderedDict[str, None] = OrderedDict()
         self._finished_lock = threading.Lock()
+        # Per run: its log's length when a sweep last looked at it (_SWEEP_SKIPPED: the last
+        # sweep left it to the workers moving it on, see :meth:`_moving`).
+        self._swept: dict[str, int] = {}
         self._archiver = ThreadPoolExecutor(max_workers=2, thread_name_prefix="little-archive")
         # Finished runs waiting for settings.archive_delay to pass: (due, run id), a heap.
         self._archive_due: list[tuple[float, str]] = []
@@ -258,7 +264,7 @@ class Scheduler:
         for run_id in self.sweeps.take(self.sweep_batch):
             if self._stop.is_set():
                 break
-            self.sweep_run(run_id, fail_dead=self.sweeps.full)
+            self.sweep_run(run_id, fail_dead=self.sweeps.full, leave_moving=True)
         return len(batch)
 
     def handle(self, batch: Sequence[Signal]) -> None:
@@ -348,17 +354,21 @@ class Scheduler:
             self._finish(run_id, state.status, state.event_count)
         return result
 
-    def _finished_unread(self, run_id: str, signalled: int | None = None) -> bool:
+    def _finished_unread(
+        self, run_id: str, signalled: int | None = None, *, last: int | None = None
+    ) -> bool:
         """Finish the run without folding it when its log has more than ``_UNREAD_END_PEEK``
         events this scheduler has not folded and the last one is the run's end (a look
         would only fold them to find the run over); whether it did. ``signalled``: the
         newest sequence the run's signals named (0: unknown), so that a look the signals
-        show is not far behind costs no round trip here."""
+        show is not far behind costs no round trip here. ``last``: the log's length, when
+        the caller read it."""
         entry = self._runs.get(run_id)
         folded = entry.tracker.last_sequence if entry is not None else 0
         if signalled is not None and signalled - folded <= _UNREAD_END_PEEK:
             return False
-        last = self.world.last_sequence(run_id)
+        if last is None:
+            last = self.world.last_sequence(run_id)
         if last - folded <= _UNREAD_END_PEEK:
             return False
         tail = self.world.list_events(run_id, after=last - 1)
@@ -451,6 +461,7 @@ class Scheduler:
 
     def _forget(self, run_id: str) -> None:
         self._runs.pop(run_id, None)
+        self._swept.pop(run_id, None)
 
     # -- sweeping ---------------------------------------------------------------------------
 
@@ -461,13 +472,19 @@ class Scheduler:
         targets += [run_id for run_id in self._runs if run_id not in known]
         return targets
 
-    def sweep_run(self, run_id: str, *, fail_dead: bool = True) -> list[tuple[str, int]]:
+    def sweep_run(
+        self, run_id: str, *, fail_dead: bool = True, leave_moving: bool = False
+    ) -> list[tuple[str, int]]:
         """Look at the run again and (``fail_dead``) fail its attempts whose worker died;
-        which were failed."""
+        which were failed. ``leave_moving``: not if the run's log grew since this
+        scheduler's last sweep of it (the loop's sweeps, see :meth:`_moving`)."""
         if run_id in self._finished:
             return []  # being archived (it leaves the active set when that is done)
         try:
-            if self._finished_unread(run_id):
+            last = self.world.last_sequence(run_id)
+            if self._finished_unread(run_id, last=last):
+                return []
+            if leave_moving and self._moving(run_id, last):
                 return []
             result = self.advance(run_id)
             if result.done or not fail_dead:
@@ -490,6 +507,21 @@ class Scheduler:
             error = f"{type(exc).__name__}: {exc}"
             _log("run-error", level=logging.ERROR, exc_info=True, run=run_id, error=error)
         return []
+
+    def _moving(self, run_id: str, last: int) -> bool:
+        """Whether this sweep leaves the run, whose log holds ``last`` events, to the workers
+        moving it on: its log grew since the last sweep looked at it (or no sweep of this
+        scheduler has yet), and that sweep did look. Never twice in a row, so every run is
+        looked at at least every second sweep: what only a sweep recovers (a worker that died
+        between its commit and its look, an attempt whose worker died) waits one sweep
+        longer at most, while a wide run the fast path is busy with is not folded here in
+        the middle of it (its end is signalled)."""
+        before = self._swept.get(run_id)
+        if before == _SWEEP_SKIPPED or (before is not None and last <= before):
+            self._swept[run_id] = last
+            return False
+        self._swept[run_id] = _SWEEP_SKIPPED
+        return True
 
     def sweep_all(self) -> dict[str, list[tuple[str, int]]]:
         """One whole sweep now, without the lease (tests, tools): failed attempts per run."""
