@@ -183,6 +183,14 @@ def pending_count(fleet: Fleet) -> int:
     return int(info["pending"])
 
 
+def started_scheduler(fleet: Fleet) -> tuple[CaptureApp, Scheduler]:
+    """A started scheduler of ``fleet`` and the app that captures what it sends."""
+    app = CaptureApp()
+    scheduler = fleet.scheduler(app)
+    scheduler.start()
+    return app, scheduler
+
+
 def spin(scheduler: Scheduler, until: Callable[[], bool], timeout: float = 15.0) -> None:
     deadline = time.monotonic() + timeout
     while not until():
@@ -277,9 +285,7 @@ def test_a_run_that_ended_far_ahead_of_the_scheduler_is_finished_without_folding
 ) -> None:
     # Workers ran the run to its end on the fast path (quiet commits); the end's signal is
     # the first the scheduler hears of it: it reads the last event, not the whole log.
-    app = CaptureApp()
-    scheduler = fleet.scheduler(app)
-    scheduler.start()
+    app, scheduler = started_scheduler(fleet)
     run_id, _ = start_run(fleet.world, chain_lwir(1), {})
     spin(scheduler, lambda: len(app.take()) == 1)  # its first step's task, sent
     filler = [EventInput(type="little.test.filler", payload={"n": n}) for n in range(300)]
@@ -387,9 +393,7 @@ def test_decisions_are_appended_once_by_two_schedulers_racing(fleet: Fleet) -> N
 
 
 def test_cancel_requested_fails_the_run(fleet: Fleet) -> None:
-    app = CaptureApp()
-    scheduler = fleet.scheduler(app)
-    scheduler.start()
+    app, scheduler = started_scheduler(fleet)
     run_id, _ = start_run(fleet.world, chain_lwir(2), {})
     spin(scheduler, lambda: bool(app.sent))
     fleet.world.append(
@@ -420,9 +424,7 @@ def test_large_outputs_are_read_back_for_decide(fleet: Fleet) -> None:
             tool_step("low", "add", {"a": 0, "b": 0}),
         ],
     )
-    app = CaptureApp()
-    scheduler = fleet.scheduler(app)
-    scheduler.start()
+    app, scheduler = started_scheduler(fleet)
     run_id, version = start_run(fleet.world, lwir, {})
     ran = []
     for _ in range(2):
@@ -585,9 +587,7 @@ def test_the_dispatch_lease_stops_a_second_sender(fleet: Fleet) -> None:
     dispatch = StepDispatch(run_id, "s0", "s0", 1, "worker", "execute_step")
     held = fleet.world.acquire_lease(dispatch_lease_key(dispatch), "other", 30.0)
     assert held is not None
-    app = CaptureApp()
-    scheduler = fleet.scheduler(app)
-    scheduler.start()
+    app, scheduler = started_scheduler(fleet)
     deadline = time.monotonic() + 0.5
     while time.monotonic() < deadline:
         scheduler.run_once(block_ms=50)
@@ -601,9 +601,7 @@ def test_the_dispatch_lease_stops_a_second_sender(fleet: Fleet) -> None:
 def test_one_structured_log_line_per_decision(
     fleet: Fleet, caplog: pytest.LogCaptureFixture
 ) -> None:
-    app = CaptureApp()
-    scheduler = fleet.scheduler(app)
-    scheduler.start()
+    app, scheduler = started_scheduler(fleet)
     caplog.set_level(logging.INFO, logger="little.scheduler")
     run_id, _ = start_run(fleet.world, chain_lwir(1), {})
     spin(scheduler, lambda: bool(app.sent))
@@ -618,9 +616,7 @@ def test_one_structured_log_line_per_decision(
 
 
 def test_a_broken_run_does_not_stop_the_others(fleet: Fleet) -> None:
-    app = CaptureApp()
-    scheduler = fleet.scheduler(app)
-    scheduler.start()
+    app, scheduler = started_scheduler(fleet)
     # A run whose version was never registered: looking at it fails.
     broken = f"run_{uuid.uuid4().hex}"
     fleet.world.append(

@@ -214,13 +214,11 @@ class WorkerRuntime:
         steps = 0
         while kept is not None:
             steps += 1
-            if self.stopping.is_set() or (
-                (steps > self.settings.worker_inline_steps or time.monotonic() > deadline)
-                and self._yields(kept)
-            ):
+            spent = steps > self.settings.worker_inline_steps or time.monotonic() > deadline
+            if self.stopping.is_set() or (spent and self._yields(kept)):
                 self._hand_off(kept)
                 break
-            if steps > self.settings.worker_inline_steps or time.monotonic() > deadline:
+            if spent:
                 # Nothing else waits for this slot: a new budget, not a broker round trip.
                 deadline = time.monotonic() + self.settings.worker_inline_seconds
                 steps = 1
