@@ -24,7 +24,7 @@ from little_dist.runtime import (
     step_lease_key,
     sweep_dead_attempts,
 )
-from little_dist.scheduling import StepDispatch
+from little_dist.scheduling import RunContext, StepDispatch
 from little_dist.tools import ToolRegistry, tool
 from little_dist.world.base import World
 from little_dist.world.local import LocalWorld
@@ -149,6 +149,54 @@ def test_duplicate_delivery_after_completion_commits_once(
     second = execute_step_attempt(world, dispatch(), version=version, capabilities=caps)
 
     assert (first, second) == (AttemptOutcome.completed, AttemptOutcome.already_done)
+    assert len(calls) == 1
+    assert len(ends(world)) == 1
+
+
+class _Untouchable(list[Event]):
+    """Prior events the attempt must not look at (iterating them would decode them)."""
+
+    def __iter__(self) -> Iterator[Event]:
+        raise AssertionError("the prior events were read")
+
+
+def test_an_attempt_the_callers_state_shows_over_reads_nothing(
+    clocked_world: tuple[World, FakeClock],
+) -> None:
+    # A fleet worker's hand-out may name an attempt that another worker finished meanwhile:
+    # when the state it folded already shows the end, the attempt stops there, without a
+    # read of the log and without looking at the step's earlier events.
+    world, _ = clocked_world
+    calls: list[int] = []
+    caps = Capabilities(tools=ToolRegistry([counting_tool(calls)]))
+    version = compile_lwir(single_tool_lwir(), input={})
+    started(world, version, {})
+    assert execute_step_attempt(world, dispatch(), version=version, capabilities=caps) is (
+        AttemptOutcome.completed
+    )
+    events = world.list_events(RUN)
+    reads: list[int] = []
+    original = world.list_events
+
+    def counted(run_id: str, **kwargs: Any) -> list[Event]:
+        reads.append(1)
+        return original(run_id, **kwargs)
+
+    world.list_events = counted  # type: ignore[method-assign]
+
+    outcome = execute_step_attempt(
+        world,
+        dispatch(),
+        version=version,
+        capabilities=caps,
+        state=materialize_run_state(events),
+        context=RunContext(version=version, run_input={}, run_id=RUN),
+        prior_events=_Untouchable(events),
+        exclusive=False,
+    )
+
+    assert outcome is AttemptOutcome.already_done
+    assert reads == []
     assert len(calls) == 1
     assert len(ends(world)) == 1
 

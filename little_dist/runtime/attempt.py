@@ -149,7 +149,8 @@ def execute_step_attempt(
     heartbeat: LeaseHeartbeat | KeptLease | None = None
     released = False
     try:
-        if state is None or context is None or prior_events is None:
+        read_log = state is None or context is None or prior_events is None
+        if read_log:
             events = world.list_events(run_id)
             if state is None:
                 builder = RunStateBuilder(run_id)
@@ -164,15 +165,18 @@ def execute_step_attempt(
                 )
             if prior_events is None:
                 prior_events = events
-        elif not exclusive:
+        assert state is not None and context is not None and prior_events is not None
+        # Over as the caller saw it: nothing to read (the step's events, which may still be
+        # undecoded in the caller's tracker, are not looked at).
+        if _attempt_over(state, path, attempt):
+            return AttemptOutcome.already_done
+        if not read_log and not exclusive:
             # The caller folded the log before we held the lease: another holder may have
             # ended this attempt, or recorded results our memo must see, in between.
             newer = world.list_events(run_id, after=state.event_count)
             if _settled_by(newer, path, attempt):
                 return AttemptOutcome.already_done
             prior_events = [*prior_events, *newer]
-        if _attempt_over(state, path, attempt):
-            return AttemptOutcome.already_done
         plan = plan_for(version)
         where = locate_step(plan, path)
         step = where.step.raw
