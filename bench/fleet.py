@@ -20,7 +20,10 @@ Figures, each with its baseline and the ratio:
     (``little worker --no-fast-path``: every step waits for the scheduler and the broker).
 (b) a 1000-branch parallel step of no-op tools (the LWIR declares ``maxBranches: 100``; the
     engine cap ``LITTLE_MAX_BRANCHES_CAP=1000`` lifts it): branch steps per second vs a raw
-    Celery ``group`` of 1000 no-op tasks. Target: at least as fast.
+    Celery ``group`` of 1000 no-op tasks. Target: at least as fast. The step declares
+    ``maxConcurrency: 100``; the two workers register 2 x ``--concurrency`` slots, so the
+    engine keeps that many branches in flight (``--branch-window declared``: 100, the
+    window before :mod:`little_dist.dist.slots`).
 (c) 500 parallel ``ai.generate`` steps whose scripted model takes 1 s, on the two workers:
     wall time vs the ideal ``500 x 1 s / (2 x concurrency)``. Target: within 1.5x.
 (d) from one step's commit to the next step's start in the chains of (a): ``recordedAt`` of
@@ -759,6 +762,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="also measure (a) and (d) with 'little worker --no-fast-path' (default: on)",
     )
     parser.add_argument(
+        "--branch-window",
+        choices=("fleet", "declared"),
+        default="fleet",
+        help="LITTLE_BRANCH_WINDOW of the engine's processes (default: fleet)",
+    )
+    parser.add_argument(
         "--worker-arg",
         action="append",
         default=[],
@@ -808,7 +817,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if "b" not in only:
                     stop_raw(procs, raw)
 
-            env = engine_env(base_env, prefix, redis_url, s3, script, args)
+            env = engine_env(
+                base_env,
+                prefix,
+                redis_url,
+                s3,
+                script,
+                args,
+                {"LITTLE_BRANCH_WINDOW": args.branch_window},
+            )
             engine = start_engine(procs, env, args)
             try:
                 if only & {"a", "d"}:

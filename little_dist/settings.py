@@ -36,6 +36,7 @@ variable                            field                          default
 ``LITTLE_ARCHIVE_TTL``              ``archive_ttl``                ``604800`` s (7 days)
 ``LITTLE_ARCHIVE_DELAY``            ``archive_delay``              ``2`` s
 ``LITTLE_MAX_BRANCHES_CAP``         ``max_branches_cap``           unset (upstream's 100)
+``LITTLE_BRANCH_WINDOW``            ``branch_window``              ``fleet``
 ==================================  =============================  ==========================
 
 An empty variable counts as unset. Every bad value is reported at once, one line each (the
@@ -76,6 +77,7 @@ __all__ = [
 Role = Literal["planner", "orchestrator", "worker", "fixer"]
 ROLES: Final[tuple[Role, ...]] = get_args(Role)
 WorkerPool = Literal["threads", "prefork", "solo"]
+BranchWindow = Literal["fleet", "declared"]
 
 _REDIS_SCHEMES: Final = ("redis", "rediss", "unix")
 # Celery brokers we can name; KEDA's queue-depth scaling assumes a Redis broker.
@@ -284,6 +286,14 @@ class Settings(BaseSettings):
         None,
         "a whole number of parallel branches, 100 or more",
         ge=100,
+    )
+
+    # A parallel step keeps at most the worker queue's registered slots in flight ("fleet",
+    # see little_dist.dist.slots), or its maxConcurrency whatever the fleet ("declared").
+    branch_window: BranchWindow = _env(
+        "LITTLE_BRANCH_WINDOW",
+        "fleet",
+        "'fleet' (at most the workers' slots in flight) or 'declared' (maxConcurrency)",
     )
 
     @classmethod

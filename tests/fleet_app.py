@@ -13,7 +13,8 @@ root), so it imports nothing from pytest. It holds:
   its own path otherwise) and ``run`` the run id (the tests put it in the run input).
 * ``noop``: does nothing (the benchmark's no-op tool).
 * the workflows: ``screening`` (example-like: a tool step, a parallel fan-out of tool steps,
-  then a scripted-model summary), and the benchmark's ``chain100``, ``fan1000`` and
+  then a scripted-model summary), ``wide_fan`` (one fan-out of ``effect`` steps whose
+  ``maxConcurrency``, 20, is wider than a test fleet), and the benchmark's ``chain100``, ``fan1000`` and
   ``model500``.
 * a delivery probe: when ``$LITTLE_FLEET_DELIVERY_PREFIX`` is set, every
   ``little.execute_step`` a worker starts does an ``INCR`` on
@@ -53,6 +54,7 @@ __all__ = [
     "screening",
     "screening_paths",
     "slow_chain",
+    "wide_fan",
 ]
 
 FX_REDIS_ENV = "LITTLE_FLEET_FX_REDIS"
@@ -217,6 +219,42 @@ SCREENING_PLAN = _doc(
 )
 
 
+_WIDE_INPUT = {
+    "type": "object",
+    "required": ["run", "items", "sleep"],
+    "properties": {
+        "run": {"type": "string"},
+        "items": {"type": "array", "items": {"type": "string"}},
+        "sleep": {"type": "number"},
+    },
+}
+
+WIDE_FAN_PLAN = _doc(
+    "fleet.wide-fan",
+    [
+        {
+            "id": "fan",
+            "uses": "parallel",
+            "with": {
+                "items": "{{ input.items }}",
+                "itemKey": "{{ item }}",
+                "cardinality": {"kind": "matches_items"},
+                "maxBranches": 40,
+                "maxConcurrency": 20,
+                "failureMode": "fail_fast",
+                "fanIn": {"order": "input", "output": "array"},
+            },
+            "output": {"mode": "array", "schema": _fan_in_schema({"type": "object"})},
+            "steps": [_effect_step("work", "fan[{{ item }}].work")],
+        }
+    ],
+    input_schema=_WIDE_INPUT,
+    output_schema={"type": "array"},
+    tools=["effect"],
+    models=[],
+)
+
+
 def screening_paths(items: list[str]) -> list[str]:
     """Every step path a completed ``screening`` run has."""
     return ["prepare", "fan", *(f"fan[{item}].work" for item in items), "summarize"]
@@ -331,6 +369,16 @@ slow_chain = define_workflow(
     model=_SLOT,
     tools=[effect],
     plan=_slow_chain_plan(8),
+)
+
+wide_fan = define_workflow(
+    id="fleet.wide-fan",
+    description="One parallel step of counted side effects, up to 20 at a time.",
+    input=_WIDE_INPUT,
+    output={"type": "array"},
+    model=_SLOT,
+    tools=[effect],
+    plan=WIDE_FAN_PLAN,
 )
 
 fan1000 = define_workflow(

@@ -39,6 +39,7 @@ from tests.fleet_app import (
     screening,
     screening_paths,
     slow_chain,
+    wide_fan,
 )
 from tests.fleet_processes import (
     FleetEnv,
@@ -407,6 +408,53 @@ def test_twenty_runs_with_a_parallel_step_all_complete(make_fleet: Callable[...,
     # Both worker processes took steps.
     workers = {p.pid for p in fleet.processes if p.name.startswith(("w0-", "w1-"))}
     assert pids == workers
+
+
+def test_a_fan_out_wider_than_the_fleet_keeps_its_slots_busy_and_reports_the_rest(
+    make_fleet: Callable[..., Fleet],
+) -> None:
+    from little_dist.dist.slots import FleetSlots, backlog_key, backlog_list, slots_key
+
+    fleet = make_fleet()
+    start_fleet(fleet)  # two workers of 4 slots: a window of 8, the workflow allows 20
+    fleet.worker_hosts(2)
+    queue = fleet.settings.queue_for("worker")
+    slots = FleetSlots(fleet.redis, slots_key(fleet.settings), cache=0)
+    wait_until(lambda: slots.slots(queue) == 8, timeout=10, what="8 registered slots")
+    items = [f"i{index:02d}" for index in range(24)]
+    run_id = "run_wide_fan"
+    fleet.submit(wide_fan, {"run": run_id, "items": items, "sleep": 0.2}, run_id)
+
+    backlog_seen: list[int] = []
+
+    def ended() -> bool:
+        backlog_seen.append(int(fleet.redis.llen(backlog_list(queue))))
+        return fleet.status_of(run_id) in ("completed", "failed")
+
+    wait_until(ended, timeout=60, what="the wide fan-out to end", every=0.02)
+    events = fleet.events(run_id)
+    assert fleet.status_of(run_id) == "completed"
+    in_flight = peak = 0
+    for event in events:
+        if event.type == "ParallelBranchScheduled":
+            in_flight += 1
+            peak = max(peak, in_flight)
+        elif event.type in ("ParallelBranchCompleted", "ParallelBranchFailed"):
+            in_flight -= 1
+    assert peak == 8  # the fleet's slots, not the workflow's 20
+    # What the window held back was on the backlog list (maxConcurrency 20 - 8 at most),
+    # and nothing is left there once every branch was scheduled.
+    assert 0 < max(backlog_seen) <= 12
+    wait_until(
+        lambda: (
+            fleet.redis.llen(backlog_list(queue)) == 0
+            and not fleet.redis.hexists(backlog_key(fleet.settings, queue), run_id)
+        ),
+        timeout=10,
+        what="the run's backlog to be cleared",
+    )
+    for item in items:
+        assert fleet.effect_count(run_id, f"fan[{item}].work") == 1
 
 
 @pytest.mark.slow

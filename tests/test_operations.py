@@ -24,6 +24,8 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
+from little_dist.dist.slots import backlog_list
+from little_dist.dist.world import fleet_redis_url
 from little_dist.settings import KNOWN_ENV_VARS, ROLES, Settings, load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -483,7 +485,7 @@ def test_every_role_has_a_deployment_and_a_scaled_object(role: str) -> None:
     assert len(scaled) == 1, f"{worker.name}: expected one ScaledObject"
     spec = scaled[0]["spec"]
     assert scaled[0]["apiVersion"] == "keda.sh/v1alpha1"
-    (trigger,) = spec["triggers"]
+    trigger, *more = spec["triggers"]
     assert trigger["type"] == "redis"
     meta = trigger["metadata"]
     # Celery on Redis keeps a queue as a Redis list named after the queue.
@@ -493,6 +495,21 @@ def test_every_role_has_a_deployment_and_a_scaled_object(role: str) -> None:
     assert meta.get("databaseIndex", "0") == (broker.path.strip("/") or "0")
     assert int(meta["listLength"]) >= 1
     assert 1 <= spec.get("minReplicaCount", 0) <= spec["maxReplicaCount"]
+    if role != "worker":
+        assert more == []
+        return
+    # The worker role also scales on the branches fan-outs hold back for want of slots: the
+    # list little_dist.dist.slots keeps in the world's Redis.
+    (backlog,) = more
+    assert backlog["type"] == "redis"
+    meta = backlog["metadata"]
+    settings = load_settings(worker.env)
+    assert settings.branch_window == "fleet"
+    assert meta["listName"] == backlog_list(queue)
+    world_redis = urlsplit(fleet_redis_url(settings) or "")
+    assert meta["address"] == f"{world_redis.hostname}:{world_redis.port or 6379}"
+    assert meta.get("databaseIndex", "0") == (world_redis.path.strip("/") or "0")
+    assert int(meta["listLength"]) >= 1
 
 
 def test_deployments_have_pod_disruption_budgets_that_select_them() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from typing import Any
 
@@ -357,3 +358,59 @@ def test_decide_on_a_large_group_schedules_only_up_to_concurrency() -> None:
     decision = sim.decide()
     assert len(decision.dispatch) == 25
     assert decide(sim.ctx, sim.state).events == ()
+
+
+@pytest.mark.parametrize("memoize", [True, False])
+def test_max_in_flight_holds_a_wide_window_to_the_fleet(memoize: bool) -> None:
+    # maxConcurrency 25 on a fleet of 4 slots: 4 branches in flight, the other 21 the
+    # window allows are reported held back; refills keep it at 4 until the items run out.
+    sim = Sim(
+        fan_doc(max_branches=100, max_concurrency=25),
+        items(*(f"k{i}" for i in range(30))),
+        ctx_options={"max_branches_cap": 1000, "max_in_flight": 4, "memoize": memoize},
+    )
+    first = sim.decide()
+    assert [d.step_path for d in first.dispatch] == [f"p[k{i}].score" for i in range(4)]
+    assert first.held_back == 21
+    started = sim.types("ParallelGroupStarted")[0]
+    assert started["maxConcurrency"] == 25  # the event keeps what the workflow declared
+    peak = 0
+    backlog: list[int] = []
+
+    def watch(s: Sim) -> None:
+        nonlocal peak
+        group = s.state.parallel_groups.get("p")
+        if group is not None:
+            peak = max(peak, sum(1 for b in group.branches.values() if b.status == "scheduled"))
+        backlog.append(decide(s.ctx, s.state).held_back)
+
+    rng = random.Random(3)
+    state = sim.run(choose=lambda ready: rng.randrange(len(ready)), on_round=watch)
+    assert state.status == "completed"
+    assert [entry["itemKey"] for entry in state.output] == [f"k{i}" for i in range(30)]
+    assert peak == 4
+    # The backlog shrinks as branches are scheduled, and is gone once the last ones are.
+    assert backlog == sorted(backlog, reverse=True)
+    assert backlog[-1] == 0 and max(backlog) <= 21
+
+
+def test_max_in_flight_above_max_concurrency_changes_nothing() -> None:
+    doc = fan_doc(max_concurrency=2)
+    run_input = items(*"abcde")
+    plain = Sim(doc, run_input).decide()
+    capped = Sim(doc, run_input, ctx_options={"max_in_flight": 10}).decide()
+    assert capped.events == plain.events
+    assert capped.dispatch == plain.dispatch
+    assert (plain.held_back, capped.held_back) == (0, 0)
+
+
+def test_a_smaller_max_in_flight_later_only_slows_the_refills() -> None:
+    # A decision under a larger fleet scheduled 3; a look that sees 1 slot schedules
+    # nothing new until fewer than 1 is in flight, and never unschedules anything.
+    wide = Sim(fan_doc(max_concurrency=3), items(*"abcdef"), ctx_options={"max_in_flight": 3})
+    wide.append(list(wide.decide().events))
+    narrow = dataclasses.replace(wide.ctx, max_in_flight=1)
+    decision = decide(narrow, wide.state)
+    assert decision.events == ()
+    assert len(decision.dispatch) == 3  # what is scheduled is still due
+    assert decision.held_back == 0  # the window is over the cap already: nothing more fits

@@ -54,6 +54,7 @@ def test_defaults() -> None:
     )
     assert s.archive_ttl == 7 * 24 * 3600
     assert s.max_branches_cap is None
+    assert s.branch_window == "fleet"
 
 
 def test_default_archive_ttl_matches_the_world() -> None:
@@ -95,6 +96,7 @@ EVERY_VAR: dict[str, tuple[str, str, Any]] = {
     "LITTLE_ARCHIVE_TTL": ("0", "archive_ttl", 0.0),
     "LITTLE_ARCHIVE_DELAY": ("0.5", "archive_delay", 0.5),
     "LITTLE_MAX_BRANCHES_CAP": ("1000", "max_branches_cap", 1000),
+    "LITTLE_BRANCH_WINDOW": ("declared", "branch_window", "declared"),
 }
 
 
@@ -196,6 +198,7 @@ BAD_VALUES: list[tuple[str, str, str]] = [
     ("LITTLE_ARCHIVE_TTL", "-1", "a number of seconds, 0 or more"),
     ("LITTLE_ARCHIVE_DELAY", "soon", "a number of seconds, 0 or more"),
     ("LITTLE_MAX_BRANCHES_CAP", "50", "a whole number of parallel branches, 100 or more"),
+    ("LITTLE_BRANCH_WINDOW", "slots", "'fleet' (at most the workers' slots in flight)"),
 ]
 
 

@@ -9,7 +9,8 @@ checks ping it by that name) unless ``--hostname`` says otherwise.
 
 At start-up the scripted model provider (``LITTLE_SCRIPTED_MODEL``) and the network guard
 (``LITTLE_NETWORK_GUARD``) are installed when their variables are set, for tests and
-offline demos. SIGTERM is Celery's warm shutdown; with ``REMAP_SIGTERM=SIGQUIT`` (the image
+offline demos. The worker registers its slots for its queues with the fleet
+(:mod:`little_dist.dist.slots`) while it runs. SIGTERM is Celery's warm shutdown; with ``REMAP_SIGTERM=SIGQUIT`` (the image
 sets it) it is the soft shutdown, which lets running steps finish for
 ``LITTLE_SOFT_SHUTDOWN_TIMEOUT`` seconds.
 """
@@ -162,8 +163,30 @@ def run(args: argparse.Namespace) -> int:
     else:
         runtime.warm()  # threads and solo share this process's world: open it before tasks
     tune_gc_for_service()  # (a prefork child inherits it)
+    slots = _register_slots(
+        settings,
+        node=args.hostname or default_node_name(),
+        queues=[settings.queue_for(role) for role in args.roles],
+        slots=args.concurrency or settings.worker_concurrency,
+    )
     try:
         code = app.start(argv=argv)
     finally:
+        if slots is not None:
+            slots.stop()
         runtime.close()
     return int(code or 0)
+
+
+def _register_slots(settings: Any, *, node: str, queues: list[str], slots: int) -> Any:
+    """Register this worker's slots with the fleet (see :mod:`little_dist.dist.slots`):
+    the window a fan-out keeps in flight follows them. ``None`` when the world is not on
+    Redis."""
+    from little_dist.dist.slots import SlotRegistration, fleet_redis, slots_key
+
+    client = fleet_redis(settings)
+    if client is None:
+        return None
+    return SlotRegistration(
+        client, slots_key(settings), f"{node}:{os.getpid()}", queues, slots, owns_client=True
+    ).start()

@@ -58,6 +58,7 @@ if TYPE_CHECKING:
 
     from little_dist.authoring import WorkflowDefinition
     from little_dist.dist.registry import AppRegistry
+    from little_dist.dist.slots import FanoutWindow
 
 __all__ = [
     "Client",
@@ -221,12 +222,14 @@ def submit_run(
     settings: Settings | None = None,
     registry: AppRegistry | None = None,
     holder: str = "client",
+    window: FanoutWindow | None = None,
 ) -> str:
     """Submit one run (see the module docstring); its run id.
 
     ``app`` + ``settings`` let it send tasks (the planner's, the first steps'); without them
     the run is only recorded and the scheduler, signalled by the append, takes it from there.
-    ``registry`` resolves a workflow given by id.
+    ``registry`` resolves a workflow given by id. ``window``: the fleet's cap on a fan-out's
+    branches in flight (:mod:`little_dist.dist.slots`), for the first decision.
     """
     from little_dist.authoring import WorkflowDefinition
 
@@ -300,7 +303,11 @@ def submit_run(
         versions = VersionCache()
         versions.put(version)  # in hand: the tracker need not read it back
         tracker = RunTracker(
-            world, run_id, versions=versions, max_branches_cap=settings.max_branches_cap
+            world,
+            run_id,
+            versions=versions,
+            max_branches_cap=settings.max_branches_cap,
+            window=window,
         )
         # What this call recorded from the run's first event on is the whole log so far
         # unless someone appended meanwhile (then the tracker reads it).
@@ -337,6 +344,8 @@ class Client:
         self._owns_app = app is None
         self.registry = registry
         self._holder = f"client:{socket.gethostname()}:{os.getpid()}"
+        self._window: FanoutWindow | None = None
+        self._window_open = False
 
     # -- wiring ------------------------------------------------------------------------------
 
@@ -356,8 +365,25 @@ class Client:
             self._app = make_celery_app(self.settings)
         return self._app
 
+    @property
+    def window(self) -> FanoutWindow | None:
+        """The fleet's cap on a fan-out's branches in flight, for the decisions this client
+        makes (``None`` with ``LITTLE_BRANCH_WINDOW=declared`` or no fleet Redis)."""
+        if not self._window_open:
+            from little_dist.dist.slots import fanout_window
+
+            self._window_open = True
+            try:
+                self._window = fanout_window(self.settings)
+            except InvalidInputError:  # no fleet world configured (a client on its own world)
+                self._window = None
+        return self._window
+
     def close(self) -> None:
         """Close what the client opened (the world and the Celery app it built)."""
+        if self._window is not None:
+            self._window.close()
+            self._window = None
         if self._owns_world and self._world is not None:
             self._world.close()
             self._world = None
@@ -390,6 +416,7 @@ class Client:
             settings=self.settings,
             registry=self.registry,
             holder=self._holder,
+            window=self.window,
         )
 
     def _require(self, run_id: str) -> list[Event]:

@@ -52,6 +52,8 @@ from little_dist.world.base import (
 if TYPE_CHECKING:
     from celery import Celery
 
+    from little_dist.dist.slots import BacklogNotes, FanoutWindow
+
 __all__ = [
     "CANCEL_EVENT_TYPE",
     "SUBMITTED_EVENT_TYPE",
@@ -320,7 +322,9 @@ class RunTracker:
     """One run's folded state and :class:`RunContext`, brought up to date incrementally.
 
     :meth:`catch_up` reads only the events after the last one folded. ``context`` is
-    ``None`` until ``RunStarted`` is recorded (a run still being planned).
+    ``None`` until ``RunStarted`` is recorded (a run still being planned). ``window``: the
+    fleet's cap on a parallel step's branches in flight (``RunContext.max_in_flight``,
+    followed as workers come and go) and where the branches it holds back are reported.
     """
 
     def __init__(
@@ -331,11 +335,14 @@ class RunTracker:
         versions: VersionCache | None = None,
         max_branches_cap: int | None = None,
         keep_step_events: bool = False,
+        window: FanoutWindow | None = None,
     ) -> None:
         self.world = world
         self.run_id = run_id
         self.versions = versions if versions is not None else VersionCache()
         self.max_branches_cap = max_branches_cap
+        self._window = window
+        self._notes: BacklogNotes | None = None
         self._builder = RunStateBuilder(run_id)
         # Raw events by payload stepPath (the memo of a retried attempt), if asked for; those
         # read with a parsed payload only become events when their step asks for them.
@@ -376,7 +383,34 @@ class RunTracker:
 
     @property
     def context(self) -> RunContext | None:
-        return self._context
+        ctx = self._context
+        if ctx is None or self._window is None:
+            return ctx
+        cap = self._window.max_in_flight()
+        if cap == ctx.max_in_flight:
+            return ctx
+        with self._lock:
+            # The fleet grew or shrank: decide from now on with its new size (a new context
+            # identity, so decide's per-run caches are built again once).
+            current = self._context
+            if current is not None and current.max_in_flight != cap:
+                self._context = dataclasses.replace(current, max_in_flight=cap)
+            return self._context
+
+    def note_held_back(self, held_back: int) -> None:
+        """Report the branches a decision held back (``Decision.held_back``) to the fleet's
+        backlog; nothing unless this tracker has a window and the run ever held some back."""
+        if self._window is None:
+            return
+        notes = self._notes
+        if notes is None:
+            if not held_back:
+                return
+            with self._lock:
+                if self._notes is None:
+                    self._notes = self._window.notes_for(self.run_id)
+                notes = self._notes
+        notes.note(held_back)
 
     @property
     def cancel_requested(self) -> bool:
@@ -682,6 +716,7 @@ class RunTracker:
             run_input=self._run_input,
             run_id=self.run_id,
             max_branches_cap=self.max_branches_cap,
+            max_in_flight=self._window.max_in_flight() if self._window is not None else None,
             cancel_requested=self._cancel_requested,
         )
 
@@ -790,8 +825,41 @@ def advance_run(
     ``held``: a step lease the caller took already (its commit took the lease of the step
     it expected next): used, instead of an acquire, if ``keep`` takes that step. ``want``:
     how many newly scheduled attempts ``keep`` may take (leased in one round trip); the
-    first is :attr:`Advance.kept`, the others :attr:`Advance.also`.
+    first is :attr:`Advance.kept`, the others :attr:`Advance.also`. The branches the last
+    decision held back under the tracker's window are reported
+    (:meth:`RunTracker.note_held_back`).
     """
+    advance = _advance_run(
+        world,
+        app,
+        settings,
+        tracker,
+        holder=holder,
+        keep=keep,
+        read=read,
+        defer=defer,
+        held=held,
+        want=want,
+    )
+    if advance.decision is not None:
+        tracker.note_held_back(advance.decision.held_back)
+    return advance
+
+
+def _advance_run(
+    world: World,
+    app: Celery,
+    settings: Settings,
+    tracker: RunTracker,
+    *,
+    holder: str,
+    keep: Callable[[StepDispatch], bool] | None,
+    read: bool,
+    defer: bool,
+    held: Lease | None,
+    want: int,
+) -> Advance:
+    """:func:`advance_run` but for reporting the branches its decision held back."""
     state = tracker.catch_up() if read else tracker.state()
     if tracker.awaiting_plan and state.status not in ("completed", "failed"):
         dispatch_plan(world, app, settings, tracker.run_id, holder=holder)

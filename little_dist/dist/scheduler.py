@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from little_dist.dist.dispatch import Advance, RunTracker, VersionCache, dispatch_ready
 from little_dist.dist.signals import Signal, SignalReader
+from little_dist.dist.slots import fanout_window
 from little_dist.dist.sweeper import ActiveRuns, SweepRound, fail_dead_attempts
 from little_dist.errors import InvalidInputError, LittleError, StorageUnavailableError
 from little_dist.run_state import RunState
@@ -151,6 +152,9 @@ class Scheduler:
             claim_idle=settings.signal_claim_idle,
         )
         self.active = ActiveRuns(redis_client, active_runs_key(settings))
+        #: The fleet's cap on a fan-out's branches in flight, and its backlog (see
+        #: :mod:`little_dist.dist.slots`); ``None`` with LITTLE_BRANCH_WINDOW=declared.
+        self.window = fanout_window(settings, client=redis_client)
         self.sweeps = SweepRound(
             world,
             f"scheduler-sweep:{settings.signal_stream}",
@@ -339,6 +343,8 @@ class Scheduler:
             if not decision.events or state.event_count == before:
                 break  # nothing new: deciding again would give the same answer
         result = Advance(state, decision, tuple(sent), appended)
+        if decision is not None:
+            tracker.note_held_back(decision.held_back)
         if appended or sent:
             _log(
                 "decision",
@@ -413,6 +419,12 @@ class Scheduler:
             while len(self._finished) > _FINISHED_MEMORY:
                 self._finished.popitem(last=False)
         _log("run-finished", run=run_id, status=status, seq=sequence)
+        if self.window is not None:
+            # Whatever a look reported last for this run, nothing of it waits any more.
+            try:
+                self.window.backlog.report(run_id, 0)
+            except StorageUnavailableError as exc:
+                _log("backlog-error", level=logging.WARNING, run=run_id, error=str(exc))
         if self.settings.archive_delay > 0:
             due = time.monotonic() + self.settings.archive_delay
             heapq.heappush(self._archive_due, (due, run_id))
@@ -452,6 +464,7 @@ class Scheduler:
                 run_id,
                 versions=self.versions,
                 max_branches_cap=self.settings.max_branches_cap,
+                window=self.window,
             )
         )
         self._runs[run_id] = entry
@@ -549,7 +562,7 @@ def open_scheduler(settings: Settings, *, name: str | None = None) -> Scheduler:
     import redis as redis_lib
 
     from little_dist.dist.app import make_celery_app
-    from little_dist.dist.world import fleet_world_spec, world_from_settings
+    from little_dist.dist.world import fleet_world_spec, redis_url_of, world_from_settings
 
     spec = fleet_world_spec(settings)
     if not spec.startswith(("redis://", "rediss://", "unix://")):
@@ -560,7 +573,7 @@ def open_scheduler(settings: Settings, *, name: str | None = None) -> Scheduler:
     world = world_from_settings(settings)
     block_ms = 1000
     client = redis_lib.Redis.from_url(
-        _redis_url_of(spec),
+        redis_url_of(spec),
         decode_responses=True,
         socket_timeout=block_ms / 1000 + 10,
         socket_connect_timeout=10,
@@ -576,13 +589,3 @@ def open_scheduler(settings: Settings, *, name: str | None = None) -> Scheduler:
         block_ms=block_ms,
         owns_clients=True,
     )
-
-
-def _redis_url_of(spec: str) -> str:
-    """The world spec without the world's own query options (redis-py would refuse them)."""
-    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
-
-    parts = urlsplit(spec)
-    options = {"key_prefix", "s3_prefix", "archive_ttl", "signal_stream"}
-    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k not in options]
-    return urlunsplit(parts._replace(query=urlencode(query)))

@@ -82,6 +82,7 @@ if TYPE_CHECKING:
 
     from little_dist.compiler import WorkflowVersion
     from little_dist.dist.registry import AppRegistry
+    from little_dist.dist.slots import FanoutWindow
     from little_dist.scheduling import DispatchKind
 
 __all__ = ["TASK_NAMES", "RunCache", "WorkerRuntime", "register_tasks"]
@@ -107,7 +108,9 @@ class WorkerRuntime:
     ``world`` and ``registry`` are opened lazily (after a prefork pool forks, in each child)
     unless given. ``app`` is the Celery app fast-path dispatches are sent with; set by
     :func:`register_tasks`. ``roles`` (the queues the worker consumes) are the attempts it
-    may run as an eager continuation (none by default).
+    may run as an eager continuation (none by default). ``window``: the fleet's cap on a
+    fan-out's branches in flight (:mod:`little_dist.dist.slots`); by default built from the
+    settings when the world is too (a runtime given its world gets none unless given one).
     """
 
     def __init__(
@@ -118,8 +121,11 @@ class WorkerRuntime:
         registry: AppRegistry | None = None,
         fast_path: bool = True,
         roles: Iterable[str] = (),
+        window: FanoutWindow | None = None,
     ) -> None:
         self.settings = settings
+        self._window = window
+        self._window_from_settings = window is None and world is None
         self.fast_path = fast_path
         #: The roles whose queues this worker consumes: the attempts it may continue with.
         self.roles = frozenset(roles)
@@ -150,6 +156,17 @@ class WorkerRuntime:
 
                 self._world = world_from_settings(self.settings)
             return self._world
+
+    @property
+    def window(self) -> FanoutWindow | None:
+        """The fleet's cap on a fan-out's branches in flight (see :mod:`~.slots`)."""
+        with self._lock:
+            if self._window_from_settings:
+                from little_dist.dist.slots import fanout_window
+
+                self._window = fanout_window(self.settings)
+                self._window_from_settings = False
+            return self._window
 
     @property
     def keeper(self) -> LeaseKeeper:
@@ -185,6 +202,8 @@ class WorkerRuntime:
             if self._world is not None:
                 self._world.close()
                 self._world = None
+            if self._window is not None:
+                self._window.close()
         self.runs.clear()
 
     # -- task bodies -------------------------------------------------------------------------
@@ -520,7 +539,11 @@ class WorkerRuntime:
         world = self.world
         events = world.list_events(run_id)
         tracker = RunTracker(
-            world, run_id, versions=self.versions, max_branches_cap=self.settings.max_branches_cap
+            world,
+            run_id,
+            versions=self.versions,
+            max_branches_cap=self.settings.max_branches_cap,
+            window=self.window,
         )
         tracker.fold(events)
         if any(event.type == "RunStarted" for event in events):
@@ -617,6 +640,7 @@ class WorkerRuntime:
             settings=self.settings,
             registry=self.registry,
             holder=self.name,
+            window=self.window,
         )
 
     def _advance(
@@ -777,6 +801,7 @@ class RunCache:
                 self._trackers.move_to_end(run_id)
                 return tracker
         world = self._runtime.world  # outside our lock: may open the world
+        window = self._runtime.window
         with self._lock:
             tracker = self._trackers.get(run_id)
             if tracker is None or tracker.world is not world:
@@ -786,6 +811,7 @@ class RunCache:
                     versions=self._runtime.versions,
                     max_branches_cap=self._runtime.settings.max_branches_cap,
                     keep_step_events=True,
+                    window=window,
                 )
                 self._trackers[run_id] = tracker
             self._trackers.move_to_end(run_id)

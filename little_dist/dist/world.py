@@ -22,7 +22,7 @@ from little_dist.errors import InvalidInputError
 from little_dist.settings import Settings, mask_url
 from little_dist.world.base import World
 
-__all__ = ["fleet_world_spec", "world_from_settings"]
+__all__ = ["fleet_redis_url", "fleet_world_spec", "redis_url_of", "world_from_settings"]
 
 _REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
@@ -60,6 +60,22 @@ def fleet_world_spec(settings: Settings) -> str:
     if "archive_ttl" not in given:
         query.append(("archive_ttl", _format_seconds(settings.archive_ttl)))
     return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+def redis_url_of(spec: str) -> str:
+    """A ``redis://`` world spec without the world's own query options (redis-py would
+    refuse them): the URL of the Redis the world lives in."""
+    parts = urlsplit(spec)
+    options = {"key_prefix", "s3_prefix", "archive_ttl", "signal_stream"}
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k not in options]
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+def fleet_redis_url(settings: Settings) -> str | None:
+    """The Redis the fleet's world lives in, with its signal stream (``None``: the world is
+    not on Redis)."""
+    spec = fleet_world_spec(settings)
+    return redis_url_of(spec) if spec.startswith(_REDIS_SCHEMES) else None
 
 
 def world_from_settings(settings: Settings) -> World:

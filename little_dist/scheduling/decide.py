@@ -124,4 +124,4 @@ def decide(ctx: RunContext, state: RunState) -> Decision:
         return _fail_run(env, run.error)
     if run.kind == "done":
         return _complete_run(env, run.outcome)
-    return Decision(tuple(env.events), tuple(env.dispatch), False)
+    return Decision(tuple(env.events), tuple(env.dispatch), False, env.held_back)

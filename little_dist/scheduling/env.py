@@ -83,6 +83,8 @@ class Env:
     _occurrences: set[str] = field(default_factory=set)
     #: Calls of :meth:`emit`, repeats included (the branch memo keeps only drives that made none).
     emit_calls: int = 0
+    #: Branches held back by ``ctx.max_in_flight`` (see :attr:`Decision.held_back`).
+    held_back: int = 0
 
     def __post_init__(self) -> None:
         steps = self.state.steps

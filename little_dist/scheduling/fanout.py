@@ -129,14 +129,22 @@ def _schedule(
     unscheduled: Iterable[Branch],
     tally: Tally,
     memo: _Memo | None,
+    waiting: int,
 ) -> None:
-    """Schedule unscheduled branches in item order while below ``maxConcurrency``."""
+    """Schedule unscheduled branches in item order while below ``maxConcurrency`` (and the
+    engine's ``max_in_flight``). ``waiting``: how many branches ``unscheduled`` holds; the
+    ones ``max_in_flight`` alone keeps back are counted in ``env.held_back``."""
     config = group.step.parallel
     assert config is not None
     fail_fast = config.failure_mode == "fail_fast"
+    declared = config.max_concurrency
+    cap = env.ctx.max_in_flight
+    window = declared if cap is None or cap >= declared else max(cap, 1)
+    scheduled = 0
     for branch in unscheduled:
-        if tally.stopped(fail_fast=fail_fast) or tally.in_flight >= config.max_concurrency:
+        if tally.stopped(fail_fast=fail_fast) or tally.in_flight >= window:
             break
+        scheduled += 1
         env.emit(
             "ParallelBranchScheduled",
             {
@@ -149,6 +157,9 @@ def _schedule(
         )
         # A branch scheduled now schedules its first steps (events): not worth recording.
         _advance(env, group, branch, _drive(env, group, branch, memo, record=False), tally)
+    if window < declared and not tally.stopped(fail_fast=fail_fast):
+        room = declared - max(tally.in_flight, window)
+        env.held_back += max(0, min(waiting - scheduled, room))
 
 
 def walk_all(env: Env, group: Group, recorded: Mapping[str, Any]) -> Tally:
@@ -165,7 +176,7 @@ def walk_all(env: Env, group: Group, recorded: Mapping[str, Any]) -> Tally:
             tally.settled += 1
         else:
             _advance(env, group, branch, _drive(env, group, branch, None), tally)
-    _schedule(env, group, unscheduled, tally, None)
+    _schedule(env, group, unscheduled, tally, None, len(unscheduled))
     return tally
 
 
@@ -243,6 +254,13 @@ def walk_changed(env: Env, group: Group, cache: GroupCache, recorded_group: Any)
     if walk.terminal and (tally.fatal is None or walk.terminal[0] < tally.fatal_at):
         tally.fatal_at = walk.terminal[0]
         tally.fatal = walk.failures[tally.fatal_at].error
-    _schedule(env, group, (branches[i] for i in walk.unscheduled), tally, (cache, key))
+    _schedule(
+        env,
+        group,
+        (branches[i] for i in walk.unscheduled),
+        tally,
+        (cache, key),
+        len(walk.unscheduled),
+    )
     cache.hint = tuple(tally.results)
     return tally

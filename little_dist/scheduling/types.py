@@ -49,6 +49,11 @@ class RunContext:
       own ceiling (``maxBranches: 100``, the most a valid LWIR may declare). ``None`` keeps
       upstream's limit; ``1000`` lets such a step fan out over up to 1000 items. Steps that
       declare a smaller ``maxBranches`` keep their own limit.
+    - ``max_in_flight``: the engine's ceiling on a parallel step's branches in flight, below
+      its ``maxConcurrency`` (the fleet sets it to its worker slots, so a fan-out wider than
+      the fleet does not queue what no slot can start yet). ``None``: ``maxConcurrency``
+      alone. A run may be decided with different values over its life; each decision keeps
+      at most ``min(maxConcurrency, max_in_flight)`` branches in flight.
     - ``cancel_requested``: a ``little.run.cancel_requested`` event was recorded (the fold
       skips engine events, so the caller reads it from the log and sets this);
       ``decide`` then fails the run with causeCode ``cancelled``.
@@ -64,6 +69,7 @@ class RunContext:
     default_max_attempts: int = 1
     max_crash_retries: int = DEFAULT_MAX_CRASH_RETRIES
     max_branches_cap: int | None = None
+    max_in_flight: int | None = None
     cancel_requested: bool = False
     memoize: bool = True
 
@@ -88,9 +94,13 @@ class Decision:
     appending the same decision twice records each fact once. ``dispatch`` lists every
     attempt that is scheduled and not yet started (also those scheduled by earlier
     decisions): callers skip the ones they already sent. ``done`` is true when the run is
-    terminal (its RunCompleted/RunFailed is recorded or among ``events``).
+    terminal (its RunCompleted/RunFailed is recorded or among ``events``). ``held_back``
+    counts the branches parallel steps would schedule now under their ``maxConcurrency`` but
+    did not, because of :attr:`RunContext.max_in_flight` (the backlog the fleet reports for
+    autoscaling).
     """
 
     events: tuple[EventInput, ...]
     dispatch: tuple[StepDispatch, ...]
     done: bool
+    held_back: int = 0
