@@ -14,8 +14,8 @@ root), so it imports nothing from pytest. It holds:
 * ``noop``: does nothing (the benchmark's no-op tool).
 * the workflows: ``screening`` (example-like: a tool step, a parallel fan-out of tool steps,
   then a scripted-model summary), ``wide_fan`` (one fan-out of ``effect`` steps whose
-  ``maxConcurrency``, 20, is wider than a test fleet), and the benchmark's ``chain100``, ``fan1000`` and
-  ``model500``.
+  ``maxConcurrency``, 20, is wider than a test fleet), and the benchmark's ``chain100``,
+  ``fan1000`` and ``model500``.
 * a delivery probe: when ``$LITTLE_FLEET_DELIVERY_PREFIX`` is set, every
   ``little.execute_step`` a worker starts does an ``INCR`` on
   ``{prefix}delivery:{run}:{path}:{attempt}`` (Celery's ``task_prerun`` signal), so a test

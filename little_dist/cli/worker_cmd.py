@@ -10,9 +10,9 @@ checks ping it by that name) unless ``--hostname`` says otherwise.
 At start-up the scripted model provider (``LITTLE_SCRIPTED_MODEL``) and the network guard
 (``LITTLE_NETWORK_GUARD``) are installed when their variables are set, for tests and
 offline demos. The worker registers its slots for its queues with the fleet
-(:mod:`little_dist.dist.slots`) while it runs. SIGTERM is Celery's warm shutdown; with ``REMAP_SIGTERM=SIGQUIT`` (the image
-sets it) it is the soft shutdown, which lets running steps finish for
-``LITTLE_SOFT_SHUTDOWN_TIMEOUT`` seconds.
+(:mod:`little_dist.dist.slots`) while it runs. SIGTERM is Celery's warm shutdown; with
+``REMAP_SIGTERM=SIGQUIT`` (the image sets it) it is the soft shutdown, which lets running
+steps finish for ``LITTLE_SOFT_SHUTDOWN_TIMEOUT`` seconds.
 """
 
 from __future__ import annotations
