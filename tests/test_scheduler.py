@@ -15,7 +15,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -148,10 +148,16 @@ def start_run(
 
 
 def execute(
-    world: RedisS3World, version: WorkflowVersion, task: SentTask, *, signal: bool = True
+    world: RedisS3World,
+    version: WorkflowVersion,
+    task: SentTask,
+    *,
+    signal: bool = True,
+    preamble: Sequence[EventInput] = (),
 ) -> AttemptOutcome:
     """Run one captured task the way a worker would (``signal=False``: a fast-path worker,
-    whose commit does not wake the scheduler)."""
+    whose commit does not wake the scheduler; ``preamble``: its decision's events, riding
+    with the attempt's first append)."""
     dispatch = StepDispatch(
         run_id=task.run_id,
         step_path=task.step_path,
@@ -167,6 +173,7 @@ def execute(
         capabilities=CAPABILITIES,
         lease_ttl=2.0,
         signal_commit=signal,
+        preamble=preamble,
     )
 
 
@@ -333,6 +340,25 @@ def test_a_fast_path_worker_that_dies_after_its_commit_is_covered_by_the_sweep(
     assert (second.step_path, second.attempt) == ("s1", 1)
     assert execute(fleet.world, version, second) is AttemptOutcome.completed
     spin(scheduler, lambda: events_of(fleet.world, run_id)[-1].type == "RunCompleted")
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_a_fast_path_attempt_carrying_its_decision_wakes_no_scheduler(
+    fleet: Fleet, fast: bool
+) -> None:
+    # A fan-out's refill carries the look's decision (branch ends: events that wake the
+    # scheduler) in its first append; the worker acts on that decision itself.
+    app, scheduler = started_scheduler(fleet)
+    _, version = start_run(fleet.world, chain_lwir(1), {})
+    spin(scheduler, lambda: bool(app.sent))
+    (task,) = app.take()
+    before = fleet.redis.xlen(fleet.settings.signal_stream)
+    decided = EventInput(type="little.test.decided", occurrence_id="decided", payload={})
+    outcome = execute(fleet.world, version, task, signal=not fast, preamble=[decided])
+    assert outcome is AttemptOutcome.completed
+    added = fleet.redis.xlen(fleet.settings.signal_stream) - before
+    # Without the fast path the first append and the commit each wake the scheduler.
+    assert added == (0 if fast else 2)
 
 
 def test_the_loop_sweep_leaves_a_moving_run_once_then_looks(fleet: Fleet) -> None:

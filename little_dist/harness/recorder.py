@@ -182,6 +182,7 @@ class EventRecorder:
         id_prefix: str = "",
         deferred: bool = False,
         sink: RecordedSink | None = None,
+        signal: bool = True,
     ) -> None:
         if not isinstance(attempt, int) or attempt < 1:
             raise InvalidInputError(f"attempt must be a positive int, got {attempt!r}")
@@ -195,6 +196,9 @@ class EventRecorder:
         self.inline_limit = inline_limit
         self.id_prefix = id_prefix
         self.deferred = deferred
+        #: Whether this recorder's appends may wake the scheduler (``World.append_batch``'s
+        #: ``signal``): off when the writer advances the run itself.
+        self.signal = signal
         self._sink = sink
         self._lock = threading.Lock()
         self._write_lock = threading.Lock()  # keeps batches in the order they were taken
@@ -243,7 +247,12 @@ class EventRecorder:
         event = EventInput(type=event_type, payload=payload, occurrence_id=occurrence_id)
         if not self.deferred:
             with self._write_lock:
-                recorded = self.world.append(self.run_id, event, fence=self.fence)
+                if self.signal:
+                    recorded = self.world.append(self.run_id, event, fence=self.fence)
+                else:
+                    (recorded,) = self.world.append_batch(
+                        self.run_id, [event], fence=self.fence, signal=False
+                    )
             if self._sink is not None:
                 self._sink((recorded,))
             return recorded
@@ -260,7 +269,9 @@ class EventRecorder:
             pending = self.take_pending()
             if not pending:
                 return []
-            recorded = self.world.append_batch(self.run_id, pending, fence=self.fence)
+            recorded = self.world.append_batch(
+                self.run_id, pending, fence=self.fence, signal=self.signal
+            )
         if self._sink is not None:
             self._sink(recorded)
         return recorded

@@ -125,9 +125,10 @@ def execute_step_attempt(
     lease is held (another worker may have run the attempt between the caller's read and
     our lease), unless ``exclusive``: the caller guarantees that nobody else executes this
     run's attempts (the in-process runner, which holds the run's runner lease and
-    dispatches each attempt once). ``signal_commit=False`` keeps the commit from signalling
-    the scheduler (see :meth:`~little_dist.world.base.World.append_batch`): the caller
-    advances the run itself right after (a fleet worker's fast path). ``held_lease``: the
+    dispatches each attempt once). ``signal_commit=False`` keeps the commit, and the first
+    append that carries ``preamble``, from signalling the scheduler (see
+    :meth:`~little_dist.world.base.World.append_batch`): the caller advances the run itself
+    right after (a fleet worker's fast path). ``held_lease``: the
     step lease (``{run}:step:{path}``, for ``lease_ttl``) the caller took already; it is
     released like one taken here. ``preamble``: events recorded just before the attempt's
     ``StepAttemptStarted``, in its first append (the ``StepScheduled`` a fast-path worker
@@ -188,6 +189,8 @@ def execute_step_attempt(
             lease.fence,
             deferred=True,
             sink=on_recorded,
+            # The preamble (the caller's decision) is the caller's to act on, like its commit.
+            signal=signal_commit,
         )
         for event in preamble:
             recorder.append(event.type, dict(event.payload), event.occurrence_id or "")
