@@ -522,8 +522,8 @@ def test_a_refill_rides_only_when_the_look_schedules_nothing_else() -> None:
 
 
 def test_a_left_branch_drops_its_nested_steps_and_no_branch_whose_key_extends_it() -> None:
-    # A foreign end leaves the last new branch (fan[a]) with everything inside it, nested
-    # branches included; fan[ab] merely shares a prefix with it and stays.
+    # A foreign end leaves the new branch paired with it (the first, fan[a]) with everything
+    # inside it, nested branches included; fan[ab] merely shares a prefix with it and stays.
     from little_dist.dist.dispatch import _leave_refills
     from little_dist.scheduling import Decision, StepDispatch
 
@@ -550,15 +550,15 @@ def test_a_left_branch_drops_its_nested_steps_and_no_branch_whose_key_extends_it
     decision = Decision(
         events=(
             ended,
-            *schedules("fan[ab]", "fan[ab].work"),
             *schedules("fan[a]", "fan[a].inner[x].work"),
+            *schedules("fan[ab]", "fan[ab].work"),
         ),
-        dispatch=(dispatch("fan[ab].work"), dispatch("fan[a].inner[x].work")),
+        dispatch=(dispatch("fan[a].inner[x].work"), dispatch("fan[ab].work")),
         done=False,
     )
-    left: set[str] = set()
+    left: dict[str, None] = {}
     kept = _leave_refills(decision, RunTracker(MemoryWorld(), "run_x"), left)
-    assert left == {"fan[a]"}
+    assert list(left) == ["fan[a]"]
     assert [e.occurrence_id for e in kept.events] == [
         "pbranch-end:fan[z]",
         "pbranch:fan[ab]",
@@ -1297,3 +1297,107 @@ def test_the_queue_is_sized_through_the_broker(fleet_env: FleetEnv) -> None:
     finally:
         app.close()
         runtime.close()
+
+
+def test_each_new_branch_goes_with_the_end_it_refills_so_two_processes_differ() -> None:
+    # Ends fan[a], fan[b], fan[c] (in branch order) free three slots; a fourth branch fills
+    # room an earlier look left. Process P committed fan[a] and fan[c], process Q fan[b]:
+    # each keeps the new branches paired with its own ends, and both may take the fourth.
+    from little_dist.dist.dispatch import _leave_refills
+    from little_dist.scheduling import Decision
+
+    def ended(branch: str) -> EventInput:
+        return EventInput(
+            type="ParallelBranchCompleted",
+            payload={"stepPath": "fan", "attempt": 1, "branchPath": branch},
+            occurrence_id=f"pbranch-end:{branch}",
+        )
+
+    def scheduled(branch: str) -> list[EventInput]:
+        return [
+            EventInput(
+                type="ParallelBranchScheduled",
+                payload={"stepPath": "fan", "attempt": 1, "branchPath": branch},
+                occurrence_id=f"pbranch:{branch}",
+            ),
+            EventInput(
+                type="StepScheduled",
+                payload={"stepPath": f"{branch}.work"},
+                occurrence_id=f"sched:{branch}.work:1",
+            ),
+        ]
+
+    decision = Decision(
+        events=(
+            *map(ended, ["fan[a]", "fan[b]", "fan[c]"]),
+            *(e for b in ["fan[w]", "fan[x]", "fan[y]", "fan[z]"] for e in scheduled(b)),
+        ),
+        dispatch=(),
+        done=False,
+    )
+
+    def kept_by(own: list[str]) -> list[str]:
+        world = MemoryWorld()
+        for branch in own:
+            world.append(
+                "run_x",
+                EventInput(type="StepCompleted", payload={"stepPath": f"{branch}.work"}),
+            )
+        tracker = RunTracker(world, "run_x")
+        tracker.fold(world.list_events("run_x"), own=True)
+        kept = _leave_refills(decision, tracker, {})
+        return [e.payload["branchPath"] for e in kept.events if e.type == "ParallelBranchScheduled"]
+
+    assert kept_by(["fan[a]", "fan[c]"]) == ["fan[w]", "fan[y]", "fan[z]"]
+    assert kept_by(["fan[b]"]) == ["fan[x]", "fan[z]"]
+    assert kept_by(["fan[a]", "fan[b]", "fan[c]"]) == ["fan[w]", "fan[x]", "fan[y]", "fan[z]"]
+
+
+def test_a_look_that_loses_its_refills_to_another_process_takes_the_branches_it_left() -> None:
+    # Window 3: a, b, c in flight. Process Q commits b and looks on a log with only b's end:
+    # it refills b with d, which it keeps. Process P commits a and c and looks on a log with
+    # all three ends: d goes with a (P's), e with b (Q's: left), f with c. Q holds d, so P
+    # records its decision and decides again: the slot d would have filled is open, and P
+    # takes the branch it had left (e). Nothing goes through the broker.
+    from little_dist.runtime import execute_step_attempt
+
+    world = MemoryWorld()
+    settings = _settings()
+    app = RecordingApp()
+    doc = wf.fan_out_lwir(max_branches=10, max_concurrency=3)
+    run_id = _start(world, app, doc, {"keys": list("abcdefgh"), "sleep": 0})
+    assert [task[1][1] for task in app.take()] == ["fan[a].work", "fan[b].work", "fan[c].work"]
+    caps = Capabilities(tools=ToolRegistry([wf.record_branch]))
+
+    def commit(tracker: RunTracker, branch: str) -> None:
+        tracker.catch_up()
+        ctx = tracker.context
+        assert ctx is not None
+        step = StepDispatch(run_id, f"fan[{branch}].work", "work", 1, "worker", "execute_step")
+        execute_step_attempt(
+            world,
+            step,
+            version=ctx.version,
+            capabilities=caps,
+            on_recorded=lambda events: tracker.fold(events, own=True),
+        )
+
+    def look(tracker: RunTracker, holder: str) -> Advance:
+        return advance_run(
+            world, app, settings, tracker, holder=holder, keep=lambda _: True, defer=True, want=3
+        )
+
+    q = RunTracker(world, run_id, keep_step_events=True)
+    commit(q, "b")
+    q_look = look(q, "q")
+    assert q_look.kept is not None and q_look.kept.step_path == "fan[d].work"
+    assert q_look.deferred  # b's end and d's schedule ride with d's first append
+
+    p = RunTracker(world, run_id, keep_step_events=True)
+    commit(p, "a")
+    commit(p, "c")
+    p_look = look(p, "p")
+    assert p_look.kept is not None
+    taken = [p_look.kept.step_path, *(item.dispatch.step_path for item in p_look.also)]
+    assert sorted(taken) == ["fan[e].work", "fan[f].work"]
+    assert app.take() == []

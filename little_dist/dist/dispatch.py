@@ -629,11 +629,12 @@ class RunTracker:
                             self._own_ends.update(_branch_paths(path))
             self._fold_next(events)
 
-    def foreign_ends(self, branch_paths: Sequence[str]) -> int:
-        """How many of ``branch_paths`` (branches a decision records as ended) another
+    def foreign_ends(self, branch_paths: Sequence[str]) -> set[str]:
+        """Those of ``branch_paths`` (branches a decision records as ended) that another
         process's commit ended (this process's own are forgotten once their end is folded)."""
         with self._lock:
-            return sum(1 for path in branch_paths if path not in self._own_ends)
+            own = self._own_ends
+            return {path for path in branch_paths if path not in own}
 
     def _fold_next(self, events: Sequence[Event | UndecodedEvent]) -> None:
         """Fold the run of ``events`` that continues the folded sequence without a gap.
@@ -871,7 +872,10 @@ def _advance_run(
     others: list[tuple[StepDispatch, Lease]] = []
     others_alone: list[bool] = []
     dispatch_leases: list[Lease] = []  # taken with the kept attempts' step leases
-    left: set[str] = set()  # branches this look leaves to the processes that freed them
+    # Branches this look leaves to the processes that freed them, in the order it left them.
+    left: dict[str, None] = {}
+    retries = 0  # rounds decided again because another process took this look's refills
+    retry = 0  # the refills the last round lost
     deferred: tuple[EventInput, ...] = ()  # to ride with the kept attempt's first append
     try:
         for _ in range(_MAX_ROUNDS):
@@ -886,10 +890,17 @@ def _advance_run(
             if keep is not None and want > have:
                 # The attempts to keep are leased before their StepScheduled is appended:
                 # nobody can run them but this caller, even if a sweep sends their tasks.
-                leased, sending = _lease_kept(
+                leased, sending, lost = _lease_kept(
                     world, settings, tracker, decision, keep, holder, held, want - have
                 )
                 dispatch_leases += sending
+                if lost and retries < _RETRIES_AFTER_LOSS:
+                    # Another process took refills this look chose for its own ends (that
+                    # look, on another view of the log, paired them with its ends, which this
+                    # look left to it): record the decision now and decide again, taking as
+                    # many of the left branches as were lost.
+                    retries += 1
+                    retry = lost
                 if leased and kept is None:
                     kept, leased = leased[0], leased[1:]
                     leased_now = True
@@ -897,7 +908,7 @@ def _advance_run(
                 others_alone += [False] * len(leased)
             if not decision.events:
                 break
-            if defer and leased_now and kept is not None and kept[1].token == 1:
+            if defer and leased_now and kept is not None and kept[1].token == 1 and not retry:
                 # Token 1: the step's lease had never been held, so nobody has run any of
                 # its attempts (a lease's tokens only grow, from 1); the attempt is ours alone.
                 if _only_schedules(decision, kept[0]):
@@ -933,6 +944,11 @@ def _advance_run(
                 mine or (lease.token == 1 and _schedules(new, dispatch))
                 for (dispatch, lease), mine in zip(others, others_alone, strict=True)
             ]
+            if retry:
+                for path in list(left)[:retry]:
+                    del left[path]
+                retry = 0
+                continue
             # Nothing but schedules: the steps decided on are now in flight and settle
             # nothing, so deciding again would find nothing new.
             if not new or all(e.type in SCHEDULE_EVENT_TYPES for e in decision.events):
@@ -1007,15 +1023,17 @@ def _branch_paths(step_path: str) -> list[str]:
 
 
 _BRANCH_END_TYPES: Final = frozenset({"ParallelBranchCompleted", "ParallelBranchFailed"})
+#: Rounds a look decides again after another process took refills it chose.
+_RETRIES_AFTER_LOSS: Final = 2
 #: A decision of nothing but these leaves nothing for another round to decide: ``decide``
 #: refills the slots of the branches it ends, and ends their group, in the same call.
 _SETTLED_IN_ONE_ROUND: Final = SCHEDULE_EVENT_TYPES | _BRANCH_END_TYPES
 
 
-def _leave_refills(decision: Decision, tracker: RunTracker, left: set[str]) -> Decision:
+def _leave_refills(decision: Decision, tracker: RunTracker, left: dict[str, None]) -> Decision:
     """``decision`` without the new branches it schedules in the slots other processes'
-    commits freed (the last ones it schedules, one per such branch end), and without the
-    branches an earlier round of the same look left (``left``, updated).
+    commits freed, and without the branches an earlier round of the same look left
+    (``left``, updated).
 
     A worker that folds another process's commits would otherwise schedule their refills
     too and, having no thread free for them, send them through the broker, while the
@@ -1023,25 +1041,37 @@ def _leave_refills(decision: Decision, tracker: RunTracker, left: set[str]) -> D
     run and go back to the queue. Left to them, each refill runs in the slot that freed
     it. A process that dies between its commit and its look leaves its refill to the next
     look that does not skip it: the scheduler's (the sweep's), which schedules everything.
+
+    Which new branch refills which end: within a parallel group (and attempt), the i-th
+    branch the decision schedules goes with the i-th end it records (both come in branch
+    order); a branch beyond the ends fills room an earlier look left and is anyone's. Two
+    processes deciding on the same log at once thus take different branches, each the
+    ones paired with its own ends, instead of both taking the first ones.
     """
-    ends = [
-        path
-        for event in decision.events
-        if event.type in _BRANCH_END_TYPES
-        and isinstance(path := event.payload.get("branchPath"), str)
-    ]
-    foreign = tracker.foreign_ends(ends) if ends else 0
+    ends: dict[tuple[Any, Any], list[str]] = {}
+    for event in decision.events:
+        if event.type in _BRANCH_END_TYPES:
+            path = event.payload.get("branchPath")
+            if isinstance(path, str):
+                group = (event.payload.get("stepPath"), event.payload.get("attempt"))
+                ends.setdefault(group, []).append(path)
+    foreign = tracker.foreign_ends([p for paths in ends.values() for p in paths]) if ends else ()
     if not foreign and not left:
         return decision
-    new_branches = [
-        path
-        for event in decision.events
-        if event.type == "ParallelBranchScheduled"
-        and isinstance(path := event.payload.get("branchPath"), str)
-        and path not in left
-    ]
     if foreign:
-        left.update(new_branches[len(new_branches) - min(foreign, len(new_branches)) :])
+        position: dict[tuple[Any, Any], int] = {}
+        for event in decision.events:
+            if event.type != "ParallelBranchScheduled":
+                continue
+            path = event.payload.get("branchPath")
+            if not isinstance(path, str) or path in left:
+                continue
+            group = (event.payload.get("stepPath"), event.payload.get("attempt"))
+            index = position.get(group, 0)
+            position[group] = index + 1
+            paired = ends.get(group, ())
+            if index < len(paired) and paired[index] in foreign:
+                left[path] = None
     if not left:
         return decision
 
@@ -1154,10 +1184,11 @@ def _lease_kept(
     holder: str,
     held: Lease | None,
     want: int,
-) -> tuple[list[tuple[StepDispatch, Lease]], list[Lease]]:
+) -> tuple[list[tuple[StepDispatch, Lease]], list[Lease], int]:
     """Up to ``want`` attempts ``decision`` schedules that ``keep`` accepts, with their step
     leases where won (all taken in one round trip; each is marked offered, so the dispatch
-    that follows does not send it); and the dispatch leases taken.
+    that follows does not send it); the dispatch leases taken; and how many candidates
+    another holder's step lease kept from this call.
 
     The caller runs the attempts under their step leases at once; their dispatch leases,
     taken in the same round trip, keep everyone else from sending their tasks meanwhile (as
@@ -1166,7 +1197,7 @@ def _lease_kept(
     """
     scheduling = {e.occurrence_id for e in decision.events if e.type == "StepScheduled"}
     if not scheduling:
-        return [], []
+        return [], [], 0
     # ``decision.dispatch`` lists every attempt waiting to start (a wide fan-out's whole
     # window): only the ones this decision schedules are candidates.
     paths = {e.payload.get("stepPath") for e in decision.events if e.type == "StepScheduled"}
@@ -1223,4 +1254,4 @@ def _lease_kept(
             lease = dispatch_leases.pop(dispatch, None)
             if lease is not None:
                 world.release_lease(lease)
-    return won, [lease for lease in dispatch_leases.values() if lease is not None]
+    return won, [lease for lease in dispatch_leases.values() if lease is not None], len(lost)
