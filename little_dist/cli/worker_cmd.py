@@ -116,6 +116,7 @@ def register(sub: Any, name: str) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from little_dist.dist.app import make_celery_app
     from little_dist.dist.gc_tuning import tune_gc_for_service
+    from little_dist.dist.gil import tune_switch_interval
     from little_dist.dist.registry import load_registry
     from little_dist.dist.tasks import WorkerRuntime
     from little_dist.dist.world import fleet_world_spec
@@ -163,6 +164,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         runtime.warm()  # threads and solo share this process's world: open it before tasks
     tune_gc_for_service()  # (a prefork child inherits it)
+    tune_switch_interval(pool)
     slots = _register_slots(
         settings,
         node=args.hostname or default_node_name(),
