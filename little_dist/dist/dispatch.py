@@ -874,6 +874,7 @@ def _advance_run(
     dispatch_leases: list[Lease] = []  # taken with the kept attempts' step leases
     # Branches this look leaves to the processes that freed them, in the order it left them.
     left: dict[str, None] = {}
+    decided: set[str | None] = set()  # the schedules this look decided (worker looks)
     retries = 0  # rounds decided again because another process took this look's refills
     retry = 0  # the refills the last round lost
     deferred: tuple[EventInput, ...] = ()  # to ride with the kept attempt's first append
@@ -885,6 +886,9 @@ def _advance_run(
             decision = decide(ctx, state)
             if keep is not None:
                 decision = _leave_refills(decision, tracker, left)
+                decided.update(
+                    e.occurrence_id for e in decision.events if e.type == "StepScheduled"
+                )
             leased_now = False
             have = (kept is not None) + len(others)
             if keep is not None and want > have:
@@ -933,7 +937,13 @@ def _advance_run(
             contiguous = bool(recorded) and tracker.last_sequence >= max(
                 e.sequence for e in recorded
             )
-            state = tracker.state() if contiguous else tracker.catch_up()
+            settled = all(e.type in _SETTLED_IN_ONE_ROUND for e in decision.events)
+            # A worker's look acts on its own process's commits (another thread's commit
+            # meanwhile asks it to look again): what other processes appended in between
+            # is theirs to act on, each looking after its own commit. So a decision of branch
+            # ends and refills is not read past and decided again.
+            mine_only = keep is not None and settled and not retry
+            state = tracker.state() if contiguous or mine_only else tracker.catch_up()
             if kept is not None and not alone:
                 # Ours alone only if nobody ever held the step's lease (token 1: a lease's
                 # tokens only grow, from 1) -- whoever appended its StepScheduled. A schedule
@@ -949,17 +959,17 @@ def _advance_run(
                     del left[path]
                 retry = 0
                 continue
-            # Nothing but schedules: the steps decided on are now in flight and settle
+            # Nothing but schedules (and the start of a parallel step, whose branches the
+            # same decision scheduled): the steps decided on are now in flight and settle
             # nothing, so deciding again would find nothing new.
-            if not new or all(e.type in SCHEDULE_EVENT_TYPES for e in decision.events):
+            if not new or all(e.type in _IN_FLIGHT_TYPES for e in decision.events):
                 break
-            if (
-                contiguous
-                and tracker.last_sequence == decided_at + len(new)
-                and all(e.type in _SETTLED_IN_ONE_ROUND for e in decision.events)
+            if mine_only or (
+                contiguous and tracker.last_sequence == decided_at + len(new) and settled
             ):
                 # Branch ends and the schedules they made room for, and nothing folded since
-                # the decision but what it recorded: another round would decide nothing.
+                # the decision but what it recorded (or only what is others' to act on):
+                # another round would decide nothing of ours.
                 break
     except BaseException:
         for dispatch, lease in ([kept] if kept is not None else []) + others:
@@ -978,9 +988,14 @@ def _advance_run(
         return _advanced(state, decision, (), appended, kept, alone, also, deferred)
     # One lease round trip per attempt this process has not offered lately, not per pending
     # attempt per look (a wide fan-out would otherwise cost O(branches) calls per commit).
-    # What another process scheduled and never sent is still offered here once, and by the
-    # scheduler (which sees every append's signal) and its sweeps.
-    fresh = tracker.claim_offers(decision.dispatch, settings.dispatch_resend_after)
+    # A worker's look offers only what it decided itself: what another process scheduled is
+    # that process's to run or send (it holds the dispatch lease when it keeps an attempt),
+    # and if it died first, the scheduler's sweep sends it. Other looks (the client's, the
+    # scheduler's) offer every attempt waiting to start.
+    waiting = decision.dispatch
+    if keep is not None:
+        waiting = tuple(d for d in waiting if schedule_occurrence(d) in decided)
+    fresh = tracker.claim_offers(waiting, settings.dispatch_resend_after)
     if not fresh:
         return _advanced(state, decision, (), appended, kept, alone, also, deferred)
     narrowed = dataclasses.replace(decision, dispatch=tuple(fresh))
@@ -1023,6 +1038,9 @@ def _branch_paths(step_path: str) -> list[str]:
 
 
 _BRANCH_END_TYPES: Final = frozenset({"ParallelBranchCompleted", "ParallelBranchFailed"})
+#: A decision of nothing but these puts steps in flight and settles none: ``decide`` starts
+#: a parallel step's attempt itself, and schedules its branches in the same call.
+_IN_FLIGHT_TYPES: Final = SCHEDULE_EVENT_TYPES | {"StepAttemptStarted"}
 #: Rounds a look decides again after another process took refills it chose.
 _RETRIES_AFTER_LOSS: Final = 2
 #: A decision of nothing but these leaves nothing for another round to decide: ``decide``
@@ -1231,9 +1249,7 @@ def _lease_kept(
     ]
     acquired = acquire_lease_requests(world, requests) if requests else []
     step_leases = dict(zip(missing, acquired[: len(missing)], strict=True))
-    sending = [
-        dispatch for dispatch, key in zip(picked, keys, strict=True) if key in missing
-    ]
+    sending = [dispatch for dispatch, key in zip(picked, keys, strict=True) if key in missing]
     dispatch_leases = dict(zip(sending, acquired[len(missing) :], strict=True))
     won: list[tuple[StepDispatch, Lease]] = []
     lost: list[StepDispatch] = []
