@@ -1401,3 +1401,50 @@ def test_a_look_that_loses_its_refills_to_another_process_takes_the_branches_it_
     taken = [p_look.kept.step_path, *(item.dispatch.step_path for item in p_look.also)]
     assert sorted(taken) == ["fan[e].work", "fan[f].work"]
     assert app.take() == []
+
+
+class CommitRecordingWorld(MemoryWorld):
+    """Records the artifacts written with an append, and the ones put on their own."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.with_commit: list[tuple[str, list[str]]] = []
+        self.alone: list[str] = []
+        self._inside = False
+
+    def append_batch_with_artifacts(
+        self, run_id: str, events: Any, artifacts: Any, **kw: Any
+    ) -> Any:
+        self.with_commit.append((events[-1].type, [a.step_path for a in artifacts]))
+        self._inside = True
+        try:
+            return super().append_batch_with_artifacts(run_id, events, artifacts, **kw)
+        finally:
+            self._inside = False
+
+    def put_artifact(self, artifact: Any) -> Any:
+        if not self._inside:
+            self.alone.append(artifact.step_path)
+        return super().put_artifact(artifact)
+
+
+def test_a_branch_commit_writes_its_output_artifact_with_the_completion() -> None:
+    world = CommitRecordingWorld()
+    runtime, app = _runtime(world, ToolRegistry([wf.record_branch]), roles=("worker",))
+    doc = wf.fan_out_lwir(max_branches=8, max_concurrency=2)
+    run_id = _start(world, app, doc, {"keys": ["a", "b"], "sleep": 0})
+    for task in app.take():
+        assert _deliver(runtime, task) == "completed"
+    assert world.list_events(run_id)[-1].type == "RunCompleted"
+    assert sorted(world.with_commit) == [
+        ("StepCompleted", ["fan[a].work"]),
+        ("StepCompleted", ["fan[b].work"]),
+    ]
+    assert world.alone == []
+    created = [
+        e.payload["artifactRef"] for e in world.list_events(run_id) if e.type == "ArtifactCreated"
+    ]
+    assert [world.get_artifact(ref).manifest.step_path for ref in created] == [
+        "fan[a].work",
+        "fan[b].work",
+    ]

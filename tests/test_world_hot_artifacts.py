@@ -334,3 +334,41 @@ def test_manifest_json_in_redis_matches_the_s3_object(
     stored = raw.hget(_layout(world).hot_artifact(manifest.artifact_id), "manifest")
     assert stored is not None
     assert ArtifactManifest.from_json(json.loads(stored)) == manifest
+
+
+def test_a_commit_writes_its_small_output_artifact_in_the_append_round_trip(
+    world: RedisS3World, bucket: Callable[[], set[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The hot put is queued ahead of the append script in one pipeline: one round trip,
+    # no S3 object, and the artifact is readable under the ref the events name.
+    from little_dist.world.artifacts import artifact_ref_for
+    from little_dist.world.redis_s3 import events as event_log
+
+    world.append(RUN, EventInput(type="little.test.first", payload={}))  # the run is known
+    before = bucket()
+    trips: list[int] = []
+    real = event_log.execute_pipeline
+
+    def counted(pipe: Any) -> Any:
+        trips.append(len(pipe.command_stack))
+        return real(pipe)
+
+    monkeypatch.setattr(event_log, "execute_pipeline", counted)
+    output = ArtifactInput(run_id=RUN, name="output", payload={"n": 1}, step_path="f[a].w")
+    ref = artifact_ref_for(output)
+    recorded = world.append_batch_with_artifacts(
+        RUN,
+        [EventInput(type="StepCompleted", payload={"outputRef": ref}, occurrence_id="end:x:1")],
+        [output],
+    )
+    assert trips == [2]  # the put and the append, together
+    assert recorded[0].payload["outputRef"] == ref
+    assert world.get_artifact(ref).payload == {"n": 1}
+    assert bucket() == before  # in Redis until the run is archived
+    # An artifact over the hot limit still goes to S3 first, then the append.
+    big = ArtifactInput(run_id=RUN, name="output", payload="x" * (2 * LIMIT), step_path="g")
+    world.append_batch_with_artifacts(
+        RUN, [EventInput(type="little.test.big", payload={"ref": artifact_ref_for(big)})], [big]
+    )
+    assert world.get_artifact(artifact_ref_for(big)).payload == "x" * (2 * LIMIT)
+    assert len(bucket() - before) == 2  # its blob and its manifest

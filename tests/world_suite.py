@@ -31,7 +31,7 @@ from little_dist.canonical import canonical_json
 from little_dist.errors import ConflictError, InvalidInputError, LeaseLostError
 from little_dist.events import Event, EventInput
 from little_dist.ids import InvalidIdError, event_id_for
-from little_dist.world.artifacts import payload_sha256
+from little_dist.world.artifacts import artifact_ref_for, payload_sha256
 from little_dist.world.base import (
     ArtifactInput,
     ArtifactNotFoundError,
@@ -788,6 +788,46 @@ class WorldConformance(VersionIndexConformance):
             ArtifactInput(run_id=RUN, name="out", payload={"score": 99}, step_path="s")
         )
         assert handle.blob_count() == 2
+
+    def test_events_name_an_artifact_written_in_the_same_call(self, handle: WorldHandle) -> None:
+        # An attempt's commit names its output artifact by the ref it will get
+        # (artifact_ref_for) and writes both in one call; a second commit of the same
+        # output writes nothing new and keeps the first artifact.
+        world = handle.world
+        output = ArtifactInput(run_id=RUN, name="output", payload={"n": 1}, step_path="f[a].w")
+        ref = artifact_ref_for(output)
+        recorded = world.append_batch_with_artifacts(
+            RUN,
+            [ev("ArtifactCreated", "artifact:f[a].w:1", artifactRef=ref), ev("StepCompleted")],
+            [output],
+        )
+        assert [e.type for e in recorded] == ["ArtifactCreated", "StepCompleted"]
+        read = world.get_artifact(ref)
+        assert read.payload == {"n": 1}
+        assert read.manifest.artifact_ref == ref == world.put_artifact(output).artifact_ref
+        again = world.append_batch_with_artifacts(
+            RUN, [ev("ArtifactCreated", "artifact:f[a].w:1", artifactRef=ref)], [output]
+        )
+        assert [e.sequence for e in again] == [recorded[0].sequence]
+        assert world.get_artifact(ref).manifest == read.manifest
+        assert handle.blob_count() == 1
+
+    def test_an_artifact_written_with_a_fenced_append_is_there_when_the_lease_is_lost(
+        self, handle: WorldHandle
+    ) -> None:
+        # The artifact goes first: an append refused for a lost lease may leave it behind
+        # (unnamed), never an event naming an artifact that is missing.
+        world = handle.world
+        lease = world.acquire_lease(f"{{{RUN}}}:step:s", "me", 0.2)
+        assert lease is not None
+        handle.advance(0.5)
+        assert world.acquire_lease(f"{{{RUN}}}:step:s", "other", 30) is not None
+        output = ArtifactInput(run_id=RUN, name="output", payload=[1, 2], step_path="s")
+        with pytest.raises(LeaseLostError):
+            world.append_batch_with_artifacts(
+                RUN, [ev("StepCompleted")], [output], fence=lease.fence
+            )
+        assert world.list_events(RUN) == []
 
     def test_unknown_or_malformed_artifact_refs(self, handle: WorldHandle) -> None:
         with pytest.raises(ArtifactNotFoundError):

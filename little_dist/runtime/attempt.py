@@ -57,7 +57,7 @@ from little_dist.runtime.sweep import WORKER_STEP_KINDS, step_lease_key
 from little_dist.scheduling import RunContext, StepDispatch
 from little_dist.scheduling.context import StepLocation, locate_step
 from little_dist.scheduling.plan import StepPlan, output_schema_hash, plan_for, step_output_error
-from little_dist.world.base import Lease, LeaseRequest, World, unique_holder
+from little_dist.world.base import ArtifactInput, Lease, LeaseRequest, World, unique_holder
 
 if TYPE_CHECKING:
     from little_dist.harness.recorder import EventRecorder, RecordedSink
@@ -209,6 +209,7 @@ def execute_step_attempt(
             heartbeat = keeper.keep(lease, lease_ttl, on_lost=lost.set)
         else:
             heartbeat = LeaseHeartbeat(world, lease, lease_ttl, on_lost=lost.set).start()
+        staged: list[ArtifactInput] = []  # written with the commit (one round trip)
         ending = _run_and_judge(
             world,
             dispatch,
@@ -221,6 +222,7 @@ def execute_step_attempt(
             recorder=recorder,
             cancelled=_either(lost, cancel),
             inline_limit=inline_limit,
+            stage=staged,
         )
         heartbeat.stop()
         fence = heartbeat.lease.fence
@@ -228,7 +230,15 @@ def execute_step_attempt(
         try:
             # The commit releases the step lease in the same call (one round trip on Redis),
             # and may take the next step's.
-            if next_lease is not None and ending and ending[-1].type == "StepCompleted":
+            if staged and next_lease is None:
+                # The output artifact the completion names is written in the same round
+                # trip, ahead of the events.
+                recorded = world.append_batch_with_artifacts(
+                    run_id, commit, staged, fence=fence, signal=signal_commit, release=True
+                )
+            elif next_lease is not None and ending and ending[-1].type == "StepCompleted":
+                for artifact in staged:
+                    world.put_artifact(artifact)
                 recorded, taken = world.append_batch_then_acquire(
                     run_id, commit, next_lease, fence=fence, signal=signal_commit, release=True
                 )
@@ -328,8 +338,10 @@ def _run_and_judge(
     recorder: EventRecorder,
     cancelled: Callable[[], bool],
     inline_limit: int,
+    stage: list[ArtifactInput],
 ) -> list[EventInput]:
-    """Run the harness and return the events that end the attempt (not yet appended)."""
+    """Run the harness and return the events that end the attempt (not yet appended); the
+    small output artifact they name is added to ``stage`` (written with them)."""
     path, attempt = dispatch.step_path, dispatch.attempt
     step = where.step.raw
     if step.get("uses") not in WORKER_STEP_KINDS:
@@ -378,6 +390,7 @@ def _run_and_judge(
         schema_hash=_schema_hash(where.step),
         inline_limit=inline_limit,
         always_artifact=where.parallel is not None,
+        stage=stage,
     )
 
 

@@ -23,6 +23,7 @@ from typing import Any, Final
 from little_dist.canonical import canonical_json, sha256_digest
 from little_dist.events import Event, EventInput
 from little_dist.run_state import EventLike
+from little_dist.world.artifacts import artifact_ref_for
 from little_dist.world.base import ArtifactInput, World
 
 __all__ = [
@@ -79,13 +80,16 @@ def completion_events(
     schema_hash: str | None = None,
     inline_limit: int = INLINE_OUTPUT_LIMIT,
     always_artifact: bool = False,
+    stage: list[ArtifactInput] | None = None,
 ) -> list[EventInput]:
     """``[ArtifactCreated], StepOutputValidated, StepCompleted`` for a validated output.
 
     The artifact (large outputs only) is written here, before any event names it.
     ``schema_hash`` is upstream's ``stepOutputSchemaHash`` of the step's output contract.
     ``always_artifact`` writes the artifact whatever the size and inlines a small output
-    too, as upstream does for every step (see the module docstring for when).
+    too, as upstream does for every step (see the module docstring for when). ``stage``:
+    such a small artifact is not written here but added to ``stage``, for the caller to
+    write with the events (``World.append_batch_with_artifacts``: one round trip).
     """
     step_id = step.get("id")
     uses = step.get("uses")
@@ -103,10 +107,13 @@ def completion_events(
     refs = list(artifact_refs)
     large = len(canonical_json(output)) > inline_limit
     if large or always_artifact:
-        manifest = world.put_artifact(
-            ArtifactInput(run_id=run_id, name="output", payload=output, step_path=step_path)
-        )
-        ref = manifest.artifact_ref
+        artifact = ArtifactInput(run_id=run_id, name="output", payload=output, step_path=step_path)
+        if stage is not None and not large:
+            ref, content_type = artifact_ref_for(artifact), artifact.content_type
+            stage.append(artifact)
+        else:
+            manifest = world.put_artifact(artifact)
+            ref, content_type = manifest.artifact_ref, manifest.content_type
         events.append(
             EventInput(
                 type="ArtifactCreated",
@@ -115,7 +122,7 @@ def completion_events(
                     "stepPath": step_path,
                     "artifactRef": ref,
                     "name": "output",
-                    "contentType": manifest.content_type,
+                    "contentType": content_type,
                 },
             )
         )

@@ -19,6 +19,7 @@ from little_dist.ids import artifact_id_for, artifact_ref, validate_run_id
 from little_dist.world.base import ArtifactEncoding, ArtifactInput, ArtifactManifest
 
 __all__ = [
+    "artifact_ref_for",
     "build_manifest",
     "decode_artifact_payload",
     "encode_artifact_payload",
@@ -119,3 +120,12 @@ class _IsoClock:
 
 
 now_iso = _IsoClock()
+
+
+def artifact_ref_for(artifact: ArtifactInput) -> str:
+    """The ``artifact://`` ref ``artifact`` gets when stored, in any world (it hashes the
+    artifact's identity and payload, never its creation time): events may name it before
+    it is written, when the write and the events go out together
+    (:meth:`~little_dist.world.base.World.append_batch_with_artifacts`)."""
+    data, encoding = encode_artifact_payload(artifact.payload)
+    return build_manifest(artifact, data, encoding, "").artifact_ref

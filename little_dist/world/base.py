@@ -77,6 +77,7 @@ __all__ = [
     "RunNotFoundError",
     "SequenceConflictError",
     "SequentialAppendThenAcquire",
+    "SequentialArtifactsThenAppend",
     "UndecodedEvent",
     "VersionNotFoundError",
     "World",
@@ -300,6 +301,22 @@ class World(Protocol):
         append raises, the lease is not left held."""
         ...
 
+    def append_batch_with_artifacts(
+        self,
+        run_id: str,
+        events: Sequence[EventInput],
+        artifacts: Sequence[ArtifactInput],
+        *,
+        fence: Fence | None = None,
+        signal: bool = True,
+        release: bool = False,
+    ) -> list[Event]:
+        """:meth:`put_artifact` of each of ``artifacts``, then :meth:`append_batch` of
+        ``events`` (which may name them by :func:`~little_dist.world.artifacts.artifact_ref_for`),
+        in one round trip where the world can (an attempt's commit with its output): an
+        event never names an artifact that was not written first."""
+        ...
+
     def last_sequence(self, run_id: str) -> int:
         """The run's last sequence, 0 for a run with no events."""
         ...
@@ -461,6 +478,25 @@ class SequentialAppendThenAcquire:
     ) -> tuple[list[Event], Lease | None]:
         recorded = self.append_batch(run_id, events, fence=fence, signal=signal, release=release)
         return recorded, self.acquire_lease(lease.key, lease.holder, lease.ttl_seconds)
+
+
+class SequentialArtifactsThenAppend:
+    """``append_batch_with_artifacts`` for worlds with no round trip to save: each put,
+    then the append."""
+
+    def append_batch_with_artifacts(
+        self: World,
+        run_id: str,
+        events: Sequence[EventInput],
+        artifacts: Sequence[ArtifactInput],
+        *,
+        fence: Fence | None = None,
+        signal: bool = True,
+        release: bool = False,
+    ) -> list[Event]:
+        for artifact in artifacts:
+            self.put_artifact(artifact)
+        return self.append_batch(run_id, events, fence=fence, signal=signal, release=release)
 
 
 class DecodesEveryEvent:

@@ -37,6 +37,7 @@ from little_dist.world.base import (
     PreparedEvent,
     SequenceConflictError,
     SequentialAppendThenAcquire,
+    SequentialArtifactsThenAppend,
     VersionNotFoundError,
     WaitForEndByFollowing,
     check_event_window,
@@ -57,7 +58,12 @@ class _LeaseState:
     expires_at: float
 
 
-class MemoryWorld(SequentialAppendThenAcquire, DecodesEveryEvent, WaitForEndByFollowing):
+class MemoryWorld(
+    SequentialAppendThenAcquire,
+    SequentialArtifactsThenAppend,
+    DecodesEveryEvent,
+    WaitForEndByFollowing,
+):
     """A :class:`~little_dist.world.base.World` held in memory.
 
     ``clock`` gives lease times in epoch seconds; tests pass a fake one to expire leases

@@ -20,6 +20,7 @@ from little_dist.world.base import (
     Fence,
     Lease,
     SequentialAppendThenAcquire,
+    SequentialArtifactsThenAppend,
     WaitForEndByFollowing,
     check_event_window,
     check_lease_request,
@@ -46,7 +47,12 @@ _LIST_EVENTS: Final = (
 _LAST_SEQUENCE: Final = "SELECT COALESCE(MAX(sequence), 0) FROM events WHERE run_id = ?"
 
 
-class LocalWorld(SequentialAppendThenAcquire, DecodesEveryEvent, WaitForEndByFollowing):
+class LocalWorld(
+    SequentialAppendThenAcquire,
+    SequentialArtifactsThenAppend,
+    DecodesEveryEvent,
+    WaitForEndByFollowing,
+):
     """A :class:`~little_dist.world.base.World` in ``data_dir`` (created if missing).
 
     ``clock`` gives lease times in epoch seconds (tests inject a fake one);

@@ -28,11 +28,11 @@ from little_dist.world.base import (
     ArtifactNotFoundError,
     ArtifactRead,
 )
-from little_dist.world.redis_s3.hot_artifacts import HotArtifacts, parse_manifest
+from little_dist.world.redis_s3.hot_artifacts import HotArtifacts, QueuedHotPut, parse_manifest
 from little_dist.world.redis_s3.keys import KeyLayout
 from little_dist.world.redis_s3.s3 import S3Objects
 
-__all__ = ["ArtifactStore"]
+__all__ = ["ArtifactStore", "StagedArtifact"]
 
 
 class ArtifactStore:
@@ -72,6 +72,20 @@ class ArtifactStore:
             return manifest
         return _first_writer(manifest, self._manifest(manifest.artifact_ref, manifest.artifact_id))
 
+    def staged(self, artifact: ArtifactInput) -> StagedArtifact | None:
+        """:meth:`put` in two halves for an artifact the hot tier takes: a put to queue on
+        the pipeline of an append (see ``EventLog.append_batch(before=...)``) and a check of
+        its answer once it ran (:meth:`StagedArtifact.check`). An artifact bound for S3 is
+        put now (``None``: nothing left to do)."""
+        validate_run_id(artifact.run_id)
+        data, encoding = encode_artifact_payload(artifact.payload)
+        manifest = build_manifest(artifact, data, encoding, now_iso())
+        if self._hot is None or not self._hot.accepts(len(data)):
+            self.put(artifact)
+            return None
+        body = canonical_json(manifest.to_json()).encode("utf-8")
+        return StagedArtifact(self, artifact, manifest, self._hot.queued_put(manifest, body, data))
+
     def get(self, ref: str) -> ArtifactRead:
         artifact_id = artifact_id_from_ref(ref)
         hot = self._hot.get(artifact_id) if self._hot is not None else None
@@ -93,6 +107,33 @@ class ArtifactStore:
         if body is None:
             raise ArtifactNotFoundError(ref)
         return parse_manifest(ref, body)
+
+
+class StagedArtifact:
+    """An artifact whose hot put rides on an append's pipeline (:meth:`ArtifactStore.staged`)."""
+
+    def __init__(
+        self,
+        store: ArtifactStore,
+        artifact: ArtifactInput,
+        manifest: ArtifactManifest,
+        put: QueuedHotPut,
+    ) -> None:
+        self._store = store
+        self._artifact = artifact
+        self.manifest = manifest
+        self.put = put
+
+    def check(self) -> ArtifactManifest:
+        """The stored manifest once the pipeline ran: ours, or the first writer's (the
+        same bytes, or :class:`ArtifactCorruptError`); a run sealed meanwhile gets the
+        artifact in S3 instead."""
+        answer = self.put.answer
+        if answer is True:
+            return self.manifest
+        if isinstance(answer, bytes):
+            return _first_writer(self.manifest, parse_manifest(self.manifest.artifact_ref, answer))
+        return self._store.put(self._artifact)
 
 
 def _first_writer(manifest: ArtifactManifest, existing: ArtifactManifest) -> ArtifactManifest:

@@ -170,9 +170,12 @@ class EventLog:
         signal: bool = True,
         release: bool = False,
         then: PipelineTail | None = None,
+        before: Sequence[PipelineTail] = (),
     ) -> list[Event]:
         """Append ``events`` atomically (see :meth:`World.append_batch`); ``then`` queues
-        one more command after the append, in the same round trip, and gets its reply."""
+        one more command after the append, in the same round trip, and gets its reply;
+        ``before`` queues commands ahead of it (they run first: an artifact the events name).
+        """
         # A run id this process already wrote to was validated then (an unhashable one
         # cannot be a key: it goes to the validation, which refuses it).
         run = self._runs.get(run_id) if type(run_id) is str else None
@@ -214,8 +217,10 @@ class EventLog:
                 script_keys.append(self._signal_stream)
         ends = any(item.type in RUN_END_EVENT_TYPES for item in prepared)
         try:
-            if first_touch or ends or then is not None:
+            if first_touch or ends or then is not None or before:
                 pipe = self._redis.pipeline(transaction=False)
+                for head in before:
+                    head.queue(pipe)
                 self._append_script.queue(pipe, script_keys, args)
                 if first_touch:
                     # The run index lives outside the run's slot; same round trip.
@@ -229,7 +234,9 @@ class EventLog:
                 if then is not None:
                     then.queue(pipe)
                 replies = execute_pipeline(pipe)
-                result = replies[0]
+                for head, reply in zip(before, replies, strict=False):
+                    head.done(reply)
+                result = replies[len(before)]
                 if then is not None:
                     then.done(replies[-1])
             else:

@@ -41,6 +41,7 @@ __all__ = [
     "PUT_HOT_ARTIFACT",
     "HotArtifacts",
     "HotPut",
+    "QueuedHotPut",
     "parse_manifest",
 ]
 
@@ -105,6 +106,16 @@ class HotArtifacts:
             return result
         return True if int(result) == 1 else None
 
+    def queued_put(self, manifest: ArtifactManifest, body: bytes, data: bytes) -> QueuedHotPut:
+        """:meth:`put`, to be queued on a pipeline ahead of other commands (an attempt's
+        commit): same script, one round trip with the rest."""
+        keys = self._keys.run(manifest.run_id)
+        return QueuedHotPut(
+            self._put_script,
+            [self._keys.hot_artifact(manifest.artifact_id), keys.artifacts, keys.archived],
+            [body, data, manifest.artifact_id],
+        )
+
     def get(self, artifact_id: str) -> tuple[bytes | None, bytes | None] | None:
         """``(manifest JSON, data)`` of a hot artifact (a field may be missing if tampered
         with), or None if it is not in Redis."""
@@ -152,6 +163,25 @@ class HotArtifacts:
 
     def _put(self, job: tuple[str, bytes, str]) -> bool:
         return self._s3.put_if_absent(*job)
+
+
+class QueuedHotPut:
+    """A hot put queued on a pipeline (``queue``), and its answer once it ran (``done``):
+    the :data:`HotPut` of :meth:`HotArtifacts.put`."""
+
+    def __init__(self, script: LuaScript, keys: list[str], args: list[Any]) -> None:
+        self._script = script
+        self._keys = keys
+        self._args = args
+        self.answer: HotPut = None
+
+    def queue(self, pipe: Any) -> None:
+        self._script.queue(pipe, self._keys, self._args)
+
+    def done(self, reply: Any) -> None:
+        if isinstance(reply, Exception):
+            raise reply
+        self.answer = reply if isinstance(reply, bytes) else int(reply) == 1 or None
 
 
 def _checked_sha256(artifact_id: str, body: bytes | None, data: bytes | None) -> str:
