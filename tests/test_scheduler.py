@@ -361,6 +361,45 @@ def test_a_fast_path_attempt_carrying_its_decision_wakes_no_scheduler(
     assert added == (0 if fast else 2)
 
 
+def test_a_client_start_is_announced_not_signalled_and_a_sweep_covers_a_client_that_died(
+    fleet: Fleet, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A client that sends the first tasks itself records the start quietly (the scheduler
+    # would only decide the same thing at the same moment) and adds the run to the active
+    # runs first. This one dies before its first decision: the next sweep moves the run on.
+    from little_dist.dist import client as client_module
+    from little_dist.dist.client import submit_run
+    from little_dist.dist.sweeper import ActiveRuns
+
+    app, scheduler = started_scheduler(fleet)
+    signals_before = fleet.redis.xlen(fleet.settings.signal_stream)
+
+    def dies(*_: Any, **__: Any) -> Any:
+        raise RuntimeError("the client died")
+
+    monkeypatch.setattr(client_module, "advance_run", dies)
+    active = ActiveRuns(fleet.redis, active_runs_key(fleet.settings))
+    with pytest.raises(RuntimeError, match="died"):
+        submit_run(
+            fleet.world,
+            chain_lwir(1),
+            {},
+            run_id="run_quiet_start",
+            app=cast(Any, app),
+            settings=fleet.settings,
+            announce=active.add,
+        )
+    assert [e.type for e in events_of(fleet.world, "run_quiet_start")][-1] == "RunStarted"
+    assert fleet.redis.xlen(fleet.settings.signal_stream) == signals_before
+    assert "run_quiet_start" in active.members()
+    for _ in range(3):
+        scheduler.run_once(block_ms=20)
+    assert app.sent == []  # no signal: the scheduler has not looked
+    scheduler.sweep_all()
+    (task,) = app.take()
+    assert (task.run_id, task.step_path) == ("run_quiet_start", "s0")
+
+
 def test_the_loop_sweep_leaves_a_moving_run_once_then_looks(fleet: Fleet) -> None:
     # A run whose log grew since the last sweep is being moved on by workers: the loop's
     # sweep leaves it (no fold of a wide run in the middle of it), but never twice in a row.

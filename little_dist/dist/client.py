@@ -3,9 +3,13 @@
 Submitting writes to the world only (and sends tasks by name): the compiled
 WorkflowVersion is registered, ``WorkflowVersionRegistered`` + ``RunStarted`` are appended
 (occurrence ids ``version-registered`` and ``run-start``, as the in-process runner writes
-them), and that append signals the scheduler through the signal stream. The client then
-advances the run once itself (decide + dispatch under the dispatch leases), so the first
-steps start without waiting for a scheduler round trip.
+them). The client then advances the run once itself (decide + dispatch under the dispatch
+leases), so the first steps start without waiting for a scheduler round trip. The
+scheduler would only make the same first decision at the same moment: the client adds the
+run to the scheduler's active runs before recording its start, and the start does not
+signal it (a client that dies before its first decision leaves the run to the scheduler's
+next sweeps, seconds later). Runs submitted without a Celery app to send with (and the
+``little.submit_run`` task) signal the scheduler as usual.
 
 What is submitted decides where the WorkflowVersion comes from:
 
@@ -30,7 +34,7 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
@@ -195,12 +199,16 @@ def _start(
     version: WorkflowVersion,
     run_input: Any,
     planning: Sequence[EventInput] = (),
+    *,
+    signal: bool = True,
 ) -> list[Event]:
     """Record the run's start (after ``planning``, its planning session's events) in one
-    append; the recorded events."""
+    append; the recorded events. ``signal=False``: the caller advances the run itself."""
     # Stored before the events that name it, so a reader never finds a dangling id.
     world.register_version(version.id, version.to_json())
-    return world.append_batch(run_id, [*planning, *_start_events(version, run_input)])
+    return world.append_batch(
+        run_id, [*planning, *_start_events(version, run_input)], signal=signal
+    )
 
 
 def _json_value(value: Any, what: str) -> Any:
@@ -223,6 +231,7 @@ def submit_run(
     registry: AppRegistry | None = None,
     holder: str = "client",
     window: FanoutWindow | None = None,
+    announce: Callable[[str], None] | None = None,
 ) -> str:
     """Submit one run (see the module docstring); its run id.
 
@@ -230,6 +239,10 @@ def submit_run(
     the run is only recorded and the scheduler, signalled by the append, takes it from there.
     ``registry`` resolves a workflow given by id. ``window``: the fleet's cap on a fan-out's
     branches in flight (:mod:`little_dist.dist.slots`), for the first decision.
+    ``announce``: registers the run with the scheduler's sweeper (its active runs); given
+    with ``app`` and ``settings``, the run is announced before its start is recorded, and
+    the start does not signal the scheduler, since this call makes the first decision and
+    sends its tasks (a client that dies before that leaves the run to the next sweep).
     """
     from little_dist.authoring import WorkflowDefinition
 
@@ -280,6 +293,11 @@ def submit_run(
                 dispatch_plan(world, app, settings, run_id, holder=holder)
         return run_id
     recorded: list[Event] = []
+    advances = app is not None and settings is not None
+    quiet = advances and announce is not None
+    if quiet and not events:
+        assert announce is not None
+        announce(run_id)
     if definition is not None and not events:
         # A fresh run of a fixed plan: its planning session and start in one append.
         from little_dist.planner.fixed import fixed_plan_events
@@ -287,7 +305,9 @@ def submit_run(
         planned = fixed_plan_events(definition, run_input)
         if planned is not None:
             version = planned.version
-            recorded = _start(world, run_id, version, run_input, planned.events)
+            recorded = _start(
+                world, run_id, version, run_input, planned.events, signal=not quiet
+            )
     if version is None and definition is not None:
         from little_dist.planner import resolve_version
 
@@ -298,7 +318,7 @@ def submit_run(
             return run_id
     assert version is not None
     if not recorded and not any(event.type == "RunStarted" for event in events):
-        _start(world, run_id, version, run_input)
+        _start(world, run_id, version, run_input, signal=not (quiet and not events))
     if app is not None and settings is not None:
         versions = VersionCache()
         versions.put(version)  # in hand: the tracker need not read it back
@@ -346,6 +366,7 @@ class Client:
         self._holder = f"client:{socket.gethostname()}:{os.getpid()}"
         self._window: FanoutWindow | None = None
         self._window_open = False
+        self._fleet_redis: Any = None
 
     # -- wiring ------------------------------------------------------------------------------
 
@@ -365,25 +386,47 @@ class Client:
             self._app = make_celery_app(self.settings)
         return self._app
 
+    def _open_fleet_redis(self) -> None:
+        """The fleet's Redis (signal stream, slots, active runs), opened once: ``None`` when
+        the settings name no fleet world on Redis (a client on a world of its own)."""
+        if self._window_open:
+            return
+        from little_dist.dist.slots import fanout_window, fleet_redis
+
+        self._window_open = True
+        try:
+            self._fleet_redis = fleet_redis(self.settings)
+        except InvalidInputError:
+            self._fleet_redis = None
+        if self._fleet_redis is not None:
+            self._window = fanout_window(self.settings, client=self._fleet_redis)
+
     @property
     def window(self) -> FanoutWindow | None:
         """The fleet's cap on a fan-out's branches in flight, for the decisions this client
         makes (``None`` with ``LITTLE_BRANCH_WINDOW=declared`` or no fleet Redis)."""
-        if not self._window_open:
-            from little_dist.dist.slots import fanout_window
-
-            self._window_open = True
-            try:
-                self._window = fanout_window(self.settings)
-            except InvalidInputError:  # no fleet world configured (a client on its own world)
-                self._window = None
+        self._open_fleet_redis()
         return self._window
+
+    def _announce(self) -> Callable[[str], None] | None:
+        """Adds a run to the scheduler's active runs (see :func:`submit_run`)."""
+        from little_dist.world.redis_s3 import RedisS3World
+
+        self._open_fleet_redis()
+        # Only a world on the fleet's Redis is one the scheduler sweeps.
+        if self._fleet_redis is None or not isinstance(self.world, RedisS3World):
+            return None
+        from little_dist.dist.scheduler import active_runs_key
+        from little_dist.dist.sweeper import ActiveRuns
+
+        return ActiveRuns(self._fleet_redis, active_runs_key(self.settings)).add
 
     def close(self) -> None:
         """Close what the client opened (the world and the Celery app it built)."""
-        if self._window is not None:
-            self._window.close()
-            self._window = None
+        self._window = None
+        if self._fleet_redis is not None:
+            self._fleet_redis.close()
+            self._fleet_redis = None
         if self._owns_world and self._world is not None:
             self._world.close()
             self._world = None
@@ -417,6 +460,7 @@ class Client:
             registry=self.registry,
             holder=self._holder,
             window=self.window,
+            announce=self._announce(),
         )
 
     def _require(self, run_id: str) -> list[Event]:
