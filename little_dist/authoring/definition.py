@@ -28,6 +28,7 @@ from little_dist.compiler import (
 )
 from little_dist.errors import InvalidInputError
 from little_dist.harness.types import DEFAULT_HARNESS_ID, SkillDescriptor
+from little_dist.scheduling.fast_schema import compile_check
 from little_dist.tools import Tool, ToolRegistry, tool
 
 if TYPE_CHECKING:
@@ -160,6 +161,9 @@ class WorkflowDefinition:
             data = json.loads(canonical_json(value))
         except InvalidInputError as error:
             raise InputValidationError(self.id, [("input", str(error))]) from error
+        quick = compile_check(self.input_schema)
+        if quick is not None and quick(data):
+            return data  # (draft-07's answer, sooner; a "no" gets jsonschema's messages)
         import jsonschema
 
         validator = jsonschema.Draft7Validator(self.input_schema)

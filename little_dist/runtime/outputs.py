@@ -23,6 +23,7 @@ from typing import Any, Final
 from little_dist.canonical import canonical_json, sha256_digest
 from little_dist.events import Event, EventInput
 from little_dist.run_state import EventLike
+from little_dist.scheduling.fast_schema import Check, compile_check
 from little_dist.world.artifacts import artifact_ref_for
 from little_dist.world.base import ArtifactInput, World
 
@@ -53,6 +54,19 @@ def _validator(schema: Mapping[str, Any]) -> tuple[Any, str]:
     return found
 
 
+_quick_checks: dict[str, Check | None] = {}
+
+
+def _quick_check(schema: Mapping[str, Any]) -> Check | None:
+    """:func:`~little_dist.scheduling.fast_schema.compile_check` of ``schema``, cached."""
+    key = canonical_json(schema)
+    if key not in _quick_checks:
+        found = compile_check(schema)
+        with _validators_lock:
+            _quick_checks[key] = found
+    return _quick_checks[key]
+
+
 def _schema_of(output_spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
     schema = output_spec.get("schema")
     return schema if isinstance(schema, Mapping) else None
@@ -60,6 +74,9 @@ def _schema_of(output_spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 def schema_problems(schema: Mapping[str, Any], value: Any) -> list[str]:
     """``"/where: what"`` for each way ``value`` fails the JSON Schema (empty when valid)."""
+    quick = _quick_check(schema)
+    if quick is not None and quick(value):
+        return []  # (draft-07's answer, sooner; a "no" gets jsonschema's messages)
     validator, _ = _validator(schema)
     problems = []
     for error in sorted(validator.iter_errors(value), key=lambda e: [str(p) for p in e.path]):

@@ -22,6 +22,7 @@ from jsonschema.exceptions import best_match
 
 from little_dist.canonical import canonical_json, sha256_digest
 from little_dist.compiler import WorkflowVersion
+from little_dist.scheduling.fast_schema import Check, compile_check
 
 __all__ = [
     "ALPHA_MAX_BRANCHES",
@@ -117,15 +118,20 @@ class WorkflowPlan:
     top: ScopePlan
     output_schema: Any
     contract_error: str | None
-    _validators: dict[str, Draft7Validator] = field(default_factory=dict)
+    _validators: dict[str, tuple[Draft7Validator, Check | None]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def validator(self, schema: Any) -> Draft7Validator:
         """A compiled draft-07 validator for ``schema`` (cached per plan)."""
+        return self.checks(schema)[0]
+
+    def checks(self, schema: Any) -> tuple[Draft7Validator, Check | None]:
+        """``schema``'s draft-07 validator and its quick structural check
+        (:func:`~little_dist.scheduling.fast_schema.compile_check`), cached per plan."""
         key = canonical_json(schema)
         found = self._validators.get(key)
         if found is None:
-            found = Draft7Validator(schema)
+            found = (Draft7Validator(schema), compile_check(schema))
             with self._lock:
                 self._validators[key] = found
         return found
@@ -159,7 +165,10 @@ def schema_error(plan: WorkflowPlan, schema: Any, value: Any) -> str | None:
         return "schema rejects all values"
     if not isinstance(schema, Mapping):
         return None
-    error = best_match(plan.validator(schema).iter_errors(value))
+    validator, quick = plan.checks(schema)
+    if quick is not None and quick(value):
+        return None  # (a quick "valid" is draft-07's; a "no" gets jsonschema's message)
+    error = best_match(validator.iter_errors(value))
     if error is None:
         return None
     location = "".join(f"/{part}" for part in error.absolute_path)
