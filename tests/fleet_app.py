@@ -171,7 +171,7 @@ _SUMMARY_SCHEMA = {
     "additionalProperties": False,
     "properties": {"verdict": {"type": "string"}, "notes": {"type": "string"}},
 }
-_SCREENING_INPUT = {
+_ITEMS_INPUT = {
     "type": "object",
     "required": ["run", "items", "sleep"],
     "properties": {
@@ -181,26 +181,33 @@ _SCREENING_INPUT = {
     },
 }
 
+
+def _effect_fan(
+    *, max_branches: int, max_concurrency: int, needs: list[str] | None = None
+) -> dict[str, Any]:
+    """A parallel step ``fan`` running one counted side effect per item of ``input.items``."""
+    step: dict[str, Any] = {"id": "fan", "uses": "parallel"}
+    if needs:
+        step["needs"] = needs
+    step["with"] = {
+        "items": "{{ input.items }}",
+        "itemKey": "{{ item }}",
+        "cardinality": {"kind": "matches_items"},
+        "maxBranches": max_branches,
+        "maxConcurrency": max_concurrency,
+        "failureMode": "fail_fast",
+        "fanIn": {"order": "input", "output": "array"},
+    }
+    step["output"] = {"mode": "array", "schema": _fan_in_schema({"type": "object"})}
+    step["steps"] = [_effect_step("work", "fan[{{ item }}].work")]
+    return step
+
+
 SCREENING_PLAN = _doc(
     "fleet.screening",
     [
         _effect_step("prepare", "prepare"),
-        {
-            "id": "fan",
-            "uses": "parallel",
-            "needs": ["prepare"],
-            "with": {
-                "items": "{{ input.items }}",
-                "itemKey": "{{ item }}",
-                "cardinality": {"kind": "matches_items"},
-                "maxBranches": 20,
-                "maxConcurrency": 4,
-                "failureMode": "fail_fast",
-                "fanIn": {"order": "input", "output": "array"},
-            },
-            "output": {"mode": "array", "schema": _fan_in_schema({"type": "object"})},
-            "steps": [_effect_step("work", "fan[{{ item }}].work")],
-        },
+        _effect_fan(max_branches=20, max_concurrency=4, needs=["prepare"]),
         {
             "id": "summarize",
             "uses": "ai.generate",
@@ -212,43 +219,17 @@ SCREENING_PLAN = _doc(
             "output": {"mode": "object", "schema": _SUMMARY_SCHEMA},
         },
     ],
-    input_schema=_SCREENING_INPUT,
+    input_schema=_ITEMS_INPUT,
     output_schema=_SUMMARY_SCHEMA,
     tools=["effect"],
     models=[SLOT],
 )
 
 
-_WIDE_INPUT = {
-    "type": "object",
-    "required": ["run", "items", "sleep"],
-    "properties": {
-        "run": {"type": "string"},
-        "items": {"type": "array", "items": {"type": "string"}},
-        "sleep": {"type": "number"},
-    },
-}
-
 WIDE_FAN_PLAN = _doc(
     "fleet.wide-fan",
-    [
-        {
-            "id": "fan",
-            "uses": "parallel",
-            "with": {
-                "items": "{{ input.items }}",
-                "itemKey": "{{ item }}",
-                "cardinality": {"kind": "matches_items"},
-                "maxBranches": 40,
-                "maxConcurrency": 20,
-                "failureMode": "fail_fast",
-                "fanIn": {"order": "input", "output": "array"},
-            },
-            "output": {"mode": "array", "schema": _fan_in_schema({"type": "object"})},
-            "steps": [_effect_step("work", "fan[{{ item }}].work")],
-        }
-    ],
-    input_schema=_WIDE_INPUT,
+    [_effect_fan(max_branches=40, max_concurrency=20)],
+    input_schema=_ITEMS_INPUT,
     output_schema={"type": "array"},
     tools=["effect"],
     models=[],
@@ -344,7 +325,7 @@ _SLOT = model("scripted/fleet", id=SLOT, description="Scripted model of the flee
 screening = define_workflow(
     id="fleet.screening",
     description="Prepare, process every item in parallel, then summarize.",
-    input=_SCREENING_INPUT,
+    input=_ITEMS_INPUT,
     output=_SUMMARY_SCHEMA,
     model=_SLOT,
     tools=[effect],
@@ -374,7 +355,7 @@ slow_chain = define_workflow(
 wide_fan = define_workflow(
     id="fleet.wide-fan",
     description="One parallel step of counted side effects, up to 20 at a time.",
-    input=_WIDE_INPUT,
+    input=_ITEMS_INPUT,
     output={"type": "array"},
     model=_SLOT,
     tools=[effect],

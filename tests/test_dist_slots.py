@@ -140,17 +140,18 @@ def test_a_runs_notes_report_changes_to_and_from_zero_at_once_and_others_at_most
         client.delete(keys["backlog"], backlog.list)
 
 
-def test_a_tracker_decides_with_the_fleets_slots_and_reports_what_they_hold_back(
-    client: Any, keys: dict[str, str]
-) -> None:
+def _window(client: Any, keys: dict[str, str]) -> FanoutWindow:
     queue = keys["queue"]
-    window = FanoutWindow(
+    return FanoutWindow(
         FleetSlots(client, keys["slots"], cache=0), Backlog(client, keys["backlog"], queue), queue
     )
+
+
+def _started_fan(run_id: str) -> MemoryWorld:
+    """A world holding ``run_id`` started on a ten-branch fan-out of ``maxConcurrency`` 6."""
     version = compile_lwir(fan_doc(max_concurrency=6), input=items(*"abcdefghij"))
     world = MemoryWorld()
     world.register_version(version.id, version.to_json())
-    run_id = "run_window_test"
     world.append(
         run_id,
         EventInput(
@@ -159,9 +160,18 @@ def test_a_tracker_decides_with_the_fleets_slots_and_reports_what_they_hold_back
             payload={"workflowVersionId": version.id, "input": items(*"abcdefghij")},
         ),
     )
+    return world
+
+
+def test_a_tracker_decides_with_the_fleets_slots_and_reports_what_they_hold_back(
+    client: Any, keys: dict[str, str]
+) -> None:
+    queue = keys["queue"]
+    window = _window(client, keys)
+    world = _started_fan("run_window_test")
     registration = register(client, keys["slots"], "w", [queue], 2)
     try:
-        tracker = RunTracker(world, run_id, window=window)
+        tracker = RunTracker(world, "run_window_test", window=window)
         state = tracker.catch_up()
         ctx = tracker.context
         assert ctx is not None and ctx.max_in_flight == 2
@@ -190,21 +200,8 @@ def test_a_tracker_decides_with_the_fleets_slots_and_reports_what_they_hold_back
 def test_without_registered_slots_the_window_is_what_the_workflow_declares(
     client: Any, keys: dict[str, str]
 ) -> None:
-    queue = keys["queue"]
-    window = FanoutWindow(
-        FleetSlots(client, keys["slots"], cache=0), Backlog(client, keys["backlog"], queue), queue
-    )
-    version = compile_lwir(fan_doc(max_concurrency=6), input=items(*"abcdefghij"))
-    world = MemoryWorld()
-    world.register_version(version.id, version.to_json())
-    world.append(
-        "run_no_slots",
-        EventInput(
-            type="RunStarted",
-            occurrence_id="run-start",
-            payload={"workflowVersionId": version.id, "input": items(*"abcdefghij")},
-        ),
-    )
+    window = _window(client, keys)
+    world = _started_fan("run_no_slots")
     tracker = RunTracker(world, "run_no_slots", window=window)
     state = tracker.catch_up()
     ctx = tracker.context
