@@ -5,7 +5,7 @@ unique prefix; SeaweedFS from ``tests/s3_server.py``, for the workflow version):
 
     .venv/bin/python bench/worker_path.py [--runtimes 2] [--branches 1000] [--runs 3]
 
-``--runtimes`` worker runtimes (:class:`~little_dist.dist.tasks.WorkerRuntime`, each with
+``--runtimes`` worker runtimes (:class:`~little_dist.fleet.tasks.WorkerRuntime`, each with
 its own world connection, run cache and trackers, as separate worker processes have) take
 turns at one queue of ``little.execute_step`` deliveries in this thread, one attempt per
 delivery (``LITTLE_WORKER_INLINE_STEPS=1``), so with two of them each reads and decides on
@@ -63,8 +63,8 @@ class Outbox:
 
 def fan_cpu_seconds(runtimes: Sequence[Any], outbox: Outbox, settings: Any, branches: int) -> float:
     """CPU seconds of one fan-out run delivered to ``runtimes`` in turn."""
-    from little_dist.dist.client import submit_run
-    from little_dist.dist.dispatch import RunTracker, advance_run
+    from little_dist.fleet.client import submit_run
+    from little_dist.fleet.dispatch import RunTracker, advance_run
     from tests import fleet_app
 
     world = runtimes[0].world
@@ -92,8 +92,8 @@ def fan_cpu_seconds(runtimes: Sequence[Any], outbox: Outbox, settings: Any, bran
 
 
 def measure(world_factory: Any, settings: Any, args: argparse.Namespace) -> list[float]:
-    from little_dist.dist.registry import load_registry
-    from little_dist.dist.tasks import WorkerRuntime
+    from little_dist.fleet.registry import load_registry
+    from little_dist.fleet.tasks import WorkerRuntime
 
     outbox = Outbox()
     runtimes = []
@@ -135,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not 1 <= args.branches <= 1000 or args.runtimes < 1 or args.runs < 1:
         parser.error("--branches must be 1..1000, --runtimes and --runs at least 1")
 
-    from little_dist.dist.world import world_from_settings
+    from little_dist.fleet.world import world_from_settings
     from little_dist.settings import load_settings
     from little_dist.world.memory import MemoryWorld
     from tests.s3_server import start_weed_mini

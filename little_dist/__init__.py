@@ -27,8 +27,8 @@ if _typing.TYPE_CHECKING:
         run_workflow,
         skill,
     )
-    from little_dist.dist.client import Client
     from little_dist.errors import InvalidInputError, LittleError
+    from little_dist.fleet.client import Client
     from little_dist.tools import Tool, tool
 
 __all__ = [
@@ -50,7 +50,7 @@ __all__ = [
 ]
 
 _WHERE = {
-    "Client": "little_dist.dist.client",
+    "Client": "little_dist.fleet.client",
     "InputValidationError": "little_dist.authoring",
     "ModelSlot": "little_dist.authoring",
     "RunFailedError": "little_dist.authoring",

@@ -289,7 +289,7 @@ class Settings(BaseSettings):
     )
 
     # A parallel step keeps at most the worker queue's registered slots in flight ("fleet",
-    # see little_dist.dist.slots), or its maxConcurrency whatever the fleet ("declared").
+    # see little_dist.fleet.slots), or its maxConcurrency whatever the fleet ("declared").
     branch_window: BranchWindow = _env(
         "LITTLE_BRANCH_WINDOW",
         "fleet",

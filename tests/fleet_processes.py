@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from little_dist.dist.client import Client
+    from little_dist.fleet.client import Client
     from little_dist.settings import Settings
     from little_dist.world.base import World
     from tests.conftest_services import S3Service
@@ -158,15 +158,15 @@ class FleetEnv:
 
     def world(self) -> World:
         """A world on the test's prefix (closed at teardown)."""
-        from little_dist.dist.world import world_from_settings
+        from little_dist.fleet.world import world_from_settings
 
         world = world_from_settings(self.settings())
         self._opened.append(world)
         return world
 
     def client(self, **kwargs: Any) -> Client:
-        """A :class:`~little_dist.dist.client.Client` for this fleet (closed at teardown)."""
-        from little_dist.dist.client import Client
+        """A :class:`~little_dist.fleet.client.Client` for this fleet (closed at teardown)."""
+        from little_dist.fleet.client import Client
 
         client = Client(self.settings(), **kwargs)
         self._opened.append(client)

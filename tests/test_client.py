@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from little_dist.dist.client import Client, RunMismatchError, WaitTimeoutError
-from little_dist.dist.dispatch import CANCEL_EVENT_TYPE, TASK_EXECUTE_STEP
 from little_dist.events import EventInput
+from little_dist.fleet.client import Client, RunMismatchError, WaitTimeoutError
+from little_dist.fleet.dispatch import CANCEL_EVENT_TYPE, TASK_EXECUTE_STEP
 from little_dist.run_state import materialize_run_state
 from little_dist.settings import load_settings
 from little_dist.world.base import RunNotFoundError
@@ -74,7 +74,7 @@ def test_submit_announces_the_run_to_the_sweeper_instead_of_signalling_it(
     # to do the same, but the run is in its active runs before its start is recorded.
     import redis
 
-    from little_dist.dist.scheduler import active_runs_key
+    from little_dist.fleet.scheduler import active_runs_key
 
     client = fleet_env.client()
     raw = redis.Redis.from_url(fleet_env.redis_url)

@@ -126,7 +126,7 @@ class Fleet:
     def app(self) -> Any:
         """A Celery app on the test's broker and queues (to send tasks by name)."""
         if self._app is None:
-            from little_dist.dist.app import make_celery_app
+            from little_dist.fleet.app import make_celery_app
 
             self._app = make_celery_app(self.settings)
         return self._app
@@ -413,7 +413,7 @@ def test_twenty_runs_with_a_parallel_step_all_complete(make_fleet: Callable[...,
 def test_a_fan_out_wider_than_the_fleet_keeps_its_slots_busy_and_reports_the_rest(
     make_fleet: Callable[..., Fleet],
 ) -> None:
-    from little_dist.dist.slots import FleetSlots, backlog_key, backlog_list, slots_key
+    from little_dist.fleet.slots import FleetSlots, backlog_key, backlog_list, slots_key
 
     fleet = make_fleet()
     start_fleet(fleet)  # two workers of 4 slots: a window of 8, the workflow allows 20

@@ -315,7 +315,7 @@ def _recorded(world: MemoryWorld, run_id: str) -> list[tuple[str, str | None, An
 def test_a_submitted_fixed_plan_records_what_the_planning_session_records_in_one_append(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from little_dist.dist.client import submit_run
+    from little_dist.fleet.client import submit_run
     from little_dist.planner import fixed
 
     world = MemoryWorld()
@@ -324,7 +324,7 @@ def test_a_submitted_fixed_plan_records_what_the_planning_session_records_in_one
     # The slow path: the planning session, then the run's start.
     slow = plan(world, "run_fixed_slow", wf)
     assert slow is not None
-    from little_dist.dist.client import _start
+    from little_dist.fleet.client import _start
 
     _start(world, "run_fixed_slow", slow, data)
     appends: list[int] = []
@@ -354,7 +354,7 @@ def test_a_submitted_fixed_plan_records_what_the_planning_session_records_in_one
 
 
 def test_a_submitted_invalid_fixed_plan_takes_the_slow_path_and_fails_the_run() -> None:
-    from little_dist.dist.client import submit_run
+    from little_dist.fleet.client import submit_run
 
     world = MemoryWorld()
     wf = ticket_workflow(plan=valid_lwir(metadata={"name": "some.other.workflow"}))

@@ -90,7 +90,7 @@ def test_the_client_is_exported_without_loading_celery() -> None:
     # The Client builds its Celery app only when it sends a task.
     code = (
         "import sys; from little_dist import Client;"
-        "from little_dist.dist.client import Client as C; assert Client is C;"
+        "from little_dist.fleet.client import Client as C; assert Client is C;"
         "bad = [m for m in ('celery', 'kombu', 'litellm') if m in sys.modules];"
         "print(bad); sys.exit(1 if bad else 0)"
     )

@@ -23,11 +23,11 @@ import pytest
 import redis
 
 from little_dist.compiler import WorkflowVersion, compile_lwir
-from little_dist.dist.dispatch import CANCEL_EVENT_TYPE, dispatch_lease_key
-from little_dist.dist.scheduler import Scheduler, active_runs_key
-from little_dist.dist.signals import SignalReader
 from little_dist.errors import LittleError
 from little_dist.events import EventInput
+from little_dist.fleet.dispatch import CANCEL_EVENT_TYPE, dispatch_lease_key
+from little_dist.fleet.scheduler import Scheduler, active_runs_key
+from little_dist.fleet.signals import SignalReader
 from little_dist.run_state import materialize_run_state
 from little_dist.runtime import AttemptOutcome, Capabilities, execute_step_attempt, step_lease_key
 from little_dist.scheduling import StepDispatch
@@ -367,9 +367,9 @@ def test_a_client_start_is_announced_not_signalled_and_a_sweep_covers_a_client_t
     # A client that sends the first tasks itself records the start quietly (the scheduler
     # would only decide the same thing at the same moment) and adds the run to the active
     # runs first. This one dies before its first decision: the next sweep moves the run on.
-    from little_dist.dist import client as client_module
-    from little_dist.dist.client import submit_run
-    from little_dist.dist.sweeper import ActiveRuns
+    from little_dist.fleet import client as client_module
+    from little_dist.fleet.client import submit_run
+    from little_dist.fleet.sweeper import ActiveRuns
 
     app, scheduler = started_scheduler(fleet)
     signals_before = fleet.redis.xlen(fleet.settings.signal_stream)

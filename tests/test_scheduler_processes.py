@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import redis
 
-from little_dist.dist.client import Client
+from little_dist.fleet.client import Client
 from little_dist.world.base import World
 from tests.fleet_app import DELIVERY_PREFIX_ENV
 from tests.fleet_processes import FleetEnv, fleet_env, start_scheduler, start_worker

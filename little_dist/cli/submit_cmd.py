@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from little_dist.dist.client import Client
+    from little_dist.fleet.client import Client
     from little_dist.settings import Settings
 
 __all__ = ["add_fleet_options", "fleet_client", "fleet_settings", "register", "run"]
@@ -60,12 +60,12 @@ def fleet_settings(args: argparse.Namespace) -> Settings:
 
 
 def fleet_client(args: argparse.Namespace, *, app_modules: list[str] | None = None) -> Client:
-    """A :class:`~little_dist.dist.client.Client` on the fleet the options name."""
-    from little_dist.dist.client import Client
+    """A :class:`~little_dist.fleet.client.Client` on the fleet the options name."""
+    from little_dist.fleet.client import Client
 
     registry = None
     if app_modules:
-        from little_dist.dist.registry import load_registry
+        from little_dist.fleet.registry import load_registry
 
         registry = load_registry(app_modules)
     return Client(fleet_settings(args), registry=registry)
@@ -194,8 +194,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     settings = fleet_settings(args)
     modules = args.app if args.app else ([settings.app] if settings.app else [])
-    from little_dist.dist.client import Client
-    from little_dist.dist.registry import AppImportError, load_registry
+    from little_dist.fleet.client import Client
+    from little_dist.fleet.registry import AppImportError, load_registry
 
     try:
         registry = load_registry(modules) if isinstance(workflow, str) else None

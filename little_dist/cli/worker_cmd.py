@@ -1,8 +1,8 @@
 """``little worker --roles ROLES --app MODULE``: a Celery worker consuming the roles' queues.
 
 Runs a real Celery worker (``celery worker`` started in this process) on the fleet's app
-(:func:`~little_dist.dist.app.make_celery_app`): queues of the given roles, tasks from
-:mod:`little_dist.dist.tasks`, tools and models from ``--app`` (default ``LITTLE_APP``).
+(:func:`~little_dist.fleet.app.make_celery_app`): queues of the given roles, tasks from
+:mod:`little_dist.fleet.tasks`, tools and models from ``--app`` (default ``LITTLE_APP``).
 Pool, concurrency and prefetch default to the settings, which the per-role launch profiles
 (``workers/profiles/<role>.env``) set. The node is named ``celery@$HOSTNAME`` (the health
 checks ping it by that name) unless ``--hostname`` says otherwise.
@@ -10,7 +10,7 @@ checks ping it by that name) unless ``--hostname`` says otherwise.
 At start-up the scripted model provider (``LITTLE_SCRIPTED_MODEL``) and the network guard
 (``LITTLE_NETWORK_GUARD``) are installed when their variables are set, for tests and
 offline demos. The worker registers its slots for its queues with the fleet
-(:mod:`little_dist.dist.slots`) while it runs. SIGTERM is Celery's warm shutdown; with
+(:mod:`little_dist.fleet.slots`) while it runs. SIGTERM is Celery's warm shutdown; with
 ``REMAP_SIGTERM=SIGQUIT`` (the image sets it) it is the soft shutdown, which lets running
 steps finish for ``LITTLE_SOFT_SHUTDOWN_TIMEOUT`` seconds.
 """
@@ -114,12 +114,12 @@ def register(sub: Any, name: str) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from little_dist.dist.app import make_celery_app
-    from little_dist.dist.gc_tuning import tune_gc_for_service
-    from little_dist.dist.gil import tune_switch_interval
-    from little_dist.dist.registry import load_registry
-    from little_dist.dist.tasks import WorkerRuntime
-    from little_dist.dist.world import fleet_world_spec
+    from little_dist.fleet.app import make_celery_app
+    from little_dist.fleet.gc_tuning import tune_gc_for_service
+    from little_dist.fleet.gil import tune_switch_interval
+    from little_dist.fleet.registry import load_registry
+    from little_dist.fleet.tasks import WorkerRuntime
+    from little_dist.fleet.world import fleet_world_spec
     from little_dist.litellm_prices import use_litellm_prices_for_unknown_models
     from little_dist.settings import load_settings
     from little_dist.testing import guard, scripted
@@ -181,10 +181,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _register_slots(settings: Any, *, node: str, queues: list[str], slots: int) -> Any:
-    """Register this worker's slots with the fleet (see :mod:`little_dist.dist.slots`):
+    """Register this worker's slots with the fleet (see :mod:`little_dist.fleet.slots`):
     the window a fan-out keeps in flight follows them. ``None`` when the world is not on
     Redis."""
-    from little_dist.dist.slots import SlotRegistration, fleet_redis, slots_key
+    from little_dist.fleet.slots import SlotRegistration, fleet_redis, slots_key
 
     client = fleet_redis(settings)
     if client is None:

@@ -132,7 +132,7 @@ def execute_step_attempt(
     step lease (``{run}:step:{path}``, for ``lease_ttl``) the caller took already; it is
     released like one taken here. ``preamble``: events recorded just before the attempt's
     ``StepAttemptStarted``, in its first append (the ``StepScheduled`` a fast-path worker
-    decided for the attempt it kept, see :func:`~little_dist.dist.dispatch.advance_run`).
+    decided for the attempt it kept, see :func:`~little_dist.fleet.dispatch.advance_run`).
     ``next_lease``: a lease to take in the same round trip as a commit that completes the
     step (the step lease of the step a chain runs next); if won, it goes to
     ``on_next_lease``, and the caller runs that step under it or releases it.

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from little_dist.compiler import compile_lwir
-from little_dist.dist.dispatch import RunTracker
-from little_dist.dist.slots import (
+from little_dist.events import EventInput
+from little_dist.fleet.dispatch import RunTracker
+from little_dist.fleet.slots import (
     Backlog,
     BacklogNotes,
     FanoutWindow,
@@ -19,7 +20,6 @@ from little_dist.dist.slots import (
     SlotRegistration,
     backlog_list,
 )
-from little_dist.events import EventInput
 from little_dist.scheduling import decide
 from little_dist.world.memory import MemoryWorld
 from tests.test_scheduling_parallel import fan_doc, items

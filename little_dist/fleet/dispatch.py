@@ -52,7 +52,7 @@ from little_dist.world.base import (
 if TYPE_CHECKING:
     from celery import Celery
 
-    from little_dist.dist.slots import BacklogNotes, FanoutWindow
+    from little_dist.fleet.slots import BacklogNotes, FanoutWindow
 
 __all__ = [
     "CANCEL_EVENT_TYPE",

@@ -7,11 +7,11 @@ import json
 import subprocess
 import sys
 
-from little_dist.dist.gc_tuning import GEN0_THRESHOLD
+from little_dist.fleet.gc_tuning import GEN0_THRESHOLD
 
 _CHILD = """
 import gc, json
-from little_dist.dist.gc_tuning import tune_gc_for_service
+from little_dist.fleet.gc_tuning import tune_gc_for_service
 before = gc.get_threshold()
 kept = [object() for _ in range(10)]
 now = tune_gc_for_service()

@@ -7,11 +7,11 @@ import json
 import subprocess
 import sys
 
-from little_dist.dist.gil import SWITCH_INTERVAL_S
+from little_dist.fleet.gil import SWITCH_INTERVAL_S
 
 _CHILD = """
 import json, sys
-from little_dist.dist.gil import tune_switch_interval
+from little_dist.fleet.gil import tune_switch_interval
 default = sys.getswitchinterval()
 prefork = tune_switch_interval("prefork")
 threads = tune_switch_interval("threads")

@@ -23,8 +23,8 @@ from typing import Any
 
 import redis
 
-from little_dist.dist.dispatch import RunTracker
 from little_dist.errors import LeaseLostError, StorageUnavailableError
+from little_dist.fleet.dispatch import RunTracker
 from little_dist.runtime import running_worker_attempts, sweep_dead_attempts
 from little_dist.world.base import Lease, World
 

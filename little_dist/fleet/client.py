@@ -40,7 +40,9 @@ from typing import TYPE_CHECKING, Any, Final
 
 from little_dist.canonical import canonical_json, sha256_digest
 from little_dist.compiler import WorkflowVersion, compile_lwir
-from little_dist.dist.dispatch import (
+from little_dist.errors import InvalidInputError, LittleError
+from little_dist.events import RUN_END_EVENT_TYPES, Event, EventInput
+from little_dist.fleet.dispatch import (
     CANCEL_EVENT_TYPE,
     SUBMITTED_EVENT_TYPE,
     RunTracker,
@@ -48,8 +50,6 @@ from little_dist.dist.dispatch import (
     advance_run,
     dispatch_plan,
 )
-from little_dist.errors import InvalidInputError, LittleError
-from little_dist.events import RUN_END_EVENT_TYPES, Event, EventInput
 from little_dist.ids import validate_run_id
 from little_dist.local_runner import RunMismatchError, check_run_input, new_run_id
 from little_dist.run_state import FOLDED_EVENT_TYPES, EventLike, RunState, RunStateBuilder
@@ -61,8 +61,8 @@ if TYPE_CHECKING:
     from celery import Celery
 
     from little_dist.authoring import WorkflowDefinition
-    from little_dist.dist.registry import AppRegistry
-    from little_dist.dist.slots import FanoutWindow
+    from little_dist.fleet.registry import AppRegistry
+    from little_dist.fleet.slots import FanoutWindow
 
 __all__ = [
     "Client",
@@ -238,7 +238,7 @@ def submit_run(
     ``app`` + ``settings`` let it send tasks (the planner's, the first steps'); without them
     the run is only recorded and the scheduler, signalled by the append, takes it from there.
     ``registry`` resolves a workflow given by id. ``window``: the fleet's cap on a fan-out's
-    branches in flight (:mod:`little_dist.dist.slots`), for the first decision.
+    branches in flight (:mod:`little_dist.fleet.slots`), for the first decision.
     ``announce``: registers the run with the scheduler's sweeper (its active runs); given
     with ``app`` and ``settings``, the run is announced before its start is recorded, and
     the start does not signal the scheduler, since this call makes the first decision and
@@ -344,8 +344,8 @@ class Client:
     """The fleet from a program: ``submit``, ``status``, ``wait``, ``events``, ``cancel``.
 
     ``settings`` default to :func:`~little_dist.settings.load_settings` (the environment);
-    ``world`` to :func:`~little_dist.dist.world.world_from_settings`; ``app`` (the Celery app
-    tasks are sent with) to :func:`~little_dist.dist.app.make_celery_app`. What the client
+    ``world`` to :func:`~little_dist.fleet.world.world_from_settings`; ``app`` (the Celery app
+    tasks are sent with) to :func:`~little_dist.fleet.app.make_celery_app`. What the client
     opens itself it closes in :meth:`close` (also a context manager).
     """
 
@@ -373,7 +373,7 @@ class Client:
     @property
     def world(self) -> World:
         if self._world is None:
-            from little_dist.dist.world import world_from_settings
+            from little_dist.fleet.world import world_from_settings
 
             self._world = world_from_settings(self.settings)
         return self._world
@@ -381,7 +381,7 @@ class Client:
     @property
     def app(self) -> Celery:
         if self._app is None:
-            from little_dist.dist.app import make_celery_app
+            from little_dist.fleet.app import make_celery_app
 
             self._app = make_celery_app(self.settings)
         return self._app
@@ -391,7 +391,7 @@ class Client:
         the settings name no fleet world on Redis (a client on a world of its own)."""
         if self._window_open:
             return
-        from little_dist.dist.slots import fanout_window, fleet_redis
+        from little_dist.fleet.slots import fanout_window, fleet_redis
 
         self._window_open = True
         try:
@@ -416,8 +416,8 @@ class Client:
         # Only a world on the fleet's Redis is one the scheduler sweeps.
         if self._fleet_redis is None or not isinstance(self.world, RedisS3World):
             return None
-        from little_dist.dist.scheduler import active_runs_key
-        from little_dist.dist.sweeper import ActiveRuns
+        from little_dist.fleet.scheduler import active_runs_key
+        from little_dist.fleet.sweeper import ActiveRuns
 
         return ActiveRuns(self._fleet_redis, active_runs_key(self.settings)).add
 

@@ -16,7 +16,7 @@ chord. Delivery options that matter for a Redis broker:
   soft shutdown (``worker_soft_shutdown_timeout``) so SIGTERM lets running steps finish.
 * task events on (``worker_send_task_events``, ``task_send_sent_event``) for Flower.
 
-The tasks themselves are registered by :func:`little_dist.dist.tasks.register_tasks`, which
+The tasks themselves are registered by :func:`little_dist.fleet.tasks.register_tasks`, which
 this function calls; their bodies build the worker's world and app registry lazily, once per
 process (after a prefork pool forks), from the same settings.
 """
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from little_dist.dist.dispatch import (
+from little_dist.fleet.dispatch import (
     TASK_EXECUTE_STEP,
     TASK_FIX_STEP,
     TASK_ORCHESTRATE,
@@ -37,7 +37,7 @@ from little_dist.settings import Role, Settings
 if TYPE_CHECKING:
     from celery import Celery
 
-    from little_dist.dist.tasks import WorkerRuntime
+    from little_dist.fleet.tasks import WorkerRuntime
 
 __all__ = ["TASK_ROLES", "celery_config", "make_celery_app"]
 
@@ -102,7 +102,7 @@ def make_celery_app(settings: Settings, *, runtime: WorkerRuntime | None = None)
     """
     from celery import Celery
 
-    from little_dist.dist.tasks import WorkerRuntime, register_tasks
+    from little_dist.fleet.tasks import WorkerRuntime, register_tasks
 
     app = Celery("little", set_as_current=False)
     app.conf.update(celery_config(settings))

@@ -4,7 +4,7 @@ A look at a fan-out folds the commits of several of this process's threads at on
 schedules the branches that refill their slots, each leased for this process. The threads
 whose commits it folded are a moment away from asking for their next attempt; one that asks
 after the look is over takes one of these spares
-(:meth:`~little_dist.dist.dispatch.RunTracker.take_spare`) instead of looking at the run
+(:meth:`~little_dist.fleet.dispatch.RunTracker.take_spare`) instead of looking at the run
 itself. A spare nobody takes within :data:`SPARE_SECONDS` goes to its queue
 (:class:`SpareSender`, one thread per worker process), and so do all of them when the
 worker starts shutting down.
@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from little_dist.dist.dispatch import Advance, RunTracker
+    from little_dist.fleet.dispatch import Advance, RunTracker
 
 __all__ = ["SPARE_SECONDS", "SpareSender"]
 

@@ -18,13 +18,13 @@ fences every write with the step lease: a task delivered twice finds the step bu
 attempt over and does nothing. Nothing waits on another run while holding a worker slot.
 
 Fast path: after a commit the worker advances the run itself
-(:func:`~little_dist.dist.dispatch.advance_run`: decide, append, send what became ready
+(:func:`~little_dist.fleet.dispatch.advance_run`: decide, append, send what became ready
 under the dispatch leases), so a chain of steps does not wait for a scheduler round trip,
 and runs one next step of its roles in the same slot (eager continuation, see
 :meth:`WorkerRuntime.execute`). Its commit then does not signal the scheduler (which would
 only find nothing new); the scheduler's sweep (every few seconds) covers a worker that died
 between its commit and its look. Threads of one process that commit steps of one run at once
-advance it once (:meth:`~little_dist.dist.dispatch.RunTracker.begin_advance`).
+advance it once (:meth:`~little_dist.fleet.dispatch.RunTracker.begin_advance`).
 ``WorkerRuntime(fast_path=False)`` (``little worker --no-fast-path``) leaves all of it to
 the scheduler, and every commit signals it.
 
@@ -45,7 +45,9 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from little_dist.dist.dispatch import (
+from little_dist.errors import LittleError
+from little_dist.events import Event, EventInput
+from little_dist.fleet.dispatch import (
     SUBMITTED_EVENT_TYPE,
     TASK_EXECUTE_STEP,
     TASK_FIX_STEP,
@@ -60,9 +62,7 @@ from little_dist.dist.dispatch import (
     schedule_occurrence,
     send_dispatch,
 )
-from little_dist.dist.spares import SPARE_SECONDS, SpareSender
-from little_dist.errors import LittleError
-from little_dist.events import Event, EventInput
+from little_dist.fleet.spares import SPARE_SECONDS, SpareSender
 from little_dist.ids import InvalidIdError, validate_run_id
 from little_dist.runtime import (
     AttemptOutcome,
@@ -81,8 +81,8 @@ if TYPE_CHECKING:
     from celery import Celery
 
     from little_dist.compiler import WorkflowVersion
-    from little_dist.dist.registry import AppRegistry
-    from little_dist.dist.slots import FanoutWindow
+    from little_dist.fleet.registry import AppRegistry
+    from little_dist.fleet.slots import FanoutWindow
     from little_dist.scheduling import DispatchKind
 
 __all__ = ["TASK_NAMES", "RunCache", "WorkerRuntime", "register_tasks"]
@@ -109,7 +109,7 @@ class WorkerRuntime:
     unless given. ``app`` is the Celery app fast-path dispatches are sent with; set by
     :func:`register_tasks`. ``roles`` (the queues the worker consumes) are the attempts it
     may run as an eager continuation (none by default). ``window``: the fleet's cap on a
-    fan-out's branches in flight (:mod:`little_dist.dist.slots`); by default built from the
+    fan-out's branches in flight (:mod:`little_dist.fleet.slots`); by default built from the
     settings when the world is too (a runtime given its world gets none unless given one).
     """
 
@@ -152,7 +152,7 @@ class WorkerRuntime:
     def world(self) -> World:
         with self._lock:
             if self._world is None:
-                from little_dist.dist.world import world_from_settings
+                from little_dist.fleet.world import world_from_settings
 
                 self._world = world_from_settings(self.settings)
             return self._world
@@ -162,7 +162,7 @@ class WorkerRuntime:
         """The fleet's cap on a fan-out's branches in flight (see :mod:`~.slots`)."""
         with self._lock:
             if self._window_from_settings:
-                from little_dist.dist.slots import fanout_window
+                from little_dist.fleet.slots import fanout_window
 
                 self._window = fanout_window(self.settings)
                 self._window_from_settings = False
@@ -182,7 +182,7 @@ class WorkerRuntime:
     def registry(self) -> AppRegistry:
         with self._lock:
             if self._registry is None:
-                from little_dist.dist.registry import load_registry
+                from little_dist.fleet.registry import load_registry
 
                 self._registry = load_registry(self.settings.app)
             return self._registry
@@ -214,7 +214,7 @@ class WorkerRuntime:
 
         Eager continuation: when the commit makes a next step of this worker's roles ready
         and this worker wins its step lease (taken before the step's ``StepScheduled`` is
-        appended, see :func:`~little_dist.dist.dispatch.advance_run`), it runs that attempt
+        appended, see :func:`~little_dist.fleet.dispatch.advance_run`), it runs that attempt
         itself, in this slot,
         instead of sending it through the broker (no queue round trip between the steps of a
         chain), for at most ``worker_inline_steps`` steps and ``worker_inline_seconds`` per
@@ -626,7 +626,7 @@ class WorkerRuntime:
         run_id: str | None = None,
     ) -> str:
         """Submit a run of a registered workflow (by id) or of an LWIR document."""
-        from little_dist.dist.client import submit_run
+        from little_dist.fleet.client import submit_run
 
         if (workflow_id is None) == (lwir is None):
             raise LittleError("little.submit_run takes exactly one of workflow_id and lwir")
@@ -770,7 +770,7 @@ class WorkerRuntime:
                 self._hand_off(attempt)
             return
         # Threads whose commits this look folded are usually a moment away from asking for
-        # an attempt: the rest waits for them as spares (see little_dist.dist.spares), and
+        # an attempt: the rest waits for them as spares (see little_dist.fleet.spares), and
         # goes to the broker if none asks in time.
         until = time.monotonic() + SPARE_SECONDS
         tracker.stash(left, until)

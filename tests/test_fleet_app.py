@@ -13,9 +13,11 @@ from typing import Any
 import pytest
 
 from little_dist.compiler import compile_lwir
-from little_dist.dist.app import TASK_ROLES, make_celery_app
-from little_dist.dist.client import submit_run
-from little_dist.dist.dispatch import (
+from little_dist.errors import InvalidInputError
+from little_dist.events import EventInput
+from little_dist.fleet.app import TASK_ROLES, make_celery_app
+from little_dist.fleet.client import submit_run
+from little_dist.fleet.dispatch import (
     CANCEL_EVENT_TYPE,
     TASK_EXECUTE_STEP,
     TASK_FIX_STEP,
@@ -27,10 +29,8 @@ from little_dist.dist.dispatch import (
     dispatch_lease_key,
     dispatch_ready,
 )
-from little_dist.dist.tasks import TASK_NAMES
-from little_dist.dist.world import fleet_world_spec
-from little_dist.errors import InvalidInputError
-from little_dist.events import EventInput
+from little_dist.fleet.tasks import TASK_NAMES
+from little_dist.fleet.world import fleet_world_spec
 from little_dist.scheduling import StepDispatch, decide
 from little_dist.settings import Settings, load_settings
 from little_dist.world.memory import MemoryWorld
@@ -198,7 +198,7 @@ def test_dispatch_ready_takes_the_documented_lease() -> None:
 
 
 def test_fix_step_dispatches_go_to_the_fixer_queue() -> None:
-    from little_dist.dist.dispatch import send_dispatch
+    from little_dist.fleet.dispatch import send_dispatch
 
     app = RecordingApp()
     dispatch = StepDispatch("run_x", "build", "build", 2, "fixer", "fix_step")
@@ -302,7 +302,7 @@ def test_a_local_world_spec_is_kept_as_is(tmp_path: Any) -> None:
 def test_each_app_runs_its_own_runtime() -> None:
     # Celery shares tasks across apps by default; ours must not (each worker app has its
     # own world and registry).
-    from little_dist.dist.tasks import WorkerRuntime
+    from little_dist.fleet.tasks import WorkerRuntime
 
     class Named(WorkerRuntime):
         def orchestrate(self, run_id: str) -> str:

@@ -10,7 +10,7 @@ pure core never load Celery):
 * :mod:`.dispatch` — fold, decide, append and send tasks under dispatch leases (shared by
   the scheduler and the worker fast path).
 * :mod:`.world` — ``world_from_settings(settings)``: the fleet's world, one recipe.
-* :mod:`.client` — :class:`~little_dist.dist.client.Client`: submit, status, wait, cancel.
+* :mod:`.client` — :class:`~little_dist.fleet.client.Client`: submit, status, wait, cancel.
 * :mod:`.scheduler` — the ``little scheduler`` process.
 """
 

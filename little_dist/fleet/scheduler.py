@@ -4,20 +4,20 @@ One loop, one thread:
 
 1. **Signals.** Every new event of a run adds ``run=<id>`` to the signal stream (the world's
    append script does it atomically). The scheduler reads the stream through a consumer group
-   (:class:`~little_dist.dist.signals.SignalReader`: ``XREADGROUP ... BLOCK``), so several
+   (:class:`~little_dist.fleet.signals.SignalReader`: ``XREADGROUP ... BLOCK``), so several
    schedulers share the work; entries idle longer than ``signal_claim_idle`` in a dead
    scheduler's pending list are taken over with ``XAUTOCLAIM``. A batch of entries is grouped
    by run, each run is looked at once, then the batch is acknowledged (``XACK``).
 2. **A look at a run** (:meth:`Scheduler.advance`): fold only the new events into the run's
-   cached :class:`~little_dist.dist.dispatch.RunTracker` (state + ``RunContext``; large
+   cached :class:`~little_dist.fleet.dispatch.RunTracker` (state + ``RunContext``; large
    outputs hydrated; ``little.run.cancel_requested`` sets ``cancel_requested``), call the pure
    ``decide``, append ``decision.events`` in ONE ``append_batch`` (idempotent by occurrence
    id; repeated while deciding again yields more, e.g. inline decision steps), then send the
-   new dispatches with :func:`~little_dist.dist.dispatch.dispatch_ready` under the dispatch
+   new dispatches with :func:`~little_dist.fleet.dispatch.dispatch_ready` under the dispatch
    leases. Attempts this scheduler already sent are not offered again until
    ``dispatch_resend_after`` has passed (a lease round trip saved per pending attempt per
    look); after that the lease decides whether the task is sent again.
-3. **Sweeps** (:mod:`~little_dist.dist.sweeper`): every few seconds, the scheduler holding the
+3. **Sweeps** (:mod:`~little_dist.fleet.sweeper`): every few seconds, the scheduler holding the
    sweep lease looks at every active run again and fails attempts whose worker died
    (``lease_expired``), a few runs per loop turn so signals are still served in between. A
    run whose log grew since the last sweep looked at it is left to the workers moving it on,
@@ -38,8 +38,8 @@ events appended, tasks sent, the run's status and the time taken.
 from __future__ import annotations
 
 import contextlib
-import heapq
 import dataclasses
+import heapq
 import json
 import logging
 import os
@@ -52,11 +52,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from little_dist.dist.dispatch import Advance, RunTracker, VersionCache, dispatch_ready
-from little_dist.dist.signals import Signal, SignalReader
-from little_dist.dist.slots import fanout_window
-from little_dist.dist.sweeper import ActiveRuns, SweepRound, fail_dead_attempts
 from little_dist.errors import InvalidInputError, LittleError, StorageUnavailableError
+from little_dist.fleet.dispatch import Advance, RunTracker, VersionCache, dispatch_ready
+from little_dist.fleet.signals import Signal, SignalReader
+from little_dist.fleet.slots import fanout_window
+from little_dist.fleet.sweeper import ActiveRuns, SweepRound, fail_dead_attempts
 from little_dist.run_state import RunState
 from little_dist.scheduling import Decision, RunContext, StepDispatch, decide
 from little_dist.settings import Settings
@@ -153,7 +153,7 @@ class Scheduler:
         )
         self.active = ActiveRuns(redis_client, active_runs_key(settings))
         #: The fleet's cap on a fan-out's branches in flight, and its backlog (see
-        #: :mod:`little_dist.dist.slots`); ``None`` with LITTLE_BRANCH_WINDOW=declared.
+        #: :mod:`little_dist.fleet.slots`); ``None`` with LITTLE_BRANCH_WINDOW=declared.
         self.window = fanout_window(settings, client=redis_client)
         self.sweeps = SweepRound(
             world,
@@ -561,8 +561,8 @@ def open_scheduler(settings: Settings, *, name: str | None = None) -> Scheduler:
     Redis client on the world's Redis (where the signal stream lives)."""
     import redis as redis_lib
 
-    from little_dist.dist.app import make_celery_app
-    from little_dist.dist.world import fleet_world_spec, redis_url_of, world_from_settings
+    from little_dist.fleet.app import make_celery_app
+    from little_dist.fleet.world import fleet_world_spec, redis_url_of, world_from_settings
 
     spec = fleet_world_spec(settings)
     if not spec.startswith(("redis://", "rediss://", "unix://")):

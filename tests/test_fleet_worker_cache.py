@@ -1,6 +1,6 @@
 """The worker's per-process run cache and the fast path's cheaper dispatch (no network).
 
-A :class:`~little_dist.dist.tasks.WorkerRuntime` runs on a MemoryWorld; what its fast path
+A :class:`~little_dist.fleet.tasks.WorkerRuntime` runs on a MemoryWorld; what its fast path
 sends goes to a recording stand-in for the Celery app, and the test delivers those tasks
 (sequentially, or from a thread pool as a threads worker does).
 """
@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from little_dist.dist.client import submit_run
-from little_dist.dist.dispatch import Advance, RunTracker, acquire_leases, advance_run
-from little_dist.dist.registry import AppRegistry
-from little_dist.dist.tasks import RunCache, WorkerRuntime
 from little_dist.events import Event, EventInput
+from little_dist.fleet.client import submit_run
+from little_dist.fleet.dispatch import Advance, RunTracker, acquire_leases, advance_run
+from little_dist.fleet.registry import AppRegistry
+from little_dist.fleet.tasks import RunCache, WorkerRuntime
 from little_dist.run_state import RunStateBuilder
 from little_dist.runtime import Capabilities
 from little_dist.scheduling import Decision, StepDispatch
@@ -107,7 +107,7 @@ def _deliver_while_one_advances(
     """Deliver two tasks of one run on two threads so that ``waiting``'s thread commits
     while ``advancing``'s thread advances the run (its first look waits for that), then
     waits for it; their outcomes."""
-    from little_dist.dist import tasks
+    from little_dist.fleet import tasks
 
     real_advance_run = tasks.advance_run
     looks = iter([True])
@@ -415,7 +415,7 @@ def test_a_look_that_ends_a_branch_and_refills_its_slot_decides_once(
     # The commit of fan[a] frees a slot: the look records the branch's end and schedules
     # fan[c] in one decision, and has nothing left to decide after appending it. The last
     # branch's end completes the group, which needs another round (the step after it).
-    from little_dist.dist import dispatch
+    from little_dist.fleet import dispatch
 
     world = MemoryWorld()
     runtime, app = _runtime(world, ToolRegistry([wf.record_branch]), roles=("worker",))
@@ -492,7 +492,7 @@ def test_a_refill_the_committing_slot_runs_records_its_schedule_with_its_start()
 
 
 def test_a_refill_rides_only_when_the_look_schedules_nothing_else() -> None:
-    from little_dist.dist.dispatch import _rides_with_kept
+    from little_dist.fleet.dispatch import _rides_with_kept
     from little_dist.scheduling import Decision, StepDispatch
 
     def event(kind: str, occurrence: str, **payload: Any) -> EventInput:
@@ -524,7 +524,7 @@ def test_a_refill_rides_only_when_the_look_schedules_nothing_else() -> None:
 def test_a_left_branch_drops_its_nested_steps_and_no_branch_whose_key_extends_it() -> None:
     # A foreign end leaves the new branch paired with it (the first, fan[a]) with everything
     # inside it, nested branches included; fan[ab] merely shares a prefix with it and stays.
-    from little_dist.dist.dispatch import _leave_refills
+    from little_dist.fleet.dispatch import _leave_refills
     from little_dist.scheduling import Decision, StepDispatch
 
     def schedules(branch: str, step: str) -> list[EventInput]:
@@ -886,7 +886,7 @@ def _deliver_two_looked_at_once(
     spare is left. Unless ``second_asks``, neither asks again after that first look (as if
     both went back to the queue). The looks (``advance_run`` calls), in order: the thread,
     and the attempts started by then."""
-    from little_dist.dist import tasks
+    from little_dist.fleet import tasks
 
     real_advance_run = tasks.advance_run
     real_advance = runtime._advance
@@ -975,7 +975,7 @@ def test_a_spare_no_thread_takes_goes_to_the_queue(
 ) -> None:
     # The thread whose commit freed d's slot never asks: d's task is sent once the spare's
     # time is up, its step lease given back, and the delivered task runs it.
-    from little_dist.dist.spares import SPARE_SECONDS
+    from little_dist.fleet.spares import SPARE_SECONDS
 
     fan = _fan_of_four(tmp_path, monkeypatch)
     effects, world, runtime, app, run_id = fan.effects, fan.world, fan.runtime, fan.app, fan.run_id
@@ -997,8 +997,8 @@ def test_a_spare_no_thread_takes_goes_to_the_queue(
 
 
 def test_spares_are_sent_at_once_when_the_worker_stops() -> None:
-    from little_dist.dist.dispatch import Advance
-    from little_dist.dist.spares import SpareSender
+    from little_dist.fleet.dispatch import Advance
+    from little_dist.fleet.spares import SpareSender
 
     world = MemoryWorld()
     tracker = RunTracker(world, submit_run(world, wf.chain_lwir(1), {}))
@@ -1018,7 +1018,7 @@ def test_spares_are_sent_at_once_when_the_worker_stops() -> None:
 
 
 def test_a_stashed_spare_goes_to_the_thread_that_asks_first() -> None:
-    from little_dist.dist.dispatch import Advance
+    from little_dist.fleet.dispatch import Advance
 
     world = MemoryWorld()
     tracker = RunTracker(world, submit_run(world, wf.chain_lwir(1), {}))
@@ -1081,8 +1081,8 @@ def test_a_second_look_that_keeps_a_scheduled_attempt_sends_it(
     # The thread already has its next attempt from the first look; a later look (asked for
     # by a thread that waits) may keep an attempt scheduled earlier under its dispatch lease
     # only: that one must go to the queue, or nobody would run it until it is re-sent.
-    from little_dist.dist import tasks
-    from little_dist.dist.dispatch import Advance
+    from little_dist.fleet import tasks
+    from little_dist.fleet.dispatch import Advance
     from little_dist.scheduling import StepDispatch
 
     world = MemoryWorld()
@@ -1282,7 +1282,7 @@ def test_a_chain_keeps_its_slot_past_the_budget_when_the_queue_is_empty(
 
 
 def test_the_queue_is_sized_through_the_broker(fleet_env: FleetEnv) -> None:
-    from little_dist.dist.app import make_celery_app
+    from little_dist.fleet.app import make_celery_app
 
     settings = fleet_env.settings()
     app = make_celery_app(settings)
@@ -1303,7 +1303,7 @@ def test_each_new_branch_goes_with_the_end_it_refills_so_two_processes_differ() 
     # Ends fan[a], fan[b], fan[c] (in branch order) free three slots; a fourth branch fills
     # room an earlier look left. Process P committed fan[a] and fan[c], process Q fan[b]:
     # each keeps the new branches paired with its own ends, and both may take the fourth.
-    from little_dist.dist.dispatch import _leave_refills
+    from little_dist.fleet.dispatch import _leave_refills
     from little_dist.scheduling import Decision
 
     def ended(branch: str) -> EventInput:
