@@ -33,7 +33,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Any, Final
 
 from little_dist.canonical import canonical_json
@@ -43,6 +43,8 @@ from little_dist.events import Event, EventInput
 from little_dist.ids import validate_run_id
 from little_dist.run_state import RunState, RunStateBuilder
 from little_dist.runtime import (
+    DEADLINE_GRACE,
+    DEFAULT_STEP_TIMEOUT,
     AttemptOutcome,
     Capabilities,
     LeaseHeartbeat,
@@ -52,6 +54,7 @@ from little_dist.runtime import (
     run_input_of,
     sweep_dead_attempts,
 )
+from little_dist.runtime.daemon_pool import DaemonThreadPool
 from little_dist.scheduling import Decision, RunContext, StepDispatch, decide
 from little_dist.world.base import Lease, World, run_lease_key
 
@@ -243,7 +246,13 @@ class _Runner:
         self.recorded_lock = threading.Lock()
         self.cancel = threading.Event()  # tells in-flight attempts to stop early
         self.keeper = LeaseKeeper(world)  # heartbeats every attempt's lease from one thread
+        #: Seconds an attempt may run (the workflow's step_timeout, else the default).
+        self.timeout = capabilities.attempt_timeout(DEFAULT_STEP_TIMEOUT)
         self.in_flight: dict[Future[AttemptOutcome], StepDispatch] = {}
+        # When each in-flight attempt is surely over, its step timeout included (monotonic):
+        # past it, one whose end is in the log is left to its thread (abandoned).
+        self.over_by: dict[Future[AttemptOutcome], float] = {}
+        self.abandoned = 0
         self.dispatched: set[tuple[str, int, str]] = set()
         self.retry_at: dict[tuple[str, int, str], float] = {}
         self.next_sweep: float | None = 0.0  # monotonic time of the next sweep; None: none due
@@ -255,13 +264,14 @@ class _Runner:
         lock = self._acquire_runner_lock(lock_wait)
         heartbeat = LeaseHeartbeat(self.world, lock, self.lease_ttl, on_lost=self.cancel.set)
         heartbeat.start()
-        executor = ThreadPoolExecutor(self.max_workers, thread_name_prefix=f"little-{self.run_id}")
+        executor = DaemonThreadPool(self.max_workers, name=f"little-{self.run_id}")
         try:
             self._start(lock)
             state = self._loop(lock, executor, heartbeat)
         finally:
             self.cancel.set()
-            executor.shutdown(wait=True, cancel_futures=True)
+            # (an abandoned attempt's call may never return: not waited for)
+            executor.shutdown(wait=not self.abandoned)
             self.keeper.close()
             heartbeat.stop()
             self.world.release_lease(heartbeat.lease)
@@ -329,15 +339,21 @@ class _Runner:
     # -- the loop ---------------------------------------------------------------------------
 
     def _loop(
-        self, lock: Lease, executor: ThreadPoolExecutor, heartbeat: LeaseHeartbeat
+        self, lock: Lease, executor: DaemonThreadPool, heartbeat: LeaseHeartbeat
     ) -> RunState:
         reported = -1
+        # Whether the next look reads the log (others' appends: a cancel request, a sweep's
+        # failures); not right after this loop's own append or start of an attempt, which
+        # are folded already (a read would only race the attempt's own first writes).
+        read = True
         while True:
             if heartbeat.cancelled():
                 raise LeaseLostError(f"run {self.run_id}: another runner took over the run")
-            state = self._catch_up()
+            state = self._catch_up(read=read)
+            read = False
             sweep_due = self.next_sweep is not None and time.monotonic() >= self.next_sweep
             if sweep_due and self._sweep(state):
+                read = True
                 continue  # failures were appended: fold them first
             if state.event_count != reported and self.progress is not None:
                 self.progress(state)
@@ -350,16 +366,18 @@ class _Runner:
                 continue
             if decision.done:
                 self.cancel.set()
-                self._drain()
+                self._drain(executor)
                 final = self._catch_up()
                 if self.progress is not None and final.event_count != reported:
                     self.progress(final)
                 return final
-            self._wait(state)
+            self._wait(state, executor)
+            read = True
 
-    def _catch_up(self) -> RunState:
+    def _catch_up(self, *, read: bool = True) -> RunState:
         """Fold what the attempts handed over (while it follows on without a gap), then
-        whatever else the log has (other attempts' events in between, a cancel request)."""
+        (``read``) whatever else the log has (other attempts' events in between, a cancel
+        request)."""
         with self.recorded_lock:
             known = self.recorded
             self.recorded = {}
@@ -369,7 +387,8 @@ class _Runner:
             handed.append(event)
             count += 1
         self._fold(handed)
-        self._fold(self.world.list_events(self.run_id, after=self.builder.event_count))
+        if read:
+            self._fold(self.world.list_events(self.run_id, after=self.builder.event_count))
         if known:  # out of order: what is still ahead of the fold waits for the next look
             done = self.builder.event_count
             with self.recorded_lock:
@@ -432,11 +451,13 @@ class _Runner:
             self._fold(new)
         return bool(new)
 
-    def _submit(self, decision: Decision, executor: ThreadPoolExecutor, state: RunState) -> bool:
+    def _submit(self, decision: Decision, executor: DaemonThreadPool, state: RunState) -> bool:
         """Start the decision's new dispatches; whether one ran to its end already.
 
-        A lone dispatch with nothing else in flight (a chain of steps) runs on this thread:
-        handing it to the pool would only add two thread switches per step.
+        Without a step timeout, a lone dispatch with nothing else in flight (a chain of
+        steps) runs on this thread: handing it to the pool would only add two thread
+        switches per step. With one, every attempt runs on the pool, so that a call that
+        never returns cannot hold the run's loop (see :meth:`_wait`).
         """
         now = time.monotonic()
         fresh: list[StepDispatch] = []
@@ -447,12 +468,15 @@ class _Runner:
             self.retry_at.pop(key, None)
             self.dispatched.add(key)
             fresh.append(dispatch)
-        if len(fresh) == 1 and not self.in_flight:
+        if len(fresh) == 1 and not self.in_flight and self.timeout is None:
             self._settled(fresh[0], self._attempt(fresh[0], state))
             return True
         for dispatch in fresh:
             future = executor.submit(self._attempt, dispatch, state)
             self.in_flight[future] = dispatch
+            if self.timeout is not None:
+                # The attempt's clock starts once it holds its lease: a little later.
+                self.over_by[future] = now + self.timeout + DEADLINE_GRACE + self.sweep_interval
         return False
 
     def _attempt(self, dispatch: StepDispatch, state: RunState) -> AttemptOutcome:
@@ -469,6 +493,7 @@ class _Runner:
             keeper=self.keeper,
             on_recorded=self._handed_over,
             exclusive=True,  # the runner lease: no one else runs this run's attempts
+            timeout=self.timeout,
         )
 
     def _settled(self, dispatch: StepDispatch, outcome: AttemptOutcome) -> None:
@@ -480,10 +505,13 @@ class _Runner:
             if self.next_sweep is None:
                 self.next_sweep = time.monotonic() + self.sweep_interval
 
-    def _wait(self, state: RunState) -> None:
+    def _wait(self, state: RunState, executor: DaemonThreadPool) -> None:
+        self._abandon_ended(state, executor)
         deadlines = [t for t in self.retry_at.values()]
         if self.next_sweep is not None:
             deadlines.append(self.next_sweep)
+        if self.over_by:
+            deadlines.append(min(self.over_by.values()))
         timeout = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
         if not self.in_flight:
             if timeout is None:
@@ -496,12 +524,49 @@ class _Runner:
         done, _ = wait(list(self.in_flight), timeout=timeout, return_when=FIRST_COMPLETED)
         for future in done:
             dispatch = self.in_flight.pop(future)
+            self.over_by.pop(future, None)
             # An unexpected error (storage down) stops the run here.
             self._settled(dispatch, future.result())
 
-    def _drain(self) -> None:
+    def _abandon_ended(self, state: RunState, executor: DaemonThreadPool) -> None:
+        """Stop waiting for attempts past their step timeout whose end the log has (the
+        lease keeper recorded it, see :func:`~little_dist.runtime.execute_step_attempt`):
+        their threads are stuck in calls that have not returned."""
+        now = time.monotonic()
+        for future, over_by in list(self.over_by.items()):
+            if over_by > now or future.done():
+                continue
+            dispatch = self.in_flight[future]
+            step = state.steps.get(dispatch.step_path)
+            attempts = step.attempts if step is not None else []
+            running = len(attempts) >= dispatch.attempt and (
+                attempts[dispatch.attempt - 1].status == "running"
+            )
+            if running and now < over_by + self.lease_ttl:
+                # Not ended yet: the lease keeper is about to (or, if it could not, its
+                # lease expires and the sweep fails it).
+                continue
+            del self.in_flight[future], self.over_by[future]
+            self.abandoned += 1
+            executor.abandon(future)
+            if self.notice is not None:
+                self.notice(
+                    f"step {dispatch.step_path} (attempt {dispatch.attempt}) ran past its "
+                    f"{self.timeout:g}s timeout in a call that has not returned; its thread "
+                    "is left behind and whatever it does now is discarded"
+                )
+
+    def _drain(self, executor: DaemonThreadPool) -> None:
         """Let in-flight attempts finish (they were told to stop); surface their errors."""
+        while self.over_by:  # past their timeout, the ones stuck in a call are left
+            self._abandon_ended(self._catch_up(), executor)
+            pending = [f for f in self.over_by if not f.done()]
+            if not pending:
+                break
+            soonest = min(self.over_by[f] for f in pending) - time.monotonic()
+            wait(pending, timeout=max(self.sweep_interval, soonest))
         futures = list(self.in_flight)
         self.in_flight.clear()
+        self.over_by.clear()
         for future in futures:
             future.result()

@@ -23,6 +23,8 @@ variable                            field                          default
 ``LITTLE_WORKER_POOL``              ``worker_pool``                ``threads``
 ``LITTLE_WORKER_CONCURRENCY``       ``worker_concurrency``         ``4``
 ``LITTLE_WORKER_PREFETCH_MULTIPLIER`` ``worker_prefetch_multiplier`` ``1``
+``LITTLE_WORKER_INLINE_MAX_SECONDS`` ``worker_inline_max_seconds`` ``300`` s
+``LITTLE_STEP_TIMEOUT``             ``step_timeout``               ``900`` s (0: no limit)
 ``LITTLE_LEASE_TTL``                ``lease_ttl``                  ``30`` s
 ``LITTLE_HEARTBEAT_INTERVAL``       ``heartbeat_interval``         ``10`` s
 ``LITTLE_DISPATCH_RESEND_AFTER``    ``dispatch_resend_after``      ``60`` s
@@ -249,6 +251,13 @@ class Settings(BaseSettings):
         ge=0,
     )
     worker_inline_seconds: float = _seconds("LITTLE_WORKER_INLINE_SECONDS", 2.0, allow_zero=True)
+    # A task's whole inline run (its own attempt and every continuation) ends after this,
+    # even when nothing else waits for the slot: one Celery task never runs for hours.
+    worker_inline_max_seconds: float = _seconds("LITTLE_WORKER_INLINE_MAX_SECONDS", 300.0)
+    # How long one step attempt may run before it is failed with causeCode "timeout" (a
+    # workflow's define_workflow(step_timeout=...) wins). A hung model or tool call cannot
+    # keep a run open past it. 0: no limit.
+    step_timeout: float = _seconds("LITTLE_STEP_TIMEOUT", 900.0, allow_zero=True)
 
     # -- time ------------------------------------------------------------------------------
     lease_ttl: float = _seconds("LITTLE_LEASE_TTL", 30.0)

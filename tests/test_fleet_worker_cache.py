@@ -1281,6 +1281,22 @@ def test_a_chain_keeps_its_slot_past_the_budget_when_the_queue_is_empty(
     assert world.list_events(run_id)[-1].type == "RunCompleted"
 
 
+def test_a_task_stops_continuing_after_its_inline_maximum_even_with_an_empty_queue(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    world = MemoryWorld()
+    settings = _settings(LITTLE_WORKER_INLINE_MAX_SECONDS="0.000001")
+    runtime, app = _runtime(world, ToolRegistry([wf.noop]), roles=("worker",), settings=settings)
+    monkeypatch.setattr(runtime, "queued_tasks", lambda role: 0)
+    run_id = _start(world, app, wf.chain_lwir(3), {})
+    assert _deliver(runtime, app.take()[0]) == "completed"
+    # Its own attempt ran; the one it kept next went to the queue (nothing else waits there).
+    (sent,) = app.take()
+    assert _started_steps(world, run_id) == ["s0"]
+    assert _deliver(runtime, sent) == "completed"
+    assert _started_steps(world, run_id) == ["s0", "s1"]
+
+
 def test_the_queue_is_sized_through_the_broker(fleet_env: FleetEnv) -> None:
     from little_dist.fleet.app import make_celery_app
 

@@ -83,6 +83,8 @@ EVERY_VAR: dict[str, tuple[str, str, Any]] = {
     "LITTLE_WORKER_PREFETCH_MULTIPLIER": ("2", "worker_prefetch_multiplier", 2),
     "LITTLE_WORKER_INLINE_STEPS": ("0", "worker_inline_steps", 0),
     "LITTLE_WORKER_INLINE_SECONDS": ("0.5", "worker_inline_seconds", 0.5),
+    "LITTLE_WORKER_INLINE_MAX_SECONDS": ("60", "worker_inline_max_seconds", 60.0),
+    "LITTLE_STEP_TIMEOUT": ("0", "step_timeout", 0.0),
     "LITTLE_LEASE_TTL": ("45", "lease_ttl", 45.0),
     "LITTLE_HEARTBEAT_INTERVAL": ("15.5", "heartbeat_interval", 15.5),
     "LITTLE_DISPATCH_RESEND_AFTER": ("120", "dispatch_resend_after", 120.0),

@@ -68,6 +68,7 @@ class WorkflowDefinition:
     max_revisions: int = DEFAULT_MAX_REVISIONS
     input_adapter: TypeAdapter[Any] | None = None
     output_adapter: TypeAdapter[Any] | None = None
+    step_timeout: float | None = None
 
     def __repr__(self) -> str:
         return f"WorkflowDefinition(id={self.id!r})"
@@ -203,6 +204,7 @@ class WorkflowDefinition:
             skills=self.skills,
             default_harness=default,
             system=self.system,
+            step_timeout=self.step_timeout,
         )
 
     def run(self, input: Any, **options: Any) -> RunResult:
@@ -226,6 +228,7 @@ def define_workflow(
     planner_model: str | ModelSlot | None = None,
     system: str | None = None,
     max_revisions: int = DEFAULT_MAX_REVISIONS,
+    step_timeout: float | None = None,
 ) -> WorkflowDefinition:
     """Define a workflow (upstream's ``defineWorkflow``).
 
@@ -237,7 +240,8 @@ def define_workflow(
     :func:`skill` texts given to every model. ``plan``: a fixed LWIR, used as is (no planner
     model call). ``harness``: one harness for every role, or a mapping role -> harness.
     ``system``: extra instructions for the planner. ``max_revisions``: planner drafts before
-    giving up.
+    giving up. ``step_timeout``: seconds one step attempt may run before it fails with
+    causeCode ``timeout`` (default: ``LITTLE_STEP_TIMEOUT`` on the fleet, 900 s in process).
     """
     if not isinstance(id, str) or not _WORKFLOW_ID.match(id):
         raise InvalidInputError(f"workflow id must match [A-Za-z0-9][A-Za-z0-9_.-]*, got {id!r}")
@@ -245,6 +249,15 @@ def define_workflow(
         raise InvalidInputError(f"workflow {id!r}: description must be a string")
     if isinstance(max_revisions, bool) or not isinstance(max_revisions, int) or max_revisions < 1:
         raise InvalidInputError(f"workflow {id!r}: max_revisions must be a positive int")
+    if step_timeout is not None and (
+        isinstance(step_timeout, bool)
+        or not isinstance(step_timeout, int | float)
+        or not 0 < step_timeout < float("inf")
+    ):
+        raise InvalidInputError(
+            f"workflow {id!r}: step_timeout must be a positive number of seconds, "
+            f"got {step_timeout!r}"
+        )
     input_schema, input_adapter = schema_of(input, "input")
     output_schema, output_adapter = schema_of(output, "output")
     if isinstance(model, str | ModelSlot):
@@ -292,4 +305,5 @@ def define_workflow(
         max_revisions=max_revisions,
         input_adapter=input_adapter,
         output_adapter=output_adapter,
+        step_timeout=None if step_timeout is None else float(step_timeout),
     )

@@ -174,6 +174,7 @@ def _merge(parts: Sequence[Capabilities]) -> Capabilities:
         default_harness=first.default_harness,
         system=first.system,
         max_turns=first.max_turns,
+        step_timeout=first.step_timeout,
     )
 
 

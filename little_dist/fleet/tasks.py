@@ -228,13 +228,16 @@ class WorkerRuntime:
         except InvalidIdError as error:
             _log.error("refused %s for %r: %s", kind, run_id, error)
             return "invalid"
+        started = time.monotonic()
         outcome, kept = self._attempt(run_id, step_path, attempt, kind)
         deadline = time.monotonic() + self.settings.worker_inline_seconds
         steps = 0
         while kept is not None:
             steps += 1
-            spent = steps > self.settings.worker_inline_steps or time.monotonic() > deadline
-            if self.stopping.is_set() or (spent and self._yields(kept)):
+            now = time.monotonic()
+            spent = steps > self.settings.worker_inline_steps or now > deadline
+            over = now - started > self.settings.worker_inline_max_seconds
+            if self.stopping.is_set() or over or (spent and self._yields(kept)):
                 self._hand_off(kept)
                 break
             if spent:
@@ -402,11 +405,12 @@ class WorkerRuntime:
             if events:
                 last_recorded = max(last_recorded, events[-1].sequence)
 
+        capabilities = self.registry.capabilities_for(ctx.version)
         outcome = execute_step_attempt(
             world,
             dispatch,
             version=ctx.version,
-            capabilities=self.registry.capabilities_for(ctx.version),
+            capabilities=capabilities,
             lease_ttl=self.settings.lease_ttl,
             state=state,
             context=ctx,
@@ -425,6 +429,7 @@ class WorkerRuntime:
             preamble=continued.deferred if continued is not None else (),
             next_lease=next_lease,
             on_next_lease=taken.append,
+            timeout=capabilities.attempt_timeout(self.settings.step_timeout),
         )
         _log.info("%s %s %s#%d%s: %s", kind, run_id, step_path, attempt, how, outcome.value)
         held = taken[0] if taken else None

@@ -207,6 +207,12 @@ def call_model(
     if tools:
         kwargs["tools"] = [dict(item) for item in tools]
     started = time.monotonic()
+    if ctx.deadline is not None:
+        # The provider's own timeout ends a call that would outlive the attempt (the step
+        # timeout's watchdog ends the attempt in any case).
+        left = max(ctx.deadline - started, 0.001)
+        given = kwargs.get("timeout")
+        kwargs["timeout"] = min(left, given) if isinstance(given, int | float) else left
     try:
         call = completion if completion is not None else import_litellm().completion
         response = call(**kwargs)

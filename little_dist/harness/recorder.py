@@ -276,6 +276,20 @@ class EventRecorder:
             self._sink(recorded)
         return recorded
 
+    def end_now(self, ending: Sequence[EventInput], fence: Fence) -> list[Event]:
+        """Append what is pending and ``ending`` in one batch fenced with ``fence`` (the
+        attempt's lease as last renewed), releasing the lease: how the step timeout's
+        watchdog ends an attempt whose thread does not return. Waits for an append in
+        progress, so the attempt's batches stay in order."""
+        with self._write_lock:
+            batch = [*self.take_pending(), *ending]
+            recorded = self.world.append_batch(
+                self.run_id, batch, fence=fence, signal=True, release=True
+            )
+        if self._sink is not None:
+            self._sink(recorded)
+        return recorded
+
     def take_pending(self) -> list[EventInput]:
         """Hand over the pending events (the caller appends them, e.g. with its commit)."""
         with self._lock:

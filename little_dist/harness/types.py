@@ -267,6 +267,8 @@ class HarnessContext:
     holds the recorded model turns and tool results of earlier tries of the same step path;
     ``cancelled()`` turns true when the attempt must stop (lease lost, run cancelled).
     ``manifest`` is what ``harness.session.started`` records (its hash is computed).
+    ``deadline``: the ``time.monotonic()`` by which the attempt must be over (its step
+    timeout; ``None``: no limit); model calls pass what is left as litellm's ``timeout``.
     """
 
     run_id: str
@@ -282,6 +284,7 @@ class HarnessContext:
     manifest: Mapping[str, Any] = field(default_factory=dict)
     parent_run_id: str | None = None
     max_turns: int = 8
+    deadline: float | None = None
 
 
 @runtime_checkable

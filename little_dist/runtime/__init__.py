@@ -15,13 +15,14 @@ from __future__ import annotations
 
 from little_dist.runtime.attempt import (
     DEFAULT_LEASE_TTL,
+    DEFAULT_STEP_TIMEOUT,
     AttemptOutcome,
     execute_step_attempt,
     run_input_of,
 )
 from little_dist.runtime.capabilities import Capabilities, RuntimeConfigError
 from little_dist.runtime.failures import TERMINAL_CAUSES, error_envelope
-from little_dist.runtime.heartbeat import KeptLease, LeaseHeartbeat, LeaseKeeper
+from little_dist.runtime.heartbeat import DEADLINE_GRACE, KeptLease, LeaseHeartbeat, LeaseKeeper
 from little_dist.runtime.outputs import (
     INLINE_OUTPUT_LIMIT,
     completion_events,
@@ -37,7 +38,9 @@ from little_dist.runtime.sweep import (
 )
 
 __all__ = [
+    "DEADLINE_GRACE",
     "DEFAULT_LEASE_TTL",
+    "DEFAULT_STEP_TIMEOUT",
     "INLINE_OUTPUT_LIMIT",
     "TERMINAL_CAUSES",
     "WORKER_STEP_KINDS",

@@ -33,7 +33,9 @@ returns :attr:`AttemptOutcome.superseded` and writes nothing more.
 from __future__ import annotations
 
 import enum
+import logging
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -45,9 +47,10 @@ from little_dist.runtime.capabilities import Capabilities, RuntimeConfigError
 from little_dist.runtime.failures import (
     CAUSE_RUNTIME_CONFIG,
     CAUSE_STEP_SCHEMA,
+    CAUSE_TIMEOUT,
     error_envelope,
 )
-from little_dist.runtime.heartbeat import KeptLease, LeaseHeartbeat, LeaseKeeper
+from little_dist.runtime.heartbeat import KeptLease, LeaseKeeper
 from little_dist.runtime.outputs import (
     INLINE_OUTPUT_LIMIT,
     completion_events,
@@ -62,9 +65,14 @@ from little_dist.world.base import ArtifactInput, Lease, LeaseRequest, World, un
 if TYPE_CHECKING:
     from little_dist.harness.recorder import EventRecorder, RecordedSink
 
-__all__ = ["AttemptOutcome", "execute_step_attempt", "run_input_of"]
+__all__ = ["DEFAULT_STEP_TIMEOUT", "AttemptOutcome", "execute_step_attempt", "run_input_of"]
 
 DEFAULT_LEASE_TTL = 30.0
+#: Seconds a step attempt may run in process unless its workflow says otherwise (the fleet's
+#: default is the LITTLE_STEP_TIMEOUT setting, the same 900 s unless set).
+DEFAULT_STEP_TIMEOUT = 900.0
+
+_log = logging.getLogger("little.runtime")
 
 
 class AttemptOutcome(enum.Enum):
@@ -107,6 +115,7 @@ def execute_step_attempt(
     preamble: Sequence[EventInput] = (),
     next_lease: LeaseRequest | None = None,
     on_next_lease: Callable[[Lease], None] | None = None,
+    timeout: float | None = None,
 ) -> AttemptOutcome:
     """Execute ``dispatch`` (one attempt of one step); see the module docstring.
 
@@ -136,6 +145,15 @@ def execute_step_attempt(
     ``next_lease``: a lease to take in the same round trip as a commit that completes the
     step (the step lease of the step a chain runs next); if won, it goes to
     ``on_next_lease``, and the caller runs that step under it or releases it.
+
+    ``timeout``: seconds the attempt may run once it holds the lease (``None``: no limit).
+    Past it, the harness is told to stop (``cancelled()``; model calls were given what was
+    left as their own timeout) and the attempt commits ``StepFailed`` with causeCode
+    ``timeout``; a call that does not return is left behind: the lease keeper, which stops
+    renewing the lease at the deadline, commits that failure itself ``DEADLINE_GRACE``
+    seconds later (see :mod:`.heartbeat`), and whatever the call does after is refused by the
+    fence. The run moves on in time either way; a thread stuck in such a call stays stuck
+    until the call returns.
     """
     from little_dist.harness.recorder import EventRecorder
 
@@ -147,7 +165,8 @@ def execute_step_attempt(
     )
     if lease is None:
         return AttemptOutcome.busy
-    heartbeat: LeaseHeartbeat | KeptLease | None = None
+    heartbeat: KeptLease | None = None
+    own_keeper: LeaseKeeper | None = None  # an attempt run without the caller's keeper
     released = False
     try:
         read_log = state is None or context is None or prior_events is None
@@ -205,10 +224,17 @@ def execute_step_attempt(
             f"start:{path}:{attempt}",
         )
         lost = threading.Event()
-        if keeper is not None:
-            heartbeat = keeper.keep(lease, lease_ttl, on_lost=lost.set)
-        else:
-            heartbeat = LeaseHeartbeat(world, lease, lease_ttl, on_lost=lost.set).start()
+        if keeper is None:
+            own_keeper = keeper = LeaseKeeper(world)
+        deadline: float | None = None
+        on_deadline: Callable[[Lease], None] | None = None
+        if timeout is not None:
+            deadline = time.monotonic() + timeout
+            on_deadline = _watchdog_ending(recorder, path, step, attempt, timeout)
+        heartbeat = keeper.keep(
+            lease, lease_ttl, on_lost=lost.set, deadline=deadline, on_deadline=on_deadline
+        )
+        timed_out = heartbeat.timed_out.is_set
         staged: list[ArtifactInput] = []  # written with the commit (one round trip)
         ending = _run_and_judge(
             world,
@@ -220,9 +246,12 @@ def execute_step_attempt(
             context=context,
             prior_events=prior_events,
             recorder=recorder,
-            cancelled=_either(lost, cancel),
+            cancelled=_either(lost, cancel, heartbeat.timed_out),
             inline_limit=inline_limit,
             stage=staged,
+            deadline=deadline,
+            timed_out=timed_out,
+            timeout=timeout,
         )
         heartbeat.stop()
         fence = heartbeat.lease.fence
@@ -270,6 +299,8 @@ def execute_step_attempt(
             lease = heartbeat.lease
         if not released:
             world.release_lease(lease)
+        if own_keeper is not None:
+            own_keeper.close()
 
 
 def _settled_by(events: Sequence[Event], path: str, attempt: int) -> bool:
@@ -290,10 +321,51 @@ def _settled_by(events: Sequence[Event], path: str, attempt: int) -> bool:
     return False
 
 
-def _either(first: threading.Event, second: threading.Event | None) -> Callable[[], bool]:
+def _either(
+    first: threading.Event, second: threading.Event | None, third: threading.Event
+) -> Callable[[], bool]:
     if second is None:
-        return first.is_set
-    return lambda: first.is_set() or second.is_set()
+        return lambda: first.is_set() or third.is_set()
+    return lambda: first.is_set() or second.is_set() or third.is_set()
+
+
+def _timeout_envelope(path: str, timeout: float) -> dict[str, Any]:
+    return error_envelope(
+        name="StepTimeoutError",
+        message=f"step {path!r} ran past its timeout of {timeout:g}s",
+        cause_code=CAUSE_TIMEOUT,
+    )
+
+
+def _watchdog_ending(
+    recorder: EventRecorder, path: str, step: Mapping[str, Any], attempt: int, timeout: float
+) -> Callable[[Lease], None]:
+    """What the lease keeper calls when the attempt is still running ``DEADLINE_GRACE``
+    seconds past its deadline: commit its ``StepFailed`` (cause ``timeout``) under the lease
+    it no longer renews, releasing it, and waking the scheduler (this attempt's thread, stuck
+    in a call, will not advance the run)."""
+
+    def end(lease: Lease) -> None:
+        failure = _failure(path, step, attempt, _timeout_envelope(path, timeout))
+        try:
+            recorder.end_now([failure], lease.fence)
+        except LeaseLostError:
+            return  # the attempt committed (or was taken over) meanwhile
+        _log.warning(
+            "step %s of run %s (attempt %d) passed its %gs timeout inside a call that has "
+            "not returned; failed it with cause 'timeout' (the thread stays busy until the "
+            "call returns, and whatever it writes then is refused)",
+            path,
+            recorder.run_id,
+            attempt,
+            timeout,
+        )
+
+    return end
+
+
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() >= deadline
 
 
 def _attempt_over(state: RunState, path: str, attempt: int) -> bool:
@@ -339,9 +411,13 @@ def _run_and_judge(
     cancelled: Callable[[], bool],
     inline_limit: int,
     stage: list[ArtifactInput],
+    deadline: float | None,
+    timed_out: Callable[[], bool],
+    timeout: float | None,
 ) -> list[EventInput]:
     """Run the harness and return the events that end the attempt (not yet appended); the
-    small output artifact they name is added to ``stage`` (written with them)."""
+    small output artifact they name is added to ``stage`` (written with them). An attempt
+    past its ``deadline`` fails with cause ``timeout`` whatever the harness made of it."""
     path, attempt = dispatch.step_path, dispatch.attempt
     step = where.step.raw
     if step.get("uses") not in WORKER_STEP_KINDS:
@@ -365,6 +441,7 @@ def _run_and_judge(
             prior_events=prior_events,
             recorder=recorder,
             cancelled=cancelled,
+            deadline=deadline,
         )
     except LeaseLostError:
         raise
@@ -372,7 +449,12 @@ def _run_and_judge(
         from little_dist.harness.errors import reraise_guard_error
 
         reraise_guard_error(exc)
+        if timeout is not None and (timed_out() or _past(deadline)):
+            return [_failure(path, step, attempt, _timeout_envelope(path, timeout))]
         return [_failure(path, step, attempt, _envelope(exc))]
+    if timeout is not None and (timed_out() or _past(deadline)):
+        # It returned, but too late: its result is not trusted more than a hung one's.
+        return [_failure(path, step, attempt, _timeout_envelope(path, timeout))]
     problem = step_output_error(plan_for(version), where.step, output)
     if problem is not None:
         error = error_envelope(
@@ -438,6 +520,7 @@ def _run_harness(
     prior_events: Sequence[Event],
     recorder: EventRecorder,
     cancelled: Callable[[], bool],
+    deadline: float | None,
 ) -> tuple[Any, tuple[str, ...]]:
     """Build the task and context for the step's role and run the chosen harness."""
     from little_dist.harness.memo import Memo
@@ -498,6 +581,7 @@ def _run_harness(
         cancelled=cancelled,
         manifest=manifest,
         max_turns=capabilities.max_turns,
+        deadline=deadline,
     )
     result = capabilities.harness_registry().run(task, ctx)
     if isinstance(result, ExecuteStepResult):

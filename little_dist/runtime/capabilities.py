@@ -33,7 +33,8 @@ class Capabilities:
     ``"scripted/demo"``) or to a :class:`~little_dist.harness.types.ResolvedModel`. A slot not
     in ``models`` is passed to litellm as written. ``harnesses`` replaces the default harness
     for some roles (a harness there may return ``DelegateToDefault``); ``default_harness``
-    replaces the built-in default itself.
+    replaces the built-in default itself. ``step_timeout``: seconds one step attempt may
+    run before it fails with causeCode ``timeout`` (``None``: the engine's setting).
     """
 
     tools: ToolRegistry = field(default_factory=ToolRegistry)
@@ -43,6 +44,13 @@ class Capabilities:
     default_harness: Harness | None = None
     system: str | None = None
     max_turns: int = 8
+    step_timeout: float | None = None
+
+    def attempt_timeout(self, default: float | None) -> float | None:
+        """The time limit of one attempt: ``step_timeout``, else ``default``; ``None`` (or
+        0) for none."""
+        chosen = self.step_timeout if self.step_timeout is not None else default
+        return chosen if chosen else None
 
     def resolve_model(self, slot_id: str) -> ResolvedModel:
         """The concrete model behind ``slot_id``."""

@@ -19,6 +19,7 @@ __all__ = [
     "CAUSE_RUNTIME_CONFIG",
     "CAUSE_STEP_FAILED",
     "CAUSE_STEP_SCHEMA",
+    "CAUSE_TIMEOUT",
     "TERMINAL_CAUSES",
     "error_envelope",
 ]
@@ -28,6 +29,8 @@ CAUSE_STEP_SCHEMA: Final = "step_schema_error"
 CAUSE_RUNTIME_CONFIG: Final = "runtime_config_error"
 CAUSE_CANCELLED: Final = "cancelled"
 CAUSE_LEASE_EXPIRED: Final = "lease_expired"
+#: A step attempt ran past its time limit (terminal, as upstream's ``timeout``).
+CAUSE_TIMEOUT: Final = "timeout"
 
 #: Causes that are never retried, whatever the envelope says (upstream's list).
 TERMINAL_CAUSES: Final = frozenset(

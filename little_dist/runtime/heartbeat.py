@@ -9,11 +9,18 @@ only lost once the world says so.
 
 :class:`LeaseKeeper` does the same for many leases from one thread: what a runner or a
 worker process uses for its attempts, since starting a thread per attempt costs more than
-the rest of a small step.
+the rest of a small step. It is also the attempts' watchdog: a lease kept with a
+``deadline`` (a step attempt's time limit) is renewed only until then. At the deadline the
+handle's :attr:`KeptLease.timed_out` is set (the work sees it through ``cancelled()`` and
+should end itself); if it has not stopped the handle ``grace`` seconds later, the keeper
+calls ``on_deadline`` with the lease (the attempt's owner commits its failure, fenced, so a
+call that never returns cannot keep a run open). Watching deadlines here costs the hot path
+nothing: no thread switch per call, no extra wake-up before a deadline is near.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -22,7 +29,9 @@ from types import TracebackType
 from little_dist.errors import LeaseLostError, LittleError
 from little_dist.world.base import Lease, World
 
-__all__ = ["KeptLease", "LeaseHeartbeat", "LeaseKeeper"]
+__all__ = ["DEADLINE_GRACE", "KeptLease", "LeaseHeartbeat", "LeaseKeeper"]
+
+_log = logging.getLogger("little.runtime")
 
 
 class LeaseHeartbeat:
@@ -91,10 +100,27 @@ class LeaseHeartbeat:
                 continue  # e.g. storage unavailable for a moment: try again next beat
 
 
+#: Seconds an attempt past its deadline has to end itself before the keeper ends it (at most
+#: a third of the lease TTL, so the lease, no longer renewed, is still held then).
+DEADLINE_GRACE = 2.0
+
+
 class KeptLease:
     """One lease kept alive by a :class:`LeaseKeeper`; the same surface as LeaseHeartbeat."""
 
-    __slots__ = ("_keeper", "_on_lost", "due", "lease", "lost", "stopped", "ttl")
+    __slots__ = (
+        "_keeper",
+        "_on_deadline",
+        "_on_lost",
+        "deadline",
+        "due",
+        "grace",
+        "lease",
+        "lost",
+        "stopped",
+        "timed_out",
+        "ttl",
+    )
 
     def __init__(
         self,
@@ -103,18 +129,26 @@ class KeptLease:
         ttl: float,
         due: float,
         on_lost: Callable[[], None] | None,
+        *,
+        deadline: float | None = None,
+        on_deadline: Callable[[Lease], None] | None = None,
     ) -> None:
         self._keeper = keeper
         self.lease = lease
         self.ttl = ttl
-        self.due = due
+        self.deadline = deadline
+        self.grace = min(DEADLINE_GRACE, ttl / 3)
+        self.due = due if deadline is None else min(due, deadline)
         self._on_lost = on_lost
+        self._on_deadline = on_deadline
         self.lost = threading.Event()
+        #: Set at the deadline: the work must end now (the lease is no longer renewed).
+        self.timed_out = threading.Event()
         self.stopped = False
 
     def cancelled(self) -> bool:
-        """Whether the lease is lost: the holder must stop."""
-        return self.lost.is_set()
+        """Whether the lease is lost or its deadline passed: the holder must stop."""
+        return self.lost.is_set() or self.timed_out.is_set()
 
     def stop(self) -> None:
         """Stop renewing (does not release the lease)."""
@@ -148,10 +182,26 @@ class LeaseKeeper:
         self._idle_wait = 1.0  # how long an idle thread sleeps: the last renewal period
 
     def keep(
-        self, lease: Lease, ttl_seconds: float, *, on_lost: Callable[[], None] | None = None
+        self,
+        lease: Lease,
+        ttl_seconds: float,
+        *,
+        on_lost: Callable[[], None] | None = None,
+        deadline: float | None = None,
+        on_deadline: Callable[[Lease], None] | None = None,
     ) -> KeptLease:
-        """Renew ``lease`` every ``ttl_seconds / 3`` until the handle's ``stop()``."""
-        kept = KeptLease(self, lease, ttl_seconds, self._clock() + ttl_seconds / 3, on_lost)
+        """Renew ``lease`` every ``ttl_seconds / 3`` until the handle's ``stop()``, or until
+        ``deadline`` (this keeper's clock) when given; see the module docstring for what
+        happens then."""
+        kept = KeptLease(
+            self,
+            lease,
+            ttl_seconds,
+            self._clock() + ttl_seconds / 3,
+            on_lost,
+            deadline=deadline,
+            on_deadline=on_deadline,
+        )
         with self._wake:
             if self._closed:
                 raise RuntimeError("the lease keeper is closed")
@@ -197,7 +247,31 @@ class LeaseKeeper:
                     continue
                 self._wake_at = now  # renewing: keep() must not rely on a later look
             for kept in due:
-                self._renew(kept)
+                if kept.deadline is not None and now >= kept.deadline:
+                    self._expire(kept, now)
+                else:
+                    self._renew(kept)
+
+    def _expire(self, kept: KeptLease, now: float) -> None:
+        """A lease past its deadline: first tell its holder (and stop renewing), then, if it
+        is still kept ``grace`` seconds later, hand it to ``on_deadline``."""
+        assert kept.deadline is not None
+        if not kept.timed_out.is_set():
+            with self._wake:
+                kept.due = kept.deadline + kept.grace
+            kept.timed_out.set()
+            return
+        with self._wake:
+            if kept.stopped:
+                return  # its holder ended it meanwhile
+            kept.stopped = True
+            self._kept.discard(kept)
+        if kept._on_deadline is not None:
+            try:
+                kept._on_deadline(kept.lease)
+            except Exception:
+                # The lease, no longer renewed, expires; the sweeper ends the attempt then.
+                _log.warning("could not end %s at its deadline", kept.lease.key, exc_info=True)
 
     def _renew(self, kept: KeptLease) -> None:
         try:
@@ -217,3 +291,5 @@ class LeaseKeeper:
                 kept.due = self._clock() + kept.ttl / 3
             else:
                 kept.due = self._clock() + min(kept.ttl / 10, 1.0)
+            if kept.deadline is not None:
+                kept.due = min(kept.due, kept.deadline)

@@ -135,6 +135,24 @@ def _finish(litellm: Any, script: ScriptedModel, request: ScriptedRequest, reply
     )
 
 
+def _timeout_of(value: Any) -> float | None:
+    """The request's ``timeout`` in seconds, as a real provider's HTTP client reads it."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+        return float(value)
+    seconds = getattr(value, "read", None)  # an httpx.Timeout
+    return float(seconds) if isinstance(seconds, int | float) and seconds > 0 else None
+
+
+def _timed_out(litellm: Any, model: str, limit: float) -> Exception:
+    """What a real provider raises when its request outlives ``timeout``."""
+    error: Exception = litellm.Timeout(
+        message=f"scripted reply took longer than the request timeout of {limit:g}s",
+        model=f"scripted/{model}",
+        llm_provider="scripted",
+    )
+    return error
+
+
 def _make_handler(litellm: Any) -> Any:
     class ScriptedLLM(litellm.CustomLLM):  # type: ignore[misc]
         """Serves ``scripted/<name>`` from the active :class:`ScriptedModel`."""
@@ -151,6 +169,10 @@ def _make_handler(litellm: Any) -> Any:
             script, request, reply, delay = _begin(
                 litellm, model, messages, optional_params, litellm_params
             )
+            limit = _timeout_of(kwargs.get("timeout"))
+            if delay and limit is not None and delay > limit:
+                time.sleep(limit)
+                raise _timed_out(litellm, model, limit)
             if delay:
                 time.sleep(delay)
             return _finish(litellm, script, request, reply)
@@ -167,6 +189,10 @@ def _make_handler(litellm: Any) -> Any:
             script, request, reply, delay = _begin(
                 litellm, model, messages, optional_params, litellm_params
             )
+            limit = _timeout_of(kwargs.get("timeout"))
+            if delay and limit is not None and delay > limit:
+                await asyncio.sleep(limit)
+                raise _timed_out(litellm, model, limit)
             if delay:
                 await asyncio.sleep(delay)
             return _finish(litellm, script, request, reply)
