@@ -338,9 +338,7 @@ class _Runner:
 
     # -- the loop ---------------------------------------------------------------------------
 
-    def _loop(
-        self, lock: Lease, executor: DaemonThreadPool, heartbeat: LeaseHeartbeat
-    ) -> RunState:
+    def _loop(self, lock: Lease, executor: DaemonThreadPool, heartbeat: LeaseHeartbeat) -> RunState:
         reported = -1
         # Whether the next look reads the log (others' appends: a cancel request, a sweep's
         # failures); not right after this loop's own append or start of an attempt, which

@@ -27,6 +27,7 @@ from little_dist.runtime import Capabilities
 from little_dist.scheduling import Decision, StepDispatch
 from little_dist.settings import Settings, load_settings
 from little_dist.tools import ToolRegistry
+from little_dist.tools import tool as tool_fn
 from little_dist.world.base import UndecodedEvent
 from little_dist.world.memory import MemoryWorld
 from little_dist.world.redis_s3 import RedisS3World
@@ -1068,6 +1069,9 @@ def test_a_delivered_task_whose_step_is_busy_stops_before_reading_the_log() -> N
     task = app.take()[0]
     held = world.acquire_lease(f"{{{run_id}}}:step:s0", "another-worker", 30)
     assert held is not None
+    # A worker that knows the run (its version: it checks the message's step path against
+    # it before taking any lease) reads nothing more.
+    runtime.runs.get(run_id).catch_up()
     world.reads.clear()
     assert _deliver(runtime, task) == "busy"
     assert world.reads == []
@@ -1464,3 +1468,59 @@ def test_a_branch_commit_writes_its_output_artifact_with_the_completion() -> Non
         "fan[a].work",
         "fan[b].work",
     ]
+
+
+# -- stale or forged messages ------------------------------------------------------------------
+
+
+@pytest.mark.integration
+def test_a_message_for_a_step_the_run_does_not_have_writes_nothing_to_redis(
+    fleet_env: FleetEnv,
+) -> None:
+    import redis
+
+    world = fleet_env.world()
+    runtime, app = _runtime(world, ToolRegistry([wf.noop]))  # type: ignore[arg-type]
+    run_id = _start(world, app, wf.chain_lwir(2), {})  # type: ignore[arg-type]
+    client = redis.Redis.from_url(fleet_env.redis_url)
+    try:
+
+        def keys() -> set[bytes]:
+            return set(client.scan_iter(match=f"{fleet_env.key_prefix}*", count=1000))
+
+        before = keys()
+        for path in ("nope", "s0[x].y", "s0.extra", "s" * 5000):
+            assert runtime.execute(run_id, path, 1, "execute_step") == "invalid"
+        assert runtime.execute(run_id, "s0", 0, "execute_step") == "invalid"
+        assert runtime.execute("run_never_submitted", "s0", 1, "execute_step") == "not_started"
+        assert keys() == before  # no lease key, no counter, nothing
+        assert "run_never_submitted" not in runtime.runs
+    finally:
+        client.close()
+
+
+def test_a_message_for_an_attempt_that_is_not_due_runs_nothing() -> None:
+    world = MemoryWorld()
+    calls: list[dict[str, Any]] = []
+
+    @tool_fn
+    def explode(message: str = "boom") -> dict[str, Any]:
+        """Record the call, then fail."""
+        calls.append({"message": message})
+        raise RuntimeError(message)
+
+    runtime, app = _runtime(world, ToolRegistry([explode, wf.noop]))
+    run_id = _start(world, app, wf.single_tool_lwir("explode", {"message": "x"}), {})
+    (task,) = app.take()
+    before = len(world.list_events(run_id))
+    # Attempts above any due one, and a fixer attempt for a step without a fixer.
+    assert runtime.execute(run_id, "only", 2, "execute_step") == "not_due"
+    assert runtime.execute(run_id, "only", 7, "execute_step") == "not_due"
+    assert runtime.execute(run_id, "only", 1, "fix_step") == "not_due"
+    assert len(world.list_events(run_id)) == before and calls == []
+    # The real one runs (and fails: one attempt is the default budget); a second attempt
+    # is still not due, since the policy gives up.
+    assert _deliver(runtime, task) == "failed"
+    assert len(calls) == 1
+    assert runtime.execute(run_id, "only", 2, "execute_step") in {"not_due", "already_done"}
+    assert len(calls) == 1

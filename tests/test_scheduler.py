@@ -698,3 +698,39 @@ def test_a_broken_run_does_not_stop_the_others(fleet: Fleet) -> None:
     assert pending_count(fleet) == 0
     with pytest.raises(LittleError):
         scheduler.advance(broken)
+
+
+def test_a_run_whose_look_keeps_raising_is_failed_as_internal_after_a_few_looks(
+    fleet: Fleet, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from little_dist.fleet import scheduler as scheduler_module
+
+    app, scheduler = started_scheduler(fleet)
+    caplog.set_level(logging.INFO, logger="little.scheduler")
+    poisoned, _ = start_run(fleet.world, chain_lwir(2), {})
+    healthy, _ = start_run(fleet.world, chain_lwir(1), {})
+    real_decide = scheduler_module.decide
+
+    def decide(ctx: Any, state: Any) -> Any:
+        if ctx.run_id == poisoned:
+            raise ZeroDivisionError("a bug in decide")
+        return real_decide(ctx, state)
+
+    monkeypatch.setattr(scheduler_module, "decide", decide)
+    for look in range(1, 4):
+        assert scheduler.sweep_run(poisoned) == []
+        ended = events_of(fleet.world, poisoned)[-1]
+        assert (ended.type == "RunFailed") == (look == 3)
+    error = ended.payload["error"]
+    assert error["causeCode"] == "internal" and error["retriable"] is False
+    assert "ZeroDivisionError: a bug in decide" in error["message"]
+    assert "Traceback" not in json.dumps(ended.payload)
+    failures = [
+        r for r in caplog.records if r.name == "little.scheduler" and "run-error" in r.getMessage()
+    ]
+    assert len(failures) == 3
+    assert all(r.exc_info is not None for r in failures)  # the traceback is in the log
+    # Over: further looks do nothing, and other runs were served all along.
+    assert scheduler.sweep_run(poisoned) == []
+    assert events_of(fleet.world, poisoned)[-1].sequence == ended.sequence
+    spin(scheduler, lambda: any(t.run_id == healthy for t in app.sent))

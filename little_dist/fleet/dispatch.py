@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CANCEL_EVENT_TYPE",
+    "PLAN_FAILED_EVENT_TYPE",
     "SUBMITTED_EVENT_TYPE",
     "TASK_EXECUTE_STEP",
     "TASK_FIX_STEP",
@@ -88,6 +89,9 @@ CANCEL_EVENT_TYPE: Final = "little.run.cancel_requested"
 #: Engine event recording a submission that still has to be planned (``little.plan``):
 #: ``{workflowId, input}``, occurrence ``submit``. Appended before ``RunStarted``.
 SUBMITTED_EVENT_TYPE: Final = "little.run.submitted"
+#: Engine event recording a ``little.plan`` that failed in a way that may pass (a provider's
+#: rate limit, an unexpected error): ``{attempt, error}``, occurrence ``plan-failed:{n}``.
+PLAN_FAILED_EVENT_TYPE: Final = "little.run.plan_failed"
 
 # decide + append rounds per look at a run: decision steps are settled inline, each round
 # may make the next one ready. Bounded so a bug cannot spin forever.
@@ -343,6 +347,7 @@ class RunTracker:
         self.max_branches_cap = max_branches_cap
         self._window = window
         self._notes: BacklogNotes | None = None
+        self._keep_step_events = keep_step_events
         self._builder = RunStateBuilder(run_id)
         # Raw events by payload stepPath (the memo of a retried attempt), if asked for; those
         # read with a parsed payload only become events when their step asks for them.
@@ -352,6 +357,9 @@ class RunTracker:
         # Events read undecoded (types the fold does not read: harness traces), decoded into
         # _step_events only once a step that has started an attempt asks for its events.
         self._undecoded: list[UndecodedEvent] = []
+        # A fold that raised (storage unreachable while hydrating an output or reading the
+        # version) may have left the view half updated: the next catch-up starts over.
+        self._broken = False
         # Attempts this process offered (path, attempt, kind) -> monotonic time: an attempt
         # is offered again (a lease round trip) only after dispatch_resend_after.
         self._offered: dict[tuple[str, int, str], float] = {}
@@ -437,8 +445,11 @@ class RunTracker:
     def _read_new(self) -> list[Event | UndecodedEvent]:
         """The events after the last one folded, but for the ones held past a gap (this
         process's own appends, folded once the gap is filled); the ones whose payloads
-        nothing here reads may come undecoded."""
+        nothing here reads may come undecoded. A view a failed fold left broken is
+        dropped first, so everything is read again."""
         with self._lock:
+            if self._broken:
+                self._reset_view()
             after = self._builder.event_count
             held = frozenset(self._ahead) if self._ahead else frozenset()
         return self.world.list_events_partly(
@@ -621,6 +632,8 @@ class RunTracker:
         again by the next catch-up). ``own``: this process's attempt appended them (its
         commits' branch ends are its own to refill, see :meth:`foreign_ends`)."""
         with self._lock:
+            if self._broken:
+                self._reset_view()  # (these then wait past the gap for the next read)
             if own:
                 for event in events:
                     if event.type == "StepCompleted":
@@ -656,7 +669,27 @@ class RunTracker:
             run.append(following)
         if len(ahead) > _AHEAD_LIMIT:
             ahead.clear()  # a gap nobody fills: the next read brings it all
-        self._fold(run)
+        try:
+            self._fold(run)
+        except BaseException:
+            self._broken = True
+            raise
+
+    def _reset_view(self) -> None:
+        """Forget everything folded (under the lock): the run is read from its start again.
+        What this process coordinates (offers, spares, threads advancing) is kept."""
+        self._builder = RunStateBuilder(self.run_id)
+        self._step_events = {} if self._keep_step_events else None
+        self._undecoded = []
+        self._version_id = None
+        self._run_input = None
+        self._started = False
+        self._submitted = False
+        self._cancel_requested = False
+        self._context = None
+        self._ahead = {}
+        self._own_ends = set()
+        self._broken = False
 
     def _fold(self, events: Sequence[Event | UndecodedEvent]) -> None:
         if not events:

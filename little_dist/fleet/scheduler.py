@@ -53,7 +53,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from little_dist.errors import InvalidInputError, LittleError, StorageUnavailableError
-from little_dist.fleet.dispatch import Advance, RunTracker, VersionCache, dispatch_ready
+from little_dist.events import EventInput
+from little_dist.fleet.dispatch import (
+    Advance,
+    RunTracker,
+    VersionCache,
+    dispatch_plan,
+    dispatch_ready,
+)
 from little_dist.fleet.signals import Signal, SignalReader
 from little_dist.fleet.slots import fanout_window
 from little_dist.fleet.sweeper import ActiveRuns, SweepRound, fail_dead_attempts
@@ -86,6 +93,8 @@ _FINISHED_MEMORY: Final = 20_000
 _UNREAD_END_PEEK: Final = 256
 _END_STATUS: Final = {"RunCompleted": "completed", "RunFailed": "failed"}
 _CONSUMER_CLEANUP_EVERY: Final = 600.0
+# Looks in a row that raise (not a storage outage) before a run is failed as "internal".
+_POISON_LOOKS: Final = 3
 _SWEEP_SKIPPED: Final = -1
 
 
@@ -172,6 +181,8 @@ class Scheduler:
         # Per run: its log's length when a sweep last looked at it (_SWEEP_SKIPPED: the last
         # sweep left it to the workers moving it on, see :meth:`_moving`).
         self._swept: dict[str, int] = {}
+        # Per run: looks in a row that raised something other than a storage outage.
+        self._failures: dict[str, int] = {}
         self._archiver = ThreadPoolExecutor(max_workers=2, thread_name_prefix="little-archive")
         # Finished runs waiting for settings.archive_delay to pass: (due, run id), a heap.
         self._archive_due: list[tuple[float, str]] = []
@@ -212,7 +223,7 @@ class Scheduler:
                 self.run_once()
                 backoff = 0.5
             except StorageUnavailableError as exc:
-                _log("storage-unavailable", level=logging.WARNING, error=str(exc))
+                _log("storage-unavailable", level=logging.WARNING, exc_info=exc, error=str(exc))
                 if "NOGROUP" in str(exc):
                     self._started = False  # the stream or group was deleted: create it again
                 self._stop.wait(backoff)
@@ -297,13 +308,49 @@ class Scheduler:
             if not self._finished_unread(run_id, signalled):
                 self.advance(run_id)
         except StorageUnavailableError as exc:
-            _log("run-error", level=logging.WARNING, run=run_id, error=str(exc))
+            _log("run-error", level=logging.WARNING, exc_info=True, run=run_id, error=str(exc))
             return False
         except Exception as exc:  # one bad run must not stop the others
-            self._forget(run_id)
-            error = f"{type(exc).__name__}: {exc}"
-            _log("run-error", level=logging.ERROR, exc_info=True, run=run_id, error=error)
+            self._broken(run_id, exc)
+            return True
+        self._failures.pop(run_id, None)
         return True
+
+    def _broken(self, run_id: str, exc: Exception) -> None:
+        """A look at ``run_id`` raised (a bug, or a log the fold cannot read): forget what
+        was cached of it, and after ``_POISON_LOOKS`` such looks in a row fail the run with
+        causeCode ``internal``, so that it stops being looked at (and retried) forever. The
+        traceback goes to this process's log, never into the run's events."""
+        self._forget(run_id)
+        count = self._failures.pop(run_id, 0) + 1
+        self._failures[run_id] = count
+        while len(self._failures) > _FINISHED_MEMORY:
+            self._failures.pop(next(iter(self._failures)))
+        error = f"{type(exc).__name__}: {exc}"
+        _log(
+            "run-error",
+            level=logging.ERROR,
+            exc_info=exc,
+            run=run_id,
+            error=error,
+            failures=count,
+        )
+        if count < _POISON_LOOKS:
+            return
+        try:
+            self.world.append_batch(run_id, [_internal_failure(count, exc)])
+        except LittleError as append_error:
+            _log(
+                "run-error",
+                level=logging.ERROR,
+                exc_info=append_error,
+                run=run_id,
+                error=f"could not record RunFailed: {append_error}",
+            )
+            return
+        self._failures.pop(run_id, None)
+        _log("run-poisoned", level=logging.ERROR, run=run_id, failures=count)
+        self._finish(run_id, "failed", 0)
 
     # -- a look at one run ------------------------------------------------------------------
 
@@ -313,6 +360,8 @@ class Scheduler:
         entry = self._entry(run_id)
         tracker = entry.tracker
         state = tracker.catch_up()
+        if tracker.awaiting_plan and state.status not in _TERMINAL:
+            return self._await_plan(entry, state)
         decision: Decision | None = None
         appended = 0
         sent: list[StepDispatch] = []
@@ -359,6 +408,20 @@ class Scheduler:
         if state.status in _TERMINAL:
             self._finish(run_id, state.status, state.event_count)
         return result
+
+    def _await_plan(self, entry: _Run, state: RunState) -> Advance:
+        """A run submitted for planning and not started: follow it (the active set, so the
+        sweeps come back to it) and send its ``little.plan`` again once
+        ``dispatch_resend_after`` has passed since it was last sent (the lease
+        :func:`~little_dist.fleet.dispatch.dispatch_plan` takes): a planner that died, or
+        whose planning failed in a way that may pass, is followed by another."""
+        run_id = entry.tracker.run_id
+        if not entry.registered:
+            self.active.add(run_id)
+            entry.registered = True
+        if dispatch_plan(self.world, self.app, self.settings, run_id, holder=self.name):
+            _log("plan-sent", run=run_id, seq=state.event_count)
+        return Advance(state, None, (), 0)
 
     def _finished_unread(
         self, run_id: str, signalled: int | None = None, *, last: int | None = None
@@ -424,7 +487,9 @@ class Scheduler:
             try:
                 self.window.backlog.report(run_id, 0)
             except StorageUnavailableError as exc:
-                _log("backlog-error", level=logging.WARNING, run=run_id, error=str(exc))
+                _log(
+                    "backlog-error", level=logging.WARNING, exc_info=exc, run=run_id, error=str(exc)
+                )
         if self.settings.archive_delay > 0:
             due = time.monotonic() + self.settings.archive_delay
             heapq.heappush(self._archive_due, (due, run_id))
@@ -449,7 +514,7 @@ class Scheduler:
         except Exception as exc:
             with self._finished_lock:
                 self._finished.pop(run_id, None)
-            _log("archive-error", level=logging.WARNING, run=run_id, error=f"{exc}")
+            _log("archive-error", level=logging.WARNING, exc_info=exc, run=run_id, error=f"{exc}")
             return
         _log("run-archived", run=run_id, archived=callable(archive))
 
@@ -500,6 +565,7 @@ class Scheduler:
             if leave_moving and self._moving(run_id, last):
                 return []
             result = self.advance(run_id)
+            self._failures.pop(run_id, None)
             if result.done or not fail_dead:
                 return []
             failed = fail_dead_attempts(
@@ -514,11 +580,9 @@ class Scheduler:
                 self.advance(run_id)
             return failed
         except StorageUnavailableError as exc:
-            _log("run-error", level=logging.WARNING, run=run_id, error=str(exc))
+            _log("run-error", level=logging.WARNING, exc_info=True, run=run_id, error=str(exc))
         except Exception as exc:  # one bad run must not stop the sweep
-            self._forget(run_id)
-            error = f"{type(exc).__name__}: {exc}"
-            _log("run-error", level=logging.ERROR, exc_info=True, run=run_id, error=error)
+            self._broken(run_id, exc)
         return []
 
     def _moving(self, run_id: str, last: int) -> bool:
@@ -550,7 +614,33 @@ class Scheduler:
             _log("consumers-removed", names=removed)
 
 
-def _log(event: str, *, level: int = logging.INFO, exc_info: bool = False, **fields: Any) -> None:
+def _internal_failure(looks: int, exc: Exception) -> EventInput:
+    """The ``RunFailed`` of a run the engine could not advance (no traceback: that is in
+    the scheduler's log)."""
+    return EventInput(
+        type="RunFailed",
+        occurrence_id="run-end",
+        payload={
+            "error": {
+                "name": "InternalError",
+                "message": (
+                    f"the scheduler could not advance this run ({looks} looks in a row "
+                    f"failed, the last with {type(exc).__name__}: {exc}); see its log"
+                )[:2000],
+                "causeCode": "internal",
+                "retriable": False,
+            },
+        },
+    )
+
+
+def _log(
+    event: str,
+    *,
+    level: int = logging.INFO,
+    exc_info: bool | BaseException = False,
+    **fields: Any,
+) -> None:
     if logger.isEnabledFor(level):
         line = json.dumps({"event": event, **fields}, separators=(",", ":"), default=str)
         logger.log(level, line, exc_info=exc_info)

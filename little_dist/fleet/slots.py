@@ -198,7 +198,7 @@ class SlotRegistration:
         try:
             self._scripts.client.hdel(self.key, self.node)
         except Exception as error:  # the entry expires on its own
-            _log.warning("could not remove the slots of %s: %s", self.node, error)
+            _log.warning("could not remove the slots of %s: %s", self.node, error, exc_info=True)
         if self._owns_client:
             self._scripts.client.close()
 
@@ -212,7 +212,7 @@ class SlotRegistration:
                 keys=[self.key], args=[self.node, self.slots, self.queues, self._ttl_ms]
             )
         except Exception as error:
-            _log.warning("could not register the slots of %s: %s", self.node, error)
+            _log.warning("could not register the slots of %s: %s", self.node, error, exc_info=True)
 
 
 class FleetSlots:
@@ -245,7 +245,7 @@ class FleetSlots:
         try:
             total: int | None = int(self._scripts.count(keys=[self.key], args=[queue]))
         except Exception as error:
-            _log.warning("could not read the fleet's slots: %s", error)
+            _log.warning("could not read the fleet's slots: %s", error, exc_info=True)
             total = known[1] if known else None
         found = total if total else None
         with self._lock:
@@ -303,7 +303,7 @@ class BacklogNotes:
         try:
             self._backlog.report(self._run_id, held_back)
         except StorageUnavailableError as error:
-            _log.warning("%s", error)
+            _log.warning("%s", error, exc_info=True)
             with self._lock:
                 self._at = float("-inf")  # try again at the next look
 

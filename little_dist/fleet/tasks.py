@@ -45,9 +45,10 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from little_dist.errors import LittleError
+from little_dist.errors import InvalidInputError, LittleError, StorageUnavailableError
 from little_dist.events import Event, EventInput
 from little_dist.fleet.dispatch import (
+    PLAN_FAILED_EVENT_TYPE,
     SUBMITTED_EVENT_TYPE,
     TASK_EXECUTE_STEP,
     TASK_FIX_STEP,
@@ -100,6 +101,9 @@ _HANDOUT_WAIT_S = 0.25
 # (version id, step path) -> the chain's next step, remembered per process.
 _SUCCESSOR_CACHE_SIZE = 4096
 _TERMINAL = ("completed", "failed")
+#: Plan attempts of one run that may fail (without a cause that ends it at once) before the
+#: run is failed.
+PLAN_ATTEMPTS = 3
 
 
 class WorkerRuntime:
@@ -342,6 +346,12 @@ class WorkerRuntime:
         how = " (inline)" if inline else ""
         lease = continued.kept_lease if continued is not None else None
         if not inline:
+            # A message names a step of the run's version, or it is junk (or forged): it
+            # gets no lease key in Redis. The check needs the run's version: a tracker
+            # seeing the run for the first time reads it here, before the lease.
+            refused = self._refuse_path(tracker, kind, step_path, attempt)
+            if refused is not None:
+                return refused, None
             # A delivered task takes the step lease first, then catches up (other processes
             # append to the run too): whoever held the step before has ended, so the read
             # has all there is and the attempt need not read again; a duplicate delivery of
@@ -356,9 +366,15 @@ class WorkerRuntime:
                 return AttemptOutcome.busy.value, None
         # An inline attempt was just decided from this tracker, which holds everything its
         # input needs; whatever was appended since is read once the step lease is held.
-        state, step_events = (
-            tracker.step_view(step_path) if inline else tracker.catch_up_step(step_path)
-        )
+        try:
+            state, step_events = (
+                tracker.step_view(step_path) if inline else tracker.catch_up_step(step_path)
+            )
+        except BaseException:
+            # (storage unreachable: the task fails; the attempt is sent again once its
+            # dispatch lease expires, and this lease must not keep it busy until then)
+            self._release(lease)
+            raise
         ctx = tracker.context
         if state.status in _TERMINAL:
             self.runs.forget(run_id)
@@ -383,6 +399,16 @@ class WorkerRuntime:
             role="fixer" if kind == "fix_step" else "worker",
             kind=kind,
         )
+        if not inline and not _sent_by_the_engine(ctx, state, step, step_events, dispatch):
+            _log.warning(
+                "%s %s %s#%d: no such attempt is due (a stale or forged message); ignored",
+                kind,
+                run_id,
+                step_path,
+                attempt,
+            )
+            self._release(lease)
+            return "not_due", None
         last_recorded = 0
         # A chain's next step: its lease rides with this attempt's commit (the advance that
         # follows then keeps that step without a round trip of its own).
@@ -455,6 +481,33 @@ class WorkerRuntime:
             return outcome.value, None
         return outcome.value, advance
 
+    def _refuse_path(
+        self, tracker: RunTracker, kind: str, step_path: str, attempt: int
+    ) -> str | None:
+        """Why a delivered task is refused before it touches Redis (``None``: it is not): its
+        run is over or unknown, or its step path is not one of the run's version."""
+        run_id = tracker.run_id
+        if attempt < 1:
+            _log.error("%s %s %s#%d: attempts count from 1", kind, run_id, step_path, attempt)
+            return "invalid"
+        ctx = tracker.context
+        if ctx is None:
+            state = tracker.catch_up()
+            ctx = tracker.context
+            if ctx is None:
+                if state.status not in _TERMINAL and not tracker.awaiting_plan:
+                    self.runs.forget(run_id)  # nothing to keep for a run id nobody started
+                _log.warning(
+                    "%s %s %s#%d: the run has not started", kind, run_id, step_path, attempt
+                )
+                return "not_started"
+        try:
+            locate_step(plan_for(ctx.version), step_path)
+        except StepPathError as error:
+            _log.error("%s %s: %s", kind, run_id, error)
+            return "invalid"
+        return None
+
     @property
     def _fast(self) -> bool:
         return self.fast_path and self.app is not None
@@ -506,6 +559,7 @@ class WorkerRuntime:
                 tracker.run_id,
                 step_path,
                 error,
+                exc_info=True,
             )
 
     def _release(self, lease: Lease | None) -> None:
@@ -537,9 +591,16 @@ class WorkerRuntime:
             )
 
     def plan(self, run_id: str) -> str:
-        """Plan a submitted run with its workflow's planner, then start it."""
-        from little_dist.local_runner import check_run_input
+        """Plan a submitted run with its workflow's planner, then start it.
 
+        Planning that cannot succeed ends the run: a ``RunFailed`` naming the cause is
+        recorded (``input_schema_error`` for an input the planned version refuses,
+        ``planner_failed`` for a planner that fails for good or ``PLAN_ATTEMPTS`` times,
+        ``internal`` for anything unexpected that happens that often). A failure that may
+        pass (storage unreachable, a provider's rate limit) leaves the run submitted: the
+        scheduler sends ``little.plan`` again after ``dispatch_resend_after``, as it does
+        when a planner worker dies mid-plan.
+        """
         validate_run_id(run_id)
         world = self.world
         events = world.list_events(run_id)
@@ -578,41 +639,99 @@ class WorkerRuntime:
             return "busy"  # another planner works on it
         heartbeat = LeaseHeartbeat(world, lease, self.settings.lease_ttl).start()
         try:
-            from little_dist.planner import resolve_version
-
-            version = resolve_version(
-                world,
-                run_id,
-                definition,
-                run_input,
-                capabilities=self.registry.capabilities_for_workflow(definition.id),
-            )
-            if version is None:
-                return "failed"  # planning failed and recorded RunFailed
-            check_run_input(version, run_input)
-            world.append_batch(
-                run_id,
-                [
-                    EventInput(
-                        type="WorkflowVersionRegistered",
-                        occurrence_id="version-registered",
-                        payload={
-                            "workflowVersionId": version.id,
-                            "workflowVersionHash": version.hash,
-                        },
-                    ),
-                    EventInput(
-                        type="RunStarted",
-                        occurrence_id="run-start",
-                        payload={"workflowVersionId": version.id, "input": run_input},
-                    ),
-                ],
-            )
+            try:
+                started = self._plan_and_start(run_id, definition, run_input)
+            except Exception as error:
+                return self._planning_failed(run_id, events, error)
         finally:
             heartbeat.stop()
-            world.release_lease(heartbeat.lease)
+            with contextlib.suppress(LittleError):  # it expires anyway
+                world.release_lease(heartbeat.lease)
+        if not started:
+            return "failed"  # the planner gave up and recorded RunFailed
         self._advance(tracker, force=True)
         return "started"
+
+    def _plan_and_start(self, run_id: str, definition: Any, run_input: Any) -> bool:
+        """Resolve the run's version (planning it if need be) and record its start; False
+        when planning failed and recorded ``RunFailed`` itself."""
+        from little_dist.local_runner import check_run_input
+        from little_dist.planner import resolve_version
+
+        world = self.world
+        version = resolve_version(
+            world,
+            run_id,
+            definition,
+            run_input,
+            capabilities=self.registry.capabilities_for_workflow(definition.id),
+        )
+        if version is None:
+            return False
+        check_run_input(version, run_input)
+        world.append_batch(
+            run_id,
+            [
+                EventInput(
+                    type="WorkflowVersionRegistered",
+                    occurrence_id="version-registered",
+                    payload={
+                        "workflowVersionId": version.id,
+                        "workflowVersionHash": version.hash,
+                    },
+                ),
+                EventInput(
+                    type="RunStarted",
+                    occurrence_id="run-start",
+                    payload={"workflowVersionId": version.id, "input": run_input},
+                ),
+            ],
+        )
+        return True
+
+    def _planning_failed(self, run_id: str, events: Sequence[Event], error: Exception) -> str:
+        """Record why planning ``run_id`` failed: ``RunFailed`` when it cannot succeed (or
+        failed ``PLAN_ATTEMPTS`` times), else one ``little.run.plan_failed`` (the scheduler
+        sends ``little.plan`` again later). Storage errors record nothing: the log may be
+        unreachable, and the re-send covers them."""
+        from little_dist.local_runner import RunInputError
+        from little_dist.planner.harnesses import PlannerError
+
+        if isinstance(error, StorageUnavailableError):
+            _log.warning(
+                "plan %s: storage unavailable (planning again later)", run_id, exc_info=True
+            )
+            return "retry"
+        failures = 1 + sum(1 for event in events if event.type == PLAN_FAILED_EVENT_TYPE)
+        if isinstance(error, RunInputError):
+            name, cause, final = "RunInputError", "input_schema_error", True
+        elif isinstance(error, PlannerError):
+            name, cause, final = "PlannerError", "planner_failed", not _passing(error)
+        elif isinstance(error, InvalidInputError):
+            name, cause, final = type(error).__name__, "runtime_config_error", True
+        else:
+            name, cause, final = type(error).__name__, "internal", False
+        message = f"planning failed: {error}" if str(error) else f"planning failed: {name}"
+        _log.warning(
+            "plan %s: %s (attempt %d of %d)",
+            run_id,
+            message,
+            failures,
+            PLAN_ATTEMPTS,
+            exc_info=not isinstance(error, InvalidInputError | PlannerError),
+        )
+        if final or failures >= PLAN_ATTEMPTS:
+            _fail_unplanned(self.world, run_id, message, name=name, cause=cause)
+            return "failed"
+        self.world.append(
+            run_id,
+            EventInput(
+                type=PLAN_FAILED_EVENT_TYPE,
+                occurrence_id=f"plan-failed:{failures}",
+                payload={"attempt": failures, "error": {"name": name, "message": message}},
+            ),
+        )
+        return "retry"
 
     def orchestrate(self, run_id: str) -> str:
         """Advance a run: decide, append, dispatch what is ready."""
@@ -731,7 +850,10 @@ class WorkerRuntime:
             if kept is not None:
                 self._hand_off(kept)
             _log.warning(
-                "fast path for %s: %s (the scheduler will catch up)", tracker.run_id, error
+                "fast path for %s: %s (the scheduler will catch up)",
+                tracker.run_id,
+                error,
+                exc_info=True,
             )
             return None
         except BaseException:
@@ -842,7 +964,47 @@ class RunCache:
             return run_id in self._trackers
 
 
-def _fail_unplanned(world: World, run_id: str, message: str) -> None:
+def _sent_by_the_engine(
+    ctx: Any, state: Any, step: Any, step_events: Sequence[Event], dispatch: StepDispatch
+) -> bool:
+    """Whether ``dispatch`` (a delivered task) is an attempt the engine sent: one that exists
+    already (the attempt decides whether it is over), or the next one that is due (the first
+    once its ``StepScheduled`` is in the log; a later one as the retry policy has it)."""
+    from little_dist.scheduling.policy import admits
+
+    view = state.steps.get(dispatch.step_path)
+    return admits(
+        step,
+        view.attempts if view is not None else (),
+        dispatch.attempt,
+        dispatch.kind,
+        scheduled=any(
+            e.type == "StepScheduled" and e.occurrence_id == schedule_occurrence(dispatch)
+            for e in step_events
+        ),
+        default_max_attempts=ctx.default_max_attempts,
+        max_crash_retries=ctx.max_crash_retries,
+    )
+
+
+def _passing(error: Exception) -> bool:
+    """Whether a planner error may pass on its own (its model call's error is retriable)."""
+    from little_dist.harness.errors import model_error_from
+
+    cause = error.__cause__
+    if cause is None:
+        return False  # a misbehaving harness: it will misbehave again
+    return bool(model_error_from(cause, model="planner").envelope().get("retriable"))
+
+
+def _fail_unplanned(
+    world: World,
+    run_id: str,
+    message: str,
+    *,
+    name: str = "RuntimeConfigError",
+    cause: str = "runtime_config_error",
+) -> None:
     world.append_batch(
         run_id,
         [
@@ -857,9 +1019,9 @@ def _fail_unplanned(world: World, run_id: str, message: str) -> None:
                 payload={
                     "workflowVersionId": "uncompiled",
                     "error": {
-                        "name": "RuntimeConfigError",
+                        "name": name,
                         "message": message,
-                        "causeCode": "runtime_config_error",
+                        "causeCode": cause,
                         "retriable": False,
                     },
                 },

@@ -28,8 +28,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from little_dist.errors import InvalidInputError, NotFoundError
 from little_dist.events import Event, normalize_event_type
-from little_dist.world.base import World
+from little_dist.world.base import ArtifactCorruptError, World
 
 __all__ = ["Memo", "MemoHit"]
 
@@ -129,7 +130,10 @@ class Memo:
             return None
         try:
             return (self._world.get_artifact(ref).payload,)
-        except Exception:  # a missing or corrupt artifact: run the call again instead
+        except (NotFoundError, ArtifactCorruptError, InvalidInputError):
+            # Missing or corrupt: the call runs again. Storage that cannot be reached is
+            # not a miss: it fails the attempt (raised), whose retry replays the result
+            # once storage is back, instead of paying for the call twice.
             return None
 
 

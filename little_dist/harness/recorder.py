@@ -87,6 +87,7 @@ engine events, so a reused turn is never priced twice.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
@@ -94,7 +95,7 @@ from typing import Any, Final
 from pydantic import BaseModel
 
 from little_dist.canonical import canonical_json, sha256_digest, sha256_hex_text
-from little_dist.errors import InvalidInputError
+from little_dist.errors import InvalidInputError, StorageUnavailableError
 from little_dist.events import Event, EventInput
 from little_dist.world.base import ArtifactInput, Fence, World
 
@@ -117,6 +118,12 @@ _USAGE_FIELDS = ("inputTokens", "outputTokens", "cachedInputTokens", "reasoningT
 
 #: Called with every batch of events a recorder appended (in log order).
 RecordedSink = Callable[[Sequence[Event]], None]
+
+#: A value over the inline limit is still recorded inline, up to this many bytes, when the
+#: artifact store cannot be reached (see :meth:`EventRecorder.offload`).
+OUTAGE_INLINE_LIMIT: Final = 1024 * 1024
+
+_log = logging.getLogger("little.runtime")
 
 
 # id(value) -> (value, digest). The entry keeps the value alive, so its id cannot be reused
@@ -315,15 +322,30 @@ class EventRecorder:
             size = len(canonical_json(value).encode("utf-8"))
         if size <= self.inline_limit:
             return None
-        manifest = self.world.put_artifact(
-            ArtifactInput(
-                run_id=self.run_id,
-                name=name,
-                payload=value,
-                content_type="application/json",
-                step_path=self.step_path,
+        try:
+            manifest = self.world.put_artifact(
+                ArtifactInput(
+                    run_id=self.run_id,
+                    name=name,
+                    payload=value,
+                    content_type="application/json",
+                    step_path=self.step_path,
+                )
             )
-        )
+        except StorageUnavailableError:
+            if size > OUTAGE_INLINE_LIMIT:
+                raise
+            # The artifact store is down: a result kept in the event is a result the retry
+            # replays, where a result lost with its artifact is a call paid for twice.
+            _log.warning(
+                "%s of %s in run %s (%d bytes) recorded inline: the artifact store is "
+                "unreachable",
+                name,
+                self.step_path,
+                self.run_id,
+                size,
+            )
+            return None
         return manifest.artifact_ref
 
     def _field(

@@ -28,10 +28,18 @@ before the tool, the tool's result, and the commit batch with the release.
 A :class:`~little_dist.errors.LeaseLostError` anywhere after step 1 means a newer holder owns
 the step (this worker stalled past its lease and was swept or taken over): the attempt
 returns :attr:`AttemptOutcome.superseded` and writes nothing more.
+
+A :class:`~little_dist.errors.StorageUnavailableError` (S3 or Redis unreachable, after the
+client's own retries) is not the step's failure either: the attempt records no end and
+raises it, its lease is released, and the sweeper, finding the attempt running with no
+lease, fails it with ``lease_expired``: it is retried free of the step's budget (up to
+``max_crash_retries``), and the retry replays what was recorded. (Had the attempt recorded
+``StepFailed``, a step with one attempt, the default, would have failed its run.)
 """
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import logging
 import threading
@@ -40,7 +48,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from little_dist.compiler import WorkflowVersion
-from little_dist.errors import LeaseLostError
+from little_dist.errors import LeaseLostError, LittleError, StorageUnavailableError
 from little_dist.events import RUN_END_EVENT_TYPES, Event, EventInput
 from little_dist.run_state import RunState, RunStateBuilder
 from little_dist.runtime.capabilities import Capabilities, RuntimeConfigError
@@ -255,7 +263,8 @@ def execute_step_attempt(
         )
         heartbeat.stop()
         fence = heartbeat.lease.fence
-        commit = [*recorder.take_pending(), *ending]
+        pending = recorder.take_pending()
+        commit = [*pending, *ending]
         try:
             # The commit releases the step lease in the same call (one round trip on Redis),
             # and may take the next step's.
@@ -282,6 +291,13 @@ def execute_step_attempt(
                 )
         except LeaseLostError:
             released = True
+            raise
+        except StorageUnavailableError:
+            if staged and pending:
+                # S3 refused the output artifact: keep what the attempt recorded (a tool's
+                # result above all), so that its retry replays it instead of calling again.
+                with contextlib.suppress(LittleError):
+                    world.append_batch(run_id, pending, fence=fence, signal=False)
             raise
         released = True
         if on_recorded is not None:
@@ -443,7 +459,8 @@ def _run_and_judge(
             cancelled=cancelled,
             deadline=deadline,
         )
-    except LeaseLostError:
+    except (LeaseLostError, StorageUnavailableError):
+        # Not the step's failure: the attempt stops without an end (see the module docs).
         raise
     except Exception as exc:  # the attempt fails; the runner and the log carry on
         from little_dist.harness.errors import reraise_guard_error

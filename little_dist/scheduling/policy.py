@@ -30,6 +30,7 @@ __all__ = [
     "AttemptLike",
     "GiveUp",
     "NextAttempt",
+    "admits",
     "next_action",
 ]
 
@@ -111,3 +112,39 @@ def next_action(
             continue
         return GiveUp(error)
     return NextAttempt(len(attempts) + 1, kind)
+
+
+def admits(
+    step: StepPlan,
+    attempts: Sequence[AttemptLike],
+    attempt: int,
+    kind: DispatchKind,
+    *,
+    scheduled: bool,
+    default_max_attempts: int,
+    max_crash_retries: int,
+) -> bool:
+    """Whether a task for ``attempt`` (as ``kind``) of a step whose recorded attempts are
+    ``attempts`` is one the engine sends: an attempt that exists already, or the next one
+    due — the first once it is ``scheduled`` (its ``StepScheduled`` recorded), a later one
+    when every recorded attempt has ended and :func:`next_action` names it. A worker refuses
+    any other (a stale or forged message) before running anything."""
+    if attempt < 1 or attempt > len(attempts) + 1:
+        return False
+    if attempt <= len(attempts):
+        return True
+    if attempt == 1:
+        return scheduled and kind == "execute_step"
+    if any(recorded.status == "running" for recorded in attempts):
+        return False
+    following = next_action(
+        step,
+        attempts,
+        default_max_attempts=default_max_attempts,
+        max_crash_retries=max_crash_retries,
+    )
+    return (
+        isinstance(following, NextAttempt)
+        and following.attempt == attempt
+        and following.kind == kind
+    )
