@@ -30,6 +30,7 @@ variable                            field                          default
 ``LITTLE_TASK_SOFT_TIME_LIMIT``     ``task_soft_time_limit``       ``900`` s
 ``LITTLE_TASK_TIME_LIMIT``          ``task_time_limit``            ``960`` s
 ``LITTLE_BROKER_VISIBILITY_TIMEOUT`` ``broker_visibility_timeout`` ``3600`` s
+``LITTLE_BROKER_CONNECTION_MAX_RETRIES`` ``broker_connection_max_retries`` ``100`` (``0``: forever)
 ``LITTLE_SIGNAL_STREAM``            ``signal_stream``              ``little:signals``
 ``LITTLE_SIGNAL_GROUP``             ``signal_group``               ``little-schedulers``
 ``LITTLE_SIGNAL_CLAIM_IDLE``        ``signal_claim_idle``          ``60`` s
@@ -258,6 +259,15 @@ class Settings(BaseSettings):
     task_soft_time_limit: float = _seconds("LITTLE_TASK_SOFT_TIME_LIMIT", 900.0)
     task_time_limit: float = _seconds("LITTLE_TASK_TIME_LIMIT", 960.0)
     broker_visibility_timeout: float = _seconds("LITTLE_BROKER_VISIBILITY_TIMEOUT", 3600.0)
+    # A worker that lost its broker tries to reach it again this many times in a row (2 s
+    # apart, growing to 30 s: about 47 minutes for 100), then exits with status 1 so that its
+    # supervisor restarts it. 0: it keeps trying.
+    broker_connection_max_retries: int = _env(
+        "LITTLE_BROKER_CONNECTION_MAX_RETRIES",
+        100,
+        "a whole number of retries, 0 or more (0 retries forever)",
+        ge=0,
+    )
 
     # -- scheduler signals and the event log's retention ----------------------------------
     signal_stream: str = _env(
