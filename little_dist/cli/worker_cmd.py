@@ -172,6 +172,7 @@ def run(args: argparse.Namespace) -> int:
         slots=args.concurrency or settings.worker_concurrency,
     )
     worker = _started_worker()
+    _redact_celery_logs()
     try:
         code = app.start(argv=argv)
     finally:
@@ -179,6 +180,20 @@ def run(args: argparse.Namespace) -> int:
             slots.stop()
         runtime.close()
     return _exit_code(worker, code)
+
+
+def _redact_celery_logs() -> None:
+    """Put the redacting filter on the handlers Celery sets up for the worker's logs (the
+    root logger's, which also carry redirected stdout and stderr, and the task logger's)."""
+    from celery.signals import after_setup_logger, after_setup_task_logger
+
+    from little_dist.redaction import install_log_redaction
+
+    def install(logger: Any = None, **_: Any) -> None:
+        install_log_redaction([logger] if logger is not None else [])
+
+    after_setup_logger.connect(install, weak=False)
+    after_setup_task_logger.connect(install, weak=False)
 
 
 def _started_worker() -> list[Any]:
