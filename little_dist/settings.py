@@ -40,6 +40,9 @@ variable                            field                          default
 ``LITTLE_BRANCH_WINDOW``            ``branch_window``              ``fleet``
 ==================================  =============================  ==========================
 
+The Redis URLs may be ``rediss://`` (TLS); their ``ssl_*`` query options are checked here
+(see :mod:`little_dist.redis_tls`), and a ``rediss://`` URL must name ``ssl_cert_reqs``.
+
 An empty variable counts as unset. Every bad value is reported at once, one line each (the
 variable, its value with secrets and URL passwords masked, what is expected), in a
 :class:`SettingsError`. Secrets never appear in messages or in ``repr``.
@@ -63,6 +66,7 @@ from pydantic_settings import (
 )
 
 from little_dist.errors import InvalidInputError
+from little_dist.redis_tls import tls_problems
 
 __all__ = [
     "KNOWN_ENV_VARS",
@@ -431,6 +435,12 @@ def _cross_field_problems(s: Settings) -> list[str]:
             f"LITTLE_BROKER_VISIBILITY_TIMEOUT ({s.broker_visibility_timeout!r}); a Redis "
             "broker delivers a task again, in parallel, once it runs longer than that"
         )
+    urls = {"LITTLE_REDIS_URL": s.redis_url, "LITTLE_WORLD": s.world}
+    if s.broker_url != s.redis_url:  # (a broker left unset is the Redis URL: said once)
+        urls["LITTLE_BROKER_URL"] = s.broker_url
+    for name, url in urls.items():
+        for problem in tls_problems(url) if url else ():
+            problems.append(f"{name}={_shown(name, url)}: {problem}")
     seen: dict[str, Role] = {}
     for role in ROLES:
         queue = s.queue_for(role)

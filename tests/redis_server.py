@@ -9,7 +9,8 @@ needs to do either starts its own server on a free port in a temporary directory
     server.stop()
 
 ``config`` (a redis.conf path) and ``args`` (``--name value`` pairs) configure it; the port,
-bind address and directory are always set here, after them, so they win.
+bind address and directory are always set here, after them, so they win. ``tls`` (the
+server's certificate, its key, and the CA that signed it) serves TLS only, on the port.
 """
 
 from __future__ import annotations
@@ -38,15 +39,21 @@ class RedisServer:
     directory: Path
     config: Path | None = None
     args: list[str] = field(default_factory=list)
+    tls: tuple[Path, Path, Path] | None = None
     process: subprocess.Popen[bytes] | None = None
 
     @classmethod
     def start_new(
-        cls, tmp: Path, *, config: Path | None = None, args: list[str] | None = None
+        cls,
+        tmp: Path,
+        *,
+        config: Path | None = None,
+        args: list[str] | None = None,
+        tls: tuple[Path, Path, Path] | None = None,
     ) -> RedisServer:
         directory = tmp / f"redis-{time.monotonic_ns()}"
         directory.mkdir(parents=True)
-        server = cls(free_port(), directory, config, list(args or []))
+        server = cls(free_port(), directory, config, list(args or []), tls)
         server.start()
         return server
 
@@ -66,7 +73,15 @@ class RedisServer:
             argv.append(str(self.config))
         else:
             argv += ["--save", "", "--appendonly", "no"]
-        argv += [*self.args, "--port", str(self.port), "--bind", "127.0.0.1"]
+        argv += self.args
+        if self.tls is None:
+            argv += ["--port", str(self.port)]
+        else:
+            cert, key, ca = self.tls
+            argv += ["--port", "0", "--tls-port", str(self.port), "--tls-auth-clients", "no"]
+            argv += ["--tls-cert-file", str(cert), "--tls-key-file", str(key)]
+            argv += ["--tls-ca-cert-file", str(ca)]
+        argv += ["--bind", "127.0.0.1"]
         argv += ["--dir", str(self.directory), "--daemonize", "no"]
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(

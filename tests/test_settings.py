@@ -130,9 +130,9 @@ def test_each_variable_parsed_alone(name: str) -> None:
 
 
 def test_the_broker_defaults_to_the_redis_url() -> None:
-    assert load_settings({"LITTLE_REDIS_URL": "rediss://r:6380/1"}).broker_url == (
-        "rediss://r:6380/1"
-    )
+    assert load_settings(
+        {"LITTLE_REDIS_URL": "rediss://r:6380/1?ssl_cert_reqs=required"}
+    ).broker_url == ("rediss://r:6380/1?ssl_cert_reqs=required")
 
 
 def test_empty_values_count_as_unset() -> None:

@@ -36,6 +36,7 @@ from little_dist.fleet.dispatch import (
     TASK_PLAN,
     TASK_SUBMIT_RUN,
 )
+from little_dist.redis_tls import broker_use_ssl
 from little_dist.settings import Role, Settings
 
 if TYPE_CHECKING:
@@ -64,7 +65,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         Queue(name, Exchange(name, type="direct"), routing_key=name)  # type: ignore[no-untyped-call]
         for name in settings.queues.values()
     ]
-    return {
+    config: dict[str, Any] = {
         "broker_url": settings.broker_url,
         "broker_connection_retry_on_startup": True,
         "broker_connection_retry": True,
@@ -99,6 +100,11 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "worker_cancel_long_running_tasks_on_connection_loss": True,
         "enable_utc": True,
     }
+    tls = broker_use_ssl(settings.broker_url)
+    if tls is not None:
+        # The URL's ssl_* options as Celery's own setting too (little_dist.redis_tls).
+        config["broker_use_ssl"] = tls
+    return config
 
 
 def make_celery_app(settings: Settings, *, runtime: WorkerRuntime | None = None) -> Celery:
