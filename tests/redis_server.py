@@ -11,11 +11,14 @@ needs to do either starts its own server on a free port in a temporary directory
 ``config`` (a redis.conf path) and ``args`` (``--name value`` pairs) configure it; the port,
 bind address and directory are always set here, after them, so they win. ``tls`` (the
 server's certificate, its key, and the CA that signed it) serves TLS only, on the port.
+``launcher`` replaces ``redis-server CONFIG`` (a start script that execs redis-server and
+passes its further arguments on), run with ``env`` added to the environment.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import subprocess
 import time
@@ -40,6 +43,8 @@ class RedisServer:
     config: Path | None = None
     args: list[str] = field(default_factory=list)
     tls: tuple[Path, Path, Path] | None = None
+    launcher: list[str] | None = None
+    env: dict[str, str] = field(default_factory=dict)
     process: subprocess.Popen[bytes] | None = None
 
     @classmethod
@@ -50,10 +55,12 @@ class RedisServer:
         config: Path | None = None,
         args: list[str] | None = None,
         tls: tuple[Path, Path, Path] | None = None,
+        launcher: list[str] | None = None,
+        env: dict[str, str] | None = None,
     ) -> RedisServer:
         directory = tmp / f"redis-{time.monotonic_ns()}"
         directory.mkdir(parents=True)
-        server = cls(free_port(), directory, config, list(args or []), tls)
+        server = cls(free_port(), directory, config, list(args or []), tls, launcher, env or {})
         server.start()
         return server
 
@@ -68,11 +75,12 @@ class RedisServer:
         return f"redis://{auth}127.0.0.1:{self.port}/{db}"
 
     def start(self, timeout: float = 10.0) -> None:
-        argv = ["redis-server"]
-        if self.config is not None:
-            argv.append(str(self.config))
+        if self.launcher:
+            argv = list(self.launcher)
+        elif self.config is not None:
+            argv = ["redis-server", str(self.config)]
         else:
-            argv += ["--save", "", "--appendonly", "no"]
+            argv = ["redis-server", "--save", "", "--appendonly", "no"]
         argv += self.args
         if self.tls is None:
             argv += ["--port", str(self.port)]
@@ -85,7 +93,11 @@ class RedisServer:
         argv += ["--dir", str(self.directory), "--daemonize", "no"]
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **self.env},
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
