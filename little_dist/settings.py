@@ -32,6 +32,7 @@ variable                            field                          default
 ``LITTLE_TASK_SOFT_TIME_LIMIT``     ``task_soft_time_limit``       ``900`` s
 ``LITTLE_TASK_TIME_LIMIT``          ``task_time_limit``            ``960`` s
 ``LITTLE_BROKER_VISIBILITY_TIMEOUT`` ``broker_visibility_timeout`` ``3600`` s
+``LITTLE_BROKER_CONNECTION_MAX_RETRIES`` ``broker_connection_max_retries`` ``100`` (``0``: forever)
 ``LITTLE_SIGNAL_STREAM``            ``signal_stream``              ``little:signals``
 ``LITTLE_SIGNAL_GROUP``             ``signal_group``               ``little-schedulers``
 ``LITTLE_SIGNAL_CLAIM_IDLE``        ``signal_claim_idle``          ``60`` s
@@ -40,6 +41,9 @@ variable                            field                          default
 ``LITTLE_MAX_BRANCHES_CAP``         ``max_branches_cap``           unset (upstream's 100)
 ``LITTLE_BRANCH_WINDOW``            ``branch_window``              ``fleet``
 ==================================  =============================  ==========================
+
+The Redis URLs may be ``rediss://`` (TLS); their ``ssl_*`` query options are checked here
+(see :mod:`little_dist.redis_tls`), and a ``rediss://`` URL must name ``ssl_cert_reqs``.
 
 An empty variable counts as unset. Every bad value is reported at once, one line each (the
 variable, its value with secrets and URL passwords masked, what is expected), in a
@@ -64,6 +68,7 @@ from pydantic_settings import (
 )
 
 from little_dist.errors import InvalidInputError
+from little_dist.redis_tls import tls_problems
 
 __all__ = [
     "KNOWN_ENV_VARS",
@@ -267,6 +272,15 @@ class Settings(BaseSettings):
     task_soft_time_limit: float = _seconds("LITTLE_TASK_SOFT_TIME_LIMIT", 900.0)
     task_time_limit: float = _seconds("LITTLE_TASK_TIME_LIMIT", 960.0)
     broker_visibility_timeout: float = _seconds("LITTLE_BROKER_VISIBILITY_TIMEOUT", 3600.0)
+    # A worker that lost its broker tries to reach it again this many times in a row (2 s
+    # apart, growing to 30 s: about 47 minutes for 100), then exits with status 1 so that its
+    # supervisor restarts it. 0: it keeps trying.
+    broker_connection_max_retries: int = _env(
+        "LITTLE_BROKER_CONNECTION_MAX_RETRIES",
+        100,
+        "a whole number of retries, 0 or more (0 retries forever)",
+        ge=0,
+    )
 
     # -- scheduler signals and the event log's retention ----------------------------------
     signal_stream: str = _env(
@@ -430,6 +444,12 @@ def _cross_field_problems(s: Settings) -> list[str]:
             f"LITTLE_BROKER_VISIBILITY_TIMEOUT ({s.broker_visibility_timeout!r}); a Redis "
             "broker delivers a task again, in parallel, once it runs longer than that"
         )
+    urls = {"LITTLE_REDIS_URL": s.redis_url, "LITTLE_WORLD": s.world}
+    if s.broker_url != s.redis_url:  # (a broker left unset is the Redis URL: said once)
+        urls["LITTLE_BROKER_URL"] = s.broker_url
+    for name, url in urls.items():
+        for problem in tls_problems(url) if url else ():
+            problems.append(f"{name}={_shown(name, url)}: {problem}")
     seen: dict[str, Role] = {}
     for role in ROLES:
         queue = s.queue_for(role)

@@ -155,19 +155,11 @@ class Fleet:
 
     def start_flower(self, port: int, auth: str) -> FleetProcess:
         # Celery's own command line, as compose and deploy/ run it (FleetEnv.start runs
-        # `little ...` only); the process joins the fleet's list, so teardown stops it.
-        argv = [
-            sys.executable,
-            "-m",
-            "celery",
-            "--broker",
-            self.settings.broker_url,
-            "flower",
-            f"--port={port}",
-            "--address=127.0.0.1",
-            f"--basic-auth={auth}",
-        ]
+        # `little ...` only), with the broker and the login in the environment as there; the
+        # process joins the fleet's list, so teardown stops it.
+        argv = [sys.executable, "-m", "celery", "flower", f"--port={port}", "--address=127.0.0.1"]
         env = {k: v for k, v in self.fleet_env.env.items() if k != "FLOWER_UNAUTHENTICATED_API"}
+        env |= {"CELERY_BROKER_URL": self.settings.broker_url, "FLOWER_BASIC_AUTH": auth}
         log = self.fleet_env.tmp / "flower.log"
         with log.open("wb") as out:
             popen = subprocess.Popen(

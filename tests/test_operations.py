@@ -4,7 +4,10 @@ Docker and Kubernetes are not needed: the files are parsed, every ``little ...``
 run is parsed with the real CLI parser, every ``celery ...`` command with Celery's own command
 line (and Flower's options), every environment variable is checked against the settings model,
 and the timing, queue and storage rules the fleet depends on are checked against the settings
-defaults.
+defaults. So are the security defaults (docs/operations.md, "Security"): Redis needs a login,
+credentials come from Secrets and environment variables (never a ConfigMap or a command line),
+every container runs as a non-root user on a read-only root filesystem without privileges,
+NetworkPolicies limit who reaches the fleet, and images are pinned.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import contextlib
 import io
 import re
 import shlex
+import tomllib
 import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -34,6 +38,8 @@ DEPLOY = ROOT / "deploy"
 PROFILES = ROOT / "workers" / "profiles"
 DOCKERFILE = ROOT / "workers" / "Dockerfile"
 REDIS_CONF = ROOT / "storage" / "redis.conf"
+REDIS_START = ROOT / "storage" / "redis-start.sh"
+PYPROJECT = ROOT / "pyproject.toml"
 
 # What an operator exports before `docker compose up` (compose.yaml requires these).
 OPERATOR_ENV = {
@@ -41,14 +47,21 @@ OPERATOR_ENV = {
     "AWS_ACCESS_KEY_ID": "test-access-key",
     "AWS_SECRET_ACCESS_KEY": "test-secret-key",
     "FLOWER_BASIC_AUTH": "admin:test-password",
+    "LITTLE_REDIS_PASSWORD": "test-redis-password",
 }
 # What a shell inside a container sees besides the service's own environment.
 CONTAINER_ENV = {"HOSTNAME": "host-1"}
 # Secret values in Kubernetes (the Secrets are created by the operator, not shipped).
+K8S_REDIS_URL = "redis://little:test-redis-password@redis.little.svc.cluster.local:6379/0"
 K8S_SECRETS = {
     ("little-s3-credentials", "AWS_ACCESS_KEY_ID"): "test-access-key",
     ("little-s3-credentials", "AWS_SECRET_ACCESS_KEY"): "test-secret-key",
     ("little-flower-auth", "FLOWER_BASIC_AUTH"): "admin:test-password",
+    ("little-redis", "LITTLE_REDIS_URL"): K8S_REDIS_URL,
+    ("little-redis", "LITTLE_BROKER_URL"): K8S_REDIS_URL,
+    ("little-redis", "LITTLE_WORLD"): K8S_REDIS_URL,
+    ("little-redis", "username"): "little",
+    ("little-redis", "password"): "test-redis-password",
 }
 K8S_SECRET_KEYS = {
     "little-s3-credentials": ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"),
@@ -219,8 +232,9 @@ class Command:
     env: dict[str, str] = field(default_factory=dict)
 
 
-def shell_argv(script: str, env: Mapping[str, str]) -> list[str]:
-    """A one-line shell command as the shell would run it (variables expanded, no pipes)."""
+def shell_command(script: str, env: Mapping[str, str]) -> tuple[list[str], dict[str, str]]:
+    """A one-line shell command as the shell would run it (variables expanded, no pipes):
+    its argv, and its environment with the leading ``NAME=value`` assignments applied."""
     scope = {**CONTAINER_ENV, **env}
 
     def one(match: re.Match[str]) -> str:
@@ -229,17 +243,24 @@ def shell_argv(script: str, env: Mapping[str, str]) -> list[str]:
         return scope[name]
 
     expanded = re.sub(r"\$\{([A-Za-z_]\w*)\}|\$([A-Za-z_]\w*)", one, script)
-    return shlex.split(expanded)
+    argv = shlex.split(expanded)
+    assigned = dict(env)
+    while argv and re.fullmatch(r"[A-Za-z_]\w*=.*", argv[0], re.DOTALL):
+        name, _, value = argv.pop(0).partition("=")
+        assigned[name] = value
+    return argv, assigned
 
 
-def healthcheck_argv(test: list[str] | str, env: Mapping[str, str]) -> list[str] | None:
+def healthcheck_command(
+    test: list[str] | str, env: Mapping[str, str]
+) -> tuple[list[str], dict[str, str]] | None:
     if isinstance(test, str):
-        return shell_argv(test, env)
+        return shell_command(test, env)
     if test[0] == "CMD":
-        return list(test[1:])
+        return list(test[1:]), dict(env)
     if test[0] == "CMD-SHELL":
         script = " ".join(test[1:])
-        return None if "|" in script else shell_argv(script, env)
+        return None if "|" in script else shell_command(script, env)
     return None
 
 
@@ -252,9 +273,9 @@ def commands() -> tuple[Command, ...]:
             found.append(Command(f"compose:{name}", as_argv(service["command"]), env))
         check = service.get("healthcheck", {}).get("test")
         if check is not None:
-            argv = healthcheck_argv(check, env)
-            if argv is not None:
-                found.append(Command(f"compose:{name}:healthcheck", argv, env))
+            parsed = healthcheck_command(check, env)
+            if parsed is not None:
+                found.append(Command(f"compose:{name}:healthcheck", *parsed))
     for deployment in deployments():
         where = f"deploy/{deployment.file}:{deployment.name}"
         found.append(Command(where, deployment.argv, deployment.env))
@@ -263,9 +284,10 @@ def commands() -> tuple[Command, ...]:
             if exec_ is None:
                 continue
             argv = [str(part) for part in exec_["command"]]
+            env = deployment.env
             if argv[:2] == ["sh", "-c"]:
-                argv = shell_argv(argv[2], deployment.env)
-            found.append(Command(f"{where}:{probe}", argv, deployment.env))
+                argv, env = shell_command(argv[2], deployment.env)
+            found.append(Command(f"{where}:{probe}", argv, env))
     return tuple(found)
 
 
@@ -330,9 +352,12 @@ def test_celery_commands_are_well_formed(command: Command) -> None:
         sub_ctx = sub.make_context(name, rest, parent=ctx)
     except click.ClickException as exc:
         pytest.fail(f"{command.where}: `{shlex.join(command.argv)}`: {exc.format_message()}")
-    broker = ctx.params["broker"]
-    assert broker, f"{command.where}: names no --broker"
-    assert urlsplit(broker).scheme in ("redis", "rediss"), broker
+    # The broker URL holds the Redis password: Celery reads it from CELERY_BROKER_URL, and it
+    # is never given on the command line.
+    assert not ctx.params["broker"], f"{command.where}: --broker puts the password in argv"
+    broker = command.env.get("CELERY_BROKER_URL", "")
+    assert urlsplit(broker).scheme in ("redis", "rediss"), f"{command.where}: {broker!r}"
+    assert urlsplit(broker).password, f"{command.where}: the broker URL has no password"
     if name == "flower":
         from flower.options import options as flower_options
 
@@ -350,21 +375,34 @@ def test_flower_and_the_workers_share_the_broker() -> None:
     flowers = [c for c in commands_of("celery") if "flower" in c.argv]
     assert {c.where.split(":")[0] for c in flowers} == {"compose", "deploy/flower.yaml"}
     for flower in flowers:
-        broker = next(a.split("=", 1)[1] for a in flower.argv if a.startswith("--broker="))
+        broker = flower.env["CELERY_BROKER_URL"]
         for command in little_commands():
             if command.where.split(":")[0] == flower.where.split(":")[0]:
                 assert load_settings(command.env).broker_url == broker, command.where
 
 
-def test_flower_is_behind_basic_auth() -> None:
+def test_flower_is_behind_basic_auth_given_by_the_environment() -> None:
     flowers = [c for c in commands_of("celery") if "flower" in c.argv]
     assert flowers
     for flower in flowers:
-        auth = [a for a in flower.argv if a.startswith("--basic-auth=")]
-        assert len(auth) == 1 and re.fullmatch(r"--basic-auth=[^:]+:.+", auth[0]), flower.where
+        # Flower reads every FLOWER_* option from the environment; on the command line the
+        # login would show in the process list and in the manifest.
+        assert re.fullmatch(r"[^:]+:.+", flower.env.get("FLOWER_BASIC_AUTH", "")), flower.where
+        assert not any(a.startswith("--basic-auth") for a in flower.argv), flower.where
     for command in commands():
         assert "FLOWER_UNAUTHENTICATED_API" not in command.env, command.where
         assert not any("unauthenticated" in part.lower() for part in command.argv)
+
+
+def test_no_command_line_holds_a_credential() -> None:
+    secrets = {v for v in OPERATOR_ENV.values() if "secret" in v or "password" in v}
+    secrets |= {v for v in K8S_SECRETS.values() if "password" in v or "secret" in v}
+    checked = 0
+    for command in commands():
+        for part in command.argv:
+            assert not any(secret in part for secret in secrets), f"{command.where}: {part}"
+        checked += 1
+    assert checked >= 20
 
 
 # -- storage -----------------------------------------------------------------------------------
@@ -380,16 +418,77 @@ def redis_conf() -> dict[str, str]:
     return values
 
 
+def start_script_default(name: str) -> str:
+    """The default ``storage/redis-start.sh`` gives the variable ``name``."""
+    found = re.search(rf'"\$\{{{name}:-([^}}]+)\}}"', REDIS_START.read_text(encoding="utf-8"))
+    assert found, f"redis-start.sh has no default for {name}"
+    return found.group(1)
+
+
 def test_redis_keeps_the_log_and_never_evicts() -> None:
     conf = redis_conf()
     assert conf["appendonly"] == "yes"
     assert conf["appendfsync"] == "everysec"
     assert conf["maxmemory-policy"] == "noeviction"
     redis = compose()["services"]["redis"]
-    config_path = as_argv(redis["command"])[1]
-    assert as_argv(redis["command"])[0] == "redis-server"
+    # compose runs the start script, which runs redis-server with the mounted redis.conf.
+    script = as_argv(redis["command"])
+    assert script[0] == "sh" and f"./storage/redis-start.sh:{script[1]}:ro" in redis["volumes"]
+    config_path = start_script_default("LITTLE_REDIS_CONF")
     assert f"./storage/redis.conf:{config_path}:ro" in redis["volumes"]
     assert any(volume.endswith(f":{conf['dir']}") for volume in redis["volumes"])
+
+
+def test_redis_requires_a_login() -> None:
+    conf = redis_conf()
+    assert conf["protected-mode"] == "yes"
+    script = REDIS_START.read_text(encoding="utf-8")
+    # The ACL the script writes: no anonymous (default) user, the fleet's user with a
+    # password hash, and no administrative commands for it.
+    assert "user default off" in script
+    assert re.search(r"user little on #%s .*-@admin", script)
+    assert 'exec redis-server "$conf" --aclfile "$acl"' in script
+    assert "requirepass" not in conf and "user" not in conf, "the password is not in git"
+    # Listening on every interface is only acceptable because every client logs in.
+    if set(conf["bind"].split()) & {"0.0.0.0", "*", "::", "-::*"}:
+        assert "user default off" in script
+    redis = compose()["services"]["redis"]
+    assert set(redis["environment"]) == {"LITTLE_REDIS_PASSWORD"}
+    assert all(port.startswith("127.0.0.1:") for port in redis["ports"])
+    (check,) = [part for part in redis["healthcheck"]["test"][1:]]
+    assert check.startswith('REDISCLI_AUTH="$LITTLE_REDIS_PASSWORD" redis-cli --user little ')
+    # Every client of it logs in as that user.
+    urls = [
+        (c.where, name, c.env[name])
+        for c in commands()
+        for name in ("LITTLE_REDIS_URL", "LITTLE_BROKER_URL", "LITTLE_WORLD", "CELERY_BROKER_URL")
+        if name in c.env
+    ]
+    assert len(urls) >= 20
+    for where, name, url in urls:
+        parts = urlsplit(url)
+        assert (parts.username, parts.password) in {
+            ("little", OPERATOR_ENV["LITTLE_REDIS_PASSWORD"]),
+            ("little", K8S_SECRETS[("little-redis", "password")]),
+        }, f"{where}: {name} does not log in as little"
+
+
+def megabytes(size: str) -> float:
+    """A Redis or compose memory size (``640mb``, ``1g``, ``512Mi``...) in MiB."""
+    found = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([kmg]i?b?|b)?", size.strip().lower())
+    assert found, size
+    unit = (found.group(2) or "b").rstrip("b").rstrip("i") or "b"
+    scale = {"b": 1 / 2**20, "k": 1 / 2**10, "m": 1.0, "g": 2**10}[unit]
+    return float(found.group(1)) * scale
+
+
+def test_redis_refuses_writes_before_its_container_runs_out_of_memory() -> None:
+    maxmemory = megabytes(redis_conf()["maxmemory"])
+    limit = megabytes(str(compose()["services"]["redis"]["mem_limit"]))
+    assert maxmemory > 0, "maxmemory 0 means no limit: the kernel kills Redis instead"
+    # The rest of the container's memory: the AOF rewrite's fork (copy on write), client
+    # buffers, fragmentation.
+    assert maxmemory <= 0.75 * limit, (maxmemory, limit)
 
 
 def test_the_s3_store_creates_the_fleets_bucket() -> None:
@@ -487,6 +586,7 @@ def test_every_role_has_a_deployment_and_a_scaled_object(role: str) -> None:
     assert scaled[0]["apiVersion"] == "keda.sh/v1alpha1"
     trigger, *more = spec["triggers"]
     assert trigger["type"] == "redis"
+    assert all(t["authenticationRef"] == {"name": "little-redis"} for t in spec["triggers"])
     meta = trigger["metadata"]
     # Celery on Redis keeps a queue as a Redis list named after the queue.
     assert meta["listName"] == queue
@@ -593,3 +693,143 @@ def test_python_one_liners_compile() -> None:
     for command in commands_of("python"):
         assert command.argv[1] == "-c"
         compile(command.argv[2], command.where, "exec")
+
+
+# -- security -----------------------------------------------------------------------------------
+
+# The only compose service not given a non-root user: SeaweedFS's image starts its entrypoint
+# as root to hand /data to its own user, then runs weed as that user (su-exec). It keeps the
+# capabilities that takes, and no others.
+STARTS_AS_ROOT_TO_DROP = {"s3": {"CHOWN", "SETUID", "SETGID"}}
+
+
+@pytest.mark.parametrize("name", sorted(compose()["services"]))
+def test_every_compose_container_is_unprivileged(name: str) -> None:
+    service = compose()["services"][name]
+    assert service.get("read_only") is True, f"{name}: root filesystem not read-only"
+    assert "/tmp" in service.get("tmpfs", []), f"{name}: no private /tmp"
+    assert service.get("cap_drop") == ["ALL"], name
+    assert "no-new-privileges:true" in service.get("security_opt", []), name
+    if name in STARTS_AS_ROOT_TO_DROP:
+        assert "user" not in service
+        assert set(service.get("cap_add", [])) <= STARTS_AS_ROOT_TO_DROP[name], name
+        return
+    assert "cap_add" not in service, name
+    user = str(service.get("user", ""))
+    assert user and user.split(":")[0] not in ("", "0", "root"), f"{name}: runs as {user!r}"
+    if service.get("image", "").startswith("little-dist:"):
+        assert user == "10001:10001" == dockerfile_user()
+
+
+def dockerfile_user() -> str:
+    (user,) = re.findall(r"^USER\s+(\S+)\s*$", DOCKERFILE.read_text(encoding="utf-8"), re.M)
+    return str(user)
+
+
+@pytest.mark.parametrize("deployment", deployments(), ids=lambda d: d.name)
+def test_every_kubernetes_container_is_unprivileged(deployment: Deployment) -> None:
+    pod = deployment.doc["spec"]["template"]["spec"]
+    context = pod["securityContext"]
+    assert context["runAsNonRoot"] is True and context["runAsUser"] != 0
+    assert f"{context['runAsUser']}:{context['runAsGroup']}" == dockerfile_user()
+    assert context["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert pod["automountServiceAccountToken"] is False
+    container = deployment.container["securityContext"]
+    assert container["allowPrivilegeEscalation"] is False
+    assert container["readOnlyRootFilesystem"] is True
+    assert container["capabilities"] == {"drop": ["ALL"]}
+    # /tmp is the one writable path, and it is the pod's own.
+    (mount,) = deployment.container["volumeMounts"]
+    assert mount["mountPath"] == "/tmp"
+    (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+    assert volume == {"name": mount["name"], "emptyDir": {}}
+
+
+def test_credentialed_urls_come_from_a_secret_never_a_config_map() -> None:
+    for _, doc in of_kind("ConfigMap"):
+        for key, value in doc.get("data", {}).items():
+            assert key not in ("LITTLE_REDIS_URL", "LITTLE_BROKER_URL", "LITTLE_WORLD")
+            assert not urlsplit(str(value)).password, f"{doc['metadata']['name']}: {key}"
+    for deployment in deployments():
+        refs = {
+            item["name"]: item["valueFrom"]["secretKeyRef"]
+            for item in deployment.container.get("env", [])
+            if "secretKeyRef" in item.get("valueFrom", {})
+        }
+        wanted = (
+            ["CELERY_BROKER_URL"]
+            if deployment.argv[0] == "celery"
+            else ["LITTLE_REDIS_URL", "LITTLE_BROKER_URL", "LITTLE_WORLD"]
+        )
+        for name in wanted:
+            assert refs.get(name, {}).get("name") == "little-redis", f"{deployment.name}: {name}"
+            assert urlsplit(deployment.env[name]).password
+
+
+def test_keda_logs_in_to_redis_with_the_fleets_secret() -> None:
+    ((_, auth),) = of_kind("TriggerAuthentication")
+    assert auth["metadata"]["name"] == "little-redis"
+    refs = {ref["parameter"]: ref for ref in auth["spec"]["secretTargetRef"]}
+    assert set(refs) == {"username", "password"}
+    for parameter, ref in refs.items():
+        assert (ref["name"], ref["key"]) in K8S_SECRETS, parameter
+    broker = urlsplit(K8S_SECRETS[("little-redis", "LITTLE_BROKER_URL")])
+    assert broker.username == K8S_SECRETS[("little-redis", "username")]
+    assert broker.password == K8S_SECRETS[("little-redis", "password")]
+
+
+def network_policies() -> dict[str, dict[str, Any]]:
+    return {doc["metadata"]["name"]: doc["spec"] for _, doc in of_kind("NetworkPolicy")}
+
+
+def test_network_policies_admit_no_one_to_the_fleet_but_flowers_users() -> None:
+    policies = network_policies()
+    fleet = {"app.kubernetes.io/part-of": "little-dist"}
+    closed = [
+        spec
+        for spec in policies.values()
+        if spec["podSelector"].get("matchLabels") == fleet
+        and spec["policyTypes"] == ["Ingress"]
+        and spec.get("ingress") == []
+    ]
+    assert len(closed) == 1, "no policy shuts the fleet's pods to incoming connections"
+    for deployment in deployments():
+        labels = deployment.doc["spec"]["template"]["metadata"]["labels"]
+        assert fleet.items() <= labels.items(), deployment.name
+    # Other policies open only Flower's port, and Redis's (to the fleet and KEDA).
+    opened: dict[str, set[int]] = {}
+    for spec in policies.values():
+        if spec in closed:
+            continue
+        selected = spec["podSelector"]["matchLabels"]["app.kubernetes.io/name"]
+        for rule in spec["ingress"]:
+            assert rule["from"], f"{selected}: open to every pod"
+            opened.setdefault(selected, set()).update(p["port"] for p in rule["ports"])
+    assert opened == {"little-flower": {5555}, "redis": {6379}}
+    (redis_rule,) = next(
+        spec
+        for spec in policies.values()
+        if spec["podSelector"]["matchLabels"].get("app.kubernetes.io/name") == "redis"
+    )["ingress"]
+    assert {"podSelector": {"matchLabels": fleet}} in redis_rule["from"]
+
+
+def test_images_are_pinned() -> None:
+    (base,) = re.findall(r"^FROM\s+(\S+)", DOCKERFILE.read_text(encoding="utf-8"), re.M)
+    assert re.search(r":\d+\.\d+\.\d+[-\w.]*(@sha256:[0-9a-f]{64})?$", base), base
+    for name, service in compose()["services"].items():
+        image = service["image"]
+        if image.startswith("little-dist:"):  # built here from the Dockerfile
+            continue
+        tag = image.rsplit(":", 1)[-1]
+        assert re.match(r"\d+\.\d+", tag) and "latest" not in tag, f"{name}: {image}"
+
+
+def test_celery_is_at_least_5_5() -> None:
+    # Soft shutdown (worker_soft_shutdown_timeout, REMAP_SIGTERM) arrived in Celery 5.5.
+    from importlib.metadata import version
+
+    dependencies = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["project"]["dependencies"]
+    (celery,) = [d for d in dependencies if d.startswith("celery")]
+    assert re.search(r">=5\.([5-9]|\d\d)", celery), celery
+    assert tuple(int(p) for p in version("celery").split(".")[:2]) >= (5, 5)

@@ -47,6 +47,7 @@ def test_defaults() -> None:
     assert s.soft_shutdown_timeout == 60.0
     assert (s.task_soft_time_limit, s.task_time_limit) == (900.0, 960.0)
     assert s.broker_visibility_timeout == 3600.0
+    assert s.broker_connection_max_retries == 100
     assert (s.signal_stream, s.signal_group, s.signal_claim_idle) == (
         "little:signals",
         "little-schedulers",
@@ -92,6 +93,7 @@ EVERY_VAR: dict[str, tuple[str, str, Any]] = {
     "LITTLE_TASK_SOFT_TIME_LIMIT": ("100", "task_soft_time_limit", 100.0),
     "LITTLE_TASK_TIME_LIMIT": ("200", "task_time_limit", 200.0),
     "LITTLE_BROKER_VISIBILITY_TIMEOUT": ("7200", "broker_visibility_timeout", 7200.0),
+    "LITTLE_BROKER_CONNECTION_MAX_RETRIES": ("0", "broker_connection_max_retries", 0),
     "LITTLE_SIGNAL_STREAM": ("t1:signals", "signal_stream", "t1:signals"),
     "LITTLE_SIGNAL_GROUP": ("t1-schedulers", "signal_group", "t1-schedulers"),
     "LITTLE_SIGNAL_CLAIM_IDLE": ("30", "signal_claim_idle", 30.0),
@@ -130,9 +132,9 @@ def test_each_variable_parsed_alone(name: str) -> None:
 
 
 def test_the_broker_defaults_to_the_redis_url() -> None:
-    assert load_settings({"LITTLE_REDIS_URL": "rediss://r:6380/1"}).broker_url == (
-        "rediss://r:6380/1"
-    )
+    assert load_settings(
+        {"LITTLE_REDIS_URL": "rediss://r:6380/1?ssl_cert_reqs=required"}
+    ).broker_url == ("rediss://r:6380/1?ssl_cert_reqs=required")
 
 
 def test_empty_values_count_as_unset() -> None:
@@ -194,6 +196,7 @@ BAD_VALUES: list[tuple[str, str, str]] = [
     ("LITTLE_TASK_SOFT_TIME_LIMIT", "1m", "a number of seconds, greater than 0"),
     ("LITTLE_TASK_TIME_LIMIT", "0", "a number of seconds, greater than 0"),
     ("LITTLE_BROKER_VISIBILITY_TIMEOUT", "1h", "a number of seconds, greater than 0"),
+    ("LITTLE_BROKER_CONNECTION_MAX_RETRIES", "-1", "a whole number of retries, 0 or more"),
     ("LITTLE_SIGNAL_STREAM", "little signals", "a Redis stream key without spaces"),
     ("LITTLE_SIGNAL_GROUP", "my group", "a consumer group name without spaces"),
     ("LITTLE_SIGNAL_CLAIM_IDLE", "0", "a number of seconds, greater than 0"),

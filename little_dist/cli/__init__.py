@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from little_dist import __version__
 from little_dist.errors import LittleError
+from little_dist.redaction import install_log_redaction, redact
 
 # Subcommand name -> module under little_dist.cli. A module that does not exist yet is skipped,
 # so the CLI grows one subcommand at a time.
@@ -61,10 +62,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if run is None:
         parser.print_help()
         return 2
+    # Log records (the engine's warnings, Celery's and litellm's) lose their credentials;
+    # the worker and the scheduler install it again on the handlers they set up.
+    install_log_redaction()
     try:
         code: int = run(args)
     except LittleError as exc:
-        print(f"little {args.command}: {exc}", file=sys.stderr)
+        print(f"little {args.command}: {redact(str(exc))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"little {args.command}: interrupted", file=sys.stderr)

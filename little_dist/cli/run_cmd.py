@@ -221,7 +221,7 @@ class _Progress:
             self._line(line, final=False)
 
     def notice(self, message: str) -> None:
-        self._line(f"little run: {message}", final=True)
+        self._line(f"little run: {one_line(message)}", final=True)
 
     def finish(self) -> None:
         if self.tty and self.last:

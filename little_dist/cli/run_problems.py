@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from little_dist.redaction import redact
+
 __all__ = ["InvalidWorkflowOrInput", "UsageProblem", "one_line"]
 
 
@@ -21,4 +23,5 @@ class InvalidWorkflowOrInput(Exception):
 
 
 def one_line(text: str) -> str:
-    return " ".join(text.split())
+    """``text`` on one line, without credentials (it is an error message to print)."""
+    return " ".join(redact(text).split())

@@ -66,14 +66,20 @@ class _JsonLines(logging.Formatter):
             "logger": record.name,
             **fields,
         }
-        if record.exc_info:
+        # RedactingFilter leaves a scrubbed traceback in exc_text and drops exc_info.
+        if record.exc_text:
+            line["exc"] = record.exc_text
+        elif record.exc_info:
             line["exc"] = self.formatException(record.exc_info)
         return json.dumps(line, separators=(",", ":"), default=str)
 
 
 def _configure_logging(level: str) -> None:
+    from little_dist.redaction import RedactingFilter
+
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_JsonLines())
+    handler.addFilter(RedactingFilter())
     root = logging.getLogger("little")
     root.handlers[:] = [handler]
     root.setLevel(level)

@@ -26,6 +26,8 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from little_dist.redaction import redact
+
 if TYPE_CHECKING:
     from little_dist.fleet.client import Client
     from little_dist.settings import Settings
@@ -180,7 +182,7 @@ def _print_outcome(client: Client, run_id: str, *, as_json: bool, timeout: float
         error = state.error if isinstance(state.error, Mapping) else {}
         cause = error.get("causeCode") or "failed"
         message = error.get("message") or "the run failed"
-        print(f"little submit: run {run_id} failed ({cause}): {message}", file=sys.stderr)
+        print(f"little submit: run {run_id} failed ({cause}): {redact(message)}", file=sys.stderr)
         return 1
     return 0
 
@@ -190,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
         run_input = read_input(args.input)
         workflow = resolve_workflow(args.workflow)
     except _Usage as exc:
-        print(f"little submit: {exc}", file=sys.stderr)
+        print(f"little submit: {redact(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     settings = fleet_settings(args)
     modules = args.app if args.app else ([settings.app] if settings.app else [])
@@ -200,7 +202,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         registry = load_registry(modules) if isinstance(workflow, str) else None
     except AppImportError as exc:
-        print(f"little submit: {exc}", file=sys.stderr)
+        print(f"little submit: {redact(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     with Client(settings, registry=registry) as client:
         run_id = client.submit(workflow, run_input, run_id=args.run_id)

@@ -171,13 +171,50 @@ def run(args: argparse.Namespace) -> int:
         queues=[settings.queue_for(role) for role in args.roles],
         slots=args.concurrency or settings.worker_concurrency,
     )
+    worker = _started_worker()
+    _redact_celery_logs()
     try:
         code = app.start(argv=argv)
     finally:
         if slots is not None:
             slots.stop()
         runtime.close()
-    return int(code or 0)
+    return _exit_code(worker, code)
+
+
+def _redact_celery_logs() -> None:
+    """Put the redacting filter on the handlers Celery sets up for the worker's logs (the
+    root logger's, which also carry redirected stdout and stderr, and the task logger's)."""
+    from celery.signals import after_setup_logger, after_setup_task_logger
+
+    from little_dist.redaction import install_log_redaction
+
+    def install(logger: Any = None, **_: Any) -> None:
+        install_log_redaction([logger] if logger is not None else [])
+
+    after_setup_logger.connect(install, weak=False)
+    after_setup_task_logger.connect(install, weak=False)
+
+
+def _started_worker() -> list[Any]:
+    """A list that holds the Celery worker once it is built (Celery's ``worker_init``)."""
+    from celery.signals import worker_init
+
+    found: list[Any] = []
+    worker_init.connect(lambda sender=None, **_: found.append(sender), weak=False)
+    return found
+
+
+def _exit_code(worker: list[Any], returned: Any) -> int:
+    """The worker's own exit code: ``app.start`` returns ``None`` whatever it was, so an
+    "Unrecoverable error" (exit code 1) would otherwise end the process with 0, and no
+    supervisor would restart it."""
+    code = getattr(worker[-1], "exitcode", None) if worker else None
+    if code is None:
+        code = returned
+    if code is None:
+        return 0
+    return code if isinstance(code, int) and not isinstance(code, bool) else 1
 
 
 def _register_slots(settings: Any, *, node: str, queues: list[str], slots: int) -> Any:

@@ -15,6 +15,10 @@ chord. Delivery options that matter for a Redis broker:
 * ``broker_transport_options.visibility_timeout`` above the task time limit, and Celery's
   soft shutdown (``worker_soft_shutdown_timeout``) so SIGTERM lets running steps finish.
 * task events on (``worker_send_task_events``, ``task_send_sent_event``) for Flower.
+* a lost broker (Redis restarted) is reconnected to, up to
+  ``broker_connection_max_retries`` times in a row, by a consumer that survives kombu's
+  failing cleanup of the lost connection (:mod:`little_dist.fleet.consumer`); after that the
+  worker exits with status 1, so its supervisor starts it again.
 
 The tasks themselves are registered by :func:`little_dist.fleet.tasks.register_tasks`, which
 this function calls; their bodies build the worker's world and app registry lazily, once per
@@ -32,6 +36,7 @@ from little_dist.fleet.dispatch import (
     TASK_PLAN,
     TASK_SUBMIT_RUN,
 )
+from little_dist.redis_tls import broker_use_ssl
 from little_dist.settings import Role, Settings
 
 if TYPE_CHECKING:
@@ -60,9 +65,13 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         Queue(name, Exchange(name, type="direct"), routing_key=name)  # type: ignore[no-untyped-call]
         for name in settings.queues.values()
     ]
-    return {
+    config: dict[str, Any] = {
         "broker_url": settings.broker_url,
         "broker_connection_retry_on_startup": True,
+        "broker_connection_retry": True,
+        "broker_connection_max_retries": settings.broker_connection_max_retries,
+        # A worker whose broker connection breaks reconnects (little_dist.fleet.consumer).
+        "worker_consumer": "little_dist.fleet.consumer:FleetConsumer",
         "broker_transport_options": {"visibility_timeout": settings.broker_visibility_timeout},
         "result_backend": None,
         "task_ignore_result": True,
@@ -91,6 +100,11 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "worker_cancel_long_running_tasks_on_connection_loss": True,
         "enable_utc": True,
     }
+    tls = broker_use_ssl(settings.broker_url)
+    if tls is not None:
+        # The URL's ssl_* options as Celery's own setting too (little_dist.redis_tls).
+        config["broker_use_ssl"] = tls
+    return config
 
 
 def make_celery_app(settings: Settings, *, runtime: WorkerRuntime | None = None) -> Celery:

@@ -39,6 +39,7 @@ from __future__ import annotations
 from typing import Any
 
 from little_dist.errors import InvalidInputError, LittleError, NotFoundError
+from little_dist.redaction import redact
 
 __all__ = [
     "HarnessCancelled",
@@ -73,7 +74,7 @@ class HarnessError(LittleError):
         """``{name, message, causeCode, retriable}``."""
         return {
             "name": type(self).__name__,
-            "message": str(self) or type(self).__name__,
+            "message": redact(str(self)) or type(self).__name__,
             "causeCode": self.cause_code,
             "retriable": self.retriable,
         }
@@ -157,7 +158,8 @@ def model_error_from(exc: BaseException, *, model: str) -> ModelCallError:
     else:
         # Not one of litellm's types: an unexpected failure in the client; trying again may help.
         cause, retriable = "model_error", True
-    message = f"model call to {model} failed: {type(exc).__name__}: {exc}"
+    # Provider errors can echo the request: a key in its URL, its Authorization header.
+    message = redact(f"model call to {model} failed: {type(exc).__name__}: {exc}")
     return ModelCallError(message, cause_code=cause, retriable=retriable)
 
 
@@ -173,7 +175,7 @@ def envelope_for(exc: BaseException) -> dict[str, Any]:
     )
     return {
         "name": type(exc).__name__,
-        "message": str(exc) or type(exc).__name__,
+        "message": redact(str(exc)) or type(exc).__name__,
         "causeCode": cause,
         "retriable": retriable,
     }

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from little_dist.errors import InvalidInputError, LittleError
 from little_dist.harness.errors import HarnessCancelled, ToolCallError, reraise_guard_error
 from little_dist.harness.recorder import digest_and_size, json_safe
+from little_dist.redaction import redact
 from little_dist.tools import InvalidToolInputError
 
 if TYPE_CHECKING:
@@ -61,9 +62,11 @@ def _failure(name: str, message: str, cause: str, retriable: bool) -> dict[str, 
 
 
 def _envelope(tool_name: str, exc: BaseException) -> dict[str, Any]:
-    message = f"tool {tool_name!r} failed: {exc}" if str(exc) else f"tool {tool_name!r} failed"
+    # The model reads this message too: a tool's error must not hand it a credential.
+    text = redact(str(exc))
+    message = f"tool {tool_name!r} failed: {text}" if text else f"tool {tool_name!r} failed"
     if isinstance(exc, InvalidToolInputError):
-        return _failure(type(exc).__name__, str(exc), "tool_input_error", False)
+        return _failure(type(exc).__name__, text, "tool_input_error", False)
     cause = getattr(exc, "cause_code", None)
     flag = getattr(exc, "retriable", None)
     if not isinstance(flag, bool):

@@ -22,6 +22,7 @@ from little_dist.harness.types import (
     PlanResult,
     PlanTask,
 )
+from little_dist.redaction import redact
 
 __all__ = ["DefaultPlanner", "FixedPlan", "PlannerError"]
 
@@ -126,6 +127,8 @@ def _call_model(
             **dict(model.settings),
         )
     except Exception as error:
+        # Provider errors can echo the request: a key in its URL, its Authorization header.
+        text = redact(str(error))
         world.append(
             run_id,
             EventInput(
@@ -133,12 +136,12 @@ def _call_model(
                 occurrence_id=ended,
                 payload={
                     **base,
-                    "error": {"name": type(error).__name__, "message": str(error) or "error"},
+                    "error": {"name": type(error).__name__, "message": text or "error"},
                     "durationMs": round((time.monotonic() - started) * 1000),
                 },
             ),
         )
-        raise PlannerError(f"planner model {model.litellm_model!r} failed: {error}") from error
+        raise PlannerError(f"planner model {model.litellm_model!r} failed: {text}") from error
     text = response.choices[0].message.content or ""
     world.append(
         run_id,

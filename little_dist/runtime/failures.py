@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from little_dist.errors import InvalidInputError, NotFoundError
+from little_dist.redaction import redact
 
 __all__ = [
     "CAUSE_CANCELLED",
@@ -60,7 +61,8 @@ def error_envelope(
         name = type(error).__name__ if error is not None else "StepError"
     if message is None:
         message = str(error) if error is not None else ""
-    message = message.strip() or name
+    # Whatever raised it, no credential reaches the log (little_dist.redaction).
+    message = redact(message.strip()) or name
     if len(message) > _MESSAGE_LIMIT:
         message = message[: _MESSAGE_LIMIT - 1] + "…"
     if cause_code is None:
