@@ -239,7 +239,7 @@ def define_workflow(
     ``system``: extra instructions for the planner. ``max_revisions``: planner drafts before
     giving up.
     """
-    if not isinstance(id, str) or not _WORKFLOW_ID.match(id):
+    if not isinstance(id, str) or not _WORKFLOW_ID.fullmatch(id):
         raise InvalidInputError(f"workflow id must match [A-Za-z0-9][A-Za-z0-9_.-]*, got {id!r}")
     if not isinstance(description, str):
         raise InvalidInputError(f"workflow {id!r}: description must be a string")

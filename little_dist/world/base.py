@@ -564,7 +564,7 @@ def validate_version_id(version_id: object) -> str:
 
     Version ids name files and keys, so anything else is refused before storage is touched.
     """
-    if not isinstance(version_id, str) or not VERSION_ID_PATTERN.match(version_id):
+    if not isinstance(version_id, str) or not VERSION_ID_PATTERN.fullmatch(version_id):
         raise InvalidIdError(
             f"Invalid workflow version id: {version_id!r} "
             "(expected 'wfver_' followed by 1-80 of A-Z a-z 0-9 _ -)"
@@ -574,7 +574,7 @@ def validate_version_id(version_id: object) -> str:
 
 def validate_definition_hash(definition_hash: object) -> str:
     """Return ``definition_hash`` if it is ``sha256:`` + 64 lowercase hex; raise otherwise."""
-    if not isinstance(definition_hash, str) or not DEFINITION_HASH_PATTERN.match(definition_hash):
+    if not isinstance(definition_hash, str) or not DEFINITION_HASH_PATTERN.fullmatch(definition_hash):
         raise InvalidInputError(
             f"Invalid workflow definition hash: {definition_hash!r} "
             "(expected 'sha256:' followed by 64 lowercase hex digits)"

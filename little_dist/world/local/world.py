@@ -183,7 +183,7 @@ class LocalWorld(
 
     def list_run_ids(self) -> list[str]:
         rows = self._db.read("SELECT DISTINCT run_id FROM events ORDER BY run_id", ())
-        return [run_id for (run_id,) in rows if RUN_ID_PATTERN.match(run_id)]
+        return [run_id for (run_id,) in rows if RUN_ID_PATTERN.fullmatch(run_id)]
 
     # -- leases -----------------------------------------------------------------------------
 
