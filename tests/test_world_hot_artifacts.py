@@ -349,9 +349,9 @@ def test_a_commit_writes_its_small_output_artifact_in_the_append_round_trip(
     trips: list[int] = []
     real = event_log.execute_pipeline
 
-    def counted(pipe: Any) -> Any:
+    def counted(pipe: Any, **options: Any) -> Any:
         trips.append(len(pipe.command_stack))
-        return real(pipe)
+        return real(pipe, **options)
 
     monkeypatch.setattr(event_log, "execute_pipeline", counted)
     output = ArtifactInput(run_id=RUN, name="output", payload={"n": 1}, step_path="f[a].w")

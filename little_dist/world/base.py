@@ -574,7 +574,9 @@ def validate_version_id(version_id: object) -> str:
 
 def validate_definition_hash(definition_hash: object) -> str:
     """Return ``definition_hash`` if it is ``sha256:`` + 64 lowercase hex; raise otherwise."""
-    if not isinstance(definition_hash, str) or not DEFINITION_HASH_PATTERN.fullmatch(definition_hash):
+    if not isinstance(definition_hash, str) or not DEFINITION_HASH_PATTERN.fullmatch(
+        definition_hash
+    ):
         raise InvalidInputError(
             f"Invalid workflow definition hash: {definition_hash!r} "
             "(expected 'sha256:' followed by 64 lowercase hex digits)"

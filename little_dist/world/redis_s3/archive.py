@@ -71,7 +71,8 @@ class RunArchives:
         self._keys = keys
         self._ttl = ttl_seconds
         self._hot = hot_artifacts
-        self._seal_script = LuaScript(client, scripts.SEAL_RUN)
+        # A second seal answers the sequence the first one stored.
+        self._seal_script = LuaScript(client, scripts.SEAL_RUN, idempotent=True)
         # Archives are immutable, so a cached one never goes stale.
         self._cache: OrderedDict[str, list[Event]] = OrderedDict()
         self._cache_lock = threading.Lock()

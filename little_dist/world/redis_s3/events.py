@@ -156,6 +156,10 @@ class EventLog:
         self._append_script = LuaScript(
             client,
             scripts.append_script(signal_maxlen=signal_maxlen if signal_stream else None),
+            # Decided per call: an append is idempotent only when every event carries an
+            # occurrence id (a second run answers the recorded events); one without would
+            # be recorded twice.
+            idempotent=False,
         )
         self._runs: dict[str, _Run] = {}
 
@@ -216,6 +220,8 @@ class EventLog:
             if self._signal_stream:
                 script_keys.append(self._signal_stream)
         ends = any(item.type in RUN_END_EVENT_TYPES for item in prepared)
+        # Sent again after a lost reply only if running it twice records nothing twice.
+        resend = all(item.occurrence_id is not None for item in prepared)
         try:
             if first_touch or ends or then is not None or before:
                 pipe = self._redis.pipeline(transaction=False)
@@ -233,14 +239,14 @@ class EventLog:
                     pipe.pexpire(ended, _ENDED_TTL_MS)
                 if then is not None:
                     then.queue(pipe)
-                replies = execute_pipeline(pipe)
+                replies = execute_pipeline(pipe, idempotent=resend)
                 for head, reply in zip(before, replies, strict=False):
                     head.done(reply)
                 result = replies[len(before)]
                 if then is not None:
                     then.done(replies[-1])
             else:
-                result = self._append_script(script_keys, args)
+                result = self._append_script(script_keys, args, idempotent=resend)
         except redis.exceptions.RedisError as exc:
             raise to_storage_error(exc, f"append to {run_id}") from exc
         if isinstance(result, int):  # the common case: all appended, input i at result + 1 + i
