@@ -675,6 +675,23 @@ class WorldConformance(VersionIndexConformance):
         assert world.acquire_lease("attempt:a", "fifth", 5.0) is not None
         assert world.last_sequence(RUN) == 1
 
+    def test_a_fence_of_another_holder_with_the_same_token_is_refused(
+        self, handle: WorldHandle
+    ) -> None:
+        # A store that lost its last writes may hand a token out again, to another holder
+        # (tests/test_world_redis_lost_tail.py does it to Redis): the token alone is not
+        # enough to commit, nor to release the lease by a commit.
+        world = handle.world
+        lease = world.acquire_lease("attempt:a", "w", 5.0)
+        assert lease is not None and lease.fence.holder == "w"
+        stranger = Fence("attempt:a", lease.token, "someone-else")
+        with pytest.raises(LeaseLostError):
+            world.append(RUN, ev(stepPath="a"), fence=stranger)
+        with pytest.raises(LeaseLostError):
+            world.append_batch(RUN, [ev(stepPath="a")], fence=stranger, release=True)
+        assert world.acquire_lease("attempt:a", "other", 5.0) is None  # still held by w
+        assert world.append(RUN, ev(stepPath="a"), fence=lease.fence).sequence == 1
+
     def test_fence_on_an_expired_or_released_lease_is_refused(self, handle: WorldHandle) -> None:
         world = handle.world
         lease = world.acquire_lease("attempt:a", "w", 1.0)

@@ -18,8 +18,9 @@ Guarantees every implementation keeps (checked by one shared conformance suite):
   occurrence id, that event is returned and nothing is written (even when
   ``expected_sequence`` is stale: the fact is already recorded).
 * A ``fence`` makes an append conditional on a lease: it lands only if the lease named by the
-  fence is currently held with exactly that token (not expired, not taken over), else
-  :class:`~little_dist.errors.LeaseLostError`. The check and the append are atomic.
+  fence is currently held with exactly that token (not expired, not taken over), and by the
+  fence's holder when it names one, else :class:`~little_dist.errors.LeaseLostError`. The
+  check and the append are atomic.
 * Lease tokens for one key only grow: a newer holder always has a larger token.
 * Artifacts are immutable and content-addressed: the same bytes are stored once.
 * Workflow versions are immutable: registering a different document under an existing id
@@ -171,15 +172,24 @@ class Lease:
 
     @property
     def fence(self) -> Fence:
-        return Fence(self.key, self.token)
+        return Fence(self.key, self.token, self.holder)
 
 
 @dataclass(frozen=True)
 class Fence:
-    """A condition on a write: the lease ``key`` must be held with exactly ``token``."""
+    """A condition on a write: the lease ``key`` must be held with exactly ``token`` (and,
+    when ``holder`` is given, by that holder).
+
+    Tokens only grow while the store keeps its writes, but a store that loses its last
+    writes (Redis after a host crash under ``appendfsync everysec``, SQLite after a power
+    cut) may hand a lost token out again, to another holder: the holder that got it first
+    still has it and would pass a check of the token alone. :attr:`Lease.fence` names the
+    holder, so its commit is refused once the token is another's.
+    """
 
     key: str
     token: int
+    holder: str | None = None
 
 
 @dataclass(frozen=True)
@@ -550,13 +560,14 @@ class WaitForEndByFollowing:
 @contextmanager
 def releasing_fence(world: World, fence: Fence | None, release: bool) -> Iterator[None]:
     """``append_batch(release=True)`` for worlds without a fused commit-and-release: the
-    block appends, then the fence's lease is released whatever happened. By key and token
-    only, which is all the memory and local worlds' ``release_lease`` compares."""
+    block appends, then the fence's lease is released whatever happened, if it is still
+    the fence's tenure (token, and holder when the fence names one: the memory and local
+    worlds' ``release_lease`` compares the holder unless it is empty)."""
     try:
         yield
     finally:
         if release and fence is not None:
-            world.release_lease(Lease(fence.key, "", fence.token, 0.0))
+            world.release_lease(Lease(fence.key, fence.holder or "", fence.token, 0.0))
 
 
 def validate_version_id(version_id: object) -> str:

@@ -274,7 +274,12 @@ class MemoryWorld(
     def release_lease(self, lease: Lease) -> None:
         with self._changed:
             state = self._leases.get(lease.key)
-            if state is not None and state.token == lease.token and state.holder is not None:
+            if (
+                state is not None
+                and state.token == lease.token
+                and state.holder is not None
+                and (lease.holder == "" or state.holder == lease.holder)
+            ):
                 state.holder = None
                 state.expires_at = 0.0
 
@@ -285,6 +290,7 @@ class MemoryWorld(
             state is None
             or state.holder is None
             or state.token != fence.token
+            or (fence.holder is not None and state.holder != fence.holder)
             or state.expires_at <= at
         ):
             raise LeaseLostError(f"Lease {fence.key!r} is no longer held with token {fence.token}")

@@ -196,7 +196,7 @@ class EventLog:
         recorded_at = recorded_at_now()
         args: list[Arg] = [
             "" if expected_sequence is None else expected_sequence,
-            "" if fence is None else self._fence_arg(fence) + ("!" if release else ""),
+            "" if fence is None else self._fence_arg(fence, release),
             guess,
             recorded_at,
         ]
@@ -282,9 +282,12 @@ class EventLog:
             return self._recorded_in_archive(run_id, prepared)
         return self._decode_append(run_id, run, prepared, guess, guessed_ids, recorded_at, result)
 
-    def _fence_arg(self, fence: Fence) -> str:
+    def _fence_arg(self, fence: Fence, release: bool) -> str:
         now = self._now_ms()
-        return f"{fence.token}" if now == "" else f"{fence.token}@{now}"
+        arg = f"{fence.token}" if now == "" else f"{fence.token}@{now}"
+        if release:
+            arg += "!"
+        return arg if fence.holder is None else f"{arg}|{fence.holder}"
 
     @staticmethod
     def _id_of(run_id: str, item: PreparedEvent, sequence: int) -> str:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import select
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -94,6 +95,9 @@ class _Lane(threading.local):
     #: hiredis's packer, when it is what the connection packs commands with: called
     #: directly, without redis-py's per-argument pass (a script's call has dozens).
     pack: Any = None
+    #: A poll object on the connection's socket, and that socket (see ``_stale``).
+    poller: Any = None
+    sock: Any = None
 
 
 _lanes: weakref.WeakKeyDictionary[Any, _Lane] = weakref.WeakKeyDictionary()
@@ -113,7 +117,9 @@ def _lane_connection(client: redis.Redis, lane: _Lane) -> Any:
     usual path, as for a single-connection client, whose one connection is not ours)."""
     connection = lane.connection
     if connection is not None and lane.pid == os.getpid():
-        return connection
+        if not _stale(lane, connection):
+            return connection
+        _drop(lane, connection, client.connection_pool)
     if getattr(client, "connection", None) is not None:
         return None
     connection = lane.connection = client.connection_pool.get_connection()
@@ -136,6 +142,21 @@ def _packs_with_hiredis(connection: Any) -> bool:
 
     packer = getattr(connection, "_command_packer", None)
     return _hiredis_pack is not None and type(packer) is HiredisRespSerializer
+
+
+def _stale(lane: _Lane, connection: Any) -> bool:
+    """Whether the idle connection has something to read: the server closed it (restarted,
+    killed idle clients). A call sent on it would fail as it reads the reply, and a call
+    that may have run is not sent again; so it is replaced before anything is sent. The
+    same check redis-py makes on every checkout from its pool, as one ``poll`` (1 us)."""
+    sock = getattr(connection, "_sock", None)
+    if sock is None:
+        return False  # not connected: it connects as it sends
+    if lane.sock is not sock:
+        lane.poller = select.poll()
+        lane.poller.register(sock, select.POLLIN)
+        lane.sock = sock
+    return bool(lane.poller.poll(0))
 
 
 def _drop(lane: _Lane, connection: Any, pool: Any) -> None:
