@@ -6,7 +6,8 @@ run's leases all live in one cluster slot and one Lua script may touch them toge
 
     <prefix>{run_x}:events        stream, entry id "<sequence>-0" (the id IS the sequence)
     <prefix>{run_x}:occ           hash occurrenceId -> sequence
-    <prefix>{run_x}:archived      string, the last sequence; set once the log is sealed
+    <prefix>{run_x}:archived      string, the last sequence; set once the log is sealed,
+                                  expires ``archive_marker_ttl`` after the archive
     <prefix>{run_x}:artifacts     set of the run's artifact ids held in the hot tier
     <prefix>{run_x}:ended         stream of one entry, added with the run's RunCompleted or
                                   RunFailed: wakes followers (a hint; the log is the truth)
@@ -18,7 +19,11 @@ run's leases all live in one cluster slot and one Lua script may touch them toge
     <prefix>lease:<name>          hash holder / token / exp (ms, Redis server clock)
     <prefix>lease-token:<name>    counter behind the fencing tokens (INCR, only grows)
     <prefix>version:<id>          sha256 of the registered version document (the CAS)
-    <prefix>runs                  sorted set of run ids (the index behind list_run_ids)
+    <prefix>runs                  sorted set of run ids not archived yet, by first append
+                                  (the index behind list_unarchived_run_ids)
+    <prefix>runs-archived         sorted set of archived run ids, by archive time; entries
+                                  older than ``archive_marker_ttl`` are trimmed (with
+                                  ``runs``, the index behind list_run_ids)
 
 S3 (under an optional object-key prefix)::
 
@@ -92,6 +97,10 @@ class KeyLayout:
     @property
     def run_index(self) -> str:
         return f"{self.redis_prefix}runs"
+
+    @property
+    def archived_index(self) -> str:
+        return f"{self.redis_prefix}runs-archived"
 
     # -- S3 -------------------------------------------------------------------------------
     def blob(self, sha256_hex: str) -> str:
