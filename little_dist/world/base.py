@@ -27,6 +27,8 @@ Guarantees every implementation keeps (checked by one shared conformance suite):
   raises :class:`~little_dist.errors.ConflictError`; the same document is a no-op.
 * The version index (definition hash -> version ids) is append-only: indexing a pair again
   is a no-op, and ids come back oldest first.
+* A run id's submission is claimed once: of concurrent :meth:`World.claim_submission` calls
+  for one run id, exactly one records its input hash, and every call answers that hash.
 
 Order of the checks on an append (single or batch), all atomic with the write:
 
@@ -59,7 +61,7 @@ from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 from little_dist.canonical import canonical_json
 from little_dist.errors import ConflictError, InvalidInputError, LittleError, NotFoundError
 from little_dist.events import RUN_END_EVENT_TYPES, Event, EventInput
-from little_dist.ids import InvalidIdError, event_id_for
+from little_dist.ids import InvalidIdError, event_id_for, validate_run_id
 
 __all__ = [
     "DEFINITION_HASH_PATTERN",
@@ -84,6 +86,7 @@ __all__ = [
     "World",
     "check_event_window",
     "check_lease_request",
+    "check_submission",
     "prepare_events",
     "run_lease_key",
     "validate_definition_hash",
@@ -379,6 +382,14 @@ class World(Protocol):
 
     def list_run_ids(self) -> list[str]: ...
 
+    # -- submissions ----------------------------------------------------------------------
+    def claim_submission(self, run_id: str, input_hash: str) -> str:
+        """Record ``input_hash`` (``sha256:`` + 64 hex) as what ``run_id`` is submitted with,
+        unless a hash is recorded already; the recorded hash (``input_hash`` when this call
+        was first). One atomic step: of concurrent submitters of one run id with different
+        inputs, exactly one finds its own hash (the others refuse the submission)."""
+        ...
+
     # -- artifacts ------------------------------------------------------------------------
     def put_artifact(self, artifact: ArtifactInput) -> ArtifactManifest:
         """Store an artifact (put-if-absent by content); return its manifest."""
@@ -607,6 +618,16 @@ def check_lease_request(key: object, holder: object, ttl_seconds: object) -> Non
         or not 0 < ttl_seconds < float("inf")
     ):
         raise InvalidInputError(f"Lease TTL must be a positive number of seconds: {ttl_seconds!r}")
+
+
+def check_submission(run_id: object, input_hash: object) -> None:
+    """Refuse a bad run id or an input hash that is not ``sha256:`` + 64 lowercase hex."""
+    validate_run_id(run_id)
+    if not isinstance(input_hash, str) or not DEFINITION_HASH_PATTERN.fullmatch(input_hash):
+        raise InvalidInputError(
+            f"Invalid input hash: {input_hash!r} (expected 'sha256:' followed by 64 lowercase "
+            "hex digits)"
+        )
 
 
 def check_event_window(after: object, limit: object) -> None:

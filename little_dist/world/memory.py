@@ -42,6 +42,7 @@ from little_dist.world.base import (
     WaitForEndByFollowing,
     check_event_window,
     check_lease_request,
+    check_submission,
     prepare_events,
     releasing_fence,
     validate_definition_hash,
@@ -80,6 +81,7 @@ class MemoryWorld(
         self._leases: dict[str, _LeaseState] = {}
         self._versions: dict[str, str] = {}
         self._version_index: dict[str, list[str]] = {}
+        self._submissions: dict[str, str] = {}
         self._closed = False
 
     # -- events -----------------------------------------------------------------------------
@@ -294,6 +296,13 @@ class MemoryWorld(
             or state.expires_at <= at
         ):
             raise LeaseLostError(f"Lease {fence.key!r} is no longer held with token {fence.token}")
+
+    # -- submissions --------------------------------------------------------------------------
+
+    def claim_submission(self, run_id: str, input_hash: str) -> str:
+        check_submission(run_id, input_hash)
+        with self._changed:
+            return self._submissions.setdefault(run_id, input_hash)
 
     # -- workflow versions ------------------------------------------------------------------
 

@@ -124,7 +124,7 @@ class RunArchives:
             # The stream is already gone: only a finished earlier archive can explain that.
             self.events(run_id, required=True)
         # Sealed above, so no artifact joins the run's hot set any more: copy them all.
-        expiring = [keys.events, keys.occurrences]
+        expiring = [keys.events, keys.occurrences, keys.submitted]
         if self._hot is not None:
             expiring += self._hot.archive(run_id)
         now = time.time()

@@ -9,6 +9,9 @@ run's leases all live in one cluster slot and one Lua script may touch them toge
     <prefix>{run_x}:archived      string, the last sequence; set once the log is sealed,
                                   expires ``archive_marker_ttl`` after the archive
     <prefix>{run_x}:artifacts     set of the run's artifact ids held in the hot tier
+    <prefix>{run_x}:submitted     string, the input hash the run was first submitted with
+                                  (SET NX: concurrent submitters agree on one); expires
+                                  with the run's stream
     <prefix>{run_x}:ended         stream of one entry, added with the run's RunCompleted or
                                   RunFailed: wakes followers (a hint; the log is the truth)
     <prefix>art:<artifactId>      hash, a small artifact of a live run (hot tier): field
@@ -54,6 +57,7 @@ class RunKeys:
     archived: str
     artifacts: str
     ended: str
+    submitted: str
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,7 @@ class KeyLayout:
             archived=f"{tagged}:archived",
             artifacts=f"{tagged}:artifacts",
             ended=f"{tagged}:ended",
+            submitted=f"{tagged}:submitted",
         )
 
     def lease(self, name: str) -> tuple[str, str]:

@@ -38,6 +38,7 @@ from little_dist.world.base import (
     Lease,
     LeaseRequest,
     UndecodedEvent,
+    check_submission,
 )
 from little_dist.world.redis_s3.archive import (
     DEFAULT_ARCHIVE_MARKER_TTL_SECONDS,
@@ -50,7 +51,7 @@ from little_dist.world.redis_s3.events import EventLog
 from little_dist.world.redis_s3.hot_artifacts import DEFAULT_HOT_ARTIFACT_LIMIT, HotArtifacts
 from little_dist.world.redis_s3.keys import KeyLayout
 from little_dist.world.redis_s3.leases import LeaseStore
-from little_dist.world.redis_s3.redis_calls import redis_errors
+from little_dist.world.redis_s3.redis_calls import redis_errors, text
 from little_dist.world.redis_s3.s3 import S3Objects
 from little_dist.world.redis_s3.versions import VersionStore
 
@@ -400,6 +401,16 @@ class RedisS3World:
         """Runs whose archive has not completed (live, or ended and waiting for it): what the
         scheduler's active set is rebuilt from, at a cost that follows them, not history."""
         return self._events.list_unarchived_run_ids()
+
+    # -- submissions ----------------------------------------------------------------------
+    def claim_submission(self, run_id: str, input_hash: str) -> str:
+        check_submission(run_id, input_hash)
+        key = self._keys.run(run_id).submitted
+        with redis_errors(f"submission of {run_id}"):
+            # SET NX GET (Redis 7): set if absent and answer what was there, in one step.
+            # Sent again after a lost reply, it answers the hash it set.
+            recorded = self._redis.set(key, input_hash, nx=True, get=True)
+        return input_hash if recorded is None else text(recorded)
 
     # -- archive --------------------------------------------------------------------------
     def archive_run(self, run_id: str, *, ttl_seconds: float | None = None) -> int:
