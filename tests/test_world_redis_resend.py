@@ -9,6 +9,7 @@ carry occurrence ids is sent again and answers the recorded events.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -108,3 +109,27 @@ def test_each_script_says_whether_it_may_be_sent_again() -> None:
     assert world._archives._seal_script.idempotent is True
     assert world._versions._index_script.idempotent is True
     assert world._artifacts._hot._put_script.idempotent is True
+
+
+@pytest.mark.integration
+def test_threads_that_end_give_their_script_connection_back(world: RedisS3World) -> None:
+    # Each thread sends scripts over a connection of its own, taken from the world's pool
+    # (100 connections in redis-py 8): a thread that ends must give it back, or short-lived
+    # threads (a thread pool per run, per benchmark round) exhaust the pool and every call
+    # fails with "Too many connections".
+    pool = world._redis.connection_pool
+    errors: list[Exception] = []
+
+    def one(index: int) -> None:
+        try:
+            world.append(RUN, _ev(stepPath=f"t{index}"))
+        except Exception as error:
+            errors.append(error)
+
+    for index in range(pool.max_connections + 20):
+        thread = threading.Thread(target=one, args=(index,))
+        thread.start()
+        thread.join()
+    assert errors == []
+    assert world.last_sequence(RUN) == pool.max_connections + 20
+    assert len(pool._in_use_connections) <= 2

@@ -98,6 +98,35 @@ class _Lane(threading.local):
     #: A poll object on the connection's socket, and that socket (see ``_stale``).
     poller: Any = None
     sock: Any = None
+    #: Gives the connection back to its pool when the thread ends (see :class:`_Held`).
+    held: Any = None
+
+
+class _Held:
+    """A lane's connection, checked out of its pool: given back when the thread that held
+    it ends (its thread-local lane goes, and this with it) or when it is dropped. Without
+    it, every thread that ever sent a script would keep a connection of the pool for good:
+    short-lived threads (a thread pool per run) exhausted redis-py's 100 and every call
+    failed with "Too many connections"."""
+
+    __slots__ = ("connection", "pid", "pool")
+
+    def __init__(self, pool: Any, connection: Any) -> None:
+        self.pool: Any = pool
+        self.connection: Any = connection
+        self.pid = os.getpid()
+
+    def give_back(self, *, close: bool) -> None:
+        connection, self.connection = self.connection, None
+        if connection is None or self.pid != os.getpid():
+            return  # (a forked child's copy: the pool reset itself there)
+        with suppress(Exception):
+            if close:
+                connection.disconnect()
+            self.pool.release(connection)
+
+    def __del__(self) -> None:
+        self.give_back(close=False)
 
 
 _lanes: weakref.WeakKeyDictionary[Any, _Lane] = weakref.WeakKeyDictionary()
@@ -123,6 +152,7 @@ def _lane_connection(client: redis.Redis, lane: _Lane) -> Any:
     if getattr(client, "connection", None) is not None:
         return None
     connection = lane.connection = client.connection_pool.get_connection()
+    lane.held = _Held(client.connection_pool, connection)
     lane.pid = os.getpid()
     lane.pack = _hiredis_pack if _packs_with_hiredis(connection) else None
     return connection
@@ -163,6 +193,10 @@ def _drop(lane: _Lane, connection: Any, pool: Any) -> None:
     """Forget a connection that failed (the next call takes a new one), giving it back to
     its pool closed."""
     lane.connection = None
+    held, lane.held = lane.held, None
+    if held is not None and held.connection is connection:
+        held.give_back(close=True)
+        return
     with suppress(Exception):
         connection.disconnect()
         pool.release(connection)
