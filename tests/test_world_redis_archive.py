@@ -62,17 +62,17 @@ def test_an_archive_with_other_content_is_refused(
         _with(spec, key_prefix=f"{dict(parse_qsl(urlsplit(spec).query))['key_prefix']}b:"), s3_env
     )
     try:
-        first.append_batch(RUN, [_ev("RunStarted", "run-start"), _ev(stepPath="a")])
+        first.append_batch(RUN, [_ev("RunStarted", "run-start"), _ev("RunCompleted", "run-end")])
         assert first.archive_run(RUN, ttl_seconds=60) == 2
         assert first.archive_run(RUN, ttl_seconds=60) == 2  # the same content again: fine
-        other.append_batch(RUN, [_ev("RunStarted", "run-start"), _ev(stepPath="b")])
+        other.append_batch(RUN, [_ev("RunStarted", "run-start"), _ev("RunFailed", "run-end")])
         with pytest.raises(EventLogCorruptError, match="archive"):
             other.archive_run(RUN, ttl_seconds=60)
         # What S3 holds is the first log, untouched.
         reader = _open(spec, s3_env)
         try:
             first.archive_run(RUN, ttl_seconds=0)
-            assert [e.payload.get("stepPath") for e in reader.list_events(RUN)] == [None, "a"]
+            assert [e.type for e in reader.list_events(RUN)] == ["RunStarted", "RunCompleted"]
         finally:
             reader.close()
     finally:
@@ -126,7 +126,9 @@ def test_markers_and_index_entries_expire_and_a_forgotten_run_is_read_from_s3(
     spec = _with(world_spec(), archive_marker_ttl="3600")
     world = _open(spec, s3_env)
     try:
-        written = world.append_batch(RUN, [_ev("RunStarted", "run-start"), _ev(stepPath="a")])
+        written = world.append_batch(
+            RUN, [_ev("RunStarted", "run-start"), _ev("RunCompleted", "run-end")]
+        )
         world.append("run_live", _ev("RunStarted", "run-start"))
         assert world.archive_run(RUN, ttl_seconds=0) == 2
         keys = world._keys
@@ -137,7 +139,9 @@ def test_markers_and_index_entries_expire_and_a_forgotten_run_is_read_from_s3(
         # Index entries of archived runs leave with their markers: older ones are trimmed
         # at the next archive.
         raw_redis.zadd(keys.archived_index, {"run_archived_long_ago": 1.0})
-        world.append("run_other", _ev("RunStarted", "run-start"))
+        world.append_batch(
+            "run_other", [_ev("RunStarted", "run-start"), _ev("RunCompleted", "run-end")]
+        )
         world.archive_run("run_other", ttl_seconds=0)
         assert raw_redis.zscore(keys.archived_index, "run_archived_long_ago") is None
         assert raw_redis.zscore(keys.run_index, RUN) is None
@@ -161,7 +165,7 @@ def test_a_refused_append_to_an_archived_run_does_not_put_it_back_in_the_index(
     world = _open(spec, s3_env)
     late = _open(spec, s3_env)  # a process that never wrote to the run
     try:
-        world.append(RUN, _ev("RunStarted", "run-start"))
+        world.append_batch(RUN, [_ev("RunStarted", "run-start"), _ev("RunCompleted", "run-end")])
         world.archive_run(RUN, ttl_seconds=0)
         with pytest.raises(RunSealedError):
             late.append(RUN, _ev(stepPath="late"))

@@ -48,6 +48,7 @@ __all__ = [
     "DEFAULT_ARCHIVE_MARKER_TTL_SECONDS",
     "DEFAULT_ARCHIVE_TTL_SECONDS",
     "RunArchives",
+    "RunNotEndedError",
     "RunSealedError",
     "StreamReader",
 ]
@@ -57,6 +58,8 @@ DEFAULT_ARCHIVE_MARKER_TTL_SECONDS = 30 * 24 * 3600
 _CACHE_SIZE = 32
 _PAGE = 1000
 _KEYS_PER_COMMAND = 1000
+#: What the seal script answers for a log that holds no end.
+_NOT_ENDED = -2
 #: The archive's upload part (S3 takes 5 MiB at least): what archiving holds in memory.
 _PART_BYTES = 8 * 1024 * 1024
 
@@ -71,6 +74,20 @@ class RunSealedError(ConflictError):
 
     def __init__(self, run_id: str) -> None:
         super().__init__(f"Run {run_id} is archived; its event log accepts no new events")
+        self.run_id = run_id
+
+
+class RunNotEndedError(ConflictError):
+    """The run's log holds no end (RunCompleted or RunFailed): it is not sealed. An archive
+    asked for by a process that saw the end, which Redis then lost in a crash."""
+
+    retryable: ClassVar[bool] = False
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(
+            f"Run {run_id} has not ended: its log holds no RunCompleted or RunFailed, so it is "
+            "not archived"
+        )
         self.run_id = run_id
 
 
@@ -114,7 +131,9 @@ class RunArchives:
             raise InvalidInputError("ttl_seconds must be >= 0")
         keys = self._keys.run(run_id)
         with redis_errors(f"archive of {run_id}"):
-            last = int(self._seal_script([keys.events, keys.archived], []))
+            last = int(self._seal_script([keys.events, keys.archived, keys.occurrences], []))
+        if last == _NOT_ENDED:
+            raise RunNotEndedError(run_id)
         if last < 0:
             raise RunNotFoundError(run_id)
         first = read_stream(run_id, 0, _PAGE)

@@ -176,8 +176,11 @@ return done({'ok', last, results})
 APPEND = append_script()
 
 SEAL_RUN = """
--- KEYS: 1 events stream, 2 archived marker. Result: the run's last sequence, or -1 if the run
--- has no events and was never sealed. Sealing blocks every later append of a new event.
+-- KEYS: 1 events stream, 2 archived marker, 3 occurrence hash. Result: the run's last
+-- sequence, or -1 if the run has no events and was never sealed, or -2 if its log holds no
+-- end (no 'run-end' occurrence, and its last event is no RunCompleted or RunFailed): a run
+-- whose end a Redis crash lost must stay open to finish again, not be sealed unfinished.
+-- Sealing blocks every later append of a new event.
 local sealed = redis.call('GET', KEYS[2])
 if sealed then
   return tonumber(sealed)
@@ -185,6 +188,18 @@ end
 local last = redis.call('XLEN', KEYS[1])
 if last == 0 then
   return -1
+end
+if not redis.call('HGET', KEYS[3], 'run-end') then
+  local tail = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)[1][2]
+  local kind = nil
+  for i = 1, #tail, 2 do
+    if tail[i] == 't' then
+      kind = tail[i + 1]
+    end
+  end
+  if kind ~= 'RunCompleted' and kind ~= 'RunFailed' then
+    return -2
+  end
 end
 redis.call('SET', KEYS[2], last)
 return last

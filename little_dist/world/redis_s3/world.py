@@ -44,6 +44,7 @@ from little_dist.world.redis_s3.archive import (
     DEFAULT_ARCHIVE_MARKER_TTL_SECONDS,
     DEFAULT_ARCHIVE_TTL_SECONDS,
     RunArchives,
+    RunNotEndedError,
     RunSealedError,
 )
 from little_dist.world.redis_s3.artifact_store import ArtifactStore
@@ -62,6 +63,7 @@ __all__ = [
     "DEFAULT_ARCHIVE_TTL_SECONDS",
     "DEFAULT_HOT_ARTIFACT_LIMIT",
     "RedisS3World",
+    "RunNotEndedError",
     "RunSealedError",
 ]
 
@@ -415,7 +417,9 @@ class RedisS3World:
     # -- archive --------------------------------------------------------------------------
     def archive_run(self, run_id: str, *, ttl_seconds: float | None = None) -> int:
         """Seal the run, write its whole log and its hot artifacts to S3, then let its Redis
-        keys expire.
+        keys expire. Only a run whose log holds its end (``RunCompleted`` or ``RunFailed``)
+        is sealed; another raises :class:`RunNotEndedError` and stays open (a process that
+        saw the end asks after Redis lost it in a crash: the run must finish again).
 
         The archive is ``archives/<run_id>.ndjson``, one ``Event.to_json()`` a line, written
         put-if-absent; the run's small artifacts held in Redis are then written to S3 under
