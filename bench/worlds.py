@@ -27,12 +27,20 @@ hot artifacts to S3 (off the run's critical path: the scheduler archives in the 
 Then ``materialize_run_state`` folds a generated run (the event mix from ``bench/fold.py``)
 and reports events folded per second.
 
+Then the price of durability: ``RedisS3World`` appends to one run on two private
+``redis-server`` processes started here (free ports, their data in a temporary directory),
+one with AOF ``appendfsync everysec`` (the default: a host crash loses up to about a second
+of writes) and one with ``appendfsync always`` (an append is on disk before it is
+acknowledged), 1 thread and N threads, interleaved in rounds as above; the ratio
+always / everysec is printed. The figure depends on the disk's fsync latency: measure on
+the disk Redis will use.
+
 Starts its own SeaweedFS (``weed mini``, via ``tests/s3_server.py``) unless
 ``LITTLE_TEST_S3_ENDPOINT`` is set; Redis from ``LITTLE_TEST_REDIS_URL`` (default
 ``redis://127.0.0.1:6379/15``), touching only keys under a unique prefix, deleted at the end.
 
 Run: ``.venv/bin/python bench/worlds.py [--seconds 0.25] [--rounds 21]`` (about 3 minutes;
-``--artifacts-only`` runs just the artifact rows).
+``--artifacts-only`` runs just the artifact rows, ``--fsync-only`` just the AOF rows).
 """
 
 from __future__ import annotations
@@ -407,6 +415,9 @@ def main() -> None:
     parser.add_argument(
         "--artifacts-only", action="store_true", help="only the hot tier vs S3-only rows"
     )
+    parser.add_argument(
+        "--fsync-only", action="store_true", help="only the appendfsync everysec vs always rows"
+    )
     options = parser.parse_args()
     seconds, many, rounds = options.seconds, options.writers, options.rounds
     print(f"start: {_load()}", flush=True)
@@ -452,6 +463,9 @@ def main() -> None:
     try:
         if options.artifacts_only:
             artifact_throughput(fresh_redis_spec, seconds, many, rounds)
+            return
+        if options.fsync_only:
+            fsync_throughput(scratch, seconds, many, rounds)
             return
         print(f"appends to one run, {solo:g}s each")
         record("MemoryWorld", "1 thread", in_threads(1, solo, shared_world("memory:")))
@@ -510,6 +524,7 @@ def main() -> None:
 
         artifact_throughput(fresh_redis_spec, seconds, many, rounds)
         fold_throughput()
+        fsync_throughput(scratch, seconds, many, rounds)
     finally:
         for key in raw.scan_iter(match=f"{prefix}*", count=1000):
             raw.delete(key)
@@ -531,6 +546,68 @@ def artifact_throughput(
     for writers in (1, many):
         compare_artifacts(writers, fresh_spec(), seconds, rounds)
     archive_figure(fresh_spec(), 1000)
+    print(f"  end: {_load()}", flush=True)
+
+
+EVERYSEC, ALWAYS = "everysec", "always"
+
+
+def fsync_throughput(scratch: Path, seconds: float, many: int, rounds: int) -> None:
+    """Appends per second with AOF ``appendfsync everysec`` vs ``always`` (the module
+    docstring); prints the medians and the ratio always / everysec."""
+    from tests.redis_server import start_redis_server
+
+    print(
+        f"\nRedis AOF appendfsync: everysec vs always, appends to one run on a private "
+        f"redis-server each; {rounds} rounds of {seconds:g}s, medians",
+        flush=True,
+    )
+    print(f"  start: {_load()}", flush=True)
+    servers = {
+        mode: start_redis_server(scratch / f"redis-{mode}", appendfsync=mode)
+        for mode in (EVERYSEC, ALWAYS)
+    }
+    try:
+        for writers in (1, many):
+            worlds = {
+                mode: open_world(
+                    _spec_with(server.url(), s3_prefix=f"bench-fsync/{uuid.uuid4().hex[:8]}/")
+                )
+                for mode, server in servers.items()
+            }
+            try:
+
+                def measure(
+                    mode: str, span: float, writers: int = writers, worlds: Any = worlds
+                ) -> float:
+                    world = worlds[mode]
+                    return in_threads(writers, span, lambda w: _world_loop(world, RUN, w, span))
+
+                for mode in worlds:
+                    measure(mode, WARM_UP_SECONDS)
+                rates: dict[str, list[float]] = {EVERYSEC: [], ALWAYS: []}
+                for index in range(rounds):
+                    first, second = (EVERYSEC, ALWAYS) if index % 2 == 0 else (ALWAYS, EVERYSEC)
+                    got = {EVERYSEC: 0.0, ALWAYS: 0.0}
+                    for mode in (first, second, second, first):
+                        got[mode] += measure(mode, seconds) / 2
+                    for mode, rate in got.items():
+                        rates[mode].append(rate)
+            finally:
+                for world in worlds.values():
+                    world.close()
+            ratios = [a / e for a, e in zip(rates[ALWAYS], rates[EVERYSEC], strict=True)]
+            label = "1 thread" if writers == 1 else f"{writers} threads"
+            print(
+                f"  {label:<12} everysec {statistics.median(rates[EVERYSEC]):>8,.0f}/s"
+                f"  always {statistics.median(rates[ALWAYS]):>8,.0f}/s"
+                f"  ratio always/everysec {statistics.median(ratios):.2f}"
+                f"  (min {min(ratios):.2f}, max {max(ratios):.2f})",
+                flush=True,
+            )
+    finally:
+        for server in servers.values():
+            server.stop()
     print(f"  end: {_load()}", flush=True)
 
 

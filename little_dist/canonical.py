@@ -187,7 +187,7 @@ def _render_path(path: _Path) -> str:
         path, step = path
         if isinstance(step, int):
             parts.append(f"[{step}]")
-        elif _IDENTIFIER.match(step):
+        elif _IDENTIFIER.fullmatch(step):
             parts.append(f".{step}")
         else:
             parts.append(f"[{_encode_string(step)}]")

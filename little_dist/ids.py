@@ -46,7 +46,7 @@ def short_id(prefix: str, digest: str) -> str:
 
 def validate_run_id(run_id: object) -> str:
     """Return ``run_id`` if it is ``run_`` + 1-80 of ``[A-Za-z0-9_-]``; raise otherwise."""
-    if not isinstance(run_id, str) or not RUN_ID_PATTERN.match(run_id):
+    if not isinstance(run_id, str) or not RUN_ID_PATTERN.fullmatch(run_id):
         raise InvalidIdError(
             f"Invalid run id: {run_id!r} (expected 'run_' followed by 1-80 of A-Z a-z 0-9 _ -)"
         )
@@ -140,7 +140,7 @@ def artifact_id_from_ref(ref: object) -> str:
     """The artifact id inside an ``artifact://art_...`` ref; raise for anything else."""
     if isinstance(ref, str) and ref.startswith(ARTIFACT_REF_PREFIX):
         artifact_id = ref[len(ARTIFACT_REF_PREFIX) :]
-        if ARTIFACT_ID_PATTERN.match(artifact_id):
+        if ARTIFACT_ID_PATTERN.fullmatch(artifact_id):
             return artifact_id
     raise InvalidIdError(f"Invalid artifact ref: {ref!r}")
 

@@ -37,6 +37,7 @@ variable                            field                          default
 ``LITTLE_SIGNAL_GROUP``             ``signal_group``               ``little-schedulers``
 ``LITTLE_SIGNAL_CLAIM_IDLE``        ``signal_claim_idle``          ``60`` s
 ``LITTLE_ARCHIVE_TTL``              ``archive_ttl``                ``604800`` s (7 days)
+``LITTLE_ARCHIVE_MARKER_TTL``       ``archive_marker_ttl``         ``2592000`` s (30 days)
 ``LITTLE_ARCHIVE_DELAY``            ``archive_delay``              ``2`` s
 ``LITTLE_MAX_BRANCHES_CAP``         ``max_branches_cap``           unset (upstream's 100)
 ``LITTLE_BRANCH_WINDOW``            ``branch_window``              ``fleet``
@@ -297,6 +298,9 @@ class Settings(BaseSettings):
     )
     signal_claim_idle: float = _seconds("LITTLE_SIGNAL_CLAIM_IDLE", 60.0)
     archive_ttl: float = _seconds("LITTLE_ARCHIVE_TTL", 7 * 24 * 3600.0, allow_zero=True)
+    # How long Redis remembers an archived run (its seal marker, its run-index entry); then
+    # only its S3 archive knows it. At least archive_ttl (the world takes the longer).
+    archive_marker_ttl: float = _seconds("LITTLE_ARCHIVE_MARKER_TTL", 30 * 24 * 3600.0)
     # How long after a run ends the scheduler starts copying it to S3: the clients that wake
     # on the end read the log first, without that copy competing for the machine.
     archive_delay: float = _seconds("LITTLE_ARCHIVE_DELAY", 2.0, allow_zero=True)

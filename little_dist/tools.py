@@ -61,7 +61,7 @@ class InvalidToolInputError(InvalidInputError):
 
 
 def _check_name(name: str) -> str:
-    if not isinstance(name, str) or not TOOL_ID_PATTERN.match(name):
+    if not isinstance(name, str) or not TOOL_ID_PATTERN.fullmatch(name):
         raise InvalidInputError(
             f"Tool id {name!r} is invalid. Expected pattern [a-zA-Z][a-zA-Z0-9_.-]*."
         )

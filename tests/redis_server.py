@@ -13,6 +13,8 @@ bind address and directory are always set here, after them, so they win. ``tls``
 server's certificate, its key, and the CA that signed it) serves TLS only, on the port.
 ``launcher`` replaces ``redis-server CONFIG`` (a start script that execs redis-server and
 passes its further arguments on), run with ``env`` added to the environment.
+:func:`start_redis_server` starts one with AOF on, for the durability tests and benchmarks
+(:meth:`RedisServer.aof_tail` names the file a test truncates to lose the last writes).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["RedisServer", "free_port"]
+__all__ = ["RedisServer", "free_port", "start_redis_server"]
 
 
 def free_port() -> int:
@@ -127,3 +129,23 @@ class RedisServer:
                 self.process.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self.kill()
+
+    def aof_tail(self) -> Path:
+        """The AOF file the server appends writes to now (Redis 7's multi-part AOF:
+        ``appendonlydir/*.incr.aof``), which a test truncates to simulate a host crash that
+        lost the last writes."""
+        found = sorted((self.directory / "appendonlydir").glob("*.incr.aof"))
+        if not found:
+            raise RuntimeError(f"no incremental AOF file under {self.directory}")
+        return found[-1]
+
+
+def start_redis_server(directory: Path, *, appendfsync: str = "always") -> RedisServer:
+    """A new server with AOF on (``appendfsync`` as asked), on a free port, keeping its data
+    in ``directory``: :meth:`RedisServer.kill` then :meth:`RedisServer.start` loads what its
+    AOF holds."""
+    directory.mkdir(parents=True, exist_ok=True)
+    args = ["--appendonly", "yes", "--appendfsync", appendfsync, "--save", ""]
+    server = RedisServer(free_port(), directory, args=[*args, "--maxmemory-policy", "noeviction"])
+    server.start()
+    return server

@@ -274,7 +274,22 @@ def test_the_world_spec_gets_the_settings_signal_stream() -> None:
         **S3,
     )
     spec = fleet_world_spec(s)
-    assert spec == "redis://h:6379/0?key_prefix=t%3A&signal_stream=sig%3Ax&archive_ttl=60"
+    assert spec == (
+        "redis://h:6379/0?key_prefix=t%3A&signal_stream=sig%3Ax&archive_ttl=60"
+        "&archive_marker_ttl=2592000"
+    )
+
+
+def test_the_redis_url_of_a_world_spec_has_none_of_the_worlds_options() -> None:
+    # redis-py refuses an option it does not know (the scheduler's client failed on
+    # ?hot_artifact_limit=, which the operations guide recommends for a Redis cluster).
+    from little_dist.fleet.world import redis_url_of
+
+    spec = (
+        "redis://h:6379/0?key_prefix=t:&s3_prefix=p/&archive_ttl=1&archive_marker_ttl=2"
+        "&signal_stream=s&hot_artifact_limit=0&socket_timeout=5"
+    )
+    assert redis_url_of(spec) == "redis://h:6379/0?socket_timeout=5"
 
 
 def test_a_world_spec_with_another_signal_stream_is_refused() -> None:

@@ -104,6 +104,11 @@ def _start_run(world: RedisS3World, run_id: str = RUN) -> None:
     world.append(run_id, EventInput(type="RunStarted", payload={}))
 
 
+def _end_run(world: RedisS3World, run_id: str = RUN) -> None:
+    # Only a run whose log holds its end is archived.
+    world.append(run_id, EventInput(type="RunCompleted", occurrence_id="run-end", payload={}))
+
+
 def test_a_small_artifact_stays_in_redis_until_the_run_is_archived(
     world: RedisS3World,
     raw: redis.Redis,
@@ -124,7 +129,8 @@ def test_a_small_artifact_stays_in_redis_until_the_run_is_archived(
     read = world.get_artifact(manifest.artifact_ref)
     assert (read.manifest, read.payload) == (manifest, {"ok": True})
 
-    assert world.archive_run(RUN, ttl_seconds=0) == 1
+    _end_run(world)
+    assert world.archive_run(RUN, ttl_seconds=0) == 2
     assert {"archives/" + RUN + ".ndjson", *_s3_keys(manifest)} == bucket()
     assert raw.exists(hot_key, run_set) == 0  # the hot keys are gone
     stored = S3Objects(s3_client(s3_service.endpoint), s3_service.bucket)
@@ -138,7 +144,7 @@ def test_a_small_artifact_stays_in_redis_until_the_run_is_archived(
     finally:
         again.close()
     # Archiving again changes nothing.
-    assert world.archive_run(RUN, ttl_seconds=0) == 1
+    assert world.archive_run(RUN, ttl_seconds=0) == 2
     assert world.get_artifact(manifest.artifact_ref) == read
 
 
@@ -148,6 +154,7 @@ def test_archive_with_a_ttl_copies_to_s3_and_lets_the_hot_keys_expire(
     _start_run(world)
     small = [world.put_artifact(_artifact(i, name=f"n{i}")) for i in range(30)]
     shared = world.put_artifact(_artifact(0, name="same-bytes-as-n0"))
+    _end_run(world)
     world.archive_run(RUN, ttl_seconds=60)
     layout = _layout(world)
     # Every artifact is in S3; the two with the same bytes share one blob.
@@ -227,6 +234,7 @@ def test_every_world_reads_hot_artifacts_whatever_its_own_limit(
     assert reader.get_artifact(manifest.artifact_ref).payload == [1, 2]
     # ...and archives them: the archiving world's limit does not matter either.
     _start_run(writer)
+    _end_run(writer)
     reader.archive_run(RUN, ttl_seconds=0)
     assert writer.get_artifact(manifest.artifact_ref).payload == [1, 2]
 
@@ -271,6 +279,7 @@ def test_an_archive_that_fails_expires_nothing(
     bad = world.put_artifact(_artifact("bad", name="bad"))
     layout = _layout(world)
     raw.hset(layout.hot_artifact(bad.artifact_id), "data", b"tampered")
+    _end_run(world)
     with pytest.raises(ArtifactCorruptError, match="do not match"):
         world.archive_run(RUN, ttl_seconds=0)
     # The log is sealed and written, but every hot key is still there, with no TTL.
@@ -280,7 +289,7 @@ def test_an_archive_that_fails_expires_nothing(
     assert not any(k.startswith("manifests/") for k in bucket())
     # Repaired, the archive runs again and completes.
     raw.hset(layout.hot_artifact(bad.artifact_id), "data", b"bad")
-    assert world.archive_run(RUN, ttl_seconds=0) == 1
+    assert world.archive_run(RUN, ttl_seconds=0) == 2
     assert _s3_keys(good) | _s3_keys(bad) <= bucket()
     assert raw.exists(run.events, run.artifacts, layout.hot_artifact(good.artifact_id)) == 0
     assert world.get_artifact(bad.artifact_ref).payload == "bad"
@@ -292,6 +301,7 @@ def test_artifacts_of_a_sealed_run_go_to_s3(
     """Once the archive has sealed the run it reads the hot set: later puts must skip it."""
     _start_run(world)
     early = world.put_artifact(_artifact("early", name="early"))
+    _end_run(world)
     world.archive_run(RUN, ttl_seconds=60)  # hot keys kept for a minute
     late = world.put_artifact(_artifact("late", name="late"))
     layout = _layout(world)
@@ -349,9 +359,9 @@ def test_a_commit_writes_its_small_output_artifact_in_the_append_round_trip(
     trips: list[int] = []
     real = event_log.execute_pipeline
 
-    def counted(pipe: Any) -> Any:
+    def counted(pipe: Any, **options: Any) -> Any:
         trips.append(len(pipe.command_stack))
-        return real(pipe)
+        return real(pipe, **options)
 
     monkeypatch.setattr(event_log, "execute_pipeline", counted)
     output = ArtifactInput(run_id=RUN, name="output", payload={"n": 1}, step_path="f[a].w")

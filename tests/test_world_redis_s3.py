@@ -285,7 +285,8 @@ def test_archive_with_a_ttl_keeps_redis_keys_until_they_expire(
     world: RedisS3World, raw_redis: redis.Redis
 ) -> None:
     world.append(RUN, _ev("RunStarted", "occ-1"))
-    assert world.archive_run(RUN, ttl_seconds=60) == 1
+    world.append(RUN, _ev("RunFailed", "run-end"))
+    assert world.archive_run(RUN, ttl_seconds=60) == 2
     keys = _keys(world).run(RUN)
     assert 0 < raw_redis.pttl(keys.events) <= 60_000
     assert 0 < raw_redis.pttl(keys.occurrences) <= 60_000
@@ -293,7 +294,7 @@ def test_archive_with_a_ttl_keeps_redis_keys_until_they_expire(
     with pytest.raises(RunSealedError):
         world.append(RUN, _ev(stepPath="late"))
     assert world.append(RUN, _ev("RunStarted", "occ-1")).sequence == 1
-    assert world.last_sequence(RUN) == 1
+    assert world.last_sequence(RUN) == 2
 
 
 def test_archiving_an_unknown_run_is_not_found(world: RedisS3World) -> None:
@@ -301,6 +302,19 @@ def test_archiving_an_unknown_run_is_not_found(world: RedisS3World) -> None:
 
     with pytest.raises(RunNotFoundError):
         world.archive_run("run_never_written")
+
+
+def test_a_run_whose_log_holds_no_end_is_not_sealed(world: RedisS3World) -> None:
+    # The scheduler archives a run it saw end; if Redis then lost the end in a crash, the
+    # run must stay open to finish again, not be sealed (and archived) unfinished.
+    from little_dist.world.redis_s3 import RunNotEndedError
+
+    world.append_batch(RUN, [_ev("RunStarted", "run-start"), _ev(stepPath="a")])
+    with pytest.raises(RunNotEndedError, match="has not ended"):
+        world.archive_run(RUN)
+    assert world.append(RUN, _ev(stepPath="b")).sequence == 3  # still open
+    world.append(RUN, _ev("RunCompleted"))  # an end without the engine's occurrence id
+    assert world.archive_run(RUN, ttl_seconds=0) == 4
 
 
 def test_ids_are_right_when_the_sequence_guess_is_wrong(

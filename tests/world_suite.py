@@ -134,6 +134,19 @@ def _occurrence_racer(
         world.close()
 
 
+def _submission_claimer(spec: str, run_id: str, claimer: int, barrier: Any, results: Any) -> None:
+    world = open_world(spec)
+    try:
+        barrier.wait(timeout=60)
+        results.put((claimer, world.claim_submission(run_id, _input_hash(claimer))))
+    finally:
+        world.close()
+
+
+def _input_hash(n: int) -> str:
+    return "sha256:" + f"{n:x}".rjust(64, "0")
+
+
 def _assert_contiguous(events: list[Event], run_id: str) -> None:
     assert [e.sequence for e in events] == list(range(1, len(events) + 1))
     assert all(e.run_id == run_id for e in events)
@@ -579,6 +592,33 @@ class WorldConformance(VersionIndexConformance):
 
     # -- leases and fencing -----------------------------------------------------------------
 
+    def test_the_first_submission_of_a_run_id_is_the_one_every_claim_answers(
+        self, handle: WorldHandle
+    ) -> None:
+        world = handle.world
+        assert world.claim_submission(RUN, _input_hash(1)) == _input_hash(1)
+        assert world.claim_submission(RUN, _input_hash(2)) == _input_hash(1)
+        assert world.claim_submission(RUN, _input_hash(1)) == _input_hash(1)
+        assert world.claim_submission("run_other", _input_hash(2)) == _input_hash(2)
+        with pytest.raises(InvalidInputError, match="input hash"):
+            world.claim_submission(RUN, "sha256:nothex")
+        with pytest.raises(InvalidIdError):
+            world.claim_submission("run_x\n", _input_hash(1))
+        # Threads claiming at once: one wins, all agree on it.
+        barrier = threading.Barrier(8)
+        answers: list[str] = []
+
+        def claim(n: int) -> None:
+            barrier.wait()
+            answers.append(world.claim_submission("run_race", _input_hash(n)))
+
+        threads = [threading.Thread(target=claim, args=(n,)) for n in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert len(set(answers)) == 1 and answers[0] in {_input_hash(n) for n in range(8)}
+
     def test_lease_is_exclusive_until_it_expires_and_tokens_grow(self, handle: WorldHandle) -> None:
         world = handle.world
         first = world.acquire_lease("attempt:a", "worker-1", 1.0)
@@ -674,6 +714,23 @@ class WorldConformance(VersionIndexConformance):
         world.append_batch(RUN, [], fence=third.fence, release=True)  # nothing to write
         assert world.acquire_lease("attempt:a", "fifth", 5.0) is not None
         assert world.last_sequence(RUN) == 1
+
+    def test_a_fence_of_another_holder_with_the_same_token_is_refused(
+        self, handle: WorldHandle
+    ) -> None:
+        # A store that lost its last writes may hand a token out again, to another holder
+        # (tests/test_world_redis_lost_tail.py does it to Redis): the token alone is not
+        # enough to commit, nor to release the lease by a commit.
+        world = handle.world
+        lease = world.acquire_lease("attempt:a", "w", 5.0)
+        assert lease is not None and lease.fence.holder == "w"
+        stranger = Fence("attempt:a", lease.token, "someone-else")
+        with pytest.raises(LeaseLostError):
+            world.append(RUN, ev(stepPath="a"), fence=stranger)
+        with pytest.raises(LeaseLostError):
+            world.append_batch(RUN, [ev(stepPath="a")], fence=stranger, release=True)
+        assert world.acquire_lease("attempt:a", "other", 5.0) is None  # still held by w
+        assert world.append(RUN, ev(stepPath="a"), fence=lease.fence).sequence == 1
 
     def test_fence_on_an_expired_or_released_lease_is_refused(self, handle: WorldHandle) -> None:
         world = handle.world
@@ -902,6 +959,27 @@ class CrossProcessConformance(_Fixtures):
         for writer in range(writers):  # each writer's own events stay in its order
             mine = [e.payload["index"] for e in events if e.payload["writer"] == writer]
             assert mine == list(range(per_writer))
+
+    def test_processes_claiming_one_submission_agree_on_one(self, handle: WorldHandle) -> None:
+        assert handle.spec is not None, "cross-process worlds must give a spec"
+        claimers = 6
+        ctx = multiprocessing.get_context("spawn")
+        barrier = ctx.Barrier(claimers)
+        results = ctx.Queue()
+        processes = [
+            ctx.Process(target=_submission_claimer, args=(handle.spec, RUN, c, barrier, results))
+            for c in range(claimers)
+        ]
+        for process in processes:
+            process.start()
+        answers = dict(results.get(timeout=240) for _ in range(claimers))
+        for process in processes:
+            process.join(timeout=60)
+        assert [p.exitcode for p in processes] == [0] * claimers
+        assert len(set(answers.values())) == 1
+        winner = next(iter(answers.values()))
+        assert winner in {_input_hash(c) for c in range(claimers)}
+        assert handle.world.claim_submission(RUN, _input_hash(99)) == winner
 
     def test_processes_racing_the_same_occurrence_ids_record_each_once(
         self, handle: WorldHandle

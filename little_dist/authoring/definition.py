@@ -243,7 +243,7 @@ def define_workflow(
     giving up. ``step_timeout``: seconds one step attempt may run before it fails with
     causeCode ``timeout`` (default: ``LITTLE_STEP_TIMEOUT`` on the fleet, 900 s in process).
     """
-    if not isinstance(id, str) or not _WORKFLOW_ID.match(id):
+    if not isinstance(id, str) or not _WORKFLOW_ID.fullmatch(id):
         raise InvalidInputError(f"workflow id must match [A-Za-z0-9][A-Za-z0-9_.-]*, got {id!r}")
     if not isinstance(description, str):
         raise InvalidInputError(f"workflow {id!r}: description must be a string")

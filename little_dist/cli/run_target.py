@@ -45,7 +45,7 @@ def prepare(args: argparse.Namespace) -> tuple[Resolver, Any, Any]:
     app_parts: list[Capabilities] = [capabilities_of(import_app_module(name)) for name in args.app]
     target = args.workflow
     resolve: Resolver
-    if _TARGET.match(target) and not os.path.exists(target):
+    if _TARGET.fullmatch(target) and not os.path.exists(target):
         module_name, _, attribute = target.partition(":")
         module = import_app_module(module_name)
         try:

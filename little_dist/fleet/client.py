@@ -23,7 +23,10 @@ What is submitted decides where the WorkflowVersion comes from:
   worker plans the run and starts it. Planning never happens in the client.
 
 Submitting is idempotent on the run id: the same id with the same input (and workflow)
-returns the id again; another input raises :class:`RunMismatchError`.
+returns the id again; another input raises :class:`RunMismatchError`, also when the
+submits run at once: the world records the first input's hash for the run id in one
+atomic step (:meth:`~little_dist.world.base.World.claim_submission`), before anything else
+is written.
 
 :meth:`Client.wait` follows the run's event log (``world.follow``) until ``RunCompleted`` or
 ``RunFailed``; no result backend is involved.
@@ -274,6 +277,11 @@ def submit_run(
         )
     if version is not None:
         check_run_input(version, run_input)
+    # Concurrent submitters of the run id that all read an empty log agree here, in one
+    # atomic step, on whose input the run gets; the others are refused before writing.
+    input_hash = sha256_digest(run_input)
+    if world.claim_submission(run_id, input_hash) != input_hash:
+        raise RunMismatchError(f"run {run_id} was submitted with a different input")
     exists = _check_same(run_id, events, run_input, version.id if version else None)
 
     if planner_path is not None:

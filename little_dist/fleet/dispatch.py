@@ -24,6 +24,7 @@ until nothing new, dispatch). :class:`VersionCache` keeps compiled versions (imm
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -98,6 +99,8 @@ PLAN_FAILED_EVENT_TYPE: Final = "little.run.plan_failed"
 _MAX_ROUNDS: Final = 64
 # Events a tracker keeps past a gap in its folded sequence, at most.
 _AHEAD_LIMIT: Final = 20_000
+
+_log = logging.getLogger("little.dispatch")
 
 
 def dispatch_lease_key(dispatch: StepDispatch) -> str:
@@ -325,7 +328,10 @@ class Waiter(threading.Event):
 class RunTracker:
     """One run's folded state and :class:`RunContext`, brought up to date incrementally.
 
-    :meth:`catch_up` reads only the events after the last one folded. ``context`` is
+    :meth:`catch_up` reads only the events after the last one folded, and that one too: if
+    the log no longer holds it (shorter than what was folded, or another event at its
+    sequence), the log went back (Redis lost the tail of its AOF in a crash) and the
+    tracker drops what it folded and folds the log again from the start. ``context`` is
     ``None`` until ``RunStarted`` is recorded (a run still being planned). ``window``: the
     fleet's cap on a parallel step's branches in flight (``RunContext.max_in_flight``,
     followed as workers come and go) and where the branches it holds back are reported.
@@ -381,6 +387,9 @@ class RunTracker:
         # Branch paths (``fan[k]``) in which this process recorded a StepCompleted whose
         # branch end is not folded yet: their refills are this process's (_leave_refills).
         self._own_ends: set[str] = set()
+        # (type, recordedAt) of the last event folded: the read after it checks the log
+        # still holds it (see _read_new).
+        self._last_mark: tuple[str, str] | None = None
         self._lock = threading.Lock()
         self._read_lock = threading.Lock()
 
@@ -452,9 +461,47 @@ class RunTracker:
                 self._reset_view()
             after = self._builder.event_count
             held = frozenset(self._ahead) if self._ahead else frozenset()
-        return self.world.list_events_partly(
-            self.run_id, after=after, decode=_TRACKED_TYPES, skip=held
+            mark = self._last_mark
+        if mark is None:
+            return self.world.list_events_partly(
+                self.run_id, after=after, decode=_TRACKED_TYPES, skip=held
+            )
+        # The last event folded is read again (one entry more in the same read): a log
+        # that lost its tail no longer has it, or has another event at its sequence.
+        read = self.world.list_events_partly(
+            self.run_id, after=after - 1, decode=_TRACKED_TYPES, skip=held
         )
+        first = read[0] if read else None
+        if (
+            first is not None
+            and first.sequence == after
+            and (first.type, first.recorded_at) == mark
+        ):
+            del read[0]
+            return read
+        _log.warning(
+            "run %s: the log no longer holds event %d as folded; folding it again",
+            self.run_id,
+            after,
+        )
+        with self._lock:
+            self._forget_folded()
+        return self.world.list_events_partly(self.run_id, after=0, decode=_TRACKED_TYPES)
+
+    def _forget_folded(self) -> None:
+        """Drop everything folded from the log (under the lock), as a new tracker has none."""
+        self._builder = RunStateBuilder(self.run_id)
+        if self._step_events is not None:
+            self._step_events = {}
+        self._undecoded = []
+        self._ahead.clear()
+        self._own_ends.clear()
+        self._offered.clear()
+        self._version_id = None
+        self._run_input = None
+        self._started = self._submitted = self._cancel_requested = False
+        self._context = None
+        self._last_mark = None
 
     def catch_up_step(self, step_path: str) -> tuple[RunState, Sequence[Event]]:
         """Like :meth:`catch_up`, plus the raw events of ``step_path`` folded so far (needs
@@ -728,6 +775,7 @@ class RunTracker:
                 if isinstance(path, str):
                     self._step_events.setdefault(path, []).append(event)
         self._builder.apply_all(hydrate_events(self.world, foldable))
+        self._last_mark = (events[-1].type, events[-1].recorded_at)
         if changed:
             self._refresh_context()
 

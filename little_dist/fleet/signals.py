@@ -28,6 +28,26 @@ from little_dist.errors import StorageUnavailableError
 
 __all__ = ["Signal", "SignalReader"]
 
+# KEYS: 1 the stream. ARGV: 1 group, 2 consumer, 3 idle ms. Deletes the consumer only if,
+# now, it has nothing pending and has been idle longer than that (deleting a consumer
+# drops its pending entries: a signal it just took would be lost). 1 if it was deleted.
+_FORGET_IDLE_CONSUMER = """
+for _, consumer in ipairs(redis.call('XINFO', 'CONSUMERS', KEYS[1], ARGV[1])) do
+  local fields = {}
+  for i = 1, #consumer, 2 do
+    fields[consumer[i]] = consumer[i + 1]
+  end
+  if fields['name'] == ARGV[2] then
+    if tonumber(fields['pending']) == 0 and tonumber(fields['idle']) > tonumber(ARGV[3]) then
+      redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], ARGV[2])
+      return 1
+    end
+    return 0
+  end
+end
+return 0
+"""
+
 
 @dataclass(frozen=True)
 class Signal:
@@ -142,9 +162,12 @@ class SignalReader:
     def forget_idle_consumers(self, idle_seconds: float) -> list[str]:
         """Remove consumers with nothing pending, idle longer than ``idle_seconds``.
 
-        Consumer names include the process id, so every restart leaves one behind.
+        Consumer names include the process id, so every restart leaves one behind. The
+        listing only picks candidates; each is deleted by a script that checks again, at
+        that instant, that it has nothing pending and is still idle.
         """
         removed: list[str] = []
+        idle_ms = int(idle_seconds * 1000)
         with self._errors("listing consumers"):
             consumers: Any = self._redis.xinfo_consumers(self.stream, self.group)
             for consumer in consumers:
@@ -153,8 +176,11 @@ class SignalReader:
                     name
                     and name != self.consumer
                     and int(consumer.get("pending", 0)) == 0
-                    and int(consumer.get("idle", 0)) > idle_seconds * 1000
+                    and int(consumer.get("idle", 0)) > idle_ms
                 ):
-                    self._redis.xgroup_delconsumer(self.stream, self.group, name)
-                    removed.append(name)
+                    forgotten: Any = self._redis.eval(
+                        _FORGET_IDLE_CONSUMER, 1, self.stream, self.group, name, idle_ms
+                    )
+                    if int(forgotten):
+                        removed.append(name)
         return removed

@@ -9,13 +9,15 @@ attempt started (lost messages) — and fails the running attempts whose step le
 
 :class:`ActiveRuns` is a Redis set of run ids (added when a run's ``RunStarted`` is first
 seen, removed once the run is over and archived). When it is missing (a new deployment, or
-Redis lost its data) the first scheduler to start rebuilds it from the world's run index;
-finished runs among them are found out, archived and dropped by the first sweep.
+Redis lost its data) the first scheduler to start rebuilds it from the runs whose archive
+has not completed (``world.list_unarchived_run_ids()`` where the world has it, else every
+run); finished runs among them are found out, archived and dropped by the first sweep.
 """
 
 from __future__ import annotations
 
 import time
+import uuid
 from collections import deque
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -29,6 +31,23 @@ from little_dist.runtime import running_worker_attempts, sweep_dead_attempts
 from little_dist.world.base import Lease, World
 
 __all__ = ["ActiveRuns", "SweepRound", "fail_dead_attempts"]
+
+# KEYS: 1 the rebuild marker, 2 the active set, 3 the rebuilder's staging set. ARGV: 1 now.
+# The members and the marker land together, once: -1 if another rebuild landed first.
+_COMMIT_REBUILD = """
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  redis.call('DEL', KEYS[3])
+  return -1
+end
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  redis.call('SUNIONSTORE', KEYS[2], KEYS[2], KEYS[3])
+  redis.call('DEL', KEYS[3])
+end
+redis.call('SET', KEYS[1], ARGV[1])
+return 1
+"""
+# A staging set left by a rebuilder that died goes after this long (seconds).
+_STAGING_TTL = 3600
 
 
 def _text(value: Any) -> str:
@@ -64,18 +83,30 @@ class ActiveRuns:
         return sorted(_text(member) for member in found)
 
     def rebuild_if_missing(self, world: World) -> int:
-        """Fill the set from ``world.list_run_ids()`` once per Redis dataset; how many.
+        """Fill the set once per Redis dataset, with the runs whose archive has not
+        completed; how many (0: it was built already, or by another scheduler meanwhile).
 
-        Only the scheduler that sets the marker rebuilds; the others rely on it.
+        The runs are staged in a set of this call's own, then one script adds them and sets
+        the marker together, unless a marker is there by then: a scheduler that dies
+        half-way leaves no marker, so the next one rebuilds. (A run archived between the
+        listing and the commit is added back; the first sweep finds it over and drops it.)
         """
-        with self._errors("claiming the active-run rebuild"):
-            if not self._redis.set(self._marker, str(int(time.time())), nx=True):
+        with self._errors("looking for the active-run rebuild marker"):
+            if self._redis.exists(self._marker):
                 return 0
-        run_ids = world.list_run_ids()
+        unarchived = getattr(world, "list_unarchived_run_ids", None)
+        run_ids: list[str] = unarchived() if callable(unarchived) else world.list_run_ids()
+        staging = f"{self.key}:rebuild:{uuid.uuid4().hex}"
         with self._errors("rebuilding the active runs"):
+            pipe = self._redis.pipeline(transaction=False)
             for start in range(0, len(run_ids), 500):
-                self._redis.sadd(self.key, *run_ids[start : start + 500])
-        return len(run_ids)
+                pipe.sadd(staging, *run_ids[start : start + 500])
+            pipe.expire(staging, _STAGING_TTL)
+            pipe.execute()
+            committed = self._redis.eval(
+                _COMMIT_REBUILD, 3, self._marker, self.key, staging, str(int(time.time()))
+            )
+        return len(run_ids) if int(committed) > 0 else 0
 
 
 class SweepRound:

@@ -8,8 +8,9 @@ the next sweep.
 
 The spec is ``LITTLE_WORLD`` (default: ``LITTLE_REDIS_URL`` when an S3 bucket is set). For a
 ``redis://`` spec the world's own options (``key_prefix``, ``s3_prefix``, ``archive_ttl``,
-``signal_stream``) may be given in the query; ``signal_stream`` and ``archive_ttl`` are added
-from the settings when absent, and a ``signal_stream`` that differs from the settings' is
+``archive_marker_ttl``, ``signal_stream``, ``hot_artifact_limit``) may be given in the
+query; ``signal_stream``, ``archive_ttl`` and ``archive_marker_ttl`` are added from the
+settings when absent, and a ``signal_stream`` that differs from the settings' is
 refused. S3 comes from the settings (``LITTLE_S3_*``, ``AWS_*``).
 """
 
@@ -59,6 +60,8 @@ def fleet_world_spec(settings: Settings) -> str:
         query.append(("signal_stream", settings.signal_stream))
     if "archive_ttl" not in given:
         query.append(("archive_ttl", _format_seconds(settings.archive_ttl)))
+    if "archive_marker_ttl" not in given:
+        query.append(("archive_marker_ttl", _format_seconds(settings.archive_marker_ttl)))
     return urlunsplit(parts._replace(query=urlencode(query)))
 
 
@@ -66,7 +69,8 @@ def redis_url_of(spec: str) -> str:
     """A ``redis://`` world spec without the world's own query options (redis-py would
     refuse them): the URL of the Redis the world lives in."""
     parts = urlsplit(spec)
-    options = {"key_prefix", "s3_prefix", "archive_ttl", "signal_stream"}
+    from little_dist.world.redis_s3.world import URL_OPTIONS as options
+
     query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k not in options]
     return urlunsplit(parts._replace(query=urlencode(query)))
 

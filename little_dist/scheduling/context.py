@@ -142,12 +142,12 @@ _BRANCH: Final = re.compile(
 
 def locate_step(plan: WorkflowPlan, step_path: str) -> StepLocation:
     """Parse ``step_path`` against the plan; :class:`StepPathError` when it names no step."""
-    top = _TOP.match(step_path)
+    top = _TOP.fullmatch(step_path)
     if top is not None:
         step = plan.top.by_id.get(top.group(1))
         if step is not None and (top.group(2) is not None) == step.multi_visit:
             return StepLocation(step, plan.top, "", int(top.group(2) or 0))
-    branch = _BRANCH.match(step_path)
+    branch = _BRANCH.fullmatch(step_path)
     if branch is not None:
         parent = plan.top.by_id.get(branch.group(1))
         if parent is not None and parent.parallel is not None:

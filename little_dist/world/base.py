@@ -18,14 +18,17 @@ Guarantees every implementation keeps (checked by one shared conformance suite):
   occurrence id, that event is returned and nothing is written (even when
   ``expected_sequence`` is stale: the fact is already recorded).
 * A ``fence`` makes an append conditional on a lease: it lands only if the lease named by the
-  fence is currently held with exactly that token (not expired, not taken over), else
-  :class:`~little_dist.errors.LeaseLostError`. The check and the append are atomic.
+  fence is currently held with exactly that token (not expired, not taken over), and by the
+  fence's holder when it names one, else :class:`~little_dist.errors.LeaseLostError`. The
+  check and the append are atomic.
 * Lease tokens for one key only grow: a newer holder always has a larger token.
 * Artifacts are immutable and content-addressed: the same bytes are stored once.
 * Workflow versions are immutable: registering a different document under an existing id
   raises :class:`~little_dist.errors.ConflictError`; the same document is a no-op.
 * The version index (definition hash -> version ids) is append-only: indexing a pair again
   is a no-op, and ids come back oldest first.
+* A run id's submission is claimed once: of concurrent :meth:`World.claim_submission` calls
+  for one run id, exactly one records its input hash, and every call answers that hash.
 
 Order of the checks on an append (single or batch), all atomic with the write:
 
@@ -58,7 +61,7 @@ from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 from little_dist.canonical import canonical_json
 from little_dist.errors import ConflictError, InvalidInputError, LittleError, NotFoundError
 from little_dist.events import RUN_END_EVENT_TYPES, Event, EventInput
-from little_dist.ids import InvalidIdError, event_id_for
+from little_dist.ids import InvalidIdError, event_id_for, validate_run_id
 
 __all__ = [
     "DEFINITION_HASH_PATTERN",
@@ -83,6 +86,7 @@ __all__ = [
     "World",
     "check_event_window",
     "check_lease_request",
+    "check_submission",
     "prepare_events",
     "run_lease_key",
     "validate_definition_hash",
@@ -171,15 +175,24 @@ class Lease:
 
     @property
     def fence(self) -> Fence:
-        return Fence(self.key, self.token)
+        return Fence(self.key, self.token, self.holder)
 
 
 @dataclass(frozen=True)
 class Fence:
-    """A condition on a write: the lease ``key`` must be held with exactly ``token``."""
+    """A condition on a write: the lease ``key`` must be held with exactly ``token`` (and,
+    when ``holder`` is given, by that holder).
+
+    Tokens only grow while the store keeps its writes, but a store that loses its last
+    writes (Redis after a host crash under ``appendfsync everysec``, SQLite after a power
+    cut) may hand a lost token out again, to another holder: the holder that got it first
+    still has it and would pass a check of the token alone. :attr:`Lease.fence` names the
+    holder, so its commit is refused once the token is another's.
+    """
 
     key: str
     token: int
+    holder: str | None = None
 
 
 @dataclass(frozen=True)
@@ -369,6 +382,14 @@ class World(Protocol):
 
     def list_run_ids(self) -> list[str]: ...
 
+    # -- submissions ----------------------------------------------------------------------
+    def claim_submission(self, run_id: str, input_hash: str) -> str:
+        """Record ``input_hash`` (``sha256:`` + 64 hex) as what ``run_id`` is submitted with,
+        unless a hash is recorded already; the recorded hash (``input_hash`` when this call
+        was first). One atomic step: of concurrent submitters of one run id with different
+        inputs, exactly one finds its own hash (the others refuse the submission)."""
+        ...
+
     # -- artifacts ------------------------------------------------------------------------
     def put_artifact(self, artifact: ArtifactInput) -> ArtifactManifest:
         """Store an artifact (put-if-absent by content); return its manifest."""
@@ -550,13 +571,14 @@ class WaitForEndByFollowing:
 @contextmanager
 def releasing_fence(world: World, fence: Fence | None, release: bool) -> Iterator[None]:
     """``append_batch(release=True)`` for worlds without a fused commit-and-release: the
-    block appends, then the fence's lease is released whatever happened. By key and token
-    only, which is all the memory and local worlds' ``release_lease`` compares."""
+    block appends, then the fence's lease is released whatever happened, if it is still
+    the fence's tenure (token, and holder when the fence names one: the memory and local
+    worlds' ``release_lease`` compares the holder unless it is empty)."""
     try:
         yield
     finally:
         if release and fence is not None:
-            world.release_lease(Lease(fence.key, "", fence.token, 0.0))
+            world.release_lease(Lease(fence.key, fence.holder or "", fence.token, 0.0))
 
 
 def validate_version_id(version_id: object) -> str:
@@ -564,7 +586,7 @@ def validate_version_id(version_id: object) -> str:
 
     Version ids name files and keys, so anything else is refused before storage is touched.
     """
-    if not isinstance(version_id, str) or not VERSION_ID_PATTERN.match(version_id):
+    if not isinstance(version_id, str) or not VERSION_ID_PATTERN.fullmatch(version_id):
         raise InvalidIdError(
             f"Invalid workflow version id: {version_id!r} "
             "(expected 'wfver_' followed by 1-80 of A-Z a-z 0-9 _ -)"
@@ -574,7 +596,9 @@ def validate_version_id(version_id: object) -> str:
 
 def validate_definition_hash(definition_hash: object) -> str:
     """Return ``definition_hash`` if it is ``sha256:`` + 64 lowercase hex; raise otherwise."""
-    if not isinstance(definition_hash, str) or not DEFINITION_HASH_PATTERN.match(definition_hash):
+    if not isinstance(definition_hash, str) or not DEFINITION_HASH_PATTERN.fullmatch(
+        definition_hash
+    ):
         raise InvalidInputError(
             f"Invalid workflow definition hash: {definition_hash!r} "
             "(expected 'sha256:' followed by 64 lowercase hex digits)"
@@ -594,6 +618,16 @@ def check_lease_request(key: object, holder: object, ttl_seconds: object) -> Non
         or not 0 < ttl_seconds < float("inf")
     ):
         raise InvalidInputError(f"Lease TTL must be a positive number of seconds: {ttl_seconds!r}")
+
+
+def check_submission(run_id: object, input_hash: object) -> None:
+    """Refuse a bad run id or an input hash that is not ``sha256:`` + 64 lowercase hex."""
+    validate_run_id(run_id)
+    if not isinstance(input_hash, str) or not DEFINITION_HASH_PATTERN.fullmatch(input_hash):
+        raise InvalidInputError(
+            f"Invalid input hash: {input_hash!r} (expected 'sha256:' followed by 64 lowercase "
+            "hex digits)"
+        )
 
 
 def check_event_window(after: object, limit: object) -> None:

@@ -42,6 +42,7 @@ from little_dist.world.base import (
     WaitForEndByFollowing,
     check_event_window,
     check_lease_request,
+    check_submission,
     prepare_events,
     releasing_fence,
     validate_definition_hash,
@@ -80,6 +81,7 @@ class MemoryWorld(
         self._leases: dict[str, _LeaseState] = {}
         self._versions: dict[str, str] = {}
         self._version_index: dict[str, list[str]] = {}
+        self._submissions: dict[str, str] = {}
         self._closed = False
 
     # -- events -----------------------------------------------------------------------------
@@ -274,7 +276,12 @@ class MemoryWorld(
     def release_lease(self, lease: Lease) -> None:
         with self._changed:
             state = self._leases.get(lease.key)
-            if state is not None and state.token == lease.token and state.holder is not None:
+            if (
+                state is not None
+                and state.token == lease.token
+                and state.holder is not None
+                and (lease.holder == "" or state.holder == lease.holder)
+            ):
                 state.holder = None
                 state.expires_at = 0.0
 
@@ -285,9 +292,17 @@ class MemoryWorld(
             state is None
             or state.holder is None
             or state.token != fence.token
+            or (fence.holder is not None and state.holder != fence.holder)
             or state.expires_at <= at
         ):
             raise LeaseLostError(f"Lease {fence.key!r} is no longer held with token {fence.token}")
+
+    # -- submissions --------------------------------------------------------------------------
+
+    def claim_submission(self, run_id: str, input_hash: str) -> str:
+        check_submission(run_id, input_hash)
+        with self._changed:
+            return self._submissions.setdefault(run_id, input_hash)
 
     # -- workflow versions ------------------------------------------------------------------
 

@@ -50,6 +50,11 @@ _SCHEMA = (
         version_id TEXT NOT NULL,
         UNIQUE (definition_hash, version_id)
     )""",
+    # What each run id was first submitted with (claim_submission): one row, never changed.
+    """CREATE TABLE IF NOT EXISTS submissions (
+        run_id TEXT PRIMARY KEY,
+        input_hash TEXT NOT NULL
+    )""",
     # holder is NULL once released; the row stays so the token only grows.
     """CREATE TABLE IF NOT EXISTS leases (
         key TEXT PRIMARY KEY,

@@ -53,9 +53,16 @@ def row_to_event(run_id: str, row: tuple[Any, ...]) -> Event:
 
 
 def check_fence(conn: sqlite3.Connection, fence: Fence, now: float) -> None:
-    """Raise :class:`LeaseLostError` unless ``fence``'s lease is held, live, with its token."""
+    """Raise :class:`LeaseLostError` unless ``fence``'s lease is held, live, with its token
+    (and by its holder, when the fence names one)."""
     row = conn.execute(_FENCE, (fence.key,)).fetchone()
-    if row is None or row[0] is None or row[1] != fence.token or row[2] <= now:
+    if (
+        row is None
+        or row[0] is None
+        or row[1] != fence.token
+        or (fence.holder is not None and row[0] != fence.holder)
+        or row[2] <= now
+    ):
         raise LeaseLostError(f"Lease {fence.key!r} is no longer held with token {fence.token}")
 
 

@@ -20,7 +20,7 @@ _UPDATE: Final = "UPDATE leases SET holder = ?, token = ?, expires_at = ? WHERE 
 _RENEW: Final = "UPDATE leases SET expires_at = ? WHERE key = ?"
 _RELEASE: Final = (
     "UPDATE leases SET holder = NULL, expires_at = 0 "
-    "WHERE key = ? AND token = ? AND holder IS NOT NULL"
+    "WHERE key = ? AND token = ? AND holder IS NOT NULL AND (? = '' OR holder = ?)"
 )
 
 
@@ -53,5 +53,6 @@ def renew(conn: sqlite3.Connection, lease: Lease, ttl_seconds: float, now: float
 
 
 def release(conn: sqlite3.Connection, lease: Lease) -> None:
-    """Free ``lease`` if its tenure is still the current one (else do nothing)."""
-    conn.execute(_RELEASE, (lease.key, lease.token))
+    """Free ``lease`` if its tenure is still the current one: its token, and its holder
+    unless that is empty (a fence's release by token alone); else do nothing."""
+    conn.execute(_RELEASE, (lease.key, lease.token, lease.holder, lease.holder))

@@ -24,6 +24,7 @@ from little_dist.world.base import (
     WaitForEndByFollowing,
     check_event_window,
     check_lease_request,
+    check_submission,
     prepare_events,
     releasing_fence,
     validate_definition_hash,
@@ -45,6 +46,8 @@ _LIST_EVENTS: Final = (
     "ORDER BY sequence LIMIT ?"
 )
 _LAST_SEQUENCE: Final = "SELECT COALESCE(MAX(sequence), 0) FROM events WHERE run_id = ?"
+_CLAIM: Final = "INSERT OR IGNORE INTO submissions (run_id, input_hash) VALUES (?, ?)"
+_CLAIMED: Final = "SELECT input_hash FROM submissions WHERE run_id = ?"
 
 
 class LocalWorld(
@@ -183,7 +186,20 @@ class LocalWorld(
 
     def list_run_ids(self) -> list[str]:
         rows = self._db.read("SELECT DISTINCT run_id FROM events ORDER BY run_id", ())
-        return [run_id for (run_id,) in rows if RUN_ID_PATTERN.match(run_id)]
+        return [run_id for (run_id,) in rows if RUN_ID_PATTERN.fullmatch(run_id)]
+
+    # -- submissions --------------------------------------------------------------------------
+
+    def claim_submission(self, run_id: str, input_hash: str) -> str:
+        check_submission(run_id, input_hash)
+
+        def claim(conn: Any) -> str:
+            conn.execute(_CLAIM, (run_id, input_hash))
+            (recorded,) = conn.execute(_CLAIMED, (run_id,)).fetchone()
+            return str(recorded)
+
+        # One BEGIN IMMEDIATE transaction: the insert-if-absent and the read of the winner.
+        return self._db.write(claim)
 
     # -- leases -----------------------------------------------------------------------------
 

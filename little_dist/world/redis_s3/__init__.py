@@ -11,12 +11,14 @@ from little_dist.world.redis_s3.keys import lease_key_for
 from little_dist.world.redis_s3.world import (
     DEFAULT_ARCHIVE_TTL_SECONDS,
     RedisS3World,
+    RunNotEndedError,
     RunSealedError,
 )
 
 __all__ = [
     "DEFAULT_ARCHIVE_TTL_SECONDS",
     "RedisS3World",
+    "RunNotEndedError",
     "RunSealedError",
     "lease_key_for",
 ]

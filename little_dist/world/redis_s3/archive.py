@@ -2,9 +2,20 @@
 
 Streams are never trimmed, so a run's stream is its whole log until it is archived. The
 archive is ``archives/<run_id>.ndjson``, one ``Event.to_json()`` a line, written
-put-if-absent. Sealing (the run's ``archived`` marker, set by one script) comes first: from
+put-if-absent and streamed: read from Redis a page at a time and uploaded a part at a time
+(:meth:`~little_dist.world.redis_s3.s3.S3Objects.put_stream_if_absent`), so a long log is
+never held whole in memory. An archive already in S3 (an earlier or concurrent archive of
+the run) must hold the same bytes: its digest is compared with the log's, and another
+content raises :class:`~little_dist.errors.EventLogCorruptError` (a run id whose log was
+written twice, e.g. after Redis forgot the run), leaving S3 as it was.
+Sealing (the run's ``archived`` marker, set by one script) comes first: from
 then on appends of new events fail with :class:`RunSealedError`, already-recorded occurrence
 ids still resolve, and reads fall back to the archive once the stream has expired.
+
+Nothing about a run stays in Redis forever: its stream and occurrence index expire
+``ttl_seconds`` after the archive, its marker ``marker_ttl_seconds`` after it (at least as
+long), and it moves from the run index to the archived-run index, whose entries older than
+the marker TTL are trimmed at each archive. A run Redis has forgotten is read from S3.
 
 The run's small artifacts held in Redis (the hot tier, see
 :mod:`~little_dist.world.redis_s3.hot_artifacts`) are copied to S3 after the log, and their
@@ -16,8 +27,9 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import ClassVar
 
 import redis
@@ -32,12 +44,24 @@ from little_dist.world.redis_s3.keys import KeyLayout
 from little_dist.world.redis_s3.redis_calls import LuaScript, redis_errors
 from little_dist.world.redis_s3.s3 import S3Objects
 
-__all__ = ["DEFAULT_ARCHIVE_TTL_SECONDS", "RunArchives", "RunSealedError", "StreamReader"]
+__all__ = [
+    "DEFAULT_ARCHIVE_MARKER_TTL_SECONDS",
+    "DEFAULT_ARCHIVE_TTL_SECONDS",
+    "RunArchives",
+    "RunNotEndedError",
+    "RunSealedError",
+    "StreamReader",
+]
 
 DEFAULT_ARCHIVE_TTL_SECONDS = 7 * 24 * 3600
+DEFAULT_ARCHIVE_MARKER_TTL_SECONDS = 30 * 24 * 3600
 _CACHE_SIZE = 32
 _PAGE = 1000
 _KEYS_PER_COMMAND = 1000
+#: What the seal script answers for a log that holds no end.
+_NOT_ENDED = -2
+#: The archive's upload part (S3 takes 5 MiB at least): what archiving holds in memory.
+_PART_BYTES = 8 * 1024 * 1024
 
 #: ``(run_id, after, limit)`` -> the stream's events after ``after`` (at most ``limit``).
 StreamReader = Callable[[str, int, int | None], list[Event]]
@@ -53,6 +77,20 @@ class RunSealedError(ConflictError):
         self.run_id = run_id
 
 
+class RunNotEndedError(ConflictError):
+    """The run's log holds no end (RunCompleted or RunFailed): it is not sealed. An archive
+    asked for by a process that saw the end, which Redis then lost in a crash."""
+
+    retryable: ClassVar[bool] = False
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(
+            f"Run {run_id} has not ended: its log holds no RunCompleted or RunFailed, so it is "
+            "not archived"
+        )
+        self.run_id = run_id
+
+
 class RunArchives:
     """Archives in S3: written by :meth:`archive`, read (and cached) by :meth:`events`."""
 
@@ -63,15 +101,20 @@ class RunArchives:
         keys: KeyLayout,
         ttl_seconds: float,
         hot_artifacts: HotArtifacts | None = None,
+        marker_ttl_seconds: float = DEFAULT_ARCHIVE_MARKER_TTL_SECONDS,
     ) -> None:
         if ttl_seconds < 0:
             raise InvalidInputError("archive_ttl_seconds must be >= 0")
+        if not marker_ttl_seconds > 0:
+            raise InvalidInputError("archive_marker_ttl_seconds must be > 0")
         self._redis = client
         self._s3 = objects
         self._keys = keys
         self._ttl = ttl_seconds
+        self._marker_ttl = marker_ttl_seconds
         self._hot = hot_artifacts
-        self._seal_script = LuaScript(client, scripts.SEAL_RUN)
+        # A second seal answers the sequence the first one stored.
+        self._seal_script = LuaScript(client, scripts.SEAL_RUN, idempotent=True)
         # Archives are immutable, so a cached one never goes stale.
         self._cache: OrderedDict[str, list[Event]] = OrderedDict()
         self._cache_lock = threading.Lock()
@@ -88,35 +131,25 @@ class RunArchives:
             raise InvalidInputError("ttl_seconds must be >= 0")
         keys = self._keys.run(run_id)
         with redis_errors(f"archive of {run_id}"):
-            last = int(self._seal_script([keys.events, keys.archived], []))
+            last = int(self._seal_script([keys.events, keys.archived, keys.occurrences], []))
+        if last == _NOT_ENDED:
+            raise RunNotEndedError(run_id)
         if last < 0:
             raise RunNotFoundError(run_id)
-        events: list[Event] = []
-        while len(events) < last:
-            page = read_stream(run_id, events[-1].sequence if events else 0, _PAGE)
-            if not page:
-                break
-            events += page
-        if events:
-            if len(events) != last or events[-1].sequence != last:
-                raise EventLogCorruptError(
-                    f"Run {run_id} was sealed at sequence {last} but its stream holds "
-                    f"{len(events)} events"
-                )
-            body = "".join(
-                json.dumps(e.to_json(), ensure_ascii=False, separators=(",", ":")) + "\n"
-                for e in events
-            )
-            self._s3.put_if_absent(
-                self._keys.archive(run_id), body.encode("utf-8"), "application/x-ndjson"
-            )
+        first = read_stream(run_id, 0, _PAGE)
+        if first:
+            self._upload(run_id, last, first, read_stream)
         else:
             # The stream is already gone: only a finished earlier archive can explain that.
             self.events(run_id, required=True)
         # Sealed above, so no artifact joins the run's hot set any more: copy them all.
-        expiring = [keys.events, keys.occurrences]
+        expiring = [keys.events, keys.occurrences, keys.submitted]
         if self._hot is not None:
             expiring += self._hot.archive(run_id)
+        now = time.time()
+        # The marker outlives the stream: it is what refuses new events while the stream
+        # is there, and what sends reads to S3 once it is gone.
+        marker_ttl = max(self._marker_ttl, ttl)
         with redis_errors(f"archive of {run_id}"):
             pipe = self._redis.pipeline(transaction=True)
             if ttl == 0:
@@ -126,8 +159,49 @@ class RunArchives:
                 ttl_ms = max(1, int(ttl * 1000))
                 for key in expiring:
                     pipe.pexpire(key, ttl_ms)
+            pipe.pexpire(keys.archived, max(1, int(marker_ttl * 1000)))
+            pipe.zrem(self._keys.run_index, run_id)
+            pipe.zadd(self._keys.archived_index, {run_id: now})
+            pipe.zremrangebyscore(self._keys.archived_index, "-inf", now - marker_ttl)
             pipe.execute()
         return last
+
+    def _upload(
+        self, run_id: str, last: int, first: list[Event], read_stream: StreamReader
+    ) -> None:
+        """Stream the sealed log (``last`` events, ``first`` its first page) to S3; compare
+        it with the archive already there, if any."""
+
+        def lines() -> Iterator[bytes]:
+            page, count, after = first, 0, 0
+            while page:
+                yield "".join(
+                    json.dumps(e.to_json(), ensure_ascii=False, separators=(",", ":")) + "\n"
+                    for e in page
+                ).encode("utf-8")
+                count += len(page)
+                after = page[-1].sequence
+                if count >= last:
+                    break
+                page = read_stream(run_id, after, _PAGE)
+            if count != last or after != last:
+                # Raised inside the upload: it is aborted, nothing is stored.
+                raise EventLogCorruptError(
+                    f"Run {run_id} was sealed at sequence {last} but its stream holds "
+                    f"{count} events"
+                )
+
+        key = self._keys.archive(run_id)
+        put = self._s3.put_stream_if_absent(key, lines(), "application/x-ndjson", _PART_BYTES)
+        if put.stored:
+            return
+        existing = self._s3.digest(key)
+        if existing != put.digest:
+            raise EventLogCorruptError(
+                f"Run {run_id}: its archive in S3 ({key}) holds another log than the one "
+                f"in Redis ({existing.size if existing else 0} bytes vs {put.digest.size}); "
+                "both are kept as they are"
+            )
 
     def events(self, run_id: str, *, required: bool) -> list[Event] | None:
         """The archived log of ``run_id``; None if it has none (an error if ``required``)."""

@@ -156,6 +156,10 @@ class EventLog:
         self._append_script = LuaScript(
             client,
             scripts.append_script(signal_maxlen=signal_maxlen if signal_stream else None),
+            # Decided per call: an append is idempotent only when every event carries an
+            # occurrence id (a second run answers the recorded events); one without would
+            # be recorded twice.
+            idempotent=False,
         )
         self._runs: dict[str, _Run] = {}
 
@@ -192,7 +196,7 @@ class EventLog:
         recorded_at = recorded_at_now()
         args: list[Arg] = [
             "" if expected_sequence is None else expected_sequence,
-            "" if fence is None else self._fence_arg(fence) + ("!" if release else ""),
+            "" if fence is None else self._fence_arg(fence, release),
             guess,
             recorded_at,
         ]
@@ -216,6 +220,8 @@ class EventLog:
             if self._signal_stream:
                 script_keys.append(self._signal_stream)
         ends = any(item.type in RUN_END_EVENT_TYPES for item in prepared)
+        # Sent again after a lost reply only if running it twice records nothing twice.
+        resend = all(item.occurrence_id is not None for item in prepared)
         try:
             if first_touch or ends or then is not None or before:
                 pipe = self._redis.pipeline(transaction=False)
@@ -233,14 +239,14 @@ class EventLog:
                     pipe.pexpire(ended, _ENDED_TTL_MS)
                 if then is not None:
                     then.queue(pipe)
-                replies = execute_pipeline(pipe)
+                replies = execute_pipeline(pipe, idempotent=resend)
                 for head, reply in zip(before, replies, strict=False):
                     head.done(reply)
                 result = replies[len(before)]
                 if then is not None:
                     then.done(replies[-1])
             else:
-                result = self._append_script(script_keys, args)
+                result = self._append_script(script_keys, args, idempotent=resend)
         except redis.exceptions.RedisError as exc:
             raise to_storage_error(exc, f"append to {run_id}") from exc
         if isinstance(result, int):  # the common case: all appended, input i at result + 1 + i
@@ -276,9 +282,12 @@ class EventLog:
             return self._recorded_in_archive(run_id, prepared)
         return self._decode_append(run_id, run, prepared, guess, guessed_ids, recorded_at, result)
 
-    def _fence_arg(self, fence: Fence) -> str:
+    def _fence_arg(self, fence: Fence, release: bool) -> str:
         now = self._now_ms()
-        return f"{fence.token}" if now == "" else f"{fence.token}@{now}"
+        arg = f"{fence.token}" if now == "" else f"{fence.token}@{now}"
+        if release:
+            arg += "!"
+        return arg if fence.holder is None else f"{arg}|{fence.holder}"
 
     @staticmethod
     def _id_of(run_id: str, item: PreparedEvent, sequence: int) -> str:
@@ -492,7 +501,7 @@ class EventLog:
         check_event_window(after, limit)
         if limit == 0:
             return []
-        entries = self._stream_range(run_id, after, limit)
+        entries = self._stream_range(run_id, after, limit, forgotten=True)
         if entries is None:
             return self._archived_after(run_id, after, limit)
         return self._decode_entries(run_id, entries)
@@ -523,12 +532,16 @@ class EventLog:
         after: int,
         limit: int | None = None,
         gaps: Sequence[tuple[int, int | None]] | None = None,
+        *,
+        forgotten: bool = False,
     ) -> list[Any] | None:
         """The raw stream entries after ``after`` (at most ``limit``, for a read without
         gaps), or only those in ``gaps`` (ranges of sequences: first, last or ``None`` for
         the open end); ``None`` when the stream is gone and the run sealed (its events are
         in the archive). One round trip: the ranges, and whether an empty answer means an
-        archived run."""
+        archived run. ``forgotten``: ``None`` also when Redis has nothing of the run but
+        S3 has its archive (its marker expired; one S3 read, only for a run Redis does
+        not know)."""
         keys = self._keys.run(run_id)
         with redis_errors(f"read of {run_id}"):
             pipe = self._raw.pipeline(transaction=False)
@@ -539,9 +552,13 @@ class EventLog:
             pipe.exists(keys.archived)
             *ranges, stream_exists, sealed = pipe.execute()
         entries = [entry for found in ranges for entry in found or ()]
-        if entries or stream_exists or not sealed:
+        if entries or stream_exists:
             return entries
-        return None
+        if sealed:
+            return None
+        if forgotten and self._archives.events(run_id, required=False) is not None:
+            return None
+        return entries
 
     def _archived_after(self, run_id: str, after: int, limit: int | None) -> list[Event]:
         archived = self._archives.events(run_id, required=True) or []
@@ -676,16 +693,43 @@ class EventLog:
         return False, after
 
     def list_run_ids(self) -> list[str]:
+        """Runs Redis knows: not archived yet, or archived within the marker TTL."""
+        live = self.list_unarchived_run_ids()
         with redis_errors("listing runs"):
-            members = self._redis.zrange(self._keys.run_index, 0, -1)
-            run_ids = [text(m) for m in members]
+            archived = [text(m) for m in self._redis.zrange(self._keys.archived_index, 0, -1)]
+            pipe = self._redis.pipeline(transaction=False)
+            for run_id in archived:
+                pipe.exists(self._keys.run(run_id).archived)
+            marked = pipe.execute() if archived else []
+        # An archived run whose marker expired is forgotten (its entry goes at the next
+        # archive's trim): only S3 knows it now.
+        return sorted({*live, *(r for r, m in zip(archived, marked, strict=True) if m)})
+
+    def list_unarchived_run_ids(self) -> list[str]:
+        """Runs whose archive has not completed: live runs, and ended ones the scheduler
+        still has to archive. Read from the run index, which holds only those (archived
+        runs leave it), so the cost follows the live runs, not the history."""
+        index = self._keys.run_index
+        with redis_errors("listing runs"):
+            run_ids = [text(m) for m in self._redis.zrange(index, 0, -1)]
             pipe = self._redis.pipeline(transaction=False)
             for run_id in run_ids:
                 keys = self._keys.run(run_id)
                 pipe.exists(keys.events, keys.archived)
-            present = pipe.execute() if run_ids else []
-        # The index is written beside a run's first append, even one that was refused.
-        return sorted(run_id for run_id, count in zip(run_ids, present, strict=True) if count)
+                pipe.zscore(self._keys.archived_index, run_id)
+            replies = pipe.execute() if run_ids else []
+            found, archived = [], []
+            for run_id, present, score in zip(run_ids, replies[::2], replies[1::2], strict=True):
+                # The index is written beside a run's first append, even one that was
+                # refused: a run never written (left out), or a late writer's append to an
+                # archived run, whose entry goes (archived is for good, so no race).
+                if score is not None:
+                    archived.append(run_id)
+                elif present:
+                    found.append(run_id)
+            if archived:
+                self._redis.zrem(index, *archived)
+        return sorted(found)
 
 
 #: At most this many ranges are read around the sequences a reader skips; past that, one

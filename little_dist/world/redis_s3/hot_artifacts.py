@@ -86,7 +86,8 @@ class HotArtifacts:
         self._redis = client
         self._s3 = objects
         self._keys = keys
-        self._put_script = LuaScript(client, PUT_HOT_ARTIFACT)
+        # Put-if-absent by artifact id: a second run answers the stored manifest.
+        self._put_script = LuaScript(client, PUT_HOT_ARTIFACT, idempotent=True)
         # Typed here once: redis-py leaves execute_command unannotated.
         self._execute: Callable[..., Any] = client.execute_command
 

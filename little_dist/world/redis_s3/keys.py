@@ -6,8 +6,12 @@ run's leases all live in one cluster slot and one Lua script may touch them toge
 
     <prefix>{run_x}:events        stream, entry id "<sequence>-0" (the id IS the sequence)
     <prefix>{run_x}:occ           hash occurrenceId -> sequence
-    <prefix>{run_x}:archived      string, the last sequence; set once the log is sealed
+    <prefix>{run_x}:archived      string, the last sequence; set once the log is sealed,
+                                  expires ``archive_marker_ttl`` after the archive
     <prefix>{run_x}:artifacts     set of the run's artifact ids held in the hot tier
+    <prefix>{run_x}:submitted     string, the input hash the run was first submitted with
+                                  (SET NX: concurrent submitters agree on one); expires
+                                  with the run's stream
     <prefix>{run_x}:ended         stream of one entry, added with the run's RunCompleted or
                                   RunFailed: wakes followers (a hint; the log is the truth)
     <prefix>art:<artifactId>      hash, a small artifact of a live run (hot tier): field
@@ -18,7 +22,11 @@ run's leases all live in one cluster slot and one Lua script may touch them toge
     <prefix>lease:<name>          hash holder / token / exp (ms, Redis server clock)
     <prefix>lease-token:<name>    counter behind the fencing tokens (INCR, only grows)
     <prefix>version:<id>          sha256 of the registered version document (the CAS)
-    <prefix>runs                  sorted set of run ids (the index behind list_run_ids)
+    <prefix>runs                  sorted set of run ids not archived yet, by first append
+                                  (the index behind list_unarchived_run_ids)
+    <prefix>runs-archived         sorted set of archived run ids, by archive time; entries
+                                  older than ``archive_marker_ttl`` are trimmed (with
+                                  ``runs``, the index behind list_run_ids)
 
 S3 (under an optional object-key prefix)::
 
@@ -49,6 +57,7 @@ class RunKeys:
     archived: str
     artifacts: str
     ended: str
+    submitted: str
 
 
 @dataclass(frozen=True)
@@ -74,6 +83,7 @@ class KeyLayout:
             archived=f"{tagged}:archived",
             artifacts=f"{tagged}:artifacts",
             ended=f"{tagged}:ended",
+            submitted=f"{tagged}:submitted",
         )
 
     def lease(self, name: str) -> tuple[str, str]:
@@ -92,6 +102,10 @@ class KeyLayout:
     @property
     def run_index(self) -> str:
         return f"{self.redis_prefix}runs"
+
+    @property
+    def archived_index(self) -> str:
+        return f"{self.redis_prefix}runs-archived"
 
     # -- S3 -------------------------------------------------------------------------------
     def blob(self, sha256_hex: str) -> str:

@@ -35,9 +35,13 @@ class LeaseStore:
     ) -> None:
         self._keys = keys
         self._now_ms = now_ms
-        self._acquire = LuaScript(client, scripts.ACQUIRE_LEASE)
-        self._renew = LuaScript(client, scripts.RENEW_LEASE)
-        self._release = LuaScript(client, scripts.RELEASE_LEASE)
+        # All three may be sent again after a lost reply. An acquire that ran finds the lease
+        # held by its own holder (unique per call) and answers the same token without a new
+        # INCR; a renewal that ran finds its token and extends again; a release that ran
+        # finds nothing of its own to delete.
+        self._acquire = LuaScript(client, scripts.ACQUIRE_LEASE, idempotent=True)
+        self._renew = LuaScript(client, scripts.RENEW_LEASE, idempotent=True)
+        self._release = LuaScript(client, scripts.RELEASE_LEASE, idempotent=True)
 
     def acquire(self, key: str, holder: str, ttl_seconds: float) -> Lease | None:
         check_lease_request(key, holder, ttl_seconds)

@@ -13,12 +13,21 @@ In a pipeline a script is queued as a plain ``EVALSHA`` too, and the pipeline is
 :func:`execute_pipeline`, which sends a script that met ``NOSCRIPT`` again on its own.
 (redis-py's registered scripts make every pipeline ask ``SCRIPT EXISTS`` first: one more
 round trip per pipeline, which made a pipelined pair slower than two calls.)
+
+A call whose connection failed after the command was sent (a timeout, a reset while
+reading the reply) may have run on the server. Such a call is sent again only when it is
+idempotent by construction (running it twice leaves what running it once does, and
+answers the same): each :class:`LuaScript` says whether it is, and an append says it per
+call (only when every event carries an occurrence id). Otherwise the failure is raised,
+and the caller, who knows what the call meant, reads before it writes again. A failure
+while *sending* (nothing complete reached the server) is always sent again.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import select
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
@@ -32,6 +41,7 @@ from little_dist.errors import StorageUnavailableError
 
 __all__ = [
     "LuaScript",
+    "ReplyLostError",
     "execute_pipeline",
     "ms",
     "redis_errors",
@@ -54,9 +64,18 @@ def text(value: object) -> str:
 
 def to_storage_error(exc: redis.exceptions.RedisError, what: str) -> StorageUnavailableError:
     """The world's error for a redis-py failure during ``what``."""
+    if isinstance(exc, ReplyLostError):
+        return StorageUnavailableError(
+            f"Redis connection lost during {what}, after it was sent: it may have been "
+            f"applied; read before trying again ({exc})"
+        )
     if isinstance(exc, redis.exceptions.ConnectionError | redis.exceptions.TimeoutError):
         return StorageUnavailableError(f"Redis unreachable during {what}: {exc}")
     return StorageUnavailableError(f"Redis failed during {what}: {exc}")
+
+
+class ReplyLostError(redis.exceptions.ConnectionError):
+    """The command was sent but its reply was lost: it may have run on the server."""
 
 
 @contextmanager
@@ -76,6 +95,38 @@ class _Lane(threading.local):
     #: hiredis's packer, when it is what the connection packs commands with: called
     #: directly, without redis-py's per-argument pass (a script's call has dozens).
     pack: Any = None
+    #: A poll object on the connection's socket, and that socket (see ``_stale``).
+    poller: Any = None
+    sock: Any = None
+    #: Gives the connection back to its pool when the thread ends (see :class:`_Held`).
+    held: Any = None
+
+
+class _Held:
+    """A lane's connection, checked out of its pool: given back when the thread that held
+    it ends (its thread-local lane goes, and this with it) or when it is dropped. Without
+    it, every thread that ever sent a script would keep a connection of the pool for good:
+    short-lived threads (a thread pool per run) exhausted redis-py's 100 and every call
+    failed with "Too many connections"."""
+
+    __slots__ = ("connection", "pid", "pool")
+
+    def __init__(self, pool: Any, connection: Any) -> None:
+        self.pool: Any = pool
+        self.connection: Any = connection
+        self.pid = os.getpid()
+
+    def give_back(self, *, close: bool) -> None:
+        connection, self.connection = self.connection, None
+        if connection is None or self.pid != os.getpid():
+            return  # (a forked child's copy: the pool reset itself there)
+        with suppress(Exception):
+            if close:
+                connection.disconnect()
+            self.pool.release(connection)
+
+    def __del__(self) -> None:
+        self.give_back(close=False)
 
 
 _lanes: weakref.WeakKeyDictionary[Any, _Lane] = weakref.WeakKeyDictionary()
@@ -95,10 +146,13 @@ def _lane_connection(client: redis.Redis, lane: _Lane) -> Any:
     usual path, as for a single-connection client, whose one connection is not ours)."""
     connection = lane.connection
     if connection is not None and lane.pid == os.getpid():
-        return connection
+        if not _stale(lane, connection):
+            return connection
+        _drop(lane, connection, client.connection_pool)
     if getattr(client, "connection", None) is not None:
         return None
     connection = lane.connection = client.connection_pool.get_connection()
+    lane.held = _Held(client.connection_pool, connection)
     lane.pid = os.getpid()
     lane.pack = _hiredis_pack if _packs_with_hiredis(connection) else None
     return connection
@@ -120,10 +174,29 @@ def _packs_with_hiredis(connection: Any) -> bool:
     return _hiredis_pack is not None and type(packer) is HiredisRespSerializer
 
 
+def _stale(lane: _Lane, connection: Any) -> bool:
+    """Whether the idle connection has something to read: the server closed it (restarted,
+    killed idle clients). A call sent on it would fail as it reads the reply, and a call
+    that may have run is not sent again; so it is replaced before anything is sent. The
+    same check redis-py makes on every checkout from its pool, as one ``poll`` (1 us)."""
+    sock = getattr(connection, "_sock", None)
+    if sock is None:
+        return False  # not connected: it connects as it sends
+    if lane.sock is not sock:
+        lane.poller = select.poll()
+        lane.poller.register(sock, select.POLLIN)
+        lane.sock = sock
+    return bool(lane.poller.poll(0))
+
+
 def _drop(lane: _Lane, connection: Any, pool: Any) -> None:
     """Forget a connection that failed (the next call takes a new one), giving it back to
     its pool closed."""
     lane.connection = None
+    held, lane.held = lane.held, None
+    if held is not None and held.connection is connection:
+        held.give_back(close=True)
+        return
     with suppress(Exception):
         connection.disconnect()
         pool.release(connection)
@@ -140,7 +213,7 @@ class LuaScript:
     redis-py's own retries; a reply that is an error raises as it would there.
     """
 
-    def __init__(self, client: redis.Redis, source: str) -> None:
+    def __init__(self, client: redis.Redis, source: str, *, idempotent: bool) -> None:
         self._client = client
         # Typed here once: redis-py leaves execute_command unannotated.
         self._execute: Callable[..., Any] = client.execute_command
@@ -148,18 +221,26 @@ class LuaScript:
         self._lane = _lane_for(self._pool)
         self.source = source
         self.sha = hashlib.sha1(source.encode("utf-8")).hexdigest()
+        #: Whether a call that may have run is sent again (see the module docstring).
+        self.idempotent = idempotent
 
-    def __call__(self, keys: Sequence[str], args: Sequence[Arg]) -> Any:
-        """Run the script; redis-py exceptions propagate (callers translate them)."""
+    def __call__(
+        self, keys: Sequence[str], args: Sequence[Arg], *, idempotent: bool | None = None
+    ) -> Any:
+        """Run the script; redis-py exceptions propagate (callers translate them), among
+        them :class:`ReplyLostError` for a call that may have run and is not sent again.
+        ``idempotent`` overrides the script's own flag for this call."""
+        resend = self.idempotent if idempotent is None else idempotent
         try:
-            return self._send(keys, args)
+            return self._send(keys, args, resend)
         except redis.exceptions.NoScriptError:
             self._client.script_load(self.source)
             return self._execute("EVALSHA", self.sha, len(keys), *keys, *args)
 
-    def _send(self, keys: Sequence[str], args: Sequence[Arg]) -> Any:
+    def _send(self, keys: Sequence[str], args: Sequence[Arg], resend: bool) -> Any:
         connection = _lane_connection(self._client, self._lane)
         if connection is not None:
+            sent = False
             try:
                 pack = self._lane.pack
                 if pack is not None:
@@ -168,11 +249,14 @@ class LuaScript:
                     )
                 else:
                     connection.send_command("EVALSHA", self.sha, len(keys), *keys, *args)
+                sent = True
                 return connection.read_response()
             except redis.exceptions.ResponseError:
                 raise  # the server answered (NOSCRIPT included): the connection is fine
-            except Exception:
+            except Exception as error:
                 _drop(self._lane, connection, self._pool)
+                if sent and not resend:
+                    raise ReplyLostError(f"reply lost, the script may have run: {error}") from error
         return self._execute("EVALSHA", self.sha, len(keys), *keys, *args)
 
     def queue(self, pipe: Pipeline, keys: Sequence[str], args: Sequence[Arg]) -> None:
@@ -188,11 +272,14 @@ _QUEUED = "_little_scripts"
 _Queued = dict[int, tuple[LuaScript, Sequence[str], Sequence[Arg]]]
 
 
-def execute_pipeline(pipe: Pipeline) -> list[Any]:
+def execute_pipeline(pipe: Pipeline, *, idempotent: bool = True) -> list[Any]:
     """``pipe.execute()``; a queued :class:`LuaScript` the server did not know is loaded and
-    sent again (alone, after the rest of the pipeline ran). Other errors raise."""
+    sent again (alone, after the rest of the pipeline ran). Other errors raise.
+
+    ``idempotent``: whether the whole pipeline may be sent again after its replies were
+    lost (it may have run); if not, :class:`ReplyLostError` is raised instead."""
     queued: _Queued = pipe.__dict__.get(_QUEUED, {})
-    replies = _send_over_lane(pipe)
+    replies = _send_over_lane(pipe, idempotent)
     if replies is None:
         replies = pipe.execute(raise_on_error=False)
     for index, reply in enumerate(replies):
@@ -206,10 +293,11 @@ def execute_pipeline(pipe: Pipeline) -> list[Any]:
     return replies
 
 
-def _send_over_lane(pipe: Pipeline) -> list[Any] | None:
+def _send_over_lane(pipe: Pipeline, resend: bool) -> list[Any] | None:
     """The pipeline's commands sent over the thread's own connection (as
     :class:`LuaScript` does), their raw replies in order, error replies as exceptions;
-    ``None`` when that connection failed or is not to be used (then redis-py runs it)."""
+    ``None`` when that connection failed or is not to be used (then redis-py runs it).
+    :class:`ReplyLostError` when the replies were lost and ``resend`` is false."""
     client: Any = pipe
     lane = _lane_for(pipe.connection_pool)
     connection = _lane_connection(client, lane)
@@ -217,14 +305,18 @@ def _send_over_lane(pipe: Pipeline) -> list[Any] | None:
         return None
     commands = [args for args, _ in pipe.command_stack]
     replies: list[Any] = []
+    sent = False
     try:
         connection.send_packed_command(connection.pack_commands(commands))
+        sent = True
         for _ in commands:
             try:
                 replies.append(connection.read_response())
             except redis.exceptions.ResponseError as error:
                 replies.append(error)
-    except Exception:
+    except Exception as error:
         _drop(lane, connection, pipe.connection_pool)
+        if sent and not resend:
+            raise ReplyLostError(f"replies lost, the pipeline may have run: {error}") from error
         return None
     return replies

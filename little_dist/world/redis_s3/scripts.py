@@ -56,7 +56,8 @@ end
 --       when ARGV[2] is set{signal_key}
 -- ARGV: 1 expected last sequence or '', 2 fence: '' or its token, or token@now-in-ms when
 --       the world has its own clock (tests; otherwise Redis TIME judges the lease), then
---       '!' to release the lease at the end,
+--       '!' to release the lease at the end, then '|' and the holder the lease must have
+--       (a token alone is not enough once Redis lost writes and handed it out again),
 --       3 guessed first sequence, 4 recordedAt,{signal_arg}
 --       then per event: type, payload JSON, occurrence id or '', guessed event id
 -- Result: last_before (an integer) when every input was appended (input i got
@@ -68,15 +69,18 @@ local head = {head}
 """
         + """-- A fence ending in '!' also releases its lease when the script is done (whatever it
 -- wrote): an attempt's commit and release in one round trip.
-local token, fence_now, release = nil, nil, false
+local token, fence_now, release, holder = nil, nil, false, ''
 if ARGV[2] ~= '' then
   local bang
-  token, fence_now, bang = string.match(ARGV[2], '^(%d+)@?(%d*)(!?)$')
+  token, fence_now, bang, holder = string.match(ARGV[2], '^(%d+)@?(%d*)(!?)|?(.*)$')
   release = bang == '!'
 end
 local function done(result)
-  if release and redis.call('HGET', KEYS[4], 'token') == token then
-    redis.call('DEL', KEYS[4])
+  if release then
+    local held = redis.call('HMGET', KEYS[4], 'token', 'holder')
+    if held[1] == token and (holder == '' or held[2] == holder) then
+      redis.call('DEL', KEYS[4])
+    end
   end
   return result
 end
@@ -119,8 +123,8 @@ if token then
     local t = redis.call('TIME')
     now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   end
-  local lease = redis.call('HMGET', KEYS[4], 'token', 'exp')
-  if lease[1] ~= token or tonumber(lease[2]) <= now then
+  local lease = redis.call('HMGET', KEYS[4], 'token', 'exp', 'holder')
+  if lease[1] ~= token or tonumber(lease[2]) <= now or (holder ~= '' and lease[3] ~= holder) then
     return done({'fenced'})
   end
 end
@@ -172,8 +176,11 @@ return done({'ok', last, results})
 APPEND = append_script()
 
 SEAL_RUN = """
--- KEYS: 1 events stream, 2 archived marker. Result: the run's last sequence, or -1 if the run
--- has no events and was never sealed. Sealing blocks every later append of a new event.
+-- KEYS: 1 events stream, 2 archived marker, 3 occurrence hash. Result: the run's last
+-- sequence, or -1 if the run has no events and was never sealed, or -2 if its log holds no
+-- end (no 'run-end' occurrence, and its last event is no RunCompleted or RunFailed): a run
+-- whose end a Redis crash lost must stay open to finish again, not be sealed unfinished.
+-- Sealing blocks every later append of a new event.
 local sealed = redis.call('GET', KEYS[2])
 if sealed then
   return tonumber(sealed)
@@ -181,6 +188,18 @@ end
 local last = redis.call('XLEN', KEYS[1])
 if last == 0 then
   return -1
+end
+if not redis.call('HGET', KEYS[3], 'run-end') then
+  local tail = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)[1][2]
+  local kind = nil
+  for i = 1, #tail, 2 do
+    if tail[i] == 't' then
+      kind = tail[i + 1]
+    end
+  end
+  if kind ~= 'RunCompleted' and kind ~= 'RunFailed' then
+    return -2
+  end
 end
 redis.call('SET', KEYS[2], last)
 return last

@@ -38,7 +38,8 @@ class VersionStore:
         self._redis = client
         self._s3 = objects
         self._keys = keys
-        self._index_script = LuaScript(client, scripts.INDEX_VERSION)
+        # Appends an id only when absent: running it twice is running it once.
+        self._index_script = LuaScript(client, scripts.INDEX_VERSION, idempotent=True)
         # Versions this process registered (id -> digest): immutable and never deleted, so
         # submitting the same workflow again skips the claim and the S3 put.
         self._registered: dict[str, str] = {}

@@ -38,10 +38,13 @@ from little_dist.world.base import (
     Lease,
     LeaseRequest,
     UndecodedEvent,
+    check_submission,
 )
 from little_dist.world.redis_s3.archive import (
+    DEFAULT_ARCHIVE_MARKER_TTL_SECONDS,
     DEFAULT_ARCHIVE_TTL_SECONDS,
     RunArchives,
+    RunNotEndedError,
     RunSealedError,
 )
 from little_dist.world.redis_s3.artifact_store import ArtifactStore
@@ -49,7 +52,7 @@ from little_dist.world.redis_s3.events import EventLog
 from little_dist.world.redis_s3.hot_artifacts import DEFAULT_HOT_ARTIFACT_LIMIT, HotArtifacts
 from little_dist.world.redis_s3.keys import KeyLayout
 from little_dist.world.redis_s3.leases import LeaseStore
-from little_dist.world.redis_s3.redis_calls import redis_errors
+from little_dist.world.redis_s3.redis_calls import redis_errors, text
 from little_dist.world.redis_s3.s3 import S3Objects
 from little_dist.world.redis_s3.versions import VersionStore
 
@@ -60,11 +63,20 @@ __all__ = [
     "DEFAULT_ARCHIVE_TTL_SECONDS",
     "DEFAULT_HOT_ARTIFACT_LIMIT",
     "RedisS3World",
+    "RunNotEndedError",
     "RunSealedError",
 ]
 
-_URL_OPTIONS = frozenset(
-    {"key_prefix", "s3_prefix", "archive_ttl", "signal_stream", "hot_artifact_limit"}
+#: The world's own options in a ``redis://`` world spec (taken out before redis-py sees it).
+URL_OPTIONS = frozenset(
+    {
+        "key_prefix",
+        "s3_prefix",
+        "archive_ttl",
+        "archive_marker_ttl",
+        "signal_stream",
+        "hot_artifact_limit",
+    }
 )
 
 
@@ -78,10 +90,13 @@ class RedisS3World:
     re-send is harmless, without one it would record the event twice. ``key_prefix`` namespaces
     every Redis key and ``s3_prefix`` every object key, so several worlds (or test sessions)
     can share one server and bucket. ``archive_ttl_seconds`` is how long a run's Redis keys
-    outlive its archive (0: deleted at once). ``signal_stream``, when set, names a Redis
-    stream that every append writing a new event also appends ``run=<run id>, seq=<last>``
-    to, in the same atomic script (the scheduler's readiness signal; on a Redis cluster the signal
-    stream lives in another slot, so use it with a single Redis server).
+    outlive its archive (0: deleted at once); ``archive_marker_ttl_seconds`` how long Redis
+    remembers the run was archived (its seal marker and run-index entry; at least the
+    former), after which the run is read from its S3 archive alone. ``signal_stream``, when
+    set, names a Redis stream that every append writing a new event also appends
+    ``run=<run id>, seq=<last>`` to, in the same atomic script (the scheduler's readiness
+    signal; on a Redis cluster the signal stream lives in another slot, so use it with a
+    single Redis server).
 
     ``hot_artifact_limit`` (bytes, default 16 KiB; 0 turns it off) is the largest artifact
     kept in Redis rather than S3 while its run is live: one round trip instead of two S3
@@ -103,6 +118,7 @@ class RedisS3World:
         key_prefix: str = "little:",
         s3_prefix: str = "",
         archive_ttl_seconds: float = DEFAULT_ARCHIVE_TTL_SECONDS,
+        archive_marker_ttl_seconds: float = DEFAULT_ARCHIVE_MARKER_TTL_SECONDS,
         signal_stream: str | None = None,
         signal_maxlen: int = 100_000,
         follow_block_ms: int = 1000,
@@ -117,7 +133,12 @@ class RedisS3World:
         self._owns_clients = owns_clients
         hot = HotArtifacts(redis_client, self._s3, self._keys, hot_artifact_limit)
         self._archives = RunArchives(
-            redis_client, self._s3, self._keys, archive_ttl_seconds, hot_artifacts=hot
+            redis_client,
+            self._s3,
+            self._keys,
+            archive_ttl_seconds,
+            hot_artifacts=hot,
+            marker_ttl_seconds=archive_marker_ttl_seconds,
         )
         self._events = EventLog(
             redis_client,
@@ -146,6 +167,7 @@ class RedisS3World:
         key_prefix: str = "little:",
         s3_prefix: str = "",
         archive_ttl_seconds: float = DEFAULT_ARCHIVE_TTL_SECONDS,
+        archive_marker_ttl_seconds: float = DEFAULT_ARCHIVE_MARKER_TTL_SECONDS,
         signal_stream: str | None = None,
         hot_artifact_limit: int = DEFAULT_HOT_ARTIFACT_LIMIT,
         clock: Callable[[], float] | None = None,
@@ -186,6 +208,7 @@ class RedisS3World:
             key_prefix=key_prefix,
             s3_prefix=s3_prefix,
             archive_ttl_seconds=archive_ttl_seconds,
+            archive_marker_ttl_seconds=archive_marker_ttl_seconds,
             signal_stream=signal_stream,
             hot_artifact_limit=hot_artifact_limit,
             clock=clock,
@@ -207,21 +230,24 @@ class RedisS3World:
         """A world from a world spec (``open_world``): a Redis URL plus S3 settings.
 
         The URL may carry this world's own options as query parameters, which are taken out
-        before redis-py sees the URL: ``key_prefix``, ``s3_prefix``, ``archive_ttl`` (seconds),
-        ``signal_stream`` and ``hot_artifact_limit`` (bytes); e.g.
+        before redis-py sees the URL: ``key_prefix``, ``s3_prefix``, ``archive_ttl`` and
+        ``archive_marker_ttl`` (seconds), ``signal_stream`` and ``hot_artifact_limit`` (bytes); e.g.
         ``redis://host:6379/0?key_prefix=tenant-a:``. A spec is then enough for another
         process to open the same world.
         """
         parts = urlsplit(url)
         query = parse_qsl(parts.query, keep_blank_values=True)
-        ours = {k: v for k, v in query if k in _URL_OPTIONS}
+        ours = {k: v for k, v in query if k in URL_OPTIONS}
         redis_url = urlunsplit(
-            parts._replace(query=urlencode([(k, v) for k, v in query if k not in _URL_OPTIONS]))
+            parts._replace(query=urlencode([(k, v) for k, v in query if k not in URL_OPTIONS]))
         )
         try:
             archive_ttl = float(ours.get("archive_ttl", DEFAULT_ARCHIVE_TTL_SECONDS))
+            marker_ttl = float(ours.get("archive_marker_ttl", DEFAULT_ARCHIVE_MARKER_TTL_SECONDS))
         except ValueError as error:
-            raise InvalidInputError(f"archive_ttl in {url!r} must be a number") from error
+            raise InvalidInputError(
+                f"archive_ttl and archive_marker_ttl in {url!r} must be numbers"
+            ) from error
         try:
             hot_limit = int(ours.get("hot_artifact_limit", DEFAULT_HOT_ARTIFACT_LIMIT))
         except ValueError as error:
@@ -238,6 +264,7 @@ class RedisS3World:
             key_prefix=ours.get("key_prefix", "little:"),
             s3_prefix=ours.get("s3_prefix", ""),
             archive_ttl_seconds=archive_ttl,
+            archive_marker_ttl_seconds=marker_ttl,
             signal_stream=ours.get("signal_stream") or None,
             hot_artifact_limit=hot_limit,
             clock=clock,
@@ -369,12 +396,30 @@ class RedisS3World:
         return self._events.wait_for_end(run_id, timeout)
 
     def list_run_ids(self) -> list[str]:
+        """Runs Redis knows: not archived yet, or archived within ``archive_marker_ttl``."""
         return self._events.list_run_ids()
+
+    def list_unarchived_run_ids(self) -> list[str]:
+        """Runs whose archive has not completed (live, or ended and waiting for it): what the
+        scheduler's active set is rebuilt from, at a cost that follows them, not history."""
+        return self._events.list_unarchived_run_ids()
+
+    # -- submissions ----------------------------------------------------------------------
+    def claim_submission(self, run_id: str, input_hash: str) -> str:
+        check_submission(run_id, input_hash)
+        key = self._keys.run(run_id).submitted
+        with redis_errors(f"submission of {run_id}"):
+            # SET NX GET (Redis 7): set if absent and answer what was there, in one step.
+            # Sent again after a lost reply, it answers the hash it set.
+            recorded = self._redis.set(key, input_hash, nx=True, get=True)
+        return input_hash if recorded is None else text(recorded)
 
     # -- archive --------------------------------------------------------------------------
     def archive_run(self, run_id: str, *, ttl_seconds: float | None = None) -> int:
         """Seal the run, write its whole log and its hot artifacts to S3, then let its Redis
-        keys expire.
+        keys expire. Only a run whose log holds its end (``RunCompleted`` or ``RunFailed``)
+        is sealed; another raises :class:`RunNotEndedError` and stays open (a process that
+        saw the end asks after Redis lost it in a crash: the run must finish again).
 
         The archive is ``archives/<run_id>.ndjson``, one ``Event.to_json()`` a line, written
         put-if-absent; the run's small artifacts held in Redis are then written to S3 under
