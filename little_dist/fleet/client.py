@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from little_dist import occurrences
 from little_dist.canonical import canonical_json, sha256_digest
 from little_dist.compiler import WorkflowVersion, compile_lwir
 from little_dist.errors import InvalidInputError, LittleError
@@ -185,12 +186,12 @@ def _start_events(version: WorkflowVersion, run_input: Any) -> list[EventInput]:
     return [
         EventInput(
             type="WorkflowVersionRegistered",
-            occurrence_id="version-registered",
+            occurrence_id=occurrences.VERSION_REGISTERED,
             payload={"workflowVersionId": version.id, "workflowVersionHash": version.hash},
         ),
         EventInput(
             type="RunStarted",
-            occurrence_id="run-start",
+            occurrence_id=occurrences.RUN_START,
             payload={"workflowVersionId": version.id, "input": run_input},
         ),
     ]
@@ -290,7 +291,7 @@ def submit_run(
                 run_id,
                 EventInput(
                     type=SUBMITTED_EVENT_TYPE,
-                    occurrence_id="submit",
+                    occurrence_id=occurrences.SUBMITTED,
                     payload={"workflowId": planner_path, "input": run_input},
                 ),
             )
@@ -313,9 +314,7 @@ def submit_run(
         planned = fixed_plan_events(definition, run_input)
         if planned is not None:
             version = planned.version
-            recorded = _start(
-                world, run_id, version, run_input, planned.events, signal=not quiet
-            )
+            recorded = _start(world, run_id, version, run_input, planned.events, signal=not quiet)
     if version is None and definition is not None:
         from little_dist.planner import resolve_version
 
@@ -570,7 +569,8 @@ class Client:
         if reason:
             payload["reason"] = reason
         self.world.append(
-            run_id, EventInput(type=CANCEL_EVENT_TYPE, occurrence_id="cancel", payload=payload)
+            run_id,
+            EventInput(type=CANCEL_EVENT_TYPE, occurrence_id=occurrences.CANCEL, payload=payload),
         )
         if not any(event.type == "RunStarted" for event in events):
             # Still planning: no RunContext for decide yet, so end the run here. A planner
@@ -580,12 +580,12 @@ class Client:
                 [
                     EventInput(
                         type="RunStarted",
-                        occurrence_id="run-start",
+                        occurrence_id=occurrences.RUN_START,
                         payload={"workflowVersionId": _UNCOMPILED},
                     ),
                     EventInput(
                         type="RunFailed",
-                        occurrence_id="run-end",
+                        occurrence_id=occurrences.RUN_END,
                         payload={
                             "workflowVersionId": _UNCOMPILED,
                             "error": _cancelled_error(reason),

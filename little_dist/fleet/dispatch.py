@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Final, cast
 
+from little_dist import occurrences
 from little_dist.compiler import WorkflowVersion
 from little_dist.events import RUN_END_EVENT_TYPES, SCHEDULE_EVENT_TYPES, Event, EventInput
 from little_dist.run_state import FOLDED_EVENT_TYPES, EventLike, RunState, RunStateBuilder
@@ -458,7 +459,7 @@ class RunTracker:
         dropped first, so everything is read again."""
         with self._lock:
             if self._broken:
-                self._reset_view()
+                self._forget_folded()
             after = self._builder.event_count
             held = frozenset(self._ahead) if self._ahead else frozenset()
             mark = self._last_mark
@@ -489,7 +490,8 @@ class RunTracker:
         return self.world.list_events_partly(self.run_id, after=0, decode=_TRACKED_TYPES)
 
     def _forget_folded(self) -> None:
-        """Drop everything folded from the log (under the lock), as a new tracker has none."""
+        """Drop everything folded from the log (under the lock), as a new tracker has none:
+        the log went back, or a fold that raised left the view half updated."""
         self._builder = RunStateBuilder(self.run_id)
         if self._step_events is not None:
             self._step_events = {}
@@ -502,6 +504,7 @@ class RunTracker:
         self._started = self._submitted = self._cancel_requested = False
         self._context = None
         self._last_mark = None
+        self._broken = False
 
     def catch_up_step(self, step_path: str) -> tuple[RunState, Sequence[Event]]:
         """Like :meth:`catch_up`, plus the raw events of ``step_path`` folded so far (needs
@@ -680,7 +683,7 @@ class RunTracker:
         commits' branch ends are its own to refill, see :meth:`foreign_ends`)."""
         with self._lock:
             if self._broken:
-                self._reset_view()  # (these then wait past the gap for the next read)
+                self._forget_folded()  # (these then wait past the gap for the next read)
             if own:
                 for event in events:
                     if event.type == "StepCompleted":
@@ -721,22 +724,6 @@ class RunTracker:
         except BaseException:
             self._broken = True
             raise
-
-    def _reset_view(self) -> None:
-        """Forget everything folded (under the lock): the run is read from its start again.
-        What this process coordinates (offers, spares, threads advancing) is kept."""
-        self._builder = RunStateBuilder(self.run_id)
-        self._step_events = {} if self._keep_step_events else None
-        self._undecoded = []
-        self._version_id = None
-        self._run_input = None
-        self._started = False
-        self._submitted = False
-        self._cancel_requested = False
-        self._context = None
-        self._ahead = {}
-        self._own_ends = set()
-        self._broken = False
 
     def _fold(self, events: Sequence[Event | UndecodedEvent]) -> None:
         if not events:
@@ -1203,7 +1190,7 @@ def _leave_refills(decision: Decision, tracker: RunTracker, left: dict[str, None
 def schedule_occurrence(dispatch: StepDispatch) -> str:
     """The occurrence id of the ``StepScheduled`` that schedules ``dispatch`` (``decide``
     schedules first attempts: ``sched:{path}:1``)."""
-    return f"sched:{dispatch.step_path}:{dispatch.attempt}"
+    return occurrences.scheduled(dispatch.step_path, dispatch.attempt)
 
 
 def _schedules(events: Sequence[Event], dispatch: StepDispatch) -> bool:

@@ -52,6 +52,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from little_dist import occurrences
 from little_dist.errors import InvalidInputError, LittleError, StorageUnavailableError
 from little_dist.events import EventInput
 from little_dist.fleet.dispatch import (
@@ -619,7 +620,7 @@ def _internal_failure(looks: int, exc: Exception) -> EventInput:
     the scheduler's log)."""
     return EventInput(
         type="RunFailed",
-        occurrence_id="run-end",
+        occurrence_id=occurrences.RUN_END,
         payload={
             "error": {
                 "name": "InternalError",

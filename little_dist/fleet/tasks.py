@@ -45,6 +45,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from little_dist import occurrences
 from little_dist.errors import InvalidInputError, LittleError, StorageUnavailableError
 from little_dist.events import Event, EventInput
 from little_dist.fleet.dispatch import (
@@ -674,7 +675,7 @@ class WorkerRuntime:
             [
                 EventInput(
                     type="WorkflowVersionRegistered",
-                    occurrence_id="version-registered",
+                    occurrence_id=occurrences.VERSION_REGISTERED,
                     payload={
                         "workflowVersionId": version.id,
                         "workflowVersionHash": version.hash,
@@ -682,7 +683,7 @@ class WorkerRuntime:
                 ),
                 EventInput(
                     type="RunStarted",
-                    occurrence_id="run-start",
+                    occurrence_id=occurrences.RUN_START,
                     payload={"workflowVersionId": version.id, "input": run_input},
                 ),
             ],
@@ -727,7 +728,7 @@ class WorkerRuntime:
             run_id,
             EventInput(
                 type=PLAN_FAILED_EVENT_TYPE,
-                occurrence_id=f"plan-failed:{failures}",
+                occurrence_id=occurrences.plan_failed(failures),
                 payload={"attempt": failures, "error": {"name": name, "message": message}},
             ),
         )
@@ -1010,12 +1011,12 @@ def _fail_unplanned(
         [
             EventInput(
                 type="RunStarted",
-                occurrence_id="run-start",
+                occurrence_id=occurrences.RUN_START,
                 payload={"workflowVersionId": "uncompiled"},
             ),
             EventInput(
                 type="RunFailed",
-                occurrence_id="run-end",
+                occurrence_id=occurrences.RUN_END,
                 payload={
                     "workflowVersionId": "uncompiled",
                     "error": {

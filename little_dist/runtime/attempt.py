@@ -47,6 +47,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from little_dist import occurrences
 from little_dist.compiler import WorkflowVersion
 from little_dist.errors import LeaseLostError, LittleError, StorageUnavailableError
 from little_dist.events import RUN_END_EVENT_TYPES, Event, EventInput
@@ -229,7 +230,7 @@ def execute_step_attempt(
                 "attempt": attempt,
                 "attemptId": f"attempt_{attempt}",
             },
-            f"start:{path}:{attempt}",
+            occurrences.attempt_started(path, attempt),
         )
         lost = threading.Event()
         if keeper is None:
@@ -322,7 +323,7 @@ def execute_step_attempt(
 def _settled_by(events: Sequence[Event], path: str, attempt: int) -> bool:
     """Whether ``events`` end attempt ``attempt`` of ``path``, start a later one, or end the
     run."""
-    end = f"end:{path}:{attempt}"
+    end = occurrences.attempt_ended(path, attempt)
     for event in events:
         if event.occurrence_id == end or event.type in RUN_END_EVENT_TYPES:
             return True
@@ -402,7 +403,7 @@ def _attempt_over(state: RunState, path: str, attempt: int) -> bool:
 def _failure(path: str, step: Mapping[str, Any], attempt: int, error: dict[str, Any]) -> EventInput:
     return EventInput(
         type="StepFailed",
-        occurrence_id=f"end:{path}:{attempt}",
+        occurrence_id=occurrences.attempt_ended(path, attempt),
         payload={
             "stepPath": path,
             "stepId": step.get("id"),

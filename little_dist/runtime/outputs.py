@@ -20,6 +20,7 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
+from little_dist import occurrences
 from little_dist.canonical import canonical_json, sha256_digest
 from little_dist.events import Event, EventInput
 from little_dist.run_state import EventLike
@@ -112,7 +113,7 @@ def completion_events(
     uses = step.get("uses")
     spec = step.get("output")
     mode = spec.get("mode") if isinstance(spec, Mapping) else None
-    end = f"end:{step_path}:{attempt}"
+    end = occurrences.attempt_ended(step_path, attempt)
     events: list[EventInput] = []
     validated: dict[str, Any] = {"stepPath": step_path}
     completed: dict[str, Any] = {
@@ -134,7 +135,7 @@ def completion_events(
         events.append(
             EventInput(
                 type="ArtifactCreated",
-                occurrence_id=f"artifact:{step_path}:{attempt}",
+                occurrence_id=occurrences.output_artifact(step_path, attempt),
                 payload={
                     "stepPath": step_path,
                     "artifactRef": ref,
@@ -161,7 +162,7 @@ def completion_events(
     events.append(
         EventInput(
             type="StepOutputValidated",
-            occurrence_id=f"validated:{step_path}:{attempt}",
+            occurrence_id=occurrences.output_validated(step_path, attempt),
             payload=validated,
         )
     )

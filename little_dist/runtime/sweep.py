@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Container
 from dataclasses import dataclass, field
 
+from little_dist import occurrences
 from little_dist.compiler import WorkflowVersion
 from little_dist.errors import LeaseLostError
 from little_dist.events import EventInput
@@ -107,7 +108,7 @@ def sweep_dead_attempts(
                 run_id,
                 EventInput(
                     type="StepFailed",
-                    occurrence_id=f"end:{path}:{attempt}",
+                    occurrence_id=occurrences.attempt_ended(path, attempt),
                     payload={
                         "stepPath": path,
                         "stepId": step_id,

@@ -16,6 +16,7 @@ from itertools import chain, compress, count
 from operator import is_not, itemgetter
 from typing import Any
 
+from little_dist import occurrences
 from little_dist.scheduling.branch import Group, drive_branch, is_terminal, record_branch_end
 from little_dist.scheduling.context import Branch, BranchResult, StepView
 from little_dist.scheduling.env import Env
@@ -153,7 +154,7 @@ def _schedule(
                 "itemKey": branch.item_key,
                 "branchIndex": branch.index,
             },
-            f"pbranch:{branch.branch_path}",
+            occurrences.branch_scheduled(branch.branch_path),
         )
         # A branch scheduled now schedules its first steps (events): not worth recording.
         _advance(env, group, branch, _drive(env, group, branch, memo, record=False), tally)

@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from little_dist import occurrences
 from little_dist.scheduling.branch import Group, final_error, is_terminal, settled_result
 from little_dist.scheduling.context import BranchResolutionError, BranchResult, fan_in_output
 from little_dist.scheduling.drive import emit_step_failed, open_attempt
@@ -180,6 +181,6 @@ def _finish(
             "artifactRefs": refs,
             "metadata": metadata,
         },
-        f"end:{path}:{attempt}",
+        occurrences.attempt_ended(path, attempt),
     )
     env.overlay[path] = Virtual.ended(item.view, output=output, has_output=True)

@@ -31,6 +31,7 @@ from typing import Any, Final, Protocol
 
 import redis
 
+from little_dist import occurrences
 from little_dist.errors import InvalidInputError, LeaseLostError
 from little_dist.events import (
     RUN_END_EVENT_TYPES,
@@ -69,7 +70,7 @@ def _as_sent(response: Any, **_options: Any) -> Any:
 
 
 # The occurrence id the engine records a run's end under (decide, cancel, planning).
-_RUN_END_OCCURRENCE = "run-end"
+_RUN_END_OCCURRENCE = occurrences.RUN_END
 
 
 def _entry_type(flat: list[bytes]) -> str:
