@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     from celery import Celery
 
     from little_dist.authoring import WorkflowDefinition
+    from little_dist.fleet.queue import TaskQueue
     from little_dist.fleet.registry import AppRegistry
     from little_dist.fleet.slots import FanoutWindow
 
@@ -230,7 +231,7 @@ def submit_run(
     run_input: Any = None,
     *,
     run_id: str | None = None,
-    app: Celery | None = None,
+    queue: TaskQueue | None = None,
     settings: Settings | None = None,
     registry: AppRegistry | None = None,
     holder: str = "client",
@@ -239,12 +240,12 @@ def submit_run(
 ) -> str:
     """Submit one run (see the module docstring); its run id.
 
-    ``app`` + ``settings`` let it send tasks (the planner's, the first steps'); without them
+    ``queue`` + ``settings`` let it send tasks (the planner's, the first steps'); without them
     the run is only recorded and the scheduler, signalled by the append, takes it from there.
     ``registry`` resolves a workflow given by id. ``window``: the fleet's cap on a fan-out's
     branches in flight (:mod:`little_dist.fleet.slots`), for the first decision.
     ``announce``: registers the run with the scheduler's sweeper (its active runs); given
-    with ``app`` and ``settings``, the run is announced before its start is recorded, and
+    with ``queue`` and ``settings``, the run is announced before its start is recorded, and
     the start does not signal the scheduler, since this call makes the first decision and
     sends its tasks (a client that dies before that leaves the run to the next sweep).
     """
@@ -295,14 +296,14 @@ def submit_run(
                     payload={"workflowId": planner_path, "input": run_input},
                 ),
             )
-        if app is not None and settings is not None:
+        if queue is not None and settings is not None:
             tracker = RunTracker(world, run_id, max_branches_cap=settings.max_branches_cap)
             tracker.catch_up()
             if tracker.awaiting_plan:
-                dispatch_plan(world, app, settings, run_id, holder=holder)
+                dispatch_plan(world, queue, settings, run_id, holder=holder)
         return run_id
     recorded: list[Event] = []
-    advances = app is not None and settings is not None
+    advances = queue is not None and settings is not None
     quiet = advances and announce is not None
     if quiet and not events:
         assert announce is not None
@@ -326,7 +327,7 @@ def submit_run(
     assert version is not None
     if not recorded and not any(event.type == "RunStarted" for event in events):
         _start(world, run_id, version, run_input, signal=not (quiet and not events))
-    if app is not None and settings is not None:
+    if queue is not None and settings is not None:
         versions = VersionCache()
         versions.put(version)  # in hand: the tracker need not read it back
         tracker = RunTracker(
@@ -340,7 +341,7 @@ def submit_run(
         # unless someone appended meanwhile (then the tracker reads it).
         tracker.fold(recorded)
         whole = bool(recorded) and tracker.last_sequence == max(e.sequence for e in recorded)
-        advance_run(world, app, settings, tracker, holder=holder, read=not whole)
+        advance_run(world, queue, settings, tracker, holder=holder, read=not whole)
     return run_id
 
 
@@ -352,8 +353,10 @@ class Client:
 
     ``settings`` default to :func:`~little_dist.settings.load_settings` (the environment);
     ``world`` to :func:`~little_dist.fleet.world.world_from_settings`; ``app`` (the Celery app
-    tasks are sent with) to :func:`~little_dist.fleet.app.make_celery_app`. What the client
-    opens itself it closes in :meth:`close` (also a context manager).
+    tasks are sent with) to :func:`~little_dist.fleet.app.make_celery_app`; ``queue`` (a
+    :class:`~little_dist.fleet.queue.TaskQueue`, e.g. a ``MemoryQueue`` in tests) replaces
+    the app. What the client opens itself it closes in :meth:`close` (also a context
+    manager).
     """
 
     def __init__(
@@ -363,12 +366,14 @@ class Client:
         world: World | None = None,
         app: Celery | None = None,
         registry: AppRegistry | None = None,
+        queue: TaskQueue | None = None,
     ) -> None:
         self.settings = settings if settings is not None else load_settings()
         self._world = world
         self._owns_world = world is None
         self._app = app
         self._owns_app = app is None
+        self._queue = queue
         self.registry = registry
         self._holder = f"client:{socket.gethostname()}:{os.getpid()}"
         self._window: FanoutWindow | None = None
@@ -392,6 +397,15 @@ class Client:
 
             self._app = make_celery_app(self.settings)
         return self._app
+
+    @property
+    def queue(self) -> TaskQueue:
+        """Where this client's tasks go: the given queue, else the Celery app's queues."""
+        if self._queue is None:
+            from little_dist.fleet.queue import CeleryQueue
+
+            self._queue = CeleryQueue(self.app, self.settings)
+        return self._queue
 
     def _open_fleet_redis(self) -> None:
         """The fleet's Redis (signal stream, slots, active runs), opened once: ``None`` when
@@ -462,7 +476,7 @@ class Client:
             workflow,
             input,
             run_id=run_id,
-            app=self.app,
+            queue=self.queue,
             settings=self.settings,
             registry=self.registry,
             holder=self._holder,
@@ -595,7 +609,7 @@ class Client:
             )
             return True
         tracker = RunTracker(self.world, run_id, max_branches_cap=self.settings.max_branches_cap)
-        advance_run(self.world, self.app, self.settings, tracker, holder=self._holder)
+        advance_run(self.world, self.queue, self.settings, tracker, holder=self._holder)
         return True
 
 

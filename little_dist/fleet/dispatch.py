@@ -46,14 +46,12 @@ from little_dist.world.base import (
     LeaseRequest,
     UndecodedEvent,
     World,
-    check_lease_request,
     run_lease_key,
     unique_holder,
 )
 
 if TYPE_CHECKING:
-    from celery import Celery
-
+    from little_dist.fleet.queue import TaskQueue
     from little_dist.fleet.slots import BacklogNotes, FanoutWindow
 
 __all__ = [
@@ -68,7 +66,6 @@ __all__ = [
     "Advance",
     "RunTracker",
     "VersionCache",
-    "acquire_lease_requests",
     "acquire_leases",
     "advance_run",
     "dispatch_lease_key",
@@ -114,18 +111,18 @@ def task_name_for(dispatch: StepDispatch) -> str:
     return TASK_FIX_STEP if dispatch.kind == "fix_step" else TASK_EXECUTE_STEP
 
 
-def send_dispatch(app: Celery, settings: Settings, dispatch: StepDispatch) -> None:
+def send_dispatch(queue: TaskQueue, dispatch: StepDispatch) -> None:
     """Send ``dispatch``'s task by name to its role's queue (ids only: no lease taken)."""
-    app.send_task(
+    queue.send(
         task_name_for(dispatch),
-        args=(dispatch.run_id, dispatch.step_path, dispatch.attempt),
-        queue=settings.queue_for(dispatch.role),
+        (dispatch.run_id, dispatch.step_path, dispatch.attempt),
+        dispatch.role,
     )
 
 
 def dispatch_ready(
     world: World,
-    app: Celery,
+    queue: TaskQueue,
     settings: Settings,
     ctx: RunContext,
     state: RunState,
@@ -140,12 +137,12 @@ def dispatch_ready(
     the lease (diagnostics); a unique suffix is added, so the same process does not re-send
     an attempt whose lease it still holds.
     """
-    return _dispatch_won(world, app, settings, ctx, state, decision, holder=holder)[0]
+    return _dispatch_won(world, queue, settings, ctx, state, decision, holder=holder)[0]
 
 
 def _dispatch_won(
     world: World,
-    app: Celery,
+    queue: TaskQueue,
     settings: Settings,
     ctx: RunContext,
     state: RunState,
@@ -177,7 +174,7 @@ def _dispatch_won(
                 break
     for index, (dispatch, _) in enumerate(won):
         try:
-            send_dispatch(app, settings, dispatch)
+            send_dispatch(queue, dispatch)
         except BaseException:
             # Not sent: let the next look at the run send these instead of waiting for
             # expiry.
@@ -191,85 +188,13 @@ def _dispatch_won(
 def acquire_leases(
     world: World, keys: Sequence[str], holder: str, ttl_seconds: float
 ) -> list[Lease | None]:
-    """``world.acquire_lease`` for each of ``keys`` (same holder and TTL), in order.
-
-    On a :class:`~little_dist.world.redis_s3.RedisS3World` the acquire scripts go out in one
-    pipeline (one round trip instead of one per key: a wide fan-out schedules hundreds of
-    attempts at once); any other world, or a Redis world whose internals this helper does
-    not recognise, gets one call per key. Each acquire is still atomic on its own, exactly
-    as :meth:`~little_dist.world.base.World.acquire_lease`.
-    """
-    return acquire_lease_requests(world, [LeaseRequest(key, holder, ttl_seconds) for key in keys])
-
-
-def acquire_lease_requests(world: World, requests: Sequence[LeaseRequest]) -> list[Lease | None]:
-    """:func:`acquire_leases` for requests that differ in holder or TTL (one pipeline)."""
-    if len(requests) > 1:
-        batched = _redis_acquire_leases(world, requests)
-        if batched is not None:
-            return batched
-    return [world.acquire_lease(r.key, r.holder, r.ttl_seconds) for r in requests]
-
-
-def _redis_acquire_leases(
-    world: World, requests: Sequence[LeaseRequest]
-) -> list[Lease | None] | None:
-    """The pipelined acquire on a RedisS3World; ``None`` when it does not apply."""
-    try:
-        from little_dist.world.redis_s3 import RedisS3World
-        from little_dist.world.redis_s3 import leases as redis_leases
-        from little_dist.world.redis_s3.redis_calls import execute_pipeline, ms, redis_errors
-    except ImportError:  # pragma: no cover - the redis extra is part of the fleet
-        return None
-    if not isinstance(world, RedisS3World):
-        return None
-    # The world's lease store internals (same package family, not public API): if any is
-    # missing or renamed, fall back to the per-key calls rather than guess.
-    store: Any = getattr(world, "_leases", None)
-    client: Any = getattr(world, "_redis", None)
-    script: Any = getattr(store, "_acquire", None)
-    layout: Any = getattr(store, "_keys", None)
-    now_ms: Any = getattr(store, "_now_ms", None)
-    counter_ttl: Any = getattr(redis_leases, "_COUNTER_TTL_MS", None)
-    if (
-        client is None
-        or not callable(getattr(script, "queue", None))
-        or not callable(getattr(layout, "lease", None))
-        or not callable(now_ms)
-        or not isinstance(counter_ttl, int)
-    ):
-        return None
-    for request in requests:
-        check_lease_request(request.key, request.holder, request.ttl_seconds)
-    with redis_errors(f"acquire of {len(requests)} leases"):
-        pipe = client.pipeline(transaction=False)
-        for request in requests:
-            lease_key, counter_key = layout.lease(request.key)
-            script.queue(
-                pipe,
-                [lease_key, counter_key],
-                [request.holder, ms(request.ttl_seconds), counter_ttl, now_ms()],
-            )
-        replies = execute_pipeline(pipe)
-    leases: list[Lease | None] = []
-    for request, reply in zip(requests, replies, strict=True):
-        if reply is None:
-            leases.append(None)
-            continue
-        token, expires_ms = reply
-        leases.append(
-            Lease(
-                key=request.key,
-                holder=request.holder,
-                token=int(token),
-                expires_at=int(expires_ms) / 1000,
-            )
-        )
-    return leases
+    """:meth:`World.acquire_leases` of ``keys`` for one holder and TTL (one round trip on
+    Redis), in order."""
+    return world.acquire_leases([LeaseRequest(key, holder, ttl_seconds) for key in keys])
 
 
 def dispatch_plan(
-    world: World, app: Celery, settings: Settings, run_id: str, *, holder: str = "dispatch"
+    world: World, queue: TaskQueue, settings: Settings, run_id: str, *, holder: str = "dispatch"
 ) -> bool:
     """Send ``little.plan(run_id)`` to the planner queue unless sent in the last
     ``dispatch_resend_after`` seconds (lease ``{run}:dispatch:plan``); whether it was sent."""
@@ -281,7 +206,7 @@ def dispatch_plan(
     if lease is None:
         return False
     try:
-        app.send_task(TASK_PLAN, args=(run_id,), queue=settings.queue_for("planner"))
+        queue.send(TASK_PLAN, (run_id,), "planner")
     except BaseException:
         world.release_lease(lease)
         raise
@@ -867,7 +792,7 @@ class Advance:
 
 def advance_run(
     world: World,
-    app: Celery,
+    queue: TaskQueue,
     settings: Settings,
     tracker: RunTracker,
     *,
@@ -900,7 +825,7 @@ def advance_run(
     """
     advance = _advance_run(
         world,
-        app,
+        queue,
         settings,
         tracker,
         holder=holder,
@@ -917,7 +842,7 @@ def advance_run(
 
 def _advance_run(
     world: World,
-    app: Celery,
+    queue: TaskQueue,
     settings: Settings,
     tracker: RunTracker,
     *,
@@ -931,7 +856,7 @@ def _advance_run(
     """:func:`advance_run` but for reporting the branches its decision held back."""
     state = tracker.catch_up() if read else tracker.state()
     if tracker.awaiting_plan and state.status not in ("completed", "failed"):
-        dispatch_plan(world, app, settings, tracker.run_id, holder=holder)
+        dispatch_plan(world, queue, settings, tracker.run_id, holder=holder)
         return Advance(state, None, (), 0)
     decision: Decision | None = None
     appended = 0
@@ -1070,7 +995,7 @@ def _advance_run(
     try:
         sent, late = _dispatch_won(
             world,
-            app,
+            queue,
             settings,
             ctx,
             state,
@@ -1315,7 +1240,7 @@ def _lease_kept(
         for dispatch, key in zip(picked, keys, strict=True)
         if key in missing
     ]
-    acquired = acquire_lease_requests(world, requests) if requests else []
+    acquired = world.acquire_leases(requests) if requests else []
     step_leases = dict(zip(missing, acquired[: len(missing)], strict=True))
     sending = [dispatch for dispatch, key in zip(picked, keys, strict=True) if key in missing]
     dispatch_leases = dict(zip(sending, acquired[len(missing) :], strict=True))

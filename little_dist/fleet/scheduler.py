@@ -73,7 +73,8 @@ from little_dist.world.redis_s3 import RunSealedError
 
 if TYPE_CHECKING:
     import redis
-    from celery import Celery
+
+    from little_dist.fleet.queue import TaskQueue
 
 __all__ = [
     "Scheduler",
@@ -123,11 +124,11 @@ class _Run:
 
 
 class Scheduler:
-    """The scheduler loop over one world, one Celery app and the signal stream's Redis.
+    """The scheduler loop over one world, one task queue and the signal stream's Redis.
 
     Dependencies come in ready made (see :func:`open_scheduler` for the real wiring): a
     ``world`` (a :class:`~little_dist.world.redis_s3.RedisS3World` whose ``signal_stream``
-    is ``settings.signal_stream``), ``app`` (anything with Celery's ``send_task``) and
+    is ``settings.signal_stream``), ``queue`` (a :class:`~little_dist.fleet.queue.TaskQueue`) and
     ``redis_client`` (the Redis holding the signal stream; its socket timeout must exceed
     ``block_ms``). Drive it with :meth:`run` (until :meth:`stop`), or step by step with
     :meth:`start` and :meth:`run_once`.
@@ -138,7 +139,7 @@ class Scheduler:
         settings: Settings,
         *,
         world: World,
-        app: Celery,
+        queue: TaskQueue,
         redis_client: redis.Redis,
         name: str | None = None,
         sweep_interval: float | None = None,
@@ -152,7 +153,7 @@ class Scheduler:
         self._redis = redis_client
         self._owns_clients = owns_clients
         self.world = world
-        self.app = app
+        self.queue = queue
         self.name = name or default_scheduler_name()
         self.signals = SignalReader(
             redis_client,
@@ -420,7 +421,7 @@ class Scheduler:
         if not entry.registered:
             self.active.add(run_id)
             entry.registered = True
-        if dispatch_plan(self.world, self.app, self.settings, run_id, holder=self.name):
+        if dispatch_plan(self.world, self.queue, self.settings, run_id, holder=self.name):
             _log("plan-sent", run=run_id, seq=state.event_count)
         return Advance(state, None, (), 0)
 
@@ -468,7 +469,7 @@ class Scheduler:
             return ()
         narrowed = dataclasses.replace(decision, dispatch=tuple(fresh))
         sent = dispatch_ready(
-            self.world, self.app, self.settings, ctx, state, narrowed, holder=self.name
+            self.world, self.queue, self.settings, ctx, state, narrowed, holder=self.name
         )
         return tuple(sent)
 
@@ -653,6 +654,7 @@ def open_scheduler(settings: Settings, *, name: str | None = None) -> Scheduler:
     import redis as redis_lib
 
     from little_dist.fleet.app import make_celery_app
+    from little_dist.fleet.queue import CeleryQueue
     from little_dist.fleet.world import fleet_world_spec, redis_url_of, world_from_settings
 
     spec = fleet_world_spec(settings)
@@ -674,7 +676,7 @@ def open_scheduler(settings: Settings, *, name: str | None = None) -> Scheduler:
     return Scheduler(
         settings,
         world=world,
-        app=app,
+        queue=CeleryQueue(app, settings),
         redis_client=client,
         name=name,
         block_ms=block_ms,

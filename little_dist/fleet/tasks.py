@@ -83,6 +83,7 @@ if TYPE_CHECKING:
     from celery import Celery
 
     from little_dist.compiler import WorkflowVersion
+    from little_dist.fleet.queue import TaskQueue
     from little_dist.fleet.registry import AppRegistry
     from little_dist.fleet.slots import FanoutWindow
     from little_dist.scheduling import DispatchKind
@@ -111,7 +112,8 @@ class WorkerRuntime:
     """What task bodies use, built once per process: world, app registry, version cache.
 
     ``world`` and ``registry`` are opened lazily (after a prefork pool forks, in each child)
-    unless given. ``app`` is the Celery app fast-path dispatches are sent with; set by
+    unless given. ``queue`` is where fast-path dispatches are sent (a
+    :class:`~little_dist.fleet.queue.TaskQueue`); set by
     :func:`register_tasks`. ``roles`` (the queues the worker consumes) are the attempts it
     may run as an eager continuation (none by default). ``window``: the fleet's cap on a
     fan-out's branches in flight (:mod:`little_dist.fleet.slots`); by default built from the
@@ -140,7 +142,8 @@ class WorkerRuntime:
         self._keeper: LeaseKeeper | None = None
         self._keeper_world: World | None = None
         self.versions = VersionCache()
-        self.app: Celery | None = None
+        #: Where tasks go (set by :func:`register_tasks`: the Celery app, as a TaskQueue).
+        self.queue: TaskQueue | None = None
         self._world = world
         self._registry = registry
         self._lock = threading.Lock()
@@ -307,28 +310,8 @@ class WorkerRuntime:
         return True
 
     def queued_tasks(self, role: Role) -> int | None:
-        """How many tasks wait in ``role``'s queue (``None``: unknown, e.g. no broker)."""
-        app = self.app
-        acquire = getattr(app, "connection_or_acquire", None)
-        if acquire is None:
-            return None
-        try:
-            with acquire() as connection:
-                channel = connection.default_channel
-                try:
-                    declared = channel.queue_declare(
-                        queue=self.settings.queue_for(role), passive=True
-                    )
-                except Exception as error:
-                    # Redis: an empty queue is no key at all, which kombu reports as a
-                    # missing queue (amqp's ChannelError, reply code 404).
-                    if str(getattr(error, "reply_code", "")) == "404":
-                        return 0
-                    raise
-                return int(declared.message_count)
-        except Exception:
-            _log.debug("could not size the %s queue", role, exc_info=True)
-            return None
+        """How many tasks wait in ``role``'s queue (``None``: unknown, e.g. no queue)."""
+        return self.queue.depth(role) if self.queue is not None else None
 
     def _attempt(
         self,
@@ -511,7 +494,7 @@ class WorkerRuntime:
 
     @property
     def _fast(self) -> bool:
-        return self.fast_path and self.app is not None
+        return self.fast_path and self.queue is not None
 
     def _successor(self, version: WorkflowVersion, step_path: str) -> str | None:
         """The step this worker will most likely run right after ``step_path`` commits: the
@@ -539,7 +522,7 @@ class WorkerRuntime:
         wait for its dispatch lease to expire and a sweep. A second task for it finds the
         step busy or done.
         """
-        if self.app is None:
+        if self.queue is None:
             return
         try:
             state = tracker.catch_up()
@@ -553,7 +536,7 @@ class WorkerRuntime:
                     continue
                 # (one this decision would schedule is not yet: the look deciding it sends it)
                 if schedule_occurrence(dispatch) not in scheduling:
-                    send_dispatch(self.app, self.settings, dispatch)
+                    send_dispatch(self.queue, dispatch)
         except LittleError as error:
             _log.warning(
                 "could not look at %s %s again: %s (the scheduler will)",
@@ -576,13 +559,13 @@ class WorkerRuntime:
         """Send a kept attempt to its queue, freeing the step lease taken for it (best
         effort: if this fails, the scheduler's sweep sends it)."""
         dispatch = advance.kept
-        if self.app is None or dispatch is None:
+        if self.queue is None or dispatch is None:
             return
         try:
             if advance.deferred:  # scheduled in the log before its task goes out
                 self.world.append_batch(dispatch.run_id, list(advance.deferred), signal=False)
             self._release(advance.kept_lease)
-            send_dispatch(self.app, self.settings, dispatch)
+            send_dispatch(self.queue, dispatch)
         except Exception:
             _log.exception(
                 "could not send %s %s#%d; the scheduler will",
@@ -761,7 +744,7 @@ class WorkerRuntime:
             target,
             input,
             run_id=run_id,
-            app=self.app,
+            queue=self.queue,
             settings=self.settings,
             registry=self.registry,
             holder=self.name,
@@ -783,7 +766,7 @@ class WorkerRuntime:
         thread that finds another advancing the run leaves it to that one (which looks
         again when it is done) and gets ``None``.
         """
-        if (not self.fast_path and not force) or self.app is None:
+        if (not self.fast_path and not force) or self.queue is None:
             return None
         if keep is not None:
             if held is None and not self.stopping.is_set():
@@ -813,7 +796,7 @@ class WorkerRuntime:
                 )
                 advance = advance_run(
                     self.world,
-                    self.app,
+                    self.queue,
                     self.settings,
                     tracker,
                     holder=self.name,
@@ -1035,7 +1018,9 @@ def register_tasks(app: Celery, runtime: WorkerRuntime) -> None:
     """Register the five tasks on ``app``, their bodies running on ``runtime``."""
     from celery.signals import worker_shutting_down
 
-    runtime.app = app
+    from little_dist.fleet.queue import CeleryQueue
+
+    runtime.queue = CeleryQueue(app, runtime.settings)
 
     def stop_continuing(**_: Any) -> None:
         runtime.stopping.set()

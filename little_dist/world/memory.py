@@ -34,6 +34,7 @@ from little_dist.world.base import (
     DecodesEveryEvent,
     Fence,
     Lease,
+    LeasesOneByOne,
     PreparedEvent,
     SequenceConflictError,
     SequentialAppendThenAcquire,
@@ -60,6 +61,7 @@ class _LeaseState:
 
 
 class MemoryWorld(
+    LeasesOneByOne,
     SequentialAppendThenAcquire,
     SequentialArtifactsThenAppend,
     DecodesEveryEvent,

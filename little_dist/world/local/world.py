@@ -19,6 +19,7 @@ from little_dist.world.base import (
     DecodesEveryEvent,
     Fence,
     Lease,
+    LeasesOneByOne,
     SequentialAppendThenAcquire,
     SequentialArtifactsThenAppend,
     WaitForEndByFollowing,
@@ -51,6 +52,7 @@ _CLAIMED: Final = "SELECT input_hash FROM submissions WHERE run_id = ?"
 
 
 class LocalWorld(
+    LeasesOneByOne,
     SequentialAppendThenAcquire,
     SequentialArtifactsThenAppend,
     DecodesEveryEvent,
