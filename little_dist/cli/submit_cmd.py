@@ -12,7 +12,8 @@ The world and queues come from the fleet settings (``LITTLE_WORLD``, ``LITTLE_*`
 ``--world`` overrides ``LITTLE_WORLD``.
 
 Exit codes: 0 submitted (or, with ``--wait``, completed); 1 the run failed, or the workflow
-or its input is invalid; 2 usage errors (a file that cannot be read, input that is not JSON,
+or its input is invalid or over a limit (``LITTLE_MAX_*``, see :mod:`little_dist.limits`);
+2 usage errors (a file that cannot be read, input that is not JSON,
 a module that cannot be imported).
 """
 
@@ -104,13 +105,18 @@ def register(sub: Any, name: str) -> argparse.ArgumentParser:
 
 
 def _read_json_text(raw: bytes | str, label: str) -> Any:
+    # A value nested deeper than LITTLE_MAX_JSON_DEPTH raises InputLimitError (exit 1); the
+    # client checks the rest of the limits.
+    from little_dist.limits import loads_bounded
+    from little_dist.settings import load_limits
+
     try:
-        return json.loads(raw)
+        return loads_bounded(raw, load_limits().max_json_depth, label)
     except json.JSONDecodeError as exc:
         raise _Usage(
             f"{label}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
         ) from None
-    except (ValueError, RecursionError) as exc:
+    except ValueError as exc:
         raise _Usage(f"{label}: invalid JSON: {exc}") from None
 
 

@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from little_dist.canonical import canonical_json, sha256_digest
+from little_dist.canonical import NonHashableValueError, canonical_json, sha256_digest
 from little_dist.compiler import WorkflowVersion, compile_lwir
 from little_dist.errors import InvalidInputError, LittleError
 from little_dist.events import RUN_END_EVENT_TYPES, Event, EventInput
@@ -51,6 +51,7 @@ from little_dist.fleet.dispatch import (
     dispatch_plan,
 )
 from little_dist.ids import validate_run_id
+from little_dist.limits import InputLimits
 from little_dist.local_runner import RunMismatchError, check_run_input, new_run_id
 from little_dist.run_state import FOLDED_EVENT_TYPES, EventLike, RunState, RunStateBuilder
 from little_dist.runtime import hydrate_events
@@ -211,12 +212,12 @@ def _start(
     )
 
 
-def _json_value(value: Any, what: str) -> Any:
+def _json_value(value: Any, limits: InputLimits, what: str = "the run input") -> Any:
     import json
 
     try:
-        return json.loads(canonical_json(value))
-    except InvalidInputError as error:
+        return json.loads(limits.check_input(value, what))
+    except NonHashableValueError as error:
         raise InvalidInputError(f"{what} is not JSON: {error}") from error
 
 
@@ -243,29 +244,35 @@ def submit_run(
     with ``app`` and ``settings``, the run is announced before its start is recorded, and
     the start does not signal the scheduler, since this call makes the first decision and
     sends its tasks (a client that dies before that leaves the run to the next sweep).
+
+    The input and a submitted document are checked against the limits of ``settings`` (the
+    defaults without; see :mod:`little_dist.limits`) before anything is read or written.
     """
     from little_dist.authoring import WorkflowDefinition
 
+    limits = settings.limits if settings is not None else InputLimits()
     run_id = new_run_id() if run_id is None else validate_run_id(run_id)
     if isinstance(workflow, str) and registry is not None:
         workflow = registry.get(workflow) or workflow
-    events = world.list_events(run_id)
     planner_path: str | None = None
     version: WorkflowVersion | None = None
     definition: WorkflowDefinition | None = None
     if isinstance(workflow, WorkflowDefinition):
-        run_input = workflow.validate_input(run_input)
+        run_input = workflow.validate_input(run_input, limits=limits)
         if workflow.plan is None:
             planner_path = workflow.id
         else:
             definition = workflow
     elif isinstance(workflow, str):
-        run_input = _json_value(run_input, "the run input")
+        run_input = _json_value(run_input, limits)
         planner_path = workflow
     elif isinstance(workflow, WorkflowVersion):
+        limits.check_lwir(workflow.lwir)
+        run_input = _json_value(run_input, limits)
         version = workflow
     elif isinstance(workflow, Mapping):
-        run_input = _json_value(run_input, "the run input")
+        limits.check_lwir(workflow)
+        run_input = _json_value(run_input, limits)
         version = compile_lwir(dict(workflow), input=run_input)
     else:
         raise InvalidInputError(
@@ -274,6 +281,7 @@ def submit_run(
         )
     if version is not None:
         check_run_input(version, run_input)
+    events = world.list_events(run_id)
     exists = _check_same(run_id, events, run_input, version.id if version else None)
 
     if planner_path is not None:
@@ -305,9 +313,7 @@ def submit_run(
         planned = fixed_plan_events(definition, run_input)
         if planned is not None:
             version = planned.version
-            recorded = _start(
-                world, run_id, version, run_input, planned.events, signal=not quiet
-            )
+            recorded = _start(world, run_id, version, run_input, planned.events, signal=not quiet)
     if version is None and definition is not None:
         from little_dist.planner import resolve_version
 
