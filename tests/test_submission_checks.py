@@ -1,7 +1,9 @@
-"""What a submission is checked for before anything is stored: the limits on input and LWIR.
+"""What a submission is checked for before anything is stored: the limits on input and LWIR,
+and that a document selects among its workflow's capabilities without naming more.
 
 ``submit_run`` (the client and the ``little.submit_run`` task) and ``run_workflow``, on an
-in-memory world: no fleet is needed to see that nothing was written.
+in-memory world: no fleet is needed to see that nothing was written. The same refusal at an
+attempt (a version that reached the log another way) ends the file.
 """
 
 from __future__ import annotations
@@ -10,12 +12,17 @@ from typing import Any
 
 import pytest
 
-from little_dist import define_workflow, run_workflow
+from little_dist import define_workflow, model, run_workflow
 from little_dist.authoring import WorkflowDefinition
 from little_dist.compiler import compile_lwir
 from little_dist.fleet.client import submit_run
+from little_dist.fleet.registry import AppRegistry
+from little_dist.harness.types import DEFAULT_HARNESS_ID
 from little_dist.limits import InputLimitError, InputLimits
+from little_dist.runtime import Capabilities, CapabilityError
+from little_dist.runtime.grants import overreach
 from little_dist.settings import load_settings
+from little_dist.tools import ToolRegistry, tool
 from little_dist.world.memory import MemoryWorld
 from tests import workflows_for_tests as wf
 
@@ -115,3 +122,360 @@ def test_run_workflow_reads_the_limits_from_the_environment(
     with pytest.raises(InputLimitError, match="more than LITTLE_MAX_INPUT_BYTES=10"):
         run_workflow(fixed_plan_workflow(), {"text": "0123456789"}, world=world, run_id=RUN)
     assert world.list_events(RUN) == []
+
+
+# -- capabilities come from the registered workflow ----------------------------------------------
+
+
+@tool
+def lookupCustomer(account: str) -> dict[str, Any]:
+    """Look a customer up (counts its calls)."""
+    CALLS.append(f"lookupCustomer:{account}")
+    return {"account": account}
+
+
+@tool
+def deleteAll() -> dict[str, Any]:
+    """Delete everything (registered by no workflow here; must never run)."""
+    CALLS.append("deleteAll")
+    return {}
+
+
+CALLS: list[str] = []
+
+
+def triage() -> WorkflowDefinition:
+    return define_workflow(
+        id="support.triage", model=model("scripted/triage", id="fast"), tools=[lookupCustomer]
+    )
+
+
+def triage_lwir(**changes: Any) -> dict[str, Any]:
+    """support.triage's document: ``lookup`` calls lookupCustomer, ``answer`` asks ``fast``."""
+    doc: dict[str, Any] = {
+        "apiVersion": wf.API_VERSION,
+        "kind": "Workflow",
+        "metadata": {"name": "support.triage"},
+        "input": {"schema": {"type": "object"}},
+        "output": {"schema": {"type": "string"}},
+        "permissions": {"models": ["fast"], "tools": ["lookupCustomer"]},
+        "steps": [
+            {
+                "id": "lookup",
+                "uses": "tool.call",
+                "with": {"tool": "lookupCustomer", "args": {"account": "A-1"}},
+                "output": {"mode": "object", "schema": {"type": "object"}},
+            },
+            {
+                "id": "answer",
+                "uses": "ai.generate",
+                "needs": ["lookup"],
+                "with": {"model": "fast", "prompt": "Answer {{ steps.lookup.output.account }}"},
+                "output": {"mode": "text"},
+            },
+        ],
+    }
+    for change in changes.values():
+        change(doc)
+    return doc
+
+
+def _tool(name: str) -> Any:
+    def change(doc: dict[str, Any]) -> None:
+        doc["steps"][0]["with"]["tool"] = name
+        doc["permissions"]["tools"].append(name)
+
+    return change
+
+
+def _permitted_tool(doc: dict[str, Any]) -> None:
+    doc["permissions"]["tools"].append("deleteAll")
+
+
+def _offered_tool(doc: dict[str, Any]) -> None:
+    doc["steps"][1]["with"]["tools"] = ["lookupCustomer", "deleteAll"]
+
+
+def _own_model(doc: dict[str, Any]) -> None:
+    doc["steps"][1]["with"]["model"] = "openai/gpt-4o"
+    doc["permissions"]["models"].append("openai/gpt-4o")
+
+
+def _permitted_model(doc: dict[str, Any]) -> None:
+    doc["permissions"]["models"].append("anthropic/claude-opus")
+
+
+def _nested_tool(doc: dict[str, Any]) -> None:
+    doc["input"]["schema"] = {
+        "type": "object",
+        "properties": {"ids": {"type": "array", "items": {"type": "string"}}},
+    }
+    doc["steps"].append(
+        {
+            "id": "fan",
+            "uses": "parallel",
+            "with": {
+                "items": "{{ input.ids }}",
+                "itemKey": "{{ item }}",
+                "cardinality": {"kind": "matches_items"},
+                "maxBranches": 10,
+                "maxConcurrency": 2,
+                "failureMode": "fail_fast",
+                "fanIn": {"order": "input", "output": "array"},
+            },
+            "output": {"mode": "array", "schema": wf.FAN_IN_SCHEMA},
+            "steps": [
+                {
+                    "id": "wipe",
+                    "uses": "tool.call",
+                    "with": {"tool": "deleteAll", "args": {}},
+                    "output": {"mode": "json"},
+                }
+            ],
+        }
+    )
+    doc["permissions"]["tools"].append("deleteAll")
+    doc["steps"][1]["needs"] = ["lookup", "fan"]
+
+
+def _fixer_model(doc: dict[str, Any]) -> None:
+    from tests.test_scheduling import code_step
+
+    doc["steps"].append(
+        code_step(onFailure={"fixer": {"model": "openai/o3", "maxAttempts": 1, "system": "fix it"}})
+    )
+    doc["permissions"]["models"].append("openai/o3")
+    doc["steps"][1]["needs"] = ["lookup", "code"]
+
+
+WIDENINGS = {
+    "tool-call": (
+        {"c": _tool("deleteAll")},
+        "permissions.tools names tool 'deleteAll', which workflow 'support.triage' does not "
+        "register (registered: lookupCustomer) (and 1 more)",
+    ),
+    "permissions-tools": (
+        {"c": _permitted_tool},
+        "permissions.tools names tool 'deleteAll', which workflow 'support.triage' does not "
+        "register (registered: lookupCustomer)",
+    ),
+    "with-tools": (
+        {"c": _offered_tool},
+        "step 'answer' offers its model tool 'deleteAll', which workflow 'support.triage' "
+        "does not register (registered: lookupCustomer)",
+    ),
+    "with-model": (
+        {"c": _own_model},
+        "permissions.models names model slot 'openai/gpt-4o', which workflow 'support.triage' "
+        "does not register (registered: fast) (and 1 more)",
+    ),
+    "permissions-models": (
+        {"c": _permitted_model},
+        "permissions.models names model slot 'anthropic/claude-opus', which workflow "
+        "'support.triage' does not register (registered: fast)",
+    ),
+    "nested-step": (
+        {"c": _nested_tool},
+        "permissions.tools names tool 'deleteAll', which workflow 'support.triage' does not "
+        "register (registered: lookupCustomer) (and 1 more)",
+    ),
+    "fixer-model": (
+        {"c": _fixer_model},
+        "permissions.models names model slot 'openai/o3', which workflow 'support.triage' "
+        "does not register (registered: fast) (and 1 more)",
+    ),
+}
+
+
+def test_the_document_as_registered_passes() -> None:
+    registry = AppRegistry(workflows={"support.triage": triage()})
+    registry.check_version(compile_lwir(triage_lwir(), input={}))
+
+
+@pytest.mark.parametrize("case", sorted(WIDENINGS))
+def test_every_way_a_document_names_more_than_its_workflow_is_found(case: str) -> None:
+    changes, first = WIDENINGS[case]
+    doc = triage_lwir(**changes)
+    version = compile_lwir(doc, input={"ids": ["a"]})  # valid LWIR: only the registry objects
+    registry = AppRegistry(workflows={"support.triage": triage()})
+    with pytest.raises(CapabilityError) as caught:
+        registry.check_version(version)
+    assert str(caught.value) == first
+    assert "\n" not in str(caught.value)
+
+
+def test_each_problem_names_the_step_and_the_capability() -> None:
+    caps = triage().capabilities()
+    owner = "workflow 'support.triage'"
+    assert overreach(triage_lwir(c=_tool("deleteAll")), caps, owner)[1] == (
+        "step 'lookup' calls tool 'deleteAll', which workflow 'support.triage' does not "
+        "register (registered: lookupCustomer)"
+    )
+    assert overreach(triage_lwir(c=_own_model), caps, owner)[1] == (
+        "step 'answer' uses model slot 'openai/gpt-4o', which workflow 'support.triage' does "
+        "not register (registered: fast)"
+    )
+    assert overreach(triage_lwir(c=_nested_tool), caps, owner)[1] == (
+        "step 'fan.wipe' calls tool 'deleteAll', which workflow 'support.triage' does not "
+        "register (registered: lookupCustomer)"
+    )
+    assert overreach(triage_lwir(c=_fixer_model), caps, owner)[1] == (
+        "step 'code' fixes its code with model slot 'openai/o3', which workflow "
+        "'support.triage' does not register (registered: fast)"
+    )
+
+
+def test_a_version_planned_for_another_worker_harness_is_found() -> None:
+    version = compile_lwir(triage_lwir(), input={})
+    lock = {**version.lock, "capabilityManifest": {"workerHarness": {"harnessId": "root@9"}}}
+    problems = overreach(version.lwir, triage().capabilities(), "workflow 'x'", lock)
+    assert problems == [
+        "the version was planned for worker harness 'root@9', which workflow 'x' does not "
+        f"register (registered: {DEFAULT_HARNESS_ID})"
+    ]
+
+
+def test_a_planned_version_of_the_workflow_passes() -> None:
+    from little_dist.planner import resolve_version
+
+    definition = triage()
+    definition = define_workflow(
+        id="support.triage",
+        model=model("scripted/triage", id="fast"),
+        tools=[lookupCustomer],
+        input={"type": "object"},
+        output={"type": "string"},
+        plan=triage_lwir(),
+    )
+    world = MemoryWorld()
+    version = resolve_version(world, RUN, definition, {}, capabilities=definition.capabilities())
+    assert version is not None and "workerHarness" in version.lock["capabilityManifest"]
+    AppRegistry(workflows={"support.triage": definition}).check_version(version)
+
+
+@pytest.mark.parametrize("as_version", [False, True], ids=["lwir", "version"])
+def test_submit_refuses_a_widening_document_before_anything_is_stored(as_version: bool) -> None:
+    world = MemoryWorld()
+    registry = AppRegistry(workflows={"support.triage": triage()})
+    doc = triage_lwir(c=_offered_tool)
+    document: Any = compile_lwir(doc, input={}) if as_version else doc
+    with pytest.raises(CapabilityError, match="offers its model tool 'deleteAll'"):
+        submit_run(world, document, {}, run_id=RUN, registry=registry)
+    assert world.list_events(RUN) == []
+    submit_run(world, triage_lwir(), {}, run_id=RUN, registry=registry)
+    assert [e.type for e in world.list_events(RUN)][-1] == "RunStarted"
+
+
+def test_plain_lwir_selects_among_the_app_wide_capabilities() -> None:
+    world = MemoryWorld()
+    registry = AppRegistry(default=Capabilities(tools=ToolRegistry([lookupCustomer])))
+    doc = triage_lwir(c=_tool("deleteAll"))
+    doc["metadata"]["name"] = "not.registered"
+    with pytest.raises(CapabilityError) as caught:
+        submit_run(world, doc, {}, run_id=RUN, registry=registry)
+    assert str(caught.value).startswith(
+        "permissions.tools names tool 'deleteAll', which the app does not register"
+    )
+    assert world.list_events(RUN) == []
+    # With no model slot bound, slots go to litellm as written (the documented plain LWIR).
+    doc = triage_lwir(c=_own_model)
+    doc["metadata"]["name"] = "not.registered"
+    submit_run(world, doc, {}, run_id=RUN, registry=registry)
+
+
+def test_a_fixed_plan_is_checked_against_its_workflow() -> None:
+    world = MemoryWorld()
+    plan = triage_lwir(c=_offered_tool)
+    greedy = define_workflow(
+        id="support.triage",
+        model=model("scripted/triage", id="fast"),
+        tools=[lookupCustomer],
+        input={"type": "object"},
+        output={"type": "string"},
+        plan=plan,
+    )
+    with pytest.raises(CapabilityError, match="offers its model tool 'deleteAll'"):
+        submit_run(world, greedy, {}, run_id=RUN)
+    with pytest.raises(CapabilityError, match="offers its model tool 'deleteAll'"):
+        run_workflow(greedy, {}, world=world, run_id=RUN)
+    assert world.list_events(RUN) == []
+    # The workers run it with the registered workflow's capabilities, which are what count.
+    wider = define_workflow(
+        id="support.triage",
+        model=model("scripted/triage", id="fast"),
+        tools=[lookupCustomer, deleteAll],
+        input={"type": "object"},
+        output={"type": "string"},
+        plan=plan,
+    )
+    registry = AppRegistry(workflows={"support.triage": triage()})
+    with pytest.raises(CapabilityError, match=r"workflow .support\.triage. does not register"):
+        submit_run(world, wider, {}, run_id=RUN, registry=registry)
+    assert world.list_events(RUN) == []
+
+
+# -- the worker side: a version that reached the log another way ---------------------------------
+
+
+def forged_run(world: MemoryWorld, doc: dict[str, Any], path: str) -> Any:
+    """Register ``doc`` and start its run with ``path`` scheduled, bypassing submission."""
+    from little_dist.events import EventInput
+
+    version = compile_lwir(doc, input={})
+    world.register_version(version.id, version.to_json())
+    world.append_batch(
+        RUN,
+        [
+            EventInput(
+                type="RunStarted",
+                occurrence_id="run-start",
+                payload={"workflowVersionId": version.id, "input": {}},
+            ),
+            EventInput(
+                type="StepScheduled",
+                occurrence_id=f"sched:{path}:1",
+                payload={"stepPath": path, "stepId": path, "uses": "ai.generate"},
+            ),
+        ],
+    )
+    return version
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (_offered_tool, "step 'answer' names tool 'deleteAll', which is not registered"),
+        (_permitted_tool, "step 'answer' names tool 'deleteAll', which is not registered"),
+        (_own_model, "model slot 'openai/gpt-4o' is not registered (registered: fast)"),
+    ],
+    ids=["with-tools", "permissions-tools", "with-model"],
+)
+def test_a_forged_version_fails_its_step_with_runtime_config_error_and_calls_nothing(
+    change: Any, message: str
+) -> None:
+    from little_dist.runtime import AttemptOutcome, execute_step_attempt
+    from little_dist.scheduling import StepDispatch
+
+    CALLS.clear()
+    world = MemoryWorld()
+    doc = triage_lwir(c=change)
+    doc["steps"] = [doc["steps"][1]]
+    doc["steps"][0]["with"]["prompt"] = "Answer."
+    del doc["steps"][0]["needs"]
+    version = forged_run(world, doc, "answer")
+    capabilities = triage().capabilities()
+    outcome = execute_step_attempt(
+        world,
+        StepDispatch(RUN, "answer", "answer", 1, "worker", "execute_step"),
+        version=version,
+        capabilities=capabilities,
+    )
+    assert outcome is AttemptOutcome.failed
+    events = world.list_events(RUN)
+    (failed,) = [e for e in events if e.type == "StepFailed"]
+    assert failed.payload["error"]["causeCode"] == "runtime_config_error"
+    assert failed.payload["error"]["retriable"] is False
+    assert message in failed.payload["error"]["message"]
+    # No model was asked and no tool ran: the refusal comes before the harness.
+    assert not [e for e in events if e.type.startswith("harness.")]
+    assert CALLS == []

@@ -142,6 +142,10 @@ def run_workflow(
         if state.status in ("completed", "failed"):
             return _result(workflow, run_id, state)
     capabilities = workflow.capabilities(harness)
+    if workflow.plan is not None:
+        from little_dist.runtime import check_grants
+
+        check_grants(workflow.plan, capabilities, f"workflow {workflow.id!r}")
     version = resolve_version(world, run_id, workflow, run_input, capabilities=capabilities)
     if version is None:  # planning failed and recorded RunFailed
         return _result(workflow, run_id, materialize_run_state(world.list_events(run_id)))

@@ -59,15 +59,23 @@ def prepare(args: argparse.Namespace) -> tuple[Resolver, Any, Any]:
             obj = resolve_attribute(module, attribute)
         except AttributeError:
             raise UsageProblem(f"module {module_name!r} has no attribute {attribute!r}") from None
-        resolve, run_input, own = _workflow_from_object(obj, run_input, target, limits)
+        resolve, run_input, own, checked = _workflow_from_object(obj, run_input, target, limits)
         app_parts.insert(0, capabilities_of(module) if own is None else own)
     else:
         document = read_json(target, target, limits.max_json_depth)
         if isinstance(document, dict) and "lwir" in document:
             document = document["lwir"]  # a compiled WorkflowVersion carries its LWIR
         limits.check_lwir(document, target)
-        resolve = _fixed(_compile(document, run_input, target), run_input)
-    return resolve, run_input, merge_capabilities(app_parts)
+        checked = _compile(document, run_input, target)
+        resolve = _fixed(checked, run_input)
+    capabilities = merge_capabilities(app_parts)
+    if checked is not None:
+        from little_dist.runtime import check_grants
+
+        # What the run may use is what the app (and the workflow's module) provides: the
+        # document selects among it, never names more.
+        check_grants(checked, capabilities, "the app")
+    return resolve, run_input, capabilities
 
 
 def _fixed(version: Any, run_input: Any) -> Resolver:
@@ -109,8 +117,10 @@ def _check_input(version: Any, run_input: Any) -> None:
 
 def _workflow_from_object(
     obj: Any, run_input: Any, label: str, limits: InputLimits
-) -> tuple[Resolver, Any, Any]:
-    """``(resolver, run input, Capabilities | None)`` for what ``module:attribute`` names.
+) -> tuple[Resolver, Any, Any, Any]:
+    """``(resolver, run input, Capabilities | None, document)`` for what
+    ``module:attribute`` names; ``document`` (a version or a fixed plan) is what the
+    capabilities are checked against (``None``: the planner's draft, checked as it is bound).
 
     Accepted: a workflow made with ``define_workflow`` (planned, or its ``plan=`` used, as
     :func:`~little_dist.run_workflow` does, and its own tools and models); a compiled
@@ -145,14 +155,15 @@ def _workflow_from_object(
 
             return resolve_version(world, run_id, definition, run_input, capabilities=capabilities)
 
-        return resolve, run_input, capabilities
+        return resolve, run_input, capabilities, definition.plan
     if isinstance(obj, WorkflowVersion):
         limits.check_lwir(obj.lwir, label)
-        return _fixed(obj, run_input), run_input, None
+        return _fixed(obj, run_input), run_input, None, obj
     if isinstance(obj, Mapping):
         document = obj.get("lwir", obj)
         limits.check_lwir(document, label)
-        return _fixed(_compile(document, run_input, label), run_input), run_input, None
+        version = _compile(document, run_input, label)
+        return _fixed(version, run_input), run_input, None, version
     raise UsageProblem(
         f"{label} is a {type(obj).__name__}, not a workflow (expected a workflow made with "
         "define_workflow, LWIR, or a WorkflowVersion)"

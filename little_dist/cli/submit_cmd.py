@@ -4,7 +4,9 @@
 field), ``module:attribute`` naming a workflow object (a workflow made with
 ``define_workflow``, an LWIR dict or a compiled WorkflowVersion), or the id of a workflow
 defined in the ``--app`` module (default ``LITTLE_APP``); an id the local app does not know
-is sent to the planner workers, whose app must define it.
+is sent to the planner workers, whose app must define it. A document that names a tool,
+model slot or harness its workflow (in the ``--app`` module) does not register is refused
+with one line naming the step and the capability, before anything is stored.
 
 Prints the run id. With ``--wait``, follows the run until it ends and prints its output as
 JSON (``--json``: the run's status summary instead); exit 1 when the run failed.
@@ -204,7 +206,9 @@ def run(args: argparse.Namespace) -> int:
     from little_dist.fleet.registry import AppImportError, load_registry
 
     try:
-        registry = load_registry(modules) if isinstance(workflow, str) else None
+        # Also for a document: it is checked against the capabilities its workflow registers
+        # before anything is stored (without an app, the workers check it when it runs).
+        registry = load_registry(modules) if modules or isinstance(workflow, str) else None
     except AppImportError as exc:
         print(f"little submit: {exc}", file=sys.stderr)
         return EXIT_USAGE

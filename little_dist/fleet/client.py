@@ -54,7 +54,7 @@ from little_dist.ids import validate_run_id
 from little_dist.limits import InputLimits
 from little_dist.local_runner import RunMismatchError, check_run_input, new_run_id
 from little_dist.run_state import FOLDED_EVENT_TYPES, EventLike, RunState, RunStateBuilder
-from little_dist.runtime import hydrate_events
+from little_dist.runtime import check_grants, hydrate_events
 from little_dist.settings import Settings, load_settings
 from little_dist.world.base import RunNotFoundError, UndecodedEvent, World
 
@@ -246,7 +246,12 @@ def submit_run(
     sends its tasks (a client that dies before that leaves the run to the next sweep).
 
     The input and a submitted document are checked against the limits of ``settings`` (the
-    defaults without; see :mod:`little_dist.limits`) before anything is read or written.
+    defaults without; see :mod:`little_dist.limits`) before anything is read or written, and
+    a document (an LWIR, a compiled version, a definition's ``plan``) against the
+    capabilities ``registry`` registers for its workflow
+    (:meth:`~little_dist.fleet.registry.AppRegistry.check_version`): it may select among
+    them, never name another tool, model slot or harness. Without a registry only the
+    workers check that, when a step runs (it fails with ``runtime_config_error``).
     """
     from little_dist.authoring import WorkflowDefinition
 
@@ -281,6 +286,21 @@ def submit_run(
         )
     if version is not None:
         check_run_input(version, run_input)
+        if registry is not None:
+            registry.check_version(version)
+    if definition is not None and definition.plan is not None:
+        # The plan is the author's, but the workers run it with the registered workflow's
+        # capabilities: it may not name more than those.
+        registered = registry is not None and registry.get(definition.id) is not None
+        check_grants(
+            definition.plan,
+            (
+                registry.capabilities_for_workflow(definition.id)
+                if registry is not None and registered
+                else definition.capabilities()
+            ),
+            f"workflow {definition.id!r}",
+        )
     events = world.list_events(run_id)
     exists = _check_same(run_id, events, run_input, version.id if version else None)
 
@@ -351,7 +371,9 @@ class Client:
 
     ``settings`` default to :func:`~little_dist.settings.load_settings` (the environment);
     ``world`` to :func:`~little_dist.fleet.world.world_from_settings`; ``app`` (the Celery app
-    tasks are sent with) to :func:`~little_dist.fleet.app.make_celery_app`. What the client
+    tasks are sent with) to :func:`~little_dist.fleet.app.make_celery_app`; ``registry`` (the
+    workflows submissions are checked against) to the app module of ``settings.app``
+    (``LITTLE_APP``), when it names one, loaded at the first submission. What the client
     opens itself it closes in :meth:`close` (also a context manager).
     """
 
@@ -456,6 +478,10 @@ class Client:
         run_id: str | None = None,
     ) -> str:
         """Submit a run; its id. Idempotent on ``run_id`` (see the module docstring)."""
+        if self.registry is None and self.settings.app:
+            from little_dist.fleet.registry import load_registry
+
+            self.registry = load_registry(self.settings.app)
         return submit_run(
             self.world,
             workflow,

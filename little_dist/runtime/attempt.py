@@ -41,7 +41,7 @@ from little_dist.compiler import WorkflowVersion
 from little_dist.errors import LeaseLostError
 from little_dist.events import RUN_END_EVENT_TYPES, Event, EventInput
 from little_dist.run_state import RunState, RunStateBuilder
-from little_dist.runtime.capabilities import Capabilities, RuntimeConfigError
+from little_dist.runtime.capabilities import Capabilities, CapabilityError, RuntimeConfigError
 from little_dist.runtime.failures import (
     CAUSE_RUNTIME_CONFIG,
     CAUSE_STEP_SCHEMA,
@@ -519,7 +519,7 @@ def _tools_for(
         name = with_.get("tool")
         found = capabilities.tools.get(name) if isinstance(name, str) else None
         if found is None:
-            raise RuntimeConfigError(
+            raise CapabilityError(
                 f"step {step.get('id')!r} calls tool {name!r}, which is not registered "
                 f"(registered: {', '.join(capabilities.tools.names()) or 'none'})"
             )
@@ -531,6 +531,16 @@ def _tools_for(
         permissions = version.lwir.get("permissions")
         if isinstance(permissions, Mapping) and isinstance(permissions.get("tools"), list):
             names = [str(name) for name in permissions["tools"]]
+    if names is not None:
+        # A name the workflow does not register is refused, not quietly left out: the
+        # document selects among the registered tools, it never adds one.
+        tools = capabilities.tools
+        for name in names:
+            if name not in tools:
+                raise CapabilityError(
+                    f"step {step.get('id')!r} names tool {name!r}, which is not registered "
+                    f"(registered: {', '.join(tools.names()) or 'none'})"
+                )
     return capabilities.tools_for(names)
 
 
