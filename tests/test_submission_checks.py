@@ -251,8 +251,8 @@ def _fixer_model(doc: dict[str, Any]) -> None:
 WIDENINGS = {
     "tool-call": (
         {"c": _tool("deleteAll")},
-        "permissions.tools names tool 'deleteAll', which workflow 'support.triage' does not "
-        "register (registered: lookupCustomer) (and 1 more)",
+        "step 'lookup' calls tool 'deleteAll', which workflow 'support.triage' does not "
+        "register (registered: lookupCustomer)",
     ),
     "permissions-tools": (
         {"c": _permitted_tool},
@@ -266,8 +266,8 @@ WIDENINGS = {
     ),
     "with-model": (
         {"c": _own_model},
-        "permissions.models names model slot 'openai/gpt-4o', which workflow 'support.triage' "
-        "does not register (registered: fast) (and 1 more)",
+        "step 'answer' uses model slot 'openai/gpt-4o', which workflow 'support.triage' does "
+        "not register (registered: fast)",
     ),
     "permissions-models": (
         {"c": _permitted_model},
@@ -276,13 +276,18 @@ WIDENINGS = {
     ),
     "nested-step": (
         {"c": _nested_tool},
-        "permissions.tools names tool 'deleteAll', which workflow 'support.triage' does not "
-        "register (registered: lookupCustomer) (and 1 more)",
+        "step 'fan.wipe' calls tool 'deleteAll', which workflow 'support.triage' does not "
+        "register (registered: lookupCustomer)",
     ),
     "fixer-model": (
         {"c": _fixer_model},
-        "permissions.models names model slot 'openai/o3', which workflow 'support.triage' "
-        "does not register (registered: fast) (and 1 more)",
+        "step 'code' fixes its code with model slot 'openai/o3', which workflow "
+        "'support.triage' does not register (registered: fast)",
+    ),
+    "several": (
+        {"a": _tool("deleteAll"), "b": _own_model, "c": _permitted_model},
+        "step 'lookup' calls tool 'deleteAll', which workflow 'support.triage' does not "
+        "register (registered: lookupCustomer) (and 2 more)",
     ),
 }
 
@@ -304,25 +309,17 @@ def test_every_way_a_document_names_more_than_its_workflow_is_found(case: str) -
     assert "\n" not in str(caught.value)
 
 
-def test_each_problem_names_the_step_and_the_capability() -> None:
+def test_a_step_and_the_allowlist_naming_one_tool_are_one_problem() -> None:
     caps = triage().capabilities()
-    owner = "workflow 'support.triage'"
-    assert overreach(triage_lwir(c=_tool("deleteAll")), caps, owner)[1] == (
-        "step 'lookup' calls tool 'deleteAll', which workflow 'support.triage' does not "
-        "register (registered: lookupCustomer)"
-    )
-    assert overreach(triage_lwir(c=_own_model), caps, owner)[1] == (
-        "step 'answer' uses model slot 'openai/gpt-4o', which workflow 'support.triage' does "
-        "not register (registered: fast)"
-    )
-    assert overreach(triage_lwir(c=_nested_tool), caps, owner)[1] == (
-        "step 'fan.wipe' calls tool 'deleteAll', which workflow 'support.triage' does not "
-        "register (registered: lookupCustomer)"
-    )
-    assert overreach(triage_lwir(c=_fixer_model), caps, owner)[1] == (
-        "step 'code' fixes its code with model slot 'openai/o3', which workflow "
-        "'support.triage' does not register (registered: fast)"
-    )
+    doc = triage_lwir(a=_tool("deleteAll"), b=_offered_tool, c=_permitted_model)
+    assert overreach(doc, caps, "workflow 'w'") == [
+        "step 'lookup' calls tool 'deleteAll', which workflow 'w' does not register "
+        "(registered: lookupCustomer)",
+        "step 'answer' offers its model tool 'deleteAll', which workflow 'w' does not register "
+        "(registered: lookupCustomer)",
+        "permissions.models names model slot 'anthropic/claude-opus', which workflow 'w' does "
+        "not register (registered: fast)",
+    ]
 
 
 def test_a_version_planned_for_another_worker_harness_is_found() -> None:
@@ -373,8 +370,9 @@ def test_plain_lwir_selects_among_the_app_wide_capabilities() -> None:
     doc["metadata"]["name"] = "not.registered"
     with pytest.raises(CapabilityError) as caught:
         submit_run(world, doc, {}, run_id=RUN, registry=registry)
-    assert str(caught.value).startswith(
-        "permissions.tools names tool 'deleteAll', which the app does not register"
+    assert str(caught.value) == (
+        "step 'lookup' calls tool 'deleteAll', which the app does not register "
+        "(registered: lookupCustomer)"
     )
     assert world.list_events(RUN) == []
     # With no model slot bound, slots go to litellm as written (the documented plain LWIR).

@@ -68,31 +68,34 @@ def overreach(
     lock: Mapping[str, Any] | None = None,
 ) -> list[str]:
     """One line per capability ``lwir`` (and ``lock``, a compiled version's) names that
-    ``capabilities`` do not provide, in document order; ``owner`` is who registers them
+    ``capabilities`` do not provide: the steps' first (in document order), then the
+    allowlists' (those no step names), then the lock's; ``owner`` is who registers them
     (``"workflow 'support.triage'"``, ``"the app"``)."""
     tools = capabilities.tools
     slots = capabilities.models
     tool_list = registered_names(tools.names())
     slot_list = registered_names(slots)
     problems: list[str] = []
+    # What steps named: an allowlist entry for the same name is not said again.
+    named: set[tuple[str, str]] = set()
 
     def tool(name: Any, where: str) -> None:
+        if (where, repr(name)) in named:
+            return
         if not isinstance(name, str) or name not in tools:
+            named.add(("permissions.tools names", repr(name)))
             problems.append(f"{where} tool {name!r}, which {owner} does not register {tool_list}")
 
     def slot(name: Any, where: str) -> None:
+        if (where, repr(name)) in named:
+            return
         # No slot bound at all: slots go to litellm as written (plain LWIR, no app models).
         if slots and (not isinstance(name, str) or name not in slots):
+            named.add(("permissions.models names", repr(name)))
             problems.append(
                 f"{where} model slot {name!r}, which {owner} does not register {slot_list}"
             )
 
-    permissions = lwir.get("permissions")
-    if isinstance(permissions, Mapping):
-        for name in _names(permissions.get("tools")):
-            tool(name, "permissions.tools names")
-        for name in _names(permissions.get("models")):
-            slot(name, "permissions.models names")
     for label, step in _steps(lwir.get("steps")):
         uses = step.get("uses")
         config = step.get("with")
@@ -107,6 +110,12 @@ def overreach(
         fixer = on_failure.get("fixer") if isinstance(on_failure, Mapping) else None
         if isinstance(fixer, Mapping) and "model" in fixer:
             slot(fixer.get("model"), f"step {label!r} fixes its code with")
+    permissions = lwir.get("permissions")
+    if isinstance(permissions, Mapping):
+        for name in _names(permissions.get("tools")):
+            tool(name, "permissions.tools names")
+        for name in _names(permissions.get("models")):
+            slot(name, "permissions.models names")
     manifest = lock.get("capabilityManifest") if isinstance(lock, Mapping) else None
     harness = manifest.get("workerHarness") if isinstance(manifest, Mapping) else None
     if isinstance(harness, Mapping) and "harnessId" in harness:
