@@ -45,7 +45,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from little_dist.errors import LittleError
+from little_dist.errors import InvalidInputError, LittleError
 from little_dist.events import Event, EventInput
 from little_dist.fleet.dispatch import (
     SUBMITTED_EVENT_TYPE,
@@ -625,23 +625,30 @@ class WorkerRuntime:
         input: Any = None,
         run_id: str | None = None,
     ) -> str:
-        """Submit a run of a registered workflow (by id) or of an LWIR document."""
+        """Submit a run of a registered workflow (by id) or of an LWIR document; its run id,
+        or ``"refused"`` (logged in one line, nothing stored) for a submission over the input
+        limits or naming capabilities its workflow does not register."""
         from little_dist.fleet.client import submit_run
 
         if (workflow_id is None) == (lwir is None):
             raise LittleError("little.submit_run takes exactly one of workflow_id and lwir")
         target: Any = lwir if lwir is not None else workflow_id
-        return submit_run(
-            self.world,
-            target,
-            input,
-            run_id=run_id,
-            app=self.app,
-            settings=self.settings,
-            registry=self.registry,
-            holder=self.name,
-            window=self.window,
-        )
+        try:
+            return submit_run(
+                self.world,
+                target,
+                input,
+                run_id=run_id,
+                app=self.app,
+                settings=self.settings,
+                registry=self.registry,
+                holder=self.name,
+                window=self.window,
+            )
+        except InvalidInputError as error:
+            # The sender's bad input, not the worker's failure: one line, no traceback.
+            _log.error("little.submit_run %s refused: %s", run_id or "(new run)", error)
+            return "refused"
 
     def _advance(
         self,
