@@ -11,7 +11,6 @@ contract checks (upstream's ``validateStepOutput`` / ``stepOutputSchemaHash``).
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -22,6 +21,7 @@ from jsonschema.exceptions import best_match
 
 from little_dist.canonical import canonical_json, sha256_digest
 from little_dist.compiler import WorkflowVersion
+from little_dist.lru import LruCache
 from little_dist.scheduling.fast_schema import Check, compile_check
 
 __all__ = [
@@ -45,6 +45,7 @@ ALPHA_MAX_BRANCHES: Final = 100
 #: The decision target that ends the current scope.
 END: Final = "end"
 _CACHE_SIZE: Final = 64
+_CACHE_LWIR_CHARS: Final = 32 * 1024 * 1024
 
 
 @dataclass(frozen=True, eq=False)
@@ -355,7 +356,11 @@ def _build(version: WorkflowVersion) -> WorkflowPlan:
     )
 
 
-_plans: OrderedDict[tuple[str, str], WorkflowPlan] = OrderedDict()
+# Plans by version, with the length of the version's canonical LWIR (what a plan holds grows
+# with it): bounded by count and by that length (a few large versions cannot take it all).
+_plans: LruCache[tuple[str, str], tuple[WorkflowPlan, int]] = LruCache(
+    _CACHE_SIZE, _CACHE_LWIR_CHARS, weigh=lambda entry: entry[1]
+)
 _plans_lock = threading.Lock()
 
 
@@ -386,12 +391,10 @@ def plan_for(version: WorkflowVersion) -> WorkflowPlan:
         found = _plans.get(key)
         if found is not None:
             _plans.move_to_end(key)
-            return found
+            return found[0]
     built = _build(version)
     with _plans_lock:
-        _plans[key] = built
-        while len(_plans) > _CACHE_SIZE:
-            _plans.popitem(last=False)
+        _plans[key] = (built, len(version.canonical_json))
     return built
 
 
