@@ -145,3 +145,23 @@ def test_the_schema_caches_stay_bounded_however_many_schemas_a_process_sees() ->
     for index in range(4200):  # (a schema the quick meta check leaves to jsonschema)
         lwir_schema.validate_schema_value({"required": [f"p{index}"], "minimum": "x"}, "$", [])
     assert 0 < len(lwir_schema._META_CACHE) <= 4096
+
+
+def test_step_schema_hashes_are_forgotten_with_their_plan() -> None:
+    import gc
+
+    from little_dist.compiler import compile_lwir
+    from little_dist.runtime import attempt
+    from little_dist.scheduling import plan as plans
+    from tests.workflows_for_tests import chain_lwir
+
+    before = len(attempt._schema_hashes)
+    steps = plans.plan_for(compile_lwir(chain_lwir(3), input={"tag": "hashes"})).top.steps
+    for step in steps:
+        attempt._schema_hash(step)
+    assert len(attempt._schema_hashes) == before + 3
+    with plans._plans_lock:
+        plans._plans.clear()  # (what the bounded plan cache does to an old plan)
+    del steps, step
+    gc.collect()
+    assert len(attempt._schema_hashes) <= before

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import enum
 import threading
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -556,18 +557,15 @@ def _manifest(
 
 
 # StepPlan objects are cached with their version's plan, so the same object recurs for every
-# attempt of a step: its schema hash is computed once. The value keeps the object alive, so
-# its id cannot be reused while cached.
-_schema_hashes: dict[int, tuple[StepPlan, str | None]] = {}
-_SCHEMA_HASH_CACHE = 4096
+# attempt of a step: its schema hash is computed once, and forgotten with the plan (the plan
+# cache is bounded; holding the step here would keep it alive past that bound).
+_schema_hashes: weakref.WeakKeyDictionary[StepPlan, str | None] = weakref.WeakKeyDictionary()
 
 
 def _schema_hash(step: StepPlan) -> str | None:
-    found = _schema_hashes.get(id(step))
-    if found is not None and found[0] is step:
-        return found[1]
-    digest = output_schema_hash(step.output)
-    if len(_schema_hashes) >= _SCHEMA_HASH_CACHE:
-        _schema_hashes.clear()
-    _schema_hashes[id(step)] = (step, digest)
-    return digest
+    try:
+        return _schema_hashes[step]
+    except KeyError:
+        digest = output_schema_hash(step.output)
+        _schema_hashes[step] = digest
+        return digest
