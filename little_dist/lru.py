@@ -73,6 +73,8 @@ class LruCache(Generic[K, V]):
 
     def _using(self, key: K) -> None:
         """``key`` is the entry in use now: the one used before it is weighed again."""
+        if self._weigh is None:
+            return
         last = self._last
         if last is not None and last != key:
             self._reweigh(last)
@@ -104,8 +106,14 @@ class LruCache(Generic[K, V]):
 
     def __setitem__(self, key: K, value: V) -> None:
         """Store ``value`` as the most recently used entry (then trim the others)."""
+        self.put(key, value)
+
+    def put(self, key: K, value: V, weight: int | None = None) -> None:
+        """``cache[key] = value``, with ``weight`` as its weight when given (a cache without
+        ``weigh`` then keeps it: entries whose weight is known once, when stored)."""
         self._using(key)
-        weight = self._weight_of(value)
+        if weight is None:
+            weight = self._weight_of(value)
         old = self._entries.pop(key, None)
         if old is not None:
             self._total -= old[1]
@@ -116,6 +124,8 @@ class LruCache(Generic[K, V]):
     def move_to_end(self, key: K) -> None:
         """Mark ``key`` used: the most recent entry, weighed again (then trim the others)."""
         self._entries.move_to_end(key)
+        if self._weigh is None:
+            return  # (weights that do not change: nothing new to trim)
         self._using(key)
         self._reweigh(key)
         self._trim()

@@ -131,6 +131,24 @@ def test_a_text_keyed_cache_is_safe_to_share_between_threads() -> None:
     assert cache.chars == sum(len(key) for key in cache._entries)
 
 
+def test_the_plan_cache_is_bounded_by_count_and_by_the_length_of_its_lwir(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from little_dist.compiler import compile_lwir
+    from little_dist.scheduling import plan as plans
+    from tests.workflows_for_tests import chain_lwir
+
+    for index in range(100):
+        plans.plan_for(compile_lwir(chain_lwir(1), input={"count": index}))
+    assert len(plans._plans) == 64
+    assert plans._plans_chars == sum(size for _, size in plans._plans.values())
+    big = compile_lwir(chain_lwir(40), input={})
+    monkeypatch.setattr(plans, "_CACHE_LWIR_CHARS", len(big.canonical_json) * 2)
+    plans.plan_for(big)
+    assert plans._plans_chars <= len(big.canonical_json) * 2
+    assert plans.plan_for(big) is plans.plan_for(big)  # (the one in hand stays)
+
+
 def test_the_schema_caches_stay_bounded_however_many_schemas_a_process_sees() -> None:
     from little_dist.harness import output_modes
     from little_dist.lwir import schema as lwir_schema
@@ -160,8 +178,9 @@ def test_step_schema_hashes_are_forgotten_with_their_plan() -> None:
     for step in steps:
         attempt._schema_hash(step)
     assert len(attempt._schema_hashes) == before + 3
-    with plans._plans_lock:
-        plans._plans.clear()  # (what the bounded plan cache does to an old plan)
+    # What the bounded plan cache does to an old plan: enough newer ones push it out.
+    for index in range(70):
+        plans.plan_for(compile_lwir(chain_lwir(1), input={"tag": index}))
     del steps, step
     gc.collect()
     assert len(attempt._schema_hashes) <= before

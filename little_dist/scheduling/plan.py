@@ -11,6 +11,7 @@ contract checks (upstream's ``validateStepOutput`` / ``stepOutputSchemaHash``).
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -21,7 +22,6 @@ from jsonschema.exceptions import best_match
 
 from little_dist.canonical import canonical_json, sha256_digest
 from little_dist.compiler import WorkflowVersion
-from little_dist.lru import LruCache
 from little_dist.scheduling.fast_schema import Check, compile_check
 
 __all__ = [
@@ -358,9 +358,10 @@ def _build(version: WorkflowVersion) -> WorkflowPlan:
 
 # Plans by version, with the length of the version's canonical LWIR (what a plan holds grows
 # with it): bounded by count and by that length (a few large versions cannot take it all).
-_plans: LruCache[tuple[str, str], tuple[WorkflowPlan, int]] = LruCache(
-    _CACHE_SIZE, _CACHE_LWIR_CHARS, weigh=lambda entry: entry[1]
-)
+# (An OrderedDict kept by hand, not little_dist.lru: plan_for is called several times per
+# step, and a hit must cost what a dict lookup does.)
+_plans: OrderedDict[tuple[str, str], tuple[WorkflowPlan, int]] = OrderedDict()
+_plans_chars = 0
 _plans_lock = threading.Lock()
 
 
@@ -393,8 +394,15 @@ def plan_for(version: WorkflowVersion) -> WorkflowPlan:
             _plans.move_to_end(key)
             return found[0]
     built = _build(version)
+    size = len(version.canonical_json)
+    global _plans_chars
     with _plans_lock:
-        _plans[key] = (built, len(version.canonical_json))
+        old = _plans.pop(key, None)
+        _plans[key] = (built, size)
+        _plans_chars += size - (old[1] if old is not None else 0)
+        while len(_plans) > 1 and (len(_plans) > _CACHE_SIZE or _plans_chars > _CACHE_LWIR_CHARS):
+            _, (_, dropped) = _plans.popitem(last=False)
+            _plans_chars -= dropped
     return built
 
 
