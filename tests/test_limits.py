@@ -151,9 +151,7 @@ def test_canonical_json_refuses_values_deeper_than_it_can_walk() -> None:
 def test_the_validator_and_compiler_refuse_a_very_deep_document_with_a_finding() -> None:
     doc = wf.single_tool_lwir(args={"deep": nested_lists(VERY_DEEP)})
     (finding,) = validate_lwir(doc)
-    assert (finding.code, finding.message) == (
-        "lwir.non_hashable",
-        f"LWIR is nested more than {MAX_DEPTH} levels deep.",
-    )
+    assert finding.code == "lwir.non_hashable"
+    assert finding.message.startswith(f"Values nested more than {MAX_DEPTH} levels deep")
     with pytest.raises(InvalidInputError):
         compile_lwir(doc)

@@ -20,8 +20,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from little_dist.canonical import MAX_DEPTH
-from little_dist.limits import deeper_than
 from little_dist.lwir._js import MISSING, is_record, js_clone
 from little_dist.lwir.expression_checks import (
     StepRef,
@@ -100,10 +98,6 @@ def validated_clone(doc: Any) -> tuple[list[Finding], Any]:
     """
     if isinstance(doc, LwirDocument):
         doc = doc.model_dump(by_alias=True, exclude_unset=True)
-    if deeper_than(doc, MAX_DEPTH):
-        # Measured without recursion: the walks below recurse once or twice per level.
-        message = f"LWIR is nested more than {MAX_DEPTH} levels deep."
-        return [error("lwir.non_hashable", "$", message)], None
     try:
         clone = js_clone(doc)
     except RecursionError:
