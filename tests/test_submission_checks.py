@@ -477,3 +477,22 @@ def test_a_forged_version_fails_its_step_with_runtime_config_error_and_calls_not
     # No model was asked and no tool ran: the refusal comes before the harness.
     assert not [e for e in events if e.type.startswith("harness.")]
     assert CALLS == []
+
+
+def test_a_client_checks_against_the_app_module_of_its_settings() -> None:
+    from little_dist.fleet.client import Client
+
+    world = MemoryWorld()
+    doc = triage_lwir(c=_tool("deleteAll"))
+    doc["steps"][1]["with"]["model"] = "default"  # (the examples' one model slot)
+    doc["permissions"] = {"models": ["default"], "tools": ["deleteAll"]}
+    settings = load_settings({"LITTLE_APP": "examples.support_triage"})
+    with Client(settings, world=world, app=object()) as client:  # type: ignore[arg-type]
+        with pytest.raises(CapabilityError) as caught:
+            client.submit(doc, {}, run_id=RUN)
+        assert client.registry is not None and "support.triage" in client.registry.workflows
+    assert str(caught.value) == (
+        "step 'lookup' calls tool 'deleteAll', which workflow 'support.triage' does not "
+        "register (registered: lookup_customer, search_knowledge_base)"
+    )
+    assert world.list_events(RUN) == []

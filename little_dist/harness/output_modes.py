@@ -106,7 +106,7 @@ def parse_output(spec: Mapping[str, Any], text: str) -> Any:
     for candidate in _json_candidates(text):
         try:
             return json.loads(candidate)
-        except ValueError:
+        except (ValueError, RecursionError):  # (a reply nested too deeply is not an answer)
             continue
     return text
 
