@@ -19,7 +19,13 @@ import pytest
 
 from little_dist.events import Event, EventInput
 from little_dist.fleet.client import submit_run
-from little_dist.fleet.dispatch import Advance, RunTracker, acquire_leases, advance_run
+from little_dist.fleet.dispatch import (
+    KEPT_EVENT_BYTES,
+    Advance,
+    RunTracker,
+    acquire_leases,
+    advance_run,
+)
 from little_dist.fleet.queue import MemoryQueue
 from little_dist.fleet.registry import AppRegistry
 from little_dist.fleet.tasks import RunCache, WorkerRuntime
@@ -563,6 +569,53 @@ def test_the_cache_is_bounded_least_recently_used_first() -> None:
     assert cache.get("run_a") is first
     cache.get("run_c")
     assert "run_b" not in cache and "run_a" in cache and len(cache) == 2
+
+
+def test_the_cache_is_bounded_by_the_bytes_its_runs_hold_and_keeps_the_run_in_hand() -> None:
+    world = MemoryWorld()
+    runtime, _ = _runtime(world, ToolRegistry([]))
+    for run_id in ("run_a", "run_b", "run_c"):
+        submit_run(world, wf.chain_lwir(2), {}, run_id=run_id)  # 2 events each
+    two_runs = 2 * 2 * KEPT_EVENT_BYTES
+    cache = RunCache(runtime, size=100, max_bytes=two_runs)
+    for run_id in ("run_a", "run_b"):
+        cache.get(run_id).catch_up()
+    assert cache.get("run_a").approx_bytes == 2 * KEPT_EVENT_BYTES
+    cache.get("run_c").catch_up()
+    cache.get("run_c")  # three runs' bytes: the least recently used (b) goes
+    assert "run_b" not in cache and "run_a" in cache and len(cache) == 2
+    # A run bigger than the whole budget stays while it is the one in use.
+    small = RunCache(runtime, size=100, max_bytes=1)
+    small.get("run_a").catch_up()
+    small.get("run_a")
+    assert "run_a" in small and len(small) == 1
+    small.get("run_b")
+    assert list(small._trackers) == ["run_b"]
+
+
+def test_the_runtimes_caches_take_their_budgets_from_the_settings() -> None:
+    settings = _settings(LITTLE_RUN_CACHE_BYTES="5000", LITTLE_VERSION_CACHE_BYTES="100")
+    runtime, _ = _runtime(MemoryWorld(), ToolRegistry([]), settings=settings)
+    assert runtime.runs._trackers.max_weight == 5000
+    assert runtime.versions._versions.max_weight == 100
+
+
+def test_the_version_cache_is_bounded_by_the_length_of_its_lwir() -> None:
+    from little_dist.compiler import compile_lwir
+    from little_dist.fleet.dispatch import VersionCache
+
+    world = MemoryWorld()
+    versions = [compile_lwir(wf.chain_lwir(n), input={}) for n in (1, 2, 3)]
+    for version in versions:
+        world.register_version(version.id, version.to_json())
+    budget = len(versions[0].canonical_json) + len(versions[1].canonical_json)
+    cache = VersionCache(size=10, max_bytes=budget)
+    assert cache.get(world, versions[0].id) == versions[0]
+    cache.put(versions[1])
+    assert len(cache) == 2
+    # The longest: with it, both others go (the one in hand stays).
+    cache.get(world, versions[2].id)
+    assert list(cache._versions) == [versions[2].id]
 
 
 @pytest.mark.integration

@@ -25,7 +25,7 @@ import redis
 from little_dist.compiler import WorkflowVersion, compile_lwir
 from little_dist.errors import LittleError
 from little_dist.events import EventInput
-from little_dist.fleet.dispatch import CANCEL_EVENT_TYPE, dispatch_lease_key
+from little_dist.fleet.dispatch import CANCEL_EVENT_TYPE, EVENT_BYTES, dispatch_lease_key
 from little_dist.fleet.queue import MemoryQueue, SentTask
 from little_dist.fleet.scheduler import Scheduler, active_runs_key
 from little_dist.fleet.signals import SignalReader
@@ -224,6 +224,29 @@ def test_a_chain_runs_signal_by_signal_and_is_archived(fleet: Fleet) -> None:
         fleet.world.append(run_id, EventInput(type="little.test.late", payload={}))
     # Every signal was acknowledged.
     assert pending_count(fleet) == 0
+
+
+def test_the_run_cache_is_bounded_by_the_bytes_of_its_runs_and_runs_still_finish(
+    fleet: Fleet,
+) -> None:
+    # Room for about one run's folded state: a look at another drops the least recently
+    # looked at, which is read from its log again when it comes back. (The run looked at
+    # last is weighed as it is once the next is looked at: at most two stay.)
+    fleet.settings = fleet.settings.model_copy(update={"run_cache_bytes": 4 * EVENT_BYTES})
+    app = MemoryQueue()
+    scheduler = fleet.scheduler(app)
+    runs = [start_run(fleet.world, chain_lwir(2), {}) for _ in range(3)]
+    versions = dict(runs)
+    scheduler.start()
+    spin(scheduler, lambda: len(app.sent) == 3)
+    assert len(scheduler._runs) == 2
+    while not all(events_of(fleet.world, run_id)[-1].type == "RunCompleted" for run_id in versions):
+        for task in app.take():
+            assert execute(fleet.world, versions[task.run_id], task) is AttemptOutcome.completed
+        scheduler.run_once(block_ms=50)
+        assert len(scheduler._runs) <= 2
+    for run_id in versions:
+        assert types_at(fleet.world, run_id, "StepScheduled") == ["sched:s0:1", "sched:s1:1"]
 
 
 def test_a_finished_run_is_archived_after_the_archive_delay(fleet: Fleet) -> None:

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from little_dist import occurrences
-from little_dist.canonical import canonical_json, sha256_digest
+from little_dist.canonical import NonHashableValueError, canonical_json, sha256_digest
 from little_dist.compiler import WorkflowVersion, compile_lwir
 from little_dist.errors import InvalidInputError, LittleError
 from little_dist.events import RUN_END_EVENT_TYPES, Event, EventInput
@@ -55,9 +55,10 @@ from little_dist.fleet.dispatch import (
     dispatch_plan,
 )
 from little_dist.ids import validate_run_id
+from little_dist.limits import InputLimits
 from little_dist.local_runner import RunMismatchError, check_run_input, new_run_id
 from little_dist.run_state import FOLDED_EVENT_TYPES, EventLike, RunState, RunStateBuilder
-from little_dist.runtime import hydrate_events
+from little_dist.runtime import check_grants, hydrate_events
 from little_dist.settings import Settings, load_settings
 from little_dist.world.base import RunNotFoundError, UndecodedEvent, World
 
@@ -216,12 +217,12 @@ def _start(
     )
 
 
-def _json_value(value: Any, what: str) -> Any:
+def _json_value(value: Any, limits: InputLimits, what: str = "the run input") -> Any:
     import json
 
     try:
-        return json.loads(canonical_json(value))
-    except InvalidInputError as error:
+        return json.loads(limits.check_input(value, what))
+    except NonHashableValueError as error:
         raise InvalidInputError(f"{what} is not JSON: {error}") from error
 
 
@@ -248,29 +249,40 @@ def submit_run(
     with ``queue`` and ``settings``, the run is announced before its start is recorded, and
     the start does not signal the scheduler, since this call makes the first decision and
     sends its tasks (a client that dies before that leaves the run to the next sweep).
+
+    The input and a submitted document are checked against the limits of ``settings`` (the
+    defaults without; see :mod:`little_dist.limits`) before anything is read or written, and
+    a document (an LWIR, a compiled version, a definition's ``plan``) against the
+    capabilities ``registry`` registers for its workflow
+    (:meth:`~little_dist.fleet.registry.AppRegistry.check_version`): it may select among
+    them, never name another tool, model slot or harness. Without a registry only the
+    workers check that, when a step runs (it fails with ``runtime_config_error``).
     """
     from little_dist.authoring import WorkflowDefinition
 
+    limits = settings.limits if settings is not None else InputLimits()
     run_id = new_run_id() if run_id is None else validate_run_id(run_id)
     if isinstance(workflow, str) and registry is not None:
         workflow = registry.get(workflow) or workflow
-    events = world.list_events(run_id)
     planner_path: str | None = None
     version: WorkflowVersion | None = None
     definition: WorkflowDefinition | None = None
     if isinstance(workflow, WorkflowDefinition):
-        run_input = workflow.validate_input(run_input)
+        run_input = workflow.validate_input(run_input, limits=limits)
         if workflow.plan is None:
             planner_path = workflow.id
         else:
             definition = workflow
     elif isinstance(workflow, str):
-        run_input = _json_value(run_input, "the run input")
+        run_input = _json_value(run_input, limits)
         planner_path = workflow
     elif isinstance(workflow, WorkflowVersion):
+        limits.check_lwir(workflow.lwir)
+        run_input = _json_value(run_input, limits)
         version = workflow
     elif isinstance(workflow, Mapping):
-        run_input = _json_value(run_input, "the run input")
+        limits.check_lwir(workflow)
+        run_input = _json_value(run_input, limits)
         version = compile_lwir(dict(workflow), input=run_input)
     else:
         raise InvalidInputError(
@@ -279,11 +291,27 @@ def submit_run(
         )
     if version is not None:
         check_run_input(version, run_input)
+        if registry is not None:
+            registry.check_version(version)
+    if definition is not None and definition.plan is not None:
+        # The plan is the author's, but the workers run it with the registered workflow's
+        # capabilities: it may not name more than those.
+        registered = registry is not None and registry.get(definition.id) is not None
+        check_grants(
+            definition.plan,
+            (
+                registry.capabilities_for_workflow(definition.id)
+                if registry is not None and registered
+                else definition.capabilities()
+            ),
+            f"workflow {definition.id!r}",
+        )
     # Concurrent submitters of the run id that all read an empty log agree here, in one
     # atomic step, on whose input the run gets; the others are refused before writing.
     input_hash = sha256_digest(run_input)
     if world.claim_submission(run_id, input_hash) != input_hash:
         raise RunMismatchError(f"run {run_id} was submitted with a different input")
+    events = world.list_events(run_id)
     exists = _check_same(run_id, events, run_input, version.id if version else None)
 
     if planner_path is not None:
@@ -355,8 +383,9 @@ class Client:
     ``world`` to :func:`~little_dist.fleet.world.world_from_settings`; ``app`` (the Celery app
     tasks are sent with) to :func:`~little_dist.fleet.app.make_celery_app`; ``queue`` (a
     :class:`~little_dist.fleet.queue.TaskQueue`, e.g. a ``MemoryQueue`` in tests) replaces
-    the app. What the client opens itself it closes in :meth:`close` (also a context
-    manager).
+    the app; ``registry`` (the workflows submissions are checked against) to the app module
+    of ``settings.app`` (``LITTLE_APP``), when it names one, loaded at the first submission.
+    What the client opens itself it closes in :meth:`close` (also a context manager).
     """
 
     def __init__(
@@ -471,6 +500,10 @@ class Client:
         run_id: str | None = None,
     ) -> str:
         """Submit a run; its id. Idempotent on ``run_id`` (see the module docstring)."""
+        if self.registry is None and self.settings.app:
+            from little_dist.fleet.registry import load_registry
+
+            self.registry = load_registry(self.settings.app)
         return submit_run(
             self.world,
             workflow,

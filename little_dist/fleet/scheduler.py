@@ -65,6 +65,7 @@ from little_dist.fleet.dispatch import (
 from little_dist.fleet.signals import Signal, SignalReader
 from little_dist.fleet.slots import fanout_window
 from little_dist.fleet.sweeper import ActiveRuns, SweepRound, fail_dead_attempts
+from little_dist.lru import LruCache
 from little_dist.run_state import RunState
 from little_dist.scheduling import Decision, RunContext, StepDispatch, decide
 from little_dist.settings import Settings
@@ -90,7 +91,11 @@ _TERMINAL: Final = ("completed", "failed")
 # decide + append rounds per look at a run (inline decision steps may chain); a bound so a
 # bug cannot spin the loop.
 _MAX_ROUNDS: Final = 64
-_FINISHED_MEMORY: Final = 20_000
+# Runs this scheduler finished, whose signals it skips. Late signals of a run come within
+# seconds of its end (a dead scheduler's, claimed after signal_claim_idle): one of a run
+# finished before the last thousand costs a look that finds it over (as it does a scheduler
+# that did not finish it), and the memory stays small (~150 bytes a run).
+_FINISHED_MEMORY: Final = 1_000
 # A look with more unread events than this reads the last one first (see the docstring, 4.).
 _UNREAD_END_PEEK: Final = 256
 _END_STATUS: Final = {"RunCompleted": "completed", "RunFailed": "failed"}
@@ -172,12 +177,16 @@ class Scheduler:
             self.name,
             interval=default_sweep_interval(settings) if sweep_interval is None else sweep_interval,
         )
-        self.versions = VersionCache()
+        self.versions = VersionCache(max_bytes=settings.version_cache_bytes)
         self.read_count = read_count
         self.block_ms = block_ms
         self.sweep_batch = sweep_batch
         self.max_cached_runs = max_cached_runs
-        self._runs: OrderedDict[str, _Run] = OrderedDict()
+        # Folded runs, least recently looked at first; bounded by count and by
+        # LITTLE_RUN_CACHE_BYTES (a run dropped is read from the log again if it comes back).
+        self._runs: LruCache[str, _Run] = LruCache(
+            max_cached_runs, settings.run_cache_bytes, weigh=_run_bytes
+        )
         self._finished: OrderedDict[str, None] = OrderedDict()
         self._finished_lock = threading.Lock()
         # Per run: its log's length when a sweep last looked at it (_SWEEP_SKIPPED: the last
@@ -534,9 +543,7 @@ class Scheduler:
                 window=self.window,
             )
         )
-        self._runs[run_id] = entry
-        while len(self._runs) > self.max_cached_runs:
-            self._runs.popitem(last=False)  # re-read from the log if it comes back
+        self._runs[run_id] = entry  # (the oldest go past the bounds)
         return entry
 
     def _forget(self, run_id: str) -> None:
@@ -614,6 +621,10 @@ class Scheduler:
         removed = self.signals.forget_idle_consumers(idle)
         if removed:
             _log("consumers-removed", names=removed)
+
+
+def _run_bytes(entry: _Run) -> int:
+    return entry.tracker.approx_bytes
 
 
 def _internal_failure(looks: int, exc: Exception) -> EventInput:

@@ -41,7 +41,6 @@ import os
 import socket
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -66,6 +65,7 @@ from little_dist.fleet.dispatch import (
 )
 from little_dist.fleet.spares import SPARE_SECONDS, SpareSender
 from little_dist.ids import InvalidIdError, validate_run_id
+from little_dist.lru import LruCache
 from little_dist.runtime import (
     AttemptOutcome,
     LeaseHeartbeat,
@@ -141,7 +141,7 @@ class WorkerRuntime:
         self._on_shutdown: Callable[..., None] | None = None
         self._keeper: LeaseKeeper | None = None
         self._keeper_world: World | None = None
-        self.versions = VersionCache()
+        self.versions = VersionCache(max_bytes=settings.version_cache_bytes)
         #: Where tasks go (set by :func:`register_tasks`: the Celery app, as a TaskQueue).
         self.queue: TaskQueue | None = None
         self._world = world
@@ -733,23 +733,30 @@ class WorkerRuntime:
         input: Any = None,
         run_id: str | None = None,
     ) -> str:
-        """Submit a run of a registered workflow (by id) or of an LWIR document."""
+        """Submit a run of a registered workflow (by id) or of an LWIR document; its run id,
+        or ``"refused"`` (logged in one line, nothing stored) for a submission over the input
+        limits or naming capabilities its workflow does not register."""
         from little_dist.fleet.client import submit_run
 
         if (workflow_id is None) == (lwir is None):
             raise LittleError("little.submit_run takes exactly one of workflow_id and lwir")
         target: Any = lwir if lwir is not None else workflow_id
-        return submit_run(
-            self.world,
-            target,
-            input,
-            run_id=run_id,
-            queue=self.queue,
-            settings=self.settings,
-            registry=self.registry,
-            holder=self.name,
-            window=self.window,
-        )
+        try:
+            return submit_run(
+                self.world,
+                target,
+                input,
+                run_id=run_id,
+                queue=self.queue,
+                settings=self.settings,
+                registry=self.registry,
+                holder=self.name,
+                window=self.window,
+            )
+        except InvalidInputError as error:
+            # The sender's bad input, not the worker's failure: one line, no traceback.
+            _log.error("little.submit_run %s refused: %s", run_id or "(new run)", error)
+            return "refused"
 
     def _advance(
         self,
@@ -895,13 +902,21 @@ class RunCache:
     folds under its own lock and reads only the events after the last one folded, instead
     of reading and folding the whole log for every task. A tracker is only a cache: every
     use catches up with the log first, so events other processes appended are always seen.
-    Finished runs are dropped; the least recently used run goes when the cache is full.
+    Finished runs are dropped; the least recently used run goes when the cache holds more
+    than ``size`` runs or more than ``LITTLE_RUN_CACHE_BYTES`` of them (``max_bytes``,
+    :attr:`RunTracker.approx_bytes`; never the run in hand).
     """
 
-    def __init__(self, runtime: WorkerRuntime, size: int = _RUN_CACHE_SIZE) -> None:
+    def __init__(
+        self, runtime: WorkerRuntime, size: int = _RUN_CACHE_SIZE, max_bytes: int | None = None
+    ) -> None:
         self._runtime = runtime
         self._size = size
-        self._trackers: OrderedDict[str, RunTracker] = OrderedDict()
+        self._trackers: LruCache[str, RunTracker] = LruCache(
+            size,
+            runtime.settings.run_cache_bytes if max_bytes is None else max_bytes,
+            weigh=_tracker_bytes,
+        )
         self._lock = threading.Lock()
 
     def get(self, run_id: str) -> RunTracker:
@@ -925,9 +940,9 @@ class RunCache:
                     window=window,
                 )
                 self._trackers[run_id] = tracker
+            # (the least recently used go past either bound: read from the log again if
+            # they come back)
             self._trackers.move_to_end(run_id)
-            while len(self._trackers) > self._size:
-                self._trackers.popitem(last=False)  # read from the log again if it comes back
             return tracker
 
     def forget(self, run_id: str) -> None:
@@ -946,6 +961,10 @@ class RunCache:
     def __contains__(self, run_id: object) -> bool:
         with self._lock:
             return run_id in self._trackers
+
+
+def _tracker_bytes(tracker: RunTracker) -> int:
+    return tracker.approx_bytes
 
 
 def _sent_by_the_engine(

@@ -2,7 +2,8 @@
 
 * :func:`execute_step_attempt` / :class:`AttemptOutcome` (:mod:`.attempt`): one attempt,
   from lease to commit; what a fleet worker runs per task and the local runner per thread.
-* :class:`Capabilities` (:mod:`.capabilities`): tools, model slots, harnesses, skills.
+* :class:`Capabilities` (:mod:`.capabilities`): tools, model slots, harnesses, skills;
+  :func:`check_grants` (:mod:`.grants`): a submitted document selects among them, never more.
 * :class:`LeaseHeartbeat` / :class:`LeaseKeeper` (:mod:`.heartbeat`): renew leases from a
   daemon thread (one lease / many).
 * :func:`sweep_dead_attempts` (:mod:`.sweep`): fails attempts whose worker died.
@@ -20,8 +21,9 @@ from little_dist.runtime.attempt import (
     execute_step_attempt,
     run_input_of,
 )
-from little_dist.runtime.capabilities import Capabilities, RuntimeConfigError
+from little_dist.runtime.capabilities import Capabilities, CapabilityError, RuntimeConfigError
 from little_dist.runtime.failures import TERMINAL_CAUSES, error_envelope
+from little_dist.runtime.grants import check_grants
 from little_dist.runtime.heartbeat import DEADLINE_GRACE, KeptLease, LeaseHeartbeat, LeaseKeeper
 from little_dist.runtime.outputs import (
     INLINE_OUTPUT_LIMIT,
@@ -46,11 +48,13 @@ __all__ = [
     "WORKER_STEP_KINDS",
     "AttemptOutcome",
     "Capabilities",
+    "CapabilityError",
     "KeptLease",
     "LeaseHeartbeat",
     "LeaseKeeper",
     "RuntimeConfigError",
     "SweepResult",
+    "check_grants",
     "completion_events",
     "error_envelope",
     "execute_step_attempt",
