@@ -115,8 +115,8 @@ def stop(procs: list[subprocess.Popen[bytes]]) -> None:
 def submitter(env: dict[str, str], tickets: Any) -> None:
     """The child process that submits a run per ticket ``(run id, n)`` until ``None``."""
     from little_dist.fleet.client import submit_run
-    from little_dist.fleet.world import world_from_settings
     from little_dist.settings import load_settings
+    from little_dist.world.factory import world_from_settings
 
     settings = load_settings(env)
     world = world_from_settings(settings)
@@ -141,8 +141,8 @@ def measure(args: argparse.Namespace, env: dict[str, str]) -> list[Figure]:
 
     from little_dist.fleet.app import make_celery_app
     from little_dist.fleet.scheduler import Scheduler
-    from little_dist.fleet.world import fleet_world_spec, redis_url_of, world_from_settings
     from little_dist.settings import load_settings
+    from little_dist.world.factory import fleet_world_spec, redis_url_of, world_from_settings
 
     context = multiprocessing.get_context("spawn")
     tickets = context.Queue()

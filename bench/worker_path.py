@@ -78,7 +78,7 @@ def fan_cpu_seconds(
 
 
 def measure(world_factory: Any, settings: Any, args: argparse.Namespace) -> list[float]:
-    from little_dist.fleet.registry import load_registry
+    from little_dist.fleet.app_registry import load_registry
     from little_dist.fleet.tasks import WorkerRuntime
 
     outbox = MemoryQueue(sized=False)
@@ -121,8 +121,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not 1 <= args.branches <= 1000 or args.runtimes < 1 or args.runs < 1:
         parser.error("--branches must be 1..1000, --runtimes and --runs at least 1")
 
-    from little_dist.fleet.world import world_from_settings
     from little_dist.settings import load_settings
+    from little_dist.world.factory import world_from_settings
     from little_dist.world.memory import MemoryWorld
     from tests.s3_server import start_weed_mini
 

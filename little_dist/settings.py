@@ -91,7 +91,6 @@ from pydantic_settings import (
 )
 
 from little_dist.errors import InvalidInputError
-from little_dist.redis_tls import tls_problems
 from little_dist.limits import (
     DEFAULT_MAX_INPUT_BYTES,
     DEFAULT_MAX_JSON_DEPTH,
@@ -100,6 +99,7 @@ from little_dist.limits import (
     MAX_JSON_DEPTH_CEILING,
     InputLimits,
 )
+from little_dist.redis_tls import tls_problems
 
 __all__ = [
     "KNOWN_ENV_VARS",

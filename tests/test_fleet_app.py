@@ -31,9 +31,9 @@ from little_dist.fleet.dispatch import (
 )
 from little_dist.fleet.queue import MemoryQueue
 from little_dist.fleet.tasks import TASK_NAMES
-from little_dist.fleet.world import fleet_world_spec
 from little_dist.scheduling import StepDispatch, decide
 from little_dist.settings import Settings, load_settings
+from little_dist.world.factory import fleet_world_spec
 from little_dist.world.memory import MemoryWorld
 from tests import workflows_for_tests as wf
 
@@ -284,7 +284,7 @@ def test_the_world_spec_gets_the_settings_signal_stream() -> None:
 def test_the_redis_url_of_a_world_spec_has_none_of_the_worlds_options() -> None:
     # redis-py refuses an option it does not know (the scheduler's client failed on
     # ?hot_artifact_limit=, which the operations guide recommends for a Redis cluster).
-    from little_dist.fleet.world import redis_url_of
+    from little_dist.world.factory import redis_url_of
 
     spec = (
         "redis://h:6379/0?key_prefix=t:&s3_prefix=p/&archive_ttl=1&archive_marker_ttl=2"

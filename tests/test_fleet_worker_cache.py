@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from little_dist.events import Event, EventInput
+from little_dist.fleet.app_registry import AppRegistry
 from little_dist.fleet.client import submit_run
 from little_dist.fleet.dispatch import (
     KEPT_EVENT_BYTES,
@@ -27,7 +28,6 @@ from little_dist.fleet.dispatch import (
     advance_run,
 )
 from little_dist.fleet.queue import MemoryQueue
-from little_dist.fleet.registry import AppRegistry
 from little_dist.fleet.tasks import RunCache, WorkerRuntime
 from little_dist.run_state import RunStateBuilder
 from little_dist.runtime import Capabilities

@@ -135,7 +135,7 @@ def test_the_plan_cache_is_bounded_by_count_and_by_the_length_of_its_lwir(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from little_dist.compiler import compile_lwir
-    from little_dist.scheduling import plan as plans
+    from little_dist.scheduling import step_graph as plans
     from tests.workflows_for_tests import chain_lwir
 
     for index in range(100):
@@ -170,7 +170,7 @@ def test_step_schema_hashes_are_forgotten_with_their_plan() -> None:
 
     from little_dist.compiler import compile_lwir
     from little_dist.runtime import attempt
-    from little_dist.scheduling import plan as plans
+    from little_dist.scheduling import step_graph as plans
     from tests.workflows_for_tests import chain_lwir
 
     before = len(attempt._schema_hashes)

@@ -15,8 +15,8 @@ import pytest
 from little_dist import define_workflow, model, run_workflow
 from little_dist.authoring import WorkflowDefinition
 from little_dist.compiler import compile_lwir
+from little_dist.fleet.app_registry import AppRegistry
 from little_dist.fleet.client import submit_run
-from little_dist.fleet.registry import AppRegistry
 from little_dist.harness.types import DEFAULT_HARNESS_ID
 from little_dist.limits import InputLimitError, InputLimits
 from little_dist.runtime import Capabilities, CapabilityError

@@ -70,7 +70,7 @@ def fleet_client(args: argparse.Namespace, *, app_modules: list[str] | None = No
 
     registry = None
     if app_modules:
-        from little_dist.fleet.registry import load_registry
+        from little_dist.fleet.app_registry import load_registry
 
         registry = load_registry(app_modules)
     return Client(fleet_settings(args), registry=registry)
@@ -204,8 +204,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     settings = fleet_settings(args)
     modules = args.app if args.app else ([settings.app] if settings.app else [])
+    from little_dist.fleet.app_registry import AppImportError, load_registry
     from little_dist.fleet.client import Client
-    from little_dist.fleet.registry import AppImportError, load_registry
 
     try:
         # Also for a document: it is checked against the capabilities its workflow registers

@@ -66,8 +66,8 @@ if TYPE_CHECKING:
     from celery import Celery
 
     from little_dist.authoring import WorkflowDefinition
+    from little_dist.fleet.app_registry import AppRegistry
     from little_dist.fleet.queue import TaskQueue
-    from little_dist.fleet.registry import AppRegistry
     from little_dist.fleet.slots import FanoutWindow
 
 __all__ = [
@@ -254,7 +254,7 @@ def submit_run(
     defaults without; see :mod:`little_dist.limits`) before anything is read or written, and
     a document (an LWIR, a compiled version, a definition's ``plan``) against the
     capabilities ``registry`` registers for its workflow
-    (:meth:`~little_dist.fleet.registry.AppRegistry.check_version`): it may select among
+    (:meth:`~little_dist.fleet.app_registry.AppRegistry.check_version`): it may select among
     them, never name another tool, model slot or harness. Without a registry only the
     workers check that, when a step runs (it fails with ``runtime_config_error``).
     """
@@ -380,7 +380,7 @@ class Client:
     """The fleet from a program: ``submit``, ``status``, ``wait``, ``events``, ``cancel``.
 
     ``settings`` default to :func:`~little_dist.settings.load_settings` (the environment);
-    ``world`` to :func:`~little_dist.fleet.world.world_from_settings`; ``app`` (the Celery app
+    ``world`` to :func:`~little_dist.world.factory.world_from_settings`; ``app`` (the Celery app
     tasks are sent with) to :func:`~little_dist.fleet.app.make_celery_app`; ``queue`` (a
     :class:`~little_dist.fleet.queue.TaskQueue`, e.g. a ``MemoryQueue`` in tests) replaces
     the app; ``registry`` (the workflows submissions are checked against) to the app module
@@ -414,7 +414,7 @@ class Client:
     @property
     def world(self) -> World:
         if self._world is None:
-            from little_dist.fleet.world import world_from_settings
+            from little_dist.world.factory import world_from_settings
 
             self._world = world_from_settings(self.settings)
         return self._world
@@ -501,7 +501,7 @@ class Client:
     ) -> str:
         """Submit a run; its id. Idempotent on ``run_id`` (see the module docstring)."""
         if self.registry is None and self.settings.app:
-            from little_dist.fleet.registry import load_registry
+            from little_dist.fleet.app_registry import load_registry
 
             self.registry = load_registry(self.settings.app)
         return submit_run(

@@ -38,7 +38,7 @@ from little_dist.events import RUN_END_EVENT_TYPES, SCHEDULE_EVENT_TYPES, Event,
 from little_dist.lru import LruCache
 from little_dist.run_state import FOLDED_EVENT_TYPES, EventLike, RunState, RunStateBuilder
 from little_dist.runtime import hydrate_events
-from little_dist.runtime.sweep import step_lease_key
+from little_dist.runtime.dead_attempts import step_lease_key
 from little_dist.scheduling import Decision, RunContext, StepDispatch, decide
 from little_dist.settings import Settings
 from little_dist.world.base import (
@@ -56,9 +56,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CANCEL_EVENT_TYPE",
-    "PLAN_FAILED_EVENT_TYPE",
     "EVENT_BYTES",
     "KEPT_EVENT_BYTES",
+    "PLAN_FAILED_EVENT_TYPE",
     "SUBMITTED_EVENT_TYPE",
     "TASK_EXECUTE_STEP",
     "TASK_FIX_STEP",

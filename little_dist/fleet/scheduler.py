@@ -666,7 +666,7 @@ def open_scheduler(settings: Settings, *, name: str | None = None) -> Scheduler:
 
     from little_dist.fleet.app import make_celery_app
     from little_dist.fleet.queue import CeleryQueue
-    from little_dist.fleet.world import fleet_world_spec, redis_url_of, world_from_settings
+    from little_dist.world.factory import fleet_world_spec, redis_url_of, world_from_settings
 
     spec = fleet_world_spec(settings)
     if not spec.startswith(("redis://", "rediss://", "unix://")):

@@ -72,10 +72,10 @@ from little_dist.runtime import (
     LeaseKeeper,
     execute_step_attempt,
 )
-from little_dist.runtime.sweep import step_lease_key
+from little_dist.runtime.dead_attempts import step_lease_key
 from little_dist.scheduling import StepDispatch, decide
 from little_dist.scheduling.context import StepPathError, locate_step
-from little_dist.scheduling.plan import next_in_chain, plan_for
+from little_dist.scheduling.step_graph import next_in_chain, plan_for
 from little_dist.settings import Role, Settings
 from little_dist.world.base import Lease, LeaseRequest, World, run_lease_key, unique_holder
 
@@ -83,8 +83,8 @@ if TYPE_CHECKING:
     from celery import Celery
 
     from little_dist.compiler import WorkflowVersion
+    from little_dist.fleet.app_registry import AppRegistry
     from little_dist.fleet.queue import TaskQueue
-    from little_dist.fleet.registry import AppRegistry
     from little_dist.fleet.slots import FanoutWindow
     from little_dist.scheduling import DispatchKind
 
@@ -160,7 +160,7 @@ class WorkerRuntime:
     def world(self) -> World:
         with self._lock:
             if self._world is None:
-                from little_dist.fleet.world import world_from_settings
+                from little_dist.world.factory import world_from_settings
 
                 self._world = world_from_settings(self.settings)
             return self._world
@@ -190,7 +190,7 @@ class WorkerRuntime:
     def registry(self) -> AppRegistry:
         with self._lock:
             if self._registry is None:
-                from little_dist.fleet.registry import load_registry
+                from little_dist.fleet.app_registry import load_registry
 
                 self._registry = load_registry(self.settings.app)
             return self._registry

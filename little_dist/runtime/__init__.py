@@ -6,7 +6,7 @@
   :func:`check_grants` (:mod:`.grants`): a submitted document selects among them, never more.
 * :class:`LeaseHeartbeat` / :class:`LeaseKeeper` (:mod:`.heartbeat`): renew leases from a
   daemon thread (one lease / many).
-* :func:`sweep_dead_attempts` (:mod:`.sweep`): fails attempts whose worker died.
+* :func:`sweep_dead_attempts` (:mod:`.dead_attempts`): fails attempts whose worker died.
 * :mod:`.outputs`: inline-or-artifact output commits, hydration for folds.
 
 The in-process runner that drives whole runs is :mod:`little_dist.local_runner`.
@@ -22,6 +22,13 @@ from little_dist.runtime.attempt import (
     run_input_of,
 )
 from little_dist.runtime.capabilities import Capabilities, CapabilityError, RuntimeConfigError
+from little_dist.runtime.dead_attempts import (
+    WORKER_STEP_KINDS,
+    SweepResult,
+    running_worker_attempts,
+    step_lease_key,
+    sweep_dead_attempts,
+)
 from little_dist.runtime.failures import TERMINAL_CAUSES, error_envelope
 from little_dist.runtime.grants import check_grants
 from little_dist.runtime.heartbeat import DEADLINE_GRACE, KeptLease, LeaseHeartbeat, LeaseKeeper
@@ -30,13 +37,6 @@ from little_dist.runtime.outputs import (
     completion_events,
     hydrate_events,
     schema_problems,
-)
-from little_dist.runtime.sweep import (
-    WORKER_STEP_KINDS,
-    SweepResult,
-    running_worker_attempts,
-    step_lease_key,
-    sweep_dead_attempts,
 )
 
 __all__ = [

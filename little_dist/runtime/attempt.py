@@ -54,6 +54,7 @@ from little_dist.errors import LeaseLostError, LittleError, StorageUnavailableEr
 from little_dist.events import RUN_END_EVENT_TYPES, Event, EventInput
 from little_dist.run_state import RunState, RunStateBuilder
 from little_dist.runtime.capabilities import Capabilities, CapabilityError, RuntimeConfigError
+from little_dist.runtime.dead_attempts import WORKER_STEP_KINDS, step_lease_key
 from little_dist.runtime.failures import (
     CAUSE_RUNTIME_CONFIG,
     CAUSE_STEP_SCHEMA,
@@ -66,10 +67,14 @@ from little_dist.runtime.outputs import (
     completion_events,
     hydrate_events,
 )
-from little_dist.runtime.sweep import WORKER_STEP_KINDS, step_lease_key
 from little_dist.scheduling import RunContext, StepDispatch
 from little_dist.scheduling.context import StepLocation, locate_step
-from little_dist.scheduling.plan import StepPlan, output_schema_hash, plan_for, step_output_error
+from little_dist.scheduling.step_graph import (
+    StepPlan,
+    output_schema_hash,
+    plan_for,
+    step_output_error,
+)
 from little_dist.world.base import ArtifactInput, Lease, LeaseRequest, World, unique_holder
 
 if TYPE_CHECKING:

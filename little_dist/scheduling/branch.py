@@ -16,9 +16,9 @@ from little_dist.expressions import UNDEFINED
 from little_dist.scheduling.context import Branch, BranchResult
 from little_dist.scheduling.drive import ScopeRun, drive_scope
 from little_dist.scheduling.env import Env
-from little_dist.scheduling.plan import ScopePlan, StepPlan
 from little_dist.scheduling.policy import TERMINAL_CAUSES, cause_of
 from little_dist.scheduling.settle import settle
+from little_dist.scheduling.step_graph import ScopePlan, StepPlan
 
 __all__ = [
     "Group",

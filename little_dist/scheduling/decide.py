@@ -22,8 +22,8 @@ from little_dist.run_state import RunState
 from little_dist.scheduling.drive import drive_scope
 from little_dist.scheduling.env import Env
 from little_dist.scheduling.parallel import drive_parallel
-from little_dist.scheduling.plan import plan_for, schema_error
 from little_dist.scheduling.settle import FrontierItem, ScopeOutcome
+from little_dist.scheduling.step_graph import plan_for, schema_error
 from little_dist.scheduling.types import Decision, RunContext
 
 __all__ = ["decide"]

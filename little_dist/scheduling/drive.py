@@ -18,8 +18,8 @@ from little_dist.expressions import ExpressionError, resolve_value
 from little_dist.expressions.jsvalues import truthy
 from little_dist.scheduling.context import build_context, scope_steps_root
 from little_dist.scheduling.env import Env, Virtual
-from little_dist.scheduling.plan import ScopePlan, StepPlan
 from little_dist.scheduling.settle import FrontierItem, ScopeOutcome, settle
+from little_dist.scheduling.step_graph import ScopePlan, StepPlan
 
 __all__ = [
     "ScopeRun",

@@ -24,7 +24,7 @@ from little_dist.events import EventInput
 from little_dist.run_state import RunState
 from little_dist.runtime.failures import CAUSE_LEASE_EXPIRED, error_envelope
 from little_dist.scheduling.context import StepPathError, locate_step
-from little_dist.scheduling.plan import plan_for
+from little_dist.scheduling.step_graph import plan_for
 from little_dist.world.base import World, run_lease_key
 
 __all__ = [
