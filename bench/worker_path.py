@@ -50,7 +50,8 @@ def fan_cpu_seconds(
 ) -> float:
     """CPU seconds of one fan-out run delivered to ``runtimes`` in turn."""
     from little_dist.fleet.client import submit_run
-    from little_dist.fleet.dispatch import RunTracker, advance_run
+    from little_dist.fleet.dispatch import advance_run
+    from little_dist.fleet.run_tracker import RunTracker
     from tests import fleet_app
 
     world = runtimes[0].world

@@ -48,6 +48,7 @@ from little_dist.runtime import (
     DEFAULT_STEP_TIMEOUT,
     AttemptOutcome,
     Capabilities,
+    Continuation,
     LeaseHeartbeat,
     LeaseKeeper,
     execute_step_attempt,
@@ -85,6 +86,10 @@ _MEMO_TYPES: Final = frozenset(
         "HarnessToolCallSucceeded",
     }
 )
+
+#: The runner holds the run's runner lease: nobody else runs its attempts, so an attempt
+#: need not read the log again once it holds its step lease.
+_EXCLUSIVE: Final = Continuation(read_log=False)
 
 ProgressCallback = Callable[[RunState], None]
 NoticeCallback = Callable[[str], None]
@@ -245,6 +250,9 @@ class _Runner:
         # not folded yet: folded from here instead of being read back from the log.
         self.recorded: dict[int, Event] = {}
         self.recorded_lock = threading.Lock()
+        # An append of ours returned events that do not follow the folded ones (an attempt's
+        # appends came in between, not handed over yet): the next look must read the log.
+        self.behind = False
         self.cancel = threading.Event()  # tells in-flight attempts to stop early
         self.keeper = LeaseKeeper(world)  # heartbeats every attempt's lease from one thread
         #: Seconds an attempt may run (the workflow's step_timeout, else the default).
@@ -348,8 +356,8 @@ class _Runner:
         while True:
             if heartbeat.cancelled():
                 raise LeaseLostError(f"run {self.run_id}: another runner took over the run")
-            state = self._catch_up(read=read)
-            read = False
+            state = self._catch_up(read=read or self.behind)
+            read = self.behind = False
             sweep_due = self.next_sweep is not None and time.monotonic() >= self.next_sweep
             if sweep_due and self._sweep(state):
                 read = True
@@ -448,6 +456,8 @@ class _Runner:
         new = [event for event in recorded if event.sequence > last]
         if new and new[0].sequence == last + 1:
             self._fold(new)
+        elif new:
+            self.behind = True  # others' events came in between: the next look reads them
         return bool(new)
 
     def _submit(self, decision: Decision, executor: DaemonThreadPool, state: RunState) -> bool:
@@ -491,7 +501,8 @@ class _Runner:
             cancel=self.cancel,
             keeper=self.keeper,
             on_recorded=self._handed_over,
-            exclusive=True,  # the runner lease: no one else runs this run's attempts
+            # The runner lease: no one else runs this run's attempts.
+            continuation=_EXCLUSIVE,
             timeout=self.timeout,
         )
 

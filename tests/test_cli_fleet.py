@@ -307,7 +307,7 @@ def test_submit_refuses_an_input_over_a_limit_in_one_line(
 
 
 def test_the_submit_task_sent_by_name_refuses_what_the_client_would(fleet_env: FleetEnv) -> None:
-    from little_dist.fleet.dispatch import TASK_SUBMIT_RUN
+    from little_dist.fleet.sending import TASK_SUBMIT_RUN
 
     worker = start_worker(fleet_env, roles=["planner"], app=TRIAGE_APP, concurrency=1)
     deep: Any = 1

@@ -16,7 +16,8 @@ import pytest
 
 from little_dist.events import EventInput
 from little_dist.fleet.client import Client, RunMismatchError, WaitTimeoutError
-from little_dist.fleet.dispatch import CANCEL_EVENT_TYPE, TASK_EXECUTE_STEP
+from little_dist.fleet.engine_events import CANCEL_EVENT_TYPE
+from little_dist.fleet.sending import TASK_EXECUTE_STEP
 from little_dist.run_state import materialize_run_state
 from little_dist.settings import load_settings
 from little_dist.world.base import RunNotFoundError

@@ -17,19 +17,19 @@ from little_dist.errors import InvalidInputError
 from little_dist.events import EventInput
 from little_dist.fleet.app import TASK_ROLES, make_celery_app
 from little_dist.fleet.client import submit_run
-from little_dist.fleet.dispatch import (
-    CANCEL_EVENT_TYPE,
+from little_dist.fleet.dispatch import advance_run
+from little_dist.fleet.engine_events import CANCEL_EVENT_TYPE
+from little_dist.fleet.queue import MemoryQueue
+from little_dist.fleet.run_tracker import RunTracker
+from little_dist.fleet.sending import (
     TASK_EXECUTE_STEP,
     TASK_FIX_STEP,
     TASK_ORCHESTRATE,
     TASK_PLAN,
     TASK_SUBMIT_RUN,
-    RunTracker,
-    advance_run,
     dispatch_lease_key,
     dispatch_ready,
 )
-from little_dist.fleet.queue import MemoryQueue
 from little_dist.fleet.tasks import TASK_NAMES
 from little_dist.scheduling import StepDispatch, decide
 from little_dist.settings import Settings, load_settings
@@ -199,8 +199,8 @@ def test_dispatch_ready_takes_the_documented_lease() -> None:
 
 
 def test_fix_step_dispatches_go_to_the_fixer_queue() -> None:
-    from little_dist.fleet.dispatch import send_dispatch
     from little_dist.fleet.queue import CeleryQueue
+    from little_dist.fleet.sending import send_dispatch
 
     app = RecordingCelery()
     queue = CeleryQueue(app, settings(LITTLE_QUEUE_FIXER="fix-q"))  # type: ignore[arg-type]

@@ -11,7 +11,7 @@ import pytest
 
 from little_dist.compiler import compile_lwir
 from little_dist.events import EventInput
-from little_dist.fleet.dispatch import RunTracker
+from little_dist.fleet.run_tracker import RunTracker
 from little_dist.fleet.slots import (
     Backlog,
     BacklogNotes,

@@ -20,14 +20,10 @@ import pytest
 from little_dist.events import Event, EventInput
 from little_dist.fleet.app_registry import AppRegistry
 from little_dist.fleet.client import submit_run
-from little_dist.fleet.dispatch import (
-    KEPT_EVENT_BYTES,
-    Advance,
-    RunTracker,
-    acquire_leases,
-    advance_run,
-)
+from little_dist.fleet.dispatch import Advance, Keep, advance_run
 from little_dist.fleet.queue import MemoryQueue
+from little_dist.fleet.run_tracker import KEPT_EVENT_BYTES, RunTracker
+from little_dist.fleet.sending import acquire_leases
 from little_dist.fleet.tasks import RunCache, WorkerRuntime
 from little_dist.run_state import RunStateBuilder
 from little_dist.runtime import Capabilities
@@ -109,7 +105,7 @@ def _deliver_while_one_advances(
     def advance_run(*args: Any, **options: Any) -> Any:
         if next(looks, False):  # the first look waits until the other thread waits for it
             deadline = time.monotonic() + 10
-            while not tracker.waiting() and time.monotonic() < deadline:
+            while not tracker.advancing.waiting() and time.monotonic() < deadline:
                 time.sleep(0.001)
         return real_advance_run(*args, **options)
 
@@ -118,7 +114,7 @@ def _deliver_while_one_advances(
         with ThreadPoolExecutor(max_workers=2) as pool:
             first = pool.submit(_deliver, runtime, advancing)
             deadline = time.monotonic() + 10
-            while not tracker._advancing and time.monotonic() < deadline:
+            while not tracker.advancing.busy and time.monotonic() < deadline:
                 time.sleep(0.001)
             second = pool.submit(_deliver, runtime, waiting)
             return first.result(timeout=30), second.result(timeout=30)
@@ -308,7 +304,7 @@ def test_a_branch_another_process_kept_is_not_sent_by_the_next_look() -> None:
     settings = _settings()
     tracker_a = RunTracker(world, run_id)
     tracker_a.fold(world.list_events(run_id), own=True)  # A's own commit freed the slot
-    kept_by_a = advance_run(world, MemoryQueue(), settings, tracker_a, keep=lambda _: True)
+    kept_by_a = advance_run(world, MemoryQueue(), settings, tracker_a, keep=Keep(lambda _: True))
     assert kept_by_a.kept is not None and kept_by_a.kept_lease is not None
     for _ in range(2):  # a worker of process B, then a scheduler
         other = MemoryQueue()
@@ -346,7 +342,7 @@ def test_a_workers_look_leaves_the_refill_of_another_processs_commit_to_that_pro
     settings = _settings()
     b_app = MemoryQueue()
     by_b = advance_run(
-        world, b_app, settings, RunTracker(world, run_id), holder="b", keep=lambda _: True
+        world, b_app, settings, RunTracker(world, run_id), holder="b", keep=Keep(lambda _: True)
     )
     assert by_b.kept is None and b_app.take() == []
     assert _branches_scheduled(world, run_id) == ["fan[a]", "fan[b]"]
@@ -355,7 +351,7 @@ def test_a_workers_look_leaves_the_refill_of_another_processs_commit_to_that_pro
     tracker_a = RunTracker(world, run_id)
     tracker_a.fold(world.list_events(run_id)[:-1], own=True)  # up to A's own commit
     a_app = MemoryQueue()
-    by_a = advance_run(world, a_app, settings, tracker_a, holder="a", keep=lambda _: True)
+    by_a = advance_run(world, a_app, settings, tracker_a, holder="a", keep=Keep(lambda _: True))
     assert by_a.kept is not None and by_a.kept.step_path == "fan[c].work"
     assert a_app.take() == []
 
@@ -365,7 +361,7 @@ def test_the_schedulers_look_refills_every_freed_slot_whoever_committed() -> Non
     # commit and its look, or one with the fast path off, is covered by it.
     world, run_id = _fan_with_one_commit(["a", "b", "c", "d"])
     advance_run(
-        world, MemoryQueue(), _settings(), RunTracker(world, run_id), keep=lambda _: True
+        world, MemoryQueue(), _settings(), RunTracker(world, run_id), keep=Keep(lambda _: True)
     )  # a worker's look leaves fan[c]
     app = MemoryQueue()
     advance_run(world, app, _settings(), RunTracker(world, run_id), holder="scheduler")
@@ -391,7 +387,7 @@ def test_a_look_refills_the_slots_its_own_commits_freed_and_leaves_the_others() 
     tracker.fold(events[:ours], own=True)  # branch a's commit was ours, branch b's not
     tracker.fold(events[ours:])
     sent = MemoryQueue()
-    look = advance_run(world, sent, _settings(), tracker, keep=lambda _: True)
+    look = advance_run(world, sent, _settings(), tracker, keep=Keep(lambda _: True))
     assert look.kept is not None and look.kept.step_path == "fan[c].work"
     assert sent.take() == []
     assert _branches_scheduled(world, run_id) == ["fan[a]", "fan[b]", "fan[c]"]
@@ -427,7 +423,9 @@ def test_a_look_that_ends_a_branch_and_refills_its_slot_decides_once(
     monkeypatch.setattr(dispatch, "decide", decide)
     tracker = runtime.runs.get(run_id)
     tracker.catch_up()
-    look = dispatch.advance_run(world, app, _settings(), tracker, keep=lambda _: True)
+    look = dispatch.advance_run(
+        world, app, _settings(), tracker, keep=dispatch.Keep(lambda _: True)
+    )
     assert look.kept is None and decided == [0]  # nothing committed yet: nothing to do
     decided.clear()
     assert _deliver(runtime, first) == "completed"  # a, then c in the slot it freed
@@ -602,7 +600,7 @@ def test_the_runtimes_caches_take_their_budgets_from_the_settings() -> None:
 
 def test_the_version_cache_is_bounded_by_the_length_of_its_lwir() -> None:
     from little_dist.compiler import compile_lwir
-    from little_dist.fleet.dispatch import VersionCache
+    from little_dist.fleet.versions import VersionCache
 
     world = MemoryWorld()
     versions = [compile_lwir(wf.chain_lwir(n), input={}) for n in (1, 2, 3)]
@@ -673,14 +671,14 @@ def test_the_tracker_folds_only_what_continues_its_sequence() -> None:
 def test_threads_committing_in_one_run_advance_it_once() -> None:
     world = MemoryWorld()
     tracker = RunTracker(world, submit_run(world, wf.chain_lwir(1), {}))
-    assert tracker.begin_advance()
-    assert not tracker.begin_advance()  # another thread: leaves it to the first ...
-    assert tracker.end_advance()  # ... which looks again
-    assert not tracker.end_advance()  # and is done
-    assert tracker.begin_advance()
-    assert not tracker.begin_advance()
-    assert not tracker.end_advance(failed=True)  # a failed look leaves it to the scheduler
-    assert tracker.begin_advance()
+    assert tracker.advancing.begin()
+    assert not tracker.advancing.begin()  # another thread: leaves it to the first ...
+    assert tracker.advancing.end()  # ... which looks again
+    assert not tracker.advancing.end()  # and is done
+    assert tracker.advancing.begin()
+    assert not tracker.advancing.begin()
+    assert not tracker.advancing.end(failed=True)  # a failed look leaves it to the scheduler
+    assert tracker.advancing.begin()
 
 
 class AppendLog(MemoryWorld):
@@ -747,13 +745,13 @@ def test_looking_again_neither_sends_nor_schedules_the_kept_step_twice(
     run_id = _start(world, app, wf.chain_lwir(3), {})
     task = app.take()[0]
     tracker = runtime.runs.get(run_id)
-    real_end = tracker.end_advance
+    real_end = tracker.advancing.end
     asked = iter([True])
 
     def end_advance(*, failed: bool = False) -> bool:
         return next(asked, False) or real_end(failed=failed)
 
-    monkeypatch.setattr(tracker, "end_advance", end_advance)
+    monkeypatch.setattr(tracker.advancing, "end", end_advance)
     assert _deliver(runtime, task) == "completed"
     assert app.take() == []  # s1 was kept, not sent as well
     for path in ("s1", "s2"):
@@ -909,7 +907,7 @@ def test_an_attempt_the_advancing_thread_keeps_is_handed_to_a_waiting_thread(
     assert app.take() == []  # c and d ran in the two slots, no task sent for either
     assert sorted(effects.read_text().split()) == ["a", "b", "c", "d"]
     assert world.list_events(run_id)[-1].type == "RunCompleted"
-    assert tracker.waiting() == 0
+    assert tracker.advancing.waiting() == 0
 
 
 def _deliver_two_looked_at_once(
@@ -953,13 +951,13 @@ def _deliver_two_looked_at_once(
         if name == "first" and asked[name] > 1:
             if not second_asks:
                 return None
-            while run_tracker._spares and time.monotonic() < deadline:
+            while run_tracker.spares and time.monotonic() < deadline:
                 time.sleep(0.001)
         if name == "second" and asked[name] == 1:
             committed.set()
             if not second_asks:
                 return None
-            while run_tracker._advancing and time.monotonic() < deadline:
+            while run_tracker.advancing.busy and time.monotonic() < deadline:
                 time.sleep(0.001)
         return real_advance(run_tracker, **options)
 
@@ -974,7 +972,7 @@ def _deliver_two_looked_at_once(
     ]
     threads[0].start()
     deadline = time.monotonic() + 10
-    while not tracker._advancing and time.monotonic() < deadline:
+    while not tracker.advancing.busy and time.monotonic() < deadline:
         time.sleep(0.001)
     threads[1].start()
     for thread in threads:
@@ -1007,7 +1005,7 @@ def test_a_thread_that_asks_after_the_look_takes_the_attempt_the_look_kept_for_i
     assert [started for name, started in looks if name == "second"] == [
         ["fan", "fan[a].work", "fan[b].work", "fan[c].work", "fan[d].work"]
     ]
-    assert tracker.expired_spares()[0] == []
+    assert tracker.spares.expired()[0] == []
     runtime.close()
 
 
@@ -1046,14 +1044,14 @@ def test_spares_are_sent_at_once_when_the_worker_stops() -> None:
     sent: list[Advance] = []
     sender = SpareSender(sent.append)
     spare = Advance(tracker.state(), None, (), 0)
-    tracker.stash([spare], time.monotonic() + 3600)
+    tracker.spares.stash([spare], time.monotonic() + 3600)
     sender.watch(tracker, time.monotonic() + 3600)
     assert sent == []
     sender.send_all()  # the worker started shutting down
-    assert sent == [spare] and tracker.take_spare() is None
+    assert sent == [spare] and tracker.spares.take() is None
     sender.close()
     late = Advance(tracker.state(), None, (), 1)
-    tracker.stash([late], time.monotonic() + 3600)
+    tracker.spares.stash([late], time.monotonic() + 3600)
     sender.watch(tracker, time.monotonic() + 3600)  # closed: sent at once
     assert sent == [spare, late]
 
@@ -1065,25 +1063,25 @@ def test_a_stashed_spare_goes_to_the_thread_that_asks_first() -> None:
     tracker = RunTracker(world, submit_run(world, wf.chain_lwir(1), {}))
     older, newer = Advance(tracker.state(), None, (), 0), Advance(tracker.state(), None, (), 1)
     now = time.monotonic()
-    tracker.stash([older], now + 1)
-    tracker.stash([newer], now + 2)
-    assert tracker.expired_spares(now) == ([], now + 1)
-    assert tracker.take_spare() is older
-    assert tracker.expired_spares(now + 3) == ([newer], None)
-    assert tracker.take_spare() is None
+    tracker.spares.stash([older], now + 1)
+    tracker.spares.stash([newer], now + 2)
+    assert tracker.spares.expired(now) == ([], now + 1)
+    assert tracker.spares.take() is older
+    assert tracker.spares.expired(now + 3) == ([newer], None)
+    assert tracker.spares.take() is None
 
 
 def test_a_waiting_thread_gets_nothing_once_the_advance_is_over() -> None:
     world = MemoryWorld()
     tracker = RunTracker(world, submit_run(world, wf.chain_lwir(1), {}))
-    assert tracker.join_advance() is None  # advances itself
-    waiter = tracker.join_advance()
-    assert waiter is not None and tracker.waiting() == 1
-    assert tracker.end_advance()  # the waiter asked for a look
-    assert not tracker.end_advance()  # nothing was handed out: it is let go
-    assert waiter.is_set() and tracker.leave(waiter) is None
-    assert tracker.waiting() == 0
-    assert tracker.join_advance() is None
+    assert tracker.advancing.join() is None  # advances itself
+    waiter = tracker.advancing.join()
+    assert waiter is not None and tracker.advancing.waiting() == 1
+    assert tracker.advancing.end()  # the waiter asked for a look
+    assert not tracker.advancing.end()  # nothing was handed out: it is let go
+    assert waiter.is_set() and tracker.advancing.leave(waiter) is None
+    assert tracker.advancing.waiting() == 0
+    assert tracker.advancing.join() is None
 
 
 def test_the_tracker_keeps_what_arrives_past_a_gap_until_the_gap_is_filled() -> None:
@@ -1148,9 +1146,9 @@ def test_a_second_look_that_keeps_a_scheduled_attempt_sends_it(
     )
     monkeypatch.setattr(tasks, "advance_run", lambda *a, **k: next(looks))
     asked = iter([True])
-    real_end = tracker.end_advance
+    real_end = tracker.advancing.end
     monkeypatch.setattr(
-        tracker, "end_advance", lambda *, failed=False: next(asked, False) or real_end()
+        tracker.advancing, "end", lambda *, failed=False: next(asked, False) or real_end()
     )
     advance = runtime._advance(tracker, keep=lambda d: True)
     assert advance is not None and advance.kept == dispatch("a")
@@ -1165,14 +1163,14 @@ def test_offers_are_forgotten_after_resend_after_but_not_scanned_on_every_call()
 
     def offer(index: int, resend_after: float) -> bool:
         dispatch = StepDispatch(tracker.run_id, f"s{index}", f"s{index}", 1, "worker", "x")
-        return bool(tracker.claim_offers([dispatch], resend_after))
+        return bool(tracker.offers.claim([dispatch], resend_after))
 
     assert all(offer(index, 0.05) for index in range(200))
     assert not offer(0, 0.05)  # offered lately
-    assert len(tracker._offered) == 200  # nothing was stale: kept
+    assert len(tracker.offers) == 200  # nothing was stale: kept
     time.sleep(0.06)
     assert offer(500, 0.05)  # a scan now drops the 200 stale offers
-    assert len(tracker._offered) == 1
+    assert len(tracker.offers) == 1
     assert offer(0, 0.05)  # and s0 may be offered again
 
 
@@ -1445,7 +1443,12 @@ def test_a_look_that_loses_its_refills_to_another_process_takes_the_branches_it_
 
     def look(tracker: RunTracker, holder: str) -> Advance:
         return advance_run(
-            world, app, settings, tracker, holder=holder, keep=lambda _: True, defer=True, want=3
+            world,
+            app,
+            settings,
+            tracker,
+            holder=holder,
+            keep=Keep(lambda _: True, defer=True, want=3),
         )
 
     q = RunTracker(world, run_id, keep_step_events=True)

@@ -16,6 +16,7 @@ from little_dist.events import Event, EventInput
 from little_dist.harness.types import ExecuteStepResult, HarnessContext, HarnessTask
 from little_dist.run_state import materialize_run_state
 from little_dist.runtime import (
+    PLAIN,
     AttemptOutcome,
     Capabilities,
     LeaseHeartbeat,
@@ -192,7 +193,7 @@ def test_an_attempt_the_callers_state_shows_over_reads_nothing(
         state=materialize_run_state(events),
         context=RunContext(version=version, run_input={}, run_id=RUN),
         prior_events=_Untouchable(events),
-        exclusive=False,
+        continuation=PLAIN,
     )
 
     assert outcome is AttemptOutcome.already_done

@@ -25,12 +25,20 @@ import redis
 from little_dist.compiler import WorkflowVersion, compile_lwir
 from little_dist.errors import LittleError
 from little_dist.events import EventInput
-from little_dist.fleet.dispatch import CANCEL_EVENT_TYPE, EVENT_BYTES, dispatch_lease_key
+from little_dist.fleet.engine_events import CANCEL_EVENT_TYPE
 from little_dist.fleet.queue import MemoryQueue, SentTask
+from little_dist.fleet.run_tracker import EVENT_BYTES
 from little_dist.fleet.scheduler import Scheduler, active_runs_key
+from little_dist.fleet.sending import dispatch_lease_key
 from little_dist.fleet.signals import SignalReader
 from little_dist.run_state import materialize_run_state
-from little_dist.runtime import AttemptOutcome, Capabilities, execute_step_attempt, step_lease_key
+from little_dist.runtime import (
+    AttemptOutcome,
+    Capabilities,
+    Continuation,
+    execute_step_attempt,
+    step_lease_key,
+)
 from little_dist.scheduling import StepDispatch
 from little_dist.settings import Settings
 from little_dist.tools import ToolRegistry
@@ -149,8 +157,7 @@ def execute(
         version=version,
         capabilities=CAPABILITIES,
         lease_ttl=2.0,
-        signal_commit=signal,
-        preamble=preamble,
+        continuation=Continuation(signal=signal, preamble=preamble),
     )
 
 

@@ -23,7 +23,7 @@ import pytest
 
 from little_dist.errors import LeaseLostError
 from little_dist.events import EventInput
-from little_dist.fleet.dispatch import RunTracker
+from little_dist.fleet.run_tracker import RunTracker
 from little_dist.world.base import run_lease_key
 from little_dist.world.redis_s3 import RedisS3World
 from tests.conftest_services import S3Service

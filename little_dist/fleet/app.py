@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from little_dist.fleet.dispatch import (
+from little_dist.fleet.sending import (
     TASK_EXECUTE_STEP,
     TASK_FIX_STEP,
     TASK_ORCHESTRATE,

@@ -46,14 +46,11 @@ from little_dist.canonical import NonHashableValueError, canonical_json, sha256_
 from little_dist.compiler import WorkflowVersion, compile_lwir
 from little_dist.errors import InvalidInputError, LittleError
 from little_dist.events import RUN_END_EVENT_TYPES, Event, EventInput
-from little_dist.fleet.dispatch import (
-    CANCEL_EVENT_TYPE,
-    SUBMITTED_EVENT_TYPE,
-    RunTracker,
-    VersionCache,
-    advance_run,
-    dispatch_plan,
-)
+from little_dist.fleet.dispatch import advance_run
+from little_dist.fleet.engine_events import CANCEL_EVENT_TYPE, SUBMITTED_EVENT_TYPE
+from little_dist.fleet.run_tracker import RunTracker
+from little_dist.fleet.sending import dispatch_plan
+from little_dist.fleet.versions import VersionCache
 from little_dist.ids import validate_run_id
 from little_dist.limits import InputLimits
 from little_dist.local_runner import RunMismatchError, check_run_input, new_run_id

@@ -9,11 +9,11 @@ One loop, one thread:
    scheduler's pending list are taken over with ``XAUTOCLAIM``. A batch of entries is grouped
    by run, each run is looked at once, then the batch is acknowledged (``XACK``).
 2. **A look at a run** (:meth:`Scheduler.advance`): fold only the new events into the run's
-   cached :class:`~little_dist.fleet.dispatch.RunTracker` (state + ``RunContext``; large
+   cached :class:`~little_dist.fleet.run_tracker.RunTracker` (state + ``RunContext``; large
    outputs hydrated; ``little.run.cancel_requested`` sets ``cancel_requested``), call the pure
    ``decide``, append ``decision.events`` in ONE ``append_batch`` (idempotent by occurrence
    id; repeated while deciding again yields more, e.g. inline decision steps), then send the
-   new dispatches with :func:`~little_dist.fleet.dispatch.dispatch_ready` under the dispatch
+   new dispatches with :func:`~little_dist.fleet.sending.dispatch_ready` under the dispatch
    leases. Attempts this scheduler already sent are not offered again until
    ``dispatch_resend_after`` has passed (a lease round trip saved per pending attempt per
    look); after that the lease decides whether the task is sent again.
@@ -55,16 +55,13 @@ from typing import TYPE_CHECKING, Any, Final
 from little_dist import occurrences
 from little_dist.errors import InvalidInputError, LittleError, StorageUnavailableError
 from little_dist.events import EventInput
-from little_dist.fleet.dispatch import (
-    Advance,
-    RunTracker,
-    VersionCache,
-    dispatch_plan,
-    dispatch_ready,
-)
+from little_dist.fleet.dispatch import Advance
+from little_dist.fleet.run_tracker import RunTracker
+from little_dist.fleet.sending import dispatch_plan, dispatch_ready
 from little_dist.fleet.signals import Signal, SignalReader
 from little_dist.fleet.slots import fanout_window
 from little_dist.fleet.sweeper import ActiveRuns, SweepRound, fail_dead_attempts
+from little_dist.fleet.versions import VersionCache
 from little_dist.lru import LruCache
 from little_dist.run_state import RunState
 from little_dist.scheduling import Decision, RunContext, StepDispatch, decide
@@ -424,7 +421,7 @@ class Scheduler:
         """A run submitted for planning and not started: follow it (the active set, so the
         sweeps come back to it) and send its ``little.plan`` again once
         ``dispatch_resend_after`` has passed since it was last sent (the lease
-        :func:`~little_dist.fleet.dispatch.dispatch_plan` takes): a planner that died, or
+        :func:`~little_dist.fleet.sending.dispatch_plan` takes): a planner that died, or
         whose planning failed in a way that may pass, is followed by another."""
         run_id = entry.tracker.run_id
         if not entry.registered:

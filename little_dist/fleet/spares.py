@@ -3,11 +3,10 @@
 A look at a fan-out folds the commits of several of this process's threads at once and
 schedules the branches that refill their slots, each leased for this process. The threads
 whose commits it folded are a moment away from asking for their next attempt; one that asks
-after the look is over takes one of these spares
-(:meth:`~little_dist.fleet.dispatch.RunTracker.take_spare`) instead of looking at the run
-itself. A spare nobody takes within :data:`SPARE_SECONDS` goes to its queue
-(:class:`SpareSender`, one thread per worker process), and so do all of them when the
-worker starts shutting down.
+after the look is over takes one of these spares (:meth:`SpareAttempts.take`, on the run's
+tracker) instead of looking at the run itself. A spare nobody takes within
+:data:`SPARE_SECONDS` goes to its queue (:class:`SpareSender`, one thread per worker
+process), and so do all of them when the worker starts shutting down.
 """
 
 from __future__ import annotations
@@ -15,13 +14,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from little_dist.fleet.dispatch import Advance, RunTracker
+    from little_dist.fleet.dispatch import Advance
+    from little_dist.fleet.run_tracker import RunTracker
 
-__all__ = ["SPARE_SECONDS", "SpareSender"]
+__all__ = ["SPARE_SECONDS", "SpareAttempts", "SpareSender"]
 
 #: How long a spare waits for a thread of its process before it goes to the broker. The
 #: threads whose commits a look folded ask within tens of milliseconds when the process's
@@ -31,6 +31,41 @@ __all__ = ["SPARE_SECONDS", "SpareSender"]
 SPARE_SECONDS = 0.2
 
 _log = logging.getLogger("little.worker")
+
+
+class SpareAttempts:
+    """One run's spares: attempts a look kept, each with the time it goes to the broker."""
+
+    def __init__(self) -> None:
+        self._spares: list[tuple[Advance, float]] = []
+        self._lock = threading.Lock()
+
+    def stash(self, attempts: Sequence[Advance], until: float) -> None:
+        """Keep ``attempts`` (a look kept them; no thread was waiting) for the next threads
+        of this process that ask (:meth:`take`), until the monotonic time ``until``."""
+        with self._lock:
+            self._spares.extend((attempt, until) for attempt in attempts)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._spares)
+
+    def take(self) -> Advance | None:
+        """The oldest spare, now the caller's; ``None`` if none."""
+        with self._lock:
+            return self._spares.pop(0)[0] if self._spares else None
+
+    def expired(self, now: float | None = None) -> tuple[list[Advance], float | None]:
+        """The spares whose time is up at ``now`` (``None``: all of them), no longer kept;
+        and when the next of the others is up (``None``: none left)."""
+        with self._lock:
+            if now is None:
+                expired, self._spares = [attempt for attempt, _ in self._spares], []
+                return expired, None
+            expired = [attempt for attempt, until in self._spares if until <= now]
+            if expired:
+                self._spares = [(a, until) for a, until in self._spares if until > now]
+            return expired, min((until for _, until in self._spares), default=None)
 
 
 class SpareSender:
@@ -99,7 +134,7 @@ class SpareSender:
                     self.watch(tracker, later)
 
     def _flush(self, tracker: RunTracker, now: float | None) -> float | None:
-        expired, later = tracker.expired_spares(now)
+        expired, later = tracker.spares.expired(now)
         for advance in expired:
             try:
                 self._send(advance)

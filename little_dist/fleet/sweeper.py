@@ -26,7 +26,7 @@ from typing import Any
 import redis
 
 from little_dist.errors import LeaseLostError, StorageUnavailableError
-from little_dist.fleet.dispatch import RunTracker
+from little_dist.fleet.run_tracker import RunTracker
 from little_dist.runtime import running_worker_attempts, sweep_dead_attempts
 from little_dist.world.base import Lease, World
 

@@ -24,7 +24,7 @@ and runs one next step of its roles in the same slot (eager continuation, see
 :meth:`WorkerRuntime.execute`). Its commit then does not signal the scheduler (which would
 only find nothing new); the scheduler's sweep (every few seconds) covers a worker that died
 between its commit and its look. Threads of one process that commit steps of one run at once
-advance it once (:meth:`~little_dist.fleet.dispatch.RunTracker.begin_advance`).
+advance it once (:class:`~little_dist.fleet.advancing.Advancing`).
 ``WorkerRuntime(fast_path=False)`` (``little worker --no-fast-path``) leaves all of it to
 the scheduler, and every commit signals it.
 
@@ -47,27 +47,25 @@ from typing import TYPE_CHECKING, Any
 from little_dist import occurrences
 from little_dist.errors import InvalidInputError, LittleError, StorageUnavailableError
 from little_dist.events import Event, EventInput
-from little_dist.fleet.dispatch import (
-    PLAN_FAILED_EVENT_TYPE,
-    SUBMITTED_EVENT_TYPE,
+from little_dist.fleet.dispatch import Advance, Keep, KeptAttempt, advance_run
+from little_dist.fleet.engine_events import PLAN_FAILED_EVENT_TYPE, SUBMITTED_EVENT_TYPE
+from little_dist.fleet.run_tracker import RunTracker
+from little_dist.fleet.sending import (
     TASK_EXECUTE_STEP,
     TASK_FIX_STEP,
     TASK_ORCHESTRATE,
     TASK_PLAN,
     TASK_SUBMIT_RUN,
-    Advance,
-    KeptAttempt,
-    RunTracker,
-    VersionCache,
-    advance_run,
     schedule_occurrence,
     send_dispatch,
 )
 from little_dist.fleet.spares import SPARE_SECONDS, SpareSender
+from little_dist.fleet.versions import VersionCache
 from little_dist.ids import InvalidIdError, validate_run_id
 from little_dist.lru import LruCache
 from little_dist.runtime import (
     AttemptOutcome,
+    Continuation,
     LeaseHeartbeat,
     LeaseKeeper,
     execute_step_attempt,
@@ -428,18 +426,20 @@ class WorkerRuntime:
             holder=unique_holder(self.name),
             keeper=self.keeper,
             on_recorded=fold_recorded,
-            # The fast path advances the run right after the commit: the scheduler need not
-            # look too (its sweep covers a worker that dies in between).
-            signal_commit=not self._fast,
-            # Read under the step lease, or leased before it was scheduled (nobody else can
-            # have run it): no second read.
-            exclusive=continued.kept_alone if continued is not None else True,
-            held_lease=lease,
-            # The StepScheduled this worker decided for it rides with its first append.
-            preamble=continued.deferred if continued is not None else (),
-            next_lease=next_lease,
-            on_next_lease=taken.append,
             timeout=capabilities.attempt_timeout(self.settings.step_timeout),
+            continuation=Continuation(
+                lease=lease,
+                # Read under the step lease, or leased before it was scheduled (nobody else
+                # can have run it): no second read.
+                read_log=not continued.kept_alone if continued is not None else False,
+                # The StepScheduled this worker decided for it rides with its first append.
+                preamble=continued.deferred if continued is not None else (),
+                next_lease=next_lease,
+                on_next_lease=taken.append,
+                # The fast path advances the run right after the commit: the scheduler need
+                # not look too (its sweep covers a worker that dies in between).
+                signal=not self._fast,
+            ),
         )
         _log.info("%s %s %s#%d%s: %s", kind, run_id, step_path, attempt, how, outcome.value)
         held = taken[0] if taken else None
@@ -702,7 +702,7 @@ class WorkerRuntime:
             message,
             failures,
             PLAN_ATTEMPTS,
-            exc_info=not isinstance(error, InvalidInputError | PlannerError),
+            exc_info=True,
         )
         if final or failures >= PLAN_ATTEMPTS:
             _fail_unplanned(self.world, run_id, message, name=name, cause=cause)
@@ -778,16 +778,16 @@ class WorkerRuntime:
         if keep is not None:
             if held is None and not self.stopping.is_set():
                 # A look that folded this thread's commit may have kept its next attempt.
-                spare = tracker.take_spare()
+                spare = tracker.spares.take()
                 if spare is not None:
                     return spare
-            waiter = tracker.join_advance()
+            waiter = tracker.advancing.join()
             if waiter is not None:
                 # Another thread advances the run: it may hand this one an attempt it keeps
                 # (a fan-out's next branch), which then runs here, without the broker.
                 waiter.wait(_HANDOUT_WAIT_S)
-                return tracker.leave(waiter)
-        elif not tracker.begin_advance():
+                return tracker.advancing.leave(waiter)
+        elif not tracker.advancing.begin():
             return None
         kept: Advance | None = None
         try:
@@ -799,7 +799,10 @@ class WorkerRuntime:
                 wanted = (
                     0
                     if keep is None
-                    else max((kept is None) + tracker.waiting(), self.settings.worker_concurrency)
+                    else max(
+                        (kept is None) + tracker.advancing.waiting(),
+                        self.settings.worker_concurrency,
+                    )
                 )
                 advance = advance_run(
                     self.world,
@@ -807,11 +810,17 @@ class WorkerRuntime:
                     self.settings,
                     tracker,
                     holder=self.name,
-                    keep=keep if wanted else None,
                     read=read,
-                    defer=kept is None,
-                    held=held if kept is None else None,
-                    want=max(wanted, 1),
+                    keep=(
+                        Keep(
+                            keep,
+                            want=max(wanted, 1),
+                            defer=kept is None,
+                            held=held if kept is None else None,
+                        )
+                        if keep is not None and wanted
+                        else None
+                    ),
                 )
                 others = list(advance.also)
                 if advance.kept is not None:
@@ -828,7 +837,7 @@ class WorkerRuntime:
                 if others:
                     self._hand_out(tracker, advance, others)
                 read = True
-                if advance.done or not tracker.end_advance():
+                if advance.done or not tracker.advancing.end():
                     break
                 if kept is not None and kept.deferred:
                     # Looking again: the next decision must see the kept attempt scheduled.
@@ -837,7 +846,7 @@ class WorkerRuntime:
                     )
                     kept = dataclasses.replace(kept, deferred=())
         except LittleError as error:
-            tracker.end_advance(failed=True)
+            tracker.advancing.end(failed=True)
             if kept is not None:
                 self._hand_off(kept)
             _log.warning(
@@ -848,12 +857,12 @@ class WorkerRuntime:
             )
             return None
         except BaseException:
-            tracker.end_advance(failed=True)
+            tracker.advancing.end(failed=True)
             if kept is not None:
                 self._release(kept.kept_lease)
             raise
         if advance.done:
-            tracker.end_advance(failed=True)  # nothing more to look at
+            tracker.advancing.end(failed=True)  # nothing more to look at
         if kept is None:
             return advance
         return dataclasses.replace(
@@ -880,7 +889,7 @@ class WorkerRuntime:
             )
             for item in kept
         ]
-        left = tracker.hand_out(attempts)
+        left = tracker.advancing.hand_out(attempts)
         if not left:
             return
         if self.stopping.is_set():
@@ -891,7 +900,7 @@ class WorkerRuntime:
         # an attempt: the rest waits for them as spares (see little_dist.fleet.spares), and
         # goes to the broker if none asks in time.
         until = time.monotonic() + SPARE_SECONDS
-        tracker.stash(left, until)
+        tracker.spares.stash(left, until)
         self.spares.watch(tracker, until)
 
 

@@ -22,6 +22,7 @@ from little_dist.runtime.attempt import (
     run_input_of,
 )
 from little_dist.runtime.capabilities import Capabilities, CapabilityError, RuntimeConfigError
+from little_dist.runtime.continuation import PLAIN, Continuation
 from little_dist.runtime.dead_attempts import (
     WORKER_STEP_KINDS,
     SweepResult,
@@ -44,11 +45,13 @@ __all__ = [
     "DEFAULT_LEASE_TTL",
     "DEFAULT_STEP_TIMEOUT",
     "INLINE_OUTPUT_LIMIT",
+    "PLAIN",
     "TERMINAL_CAUSES",
     "WORKER_STEP_KINDS",
     "AttemptOutcome",
     "Capabilities",
     "CapabilityError",
+    "Continuation",
     "KeptLease",
     "LeaseHeartbeat",
     "LeaseKeeper",

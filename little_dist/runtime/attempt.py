@@ -54,6 +54,7 @@ from little_dist.errors import LeaseLostError, LittleError, StorageUnavailableEr
 from little_dist.events import RUN_END_EVENT_TYPES, Event, EventInput
 from little_dist.run_state import RunState, RunStateBuilder
 from little_dist.runtime.capabilities import Capabilities, CapabilityError, RuntimeConfigError
+from little_dist.runtime.continuation import PLAIN, Continuation
 from little_dist.runtime.dead_attempts import WORKER_STEP_KINDS, step_lease_key
 from little_dist.runtime.failures import (
     CAUSE_RUNTIME_CONFIG,
@@ -75,7 +76,7 @@ from little_dist.scheduling.step_graph import (
     plan_for,
     step_output_error,
 )
-from little_dist.world.base import ArtifactInput, Lease, LeaseRequest, World, unique_holder
+from little_dist.world.base import ArtifactInput, Lease, World, unique_holder
 
 if TYPE_CHECKING:
     from little_dist.harness.recorder import EventRecorder, RecordedSink
@@ -124,13 +125,8 @@ def execute_step_attempt(
     cancel: threading.Event | None = None,
     keeper: LeaseKeeper | None = None,
     on_recorded: RecordedSink | None = None,
-    exclusive: bool = False,
-    signal_commit: bool = True,
-    held_lease: Lease | None = None,
-    preamble: Sequence[EventInput] = (),
-    next_lease: LeaseRequest | None = None,
-    on_next_lease: Callable[[Lease], None] | None = None,
     timeout: float | None = None,
+    continuation: Continuation = PLAIN,
 ) -> AttemptOutcome:
     """Execute ``dispatch`` (one attempt of one step); see the module docstring.
 
@@ -147,19 +143,10 @@ def execute_step_attempt(
 
     Given ``state`` and the rest, the events appended after ``state`` are read once the
     lease is held (another worker may have run the attempt between the caller's read and
-    our lease), unless ``exclusive``: the caller guarantees that nobody else executes this
-    run's attempts (the in-process runner, which holds the run's runner lease and
-    dispatches each attempt once). ``signal_commit=False`` keeps the commit, and the first
-    append that carries ``preamble``, from signalling the scheduler (see
-    :meth:`~little_dist.world.base.World.append_batch`): the caller advances the run itself
-    right after (a fleet worker's fast path). ``held_lease``: the
-    step lease (``{run}:step:{path}``, for ``lease_ttl``) the caller took already; it is
-    released like one taken here. ``preamble``: events recorded just before the attempt's
-    ``StepAttemptStarted``, in its first append (the ``StepScheduled`` a fast-path worker
-    decided for the attempt it kept, see :func:`~little_dist.fleet.dispatch.advance_run`).
-    ``next_lease``: a lease to take in the same round trip as a commit that completes the
-    step (the step lease of the step a chain runs next); if won, it goes to
-    ``on_next_lease``, and the caller runs that step under it or releases it.
+    our lease), unless the ``continuation`` says nobody else can have (``read_log=False``).
+    ``continuation`` also brings a step lease the caller took, events to record with the
+    attempt's first append, a lease to take with the commit, and whether the commit wakes
+    the scheduler (see :class:`~little_dist.runtime.continuation.Continuation`).
 
     ``timeout``: seconds the attempt may run once it holds the lease (``None``: no limit).
     Past it, the harness is told to stop (``cancelled()``; model calls were given what was
@@ -175,7 +162,7 @@ def execute_step_attempt(
     run_id = dispatch.run_id
     path = dispatch.step_path
     attempt = dispatch.attempt
-    lease = held_lease or world.acquire_lease(
+    lease = continuation.lease or world.acquire_lease(
         step_lease_key(run_id, path), holder or unique_holder("attempt"), lease_ttl
     )
     if lease is None:
@@ -205,7 +192,7 @@ def execute_step_attempt(
         # undecoded in the caller's tracker, are not looked at).
         if _attempt_over(state, path, attempt):
             return AttemptOutcome.already_done
-        if not read_log and not exclusive:
+        if not read_log and continuation.read_log:
             # The caller folded the log before we held the lease: another holder may have
             # ended this attempt, or recorded results our memo must see, in between.
             newer = world.list_events(run_id, after=state.event_count)
@@ -224,9 +211,9 @@ def execute_step_attempt(
             deferred=True,
             sink=on_recorded,
             # The preamble (the caller's decision) is the caller's to act on, like its commit.
-            signal=signal_commit,
+            signal=continuation.signal,
         )
-        for event in preamble:
+        for event in continuation.preamble:
             recorder.append(event.type, dict(event.payload), event.occurrence_id or "")
         recorder.append(
             "StepAttemptStarted",
@@ -270,6 +257,8 @@ def execute_step_attempt(
         )
         heartbeat.stop()
         fence = heartbeat.lease.fence
+        signal_commit = continuation.signal
+        next_lease = continuation.next_lease
         pending = recorder.take_pending()
         commit = [*pending, *ending]
         try:
@@ -288,10 +277,10 @@ def execute_step_attempt(
                     run_id, commit, next_lease, fence=fence, signal=signal_commit, release=True
                 )
                 if taken is not None:
-                    if on_next_lease is None:
+                    if continuation.on_next_lease is None:
                         world.release_lease(taken)
                     else:
-                        on_next_lease(taken)
+                        continuation.on_next_lease(taken)
             else:
                 recorded = world.append_batch(
                     run_id, commit, fence=fence, signal=signal_commit, release=True
