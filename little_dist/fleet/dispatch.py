@@ -34,6 +34,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from little_dist.compiler import WorkflowVersion
+from little_dist.errors import RunEndedError
 from little_dist.events import RUN_END_EVENT_TYPES, SCHEDULE_EVENT_TYPES, Event, EventInput
 from little_dist.run_state import FOLDED_EVENT_TYPES, EventLike, RunState, RunStateBuilder
 from little_dist.runtime import hydrate_events
@@ -911,18 +912,23 @@ def advance_run(
     decision held back under the tracker's window are reported
     (:meth:`RunTracker.note_held_back`).
     """
-    advance = _advance_run(
-        world,
-        app,
-        settings,
-        tracker,
-        holder=holder,
-        keep=keep,
-        read=read,
-        defer=defer,
-        held=held,
-        want=want,
-    )
+    try:
+        advance = _advance_run(
+            world,
+            app,
+            settings,
+            tracker,
+            holder=holder,
+            keep=keep,
+            read=read,
+            defer=defer,
+            held=held,
+            want=want,
+        )
+    except RunEndedError:
+        # Another writer ended the run between this look's read and its append (a cancel,
+        # another look): the log took nothing of the decision (its leases are released).
+        return Advance(tracker.catch_up(), None, (), 0)
     if advance.decision is not None:
         tracker.note_held_back(advance.decision.held_back)
     return advance

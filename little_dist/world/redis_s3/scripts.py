@@ -64,7 +64,8 @@ end
 --         last_before + i); {{'ok', last_before, per-event {{kind, sequence, fields}}}}
 --         otherwise, with kind 'n' (new), 'e' (already recorded; fields are the stored
 --         entry) or 'd' (same occurrence id as an earlier input of this batch; sequence is
---         that input's index); or {{'archived'}}, {{'fenced'}}, {{'conflict', last}}.
+--         that input's index); or {{'archived'}}, {{'ended', {{i, ...}}}} (the run has
+--         ended: the indexes of the inputs it refused), {{'fenced'}}, {{'conflict', last}}.
 local head = {head}
 """
         + """-- A fence ending in '!' also releases its lease when the script is done (whatever it
@@ -116,6 +117,31 @@ if fresh == 0 then
 end
 if redis.call('EXISTS', KEYS[3]) == 1 then
   return done({'archived'})
+end
+-- The run's end seals its log: no new event of its own after RunCompleted or RunFailed
+-- (observers' side-channel facts, outcome.reported, still come). The engine records its end
+-- under occurrence run-end; another writer's end is the last entry (sealing keeps it last).
+local ended = redis.call('HEXISTS', KEYS[2], 'run-end') == 1
+if not ended and last > 0 then
+  local tail = redis.call('XREVRANGE', events, '+', '-', 'COUNT', 1)[1][2]
+  for f = 1, #tail, 2 do
+    if tail[f] == 't' then
+      ended = tail[f + 1] == 'RunCompleted' or tail[f + 1] == 'RunFailed'
+      break
+    end
+  end
+end
+if ended then
+  local refused, own = {}, false
+  for i = 1, n do
+    if results[i] == nil then
+      refused[#refused + 1] = i
+      own = own or ARGV[head + (i - 1) * per + 1] ~= 'outcome.reported'
+    end
+  end
+  if own then
+    return done({'ended', refused})
+  end
 end
 if token then
   local now = tonumber(fence_now)
