@@ -12,7 +12,10 @@ attribute (a :class:`~little_dist.runtime.Capabilities` or a function returning 
 
 ``--run-id`` resumes an unfinished run (after a crash or a kill) or reads back a finished one
 without running anything. Progress goes to stderr (one updating line on a terminal, one
-line per change otherwise; ``--quiet`` for none); the run's output is printed as JSON on
+line per change otherwise; ``--quiet`` for none): ``run RUN_ID`` first (the id to resume
+with), then ``[STATUS] N done, N running, N failed · tokens · dollars`` lines, and
+``note: ...`` for what the runner tells on the way; only a real problem starts with
+``little run:``; the run's output is printed as JSON on
 stdout (``--json``: a JSON summary of the run instead).
 
 Exit codes: 0 the run completed; 1 the run failed (one-line reason), or the workflow or its
@@ -193,7 +196,11 @@ def _reason(error: Any) -> str:
 
 
 class _Progress:
-    """Steps done / running / failed, tokens and dollars, on stderr."""
+    """Steps done / running / failed, tokens and dollars, on stderr.
+
+    None of its lines starts like an error (``little run: ...``, ``failed: ...``): the run's
+    status is in brackets, and the runner's notices are ``note: ...``.
+    """
 
     def __init__(self, stream: IO[str]) -> None:
         self.stream = stream
@@ -203,7 +210,7 @@ class _Progress:
 
     def update(self, state: Any) -> None:
         if not self.shown_id:
-            self._line(f"little run: {state.run_id}", final=True)
+            self._line(f"run {state.run_id}", final=True)
             self.shown_id = True
         counts = {"completed": 0, "running": 0, "failed": 0}
         for step in state.steps.values():
@@ -213,7 +220,7 @@ class _Progress:
         tokens = int(usage.input_tokens + usage.output_tokens)
         cost = "$—" if usage.cost_usd is None else f"${usage.cost_usd:.4f}"
         line = (
-            f"{state.status}: {counts['completed']} done, {counts['running']} running, "
+            f"[{state.status}] {counts['completed']} done, {counts['running']} running, "
             f"{counts['failed']} failed · {tokens:,} tokens · {cost}"
         )
         if line != self.last:
@@ -221,7 +228,7 @@ class _Progress:
             self._line(line, final=False)
 
     def notice(self, message: str) -> None:
-        self._line(f"little run: {one_line(message)}", final=True)
+        self._line(f"note: {one_line(message)}", final=True)
 
     def finish(self) -> None:
         if self.tty and self.last:
