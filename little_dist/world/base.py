@@ -433,6 +433,12 @@ class World(Protocol):
 
     def list_run_ids(self) -> list[str]: ...
 
+    def first_and_last_events(self, run_id: str) -> tuple[Event, Event] | None:
+        """The run's first and last events (the same event for a run of one), ``None`` for
+        a run with no events: what a list of runs shows (workflow, status, start, end) at
+        the cost of two events, not the whole log."""
+        ...
+
     def late_events(self, run_id: str) -> list[LateEvent]:
         """The run's late record: the events carrying model usage that appends refused
         because the run had ended (see the module docstring), oldest first; ``[]`` for most

@@ -236,6 +236,12 @@ class MemoryWorld(
         with self._changed:
             return sorted(run_id for run_id, log in self._events.items() if log)
 
+    def first_and_last_events(self, run_id: str) -> tuple[Event, Event] | None:
+        validate_run_id(run_id)
+        with self._changed:
+            log = self._events.get(run_id)
+            return (log[0], log[-1]) if log else None
+
     def late_events(self, run_id: str) -> list[LateEvent]:
         validate_run_id(run_id)
         with self._changed:

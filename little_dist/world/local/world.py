@@ -52,6 +52,12 @@ _LIST_EVENTS: Final = (
     "ORDER BY sequence LIMIT ?"
 )
 _LAST_SEQUENCE: Final = "SELECT COALESCE(MAX(sequence), 0) FROM events WHERE run_id = ?"
+_FIRST_EVENT: Final = (
+    f"SELECT {EVENT_COLUMNS} FROM events WHERE run_id = ? ORDER BY sequence LIMIT 1"
+)
+_LAST_EVENT: Final = (
+    f"SELECT {EVENT_COLUMNS} FROM events WHERE run_id = ? ORDER BY sequence DESC LIMIT 1"
+)
 _CLAIM: Final = "INSERT OR IGNORE INTO submissions (run_id, input_hash) VALUES (?, ?)"
 _CLAIMED: Final = "SELECT input_hash FROM submissions WHERE run_id = ?"
 
@@ -196,6 +202,14 @@ class LocalWorld(
     def list_run_ids(self) -> list[str]:
         rows = self._db.read("SELECT DISTINCT run_id FROM events ORDER BY run_id", ())
         return [run_id for (run_id,) in rows if RUN_ID_PATTERN.fullmatch(run_id)]
+
+    def first_and_last_events(self, run_id: str) -> tuple[Event, Event] | None:
+        validate_run_id(run_id)
+        first = self._db.read(_FIRST_EVENT, (run_id,))
+        last = self._db.read(_LAST_EVENT, (run_id,))
+        if not first or not last:
+            return None
+        return row_to_event(run_id, first[0]), row_to_event(run_id, last[0])
 
     def late_events(self, run_id: str) -> list[LateEvent]:
         validate_run_id(run_id)

@@ -153,6 +153,7 @@ class EventLog:
         # into (id, dict) pairs, in Python, costs more than decoding the fields does.
         self._raw = redis.Redis(connection_pool=client.connection_pool)
         self._raw.set_response_callback("XRANGE", _as_sent)
+        self._raw.set_response_callback("XREVRANGE", _as_sent)
         self._keys = keys
         self._archives = archives
         self._late = late
@@ -703,6 +704,23 @@ class EventLog:
                 return True, after
             return False, max([after, *(event.sequence for event in tail)])
         return False, after
+
+    def first_and_last_events(self, run_id: str) -> tuple[Event, Event] | None:
+        validate_run_id(run_id)
+        keys = self._keys.run(run_id)
+        with redis_errors(f"read of {run_id}"):
+            pipe = self._raw.pipeline(transaction=False)
+            pipe.xrange(keys.events, min="-", max="+", count=1)
+            pipe.xrevrange(keys.events, max="+", min="-", count=1)
+            first, last = pipe.execute()
+        if first and last:
+            (first_id, first_fields), (last_id, last_fields) = first[0], last[0]
+            return (
+                self._decode_entry(run_id, int(first_id.split(b"-", 1)[0]), first_fields),
+                self._decode_entry(run_id, int(last_id.split(b"-", 1)[0]), last_fields),
+            )
+        archived = self._archives.events(run_id, required=False)
+        return (archived[0], archived[-1]) if archived else None
 
     def late_events(self, run_id: str) -> list[LateEvent]:
         validate_run_id(run_id)

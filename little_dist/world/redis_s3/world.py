@@ -402,6 +402,11 @@ class RedisS3World:
         """Runs Redis knows: not archived yet, or archived within ``archive_marker_ttl``."""
         return self._events.list_run_ids()
 
+    def first_and_last_events(self, run_id: str) -> tuple[Event, Event] | None:
+        """Two stream entries in one round trip; a run whose stream is gone, from its S3
+        archive (one get, cached)."""
+        return self._events.first_and_last_events(run_id)
+
     def late_events(self, run_id: str) -> list[LateEvent]:
         """The run's late record (``late/RUN_ID/`` in S3: one list call)."""
         return self._events.late_events(run_id)
