@@ -635,6 +635,16 @@ class WorldConformance(VersionIndexConformance):
         # The commit released its lease all the same.
         assert world.acquire_lease(f"{{{RUN}}}:step:s", "attempt-2", 30) is not None
 
+    def test_first_and_last_events_bound_the_log(self, handle: WorldHandle) -> None:
+        world = handle.world
+        assert world.first_and_last_events(RUN) is None
+        (only,) = world.append_batch(RUN, [ev(stepPath="a")])
+        assert world.first_and_last_events(RUN) == (only, only)
+        recorded = world.append_batch(RUN, [ev(stepPath=f"s{i}") for i in range(3)])
+        assert world.first_and_last_events(RUN) == (only, recorded[-1])
+        with pytest.raises(InvalidIdError):
+            world.first_and_last_events("not a run id")
+
     # -- wait_for_end -----------------------------------------------------------------------
 
     def test_wait_for_end_wakes_on_the_end_and_not_before(self, handle: WorldHandle) -> None:
