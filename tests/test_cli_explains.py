@@ -132,3 +132,29 @@ def test_events_type_that_matches_nothing_says_so(failed_run: tuple[Path, str]) 
     assert "StepFailed" in line  # the types it does hold, to spot the typo
     found = little("events", run_id, "--data-dir", str(data), "--type", "Step*")
     assert found.stderr == "" and "StepFailed" in found.stdout
+
+
+def _costs(value: Any) -> list[float]:
+    if isinstance(value, dict):
+        found = [v for k, v in value.items() if k == "costUsd" and isinstance(v, float)]
+        return found + [c for v in value.values() for c in _costs(v)]
+    if isinstance(value, list):
+        return [c for v in value for c in _costs(v)]
+    return []
+
+
+def test_dollars_print_without_float_noise(tmp_path: Path) -> None:
+    # The support-triage example's scripted calls sum to 0.00028230000000000003 in a float.
+    data = str(tmp_path / "world")
+    run = little(
+        "run", "examples.support_triage:workflow", "--data-dir", data, "--json", "--quiet",
+        "--input", '{"account_id": "acme-42", "subject": "Export fails", "message": "Help."}',
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    summary = json.loads(run.stdout)
+    report = json.loads(little("report", summary["runId"], "--data-dir", data, "--json").stdout)
+    runs = json.loads(little("runs", "--data-dir", data, "--json").stdout)
+    costs = _costs([summary, report, runs])
+    assert len(costs) >= 4 and all(cost > 0 for cost in costs[:1])
+    for cost in costs:
+        assert cost == round(cost, 10), cost  # what json prints is what a person reads

@@ -430,4 +430,4 @@ def test_html_escapes_hostile_step_names_and_run_ids() -> None:
 def test_html_for_a_run_without_attempts_still_renders() -> None:
     page = render_html(build_run_report(RUN_REPORTS[1]["events"]))
     assert "No step attempts were recorded" in page
-    assert "(unattributed)" in page
+    assert "(outside steps)" in page  # upstream's (unattributed) row, in words

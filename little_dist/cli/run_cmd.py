@@ -168,7 +168,7 @@ def _report(args: argparse.Namespace, state: Any) -> int:
             "runId": state.run_id,
             "status": state.status,
             "workflowVersionId": state.workflow_version_id,
-            "usage": state.usage.model_dump(by_alias=True),
+            "usage": _rounded_usage(state.usage.model_dump(by_alias=True)),
         }
         if state.has_output:
             summary["output"] = state.output
@@ -183,6 +183,14 @@ def _report(args: argparse.Namespace, state: Any) -> int:
         return EXIT_COMPLETED
     print(f"little run: {state.run_id} failed: {_reason(state.error)}", file=sys.stderr)
     return EXIT_FAILED
+
+
+def _rounded_usage(usage: dict[str, Any]) -> dict[str, Any]:
+    # Dollars below float noise (0.0002823, not 0.00028230000000000003), as the report's.
+    cost = usage.get("costUsd")
+    if isinstance(cost, float):
+        usage["costUsd"] = round(cost, 10)
+    return usage
 
 
 def _reason(error: Any) -> str:

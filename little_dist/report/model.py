@@ -468,8 +468,18 @@ def build_run_report(
     )
 
 
-def _rounded(value: Any) -> Any:
-    return round(value, _MONEY_DECIMALS) if isinstance(value, float) else value
+def _round_money(value: Any) -> Any:
+    """``value`` (JSON data) with every ``costUsd`` float rounded to 10 decimals."""
+    if isinstance(value, dict):
+        return {
+            key: round(item, _MONEY_DECIMALS)
+            if key == "costUsd" and isinstance(item, float)
+            else _round_money(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [_round_money(item) for item in value]
+    return value
 
 
 def _row_json(row: RunReportRow, *, detailed: bool) -> dict[str, Any]:
@@ -477,7 +487,6 @@ def _row_json(row: RunReportRow, *, detailed: bool) -> dict[str, Any]:
     if detailed:
         data["attempts"] = row.attempts
         data["durationMs"] = row.duration_ms
-        data["costUsd"] = _rounded(data["costUsd"])
     return data
 
 
@@ -510,4 +519,4 @@ def report_to_json(
             data["unattributed"] = _row_json(report.unattributed, detailed=True)
     if include_timeline:
         data["timeline"] = [span.model_dump(mode="json") for span in report.timeline]
-    return data
+    return _round_money(data) if detailed else data
