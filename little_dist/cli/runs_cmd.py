@@ -104,9 +104,9 @@ def run(args: argparse.Namespace) -> int:
                 )
                 if event.type in USAGE_EVENT_TYPES
             ]
-            usage = calls_usage(
-                [*calls, *world.late_events(summary.run_id)], fallback=litellm_price_fallback
-            )
+            # Only an ended run can have a late record (one S3 list call on the fleet).
+            late = world.late_events(summary.run_id) if summary.status != "running" else []
+            usage = calls_usage([*calls, *late], fallback=litellm_price_fallback)
             shown.append(_with(summary, cost_usd=usage.cost_usd))
             if args.limit and len(shown) >= args.limit:
                 break
