@@ -459,8 +459,8 @@ def start_engine(
     procs: Procs, env: dict[str, str], args: argparse.Namespace, *, fast_path: bool = True
 ) -> Engine:
     from little_dist.fleet.client import Client
-    from little_dist.fleet.world import world_from_settings
     from little_dist.settings import load_settings
+    from little_dist.world.factory import world_from_settings
 
     settings = load_settings(env)
     little = [sys.executable, "-m", "little_dist.cli"]

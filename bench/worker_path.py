@@ -30,7 +30,6 @@ import os
 import statistics
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Sequence
@@ -43,25 +42,12 @@ if str(ROOT) not in sys.path:
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/15"
 
-
-class Outbox:
-    """Stands in for the Celery app: what the runtimes send, in order."""
-
-    def __init__(self) -> None:
-        self._sent: list[tuple[Any, ...]] = []
-        self._lock = threading.Lock()
-
-    def send_task(self, name: str, args: Sequence[Any] = (), queue: str = "", **_: Any) -> None:
-        with self._lock:
-            self._sent.append(tuple(args))
-
-    def take(self) -> list[tuple[Any, ...]]:
-        with self._lock:
-            taken, self._sent = self._sent, []
-        return taken
+from little_dist.fleet.queue import MemoryQueue  # noqa: E402 (after the sys.path line)
 
 
-def fan_cpu_seconds(runtimes: Sequence[Any], outbox: Outbox, settings: Any, branches: int) -> float:
+def fan_cpu_seconds(
+    runtimes: Sequence[Any], outbox: MemoryQueue, settings: Any, branches: int
+) -> float:
     """CPU seconds of one fan-out run delivered to ``runtimes`` in turn."""
     from little_dist.fleet.client import submit_run
     from little_dist.fleet.dispatch import RunTracker, advance_run
@@ -81,7 +67,7 @@ def fan_cpu_seconds(runtimes: Sequence[Any], outbox: Outbox, settings: Any, bran
     advance_run(world, outbox, settings, tracker)
     turn = 0
     while tasks := outbox.take():
-        for run, path, attempt in tasks:
+        for _, (run, path, attempt), _ in tasks:
             runtimes[turn % len(runtimes)].execute(run, path, attempt, "execute_step")
             turn += 1
     spent = time.process_time() - started
@@ -92,10 +78,10 @@ def fan_cpu_seconds(runtimes: Sequence[Any], outbox: Outbox, settings: Any, bran
 
 
 def measure(world_factory: Any, settings: Any, args: argparse.Namespace) -> list[float]:
-    from little_dist.fleet.registry import load_registry
+    from little_dist.fleet.app_registry import load_registry
     from little_dist.fleet.tasks import WorkerRuntime
 
-    outbox = Outbox()
+    outbox = MemoryQueue(sized=False)
     runtimes = []
     for index in range(args.runtimes):
         runtime = WorkerRuntime(
@@ -105,7 +91,7 @@ def measure(world_factory: Any, settings: Any, args: argparse.Namespace) -> list
             roles=("worker", "fixer"),
         )
         runtime.name = f"worker:path-{index}"
-        runtime.app = outbox
+        runtime.queue = outbox
         runtimes.append(runtime)
     try:
         fan_cpu_seconds(runtimes, outbox, settings, 100)  # warm-up
@@ -135,8 +121,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not 1 <= args.branches <= 1000 or args.runtimes < 1 or args.runs < 1:
         parser.error("--branches must be 1..1000, --runtimes and --runs at least 1")
 
-    from little_dist.fleet.world import world_from_settings
     from little_dist.settings import load_settings
+    from little_dist.world.factory import world_from_settings
     from little_dist.world.memory import MemoryWorld
     from tests.s3_server import start_weed_mini
 

@@ -7,9 +7,9 @@ computed here equals the one upstream computes for the same value.
 
 Only plain JSON values are hashable: ``dict`` with ``str`` keys, ``list`` (and ``tuple``),
 ``str``, ``int``, ``float``, ``bool`` and ``None``. Anything else — NaN or an infinity, a lone
-UTF-16 surrogate, a cycle, a set, bytes, a datetime, an object — raises
-:class:`NonHashableValueError` naming the JSON path of the offending value (``$.a[2]``);
-nothing is silently dropped or converted.
+UTF-16 surrogate, a cycle, a set, bytes, a datetime, an object, or a value nested more than
+:data:`MAX_DEPTH` containers deep — raises :class:`NonHashableValueError` naming the JSON path
+of the offending value (``$.a[2]``); nothing is silently dropped or converted.
 """
 
 from __future__ import annotations
@@ -19,11 +19,12 @@ import json
 import math
 import re
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
-from typing import Any, NoReturn
+from typing import Any, Final, NoReturn
 
 from little_dist.errors import InvalidInputError
 
 __all__ = [
+    "MAX_DEPTH",
     "NonHashableValueError",
     "canonical_json",
     "js_number_string",
@@ -36,6 +37,11 @@ _IDENTIFIER = re.compile(r"^[A-Za-z_$][\w$]*$", re.ASCII)
 # Integers beyond this lose precision in a JavaScript number; upstream sees them rounded.
 _MAX_SAFE_INTEGER = 2**53 - 1
 _encode_string = json.JSONEncoder(ensure_ascii=False).encode
+#: The deepest value (in nested containers) that has a canonical form here. Far below
+#: Python's recursion limit for this walk and for the recursive readers of the same values
+#: downstream (the LWIR validator, jsonschema: about two stack frames per level), so a deeper
+#: value is a clear error rather than a ``RecursionError``.
+MAX_DEPTH: Final = 256
 
 
 class NonHashableValueError(InvalidInputError):
@@ -198,6 +204,15 @@ def _fail(message: str, path: _Path) -> NoReturn:
     raise NonHashableValueError(message, _render_path(path))
 
 
+def _too_deep(path: _Path) -> NoReturn:
+    where = _render_path(path)
+    if len(where) > 60:
+        where = where[:60] + "..."
+    raise NonHashableValueError(
+        f"Values nested more than {MAX_DEPTH} levels deep are not hashable.", where
+    )
+
+
 def _well_formed(text: str, path: _Path) -> str:
     """Return ``text`` with surrogate pairs joined; reject lone surrogates."""
     if text.isascii():
@@ -246,6 +261,8 @@ def _serialize(value: Any, path: _Path, ancestors: set[int], out: list[str]) -> 
         marker = id(value)
         if marker in ancestors:
             _fail("Cyclic references are not hashable.", path)
+        if len(ancestors) >= MAX_DEPTH:  # (the containers this one is inside)
+            _too_deep(path)
         ancestors.add(marker)
         out.append("[")
         for index, item in enumerate(value):
@@ -264,6 +281,8 @@ def _serialize_object(
     marker = id(value)
     if marker in ancestors:
         _fail("Cyclic references are not hashable.", path)
+    if len(ancestors) >= MAX_DEPTH:
+        _too_deep(path)
     ancestors.add(marker)
     items: list[tuple[str, Any]] = []
     all_ascii = True

@@ -31,7 +31,6 @@ __all__ = [
     "LEGACY_HARNESS_EVENT_TYPES",
     "QUIET_EVENT_TYPES",
     "RUN_END_EVENT_TYPES",
-    "RUN_END_OCCURRENCE",
     "SCHEDULE_EVENT_TYPES",
     "SIDE_CHANNEL_EVENT_TYPES",
     "USAGE_EVENT_TYPES",
@@ -145,10 +144,6 @@ ENGINE_EVENT_PREFIX = "little."
 
 #: The events that end a run.
 RUN_END_EVENT_TYPES: frozenset[str] = frozenset({"RunCompleted", "RunFailed"})
-
-#: The occurrence id the engine records a run's end under (decide, cancel, planning): a run
-#: has one end.
-RUN_END_OCCURRENCE = "run-end"
 
 #: The events that carry a model call's usage (tokens; the fold prices them). An append
 #: refused because the run had ended keeps these in the run's late record

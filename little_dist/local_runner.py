@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Any, Final
 
+from little_dist import occurrences
 from little_dist.canonical import canonical_json
 from little_dist.compiler import WorkflowVersion
 from little_dist.errors import ConflictError, InvalidInputError, LeaseLostError, LittleError
@@ -320,7 +321,7 @@ class _Runner:
                 [
                     EventInput(
                         type="WorkflowVersionRegistered",
-                        occurrence_id="version-registered",
+                        occurrence_id=occurrences.VERSION_REGISTERED,
                         payload={
                             "workflowVersionId": version.id,
                             "workflowVersionHash": version.hash,
@@ -328,7 +329,7 @@ class _Runner:
                     ),
                     EventInput(
                         type="RunStarted",
-                        occurrence_id="run-start",
+                        occurrence_id=occurrences.RUN_START,
                         payload={"workflowVersionId": version.id, "input": self.run_input},
                     ),
                 ],

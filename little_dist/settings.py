@@ -41,10 +41,32 @@ variable                            field                          default
 ``LITTLE_ARCHIVE_DELAY``            ``archive_delay``              ``2`` s
 ``LITTLE_MAX_BRANCHES_CAP``         ``max_branches_cap``           unset (upstream's 100)
 ``LITTLE_BRANCH_WINDOW``            ``branch_window``              ``fleet``
+``LITTLE_MAX_INPUT_BYTES``          ``max_input_bytes``            ``1048576`` (1 MiB) (a)
+``LITTLE_MAX_LWIR_BYTES``           ``max_lwir_bytes``             ``1048576`` (1 MiB) (b)
+``LITTLE_MAX_STEPS``                ``max_steps``                  ``1000`` (c)
+``LITTLE_MAX_JSON_DEPTH``           ``max_json_depth``             ``64``, at most 256 (d)
+``LITTLE_RUN_CACHE_BYTES``          ``run_cache_bytes``            ``268435456`` (256 MiB) (e)
+``LITTLE_VERSION_CACHE_BYTES``      ``version_cache_bytes``        ``67108864`` (64 MiB) (f)
 ==================================  =============================  ==========================
 
 The Redis URLs may be ``rediss://`` (TLS); their ``ssl_*`` query options are checked here
 (see :mod:`little_dist.redis_tls`), and a ``rediss://`` URL must name ``ssl_cert_reqs``.
+
+Why those defaults (the limits on input are checked where input enters, see
+:mod:`little_dist.limits`; ``little run`` and ``little validate`` read them too):
+
+(a) the run input is stored inline in ``RunStarted``, read by every process that folds the
+    run and hashed into the version's lock; larger data belongs in an artifact or a URL.
+(b) a 1,000-step workflow is about 300 KB of canonical JSON; every worker and scheduler keeps
+    the versions it runs in memory.
+(c) ``decide`` walks a run's steps on every look; planners write tens.
+(d) real documents nest fewer than 20 levels; at 64 every recursive reader (the validator,
+    jsonschema, canonical JSON) stays far below Python's recursion limit. 256 is the deepest
+    value canonical JSON takes.
+(e) the folded runs one worker or scheduler process keeps (an estimate from the events
+    folded, :data:`little_dist.fleet.dispatch.EVENT_BYTES` each); past it the least recently
+    used run is dropped and read from the log again if it comes back.
+(f) the compiled versions one process keeps, by the length of their canonical LWIR.
 
 An empty variable counts as unset. Every bad value is reported at once, one line each (the
 variable, its value with secrets and URL passwords masked, what is expected), in a
@@ -69,6 +91,14 @@ from pydantic_settings import (
 )
 
 from little_dist.errors import InvalidInputError
+from little_dist.limits import (
+    DEFAULT_MAX_INPUT_BYTES,
+    DEFAULT_MAX_JSON_DEPTH,
+    DEFAULT_MAX_LWIR_BYTES,
+    DEFAULT_MAX_STEPS,
+    MAX_JSON_DEPTH_CEILING,
+    InputLimits,
+)
 from little_dist.redis_tls import tls_problems
 
 __all__ = [
@@ -78,6 +108,7 @@ __all__ = [
     "Settings",
     "SettingsError",
     "WorkerPool",
+    "load_limits",
     "load_settings",
     "mask_url",
 ]
@@ -173,8 +204,8 @@ class _Environment(PydanticBaseSettingsSource):
         return values
 
 
-class Settings(BaseSettings):
-    """Everything a fleet process needs to know, from the environment (see module docs)."""
+class _FromEnvironment(BaseSettings):
+    """Fields read from the environment only (see :meth:`settings_customise_sources`)."""
 
     model_config = SettingsConfigDict(
         case_sensitive=True,
@@ -183,6 +214,64 @@ class Settings(BaseSettings):
         frozen=True,
         validate_default=True,
     )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The environment only: no .env file, no secrets directory. What the deployment sets
+        # (compose, the Kubernetes ConfigMap and Secret) is all there is. load_settings(env)
+        # swaps the process environment for its mapping, so a caller's mapping is never mixed
+        # with os.environ.
+        environ = _GIVEN_ENV.get()
+        return (
+            init_settings,
+            _Environment(settings_cls, os.environ if environ is None else environ),
+        )
+
+
+class LimitSettings(_FromEnvironment):
+    """The limits on submitted input (:func:`load_limits` reads these alone: ``little run``
+    and ``little validate`` need no fleet settings)."""
+
+    max_input_bytes: int = _env(
+        "LITTLE_MAX_INPUT_BYTES",
+        DEFAULT_MAX_INPUT_BYTES,
+        "a whole number of bytes, 1 or more",
+        ge=1,
+    )
+    max_lwir_bytes: int = _env(
+        "LITTLE_MAX_LWIR_BYTES", DEFAULT_MAX_LWIR_BYTES, "a whole number of bytes, 1 or more", ge=1
+    )
+    max_steps: int = _env(
+        "LITTLE_MAX_STEPS", DEFAULT_MAX_STEPS, "a whole number of steps, 1 or more", ge=1
+    )
+    max_json_depth: int = _env(
+        "LITTLE_MAX_JSON_DEPTH",
+        DEFAULT_MAX_JSON_DEPTH,
+        f"a whole number of levels, 1 to {MAX_JSON_DEPTH_CEILING}",
+        ge=1,
+        le=MAX_JSON_DEPTH_CEILING,
+    )
+
+    @property
+    def limits(self) -> InputLimits:
+        """The limits on submitted input, for :mod:`little_dist.limits`."""
+        return InputLimits(
+            max_input_bytes=self.max_input_bytes,
+            max_lwir_bytes=self.max_lwir_bytes,
+            max_steps=self.max_steps,
+            max_json_depth=self.max_json_depth,
+        )
+
+
+class Settings(LimitSettings):
+    """Everything a fleet process needs to know, from the environment (see module docs)."""
 
     # -- where things live -----------------------------------------------------------------
     redis_url: str = _env(
@@ -323,24 +412,19 @@ class Settings(BaseSettings):
         "'fleet' (at most the workers' slots in flight) or 'declared' (maxConcurrency)",
     )
 
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # The environment only: no .env file, no secrets directory. What the deployment sets
-        # (compose, the Kubernetes ConfigMap and Secret) is all there is. load_settings(env)
-        # swaps the process environment for its mapping, so a caller's mapping is never mixed
-        # with os.environ.
-        environ = _GIVEN_ENV.get()
-        return (
-            init_settings,
-            _Environment(settings_cls, os.environ if environ is None else environ),
-        )
+    # -- memory ------------------------------------------------------------------------------
+    run_cache_bytes: int = _env(
+        "LITTLE_RUN_CACHE_BYTES",
+        256 * 1024 * 1024,
+        "a whole number of bytes, 1 or more",
+        ge=1,
+    )
+    version_cache_bytes: int = _env(
+        "LITTLE_VERSION_CACHE_BYTES",
+        64 * 1024 * 1024,
+        "a whole number of bytes, 1 or more",
+        ge=1,
+    )
 
     # -- field checks ------------------------------------------------------------------------
     @field_validator("redis_url")
@@ -488,6 +572,18 @@ def _problems_of(error: ValidationError) -> list[str]:
             f"{env_name}={_shown(env_name, detail['input'])}: expected {expected or detail['msg']}"
         )
     return problems
+
+
+def load_limits(env: Mapping[str, str] | None = None) -> InputLimits:
+    """The limits on submitted input in ``env`` (default: the process environment), alone:
+    other variables are not read. Raises :class:`SettingsError` for a bad limit."""
+    token = _GIVEN_ENV.set(None if env is None else dict(env))
+    try:
+        return LimitSettings().limits
+    except ValidationError as exc:
+        raise SettingsError(_problems_of(exc)) from exc
+    finally:
+        _GIVEN_ENV.reset(token)
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:

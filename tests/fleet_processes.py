@@ -158,7 +158,7 @@ class FleetEnv:
 
     def world(self) -> World:
         """A world on the test's prefix (closed at teardown)."""
-        from little_dist.fleet.world import world_from_settings
+        from little_dist.world.factory import world_from_settings
 
         world = world_from_settings(self.settings())
         self._opened.append(world)

@@ -236,3 +236,122 @@ def test_the_health_check_pings_the_worker_by_its_default_node_name(fleet_env: F
     )
     assert ping.returncode == 0, ping.stdout + ping.stderr
     assert f"celery@{host}: OK" in ping.stdout
+
+
+# -- what a submission may name, and how much ------------------------------------------------------
+
+TRIAGE_APP = "examples.support_triage"
+TRIAGE_TOOLS = "lookup_customer, search_knowledge_base"
+
+
+def triage_doc(tool_name: str) -> dict[str, Any]:
+    """A document for the examples' ``support.triage`` whose one step calls ``tool_name``."""
+    return {
+        "apiVersion": wf.API_VERSION,
+        "kind": "Workflow",
+        "metadata": {"name": "support.triage"},
+        "input": {"schema": {"type": "object"}},
+        "output": {"schema": {"type": "object"}},
+        "permissions": {"models": [], "tools": [tool_name]},
+        "steps": [
+            {
+                "id": "lookup",
+                "uses": "tool.call",
+                "with": {"tool": tool_name, "args": {"account_id": "acme-42"}},
+                "output": {"mode": "object", "schema": {"type": "object"}},
+            }
+        ],
+    }
+
+
+def _no_events(fleet: FleetEnv, *run_ids: str) -> None:
+    with fleet.client() as client:
+        for run_id in run_ids:
+            assert list(client.events(run_id)) == [], run_id
+
+
+@pytest.mark.parametrize("how", ["--app", "LITTLE_APP"])
+def test_submit_refuses_a_tool_the_workflow_does_not_register_in_one_line(
+    fleet_env: FleetEnv, tmp_path: Path, how: str
+) -> None:
+    doc = _write(tmp_path, "widen.json", triage_doc("deleteAll"))
+    args = ["submit", doc, "--run-id", "run_widen"]
+    if how == "--app":
+        result = little(fleet_env, *args, "--app", TRIAGE_APP)
+    else:
+        result = little(fleet_env, *args, env={"LITTLE_APP": TRIAGE_APP})
+    assert result.returncode == 1, result.stderr
+    assert result.stdout == ""
+    assert result.stderr == (
+        "little submit: step 'lookup' calls tool 'deleteAll', which workflow 'support.triage' "
+        f"does not register (registered: {TRIAGE_TOOLS})\n"
+    )
+    _no_events(fleet_env, "run_widen")
+
+
+@pytest.mark.parametrize(
+    ("content", "env", "message"),
+    [
+        ("[" * 100_000 + "]" * 100_000, {}, "is nested more than 64 levels deep"),
+        # parses (the parser's own limit is near 1,000), then is refused for its depth
+        ("[" * 900 + "]" * 900, {}, "is nested more than 64 levels deep"),
+        ('{"text": "0123456789"}', {"LITTLE_MAX_INPUT_BYTES": "10"}, "bytes of JSON, more than"),
+    ],
+    ids=["100k-deep", "900-deep", "too-big"],
+)
+def test_submit_refuses_an_input_over_a_limit_in_one_line(
+    fleet_env: FleetEnv, tmp_path: Path, content: str, env: dict[str, str], message: str
+) -> None:
+    lwir = _write(tmp_path, "chain.json", wf.chain_lwir(1))
+    path = tmp_path / "input.json"
+    path.write_text(content, encoding="utf-8")
+    result = little(
+        fleet_env, "submit", lwir, "--input", str(path), "--run-id", "run_limit", env=env
+    )
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stderr.startswith("little submit: ") and result.stderr.count("\n") == 1
+    assert message in result.stderr
+    _no_events(fleet_env, "run_limit")
+
+
+def test_the_submit_task_sent_by_name_refuses_what_the_client_would(fleet_env: FleetEnv) -> None:
+    from little_dist.fleet.dispatch import TASK_SUBMIT_RUN
+
+    worker = start_worker(fleet_env, roles=["planner"], app=TRIAGE_APP, concurrency=1)
+    deep: Any = 1
+    for _ in range(100):  # (the broker's JSON encoder refuses far deeper values itself)
+        deep = [deep]
+    bad = {
+        "run_task_widen": {"lwir": triage_doc("deleteAll"), "input": {}},
+        "run_task_deep": {"lwir": triage_doc("lookup_customer"), "input": {"x": deep}},
+    }
+    with fleet_env.client() as client:
+        for run_id, kwargs in bad.items():
+            client.app.send_task(
+                TASK_SUBMIT_RUN,
+                kwargs={**kwargs, "run_id": run_id},
+                queue=fleet_env.queues["planner"],
+            )
+        # One planner slot takes the queue in order: once this one is recorded, the others
+        # were handled.
+        client.app.send_task(
+            TASK_SUBMIT_RUN,
+            kwargs={"lwir": triage_doc("lookup_customer"), "input": {}, "run_id": "run_task_ok"},
+            queue=fleet_env.queues["planner"],
+        )
+        deadline = time.monotonic() + 40
+        while "RunStarted" not in {e.type for e in client.events("run_task_ok")}:
+            assert time.monotonic() < deadline, worker.output()[-3000:]
+            time.sleep(0.1)
+    _no_events(fleet_env, *bad)
+    log = worker.output()
+    assert (
+        "little.submit_run run_task_widen refused: step 'lookup' calls tool 'deleteAll', which "
+        f"workflow 'support.triage' does not register (registered: {TRIAGE_TOOLS})"
+    ) in log
+    assert (
+        "little.submit_run run_task_deep refused: the run input is nested more than 64 levels "
+        "deep (LITTLE_MAX_JSON_DEPTH=64)"
+    ) in log
+    assert "Traceback" not in log

@@ -17,12 +17,13 @@ from tests.workflows_for_tests import chain_lwir, single_tool_lwir
 REPO = Path(__file__).resolve().parent.parent
 
 
-def little_run(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+def little_run(
+    *args: str, cwd: Path = REPO, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "little_dist.cli", "run", *args],
         cwd=cwd,
-        env=env,
+        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
         capture_output=True,
         text=True,
         timeout=120,
@@ -198,6 +199,44 @@ def test_a_failed_run_exits_1_with_a_one_line_reason(tmp_path: Path) -> None:
             ["--run-id"],
             id="bad-run-id",
         ),
+        pytest.param(
+            # Parses (the parser's own limit is near 1,000), then is refused for the input:
+            # not blamed on the workflow, never a RecursionError further in.
+            lambda tmp: [
+                str(write(tmp / "wf.json", chain_lwir(1))),
+                "--input",
+                str(write(tmp / "deep.json", json.loads("[" * 900 + "]" * 900))),
+            ],
+            1,
+            ["deep.json is nested more than 64 levels deep (LITTLE_MAX_JSON_DEPTH=64)"],
+            id="input-nested-900",
+        ),
+        pytest.param(
+            lambda tmp: [
+                str(write(tmp / "wf.json", chain_lwir(1))),
+                "--input",
+                "[" * 50_000 + "]" * 50_000,  # (an argument holds at most 128 KiB)
+            ],
+            1,
+            ["little run: --input is nested more than 64 levels deep (LITTLE_MAX_JSON_DEPTH=64)"],
+            id="input-nested-50k",
+        ),
+        pytest.param(
+            lambda tmp: [
+                str(write(tmp / "wf.json", chain_lwir(1))),
+                "--input",
+                str(write(tmp / "big.json", {"text": "x" * (1024 * 1024)})),
+            ],
+            1,
+            ["the run input is 1,048,587 bytes of JSON, more than LITTLE_MAX_INPUT_BYTES"],
+            id="input-too-big",
+        ),
+        pytest.param(
+            lambda tmp: [str(write(tmp / "wf.json", chain_lwir(1001)))],
+            1,
+            ["wf.json has 1,001 steps, more than LITTLE_MAX_STEPS=1,000"],
+            id="too-many-steps",
+        ),
     ],
 )
 def test_bad_input_is_one_clear_error_and_leaves_the_world_untouched(
@@ -212,6 +251,20 @@ def test_bad_input_is_one_clear_error_and_leaves_the_world_untouched(
         assert fragment in result.stderr, result.stderr
     assert last.startswith("little run: ")
     assert not data.exists()  # nothing was created, let alone written
+
+
+def test_the_limits_come_from_the_environment(tmp_path: Path) -> None:
+    wf = write(tmp_path / "wf.json", chain_lwir(3))
+    data = tmp_path / "world"
+    result = little_run(str(wf), "--data-dir", str(data), env={"LITTLE_MAX_STEPS": "2"})
+    assert result.returncode == 1
+    assert result.stderr == f"little run: {wf} has 3 steps, more than LITTLE_MAX_STEPS=2\n"
+    result = little_run(str(wf), "--data-dir", str(data), env={"LITTLE_MAX_STEPS": "none"})
+    assert result.returncode == 2
+    assert result.stderr == (
+        "little run: LITTLE_MAX_STEPS='none': expected a whole number of steps, 1 or more\n"
+    )
+    assert not data.exists()
 
 
 def test_malformed_lwir_lists_findings_one_per_line(tmp_path: Path) -> None:

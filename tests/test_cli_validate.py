@@ -160,9 +160,10 @@ BAD_FILES: dict[str, tuple[str | bytes, str]] = {
     "whitespace": ("  \n\t\n", "the file is empty"),
     "binary": (bytes(range(256)) * 4, "not UTF-8"),
     "latin-1": ('{"name": "caf\xe9"}'.encode("latin-1"), "not UTF-8"),
-    "open brackets 100k": ("[" * 100_000, "nested too deeply"),
-    "closed brackets 100k": ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
-    "objects 50k": ('{"a":' * 50_000 + "1" + "}" * 50_000, "nested too deeply"),
+    "open brackets 100k": ("[" * 100_000, "nested more than 64 levels deep"),
+    "closed brackets 100k": ("[" * 100_000 + "]" * 100_000, "nested more than 64 levels deep"),
+    "objects 50k": ('{"a":' * 50_000 + "1" + "}" * 50_000, "nested more than 64 levels deep"),
+    "depth 65": ("[" * 65 + "]" * 65, "(LITTLE_MAX_JSON_DEPTH=64)"),
     "trailing comma": ('{"a": 1,}', "line 1 column 9"),
     "second line": ('{\n  "a": tru\n}', "line 2 column 8"),
     "nan": ('{"a": NaN}', "NaN is not valid JSON"),
@@ -227,10 +228,51 @@ def test_deeply_nested_but_parseable_document(tmp_path: Path) -> None:
         + "}" * depth
         + '},"output":{"schema":true},"steps":[]}'
     )
-    result = little("validate", str(write(tmp_path, "deep.json", doc)))
-    assert result.returncode in (1, 2)
-    assert "Traceback" not in result.stderr
-    assert result.stderr.count("\n") == 1
+    path = write(tmp_path, "deep.json", doc)
+    result = little("validate", str(path))
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"little validate: {path} is nested more than 64 levels deep (LITTLE_MAX_JSON_DEPTH=64)\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("env", "reason"),
+    [
+        ({"LITTLE_MAX_STEPS": "3"}, "has 4 steps, more than LITTLE_MAX_STEPS=3"),
+        ({"LITTLE_MAX_LWIR_BYTES": "100"}, "bytes of JSON, more than LITTLE_MAX_LWIR_BYTES=100"),
+        ({"LITTLE_MAX_JSON_DEPTH": "3"}, "nested more than 3 levels deep"),
+    ],
+)
+def test_a_document_over_a_limit_is_not_validated(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    env: dict[str, str],
+    reason: str,
+) -> None:
+    from tests.workflows_for_tests import chain_lwir
+
+    path = write(tmp_path, "chain.json", json.dumps(chain_lwir(4)))
+    assert main(["validate", str(path)]) == 0
+    capsys.readouterr()
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert main(["validate", str(path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith(f"little validate: {path}")
+    assert captured.err.count("\n") == 1 and reason in captured.err
+
+
+def test_a_bad_limit_setting_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("LITTLE_MAX_STEPS", "many")
+    assert main(["validate", str(write(tmp_path, "x.json", "{}"))]) == 2
+    assert capsys.readouterr().err == (
+        "little validate: LITTLE_MAX_STEPS='many': expected a whole number of steps, 1 or more\n"
+    )
 
 
 # --- the rest of the command line ---------------------------------------------------------------

@@ -223,3 +223,48 @@ def test_wait_folds_a_long_log_as_it_comes_into_the_final_state() -> None:
     # Every event up to the end was folded (in several batches), and nothing after it.
     assert state.event_count == 702
     assert set(state.steps) == {f"s{index}" for index in range(700)}
+
+
+def _answer_doc(model_slot: str, tools: list[str] | None = None) -> dict[str, Any]:
+    """A plain LWIR (app-wide capabilities of tests.workflows_for_tests: model.fast, five
+    tools) whose one ``ai.generate`` step asks ``model_slot``, offering ``tools``."""
+    config: dict[str, Any] = {"model": model_slot, "prompt": "Answer."}
+    if tools is not None:
+        config["tools"] = tools
+    return {
+        "apiVersion": wf.API_VERSION,
+        "kind": "Workflow",
+        "metadata": {"name": "tests.answer"},
+        "input": {"schema": {"type": "object"}},
+        "output": {"schema": {"type": "string"}},
+        "permissions": {"models": [model_slot], "tools": []},
+        "steps": [
+            {"id": "answer", "uses": "ai.generate", "with": config, "output": {"mode": "text"}}
+        ],
+    }
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        (_answer_doc("openai/gpt-4o"), "model slot 'openai/gpt-4o' is not registered"),
+        (_answer_doc("model.fast", ["add", "deleteAll"]), "names tool 'deleteAll'"),
+    ],
+    ids=["own-model", "unregistered-tool"],
+)
+def test_a_worker_refuses_a_step_naming_what_its_app_does_not_register(
+    fleet_env: FleetEnv, doc: dict[str, Any], message: str
+) -> None:
+    # A client without the app module cannot check the document: the worker does, before
+    # any model or tool is called.
+    start_worker(fleet_env, roles=["worker"])
+    client = fleet_env.client()
+    assert client.registry is None
+    run_id = client.submit(doc, {})
+    state = client.wait(run_id, timeout=45)
+    assert state.status == "failed"
+    assert state.error["causeCode"] == "runtime_config_error"
+    assert message in state.error["message"]
+    types = _types(client, run_id)
+    assert types.count("StepAttemptStarted") == 1  # not retried
+    assert not [kind for kind in types if kind.startswith("harness.")]

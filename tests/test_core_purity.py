@@ -19,6 +19,8 @@ PURE_MODULES = [
     "little_dist.scheduling",
     "little_dist.step_context",
     "little_dist.pricing",
+    "little_dist.limits",
+    "little_dist.lru",
 ]
 FORBIDDEN = {"litellm", "celery", "kombu", "boto3", "botocore", "redis", "sqlite3", "_sqlite3"}
 

@@ -29,10 +29,11 @@ from little_dist.fleet.dispatch import (
     dispatch_lease_key,
     dispatch_ready,
 )
+from little_dist.fleet.queue import MemoryQueue
 from little_dist.fleet.tasks import TASK_NAMES
-from little_dist.fleet.world import fleet_world_spec
 from little_dist.scheduling import StepDispatch, decide
 from little_dist.settings import Settings, load_settings
+from little_dist.world.factory import fleet_world_spec
 from little_dist.world.memory import MemoryWorld
 from tests import workflows_for_tests as wf
 
@@ -133,8 +134,8 @@ def test_task_arguments_are_ids(name: str, params: list[str]) -> None:
 
 
 @dataclass
-class RecordingApp:
-    """Stands in for the Celery app: records ``send_task`` calls."""
+class RecordingCelery:
+    """Stands in for a Celery app: records ``send_task`` calls (to test CeleryQueue)."""
 
     sent: list[tuple[str, tuple[Any, ...], str]] = field(default_factory=list)
 
@@ -159,19 +160,19 @@ def test_dispatch_sends_each_attempt_once_while_its_lease_lives() -> None:
     clock = Clock()
     world = MemoryWorld(clock=clock)
     s = settings(LITTLE_DISPATCH_RESEND_AFTER="30")
-    app = RecordingApp()
+    app = MemoryQueue()
     run_id = _started_run(world, wf.chain_lwir(2), {})
     tracker = RunTracker(world, run_id)
-    first = advance_run(world, app, s, tracker)  # type: ignore[arg-type]
+    first = advance_run(world, app, s, tracker)
     assert [d.step_path for d in first.sent] == ["s0"]
-    assert app.sent == [(TASK_EXECUTE_STEP, (run_id, "s0", 1), "little.worker")]
+    assert app.sent == [(TASK_EXECUTE_STEP, (run_id, "s0", 1), "worker")]
     # A second scheduler (or the same one) looking again sends nothing.
-    again = advance_run(world, app, s, RunTracker(world, run_id))  # type: ignore[arg-type]
+    again = advance_run(world, app, s, RunTracker(world, run_id))
     assert again.sent == ()
     assert len(app.sent) == 1
     # Not started when the lease expires: the message was lost, send it again.
     clock.now += 31
-    resent = advance_run(world, app, s, RunTracker(world, run_id))  # type: ignore[arg-type]
+    resent = advance_run(world, app, s, RunTracker(world, run_id))
     assert [d.step_path for d in resent.sent] == ["s0"]
     assert len(app.sent) == 2
 
@@ -189,47 +190,47 @@ def test_dispatch_ready_takes_the_documented_lease() -> None:
     assert dispatch_lease_key(dispatch) == "{run_dispatch_test}:dispatch:s0:1"
     held = world.acquire_lease(dispatch_lease_key(dispatch), "someone-else", 30)
     assert held is not None
-    app = RecordingApp()
-    sent = dispatch_ready(world, app, s, tracker.context, state, decision)  # type: ignore[arg-type]
+    app = MemoryQueue()
+    sent = dispatch_ready(world, app, s, tracker.context, state, decision)
     assert sent == [] and app.sent == []
     world.release_lease(held)
-    sent = dispatch_ready(world, app, s, tracker.context, state, decision)  # type: ignore[arg-type]
+    sent = dispatch_ready(world, app, s, tracker.context, state, decision)
     assert sent == [dispatch]
 
 
 def test_fix_step_dispatches_go_to_the_fixer_queue() -> None:
     from little_dist.fleet.dispatch import send_dispatch
+    from little_dist.fleet.queue import CeleryQueue
 
-    app = RecordingApp()
+    app = RecordingCelery()
+    queue = CeleryQueue(app, settings(LITTLE_QUEUE_FIXER="fix-q"))  # type: ignore[arg-type]
     dispatch = StepDispatch("run_x", "build", "build", 2, "fixer", "fix_step")
-    send_dispatch(app, settings(LITTLE_QUEUE_FIXER="fix-q"), dispatch)  # type: ignore[arg-type]
+    send_dispatch(queue, dispatch)
     assert app.sent == [(TASK_FIX_STEP, ("run_x", "build", 2), "fix-q")]
 
 
 def test_a_failed_send_releases_the_lease_for_the_next_look() -> None:
-    class Down(RecordingApp):
-        def send_task(
-            self, name: str, args: tuple[Any, ...] = (), queue: str = "", **_: Any
-        ) -> None:
+    class Down(MemoryQueue):
+        def send(self, task: str, args: Any, role: Any) -> None:
             raise ConnectionError("broker down")
 
     world = MemoryWorld()
     run_id = _started_run(world, wf.chain_lwir(1), {})
     with pytest.raises(ConnectionError):
-        advance_run(world, Down(), settings(), RunTracker(world, run_id))  # type: ignore[arg-type]
-    app = RecordingApp()
-    result = advance_run(world, app, settings(), RunTracker(world, run_id))  # type: ignore[arg-type]
+        advance_run(world, Down(), settings(), RunTracker(world, run_id))
+    app = MemoryQueue()
+    result = advance_run(world, app, settings(), RunTracker(world, run_id))
     assert [d.step_path for d in result.sent] == ["s0"]
 
 
 def test_a_cancel_request_fails_the_run_on_the_next_advance() -> None:
     world = MemoryWorld()
     run_id = _started_run(world, wf.chain_lwir(2), {})
-    app = RecordingApp()
+    app = MemoryQueue()
     tracker = RunTracker(world, run_id)
-    advance_run(world, app, settings(), tracker)  # type: ignore[arg-type]
+    advance_run(world, app, settings(), tracker)
     world.append(run_id, EventInput(type=CANCEL_EVENT_TYPE, occurrence_id="cancel", payload={}))
-    result = advance_run(world, app, settings(), tracker)  # type: ignore[arg-type]
+    result = advance_run(world, app, settings(), tracker)
     assert result.done
     assert result.state.status == "failed"
     assert result.state.error["causeCode"] == "cancelled"
@@ -251,15 +252,15 @@ def test_submitting_an_lwir_records_the_version_and_the_start() -> None:
 
 def test_submitting_a_workflow_id_records_a_submission_and_sends_the_plan_task() -> None:
     world = MemoryWorld()
-    app = RecordingApp()
-    run_id = submit_run(world, "triage", {"q": 1}, app=app, settings=settings())  # type: ignore[arg-type]
+    app = MemoryQueue()
+    run_id = submit_run(world, "triage", {"q": 1}, queue=app, settings=settings())
     events = world.list_events(run_id)
     assert [(e.type, e.payload) for e in events] == [
         ("little.run.submitted", {"workflowId": "triage", "input": {"q": 1}})
     ]
-    assert app.sent == [(TASK_PLAN, (run_id,), "little.planner")]
+    assert app.sent == [(TASK_PLAN, (run_id,), "planner")]
     # Submitting the same run again sends nothing new while the plan lease lives.
-    submit_run(world, "triage", {"q": 1}, run_id=run_id, app=app, settings=settings())  # type: ignore[arg-type]
+    submit_run(world, "triage", {"q": 1}, run_id=run_id, queue=app, settings=settings())
     assert len(app.sent) == 1 and len(world.list_events(run_id)) == 1
 
 
@@ -283,7 +284,7 @@ def test_the_world_spec_gets_the_settings_signal_stream() -> None:
 def test_the_redis_url_of_a_world_spec_has_none_of_the_worlds_options() -> None:
     # redis-py refuses an option it does not know (the scheduler's client failed on
     # ?hot_artifact_limit=, which the operations guide recommends for a Redis cluster).
-    from little_dist.fleet.world import redis_url_of
+    from little_dist.world.factory import redis_url_of
 
     spec = (
         "redis://h:6379/0?key_prefix=t:&s3_prefix=p/&archive_ttl=1&archive_marker_ttl=2"

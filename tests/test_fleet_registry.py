@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from little_dist.compiler import compile_lwir
-from little_dist.fleet.registry import AppImportError, load_registry, workflow_name_of
+from little_dist.fleet.app_registry import AppImportError, load_registry, workflow_name_of
 from little_dist.runtime import Capabilities
 from tests import workflows_for_tests as wf
 

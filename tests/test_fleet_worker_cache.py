@@ -11,16 +11,23 @@ import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from little_dist.events import Event, EventInput
+from little_dist.fleet.app_registry import AppRegistry
 from little_dist.fleet.client import submit_run
-from little_dist.fleet.dispatch import Advance, RunTracker, acquire_leases, advance_run
-from little_dist.fleet.registry import AppRegistry
+from little_dist.fleet.dispatch import (
+    KEPT_EVENT_BYTES,
+    Advance,
+    RunTracker,
+    acquire_leases,
+    advance_run,
+)
+from little_dist.fleet.queue import MemoryQueue
 from little_dist.fleet.tasks import RunCache, WorkerRuntime
 from little_dist.run_state import RunStateBuilder
 from little_dist.runtime import Capabilities
@@ -54,21 +61,6 @@ class CountingWorld(MemoryWorld):
         return super().acquire_lease(key, holder, ttl_seconds)
 
 
-@dataclass
-class RecordingApp:
-    sent: list[tuple[str, tuple[Any, ...]]] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def send_task(self, name: str, args: tuple[Any, ...] = (), queue: str = "", **_: Any) -> None:
-        with self.lock:
-            self.sent.append((name, tuple(args)))
-
-    def take(self) -> list[tuple[str, tuple[Any, ...]]]:
-        with self.lock:
-            taken, self.sent = self.sent, []
-        return taken
-
-
 def _settings(**env: str) -> Settings:
     return load_settings({"LITTLE_DISPATCH_RESEND_AFTER": "30", **env})
 
@@ -79,15 +71,16 @@ def _runtime(
     *,
     roles: tuple[str, ...] = (),
     settings: Settings | None = None,
-) -> tuple[WorkerRuntime, RecordingApp]:
+) -> tuple[WorkerRuntime, MemoryQueue]:
     registry = AppRegistry(default=Capabilities(tools=tools))
     runtime = WorkerRuntime(settings or _settings(), world=world, registry=registry, roles=roles)
-    app = RecordingApp()
-    runtime.app = app
+    # (unsized: a slot whose inline budget ran out yields; tests that size it say so)
+    app = MemoryQueue(sized=False)
+    runtime.queue = app
     return runtime, app
 
 
-def _start(world: MemoryWorld, app: RecordingApp, doc: dict[str, Any], run_input: Any) -> str:
+def _start(world: MemoryWorld, app: MemoryQueue, doc: dict[str, Any], run_input: Any) -> str:
     run_id = submit_run(world, doc, run_input, run_id="run_cache_test")
     advance_run(world, app, _settings(), RunTracker(world, run_id))
     return run_id
@@ -214,7 +207,7 @@ def test_concurrent_branches_of_one_run_share_the_tracker_and_each_runs_once(
 
 def test_the_fast_path_offers_an_attempt_again_only_after_resend_after() -> None:
     world = CountingWorld()
-    app = RecordingApp()
+    app = MemoryQueue()
     settings = _settings()
     run_id = submit_run(
         world, wf.fan_out_lwir(max_concurrency=3), {"keys": ["a", "b", "c"], "sleep": 0}
@@ -307,7 +300,7 @@ def test_a_branch_another_process_kept_is_not_sent_by_the_next_look() -> None:
     doc = wf.fan_out_lwir(max_branches=8, max_concurrency=2)
     plain, _ = _runtime(world, ToolRegistry([wf.record_branch]), roles=("worker",))
     plain.fast_path = False  # commits only: the looks below are the test's
-    app = RecordingApp()
+    app = MemoryQueue()
     run_id = _start(world, app, doc, {"keys": ["a", "b", "c", "d"], "sleep": 0})
     first, _second = app.take()
     assert _deliver(plain, first) == "completed"
@@ -315,10 +308,10 @@ def test_a_branch_another_process_kept_is_not_sent_by_the_next_look() -> None:
     settings = _settings()
     tracker_a = RunTracker(world, run_id)
     tracker_a.fold(world.list_events(run_id), own=True)  # A's own commit freed the slot
-    kept_by_a = advance_run(world, RecordingApp(), settings, tracker_a, keep=lambda _: True)
+    kept_by_a = advance_run(world, MemoryQueue(), settings, tracker_a, keep=lambda _: True)
     assert kept_by_a.kept is not None and kept_by_a.kept_lease is not None
     for _ in range(2):  # a worker of process B, then a scheduler
-        other = RecordingApp()
+        other = MemoryQueue()
         advance_run(world, other, settings, RunTracker(world, run_id), holder="b")
         assert [task[1][1] for task in other.take()] == []
 
@@ -338,7 +331,7 @@ def _fan_with_one_commit(keys: list[str]) -> tuple[MemoryWorld, str]:
     doc = wf.fan_out_lwir(max_branches=8, max_concurrency=2)
     plain, _ = _runtime(world, ToolRegistry([wf.record_branch]), roles=("worker",))
     plain.fast_path = False
-    app = RecordingApp()
+    app = MemoryQueue()
     run_id = _start(world, app, doc, {"keys": keys, "sleep": 0})
     first, _second = app.take()
     assert _deliver(plain, first) == "completed"
@@ -351,7 +344,7 @@ def test_a_workers_look_leaves_the_refill_of_another_processs_commit_to_that_pro
     # its commit, schedules that branch and runs it itself, in the slot it freed.
     world, run_id = _fan_with_one_commit(["a", "b", "c", "d"])
     settings = _settings()
-    b_app = RecordingApp()
+    b_app = MemoryQueue()
     by_b = advance_run(
         world, b_app, settings, RunTracker(world, run_id), holder="b", keep=lambda _: True
     )
@@ -361,7 +354,7 @@ def test_a_workers_look_leaves_the_refill_of_another_processs_commit_to_that_pro
 
     tracker_a = RunTracker(world, run_id)
     tracker_a.fold(world.list_events(run_id)[:-1], own=True)  # up to A's own commit
-    a_app = RecordingApp()
+    a_app = MemoryQueue()
     by_a = advance_run(world, a_app, settings, tracker_a, holder="a", keep=lambda _: True)
     assert by_a.kept is not None and by_a.kept.step_path == "fan[c].work"
     assert a_app.take() == []
@@ -372,9 +365,9 @@ def test_the_schedulers_look_refills_every_freed_slot_whoever_committed() -> Non
     # commit and its look, or one with the fast path off, is covered by it.
     world, run_id = _fan_with_one_commit(["a", "b", "c", "d"])
     advance_run(
-        world, RecordingApp(), _settings(), RunTracker(world, run_id), keep=lambda _: True
+        world, MemoryQueue(), _settings(), RunTracker(world, run_id), keep=lambda _: True
     )  # a worker's look leaves fan[c]
-    app = RecordingApp()
+    app = MemoryQueue()
     advance_run(world, app, _settings(), RunTracker(world, run_id), holder="scheduler")
     assert _branches_scheduled(world, run_id) == ["fan[a]", "fan[b]", "fan[c]"]
     assert [task[1][1] for task in app.take()] == ["fan[c].work"]
@@ -387,7 +380,7 @@ def test_a_look_refills_the_slots_its_own_commits_freed_and_leaves_the_others() 
     doc = wf.fan_out_lwir(max_branches=8, max_concurrency=2)
     plain, _ = _runtime(world, ToolRegistry([wf.record_branch]), roles=("worker",))
     plain.fast_path = False
-    app = RecordingApp()
+    app = MemoryQueue()
     run_id = _start(world, app, doc, {"keys": ["a", "b", "c", "d"], "sleep": 0})
     first, second = app.take()
     assert _deliver(plain, first) == "completed"
@@ -397,7 +390,7 @@ def test_a_look_refills_the_slots_its_own_commits_freed_and_leaves_the_others() 
     events = world.list_events(run_id)
     tracker.fold(events[:ours], own=True)  # branch a's commit was ours, branch b's not
     tracker.fold(events[ours:])
-    sent = RecordingApp()
+    sent = MemoryQueue()
     look = advance_run(world, sent, _settings(), tracker, keep=lambda _: True)
     assert look.kept is not None and look.kept.step_path == "fan[c].work"
     assert sent.take() == []
@@ -578,6 +571,53 @@ def test_the_cache_is_bounded_least_recently_used_first() -> None:
     assert "run_b" not in cache and "run_a" in cache and len(cache) == 2
 
 
+def test_the_cache_is_bounded_by_the_bytes_its_runs_hold_and_keeps_the_run_in_hand() -> None:
+    world = MemoryWorld()
+    runtime, _ = _runtime(world, ToolRegistry([]))
+    for run_id in ("run_a", "run_b", "run_c"):
+        submit_run(world, wf.chain_lwir(2), {}, run_id=run_id)  # 2 events each
+    two_runs = 2 * 2 * KEPT_EVENT_BYTES
+    cache = RunCache(runtime, size=100, max_bytes=two_runs)
+    for run_id in ("run_a", "run_b"):
+        cache.get(run_id).catch_up()
+    assert cache.get("run_a").approx_bytes == 2 * KEPT_EVENT_BYTES
+    cache.get("run_c").catch_up()
+    cache.get("run_c")  # three runs' bytes: the least recently used (b) goes
+    assert "run_b" not in cache and "run_a" in cache and len(cache) == 2
+    # A run bigger than the whole budget stays while it is the one in use.
+    small = RunCache(runtime, size=100, max_bytes=1)
+    small.get("run_a").catch_up()
+    small.get("run_a")
+    assert "run_a" in small and len(small) == 1
+    small.get("run_b")
+    assert list(small._trackers) == ["run_b"]
+
+
+def test_the_runtimes_caches_take_their_budgets_from_the_settings() -> None:
+    settings = _settings(LITTLE_RUN_CACHE_BYTES="5000", LITTLE_VERSION_CACHE_BYTES="100")
+    runtime, _ = _runtime(MemoryWorld(), ToolRegistry([]), settings=settings)
+    assert runtime.runs._trackers.max_weight == 5000
+    assert runtime.versions._versions.max_weight == 100
+
+
+def test_the_version_cache_is_bounded_by_the_length_of_its_lwir() -> None:
+    from little_dist.compiler import compile_lwir
+    from little_dist.fleet.dispatch import VersionCache
+
+    world = MemoryWorld()
+    versions = [compile_lwir(wf.chain_lwir(n), input={}) for n in (1, 2, 3)]
+    for version in versions:
+        world.register_version(version.id, version.to_json())
+    budget = len(versions[0].canonical_json) + len(versions[1].canonical_json)
+    cache = VersionCache(size=10, max_bytes=budget)
+    assert cache.get(world, versions[0].id) == versions[0]
+    cache.put(versions[1])
+    assert len(cache) == 2
+    # The longest: with it, both others go (the one in hand stays).
+    cache.get(world, versions[2].id)
+    assert list(cache._versions) == [versions[2].id]
+
+
 @pytest.mark.integration
 def test_leases_are_taken_in_one_pipeline_on_redis_as_one_by_one(fleet_env: FleetEnv) -> None:
     world = fleet_env.world()
@@ -603,10 +643,10 @@ def test_leases_are_taken_in_one_pipeline_on_redis_as_one_by_one(fleet_env: Flee
             # Real leases: renewable by their holder and token, and held against others.
             world.renew_lease(lease, 30)
             assert original(key, "other", 30) is None
-    # Held ones are refused again; a single key goes through the world's own call.
+    # Held ones are refused again; a single key is one acquire.
     assert acquire_leases(world, keys, "third", 30) == [None] * 5
     fresh = acquire_leases(world, ["{run_batch}:dispatch:solo:1"], "me", 30)
-    assert calls == ["{run_batch}:dispatch:solo:1"] and fresh[0] is not None
+    assert calls == [] and fresh[0] is not None
 
 
 def test_the_tracker_folds_only_what_continues_its_sequence() -> None:
@@ -837,7 +877,7 @@ class FanOfFour:
     effects: Path
     world: MemoryWorld
     runtime: WorkerRuntime
-    app: RecordingApp
+    app: MemoryQueue
     run_id: str
     tasks: list[tuple[str, tuple[Any, ...]]]
     tracker: RunTracker
@@ -1303,11 +1343,12 @@ def test_a_task_stops_continuing_after_its_inline_maximum_even_with_an_empty_que
 
 def test_the_queue_is_sized_through_the_broker(fleet_env: FleetEnv) -> None:
     from little_dist.fleet.app import make_celery_app
+    from little_dist.fleet.queue import CeleryQueue
 
     settings = fleet_env.settings()
     app = make_celery_app(settings)
     runtime = WorkerRuntime(settings, roles=("worker",))
-    runtime.app = app
+    runtime.queue = CeleryQueue(app, settings)
     try:
         assert runtime.queued_tasks("worker") == 0  # no list in Redis yet
         for index in range(3):
@@ -1383,7 +1424,7 @@ def test_a_look_that_loses_its_refills_to_another_process_takes_the_branches_it_
 
     world = MemoryWorld()
     settings = _settings()
-    app = RecordingApp()
+    app = MemoryQueue()
     doc = wf.fan_out_lwir(max_branches=10, max_concurrency=3)
     run_id = _start(world, app, doc, {"keys": list("abcdefgh"), "sleep": 0})
     assert [task[1][1] for task in app.take()] == ["fan[a].work", "fan[b].work", "fan[c].work"]

@@ -153,6 +153,21 @@ def test_findings_and_parsing_edges() -> None:
     assert parse_output({"mode": "choice", "values": ["a"]}, "b") == "b"
 
 
+def test_a_reply_nested_too_deeply_to_parse_is_text_not_a_recursion_error() -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    assert parse_output({"mode": "json"}, deep) == deep
+    reply = 'Here it is: {"a": ' + deep + "}"
+    assert parse_output({"mode": "object", "schema": {}}, reply) == reply
+
+
+def test_a_planner_reply_nested_too_deeply_is_text_for_validation_to_refuse() -> None:
+    from little_dist.planner.harnesses import _parse_reply
+
+    deep = '{"steps": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    assert _parse_reply(deep) == deep
+    assert _parse_reply("Here: " + deep + " done.") == "Here: " + deep + " done."
+
+
 def test_prompt_layout_shares_a_prefix_and_puts_the_input_last(
     scripted_model: ScriptedModel,
 ) -> None:

@@ -17,7 +17,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import pytest
 import redis
@@ -25,7 +25,8 @@ import redis
 from little_dist.compiler import WorkflowVersion, compile_lwir
 from little_dist.errors import LittleError
 from little_dist.events import EventInput
-from little_dist.fleet.dispatch import CANCEL_EVENT_TYPE, dispatch_lease_key
+from little_dist.fleet.dispatch import CANCEL_EVENT_TYPE, EVENT_BYTES, dispatch_lease_key
+from little_dist.fleet.queue import MemoryQueue, SentTask
 from little_dist.fleet.scheduler import Scheduler, active_runs_key
 from little_dist.fleet.signals import SignalReader
 from little_dist.run_state import materialize_run_state
@@ -54,30 +55,6 @@ CAPABILITIES = Capabilities(tools=ToolRegistry([record_branch, noop, add, big_te
 
 
 @dataclass
-class SentTask:
-    name: str
-    run_id: str
-    step_path: str
-    attempt: int
-    queue: str
-
-
-@dataclass
-class CaptureApp:
-    """Stands in for the Celery app: records every ``send_task``."""
-
-    sent: list[SentTask] = field(default_factory=list)
-
-    def send_task(self, name: str, args: Any = (), queue: str = "", **_: Any) -> None:
-        run_id, path, attempt = args
-        self.sent.append(SentTask(name, run_id, path, attempt, queue))
-
-    def take(self) -> list[SentTask]:
-        out, self.sent = self.sent, []
-        return out
-
-
-@dataclass
 class Fleet:
     settings: Settings
     env: dict[str, str]
@@ -85,11 +62,11 @@ class Fleet:
     redis: redis.Redis
     schedulers: list[Scheduler] = field(default_factory=list)
 
-    def scheduler(self, app: CaptureApp, name: str | None = None, **options: Any) -> Scheduler:
+    def scheduler(self, app: MemoryQueue, name: str | None = None, **options: Any) -> Scheduler:
         scheduler = Scheduler(
             self.settings,
             world=self.world,
-            app=cast(Any, app),
+            queue=app,
             redis_client=self.redis,
             name=name or f"test-{uuid.uuid4().hex[:6]}",
             block_ms=options.pop("block_ms", 100),
@@ -190,9 +167,9 @@ def pending_count(fleet: Fleet) -> int:
     return int(info["pending"])
 
 
-def started_scheduler(fleet: Fleet) -> tuple[CaptureApp, Scheduler]:
+def started_scheduler(fleet: Fleet) -> tuple[MemoryQueue, Scheduler]:
     """A started scheduler of ``fleet`` and the app that captures what it sends."""
-    app = CaptureApp()
+    app = MemoryQueue()
     scheduler = fleet.scheduler(app)
     scheduler.start()
     return app, scheduler
@@ -209,7 +186,7 @@ def spin(scheduler: Scheduler, until: Callable[[], bool], timeout: float = 15.0)
 
 
 def test_a_chain_runs_signal_by_signal_and_is_archived(fleet: Fleet) -> None:
-    app = CaptureApp()
+    app = MemoryQueue()
     scheduler = fleet.scheduler(app)
     run_id, version = start_run(fleet.world, chain_lwir(3), {})
     scheduler.start()
@@ -223,7 +200,7 @@ def test_a_chain_runs_signal_by_signal_and_is_archived(fleet: Fleet) -> None:
             f"s{index}",
             1,
         )
-        assert task.queue == fleet.settings.queue_worker
+        assert task.role == "worker"
         # More looks (a sweep, another signal) find the attempt sent: nothing is re-sent.
         for _ in range(3):
             scheduler.run_once(block_ms=20)
@@ -249,13 +226,36 @@ def test_a_chain_runs_signal_by_signal_and_is_archived(fleet: Fleet) -> None:
     assert pending_count(fleet) == 0
 
 
+def test_the_run_cache_is_bounded_by_the_bytes_of_its_runs_and_runs_still_finish(
+    fleet: Fleet,
+) -> None:
+    # Room for about one run's folded state: a look at another drops the least recently
+    # looked at, which is read from its log again when it comes back. (The run looked at
+    # last is weighed as it is once the next is looked at: at most two stay.)
+    fleet.settings = fleet.settings.model_copy(update={"run_cache_bytes": 4 * EVENT_BYTES})
+    app = MemoryQueue()
+    scheduler = fleet.scheduler(app)
+    runs = [start_run(fleet.world, chain_lwir(2), {}) for _ in range(3)]
+    versions = dict(runs)
+    scheduler.start()
+    spin(scheduler, lambda: len(app.sent) == 3)
+    assert len(scheduler._runs) == 2
+    while not all(events_of(fleet.world, run_id)[-1].type == "RunCompleted" for run_id in versions):
+        for task in app.take():
+            assert execute(fleet.world, versions[task.run_id], task) is AttemptOutcome.completed
+        scheduler.run_once(block_ms=50)
+        assert len(scheduler._runs) <= 2
+    for run_id in versions:
+        assert types_at(fleet.world, run_id, "StepScheduled") == ["sched:s0:1", "sched:s1:1"]
+
+
 def test_a_finished_run_is_archived_after_the_archive_delay(fleet: Fleet) -> None:
     settings = fleet.settings.model_copy(update={"archive_delay": 0.6})
-    app = CaptureApp()
+    app = MemoryQueue()
     scheduler = Scheduler(
         settings,
         world=fleet.world,
-        app=cast(Any, app),
+        queue=app,
         redis_client=fleet.redis,
         name=f"test-{uuid.uuid4().hex[:6]}",
         block_ms=100,
@@ -323,7 +323,7 @@ def test_a_run_that_ended_far_ahead_of_the_scheduler_is_finished_without_folding
 def test_a_fast_path_worker_that_dies_after_its_commit_is_covered_by_the_sweep(
     fleet: Fleet,
 ) -> None:
-    app = CaptureApp()
+    app = MemoryQueue()
     scheduler = fleet.scheduler(app)
     run_id, version = start_run(fleet.world, chain_lwir(2), {})
     scheduler.start()
@@ -385,7 +385,7 @@ def test_a_client_start_is_announced_not_signalled_and_a_sweep_covers_a_client_t
             chain_lwir(1),
             {},
             run_id="run_quiet_start",
-            app=cast(Any, app),
+            queue=app,
             settings=fleet.settings,
             announce=active.add,
         )
@@ -403,7 +403,7 @@ def test_a_client_start_is_announced_not_signalled_and_a_sweep_covers_a_client_t
 def test_the_loop_sweep_leaves_a_moving_run_once_then_looks(fleet: Fleet) -> None:
     # A run whose log grew since the last sweep is being moved on by workers: the loop's
     # sweep leaves it (no fold of a wide run in the middle of it), but never twice in a row.
-    app = CaptureApp()
+    app = MemoryQueue()
     scheduler = fleet.scheduler(app)
     run_id, version = start_run(fleet.world, chain_lwir(2), {})
     scheduler.start()
@@ -435,7 +435,7 @@ def test_the_loop_sweep_leaves_a_moving_run_once_then_looks(fleet: Fleet) -> Non
 
 
 def test_decisions_are_appended_once_by_two_schedulers_racing(fleet: Fleet) -> None:
-    apps = [CaptureApp(), CaptureApp()]
+    apps = [MemoryQueue(), MemoryQueue()]
     first, second = fleet.scheduler(apps[0]), fleet.scheduler(apps[1])
     first.start()
     second.start()
@@ -523,7 +523,7 @@ def test_a_dead_schedulers_pending_signals_are_claimed(fleet: Fleet) -> None:
     taken = dead.read(count=100, block_ms=100)
     assert {s.run_id for s in taken} == {run_id}
 
-    app = CaptureApp()
+    app = MemoryQueue()
     live = fleet.scheduler(app, sweep_interval=3600)
     live.start()
     live.sweeps.skip(time.monotonic())  # no sweep: the claim alone must find the run
@@ -547,7 +547,7 @@ def test_a_restarted_scheduler_handles_its_own_pending_signals(fleet: Fleet) -> 
     run_id, _ = start_run(fleet.world, chain_lwir(1), {})
     assert before.read(count=10, block_ms=100)
 
-    app = CaptureApp()
+    app = MemoryQueue()
     again = fleet.scheduler(app, name="scheduler-a", sweep_interval=3600)
     again.start()  # reads its own pending entries first
     assert [(t.run_id, t.step_path) for t in app.sent] == [(run_id, "s0")]
@@ -557,7 +557,7 @@ def test_a_restarted_scheduler_handles_its_own_pending_signals(fleet: Fleet) -> 
 def test_the_active_set_is_rebuilt_from_the_run_index(fleet: Fleet) -> None:
     run_id, _ = start_run(fleet.world, chain_lwir(1), {})
     fleet.redis.delete(fleet.settings.signal_stream)  # the signal is lost
-    app = CaptureApp()
+    app = MemoryQueue()
     scheduler = fleet.scheduler(app, sweep_interval=0.2)
     scheduler.start()
     assert fleet.redis.sismember(active_runs_key(fleet.settings), run_id)
@@ -569,7 +569,7 @@ def test_the_active_set_is_rebuilt_from_the_run_index(fleet: Fleet) -> None:
 
 
 def test_lost_tasks_are_sent_again_after_dispatch_resend_after(fleet: Fleet) -> None:
-    app = CaptureApp()
+    app = MemoryQueue()
     scheduler = fleet.scheduler(app, sweep_interval=0.2)
     scheduler.start()
     run_id, version = start_run(fleet.world, chain_lwir(1), {})
@@ -589,7 +589,7 @@ def test_lost_tasks_are_sent_again_after_dispatch_resend_after(fleet: Fleet) -> 
 
 
 def test_a_dead_workers_attempt_fails_with_lease_expired_and_is_retried(fleet: Fleet) -> None:
-    app = CaptureApp()
+    app = MemoryQueue()
     scheduler = fleet.scheduler(app, sweep_interval=0.2)
     scheduler.start()
     run_id, version = start_run(fleet.world, chain_lwir(1), {})
@@ -621,7 +621,7 @@ def test_a_dead_workers_attempt_fails_with_lease_expired_and_is_retried(fleet: F
 
 
 def test_a_live_workers_attempt_is_left_alone(fleet: Fleet) -> None:
-    app = CaptureApp()
+    app = MemoryQueue()
     scheduler = fleet.scheduler(app, sweep_interval=0.1)
     scheduler.start()
     run_id, _ = start_run(fleet.world, chain_lwir(1), {})

@@ -103,7 +103,7 @@ def test_a_fan_in_schema_is_checked_quickly_and_exactly() -> None:
 
 def test_an_output_error_still_reads_as_jsonschemas() -> None:
     from little_dist.compiler import compile_lwir
-    from little_dist.scheduling.plan import plan_for, schema_error
+    from little_dist.scheduling.step_graph import plan_for, schema_error
     from tests.test_scheduling_parallel import fan_doc, items
 
     plan = plan_for(compile_lwir(fan_doc(), input=items("a")))

@@ -8,11 +8,13 @@ import pydantic
 import pytest
 
 from little_dist.errors import InvalidInputError
+from little_dist.limits import InputLimits
 from little_dist.settings import (
     KNOWN_ENV_VARS,
     ROLES,
     Settings,
     SettingsError,
+    load_limits,
     load_settings,
     mask_url,
 )
@@ -56,6 +58,10 @@ def test_defaults() -> None:
     assert s.archive_ttl == 7 * 24 * 3600
     assert s.max_branches_cap is None
     assert s.branch_window == "fleet"
+    assert s.limits == InputLimits()
+    assert (s.max_input_bytes, s.max_lwir_bytes) == (1024 * 1024, 1024 * 1024)
+    assert (s.max_steps, s.max_json_depth) == (1000, 64)
+    assert (s.run_cache_bytes, s.version_cache_bytes) == (256 * 1024 * 1024, 64 * 1024 * 1024)
 
 
 def test_default_archive_ttl_matches_the_world() -> None:
@@ -108,6 +114,12 @@ EVERY_VAR: dict[str, tuple[str, str, Any]] = {
     "LITTLE_ARCHIVE_DELAY": ("0.5", "archive_delay", 0.5),
     "LITTLE_MAX_BRANCHES_CAP": ("1000", "max_branches_cap", 1000),
     "LITTLE_BRANCH_WINDOW": ("declared", "branch_window", "declared"),
+    "LITTLE_MAX_INPUT_BYTES": ("2048", "max_input_bytes", 2048),
+    "LITTLE_MAX_LWIR_BYTES": ("4096", "max_lwir_bytes", 4096),
+    "LITTLE_MAX_STEPS": ("50", "max_steps", 50),
+    "LITTLE_MAX_JSON_DEPTH": ("256", "max_json_depth", 256),
+    "LITTLE_RUN_CACHE_BYTES": ("1000000", "run_cache_bytes", 1_000_000),
+    "LITTLE_VERSION_CACHE_BYTES": ("2000000", "version_cache_bytes", 2_000_000),
 }
 
 
@@ -211,6 +223,12 @@ BAD_VALUES: list[tuple[str, str, str]] = [
     ("LITTLE_ARCHIVE_DELAY", "soon", "a number of seconds, 0 or more"),
     ("LITTLE_MAX_BRANCHES_CAP", "50", "a whole number of parallel branches, 100 or more"),
     ("LITTLE_BRANCH_WINDOW", "slots", "'fleet' (at most the workers' slots in flight)"),
+    ("LITTLE_MAX_INPUT_BYTES", "0", "a whole number of bytes, 1 or more"),
+    ("LITTLE_MAX_LWIR_BYTES", "1MB", "a whole number of bytes, 1 or more"),
+    ("LITTLE_MAX_STEPS", "-3", "a whole number of steps, 1 or more"),
+    ("LITTLE_MAX_JSON_DEPTH", "257", "a whole number of levels, 1 to 256"),
+    ("LITTLE_RUN_CACHE_BYTES", "lots", "a whole number of bytes, 1 or more"),
+    ("LITTLE_VERSION_CACHE_BYTES", "0", "a whole number of bytes, 1 or more"),
 ]
 
 
@@ -373,3 +391,22 @@ def test_settings_is_the_pydantic_settings_model() -> None:
 
     assert issubclass(Settings, BaseSettings)
     assert {str(f.validation_alias) for f in Settings.model_fields.values()} == KNOWN_ENV_VARS
+
+
+def test_load_limits_reads_the_limits_alone() -> None:
+    # little run and little validate read the limits without the fleet's settings: a bad
+    # fleet variable is none of their business, a bad limit is.
+    limits = load_limits({"LITTLE_MAX_STEPS": "7", "LITTLE_WORKER_POOL": "gevent"})
+    assert limits == InputLimits(max_steps=7)
+    with pytest.raises(SettingsError) as caught:
+        load_limits({"LITTLE_MAX_JSON_DEPTH": "0"})
+    assert caught.value.problems == (
+        "LITTLE_MAX_JSON_DEPTH='0': expected a whole number of levels, 1 to 256",
+    )
+
+
+def test_load_limits_reads_the_process_environment_by_default(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("LITTLE_MAX_INPUT_BYTES", "99")
+    assert load_limits().max_input_bytes == 99

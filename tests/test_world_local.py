@@ -11,8 +11,9 @@ import pytest
 
 from little_dist.errors import InvalidInputError, StorageUnavailableError
 from little_dist.events import EventInput
+from little_dist.settings import SettingsError
 from little_dist.world.base import ArtifactCorruptError, ArtifactInput, World
-from little_dist.world.factory import is_cross_process, open_world, s3_settings_from_env
+from little_dist.world.factory import is_cross_process, open_world
 from little_dist.world.local import LocalWorld
 from little_dist.world.memory import MemoryWorld
 from tests.world_suite import CrossProcessConformance, FakeClock, WorldConformance, WorldHandle
@@ -151,19 +152,11 @@ def test_redis_spec_needs_a_bucket() -> None:
         open_world("redis://127.0.0.1:6379/0", env={})
 
 
-def test_s3_settings_from_env() -> None:
-    settings = s3_settings_from_env(
-        {
-            "LITTLE_S3_ENDPOINT": "http://127.0.0.1:8333",
-            "LITTLE_S3_BUCKET": "little",
-            "AWS_ACCESS_KEY_ID": "key",
-            "AWS_SECRET_ACCESS_KEY": "secret",
-        }
-    )
-    assert settings == {
-        "s3_endpoint": "http://127.0.0.1:8333",
-        "s3_bucket": "little",
-        "s3_region": None,
-        "aws_access_key_id": "key",
-        "aws_secret_access_key": "secret",
-    }
+def test_a_redis_spec_reads_s3_from_the_settings_one_parser_for_every_process() -> None:
+    # The same checks as every fleet process's settings: a bad value is named, with the
+    # variable, before anything is opened.
+    with pytest.raises(SettingsError, match="LITTLE_S3_ENDPOINT='ftp://s3'"):
+        open_world(
+            "redis://127.0.0.1:6379/0",
+            env={"LITTLE_S3_ENDPOINT": "ftp://s3", "LITTLE_S3_BUCKET": "little"},
+        )

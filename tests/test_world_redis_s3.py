@@ -297,6 +297,18 @@ def test_archive_with_a_ttl_keeps_redis_keys_until_they_expire(
     assert world.last_sequence(RUN) == 2
 
 
+def test_a_run_this_process_ended_is_not_kept_in_its_run_memory(world: RedisS3World) -> None:
+    # What the log keeps per run it appended to (its script keys) is for runs still going.
+    world.append(RUN, _ev(stepPath="a"))
+    assert RUN in world._events._runs
+    world.append_batch(RUN, [_ev(stepPath="b"), _ev("RunCompleted", "run-end")])
+    assert RUN not in world._events._runs
+    # A repeat of an append (idempotent by occurrence) still works, and is forgotten again.
+    (again,) = world.append_batch(RUN, [_ev("RunCompleted", "run-end")])
+    assert again.sequence == 3
+    assert RUN not in world._events._runs
+
+
 def test_archiving_an_unknown_run_is_not_found(world: RedisS3World) -> None:
     from little_dist.world.base import RunNotFoundError
 

@@ -740,6 +740,28 @@ class WorldConformance(VersionIndexConformance):
         other = world.acquire_lease("attempt:b", "worker-1", 1.0)
         assert other is not None
 
+    def test_several_leases_are_taken_at_once_each_as_alone(self, handle: WorldHandle) -> None:
+        world = handle.world
+        held = world.acquire_lease("attempt:b", "other", 5.0)
+        assert held is not None
+        got = world.acquire_leases(
+            [
+                LeaseRequest("attempt:a", "me", 5.0),
+                LeaseRequest("attempt:b", "me", 5.0),
+                LeaseRequest("attempt:c", "me-too", 2.0),
+            ]
+        )
+        assert [lease is not None for lease in got] == [True, False, True]
+        first, _, third = got
+        assert first is not None and (first.key, first.holder, first.token) == (
+            "attempt:a",
+            "me",
+            1,
+        )
+        assert third is not None and (third.key, third.holder) == ("attempt:c", "me-too")
+        assert world.acquire_lease("attempt:a", "someone", 5.0) is None
+        assert world.acquire_leases([]) == []
+
     def test_fenced_append_after_takeover_is_refused_and_writes_nothing(
         self, handle: WorldHandle
     ) -> None:

@@ -28,6 +28,7 @@ from little_dist.compiler import (
 )
 from little_dist.errors import InvalidInputError
 from little_dist.harness.types import DEFAULT_HARNESS_ID, SkillDescriptor
+from little_dist.limits import InputLimitError, InputLimits
 from little_dist.scheduling.fast_schema import compile_check
 from little_dist.tools import Tool, ToolRegistry, tool
 
@@ -153,13 +154,17 @@ class WorkflowDefinition:
 
     # -- inputs, outputs, capabilities --------------------------------------------------------
 
-    def validate_input(self, value: Any) -> Any:
+    def validate_input(self, value: Any, *, limits: InputLimits | None = None) -> Any:
         """The run input as JSON, checked against the input schema (before anything is
-        written); raises :class:`InputValidationError` naming the offending fields."""
+        written); raises :class:`InputValidationError` naming the offending fields, and
+        :class:`~little_dist.limits.InputLimitError` for an input over ``limits``."""
         if isinstance(value, BaseModel):
             value = value.model_dump(mode="json", by_alias=True)
         try:
-            data = json.loads(canonical_json(value))
+            text = canonical_json(value) if limits is None else limits.check_input(value)
+            data = json.loads(text)
+        except InputLimitError:
+            raise
         except InvalidInputError as error:
             raise InputValidationError(self.id, [("input", str(error))]) from error
         quick = compile_check(self.input_schema)

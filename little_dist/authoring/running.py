@@ -16,6 +16,7 @@ from little_dist.pricing import UsageTotals
 
 if TYPE_CHECKING:
     from little_dist.harness.types import Harness, HarnessRole
+    from little_dist.limits import InputLimits
     from little_dist.run_state import RunState
     from little_dist.world.base import World
 
@@ -102,13 +103,15 @@ def run_workflow(
     harness: Harness | Mapping[HarnessRole, Harness] | None = None,
     max_workers: int = 8,
     progress: Callable[[Any], None] | None = None,
+    limits: InputLimits | None = None,
 ) -> RunResult:
     """Plan (or take ``plan=``), compile and run ``workflow`` on ``input`` in this process.
 
     ``world`` defaults to ``LocalWorld(".little-workflow")``. ``input`` is validated against
-    the input schema before anything is written. A ``run_id`` that already finished returns
-    its recorded result without calling any model or tool; one that stopped part way
-    resumes. Raises :class:`RunFailedError` when the run fails.
+    the input schema before anything is written, and against ``limits`` (default: the
+    ``LITTLE_MAX_*`` settings, see :mod:`little_dist.limits`). A ``run_id`` that already
+    finished returns its recorded result without calling any model or tool; one that stopped
+    part way resumes. Raises :class:`RunFailedError` when the run fails.
     """
     from little_dist.ids import validate_run_id
     from little_dist.litellm_prices import use_litellm_prices_for_unknown_models
@@ -119,7 +122,11 @@ def run_workflow(
         raise InvalidInputError(
             f"run_workflow expects a workflow from define_workflow(), got {type(workflow).__name__}"
         )
-    run_input = workflow.validate_input(input)
+    if limits is None:
+        from little_dist.settings import load_limits
+
+        limits = load_limits()
+    run_input = workflow.validate_input(input, limits=limits)
     use_litellm_prices_for_unknown_models()
     if run_id is None:
         run_id = _new_run_id()
@@ -135,6 +142,10 @@ def run_workflow(
         if state.status in ("completed", "failed"):
             return _result(workflow, run_id, state)
     capabilities = workflow.capabilities(harness)
+    if workflow.plan is not None:
+        from little_dist.runtime import check_grants
+
+        check_grants(workflow.plan, capabilities, f"workflow {workflow.id!r}")
     version = resolve_version(world, run_id, workflow, run_input, capabilities=capabilities)
     if version is None:  # planning failed and recorded RunFailed
         return _result(workflow, run_id, materialize_run_state(world.list_events(run_id)))

@@ -1,7 +1,7 @@
 """What ``little run --app MODULE`` (and the workflow's own module) provides: tools, model
 slots, harnesses and skills, as one :class:`~little_dist.runtime.Capabilities`.
 
-The conventions are the same as :func:`little_dist.fleet.registry.load_registry`'s for the
+The conventions are the same as :func:`little_dist.fleet.app_registry.load_registry`'s for the
 fleet, but ``little run`` keeps this implementation on purpose: reusing ``load_registry``
 would change what it does. The registry raises ``AppImportError`` with other messages
 ("cannot import app module ...") where ``little run`` reports a usage error (exit 2); it

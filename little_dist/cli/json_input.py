@@ -1,5 +1,9 @@
 """Reading ``little run``'s JSON: a file, standard input (``-``) or inline JSON, with a
-one-line reason for anything unreadable (no NaN/Infinity: they are not JSON)."""
+one-line reason for anything unreadable (no NaN/Infinity: they are not JSON).
+
+A value nested deeper than ``max_depth`` (``LITTLE_MAX_JSON_DEPTH``) raises
+:class:`~little_dist.limits.InputLimitError` naming the limit, the parser's own recursion
+limit included."""
 
 from __future__ import annotations
 
@@ -9,15 +13,16 @@ import sys
 from typing import Any
 
 from little_dist.cli.run_problems import UsageProblem, one_line
+from little_dist.limits import DEFAULT_MAX_JSON_DEPTH, loads_bounded
 
 __all__ = ["read_input", "read_json"]
 
 
-def read_input(value: str | None) -> Any:
+def read_input(value: str | None, max_depth: int = DEFAULT_MAX_JSON_DEPTH) -> Any:
     if value is None:
         return {}
     if value == "-" or os.path.exists(value):
-        return read_json(value, "<stdin>" if value == "-" else value)
+        return read_json(value, "<stdin>" if value == "-" else value, max_depth)
     stripped = value.strip()
     if not (stripped[:1] in ("{", "[", '"', "-") or stripped[:1].isdigit()) and stripped not in (
         "true",
@@ -26,18 +31,16 @@ def read_input(value: str | None) -> Any:
     ):
         raise UsageProblem(f"--input: cannot read {value}: no such file (nor is it inline JSON)")
     try:
-        return json.loads(value, parse_constant=_reject_constant)
+        return loads_bounded(value, max_depth, "--input", parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
         raise UsageProblem(
             f"--input: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
         ) from None
-    except RecursionError:
-        raise UsageProblem("--input: invalid JSON: nested too deeply") from None
     except ValueError as exc:
         raise UsageProblem(f"--input: invalid JSON: {one_line(str(exc))}") from None
 
 
-def read_json(path: str, label: str) -> Any:
+def read_json(path: str, label: str, max_depth: int = DEFAULT_MAX_JSON_DEPTH) -> Any:
     try:
         if path == "-":
             raw = sys.stdin.buffer.read()
@@ -61,13 +64,11 @@ def read_json(path: str, label: str) -> Any:
     if not text.strip():
         raise UsageProblem(f"{label}: invalid JSON: the file is empty")
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        return loads_bounded(text, max_depth, label, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
         raise UsageProblem(
             f"{label}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
         ) from None
-    except RecursionError:
-        raise UsageProblem(f"{label}: invalid JSON: nested too deeply") from None
     except ValueError as exc:
         raise UsageProblem(f"{label}: invalid JSON: {one_line(str(exc))}") from None
 

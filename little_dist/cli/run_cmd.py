@@ -19,7 +19,8 @@ with), then ``[STATUS] N done, N running, N failed · tokens · dollars`` lines,
 stdout (``--json``: a JSON summary of the run instead).
 
 Exit codes: 0 the run completed; 1 the run failed (one-line reason), or the workflow or its
-input is invalid (one line per finding); 2 usage errors: a file that cannot be read, input
+input is invalid (one line per finding) or over a limit on submitted input (``LITTLE_MAX_*``,
+see :mod:`little_dist.limits`); 2 usage errors: a file that cannot be read, input
 that is not JSON, a module or attribute that cannot be imported. Nothing is written to the
 world before the workflow and the input are known to be valid.
 """

@@ -18,6 +18,7 @@ from little_dist.cli.app_modules import (
 )
 from little_dist.cli.json_input import read_input, read_json
 from little_dist.cli.run_problems import InvalidWorkflowOrInput, UsageProblem, one_line
+from little_dist.limits import InputLimits
 
 __all__ = ["Resolver", "prepare"]
 
@@ -33,7 +34,12 @@ def prepare(args: argparse.Namespace) -> tuple[Resolver, Any, Any]:
     here, before a world is opened.
     """
     from little_dist.runtime import Capabilities
+    from little_dist.settings import SettingsError, load_limits
 
+    try:
+        limits = load_limits()
+    except SettingsError as exc:
+        raise UsageProblem("; ".join(exc.problems)) from None
     if args.run_id is not None:
         from little_dist.ids import InvalidIdError, validate_run_id
 
@@ -41,7 +47,8 @@ def prepare(args: argparse.Namespace) -> tuple[Resolver, Any, Any]:
             validate_run_id(args.run_id)
         except InvalidIdError as exc:
             raise UsageProblem(f"--run-id: {exc}") from None
-    run_input = read_input(args.input)
+    run_input = read_input(args.input, limits.max_json_depth)
+    limits.check_input(run_input)
     app_parts: list[Capabilities] = [capabilities_of(import_app_module(name)) for name in args.app]
     target = args.workflow
     resolve: Resolver
@@ -52,14 +59,23 @@ def prepare(args: argparse.Namespace) -> tuple[Resolver, Any, Any]:
             obj = resolve_attribute(module, attribute)
         except AttributeError:
             raise UsageProblem(f"module {module_name!r} has no attribute {attribute!r}") from None
-        resolve, run_input, own = _workflow_from_object(obj, run_input, target)
+        resolve, run_input, own, checked = _workflow_from_object(obj, run_input, target, limits)
         app_parts.insert(0, capabilities_of(module) if own is None else own)
     else:
-        document = read_json(target, target)
+        document = read_json(target, target, limits.max_json_depth)
         if isinstance(document, dict) and "lwir" in document:
             document = document["lwir"]  # a compiled WorkflowVersion carries its LWIR
-        resolve = _fixed(_compile(document, run_input, target), run_input)
-    return resolve, run_input, merge_capabilities(app_parts)
+        limits.check_lwir(document, target)
+        checked = _compile(document, run_input, target)
+        resolve = _fixed(checked, run_input)
+    capabilities = merge_capabilities(app_parts)
+    if checked is not None:
+        from little_dist.runtime import check_grants
+
+        # What the run may use is what the app (and the workflow's module) provides: the
+        # document selects among it, never names more.
+        check_grants(checked, capabilities, "the app")
+    return resolve, run_input, capabilities
 
 
 def _fixed(version: Any, run_input: Any) -> Resolver:
@@ -99,8 +115,12 @@ def _check_input(version: Any, run_input: Any) -> None:
         ) from None
 
 
-def _workflow_from_object(obj: Any, run_input: Any, label: str) -> tuple[Resolver, Any, Any]:
-    """``(resolver, run input, Capabilities | None)`` for what ``module:attribute`` names.
+def _workflow_from_object(
+    obj: Any, run_input: Any, label: str, limits: InputLimits
+) -> tuple[Resolver, Any, Any, Any]:
+    """``(resolver, run input, Capabilities | None, document)`` for what
+    ``module:attribute`` names; ``document`` (a version or a fixed plan) is what the
+    capabilities are checked against (``None``: the planner's draft, checked as it is bound).
 
     Accepted: a workflow made with ``define_workflow`` (planned, or its ``plan=`` used, as
     :func:`~little_dist.run_workflow` does, and its own tools and models); a compiled
@@ -135,12 +155,15 @@ def _workflow_from_object(obj: Any, run_input: Any, label: str) -> tuple[Resolve
 
             return resolve_version(world, run_id, definition, run_input, capabilities=capabilities)
 
-        return resolve, run_input, capabilities
+        return resolve, run_input, capabilities, definition.plan
     if isinstance(obj, WorkflowVersion):
-        return _fixed(obj, run_input), run_input, None
+        limits.check_lwir(obj.lwir, label)
+        return _fixed(obj, run_input), run_input, None, obj
     if isinstance(obj, Mapping):
         document = obj.get("lwir", obj)
-        return _fixed(_compile(document, run_input, label), run_input), run_input, None
+        limits.check_lwir(document, label)
+        version = _compile(document, run_input, label)
+        return _fixed(version, run_input), run_input, None, version
     raise UsageProblem(
         f"{label} is a {type(obj).__name__}, not a workflow (expected a workflow made with "
         "define_workflow, LWIR, or a WorkflowVersion)"

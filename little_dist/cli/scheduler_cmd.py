@@ -87,7 +87,7 @@ def _configure_logging(level: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from little_dist.fleet.gc_tuning import tune_gc_for_service
+    from little_dist.fleet.interpreter_tuning import tune_gc_for_service
     from little_dist.fleet.scheduler import open_scheduler
     from little_dist.litellm_prices import use_litellm_prices_for_unknown_models
     from little_dist.settings import load_settings

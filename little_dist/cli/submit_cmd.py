@@ -4,7 +4,9 @@
 field), ``module:attribute`` naming a workflow object (a workflow made with
 ``define_workflow``, an LWIR dict or a compiled WorkflowVersion), or the id of a workflow
 defined in the ``--app`` module (default ``LITTLE_APP``); an id the local app does not know
-is sent to the planner workers, whose app must define it.
+is sent to the planner workers, whose app must define it. A document that names a tool,
+model slot or harness its workflow (in the ``--app`` module) does not register is refused
+with one line naming the step and the capability, before anything is stored.
 
 Prints the run id. With ``--wait``, follows the run until it ends and prints its output as
 JSON (``--json``: the run's status summary instead); exit 1 when the run failed.
@@ -12,7 +14,8 @@ The world and queues come from the fleet settings (``LITTLE_WORLD``, ``LITTLE_*`
 ``--world`` overrides ``LITTLE_WORLD``.
 
 Exit codes: 0 submitted (or, with ``--wait``, completed); 1 the run failed, or the workflow
-or its input is invalid; 2 usage errors (a file that cannot be read, input that is not JSON,
+or its input is invalid or over a limit (``LITTLE_MAX_*``, see :mod:`little_dist.limits`);
+2 usage errors (a file that cannot be read, input that is not JSON,
 a module that cannot be imported).
 """
 
@@ -67,7 +70,7 @@ def fleet_client(args: argparse.Namespace, *, app_modules: list[str] | None = No
 
     registry = None
     if app_modules:
-        from little_dist.fleet.registry import load_registry
+        from little_dist.fleet.app_registry import load_registry
 
         registry = load_registry(app_modules)
     return Client(fleet_settings(args), registry=registry)
@@ -106,13 +109,18 @@ def register(sub: Any, name: str) -> argparse.ArgumentParser:
 
 
 def _read_json_text(raw: bytes | str, label: str) -> Any:
+    # A value nested deeper than LITTLE_MAX_JSON_DEPTH raises InputLimitError (exit 1); the
+    # client checks the rest of the limits.
+    from little_dist.limits import loads_bounded
+    from little_dist.settings import load_limits
+
     try:
-        return json.loads(raw)
+        return loads_bounded(raw, load_limits().max_json_depth, label)
     except json.JSONDecodeError as exc:
         raise _Usage(
             f"{label}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
         ) from None
-    except (ValueError, RecursionError) as exc:
+    except ValueError as exc:
         raise _Usage(f"{label}: invalid JSON: {exc}") from None
 
 
@@ -196,11 +204,13 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     settings = fleet_settings(args)
     modules = args.app if args.app else ([settings.app] if settings.app else [])
+    from little_dist.fleet.app_registry import AppImportError, load_registry
     from little_dist.fleet.client import Client
-    from little_dist.fleet.registry import AppImportError, load_registry
 
     try:
-        registry = load_registry(modules) if isinstance(workflow, str) else None
+        # Also for a document: it is checked against the capabilities its workflow registers
+        # before anything is stored (without an app, the workers check it when it runs).
+        registry = load_registry(modules) if modules or isinstance(workflow, str) else None
     except AppImportError as exc:
         print(f"little submit: {redact(str(exc))}", file=sys.stderr)
         return EXIT_USAGE

@@ -1,9 +1,11 @@
 """``little validate FILE [--json]``: check an LWIR document without running it.
 
 Exit codes: 0 valid, 1 invalid (one ``code path: message`` line per finding), 2 when the file
-cannot be validated at all (unreadable, not UTF-8, not JSON, nested too deeply). Every failure
-is one line on stderr, never a traceback. ``FILE`` may be ``-`` for standard input, and may
-hold a compiled WorkflowVersion (its ``lwir`` field is validated), as upstream's CLI accepts.
+cannot be validated at all (unreadable, not UTF-8, not JSON, or over a limit on submitted
+workflows: ``LITTLE_MAX_JSON_DEPTH``, ``LITTLE_MAX_LWIR_BYTES``, ``LITTLE_MAX_STEPS``, see
+:mod:`little_dist.limits`). Every failure is one line on stderr, never a traceback.
+``FILE`` may be ``-`` for standard input, and may hold a compiled WorkflowVersion (its
+``lwir`` field is validated), as upstream's CLI accepts.
 
 Only the pure core is imported, and only when the command runs, so ``little validate`` starts
 in a fraction of a second and never loads litellm, celery, boto3 or redis.
@@ -49,14 +51,23 @@ def register(subparsers: Any, name: str) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     _tolerant_stdout()
+    from little_dist.limits import InputLimitError
+    from little_dist.settings import SettingsError, load_limits
+
     label = "<stdin>" if args.file == "-" else args.file
     try:
-        document = read_json(args.file, label)
+        limits = load_limits()
+        document = read_json(args.file, label, limits.max_json_depth)
+        # lwirDocumentFrom: a compiled WorkflowVersion carries its LWIR under "lwir".
+        if isinstance(document, dict) and "lwir" in document:
+            document = document["lwir"]
+        limits.check_lwir(document, label)
     except UsageProblem as exc:
         return _fail(str(exc))
-    # lwirDocumentFrom: a compiled WorkflowVersion carries its LWIR under "lwir".
-    if isinstance(document, dict) and "lwir" in document:
-        document = document["lwir"]
+    except SettingsError as exc:
+        return _fail("; ".join(exc.problems))
+    except InputLimitError as exc:
+        return _fail(str(exc))
     try:
         from little_dist.lwir import validate_lwir
 

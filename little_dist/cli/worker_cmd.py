@@ -115,14 +115,13 @@ def register(sub: Any, name: str) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from little_dist.fleet.app import make_celery_app
-    from little_dist.fleet.gc_tuning import tune_gc_for_service
-    from little_dist.fleet.gil import tune_switch_interval
-    from little_dist.fleet.registry import load_registry
+    from little_dist.fleet.app_registry import load_registry
+    from little_dist.fleet.interpreter_tuning import tune_gc_for_service, tune_switch_interval
     from little_dist.fleet.tasks import WorkerRuntime
-    from little_dist.fleet.world import fleet_world_spec
     from little_dist.litellm_prices import use_litellm_prices_for_unknown_models
     from little_dist.settings import load_settings
     from little_dist.testing import guard, scripted
+    from little_dist.world.factory import fleet_world_spec
 
     settings = load_settings()
     fleet_world_spec(settings)  # a bad world configuration fails now, not on the first task

@@ -6,10 +6,9 @@ pure core never load Celery):
 * :mod:`.app` — ``make_celery_app(settings)``: queues per role, routes, reliability options.
 * :mod:`.tasks` — the task bodies (``little.execute_step``, ``little.fix_step``,
   ``little.plan``, ``little.orchestrate``, ``little.submit_run``); arguments are ids only.
-* :mod:`.registry` — what ``--app MODULE`` provides: workflows and their capabilities.
+* :mod:`.app_registry` — what ``--app MODULE`` provides: workflows and their capabilities.
 * :mod:`.dispatch` — fold, decide, append and send tasks under dispatch leases (shared by
   the scheduler and the worker fast path).
-* :mod:`.world` — ``world_from_settings(settings)``: the fleet's world, one recipe.
 * :mod:`.client` — :class:`~little_dist.fleet.client.Client`: submit, status, wait, cancel.
 * :mod:`.scheduler` — the ``little scheduler`` process.
 """

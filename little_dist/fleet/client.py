@@ -41,7 +41,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from little_dist.canonical import canonical_json, sha256_digest
+from little_dist import occurrences
+from little_dist.canonical import NonHashableValueError, canonical_json, sha256_digest
 from little_dist.compiler import WorkflowVersion, compile_lwir
 from little_dist.errors import InvalidInputError, LittleError, RunEndedError
 from little_dist.events import RUN_END_EVENT_TYPES, Event, EventInput
@@ -54,6 +55,7 @@ from little_dist.fleet.dispatch import (
     dispatch_plan,
 )
 from little_dist.ids import validate_run_id
+from little_dist.limits import InputLimits
 from little_dist.local_runner import RunMismatchError, check_run_input, new_run_id
 from little_dist.pricing import merge_usage_totals
 from little_dist.report.failure import RunFailure, run_failure
@@ -65,7 +67,7 @@ from little_dist.run_state import (
     RunStateBuilder,
     default_pricing_fallback,
 )
-from little_dist.runtime import hydrate_events
+from little_dist.runtime import check_grants, hydrate_events
 from little_dist.settings import Settings, load_settings
 from little_dist.world.base import RunNotFoundError, UndecodedEvent, World
 
@@ -73,7 +75,8 @@ if TYPE_CHECKING:
     from celery import Celery
 
     from little_dist.authoring import WorkflowDefinition
-    from little_dist.fleet.registry import AppRegistry
+    from little_dist.fleet.app_registry import AppRegistry
+    from little_dist.fleet.queue import TaskQueue
     from little_dist.fleet.slots import FanoutWindow
 
 __all__ = [
@@ -228,12 +231,12 @@ def _start_events(version: WorkflowVersion, run_input: Any) -> list[EventInput]:
     return [
         EventInput(
             type="WorkflowVersionRegistered",
-            occurrence_id="version-registered",
+            occurrence_id=occurrences.VERSION_REGISTERED,
             payload={"workflowVersionId": version.id, "workflowVersionHash": version.hash},
         ),
         EventInput(
             type="RunStarted",
-            occurrence_id="run-start",
+            occurrence_id=occurrences.RUN_START,
             payload={"workflowVersionId": version.id, "input": run_input},
         ),
     ]
@@ -257,12 +260,12 @@ def _start(
     )
 
 
-def _json_value(value: Any, what: str) -> Any:
+def _json_value(value: Any, limits: InputLimits, what: str = "the run input") -> Any:
     import json
 
     try:
-        return json.loads(canonical_json(value))
-    except InvalidInputError as error:
+        return json.loads(limits.check_input(value, what))
+    except NonHashableValueError as error:
         raise InvalidInputError(f"{what} is not JSON: {error}") from error
 
 
@@ -272,7 +275,7 @@ def submit_run(
     run_input: Any = None,
     *,
     run_id: str | None = None,
-    app: Celery | None = None,
+    queue: TaskQueue | None = None,
     settings: Settings | None = None,
     registry: AppRegistry | None = None,
     holder: str = "client",
@@ -281,37 +284,48 @@ def submit_run(
 ) -> str:
     """Submit one run (see the module docstring); its run id.
 
-    ``app`` + ``settings`` let it send tasks (the planner's, the first steps'); without them
+    ``queue`` + ``settings`` let it send tasks (the planner's, the first steps'); without them
     the run is only recorded and the scheduler, signalled by the append, takes it from there.
     ``registry`` resolves a workflow given by id. ``window``: the fleet's cap on a fan-out's
     branches in flight (:mod:`little_dist.fleet.slots`), for the first decision.
     ``announce``: registers the run with the scheduler's sweeper (its active runs); given
-    with ``app`` and ``settings``, the run is announced before its start is recorded, and
+    with ``queue`` and ``settings``, the run is announced before its start is recorded, and
     the start does not signal the scheduler, since this call makes the first decision and
     sends its tasks (a client that dies before that leaves the run to the next sweep).
+
+    The input and a submitted document are checked against the limits of ``settings`` (the
+    defaults without; see :mod:`little_dist.limits`) before anything is read or written, and
+    a document (an LWIR, a compiled version, a definition's ``plan``) against the
+    capabilities ``registry`` registers for its workflow
+    (:meth:`~little_dist.fleet.app_registry.AppRegistry.check_version`): it may select among
+    them, never name another tool, model slot or harness. Without a registry only the
+    workers check that, when a step runs (it fails with ``runtime_config_error``).
     """
     from little_dist.authoring import WorkflowDefinition
 
+    limits = settings.limits if settings is not None else InputLimits()
     run_id = new_run_id() if run_id is None else validate_run_id(run_id)
     if isinstance(workflow, str) and registry is not None:
         workflow = registry.get(workflow) or workflow
-    events = world.list_events(run_id)
     planner_path: str | None = None
     version: WorkflowVersion | None = None
     definition: WorkflowDefinition | None = None
     if isinstance(workflow, WorkflowDefinition):
-        run_input = workflow.validate_input(run_input)
+        run_input = workflow.validate_input(run_input, limits=limits)
         if workflow.plan is None:
             planner_path = workflow.id
         else:
             definition = workflow
     elif isinstance(workflow, str):
-        run_input = _json_value(run_input, "the run input")
+        run_input = _json_value(run_input, limits)
         planner_path = workflow
     elif isinstance(workflow, WorkflowVersion):
+        limits.check_lwir(workflow.lwir)
+        run_input = _json_value(run_input, limits)
         version = workflow
     elif isinstance(workflow, Mapping):
-        run_input = _json_value(run_input, "the run input")
+        limits.check_lwir(workflow)
+        run_input = _json_value(run_input, limits)
         version = compile_lwir(dict(workflow), input=run_input)
     else:
         raise InvalidInputError(
@@ -320,11 +334,27 @@ def submit_run(
         )
     if version is not None:
         check_run_input(version, run_input)
+        if registry is not None:
+            registry.check_version(version)
+    if definition is not None and definition.plan is not None:
+        # The plan is the author's, but the workers run it with the registered workflow's
+        # capabilities: it may not name more than those.
+        registered = registry is not None and registry.get(definition.id) is not None
+        check_grants(
+            definition.plan,
+            (
+                registry.capabilities_for_workflow(definition.id)
+                if registry is not None and registered
+                else definition.capabilities()
+            ),
+            f"workflow {definition.id!r}",
+        )
     # Concurrent submitters of the run id that all read an empty log agree here, in one
     # atomic step, on whose input the run gets; the others are refused before writing.
     input_hash = sha256_digest(run_input)
     if world.claim_submission(run_id, input_hash) != input_hash:
         raise RunMismatchError(f"run {run_id} was submitted with a different input")
+    events = world.list_events(run_id)
     exists = _check_same(run_id, events, run_input, version.id if version else None)
 
     if planner_path is not None:
@@ -333,18 +363,18 @@ def submit_run(
                 run_id,
                 EventInput(
                     type=SUBMITTED_EVENT_TYPE,
-                    occurrence_id="submit",
+                    occurrence_id=occurrences.SUBMITTED,
                     payload={"workflowId": planner_path, "input": run_input},
                 ),
             )
-        if app is not None and settings is not None:
+        if queue is not None and settings is not None:
             tracker = RunTracker(world, run_id, max_branches_cap=settings.max_branches_cap)
             tracker.catch_up()
             if tracker.awaiting_plan:
-                dispatch_plan(world, app, settings, run_id, holder=holder)
+                dispatch_plan(world, queue, settings, run_id, holder=holder)
         return run_id
     recorded: list[Event] = []
-    advances = app is not None and settings is not None
+    advances = queue is not None and settings is not None
     quiet = advances and announce is not None
     if quiet and not events:
         assert announce is not None
@@ -368,7 +398,7 @@ def submit_run(
     assert version is not None
     if not recorded and not any(event.type == "RunStarted" for event in events):
         _start(world, run_id, version, run_input, signal=not (quiet and not events))
-    if app is not None and settings is not None:
+    if queue is not None and settings is not None:
         versions = VersionCache()
         versions.put(version)  # in hand: the tracker need not read it back
         tracker = RunTracker(
@@ -382,7 +412,7 @@ def submit_run(
         # unless someone appended meanwhile (then the tracker reads it).
         tracker.fold(recorded)
         whole = bool(recorded) and tracker.last_sequence == max(e.sequence for e in recorded)
-        advance_run(world, app, settings, tracker, holder=holder, read=not whole)
+        advance_run(world, queue, settings, tracker, holder=holder, read=not whole)
     return run_id
 
 
@@ -393,9 +423,12 @@ class Client:
     """The fleet from a program: ``submit``, ``status``, ``wait``, ``events``, ``cancel``.
 
     ``settings`` default to :func:`~little_dist.settings.load_settings` (the environment);
-    ``world`` to :func:`~little_dist.fleet.world.world_from_settings`; ``app`` (the Celery app
-    tasks are sent with) to :func:`~little_dist.fleet.app.make_celery_app`. What the client
-    opens itself it closes in :meth:`close` (also a context manager).
+    ``world`` to :func:`~little_dist.world.factory.world_from_settings`; ``app`` (the Celery app
+    tasks are sent with) to :func:`~little_dist.fleet.app.make_celery_app`; ``queue`` (a
+    :class:`~little_dist.fleet.queue.TaskQueue`, e.g. a ``MemoryQueue`` in tests) replaces
+    the app; ``registry`` (the workflows submissions are checked against) to the app module
+    of ``settings.app`` (``LITTLE_APP``), when it names one, loaded at the first submission.
+    What the client opens itself it closes in :meth:`close` (also a context manager).
     """
 
     def __init__(
@@ -405,12 +438,14 @@ class Client:
         world: World | None = None,
         app: Celery | None = None,
         registry: AppRegistry | None = None,
+        queue: TaskQueue | None = None,
     ) -> None:
         self.settings = settings if settings is not None else load_settings()
         self._world = world
         self._owns_world = world is None
         self._app = app
         self._owns_app = app is None
+        self._queue = queue
         self.registry = registry
         self._holder = f"client:{socket.gethostname()}:{os.getpid()}"
         self._window: FanoutWindow | None = None
@@ -422,7 +457,7 @@ class Client:
     @property
     def world(self) -> World:
         if self._world is None:
-            from little_dist.fleet.world import world_from_settings
+            from little_dist.world.factory import world_from_settings
 
             self._world = world_from_settings(self.settings)
         return self._world
@@ -434,6 +469,15 @@ class Client:
 
             self._app = make_celery_app(self.settings)
         return self._app
+
+    @property
+    def queue(self) -> TaskQueue:
+        """Where this client's tasks go: the given queue, else the Celery app's queues."""
+        if self._queue is None:
+            from little_dist.fleet.queue import CeleryQueue
+
+            self._queue = CeleryQueue(self.app, self.settings)
+        return self._queue
 
     def _open_fleet_redis(self) -> None:
         """The fleet's Redis (signal stream, slots, active runs), opened once: ``None`` when
@@ -499,12 +543,16 @@ class Client:
         run_id: str | None = None,
     ) -> str:
         """Submit a run; its id. Idempotent on ``run_id`` (see the module docstring)."""
+        if self.registry is None and self.settings.app:
+            from little_dist.fleet.app_registry import load_registry
+
+            self.registry = load_registry(self.settings.app)
         return submit_run(
             self.world,
             workflow,
             input,
             run_id=run_id,
-            app=self.app,
+            queue=self.queue,
             settings=self.settings,
             registry=self.registry,
             holder=self._holder,
@@ -617,11 +665,12 @@ class Client:
         try:
             self.world.append(
                 run_id,
-                EventInput(type=CANCEL_EVENT_TYPE, occurrence_id="cancel", payload=payload),
+                EventInput(
+                    type=CANCEL_EVENT_TYPE, occurrence_id=occurrences.CANCEL, payload=payload
+                ),
             )
         except RunEndedError:
             return False  # it ended since we read it
-
         if not any(event.type == "RunStarted" for event in events):
             # Still planning: no RunContext for decide yet, so end the run here. A planner
             # that races us finds run-start/run-end recorded and adds nothing.
@@ -630,12 +679,12 @@ class Client:
                 [
                     EventInput(
                         type="RunStarted",
-                        occurrence_id="run-start",
+                        occurrence_id=occurrences.RUN_START,
                         payload={"workflowVersionId": _UNCOMPILED},
                     ),
                     EventInput(
                         type="RunFailed",
-                        occurrence_id="run-end",
+                        occurrence_id=occurrences.RUN_END,
                         payload={
                             "workflowVersionId": _UNCOMPILED,
                             "error": _cancelled_error(reason),
@@ -645,7 +694,7 @@ class Client:
             )
             return True
         tracker = RunTracker(self.world, run_id, max_branches_cap=self.settings.max_branches_cap)
-        advance_run(self.world, self.app, self.settings, tracker, holder=self._holder)
+        advance_run(self.world, self.queue, self.settings, tracker, holder=self._holder)
         return True
 
 

@@ -27,18 +27,19 @@ import dataclasses
 import logging
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Final, cast
 
+from little_dist import occurrences
 from little_dist.compiler import WorkflowVersion
 from little_dist.errors import RunEndedError
 from little_dist.events import RUN_END_EVENT_TYPES, SCHEDULE_EVENT_TYPES, Event, EventInput
+from little_dist.lru import LruCache
 from little_dist.run_state import FOLDED_EVENT_TYPES, EventLike, RunState, RunStateBuilder
 from little_dist.runtime import hydrate_events
-from little_dist.runtime.sweep import step_lease_key
+from little_dist.runtime.dead_attempts import step_lease_key
 from little_dist.scheduling import Decision, RunContext, StepDispatch, decide
 from little_dist.settings import Settings
 from little_dist.world.base import (
@@ -46,18 +47,18 @@ from little_dist.world.base import (
     LeaseRequest,
     UndecodedEvent,
     World,
-    check_lease_request,
     run_lease_key,
     unique_holder,
 )
 
 if TYPE_CHECKING:
-    from celery import Celery
-
+    from little_dist.fleet.queue import TaskQueue
     from little_dist.fleet.slots import BacklogNotes, FanoutWindow
 
 __all__ = [
     "CANCEL_EVENT_TYPE",
+    "EVENT_BYTES",
+    "KEPT_EVENT_BYTES",
     "PLAN_FAILED_EVENT_TYPE",
     "SUBMITTED_EVENT_TYPE",
     "TASK_EXECUTE_STEP",
@@ -68,7 +69,6 @@ __all__ = [
     "Advance",
     "RunTracker",
     "VersionCache",
-    "acquire_lease_requests",
     "acquire_leases",
     "advance_run",
     "dispatch_lease_key",
@@ -100,6 +100,14 @@ PLAN_FAILED_EVENT_TYPE: Final = "little.run.plan_failed"
 _MAX_ROUNDS: Final = 64
 # Events a tracker keeps past a gap in its folded sequence, at most.
 _AHEAD_LIMIT: Final = 20_000
+#: What a :class:`RunTracker` holds per event folded, roughly (bytes; measured on a 2,000-event
+#: chain and a 100-branch fan-out read from a world that decodes every read): its folded
+#: state alone (a scheduler's) about 170 to 310; with the steps' events kept for the memo
+#: (a worker's) about 2,900. Its :attr:`~RunTracker.approx_bytes` weighs it in the run
+#: caches (``LITTLE_RUN_CACHE_BYTES``) from the count it knows anyway: a run whose steps
+#: return large outputs weighs more than this says (an inline output is at most 64 KiB).
+EVENT_BYTES: Final = 384
+KEPT_EVENT_BYTES: Final = 3072
 
 _log = logging.getLogger("little.dispatch")
 
@@ -114,18 +122,18 @@ def task_name_for(dispatch: StepDispatch) -> str:
     return TASK_FIX_STEP if dispatch.kind == "fix_step" else TASK_EXECUTE_STEP
 
 
-def send_dispatch(app: Celery, settings: Settings, dispatch: StepDispatch) -> None:
+def send_dispatch(queue: TaskQueue, dispatch: StepDispatch) -> None:
     """Send ``dispatch``'s task by name to its role's queue (ids only: no lease taken)."""
-    app.send_task(
+    queue.send(
         task_name_for(dispatch),
-        args=(dispatch.run_id, dispatch.step_path, dispatch.attempt),
-        queue=settings.queue_for(dispatch.role),
+        (dispatch.run_id, dispatch.step_path, dispatch.attempt),
+        dispatch.role,
     )
 
 
 def dispatch_ready(
     world: World,
-    app: Celery,
+    queue: TaskQueue,
     settings: Settings,
     ctx: RunContext,
     state: RunState,
@@ -140,12 +148,12 @@ def dispatch_ready(
     the lease (diagnostics); a unique suffix is added, so the same process does not re-send
     an attempt whose lease it still holds.
     """
-    return _dispatch_won(world, app, settings, ctx, state, decision, holder=holder)[0]
+    return _dispatch_won(world, queue, settings, ctx, state, decision, holder=holder)[0]
 
 
 def _dispatch_won(
     world: World,
-    app: Celery,
+    queue: TaskQueue,
     settings: Settings,
     ctx: RunContext,
     state: RunState,
@@ -177,7 +185,7 @@ def _dispatch_won(
                 break
     for index, (dispatch, _) in enumerate(won):
         try:
-            send_dispatch(app, settings, dispatch)
+            send_dispatch(queue, dispatch)
         except BaseException:
             # Not sent: let the next look at the run send these instead of waiting for
             # expiry.
@@ -191,85 +199,13 @@ def _dispatch_won(
 def acquire_leases(
     world: World, keys: Sequence[str], holder: str, ttl_seconds: float
 ) -> list[Lease | None]:
-    """``world.acquire_lease`` for each of ``keys`` (same holder and TTL), in order.
-
-    On a :class:`~little_dist.world.redis_s3.RedisS3World` the acquire scripts go out in one
-    pipeline (one round trip instead of one per key: a wide fan-out schedules hundreds of
-    attempts at once); any other world, or a Redis world whose internals this helper does
-    not recognise, gets one call per key. Each acquire is still atomic on its own, exactly
-    as :meth:`~little_dist.world.base.World.acquire_lease`.
-    """
-    return acquire_lease_requests(world, [LeaseRequest(key, holder, ttl_seconds) for key in keys])
-
-
-def acquire_lease_requests(world: World, requests: Sequence[LeaseRequest]) -> list[Lease | None]:
-    """:func:`acquire_leases` for requests that differ in holder or TTL (one pipeline)."""
-    if len(requests) > 1:
-        batched = _redis_acquire_leases(world, requests)
-        if batched is not None:
-            return batched
-    return [world.acquire_lease(r.key, r.holder, r.ttl_seconds) for r in requests]
-
-
-def _redis_acquire_leases(
-    world: World, requests: Sequence[LeaseRequest]
-) -> list[Lease | None] | None:
-    """The pipelined acquire on a RedisS3World; ``None`` when it does not apply."""
-    try:
-        from little_dist.world.redis_s3 import RedisS3World
-        from little_dist.world.redis_s3 import leases as redis_leases
-        from little_dist.world.redis_s3.redis_calls import execute_pipeline, ms, redis_errors
-    except ImportError:  # pragma: no cover - the redis extra is part of the fleet
-        return None
-    if not isinstance(world, RedisS3World):
-        return None
-    # The world's lease store internals (same package family, not public API): if any is
-    # missing or renamed, fall back to the per-key calls rather than guess.
-    store: Any = getattr(world, "_leases", None)
-    client: Any = getattr(world, "_redis", None)
-    script: Any = getattr(store, "_acquire", None)
-    layout: Any = getattr(store, "_keys", None)
-    now_ms: Any = getattr(store, "_now_ms", None)
-    counter_ttl: Any = getattr(redis_leases, "_COUNTER_TTL_MS", None)
-    if (
-        client is None
-        or not callable(getattr(script, "queue", None))
-        or not callable(getattr(layout, "lease", None))
-        or not callable(now_ms)
-        or not isinstance(counter_ttl, int)
-    ):
-        return None
-    for request in requests:
-        check_lease_request(request.key, request.holder, request.ttl_seconds)
-    with redis_errors(f"acquire of {len(requests)} leases"):
-        pipe = client.pipeline(transaction=False)
-        for request in requests:
-            lease_key, counter_key = layout.lease(request.key)
-            script.queue(
-                pipe,
-                [lease_key, counter_key],
-                [request.holder, ms(request.ttl_seconds), counter_ttl, now_ms()],
-            )
-        replies = execute_pipeline(pipe)
-    leases: list[Lease | None] = []
-    for request, reply in zip(requests, replies, strict=True):
-        if reply is None:
-            leases.append(None)
-            continue
-        token, expires_ms = reply
-        leases.append(
-            Lease(
-                key=request.key,
-                holder=request.holder,
-                token=int(token),
-                expires_at=int(expires_ms) / 1000,
-            )
-        )
-    return leases
+    """:meth:`World.acquire_leases` of ``keys`` for one holder and TTL (one round trip on
+    Redis), in order."""
+    return world.acquire_leases([LeaseRequest(key, holder, ttl_seconds) for key in keys])
 
 
 def dispatch_plan(
-    world: World, app: Celery, settings: Settings, run_id: str, *, holder: str = "dispatch"
+    world: World, queue: TaskQueue, settings: Settings, run_id: str, *, holder: str = "dispatch"
 ) -> bool:
     """Send ``little.plan(run_id)`` to the planner queue unless sent in the last
     ``dispatch_resend_after`` seconds (lease ``{run}:dispatch:plan``); whether it was sent."""
@@ -281,7 +217,7 @@ def dispatch_plan(
     if lease is None:
         return False
     try:
-        app.send_task(TASK_PLAN, args=(run_id,), queue=settings.queue_for("planner"))
+        queue.send(TASK_PLAN, (run_id,), "planner")
     except BaseException:
         world.release_lease(lease)
         raise
@@ -289,20 +225,21 @@ def dispatch_plan(
 
 
 class VersionCache:
-    """Compiled workflow versions by id (they are immutable), bounded, thread-safe."""
+    """Compiled workflow versions by id (they are immutable), bounded by count and by the
+    length of their canonical LWIR (``max_bytes``: ``LITTLE_VERSION_CACHE_BYTES``),
+    thread-safe."""
 
-    def __init__(self, size: int = 256) -> None:
+    def __init__(self, size: int = 256, max_bytes: int | None = None) -> None:
         self._size = size
-        self._versions: OrderedDict[str, WorkflowVersion] = OrderedDict()
+        self._versions: LruCache[str, WorkflowVersion] = LruCache(
+            size, max_bytes, weigh=_version_bytes
+        )
         self._lock = threading.Lock()
 
     def put(self, version: WorkflowVersion) -> None:
         """Remember a version the caller has in hand (no read of the world later)."""
         with self._lock:
             self._versions[version.id] = version
-            self._versions.move_to_end(version.id)
-            while len(self._versions) > self._size:
-                self._versions.popitem(last=False)
 
     def get(self, world: World, version_id: str) -> WorkflowVersion:
         with self._lock:
@@ -313,9 +250,15 @@ class VersionCache:
         version = WorkflowVersion.from_json(world.get_version(version_id))
         with self._lock:
             self._versions[version_id] = version
-            while len(self._versions) > self._size:
-                self._versions.popitem(last=False)
         return version
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._versions)
+
+
+def _version_bytes(version: WorkflowVersion) -> int:
+    return len(version.canonical_json)
 
 
 class Waiter(threading.Event):
@@ -400,6 +343,12 @@ class RunTracker:
         return self._builder.event_count
 
     @property
+    def approx_bytes(self) -> int:
+        """Roughly what this tracker holds (:data:`EVENT_BYTES` per event folded or held)."""
+        per = KEPT_EVENT_BYTES if self._step_events is not None else EVENT_BYTES
+        return (self._builder.event_count + len(self._ahead)) * per
+
+    @property
     def context(self) -> RunContext | None:
         ctx = self._context
         if ctx is None or self._window is None:
@@ -459,7 +408,7 @@ class RunTracker:
         dropped first, so everything is read again."""
         with self._lock:
             if self._broken:
-                self._reset_view()
+                self._forget_folded()
             after = self._builder.event_count
             held = frozenset(self._ahead) if self._ahead else frozenset()
             mark = self._last_mark
@@ -490,7 +439,8 @@ class RunTracker:
         return self.world.list_events_partly(self.run_id, after=0, decode=_TRACKED_TYPES)
 
     def _forget_folded(self) -> None:
-        """Drop everything folded from the log (under the lock), as a new tracker has none."""
+        """Drop everything folded from the log (under the lock), as a new tracker has none:
+        the log went back, or a fold that raised left the view half updated."""
         self._builder = RunStateBuilder(self.run_id)
         if self._step_events is not None:
             self._step_events = {}
@@ -503,6 +453,7 @@ class RunTracker:
         self._started = self._submitted = self._cancel_requested = False
         self._context = None
         self._last_mark = None
+        self._broken = False
 
     def catch_up_step(self, step_path: str) -> tuple[RunState, Sequence[Event]]:
         """Like :meth:`catch_up`, plus the raw events of ``step_path`` folded so far (needs
@@ -681,7 +632,7 @@ class RunTracker:
         commits' branch ends are its own to refill, see :meth:`foreign_ends`)."""
         with self._lock:
             if self._broken:
-                self._reset_view()  # (these then wait past the gap for the next read)
+                self._forget_folded()  # (these then wait past the gap for the next read)
             if own:
                 for event in events:
                     if event.type == "StepCompleted":
@@ -722,22 +673,6 @@ class RunTracker:
         except BaseException:
             self._broken = True
             raise
-
-    def _reset_view(self) -> None:
-        """Forget everything folded (under the lock): the run is read from its start again.
-        What this process coordinates (offers, spares, threads advancing) is kept."""
-        self._builder = RunStateBuilder(self.run_id)
-        self._step_events = {} if self._keep_step_events else None
-        self._undecoded = []
-        self._version_id = None
-        self._run_input = None
-        self._started = False
-        self._submitted = False
-        self._cancel_requested = False
-        self._context = None
-        self._ahead = {}
-        self._own_ends = set()
-        self._broken = False
 
     def _fold(self, events: Sequence[Event | UndecodedEvent]) -> None:
         if not events:
@@ -881,7 +816,7 @@ class Advance:
 
 def advance_run(
     world: World,
-    app: Celery,
+    queue: TaskQueue,
     settings: Settings,
     tracker: RunTracker,
     *,
@@ -915,7 +850,7 @@ def advance_run(
     try:
         advance = _advance_run(
             world,
-            app,
+            queue,
             settings,
             tracker,
             holder=holder,
@@ -936,7 +871,7 @@ def advance_run(
 
 def _advance_run(
     world: World,
-    app: Celery,
+    queue: TaskQueue,
     settings: Settings,
     tracker: RunTracker,
     *,
@@ -950,7 +885,7 @@ def _advance_run(
     """:func:`advance_run` but for reporting the branches its decision held back."""
     state = tracker.catch_up() if read else tracker.state()
     if tracker.awaiting_plan and state.status not in ("completed", "failed"):
-        dispatch_plan(world, app, settings, tracker.run_id, holder=holder)
+        dispatch_plan(world, queue, settings, tracker.run_id, holder=holder)
         return Advance(state, None, (), 0)
     decision: Decision | None = None
     appended = 0
@@ -1089,7 +1024,7 @@ def _advance_run(
     try:
         sent, late = _dispatch_won(
             world,
-            app,
+            queue,
             settings,
             ctx,
             state,
@@ -1209,7 +1144,7 @@ def _leave_refills(decision: Decision, tracker: RunTracker, left: dict[str, None
 def schedule_occurrence(dispatch: StepDispatch) -> str:
     """The occurrence id of the ``StepScheduled`` that schedules ``dispatch`` (``decide``
     schedules first attempts: ``sched:{path}:1``)."""
-    return f"sched:{dispatch.step_path}:{dispatch.attempt}"
+    return occurrences.scheduled(dispatch.step_path, dispatch.attempt)
 
 
 def _schedules(events: Sequence[Event], dispatch: StepDispatch) -> bool:
@@ -1334,7 +1269,7 @@ def _lease_kept(
         for dispatch, key in zip(picked, keys, strict=True)
         if key in missing
     ]
-    acquired = acquire_lease_requests(world, requests) if requests else []
+    acquired = world.acquire_leases(requests) if requests else []
     step_leases = dict(zip(missing, acquired[: len(missing)], strict=True))
     sending = [dispatch for dispatch, key in zip(picked, keys, strict=True) if key in missing]
     dispatch_leases = dict(zip(sending, acquired[len(missing) :], strict=True))

@@ -52,6 +52,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from little_dist import occurrences
 from little_dist.errors import (
     InvalidInputError,
     LittleError,
@@ -69,6 +70,7 @@ from little_dist.fleet.dispatch import (
 from little_dist.fleet.signals import Signal, SignalReader
 from little_dist.fleet.slots import fanout_window
 from little_dist.fleet.sweeper import ActiveRuns, SweepRound, fail_dead_attempts
+from little_dist.lru import LruCache
 from little_dist.run_state import RunState
 from little_dist.scheduling import Decision, RunContext, StepDispatch, decide
 from little_dist.settings import Settings
@@ -76,7 +78,8 @@ from little_dist.world.base import World
 
 if TYPE_CHECKING:
     import redis
-    from celery import Celery
+
+    from little_dist.fleet.queue import TaskQueue
 
 __all__ = [
     "Scheduler",
@@ -92,7 +95,11 @@ _TERMINAL: Final = ("completed", "failed")
 # decide + append rounds per look at a run (inline decision steps may chain); a bound so a
 # bug cannot spin the loop.
 _MAX_ROUNDS: Final = 64
-_FINISHED_MEMORY: Final = 20_000
+# Runs this scheduler finished, whose signals it skips. Late signals of a run come within
+# seconds of its end (a dead scheduler's, claimed after signal_claim_idle): one of a run
+# finished before the last thousand costs a look that finds it over (as it does a scheduler
+# that did not finish it), and the memory stays small (~150 bytes a run).
+_FINISHED_MEMORY: Final = 1_000
 # A look with more unread events than this reads the last one first (see the docstring, 4.).
 _UNREAD_END_PEEK: Final = 256
 _END_STATUS: Final = {"RunCompleted": "completed", "RunFailed": "failed"}
@@ -126,11 +133,11 @@ class _Run:
 
 
 class Scheduler:
-    """The scheduler loop over one world, one Celery app and the signal stream's Redis.
+    """The scheduler loop over one world, one task queue and the signal stream's Redis.
 
     Dependencies come in ready made (see :func:`open_scheduler` for the real wiring): a
     ``world`` (a :class:`~little_dist.world.redis_s3.RedisS3World` whose ``signal_stream``
-    is ``settings.signal_stream``), ``app`` (anything with Celery's ``send_task``) and
+    is ``settings.signal_stream``), ``queue`` (a :class:`~little_dist.fleet.queue.TaskQueue`) and
     ``redis_client`` (the Redis holding the signal stream; its socket timeout must exceed
     ``block_ms``). Drive it with :meth:`run` (until :meth:`stop`), or step by step with
     :meth:`start` and :meth:`run_once`.
@@ -141,7 +148,7 @@ class Scheduler:
         settings: Settings,
         *,
         world: World,
-        app: Celery,
+        queue: TaskQueue,
         redis_client: redis.Redis,
         name: str | None = None,
         sweep_interval: float | None = None,
@@ -155,7 +162,7 @@ class Scheduler:
         self._redis = redis_client
         self._owns_clients = owns_clients
         self.world = world
-        self.app = app
+        self.queue = queue
         self.name = name or default_scheduler_name()
         self.signals = SignalReader(
             redis_client,
@@ -174,12 +181,16 @@ class Scheduler:
             self.name,
             interval=default_sweep_interval(settings) if sweep_interval is None else sweep_interval,
         )
-        self.versions = VersionCache()
+        self.versions = VersionCache(max_bytes=settings.version_cache_bytes)
         self.read_count = read_count
         self.block_ms = block_ms
         self.sweep_batch = sweep_batch
         self.max_cached_runs = max_cached_runs
-        self._runs: OrderedDict[str, _Run] = OrderedDict()
+        # Folded runs, least recently looked at first; bounded by count and by
+        # LITTLE_RUN_CACHE_BYTES (a run dropped is read from the log again if it comes back).
+        self._runs: LruCache[str, _Run] = LruCache(
+            max_cached_runs, settings.run_cache_bytes, weigh=_run_bytes
+        )
         self._finished: OrderedDict[str, None] = OrderedDict()
         self._finished_lock = threading.Lock()
         # Per run: its log's length when a sweep last looked at it (_SWEEP_SKIPPED: the last
@@ -424,7 +435,7 @@ class Scheduler:
         if not entry.registered:
             self.active.add(run_id)
             entry.registered = True
-        if dispatch_plan(self.world, self.app, self.settings, run_id, holder=self.name):
+        if dispatch_plan(self.world, self.queue, self.settings, run_id, holder=self.name):
             _log("plan-sent", run=run_id, seq=state.event_count)
         return Advance(state, None, (), 0)
 
@@ -472,7 +483,7 @@ class Scheduler:
             return ()
         narrowed = dataclasses.replace(decision, dispatch=tuple(fresh))
         sent = dispatch_ready(
-            self.world, self.app, self.settings, ctx, state, narrowed, holder=self.name
+            self.world, self.queue, self.settings, ctx, state, narrowed, holder=self.name
         )
         return tuple(sent)
 
@@ -537,9 +548,7 @@ class Scheduler:
                 window=self.window,
             )
         )
-        self._runs[run_id] = entry
-        while len(self._runs) > self.max_cached_runs:
-            self._runs.popitem(last=False)  # re-read from the log if it comes back
+        self._runs[run_id] = entry  # (the oldest go past the bounds)
         return entry
 
     def _forget(self, run_id: str) -> None:
@@ -619,12 +628,16 @@ class Scheduler:
             _log("consumers-removed", names=removed)
 
 
+def _run_bytes(entry: _Run) -> int:
+    return entry.tracker.approx_bytes
+
+
 def _internal_failure(looks: int, exc: Exception) -> EventInput:
     """The ``RunFailed`` of a run the engine could not advance (no traceback: that is in
     the scheduler's log)."""
     return EventInput(
         type="RunFailed",
-        occurrence_id="run-end",
+        occurrence_id=occurrences.RUN_END,
         payload={
             "error": {
                 "name": "InternalError",
@@ -657,7 +670,8 @@ def open_scheduler(settings: Settings, *, name: str | None = None) -> Scheduler:
     import redis as redis_lib
 
     from little_dist.fleet.app import make_celery_app
-    from little_dist.fleet.world import fleet_world_spec, redis_url_of, world_from_settings
+    from little_dist.fleet.queue import CeleryQueue
+    from little_dist.world.factory import fleet_world_spec, redis_url_of, world_from_settings
 
     spec = fleet_world_spec(settings)
     if not spec.startswith(("redis://", "rediss://", "unix://")):
@@ -678,7 +692,7 @@ def open_scheduler(settings: Settings, *, name: str | None = None) -> Scheduler:
     return Scheduler(
         settings,
         world=world,
-        app=app,
+        queue=CeleryQueue(app, settings),
         redis_client=client,
         name=name,
         block_ms=block_ms,

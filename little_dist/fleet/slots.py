@@ -311,7 +311,7 @@ class BacklogNotes:
 def fleet_redis(settings: Settings) -> Any | None:
     """A Redis client on the Redis the fleet's world (and its signal stream) lives in;
     ``None`` when the world is not on Redis."""
-    from little_dist.fleet.world import fleet_redis_url
+    from little_dist.world.factory import fleet_redis_url
 
     url = fleet_redis_url(settings)
     if url is None:

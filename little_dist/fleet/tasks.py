@@ -41,10 +41,10 @@ import os
 import socket
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from little_dist import occurrences
 from little_dist.errors import InvalidInputError, LittleError, StorageUnavailableError
 from little_dist.events import Event, EventInput
 from little_dist.fleet.dispatch import (
@@ -65,16 +65,17 @@ from little_dist.fleet.dispatch import (
 )
 from little_dist.fleet.spares import SPARE_SECONDS, SpareSender
 from little_dist.ids import InvalidIdError, validate_run_id
+from little_dist.lru import LruCache
 from little_dist.runtime import (
     AttemptOutcome,
     LeaseHeartbeat,
     LeaseKeeper,
     execute_step_attempt,
 )
-from little_dist.runtime.sweep import step_lease_key
+from little_dist.runtime.dead_attempts import step_lease_key
 from little_dist.scheduling import StepDispatch, decide
 from little_dist.scheduling.context import StepPathError, locate_step
-from little_dist.scheduling.plan import next_in_chain, plan_for
+from little_dist.scheduling.step_graph import next_in_chain, plan_for
 from little_dist.settings import Role, Settings
 from little_dist.world.base import Lease, LeaseRequest, World, run_lease_key, unique_holder
 
@@ -82,7 +83,8 @@ if TYPE_CHECKING:
     from celery import Celery
 
     from little_dist.compiler import WorkflowVersion
-    from little_dist.fleet.registry import AppRegistry
+    from little_dist.fleet.app_registry import AppRegistry
+    from little_dist.fleet.queue import TaskQueue
     from little_dist.fleet.slots import FanoutWindow
     from little_dist.scheduling import DispatchKind
 
@@ -110,7 +112,8 @@ class WorkerRuntime:
     """What task bodies use, built once per process: world, app registry, version cache.
 
     ``world`` and ``registry`` are opened lazily (after a prefork pool forks, in each child)
-    unless given. ``app`` is the Celery app fast-path dispatches are sent with; set by
+    unless given. ``queue`` is where fast-path dispatches are sent (a
+    :class:`~little_dist.fleet.queue.TaskQueue`); set by
     :func:`register_tasks`. ``roles`` (the queues the worker consumes) are the attempts it
     may run as an eager continuation (none by default). ``window``: the fleet's cap on a
     fan-out's branches in flight (:mod:`little_dist.fleet.slots`); by default built from the
@@ -138,8 +141,9 @@ class WorkerRuntime:
         self._on_shutdown: Callable[..., None] | None = None
         self._keeper: LeaseKeeper | None = None
         self._keeper_world: World | None = None
-        self.versions = VersionCache()
-        self.app: Celery | None = None
+        self.versions = VersionCache(max_bytes=settings.version_cache_bytes)
+        #: Where tasks go (set by :func:`register_tasks`: the Celery app, as a TaskQueue).
+        self.queue: TaskQueue | None = None
         self._world = world
         self._registry = registry
         self._lock = threading.Lock()
@@ -156,7 +160,7 @@ class WorkerRuntime:
     def world(self) -> World:
         with self._lock:
             if self._world is None:
-                from little_dist.fleet.world import world_from_settings
+                from little_dist.world.factory import world_from_settings
 
                 self._world = world_from_settings(self.settings)
             return self._world
@@ -186,7 +190,7 @@ class WorkerRuntime:
     def registry(self) -> AppRegistry:
         with self._lock:
             if self._registry is None:
-                from little_dist.fleet.registry import load_registry
+                from little_dist.fleet.app_registry import load_registry
 
                 self._registry = load_registry(self.settings.app)
             return self._registry
@@ -306,28 +310,8 @@ class WorkerRuntime:
         return True
 
     def queued_tasks(self, role: Role) -> int | None:
-        """How many tasks wait in ``role``'s queue (``None``: unknown, e.g. no broker)."""
-        app = self.app
-        acquire = getattr(app, "connection_or_acquire", None)
-        if acquire is None:
-            return None
-        try:
-            with acquire() as connection:
-                channel = connection.default_channel
-                try:
-                    declared = channel.queue_declare(
-                        queue=self.settings.queue_for(role), passive=True
-                    )
-                except Exception as error:
-                    # Redis: an empty queue is no key at all, which kombu reports as a
-                    # missing queue (amqp's ChannelError, reply code 404).
-                    if str(getattr(error, "reply_code", "")) == "404":
-                        return 0
-                    raise
-                return int(declared.message_count)
-        except Exception:
-            _log.debug("could not size the %s queue", role, exc_info=True)
-            return None
+        """How many tasks wait in ``role``'s queue (``None``: unknown, e.g. no queue)."""
+        return self.queue.depth(role) if self.queue is not None else None
 
     def _attempt(
         self,
@@ -510,7 +494,7 @@ class WorkerRuntime:
 
     @property
     def _fast(self) -> bool:
-        return self.fast_path and self.app is not None
+        return self.fast_path and self.queue is not None
 
     def _successor(self, version: WorkflowVersion, step_path: str) -> str | None:
         """The step this worker will most likely run right after ``step_path`` commits: the
@@ -538,7 +522,7 @@ class WorkerRuntime:
         wait for its dispatch lease to expire and a sweep. A second task for it finds the
         step busy or done.
         """
-        if self.app is None:
+        if self.queue is None:
             return
         try:
             state = tracker.catch_up()
@@ -552,7 +536,7 @@ class WorkerRuntime:
                     continue
                 # (one this decision would schedule is not yet: the look deciding it sends it)
                 if schedule_occurrence(dispatch) not in scheduling:
-                    send_dispatch(self.app, self.settings, dispatch)
+                    send_dispatch(self.queue, dispatch)
         except LittleError as error:
             _log.warning(
                 "could not look at %s %s again: %s (the scheduler will)",
@@ -575,13 +559,13 @@ class WorkerRuntime:
         """Send a kept attempt to its queue, freeing the step lease taken for it (best
         effort: if this fails, the scheduler's sweep sends it)."""
         dispatch = advance.kept
-        if self.app is None or dispatch is None:
+        if self.queue is None or dispatch is None:
             return
         try:
             if advance.deferred:  # scheduled in the log before its task goes out
                 self.world.append_batch(dispatch.run_id, list(advance.deferred), signal=False)
             self._release(advance.kept_lease)
-            send_dispatch(self.app, self.settings, dispatch)
+            send_dispatch(self.queue, dispatch)
         except Exception:
             _log.exception(
                 "could not send %s %s#%d; the scheduler will",
@@ -674,7 +658,7 @@ class WorkerRuntime:
             [
                 EventInput(
                     type="WorkflowVersionRegistered",
-                    occurrence_id="version-registered",
+                    occurrence_id=occurrences.VERSION_REGISTERED,
                     payload={
                         "workflowVersionId": version.id,
                         "workflowVersionHash": version.hash,
@@ -682,7 +666,7 @@ class WorkerRuntime:
                 ),
                 EventInput(
                     type="RunStarted",
-                    occurrence_id="run-start",
+                    occurrence_id=occurrences.RUN_START,
                     payload={"workflowVersionId": version.id, "input": run_input},
                 ),
             ],
@@ -727,7 +711,7 @@ class WorkerRuntime:
             run_id,
             EventInput(
                 type=PLAN_FAILED_EVENT_TYPE,
-                occurrence_id=f"plan-failed:{failures}",
+                occurrence_id=occurrences.plan_failed(failures),
                 payload={"attempt": failures, "error": {"name": name, "message": message}},
             ),
         )
@@ -749,23 +733,30 @@ class WorkerRuntime:
         input: Any = None,
         run_id: str | None = None,
     ) -> str:
-        """Submit a run of a registered workflow (by id) or of an LWIR document."""
+        """Submit a run of a registered workflow (by id) or of an LWIR document; its run id,
+        or ``"refused"`` (logged in one line, nothing stored) for a submission over the input
+        limits or naming capabilities its workflow does not register."""
         from little_dist.fleet.client import submit_run
 
         if (workflow_id is None) == (lwir is None):
             raise LittleError("little.submit_run takes exactly one of workflow_id and lwir")
         target: Any = lwir if lwir is not None else workflow_id
-        return submit_run(
-            self.world,
-            target,
-            input,
-            run_id=run_id,
-            app=self.app,
-            settings=self.settings,
-            registry=self.registry,
-            holder=self.name,
-            window=self.window,
-        )
+        try:
+            return submit_run(
+                self.world,
+                target,
+                input,
+                run_id=run_id,
+                queue=self.queue,
+                settings=self.settings,
+                registry=self.registry,
+                holder=self.name,
+                window=self.window,
+            )
+        except InvalidInputError as error:
+            # The sender's bad input, not the worker's failure: one line, no traceback.
+            _log.error("little.submit_run %s refused: %s", run_id or "(new run)", error)
+            return "refused"
 
     def _advance(
         self,
@@ -782,7 +773,7 @@ class WorkerRuntime:
         thread that finds another advancing the run leaves it to that one (which looks
         again when it is done) and gets ``None``.
         """
-        if (not self.fast_path and not force) or self.app is None:
+        if (not self.fast_path and not force) or self.queue is None:
             return None
         if keep is not None:
             if held is None and not self.stopping.is_set():
@@ -812,7 +803,7 @@ class WorkerRuntime:
                 )
                 advance = advance_run(
                     self.world,
-                    self.app,
+                    self.queue,
                     self.settings,
                     tracker,
                     holder=self.name,
@@ -911,13 +902,21 @@ class RunCache:
     folds under its own lock and reads only the events after the last one folded, instead
     of reading and folding the whole log for every task. A tracker is only a cache: every
     use catches up with the log first, so events other processes appended are always seen.
-    Finished runs are dropped; the least recently used run goes when the cache is full.
+    Finished runs are dropped; the least recently used run goes when the cache holds more
+    than ``size`` runs or more than ``LITTLE_RUN_CACHE_BYTES`` of them (``max_bytes``,
+    :attr:`RunTracker.approx_bytes`; never the run in hand).
     """
 
-    def __init__(self, runtime: WorkerRuntime, size: int = _RUN_CACHE_SIZE) -> None:
+    def __init__(
+        self, runtime: WorkerRuntime, size: int = _RUN_CACHE_SIZE, max_bytes: int | None = None
+    ) -> None:
         self._runtime = runtime
         self._size = size
-        self._trackers: OrderedDict[str, RunTracker] = OrderedDict()
+        self._trackers: LruCache[str, RunTracker] = LruCache(
+            size,
+            runtime.settings.run_cache_bytes if max_bytes is None else max_bytes,
+            weigh=_tracker_bytes,
+        )
         self._lock = threading.Lock()
 
     def get(self, run_id: str) -> RunTracker:
@@ -941,9 +940,9 @@ class RunCache:
                     window=window,
                 )
                 self._trackers[run_id] = tracker
+            # (the least recently used go past either bound: read from the log again if
+            # they come back)
             self._trackers.move_to_end(run_id)
-            while len(self._trackers) > self._size:
-                self._trackers.popitem(last=False)  # read from the log again if it comes back
             return tracker
 
     def forget(self, run_id: str) -> None:
@@ -962,6 +961,10 @@ class RunCache:
     def __contains__(self, run_id: object) -> bool:
         with self._lock:
             return run_id in self._trackers
+
+
+def _tracker_bytes(tracker: RunTracker) -> int:
+    return tracker.approx_bytes
 
 
 def _sent_by_the_engine(
@@ -1010,12 +1013,12 @@ def _fail_unplanned(
         [
             EventInput(
                 type="RunStarted",
-                occurrence_id="run-start",
+                occurrence_id=occurrences.RUN_START,
                 payload={"workflowVersionId": "uncompiled"},
             ),
             EventInput(
                 type="RunFailed",
-                occurrence_id="run-end",
+                occurrence_id=occurrences.RUN_END,
                 payload={
                     "workflowVersionId": "uncompiled",
                     "error": {
@@ -1034,7 +1037,9 @@ def register_tasks(app: Celery, runtime: WorkerRuntime) -> None:
     """Register the five tasks on ``app``, their bodies running on ``runtime``."""
     from celery.signals import worker_shutting_down
 
-    runtime.app = app
+    from little_dist.fleet.queue import CeleryQueue
+
+    runtime.queue = CeleryQueue(app, runtime.settings)
 
     def stop_continuing(**_: Any) -> None:
         runtime.stopping.set()

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from collections.abc import Mapping
 from typing import Any
 
 from little_dist.canonical import canonical_json
+from little_dist.lru import TextKeyedCache
 
 __all__ = [
     "instructions",
@@ -27,8 +27,8 @@ __all__ = [
 ]
 
 _FENCE = re.compile(r"^\s*```[A-Za-z0-9_-]*\s*\n(?P<body>.*?)\n?\s*```\s*$", re.DOTALL)
-_validators: dict[str, Any] = {}
-_validators_lock = threading.Lock()
+# Compiled validators by the schema's canonical text, bounded (count and text).
+_validators: TextKeyedCache[Any] = TextKeyedCache(1024, 16 * 1024 * 1024)
 
 
 def output_spec(step: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -106,7 +106,7 @@ def parse_output(spec: Mapping[str, Any], text: str) -> Any:
     for candidate in _json_candidates(text):
         try:
             return json.loads(candidate)
-        except ValueError:
+        except (ValueError, RecursionError):  # (a reply nested too deeply is not an answer)
             continue
     return text
 
@@ -128,16 +128,13 @@ def _kind(value: Any) -> str:
 
 
 def _validator(schema: Mapping[str, Any]) -> Any:
-    key = canonical_json(dict(schema))
-    found = _validators.get(key)
-    if found is None:
+    def build() -> Any:
         from jsonschema import Draft7Validator
         from jsonschema.validators import validator_for
 
-        found = validator_for(schema, default=Draft7Validator)(dict(schema))
-        with _validators_lock:
-            _validators[key] = found
-    return found
+        return validator_for(schema, default=Draft7Validator)(dict(schema))
+
+    return _validators.get_or_build(canonical_json(dict(schema)), build)
 
 
 def output_findings(step: Mapping[str, Any], output: Any) -> list[str]:

@@ -94,6 +94,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel
 
+from little_dist import occurrences
 from little_dist.canonical import canonical_json, sha256_digest, sha256_hex_text
 from little_dist.errors import InvalidInputError, StorageUnavailableError
 from little_dist.events import Event, EventInput
@@ -218,8 +219,9 @@ class EventRecorder:
     # -- ids and counters ------------------------------------------------------------------
     def occurrence(self, kind: str, *parts: object) -> str:
         """``{id_prefix}{kind}:{step_path}:{attempt}[:{part}...]``."""
-        tail = "".join(f":{part}" for part in parts)
-        return f"{self.id_prefix}{kind}:{self.step_path}:{self.attempt}{tail}"
+        return occurrences.harness_event(
+            kind, self.step_path, self.attempt, *parts, prefix=self.id_prefix
+        )
 
     def next_turn(self) -> int:
         with self._lock:
@@ -338,8 +340,7 @@ class EventRecorder:
             # The artifact store is down: a result kept in the event is a result the retry
             # replays, where a result lost with its artifact is a call paid for twice.
             _log.warning(
-                "%s of %s in run %s (%d bytes) recorded inline: the artifact store is "
-                "unreachable",
+                "%s of %s in run %s (%d bytes) recorded inline: the artifact store is unreachable",
                 name,
                 self.step_path,
                 self.run_id,

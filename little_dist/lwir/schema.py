@@ -14,6 +14,7 @@ from typing import Any, Final
 
 from jsonschema import Draft7Validator
 
+from little_dist.lru import TextKeyedCache
 from little_dist.lwir._js import (
     MISSING,
     is_integer,
@@ -55,8 +56,8 @@ _SUPPORTED_KEYS: Final = frozenset(
 )
 _META_VALIDATOR: Final = Draft7Validator(Draft7Validator.META_SCHEMA)
 # Meta-schema results by schema text: generated workflows repeat the same few schemas.
-_META_CACHE: dict[str, tuple[str, ...]] = {}
-_META_CACHE_LIMIT: Final = 4096
+# Bounded by count and by the texts' total length.
+_META_CACHE: TextKeyedCache[tuple[str, ...]] = TextKeyedCache(4096, 16 * 1024 * 1024)
 
 
 def validate_schema_value(value: Any, path: str, findings: list[Finding]) -> None:
@@ -86,15 +87,10 @@ def validate_schema_value(value: Any, path: str, findings: list[Finding]) -> Non
 def _meta_schema_problems(schema: dict[str, Any]) -> tuple[str, ...]:
     if _surely_meta_valid(schema):
         return ()
-    key = json.dumps(schema, ensure_ascii=False)
-    cached = _META_CACHE.get(key)
-    if cached is not None:
-        return cached
-    problems = tuple(_ajv_style(error) for error in _META_VALIDATOR.iter_errors(schema))
-    if len(_META_CACHE) >= _META_CACHE_LIMIT:
-        _META_CACHE.clear()
-    _META_CACHE[key] = problems
-    return problems
+    return _META_CACHE.get_or_build(
+        json.dumps(schema, ensure_ascii=False),
+        lambda: tuple(_ajv_style(error) for error in _META_VALIDATOR.iter_errors(schema)),
+    )
 
 
 def _is_non_negative_integer(value: Any) -> bool:

@@ -22,6 +22,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from little_dist import occurrences
 from little_dist.canonical import canonical_json, sha256_digest
 from little_dist.compiler import WorkflowVersion, compile_lwir
 from little_dist.events import EventInput
@@ -92,22 +93,22 @@ def fixed_plan_events(definition: WorkflowDefinition, run_input: Any) -> FixedPl
         (
             EventInput(
                 type="OrchestrationRequested",
-                occurrence_id="planner:requested",
+                occurrence_id=occurrences.planner("requested"),
                 payload=dict(compiled.requested),
             ),
             EventInput(
                 type="PlannerStarted",
-                occurrence_id="planner:start:1",
+                occurrence_id=occurrences.planner("start", 1),
                 payload=dict(compiled.started),
             ),
             EventInput(
                 type="PlannerDraftedWorkflow",
-                occurrence_id="planner:draft:1",
+                occurrence_id=occurrences.planner("draft", 1),
                 payload=json.loads(compiled.draft_json),
             ),
             EventInput(
                 type="WorkflowValidationSucceeded",
-                occurrence_id="planner:valid",
+                occurrence_id=occurrences.planner("valid"),
                 payload=dict(compiled.valid),
             ),
         ),

@@ -53,12 +53,14 @@ def _parse_reply(text: str) -> Any:
     candidate = fenced.group(1) if fenced else text.strip()
     try:
         return json.loads(candidate)
+    except RecursionError:
+        return text  # nested too deeply: not a document (validation says so)
     except json.JSONDecodeError:
         start, end = candidate.find("{"), candidate.rfind("}")
         if 0 <= start < end:
             try:
                 return json.loads(candidate[start : end + 1])
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 pass
     return text
 

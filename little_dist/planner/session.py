@@ -8,6 +8,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from little_dist import occurrences
 from little_dist.canonical import canonical_json, sha256_digest
 from little_dist.compiler import WorkflowVersion, compile_lwir
 from little_dist.errors import InvalidInputError
@@ -169,17 +170,19 @@ def resolve_version(
     session = _Session(world, run_id)
     locks = request.body["locks"]
     session.append(
-        "OrchestrationRequested", "planner:requested", requested_payload(definition, request)
+        "OrchestrationRequested",
+        occurrences.planner("requested"),
+        requested_payload(definition, request),
     )
     definition_hash = locks["workflowDefinitionHash"]
     # A fixed plan is not part of the definition hash, so its versions are never reused.
-    if definition.plan is None and "planner:start:1" not in session.recorded:
+    if definition.plan is None and occurrences.planner("start", 1) not in session.recorded:
         candidate = reuse_candidate(world, definition_hash, run_input)
         if candidate is not None:
             brief = reuse_brief(candidate, definition)
             session.append(
                 "PlannerReuseDecisionRecorded",
-                "planner:reuse",
+                occurrences.planner("reuse"),
                 {
                     "decisionKind": "reuse_unchanged",
                     "candidateWorkflowVersionId": candidate.id,
@@ -231,10 +234,10 @@ def _plan(
     for revision in range(1, revisions + 1):
         session.append(
             "PlannerStarted",
-            f"planner:start:{revision}",
+            occurrences.planner("start", revision),
             started_payload(request, revision, repair=note is not None),
         )
-        drafted = session.recorded.get(f"planner:draft:{revision}")
+        drafted = session.recorded.get(occurrences.planner("draft", revision))
         if drafted is not None and "lwir" in drafted.payload:
             lwir: Any = drafted.payload["lwir"]
         else:
@@ -278,11 +281,11 @@ def _record_draft(
     findings: list[Finding],
 ) -> WorkflowVersion | None:
     payload = draft_payload(request, revision, lwir, valid=not findings)
-    session.append("PlannerDraftedWorkflow", f"planner:draft:{revision}", payload)
+    session.append("PlannerDraftedWorkflow", occurrences.planner("draft", revision), payload)
     if findings:
         session.append(
             "WorkflowValidationFailed",
-            f"planner:invalid:{revision}",
+            occurrences.planner("invalid", revision),
             {
                 **payload,
                 "findings": [
@@ -308,7 +311,7 @@ def _register(
     world.register_version(version.id, version.to_json())
     session.append(
         "WorkflowValidationSucceeded",
-        "planner:valid",
+        occurrences.planner("valid"),
         valid_payload(request, revision, sha256_digest(lwir), version),
     )
     if definition.plan is None:
@@ -324,10 +327,10 @@ def _fail(
         f"Planner did not produce valid LWIR for {definition.id!r} within {revisions} "
         f"revision(s)" + (f": {detail}" if detail else ".")
     )
-    session.append("RunStarted", "run-start", {"workflowVersionId": _UNCOMPILED})
+    session.append("RunStarted", occurrences.RUN_START, {"workflowVersionId": _UNCOMPILED})
     session.append(
         "RunFailed",
-        "run-end",
+        occurrences.RUN_END,
         {
             "workflowVersionId": _UNCOMPILED,
             "error": {

@@ -44,14 +44,17 @@ import enum
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from little_dist import occurrences
 from little_dist.compiler import WorkflowVersion
 from little_dist.errors import LeaseLostError, LittleError, StorageUnavailableError
 from little_dist.events import RUN_END_EVENT_TYPES, Event, EventInput
 from little_dist.run_state import RunState, RunStateBuilder
-from little_dist.runtime.capabilities import Capabilities, RuntimeConfigError
+from little_dist.runtime.capabilities import Capabilities, CapabilityError, RuntimeConfigError
+from little_dist.runtime.dead_attempts import WORKER_STEP_KINDS, step_lease_key
 from little_dist.runtime.failures import (
     CAUSE_RUNTIME_CONFIG,
     CAUSE_STEP_SCHEMA,
@@ -64,10 +67,14 @@ from little_dist.runtime.outputs import (
     completion_events,
     hydrate_events,
 )
-from little_dist.runtime.sweep import WORKER_STEP_KINDS, step_lease_key
 from little_dist.scheduling import RunContext, StepDispatch
 from little_dist.scheduling.context import StepLocation, locate_step
-from little_dist.scheduling.plan import StepPlan, output_schema_hash, plan_for, step_output_error
+from little_dist.scheduling.step_graph import (
+    StepPlan,
+    output_schema_hash,
+    plan_for,
+    step_output_error,
+)
 from little_dist.world.base import ArtifactInput, Lease, LeaseRequest, World, unique_holder
 
 if TYPE_CHECKING:
@@ -229,7 +236,7 @@ def execute_step_attempt(
                 "attempt": attempt,
                 "attemptId": f"attempt_{attempt}",
             },
-            f"start:{path}:{attempt}",
+            occurrences.attempt_started(path, attempt),
         )
         lost = threading.Event()
         if keeper is None:
@@ -322,7 +329,7 @@ def execute_step_attempt(
 def _settled_by(events: Sequence[Event], path: str, attempt: int) -> bool:
     """Whether ``events`` end attempt ``attempt`` of ``path``, start a later one, or end the
     run."""
-    end = f"end:{path}:{attempt}"
+    end = occurrences.attempt_ended(path, attempt)
     for event in events:
         if event.occurrence_id == end or event.type in RUN_END_EVENT_TYPES:
             return True
@@ -402,7 +409,7 @@ def _attempt_over(state: RunState, path: str, attempt: int) -> bool:
 def _failure(path: str, step: Mapping[str, Any], attempt: int, error: dict[str, Any]) -> EventInput:
     return EventInput(
         type="StepFailed",
-        occurrence_id=f"end:{path}:{attempt}",
+        occurrence_id=occurrences.attempt_ended(path, attempt),
         payload={
             "stepPath": path,
             "stepId": step.get("id"),
@@ -620,7 +627,7 @@ def _tools_for(
         name = with_.get("tool")
         found = capabilities.tools.get(name) if isinstance(name, str) else None
         if found is None:
-            raise RuntimeConfigError(
+            raise CapabilityError(
                 f"step {step.get('id')!r} calls tool {name!r}, which is not registered "
                 f"(registered: {', '.join(capabilities.tools.names()) or 'none'})"
             )
@@ -632,6 +639,16 @@ def _tools_for(
         permissions = version.lwir.get("permissions")
         if isinstance(permissions, Mapping) and isinstance(permissions.get("tools"), list):
             names = [str(name) for name in permissions["tools"]]
+    if names is not None:
+        # A name the workflow does not register is refused, not quietly left out: the
+        # document selects among the registered tools, it never adds one.
+        tools = capabilities.tools
+        for name in names:
+            if name not in tools:
+                raise CapabilityError(
+                    f"step {step.get('id')!r} names tool {name!r}, which is not registered "
+                    f"(registered: {', '.join(tools.names()) or 'none'})"
+                )
     return capabilities.tools_for(names)
 
 
@@ -647,18 +664,15 @@ def _manifest(
 
 
 # StepPlan objects are cached with their version's plan, so the same object recurs for every
-# attempt of a step: its schema hash is computed once. The value keeps the object alive, so
-# its id cannot be reused while cached.
-_schema_hashes: dict[int, tuple[StepPlan, str | None]] = {}
-_SCHEMA_HASH_CACHE = 4096
+# attempt of a step: its schema hash is computed once, and forgotten with the plan (the plan
+# cache is bounded; holding the step here would keep it alive past that bound).
+_schema_hashes: weakref.WeakKeyDictionary[StepPlan, str | None] = weakref.WeakKeyDictionary()
 
 
 def _schema_hash(step: StepPlan) -> str | None:
-    found = _schema_hashes.get(id(step))
-    if found is not None and found[0] is step:
-        return found[1]
-    digest = output_schema_hash(step.output)
-    if len(_schema_hashes) >= _SCHEMA_HASH_CACHE:
-        _schema_hashes.clear()
-    _schema_hashes[id(step)] = (step, digest)
-    return digest
+    try:
+        return _schema_hashes[step]
+    except KeyError:
+        digest = output_schema_hash(step.output)
+        _schema_hashes[step] = digest
+        return digest

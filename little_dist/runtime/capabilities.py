@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from little_dist.harness.registry import HarnessRegistry
     from little_dist.harness.types import Harness, HarnessRole, ResolvedModel, SkillDescriptor
 
-__all__ = ["Capabilities", "RuntimeConfigError"]
+__all__ = ["Capabilities", "CapabilityError", "RuntimeConfigError"]
 
 
 class RuntimeConfigError(InvalidInputError):
@@ -24,17 +24,24 @@ class RuntimeConfigError(InvalidInputError):
     """
 
 
+class CapabilityError(RuntimeConfigError):
+    """A document names a tool, model slot or harness its workflow does not register (see
+    :mod:`little_dist.runtime.grants`)."""
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """The process-side half of a run: everything the LWIR names but does not contain.
 
     ``models`` maps a model slot id (``with.model`` of an ``ai.generate`` step, e.g.
     ``"model.fast"``) to a litellm model string (``"openai/gpt-4o-mini"``,
-    ``"scripted/demo"``) or to a :class:`~little_dist.harness.types.ResolvedModel`. A slot not
-    in ``models`` is passed to litellm as written. ``harnesses`` replaces the default harness
-    for some roles (a harness there may return ``DelegateToDefault``); ``default_harness``
-    replaces the built-in default itself. ``step_timeout``: seconds one step attempt may
-    run before it fails with causeCode ``timeout`` (``None``: the engine's setting).
+    ``"scripted/demo"``) or to a :class:`~little_dist.harness.types.ResolvedModel`. Once
+    ``models`` binds any slot, those are all there are (:class:`CapabilityError` for another);
+    with none bound, a slot is passed to litellm as written. ``harnesses`` replaces the
+    default harness for some roles (a harness there may return ``DelegateToDefault``);
+    ``default_harness`` replaces the built-in default itself. ``step_timeout``: seconds one
+    step attempt may run before it fails with causeCode ``timeout`` (``None``: the engine's
+    setting).
     """
 
     tools: ToolRegistry = field(default_factory=ToolRegistry)
@@ -58,6 +65,12 @@ class Capabilities:
 
         if not isinstance(slot_id, str) or not slot_id:
             raise RuntimeConfigError(f"model slot must be a non-empty string, got {slot_id!r}")
+        if self.models and slot_id not in self.models:
+            # A document selects among the slots its workflow binds; never a model of its own.
+            raise CapabilityError(
+                f"model slot {slot_id!r} is not registered "
+                f"(registered: {', '.join(sorted(self.models))})"
+            )
         bound = self.models.get(slot_id, slot_id)
         if isinstance(bound, ResolvedModel):
             return bound

@@ -16,12 +16,13 @@ exposes ``outputRef`` and upstream-authored fan-in schemas require it.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
+from little_dist import occurrences
 from little_dist.canonical import canonical_json, sha256_digest
 from little_dist.events import Event, EventInput
+from little_dist.lru import TextKeyedCache
 from little_dist.run_state import EventLike
 from little_dist.scheduling.fast_schema import Check, compile_check
 from little_dist.world.artifacts import artifact_ref_for
@@ -36,35 +37,32 @@ __all__ = [
 
 INLINE_OUTPUT_LIMIT: Final = 64 * 1024
 
-_validators: dict[str, tuple[Any, str]] = {}
-_validators_lock = threading.Lock()
+# Compiled validators and quick checks by the schema's canonical text, bounded: a fleet runs
+# the schemas of every version it sees.
+_SCHEMA_CACHE_ITEMS: Final = 1024
+_SCHEMA_CACHE_CHARS: Final = 16 * 1024 * 1024
+_validators: TextKeyedCache[tuple[Any, str]] = TextKeyedCache(
+    _SCHEMA_CACHE_ITEMS, _SCHEMA_CACHE_CHARS
+)
+_quick_checks: TextKeyedCache[Check | None] = TextKeyedCache(
+    _SCHEMA_CACHE_ITEMS, _SCHEMA_CACHE_CHARS
+)
 
 
 def _validator(schema: Mapping[str, Any]) -> tuple[Any, str]:
     """A compiled jsonschema validator and the schema's digest, cached by canonical text."""
-    key = canonical_json(schema)
-    found = _validators.get(key)
-    if found is None:
+
+    def build() -> tuple[Any, str]:
         from jsonschema.validators import validator_for
 
-        cls = validator_for(schema)
-        found = (cls(schema), sha256_digest(schema))
-        with _validators_lock:
-            _validators[key] = found
-    return found
+        return validator_for(schema)(schema), sha256_digest(schema)
 
-
-_quick_checks: dict[str, Check | None] = {}
+    return _validators.get_or_build(canonical_json(schema), build)
 
 
 def _quick_check(schema: Mapping[str, Any]) -> Check | None:
     """:func:`~little_dist.scheduling.fast_schema.compile_check` of ``schema``, cached."""
-    key = canonical_json(schema)
-    if key not in _quick_checks:
-        found = compile_check(schema)
-        with _validators_lock:
-            _quick_checks[key] = found
-    return _quick_checks[key]
+    return _quick_checks.get_or_build(canonical_json(schema), lambda: compile_check(schema))
 
 
 def _schema_of(output_spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -112,7 +110,7 @@ def completion_events(
     uses = step.get("uses")
     spec = step.get("output")
     mode = spec.get("mode") if isinstance(spec, Mapping) else None
-    end = f"end:{step_path}:{attempt}"
+    end = occurrences.attempt_ended(step_path, attempt)
     events: list[EventInput] = []
     validated: dict[str, Any] = {"stepPath": step_path}
     completed: dict[str, Any] = {
@@ -134,7 +132,7 @@ def completion_events(
         events.append(
             EventInput(
                 type="ArtifactCreated",
-                occurrence_id=f"artifact:{step_path}:{attempt}",
+                occurrence_id=occurrences.output_artifact(step_path, attempt),
                 payload={
                     "stepPath": step_path,
                     "artifactRef": ref,
@@ -161,7 +159,7 @@ def completion_events(
     events.append(
         EventInput(
             type="StepOutputValidated",
-            occurrence_id=f"validated:{step_path}:{attempt}",
+            occurrence_id=occurrences.output_validated(step_path, attempt),
             payload=validated,
         )
     )

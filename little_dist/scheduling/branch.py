@@ -11,13 +11,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from little_dist import occurrences
 from little_dist.expressions import UNDEFINED
 from little_dist.scheduling.context import Branch, BranchResult
 from little_dist.scheduling.drive import ScopeRun, drive_scope
 from little_dist.scheduling.env import Env
-from little_dist.scheduling.plan import ScopePlan, StepPlan
 from little_dist.scheduling.policy import TERMINAL_CAUSES, cause_of
 from little_dist.scheduling.settle import settle
+from little_dist.scheduling.step_graph import ScopePlan, StepPlan
 
 __all__ = [
     "Group",
@@ -172,8 +173,8 @@ def record_branch_end(env: Env, group: Group, branch: Branch, result: BranchResu
         if result.output_ref is not None:
             payload["outputRef"] = result.output_ref
         payload["artifactRefs"] = list(result.artifacts)
-        env.emit("ParallelBranchCompleted", payload, f"pbranch-end:{branch.branch_path}")
+        env.emit("ParallelBranchCompleted", payload, occurrences.branch_ended(branch.branch_path))
     else:
         payload["error"] = result.error
         payload["artifactRefs"] = list(result.artifacts)
-        env.emit("ParallelBranchFailed", payload, f"pbranch-end:{branch.branch_path}")
+        env.emit("ParallelBranchFailed", payload, occurrences.branch_ended(branch.branch_path))

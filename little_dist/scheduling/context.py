@@ -28,7 +28,7 @@ from typing import Any, Final, Protocol
 from little_dist.errors import InvalidInputError, NotFoundError
 from little_dist.expressions import UNDEFINED, ExpressionError, resolve_value
 from little_dist.run_state import RunState
-from little_dist.scheduling.plan import (
+from little_dist.scheduling.step_graph import (
     ParallelPlan,
     ScopePlan,
     StepPlan,
@@ -323,7 +323,7 @@ def branches_of(
 
 def branch_limit(config: ParallelPlan, max_branches_cap: int | None) -> int:
     """``maxBranches``, raised to the engine's cap for steps declaring the LWIR ceiling."""
-    from little_dist.scheduling.plan import ALPHA_MAX_BRANCHES
+    from little_dist.scheduling.step_graph import ALPHA_MAX_BRANCHES
 
     if max_branches_cap is not None and config.max_branches >= ALPHA_MAX_BRANCHES:
         return max(config.max_branches, max_branches_cap)

@@ -17,12 +17,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from little_dist import occurrences
 from little_dist.run_state import RunState
 from little_dist.scheduling.drive import drive_scope
 from little_dist.scheduling.env import Env
 from little_dist.scheduling.parallel import drive_parallel
-from little_dist.scheduling.plan import plan_for, schema_error
 from little_dist.scheduling.settle import FrontierItem, ScopeOutcome
+from little_dist.scheduling.step_graph import plan_for, schema_error
 from little_dist.scheduling.types import Decision, RunContext
 
 __all__ = ["decide"]
@@ -33,7 +34,9 @@ _DONE = Decision(events=(), dispatch=(), done=True)
 
 def _fail_run(env: Env, error: Any) -> Decision:
     final = {**error, "retriable": False} if isinstance(error, Mapping) else error
-    env.emit("RunFailed", {"workflowVersionId": env.ctx.version.id, "error": final}, "run-end")
+    env.emit(
+        "RunFailed", {"workflowVersionId": env.ctx.version.id, "error": final}, occurrences.RUN_END
+    )
     return Decision(tuple(env.events), (), True)
 
 
@@ -81,7 +84,7 @@ def _complete_run(env: Env, outcome: ScopeOutcome) -> Decision:
     if view.output_ref is not None:
         payload["outputRef"] = view.output_ref
     payload["terminalStepPath"] = path
-    env.emit("RunCompleted", payload, "run-end")
+    env.emit("RunCompleted", payload, occurrences.RUN_END)
     return Decision(tuple(env.events), (), True)
 
 

@@ -13,12 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+from little_dist import occurrences
 from little_dist.expressions import ExpressionError, resolve_value
 from little_dist.expressions.jsvalues import truthy
 from little_dist.scheduling.context import build_context, scope_steps_root
 from little_dist.scheduling.env import Env, Virtual
-from little_dist.scheduling.plan import ScopePlan, StepPlan
 from little_dist.scheduling.settle import FrontierItem, ScopeOutcome, settle
+from little_dist.scheduling.step_graph import ScopePlan, StepPlan
 
 __all__ = [
     "ScopeRun",
@@ -50,7 +51,7 @@ def emit_scheduled(env: Env, step: StepPlan, path: str) -> None:
     env.emit(
         "StepScheduled",
         {"stepPath": path, "stepId": step.id, "uses": step.uses},
-        f"sched:{path}:1",
+        occurrences.scheduled(path),
     )
 
 
@@ -63,7 +64,7 @@ def emit_attempt_started(env: Env, step: StepPlan, path: str, attempt: int) -> N
             "attempt": attempt,
             "attemptId": f"attempt_{attempt}",
         },
-        f"start:{path}:{attempt}",
+        occurrences.attempt_started(path, attempt),
     )
 
 
@@ -77,7 +78,7 @@ def emit_step_failed(env: Env, step: StepPlan, path: str, attempt: int, error: A
             "attemptId": f"attempt_{attempt}",
             "error": error,
         },
-        f"end:{path}:{attempt}",
+        occurrences.attempt_ended(path, attempt),
     )
 
 
@@ -126,7 +127,7 @@ def run_decision(env: Env, item: FrontierItem, context: dict[str, Any]) -> None:
             "artifactRefs": [],
             "metadata": {"uses": "decision"},
         },
-        f"end:{item.path}:{attempt}",
+        occurrences.attempt_ended(item.path, attempt),
     )
     env.overlay[item.path] = Virtual.ended(item.view, output=output, has_output=True)
 

@@ -22,8 +22,8 @@ from little_dist.scheduling.context import (
     build_context,
     scope_steps_root,
 )
-from little_dist.scheduling.plan import StepPlan, WorkflowPlan
 from little_dist.scheduling.policy import GiveUp, NextAttempt, next_action
+from little_dist.scheduling.step_graph import StepPlan, WorkflowPlan
 from little_dist.scheduling.types import DispatchKind, RunContext, StepDispatch
 
 __all__ = ["Env", "Virtual", "VirtualAttempt"]

@@ -4,7 +4,7 @@ Two walks with the same outcome (events, dispatches, counts): :func:`walk_all` r
 branch record and drives every in-flight branch, every call (``RunContext.memoize`` off: the
 reference); :func:`walk_changed` reads the records through the context's
 :class:`~little_dist.scheduling.walk.Walk` and replays the quiet drives the
-:class:`~little_dist.scheduling.memo.GroupCache` remembers, so a call costs what changed
+:class:`~little_dist.scheduling.branch_cache.GroupCache` remembers, so a call costs what changed
 since the last one (plus C-level passes over the in-flight branches and the records).
 """
 
@@ -16,10 +16,11 @@ from itertools import chain, compress, count
 from operator import is_not, itemgetter
 from typing import Any
 
+from little_dist import occurrences
 from little_dist.scheduling.branch import Group, drive_branch, is_terminal, record_branch_end
+from little_dist.scheduling.branch_cache import NEVER, FastTable, GroupCache, MemoKey, Recording
 from little_dist.scheduling.context import Branch, BranchResult, StepView
 from little_dist.scheduling.env import Env
-from little_dist.scheduling.memo import NEVER, FastTable, GroupCache, MemoKey, Recording
 from little_dist.scheduling.walk import Walk
 
 __all__ = ["Tally", "walk_all", "walk_changed"]
@@ -153,7 +154,7 @@ def _schedule(
                 "itemKey": branch.item_key,
                 "branchIndex": branch.index,
             },
-            f"pbranch:{branch.branch_path}",
+            occurrences.branch_scheduled(branch.branch_path),
         )
         # A branch scheduled now schedules its first steps (events): not worth recording.
         _advance(env, group, branch, _drive(env, group, branch, memo, record=False), tally)

@@ -9,7 +9,7 @@ predicate that answers *valid* exactly as ``Draft7Validator(schema).is_valid`` w
 twenty times faster; for a schema with any other keyword (``$ref``, ``enum``, ``pattern``,
 ``format``, ``allOf``, ...) it gives ``None`` and jsonschema checks everything. Callers use
 the predicate to accept a value, never to reject one: the message for an invalid value still
-comes from jsonschema (:func:`~little_dist.scheduling.plan.schema_error`).
+comes from jsonschema (:func:`~little_dist.scheduling.step_graph.schema_error`).
 
 Draft-07 rules kept here: a keyword only constrains values of the type it applies to
 (``properties`` ignores a list); ``integer`` accepts a float with no fractional part;

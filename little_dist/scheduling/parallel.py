@@ -22,8 +22,9 @@ Upstream's ``executeParallelStep`` as a state machine ``decide`` advances on eve
 A branch is driven by :mod:`~little_dist.scheduling.branch`; each call's pass over the branches
 is :mod:`~little_dist.scheduling.fanout`'s, which with ``RunContext.memoize`` (the default)
 reads the records and replays the unchanged in-flight branches from what the context
-remembers (:mod:`~little_dist.scheduling.memo`, :mod:`~little_dist.scheduling.walk`), with the
-same outcome as reading and driving every branch.
+remembers (:mod:`~little_dist.scheduling.branch_cache`,
+:mod:`~little_dist.scheduling.walk`), with the same outcome as reading and driving every
+branch.
 """
 
 from __future__ import annotations
@@ -31,14 +32,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from little_dist import occurrences
 from little_dist.scheduling.branch import Group, final_error, is_terminal, settled_result
+from little_dist.scheduling.branch_cache import group_cache
 from little_dist.scheduling.context import BranchResolutionError, BranchResult, fan_in_output
 from little_dist.scheduling.drive import emit_step_failed, open_attempt
 from little_dist.scheduling.env import Env, Virtual
 from little_dist.scheduling.fanout import walk_all, walk_changed
-from little_dist.scheduling.memo import group_cache
-from little_dist.scheduling.plan import output_schema_hash, step_output_error
 from little_dist.scheduling.settle import FrontierItem
+from little_dist.scheduling.step_graph import output_schema_hash, step_output_error
 
 __all__ = ["drive_parallel"]
 
@@ -180,6 +182,6 @@ def _finish(
             "artifactRefs": refs,
             "metadata": metadata,
         },
-        f"end:{path}:{attempt}",
+        occurrences.attempt_ended(path, attempt),
     )
     env.overlay[path] = Virtual.ended(item.view, output=output, has_output=True)

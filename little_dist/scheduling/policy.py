@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
-from little_dist.scheduling.plan import StepPlan
+from little_dist.scheduling.step_graph import StepPlan
 from little_dist.scheduling.types import DispatchKind
 
 __all__ = [

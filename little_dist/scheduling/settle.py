@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from little_dist.scheduling.context import StepLookup, StepView
-from little_dist.scheduling.plan import END, ScopePlan, StepPlan
 from little_dist.scheduling.policy import GiveUp, NextAttempt
+from little_dist.scheduling.step_graph import END, ScopePlan, StepPlan
 
 __all__ = ["FrontierItem", "ScopeOutcome", "settle"]
 

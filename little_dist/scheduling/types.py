@@ -58,7 +58,7 @@ class RunContext:
       skips engine events, so the caller reads it from the log and sets this);
       ``decide`` then fails the run with causeCode ``cancelled``.
     - ``memoize``: let ``decide`` remember, on this context, the branches of a parallel step
-      that did not change between calls (see :mod:`little_dist.scheduling.memo`); the
+      that did not change between calls (see :mod:`little_dist.scheduling.branch_cache`); the
       decisions are the same either way. ``False`` re-drives every branch on every call (the
       reference the differential tests and ``bench/decide.py`` compare against).
     """

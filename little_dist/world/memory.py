@@ -16,8 +16,9 @@ from typing import Any
 
 from little_dist.canonical import canonical_json
 from little_dist.errors import ConflictError, InvalidInputError, LeaseLostError, RunEndedError
-from little_dist.events import RUN_END_EVENT_TYPES, RUN_END_OCCURRENCE, Event, EventInput
+from little_dist.events import RUN_END_EVENT_TYPES, Event, EventInput
 from little_dist.ids import artifact_id_from_ref, validate_run_id
+from little_dist.occurrences import RUN_END
 from little_dist.world.artifacts import (
     build_manifest,
     decode_artifact_payload,
@@ -35,6 +36,7 @@ from little_dist.world.base import (
     Fence,
     LateEvent,
     Lease,
+    LeasesOneByOne,
     PreparedEvent,
     SequenceConflictError,
     SequentialAppendThenAcquire,
@@ -63,6 +65,7 @@ class _LeaseState:
 
 
 class MemoryWorld(
+    LeasesOneByOne,
     SequentialAppendThenAcquire,
     SequentialArtifactsThenAppend,
     DecodesEveryEvent,
@@ -155,9 +158,7 @@ class MemoryWorld(
 
     @staticmethod
     def _ended(log: list[Event], occurrences: dict[str, Event]) -> bool:
-        return RUN_END_OCCURRENCE in occurrences or bool(
-            log and log[-1].type in RUN_END_EVENT_TYPES
-        )
+        return RUN_END in occurrences or bool(log and log[-1].type in RUN_END_EVENT_TYPES)
 
     def _keep_late(self, run_id: str, late: list[LateEvent]) -> None:
         kept = self._late.setdefault(run_id, [])

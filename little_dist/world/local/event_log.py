@@ -19,8 +19,9 @@ from typing import Any, Final
 
 from little_dist.canonical import canonical_json
 from little_dist.errors import LeaseLostError
-from little_dist.events import RUN_END_OCCURRENCE, Event
+from little_dist.events import Event
 from little_dist.ids import event_id_for_payload_json
+from little_dist.occurrences import RUN_END
 from little_dist.world.base import (
     Fence,
     LateEvent,
@@ -129,7 +130,7 @@ def append_prepared(
     if len(occurrence_ids) == len(prepared) and all(oid in recorded for oid in occurrence_ids):
         return [recorded[oid] for oid in occurrence_ids]
     new = [item for item in prepared if item.occurrence_id not in recorded]
-    (ended,) = conn.execute(_ENDED, (run_id, RUN_END_OCCURRENCE)).fetchone()
+    (ended,) = conn.execute(_ENDED, (run_id, RUN_END)).fetchone()
     if ended and refused_after_end(new):
         conn.executemany(
             _KEEP_LATE,

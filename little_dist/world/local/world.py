@@ -20,6 +20,7 @@ from little_dist.world.base import (
     Fence,
     LateEvent,
     Lease,
+    LeasesOneByOne,
     SequentialAppendThenAcquire,
     SequentialArtifactsThenAppend,
     WaitForEndByFollowing,
@@ -63,6 +64,7 @@ _CLAIMED: Final = "SELECT input_hash FROM submissions WHERE run_id = ?"
 
 
 class LocalWorld(
+    LeasesOneByOne,
     SequentialAppendThenAcquire,
     SequentialArtifactsThenAppend,
     DecodesEveryEvent,

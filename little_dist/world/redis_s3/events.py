@@ -31,6 +31,7 @@ from typing import Any, Final, Protocol
 
 import redis
 
+from little_dist import occurrences
 from little_dist.errors import InvalidInputError, LeaseLostError, RunEndedError
 from little_dist.events import (
     RUN_END_EVENT_TYPES,
@@ -73,7 +74,7 @@ def _as_sent(response: Any, **_options: Any) -> Any:
 
 
 # The occurrence id the engine records a run's end under (decide, cancel, planning).
-_RUN_END_OCCURRENCE = "run-end"
+_RUN_END_OCCURRENCE = occurrences.RUN_END
 
 
 def _entry_type(flat: list[bytes]) -> str:
@@ -85,7 +86,9 @@ def _entry_type(flat: list[bytes]) -> str:
 
 __all__ = ["EventLog", "recorded_at_now"]
 
-_RUN_CACHE_SIZE = 50_000
+# Runs whose script keys this process keeps (about 350 bytes each: at most ~3.5 MB); a run
+# is forgotten once this process appends its end, and all are when the count is reached.
+_RUN_CACHE_SIZE = 10_000
 _PAGE = 1000
 # How long a follower lets a busy run's appends gather before it reads them (the run's end
 # wakes it at once), and how long the end's wake-up key stays.
@@ -259,6 +262,8 @@ class EventLog:
         if isinstance(result, int):  # the common case: all appended, input i at result + 1 + i
             first = result + 1
             self._remember(run_id, run, result + len(prepared))
+            if ends:
+                self._runs.pop(run_id, None)  # (it takes no new events: see _RUN_CACHE_SIZE)
             ids = (
                 guessed_ids
                 if first == guess
@@ -291,7 +296,12 @@ class EventLog:
             raise RunEndedError(run_id)
         if status == b"archived":
             return self._recorded_in_archive(run_id, prepared, recorded_at)
-        return self._decode_append(run_id, run, prepared, guess, guessed_ids, recorded_at, result)
+        recorded = self._decode_append(
+            run_id, run, prepared, guess, guessed_ids, recorded_at, result
+        )
+        if ends:
+            self._runs.pop(run_id, None)
+        return recorded
 
     def _fence_arg(self, fence: Fence, release: bool) -> str:
         now = self._now_ms()

@@ -10,7 +10,7 @@ must then live in the run's slot: build its name with
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis
@@ -19,7 +19,12 @@ from little_dist.errors import LeaseLostError
 from little_dist.world.base import Lease, LeaseRequest, check_lease_request
 from little_dist.world.redis_s3 import scripts
 from little_dist.world.redis_s3.keys import KeyLayout
-from little_dist.world.redis_s3.redis_calls import LuaScript, ms, redis_errors
+from little_dist.world.redis_s3.redis_calls import (
+    LuaScript,
+    execute_pipeline,
+    ms,
+    redis_errors,
+)
 
 __all__ = ["AcquireTail", "LeaseStore"]
 
@@ -33,6 +38,7 @@ class LeaseStore:
     def __init__(
         self, client: redis.Redis, keys: KeyLayout, now_ms: Callable[[], int | str]
     ) -> None:
+        self._client = client
         self._keys = keys
         self._now_ms = now_ms
         # All three may be sent again after a lost reply. An acquire that ran finds the lease
@@ -48,6 +54,26 @@ class LeaseStore:
         with redis_errors(f"acquire of lease {key!r}"):
             reply = self._acquire(*self._acquire_call(key, holder, ttl_seconds))
         return _lease_of(key, holder, reply)
+
+    def acquire_many(self, requests: Sequence[LeaseRequest]) -> list[Lease | None]:
+        """Each request's acquire, in order, in one pipeline (one round trip instead of one
+        per lease: a wide fan-out schedules hundreds of attempts at once). Each acquire is
+        atomic on its own, as :meth:`acquire` is."""
+        for request in requests:
+            check_lease_request(request.key, request.holder, request.ttl_seconds)
+        if len(requests) < 2:
+            return [self.acquire(r.key, r.holder, r.ttl_seconds) for r in requests]
+        with redis_errors(f"acquire of {len(requests)} leases"):
+            pipe = self._client.pipeline(transaction=False)
+            for request in requests:
+                self._acquire.queue(
+                    pipe, *self._acquire_call(request.key, request.holder, request.ttl_seconds)
+                )
+            replies = execute_pipeline(pipe)
+        return [
+            _lease_of(request.key, request.holder, reply)
+            for request, reply in zip(requests, replies, strict=True)
+        ]
 
     def acquiring(self, request: LeaseRequest) -> AcquireTail:
         """The acquire of ``request`` as a command to queue in another call's pipeline."""

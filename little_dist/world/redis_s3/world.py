@@ -455,6 +455,9 @@ class RedisS3World:
     def acquire_lease(self, key: str, holder: str, ttl_seconds: float) -> Lease | None:
         return self._leases.acquire(key, holder, ttl_seconds)
 
+    def acquire_leases(self, requests: Sequence[LeaseRequest]) -> list[Lease | None]:
+        return self._leases.acquire_many(requests)
+
     def renew_lease(self, lease: Lease, ttl_seconds: float) -> Lease:
         return self._leases.renew(lease, ttl_seconds)
 

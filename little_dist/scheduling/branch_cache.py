@@ -42,7 +42,7 @@ from typing import Any, Final
 
 from little_dist.scheduling.context import Branch, BranchResult, StepView
 from little_dist.scheduling.env import Env
-from little_dist.scheduling.plan import StepPlan, visit_path
+from little_dist.scheduling.step_graph import StepPlan, visit_path
 from little_dist.scheduling.types import RunContext, StepDispatch
 from little_dist.scheduling.walk import Walk
 

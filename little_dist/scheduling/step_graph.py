@@ -45,6 +45,7 @@ ALPHA_MAX_BRANCHES: Final = 100
 #: The decision target that ends the current scope.
 END: Final = "end"
 _CACHE_SIZE: Final = 64
+_CACHE_LWIR_CHARS: Final = 32 * 1024 * 1024
 
 
 @dataclass(frozen=True, eq=False)
@@ -355,7 +356,12 @@ def _build(version: WorkflowVersion) -> WorkflowPlan:
     )
 
 
-_plans: OrderedDict[tuple[str, str], WorkflowPlan] = OrderedDict()
+# Plans by version, with the length of the version's canonical LWIR (what a plan holds grows
+# with it): bounded by count and by that length (a few large versions cannot take it all).
+# (An OrderedDict kept by hand, not little_dist.lru: plan_for is called several times per
+# step, and a hit must cost what a dict lookup does.)
+_plans: OrderedDict[tuple[str, str], tuple[WorkflowPlan, int]] = OrderedDict()
+_plans_chars = 0
 _plans_lock = threading.Lock()
 
 
@@ -386,12 +392,17 @@ def plan_for(version: WorkflowVersion) -> WorkflowPlan:
         found = _plans.get(key)
         if found is not None:
             _plans.move_to_end(key)
-            return found
+            return found[0]
     built = _build(version)
+    size = len(version.canonical_json)
+    global _plans_chars
     with _plans_lock:
-        _plans[key] = built
-        while len(_plans) > _CACHE_SIZE:
-            _plans.popitem(last=False)
+        old = _plans.pop(key, None)
+        _plans[key] = (built, size)
+        _plans_chars += size - (old[1] if old is not None else 0)
+        while len(_plans) > 1 and (len(_plans) > _CACHE_SIZE or _plans_chars > _CACHE_LWIR_CHARS):
+            _, (_, dropped) = _plans.popitem(last=False)
+            _plans_chars -= dropped
     return built
 
 

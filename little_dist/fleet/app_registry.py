@@ -7,7 +7,9 @@ them:
 * **workflows** — an explicit ``WORKFLOWS = [...]`` list (or tuple) of
   :class:`~little_dist.authoring.WorkflowDefinition`, else every ``WorkflowDefinition`` that
   is a top-level attribute of the module. A run whose LWIR ``metadata.name`` is a
-  workflow's id runs with that workflow's :meth:`~WorkflowDefinition.capabilities`.
+  workflow's id runs with that workflow's :meth:`~WorkflowDefinition.capabilities`: the
+  document selects among them and may not name any other
+  (:meth:`AppRegistry.check_version`, :mod:`little_dist.runtime.grants`).
 * **app-wide capabilities** for runs of plain LWIR (no definition with that name), with the
   same conventions as ``little run --app``: a ``capabilities`` attribute (a
   :class:`~little_dist.runtime.Capabilities` or a function returning one), else
@@ -33,7 +35,7 @@ from typing import Any
 from little_dist.authoring import WorkflowDefinition
 from little_dist.compiler import WorkflowVersion
 from little_dist.errors import InvalidInputError
-from little_dist.runtime import Capabilities
+from little_dist.runtime import Capabilities, check_grants
 from little_dist.tools import Tool, ToolRegistry
 
 __all__ = ["AppImportError", "AppRegistry", "load_registry", "workflow_name_of"]
@@ -81,6 +83,19 @@ class AppRegistry:
     def capabilities_for(self, version: WorkflowVersion) -> Capabilities:
         """The capabilities of a run of ``version`` (by its LWIR ``metadata.name``)."""
         return self.capabilities_for_workflow(workflow_name_of(version))
+
+    def owner_of(self, workflow_id: str | None) -> str:
+        """Who registers the capabilities of runs of ``workflow_id``, for messages."""
+        if workflow_id is not None and workflow_id in self.workflows:
+            return f"workflow {workflow_id!r}"
+        return "the app"
+
+    def check_version(self, version: WorkflowVersion) -> None:
+        """Raise :class:`~little_dist.runtime.CapabilityError` (one line naming the step and
+        the capability) when ``version`` names a tool, model slot or harness that the
+        capabilities of its runs do not provide."""
+        name = workflow_name_of(version)
+        check_grants(version, self.capabilities_for_workflow(name), self.owner_of(name))
 
 
 def _import(name: str) -> ModuleType:

@@ -17,13 +17,14 @@ from __future__ import annotations
 from collections.abc import Container
 from dataclasses import dataclass, field
 
+from little_dist import occurrences
 from little_dist.compiler import WorkflowVersion
 from little_dist.errors import LeaseLostError
 from little_dist.events import EventInput
 from little_dist.run_state import RunState
 from little_dist.runtime.failures import CAUSE_LEASE_EXPIRED, error_envelope
 from little_dist.scheduling.context import StepPathError, locate_step
-from little_dist.scheduling.plan import plan_for
+from little_dist.scheduling.step_graph import plan_for
 from little_dist.world.base import World, run_lease_key
 
 __all__ = [
@@ -107,7 +108,7 @@ def sweep_dead_attempts(
                 run_id,
                 EventInput(
                     type="StepFailed",
-                    occurrence_id=f"end:{path}:{attempt}",
+                    occurrence_id=occurrences.attempt_ended(path, attempt),
                     payload={
                         "stepPath": path,
                         "stepId": step_id,

@@ -1,0 +1,119 @@
+"""Where tasks go: the :class:`TaskQueue` seam, its Celery adapter and an in-memory queue.
+
+The engine sends a task by name, with ids for arguments, to the queue of a role
+(``little.execute_step(run_id, step_path, attempt)`` to the workers' queue, ...), and asks
+how many tasks wait in a role's queue. That is all it needs of a message broker, so that is
+all :class:`TaskQueue` is:
+
+* :class:`CeleryQueue` sends with a Celery app (``send_task`` to the role's queue from the
+  settings) and sizes a queue through the broker (a passive declare);
+* :class:`MemoryQueue` keeps what was sent in a list: tests read it, and deliver the tasks
+  themselves (as :class:`~little_dist.world.memory.MemoryWorld` stands in for storage).
+
+Nothing in the fleet reaches into Celery or kombu but :class:`CeleryQueue` (and the worker
+process itself, which Celery runs).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+
+from little_dist.settings import Role, Settings
+
+if TYPE_CHECKING:
+    from celery import Celery
+
+__all__ = ["CeleryQueue", "MemoryQueue", "SentTask", "TaskQueue"]
+
+_log = logging.getLogger("little.fleet")
+
+
+class TaskQueue(Protocol):
+    """Sends the fleet's tasks; see the module docstring."""
+
+    def send(self, task: str, args: Sequence[Any], role: Role) -> None:
+        """Send task ``task`` with ``args`` to ``role``'s queue (results are never read)."""
+        ...
+
+    def depth(self, role: Role) -> int | None:
+        """How many tasks wait in ``role``'s queue; ``None`` when it cannot be told."""
+        ...
+
+
+class CeleryQueue:
+    """:class:`TaskQueue` over a Celery app; ``settings`` name the queue of each role."""
+
+    def __init__(self, app: Celery, settings: Settings) -> None:
+        self.app = app
+        self._settings = settings
+
+    def send(self, task: str, args: Sequence[Any], role: Role) -> None:
+        self.app.send_task(task, args=tuple(args), queue=self._settings.queue_for(role))
+
+    def depth(self, role: Role) -> int | None:
+        try:
+            with self.app.connection_or_acquire() as connection:
+                channel = connection.default_channel
+                try:
+                    declared = channel.queue_declare(
+                        queue=self._settings.queue_for(role), passive=True
+                    )
+                except Exception as error:
+                    # Redis: an empty queue is no key at all, which kombu reports as a
+                    # missing queue (amqp's ChannelError, reply code 404).
+                    if str(getattr(error, "reply_code", "")) == "404":
+                        return 0
+                    raise
+                return int(declared.message_count)
+        except Exception:
+            _log.debug("could not size the %s queue", role, exc_info=True)
+            return None
+
+
+class SentTask(NamedTuple):
+    """One task a :class:`MemoryQueue` was given."""
+
+    name: str
+    args: tuple[Any, ...]
+    role: Role
+
+    @property
+    def run_id(self) -> Any:
+        return self.args[0]
+
+    @property
+    def step_path(self) -> Any:
+        return self.args[1] if len(self.args) > 1 else None
+
+    @property
+    def attempt(self) -> Any:
+        return self.args[2] if len(self.args) > 2 else None
+
+
+class MemoryQueue:
+    """:class:`TaskQueue` in memory: what was sent waits in :attr:`sent` until
+    :meth:`take`; ``depth`` counts what waits (``None`` when ``sized`` is false)."""
+
+    def __init__(self, *, sized: bool = True) -> None:
+        self.sent: list[SentTask] = []
+        self._sized = sized
+        self._lock = threading.Lock()
+
+    def send(self, task: str, args: Sequence[Any], role: Role) -> None:
+        with self._lock:
+            self.sent.append(SentTask(task, tuple(args), role))
+
+    def depth(self, role: Role) -> int | None:
+        if not self._sized:
+            return None
+        with self._lock:
+            return sum(1 for task in self.sent if task.role == role)
+
+    def take(self) -> list[SentTask]:
+        """Everything sent since the last take, in order (the queue is then empty)."""
+        with self._lock:
+            taken, self.sent = self.sent, []
+        return taken
