@@ -119,19 +119,10 @@ if redis.call('EXISTS', KEYS[3]) == 1 then
   return done({'archived'})
 end
 -- The run's end seals its log: no new event of its own after RunCompleted or RunFailed
--- (observers' side-channel facts, outcome.reported, still come). The engine records its end
--- under occurrence run-end; another writer's end is the last entry (sealing keeps it last).
-local ended = redis.call('HEXISTS', KEYS[2], 'run-end') == 1
-if not ended and last > 0 then
-  local tail = redis.call('XREVRANGE', events, '+', '-', 'COUNT', 1)[1][2]
-  for f = 1, #tail, 2 do
-    if tail[f] == 't' then
-      ended = tail[f + 1] == 'RunCompleted' or tail[f + 1] == 'RunFailed'
-      break
-    end
-  end
-end
-if ended then
+-- (observers' side-channel facts, outcome.reported, still come). An end is in the
+-- occurrence index under run-end: the engine records it so, and this script indexes an end
+-- another writer recorded under another id (or none) there too, below. One HEXISTS.
+if redis.call('HEXISTS', KEYS[2], 'run-end') == 1 then
   local refused, own = {}, false
   for i = 1, n do
     if results[i] == nil then
@@ -166,6 +157,10 @@ for i = 1, n do
     local at = head + (i - 1) * per
     local id = seq .. '-0'
     local occ = ARGV[at + 3]
+    local kind = ARGV[at + 1]
+    if (kind == 'RunCompleted' or kind == 'RunFailed') and occ ~= 'run-end' then
+      redis.call('HSETNX', KEYS[2], 'run-end', seq)  -- (a run has one end: see above)
+    end
     -- The client hashed the event id for the sequence it guessed; keep it only if right.
     local keep = seq == guess + i - 1
     if occ == '' then
