@@ -34,6 +34,7 @@ __all__ = ["fleet_env"]  # the fixture, re-exported for pytest
 
 OPERATIONS = ROOT / "docs" / "operations.md"
 RECIPE_SECTION = "## A fleet on one machine, without Docker"
+SERVICE_SECTION = "## Start runs from another service"
 
 
 def checked_blocks(markdown: str, section: str) -> list[str]:
@@ -172,6 +173,53 @@ def test_another_service_starts_and_watches_a_run_with_celery_and_redis_only(
         assert client.status(run_id).status == "completed"
         started = [e for e in client.events(run_id) if e.type == "RunStarted"]
     assert [e.payload["input"] for e in started] == [{"ticket": "T-1"}]
+
+
+def python_blocks(markdown: str, section: str) -> list[str]:
+    start = markdown.index(section)
+    end = markdown.find("\n## ", start + len(section))
+    body = markdown[start : end if end != -1 else len(markdown)]
+    return re.findall(r"^```python\n(.*?)^```$", body, flags=re.S | re.M)
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(180)
+def test_the_documented_sender_and_watcher_run_as_written(fleet_env: FleetEnv) -> None:
+    """The section's two Python blocks, with this fleet's Redis, queue and key prefix put
+    in for the documented ones: the run it starts completes, and the watcher says so."""
+    send, watch = python_blocks(OPERATIONS.read_text(encoding="utf-8"), SERVICE_SECTION)
+    start_worker(fleet_env, app="examples.support_triage")
+    start_scheduler(fleet_env)
+    url = fleet_env.env["LITTLE_BROKER_URL"]
+    ours = {
+        "redis://little:PASSWORD@redis-host:6379/0": url,
+        '"little.planner"': json.dumps(fleet_env.env["LITTLE_QUEUE_PLANNER"]),
+        '"little:{run_ticket_T1001}:events"': json.dumps(
+            f"{fleet_env.key_prefix}{{run_ticket_T1001}}:events"
+        ),
+    }
+    for documented, actual in ours.items():
+        assert documented in send + watch, documented
+        send, watch = send.replace(documented, actual), watch.replace(documented, actual)
+    for code in (send, watch):
+        # Run as written; whatever way it ends (the watcher raises SystemExit), it must not
+        # have imported little_dist.
+        guarded = (
+            "import sys\ntry:\n"
+            f"    exec(compile({code!r}, 'docs/operations.md', 'exec'), {{}})\n"
+            "finally:\n"
+            "    assert 'little_dist' not in sys.modules, 'imported little_dist'\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", guarded],
+            env={"PATH": os.environ.get("PATH", "")},
+            cwd="/",
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("RunCompleted {"), done.stdout
 
 
 def test_the_documented_redis_keys_are_the_worlds() -> None:
