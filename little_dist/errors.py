@@ -9,6 +9,7 @@
     ├── NotFoundError                 an unknown run id, workflow version or artifact
     ├── ConflictError                 an optimistic-concurrency check failed (expected sequence)
     ├── LeaseLostError                a fencing token was superseded or a lease expired
+    │   └── RunEndedError             the run's log holds its end and takes no more events
     ├── EventLogCorruptError          a log with a gap, a duplicate sequence or a foreign run id
     └── StorageUnavailableError       Redis, S3 or the disk could not be reached (retryable)
 
@@ -43,6 +44,17 @@ class ConflictError(LittleError):
 
 class LeaseLostError(LittleError):
     """The holder's fencing token is stale: another holder took the lease."""
+
+
+class RunEndedError(LeaseLostError):
+    """The run has ended (its log holds ``RunCompleted`` or ``RunFailed``): its log takes no
+    more events of its own. A writer gets it as it gets a lost lease (the run's end takes
+    every writer's right to write away), and stops: an attempt that was in flight when the
+    run ended commits nothing."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"Run {run_id} has ended; its event log takes no more events")
+        self.run_id = run_id
 
 
 class EventLogCorruptError(LittleError):

@@ -33,6 +33,7 @@ __all__ = [
     "RUN_END_EVENT_TYPES",
     "SCHEDULE_EVENT_TYPES",
     "SIDE_CHANNEL_EVENT_TYPES",
+    "USAGE_EVENT_TYPES",
     "WORLD_EVENT_TYPES",
     "Event",
     "EventInput",
@@ -143,6 +144,13 @@ ENGINE_EVENT_PREFIX = "little."
 
 #: The events that end a run.
 RUN_END_EVENT_TYPES: frozenset[str] = frozenset({"RunCompleted", "RunFailed"})
+
+#: The events that carry a model call's usage (tokens; the fold prices them). An append
+#: refused because the run had ended keeps these in the run's late record
+#: (:meth:`~little_dist.world.base.World.late_events`), so the spend is still counted.
+USAGE_EVENT_TYPES: frozenset[str] = frozenset(
+    {"ModelCallCompleted", "harness.model.responded", "HarnessModelResponded"}
+)
 
 #: What a decision records when it schedules work (and nothing else): the steps and branches
 #: it names are in flight afterwards, and settle nothing by being recorded.

@@ -141,14 +141,14 @@ def test_cancel_stops_a_running_run(fleet_env: FleetEnv) -> None:
             assert time.monotonic() < deadline, "the run never started a step"
             time.sleep(0.1)
         out = _ok(little(fleet_env, "cancel", run_id, "--wait", "--timeout", "30"))
-        assert out.strip() == f"run {run_id} failed"
+        assert out.strip() == f"run {run_id} cancelled"
         state = client.state(run_id)
         assert state.status == "failed"
         assert state.error["causeCode"] == "cancelled"
     again = little(fleet_env, "cancel", run_id)
     _ok(again, 1)
-    assert "already ended (failed)" in again.stderr
-    status = json.loads(_ok(little(fleet_env, "status", run_id, "--json")))
+    assert "already ended (cancelled)" in again.stderr
+    status = json.loads(_ok(little(fleet_env, "status", run_id, "--json"), 1))
     assert status["error"]["causeCode"] == "cancelled"
     assert status["cancelRequested"] is True
 
@@ -167,9 +167,18 @@ def test_the_scheduler_drives_runs_when_workers_do_not(fleet_env: FleetEnv) -> N
 def test_a_failing_run_exits_1_with_its_cause(fleet_env: FleetEnv, tmp_path: Path) -> None:
     start_worker(fleet_env, roles=["worker"])
     lwir = _write(tmp_path, "explode.json", wf.single_tool_lwir("explode", {"message": "kaput"}))
-    result = little(fleet_env, "submit", lwir, "--wait", "--timeout", "40")
+    result = little(fleet_env, "submit", lwir, "--wait", "--timeout", "40", "--run-id", "run_kaput")
     _ok(result, 1)
     assert "failed" in result.stderr and "kaput" in result.stderr
+    # `little status` says why, and exits 1 like the run.
+    text = _ok(little(fleet_env, "status", "run_kaput"), 1)
+    assert "error     tool_error: tool 'explode' failed: kaput\nin step   only\n" in text
+    status = json.loads(_ok(little(fleet_env, "status", "run_kaput", "--json"), 1))
+    assert status["failure"] == {
+        "causeCode": "tool_error",
+        "message": "tool 'explode' failed: kaput",
+        "stepPath": "only",
+    }
 
 
 @pytest.mark.parametrize(

@@ -142,7 +142,7 @@ def test_report_prices_models_the_registry_lacks_from_litellms_map(tmp_path: Pat
     assert registry_only.returncode == 0, registry_only.stderr
     total = next(line for line in registry_only.stdout.splitlines() if line.startswith("TOTAL"))
     assert total.endswith("n/a")
-    assert "had no registry pricing" in registry_only.stdout
+    assert "no price in the model registry" in registry_only.stdout
 
 
 @pytest.mark.parametrize("command", ["events", "replay", "report"])

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from little_dist.errors import RunEndedError
 from little_dist.events import EventInput
 from little_dist.fleet.client import Client, RunMismatchError, WaitTimeoutError
 from little_dist.fleet.engine_events import CANCEL_EVENT_TYPE
@@ -215,7 +216,8 @@ def test_wait_folds_a_long_log_as_it_comes_into_the_final_state() -> None:
     waiter = threading.Thread(target=lambda: waiting.append(client.wait(run_id, timeout=20)))
     waiter.start()
     world.append(run_id, EventInput(type="RunCompleted", payload={"output": {"ok": True}}))
-    world.append(run_id, EventInput(type="StepScheduled", payload={"stepPath": "late"}))
+    with pytest.raises(RunEndedError):  # the end seals the log
+        world.append(run_id, EventInput(type="StepScheduled", payload={"stepPath": "late"}))
     waiter.join(20)
     (state,) = waiting
     assert state.status == "completed" and state.output == {"ok": True}

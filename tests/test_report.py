@@ -178,42 +178,59 @@ def test_js_property_order_lists_array_index_keys_first() -> None:
 
 RETRY_TABLE = f"""Run run_retry (running)
 
-STEP                                    ATTEMPTS  DURATION     IN  CACHED  CACHE%   OUT  CALLS  COST (USD)
---------------------------------------  --------  --------  -----  ------  ------  ----  -----  ----------
-{HOSTILE_STEP}         1     2.0 s     10       0    0.0%     0   0+1?         n/a
-extract                                        1     2.0 s  20000   16000   80.0%  2000      1    0.003000
-publish                                        1         —    500       0    0.0%    50      1    0.000105
-summarize                                      2     6.0 s   4000       0    0.0%   700      2    0.008070
-(unattributed)                                 —         —    400       0    0.0%   100      1    0.000120
---------------------------------------  --------  --------  -----  ------  ------  ----  -----  ----------
-TOTAL                                          5         —  24910   16000   64.2%  2850   5+1?    0.011295
+STEP                                    ATTEMPTS  DURATION     IN  CACHED  CACHE%   OUT           CALLS  COST (USD)
+--------------------------------------  --------  --------  -----  ------  ------  ----  --------------  ----------
+extract                                        1     2.0 s  20000   16000   80.0%  2000               1    0.003000
+summarize                                      2     6.0 s   4000       0    0.0%   700               2    0.008070
+{HOSTILE_STEP}         1     2.0 s     10       0    0.0%     0  1 (1 unpriced)         n/a
+publish                                        1         —    500       0    0.0%    50               1    0.000105
+(outside steps)                                —         —    400       0    0.0%   100               1    0.000120
+--------------------------------------  --------  --------  -----  ------  ------  ----  --------------  ----------
+TOTAL                                          5         —  24910   16000   64.2%  2850  6 (1 unpriced)    0.011295
 
-Note: 1 model call(s) had no registry pricing and are excluded from the cost above.
+Note: (outside steps) counts model calls recorded without a step (a planner's, for one).
+Note: 1 model call(s) have no price in the model registry (unpriced): their tokens are counted, their cost is not.
 """  # noqa: E501
 
 
-def test_detailed_table_adds_attempts_and_duration() -> None:
+def test_detailed_table_adds_attempts_and_duration_in_run_order_with_words() -> None:
     report = build_run_report(retry_run_events())
     assert render_table(report, detailed=True) == RETRY_TABLE
 
 
+def _in_words(cell: str) -> str:
+    """Upstream's cell as the detailed table says it."""
+    if cell == "(unattributed)":
+        return "(outside steps)"
+    signs = re.fullmatch(r"(\d+)\+(\d+)\?", cell)
+    if signs:
+        priced, unpriced = int(signs[1]), int(signs[2])
+        return f"{priced + unpriced} ({unpriced} unpriced)"
+    return cell
+
+
 @pytest.mark.parametrize("vector", RUN_REPORTS, ids=_ids(RUN_REPORTS))
-def test_detailed_table_is_upstreams_plus_two_columns(vector: dict[str, Any]) -> None:
+def test_detailed_table_is_upstreams_plus_two_columns_in_words(vector: dict[str, Any]) -> None:
     report = _upstream_report(vector["events"])
     upstream = render_table(report).splitlines()
     detailed = render_table(report, detailed=True).splitlines()
-    assert len(detailed) == len(upstream)
+    head = 3 if report.failure is not None else 2  # (the Cause: line)
 
     def cells(line: str) -> list[str]:
         return re.split(r"\s{2,}", line.strip())  # columns are at least two spaces apart
 
-    assert cells(detailed[2]) == ["STEP", "ATTEMPTS", "DURATION", *cells(upstream[2])[1:]]
-    # Every body row keeps upstream's cells, with attempts and duration after the name.
-    rows = [i for i, line in enumerate(upstream) if i > 3 and line and line[0] not in "-N"]
-    assert rows
-    for i in rows:
-        ours, theirs = cells(detailed[i]), cells(upstream[i])
-        assert [ours[0], *ours[3:]] == theirs
+    assert cells(detailed[head]) == ["STEP", "ATTEMPTS", "DURATION", *cells(upstream[2])[1:]]
+
+    # Every body row keeps upstream's cells (in words), with attempts and duration after the
+    # name; the steps in run order, which is upstream's order sorted.
+    def body(lines: list[str], first: int) -> list[list[str]]:
+        end = next((i for i, line in enumerate(lines) if i > first and not line), len(lines))
+        return [cells(line) for line in lines[first:end] if line[0] != "-"]
+
+    ours = [[row[0], *row[3:]] for row in body(detailed, head + 2)]
+    theirs = [[_in_words(cell) for cell in row] for row in body(upstream, 4)]
+    assert sorted(ours) == sorted(theirs)
+    assert ours[-1] == theirs[-1]  # TOTAL last
 
 
 def test_detailed_json_adds_attempts_and_duration_to_every_row() -> None:
@@ -231,7 +248,9 @@ def test_detailed_json_adds_attempts_and_duration_to_every_row() -> None:
 
 
 @pytest.mark.parametrize("vector", RUN_REPORTS, ids=_ids(RUN_REPORTS))
-def test_detailed_json_is_upstreams_plus_two_keys_per_row(vector: dict[str, Any]) -> None:
+def test_detailed_json_is_upstreams_plus_two_keys_per_row_in_run_order(
+    vector: dict[str, Any],
+) -> None:
     data = report_to_json(_upstream_report(vector["events"]), detailed=True)
     rows = [
         *data["steps"],
@@ -242,7 +261,22 @@ def test_detailed_json_is_upstreams_plus_two_keys_per_row(vector: dict[str, Any]
         assert isinstance(row.pop("attempts"), int)
         duration = row.pop("durationMs")
         assert duration is None or duration >= 0
-    assert data == vector["expected_report"]
+    expected = vector["expected_report"]
+    # Steps in run order (upstream's, sorted) and dollars rounded to 10 decimals.
+    assert sorted(data.pop("steps"), key=str) == sorted(_rounded(expected["steps"]), key=str)
+    data.pop("failure", None)
+    assert data == _rounded({k: v for k, v in expected.items() if k != "steps"})
+
+
+def _rounded(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {
+            k: round(v, 10) if k == "costUsd" and isinstance(v, float) else _rounded(v)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_rounded(item) for item in value]
+    return value
 
 
 def test_finished_run_total_duration_is_its_wall_clock() -> None:
@@ -396,4 +430,4 @@ def test_html_escapes_hostile_step_names_and_run_ids() -> None:
 def test_html_for_a_run_without_attempts_still_renders() -> None:
     page = render_html(build_run_report(RUN_REPORTS[1]["events"]))
     assert "No step attempts were recorded" in page
-    assert "(unattributed)" in page
+    assert "(outside steps)" in page  # upstream's (unattributed) row, in words

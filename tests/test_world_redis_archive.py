@@ -18,7 +18,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import pytest
 import redis
 
-from little_dist.errors import EventLogCorruptError
+from little_dist.errors import EventLogCorruptError, RunEndedError
 from little_dist.events import EventInput
 from little_dist.world.redis_s3 import RunSealedError
 from little_dist.world.redis_s3 import archive as archive_module
@@ -174,3 +174,34 @@ def test_a_refused_append_to_an_archived_run_does_not_put_it_back_in_the_index(
     finally:
         world.close()
         late.close()
+
+
+def test_a_late_commit_to_an_archived_run_keeps_its_usage_and_the_bounds_come_from_s3(
+    world_spec: Callable[[], str], s3_env: S3Service
+) -> None:
+    world = _open(world_spec(), s3_env)
+    try:
+        start, _, end = world.append_batch(
+            RUN,
+            [_ev("RunStarted", "run-start"), _ev(stepPath="s"), _ev("RunFailed", "run-end")],
+        )
+        world.archive_run(RUN, ttl_seconds=0)  # the stream is gone: S3 holds the log
+        assert world.first_and_last_events(RUN) == (start, end)
+        response = _ev(
+            "harness.model.responded",
+            "model-responded:s:1:0",
+            stepPath="s",
+            response={"usage": {"inputTokens": 10, "outputTokens": 2}},
+        )
+        with pytest.raises(RunSealedError) as refused:
+            world.append_batch(RUN, [response, _ev("StepCompleted", "end:s:1", stepPath="s")])
+        assert isinstance(refused.value, RunEndedError)
+        (late,) = world.late_events(RUN)
+        assert (late.type, late.occurrence_id, late.payload) == (
+            response.type,
+            response.occurrence_id,
+            response.payload,
+        )
+        assert world.last_sequence(RUN) == 3
+    finally:
+        world.close()

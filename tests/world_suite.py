@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from little_dist.canonical import canonical_json
-from little_dist.errors import ConflictError, InvalidInputError, LeaseLostError
+from little_dist.errors import ConflictError, InvalidInputError, LeaseLostError, RunEndedError
 from little_dist.events import Event, EventInput
 from little_dist.ids import InvalidIdError, event_id_for
 from little_dist.world.artifacts import artifact_ref_for, payload_sha256
@@ -547,6 +547,104 @@ class WorldConformance(VersionIndexConformance):
         assert list(world.follow(RUN, after=5, timeout=0.1)) == []
         assert time.monotonic() - started < 2.0
 
+    # -- the end seals the log ---------------------------------------------------------------
+
+    def _ended_run(self, world: World, **end: Any) -> list[Event]:
+        return world.append_batch(
+            RUN,
+            [
+                ev("StepAttemptStarted", "start:s:1", stepPath="s"),
+                EventInput(
+                    type=end.get("type", "RunFailed"),
+                    occurrence_id=end.get("occurrence_id", "run-end"),
+                    payload={"error": {"causeCode": "cancelled", "message": "Run was cancelled."}},
+                ),
+            ],
+        )
+
+    def test_an_ended_run_takes_no_new_event_of_its_own(self, handle: WorldHandle) -> None:
+        world = handle.world
+        recorded = self._ended_run(world)
+        late_commit = [
+            ev("harness.tool_call.succeeded", "tool-done:s:1", stepPath="s"),
+            ev("StepCompleted", "end:s:1", stepPath="s", output={"ok": True}),
+        ]
+        for attempt in (
+            lambda: world.append_batch(RUN, late_commit),
+            lambda: world.append(RUN, ev("StepScheduled", "schedule:t:1", stepPath="t")),
+            lambda: world.append(RUN, ev("little.run.cancel_requested", None)),
+        ):
+            with pytest.raises(RunEndedError) as refused:
+                attempt()
+            assert isinstance(refused.value, LeaseLostError)  # a writer stops as on a lost lease
+        assert world.last_sequence(RUN) == 2
+        assert world.list_events(RUN) == recorded
+        assert world.late_events(RUN) == []  # nothing refused carried model usage
+
+    def test_what_an_ended_run_recorded_still_resolves(self, handle: WorldHandle) -> None:
+        world = handle.world
+        start, end = self._ended_run(world)
+        again = EventInput(type="RunCompleted", occurrence_id="run-end", payload={})
+        assert world.append(RUN, again) == end  # a run has one end
+        assert world.append_batch(RUN, [ev("StepAttemptStarted", "start:s:1")]) == [start]
+        with pytest.raises(RunEndedError):  # all or nothing: one new event refuses the batch
+            world.append_batch(RUN, [ev("StepAttemptStarted", "start:s:1"), ev(stepPath="x")])
+        assert world.last_sequence(RUN) == 2
+
+    def test_an_end_without_the_engines_occurrence_id_seals_too(self, handle: WorldHandle) -> None:
+        world = handle.world
+        self._ended_run(world, type="RunCompleted", occurrence_id=None)
+        with pytest.raises(RunEndedError):
+            world.append(RUN, ev(stepPath="late"))
+        assert world.last_sequence(RUN) == 2
+
+    def test_observers_still_report_outcomes_on_an_ended_run(self, handle: WorldHandle) -> None:
+        world = handle.world
+        self._ended_run(world)
+        outcome = world.append(RUN, ev("outcome.reported", "outcome:1", outcome="accepted"))
+        assert outcome.sequence == 3
+        with pytest.raises(RunEndedError):
+            world.append_batch(RUN, [ev("outcome.reported", "outcome:2"), ev(stepPath="x")])
+
+    def test_a_refused_late_commit_keeps_its_model_usage_once(self, handle: WorldHandle) -> None:
+        world = handle.world
+        lease = world.acquire_lease(f"{{{RUN}}}:step:s", "attempt-1", 30)
+        assert lease is not None
+        self._ended_run(world)
+        usage = {"inputTokens": 1200, "outputTokens": 80}
+        response = ev(
+            "harness.model.responded",
+            "model-responded:s:1:0",
+            stepPath="s",
+            model={"provider": "openai", "modelId": "gpt-4o-mini"},
+            response={"usage": usage},
+        )
+        commit = [response, ev("StepCompleted", "end:s:1", stepPath="s")]
+        for _ in range(2):  # a commit sent again after a lost reply is kept once
+            with pytest.raises(RunEndedError):  # (the end is checked before the fence)
+                world.append_batch(RUN, commit, fence=lease.fence, release=True)
+        late = world.late_events(RUN)
+        assert [(e.run_id, e.type, e.occurrence_id) for e in late] == [
+            (RUN, "harness.model.responded", "model-responded:s:1:0")
+        ]
+        assert late[0].payload == response.payload
+        assert ISO_MILLIS.match(late[0].recorded_at)
+        assert world.last_sequence(RUN) == 2
+        assert "harness.model.responded" not in {e.type for e in world.list_events(RUN)}
+        assert world.late_events("run_unknown_0001") == []
+        # The commit released its lease all the same.
+        assert world.acquire_lease(f"{{{RUN}}}:step:s", "attempt-2", 30) is not None
+
+    def test_first_and_last_events_bound_the_log(self, handle: WorldHandle) -> None:
+        world = handle.world
+        assert world.first_and_last_events(RUN) is None
+        (only,) = world.append_batch(RUN, [ev(stepPath="a")])
+        assert world.first_and_last_events(RUN) == (only, only)
+        recorded = world.append_batch(RUN, [ev(stepPath=f"s{i}") for i in range(3)])
+        assert world.first_and_last_events(RUN) == (only, recorded[-1])
+        with pytest.raises(InvalidIdError):
+            world.first_and_last_events("not a run id")
+
     # -- wait_for_end -----------------------------------------------------------------------
 
     def test_wait_for_end_wakes_on_the_end_and_not_before(self, handle: WorldHandle) -> None:
@@ -575,7 +673,8 @@ class WorldConformance(VersionIndexConformance):
         world.append_batch(
             RUN, [ev(stepPath="s"), EventInput(type="RunFailed", payload={"error": {}})]
         )
-        world.append(RUN, ev(stepPath="after the end"))  # (a late trace, say)
+        with pytest.raises(RunEndedError):
+            world.append(RUN, ev(stepPath="after the end"))  # (a late trace: refused)
         started = time.monotonic()
         assert world.wait_for_end(RUN, timeout=10) is True
         assert time.monotonic() - started < 1.0

@@ -25,6 +25,7 @@ SUBCOMMANDS: tuple[tuple[str, str], ...] = (
     ("events", "events_cmd"),
     ("replay", "replay_cmd"),
     ("report", "report_cmd"),
+    ("runs", "runs_cmd"),
     ("worker", "worker_cmd"),
     ("scheduler", "scheduler_cmd"),
     ("submit", "submit_cmd"),

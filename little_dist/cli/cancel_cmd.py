@@ -1,9 +1,10 @@
 """``little cancel RUN_ID``: ask a fleet run to stop.
 
 Records ``little.run.cancel_requested``; the run then fails with causeCode ``cancelled``
-(steps already running finish their attempt, nothing new starts). ``--wait`` follows the run
-until it has ended. Exit 0 when the cancel was recorded, 1 when the run had already ended or
-does not exist.
+(nothing new starts; a step already running is left to finish, and whatever it commits
+after the run's end is refused). ``--wait`` follows the run until it has ended and prints
+``run RUN_ID cancelled`` (or how it ended, if it ended first). Exit 0 when the cancel was
+recorded, 1 when the run had already ended or does not exist.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import argparse
 import sys
 from typing import Any
 
+from little_dist.cli.common import outcome_word
 from little_dist.cli.submit_cmd import add_fleet_options, fleet_client
 
 __all__ = ["register", "run"]
@@ -34,12 +36,15 @@ def register(sub: Any, name: str) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     with fleet_client(args) as client:
         if not client.cancel(args.run_id, reason=args.reason):
-            status = client.status(args.run_id).status
+            view = client.status(args.run_id)
+            status = outcome_word(view.status, view.error)
             print(f"little cancel: run {args.run_id} already ended ({status})", file=sys.stderr)
             return 1
         if args.wait:
             state = client.wait(args.run_id, timeout=args.timeout)
-            print(f"run {args.run_id} {state.status}")
+            # A run that ends because of this cancel says so; one that failed or completed
+            # on its own before the cancel took effect says that.
+            print(f"run {args.run_id} {outcome_word(state.status, state.error)}")
         else:
             print(f"cancel requested for run {args.run_id}")
     return 0

@@ -56,6 +56,14 @@ def open_world_for_writing(args: argparse.Namespace) -> World:
     return open_world(world_spec(args))
 
 
+def outcome_word(status: str, error: object) -> str:
+    """How a person names a run's status: ``cancelled`` for a run that failed because it was
+    cancelled (the log says ``RunFailed`` with causeCode ``cancelled``), else ``status``."""
+    if status == "failed" and isinstance(error, dict) and error.get("causeCode") == "cancelled":
+        return "cancelled"
+    return status
+
+
 def require_run(world: World, run_id: str) -> int:
     """The run's last sequence; :class:`RunNotFoundError` for a run with no events."""
     from little_dist.ids import validate_run_id

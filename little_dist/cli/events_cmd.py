@@ -1,4 +1,9 @@
-"""``little events RUN_ID``: print (and follow) a run's event log."""
+"""``little events RUN_ID``: print (and follow) a run's event log.
+
+``--type GLOB`` keeps the events whose type matches; when none does, stderr says so and
+names the types the log holds (a glob is case-sensitive: ``step*`` matches nothing), and
+the exit status is still 0.
+"""
 
 from __future__ import annotations
 
@@ -59,8 +64,12 @@ def run(args: argparse.Namespace) -> int:
         else:
             events = iter(world.list_events(args.run_id))
         out = sys.stdout
+        matched = 0
+        seen: dict[str, None] = {}  # the log's types, in order, for the "no match" line
         for event in events:
+            seen[event.type] = None
             if pattern is None or fnmatch.fnmatchcase(event.type, pattern):
+                matched += 1
                 if args.json:
                     out.write(json.dumps(event.to_json(), ensure_ascii=False) + "\n")
                 else:
@@ -70,4 +79,10 @@ def run(args: argparse.Namespace) -> int:
                 break
     finally:
         world.close()
+    if pattern is not None and not matched:
+        print(
+            f"little events: no event of run {args.run_id} has a type matching {pattern!r} "
+            f"(its types: {', '.join(seen)})",
+            file=sys.stderr,
+        )
     return 0

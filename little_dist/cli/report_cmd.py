@@ -1,9 +1,13 @@
 """``little report RUN_ID``: attempts, tokens, dollars and time per step.
 
-The table and the JSON carry our ATTEMPTS/DURATION additions (``attempts``/``durationMs``
-and the attempt ``timeline`` in JSON); ``--upstream`` prints upstream's table and JSON byte
-for byte instead. Prices come from the bundled registry, then litellm's local cost map for
-models the registry lacks (``--registry-only`` turns that off, as upstream prices).
+The table and the JSON carry our additions: ATTEMPTS/DURATION (``attempts``/``durationMs``
+and the attempt ``timeline`` in JSON), the steps in run order, words for upstream's signs,
+and why a failed run failed (a ``Cause:`` line; ``failure`` in JSON; a box in the HTML);
+``--upstream`` prints upstream's table and JSON byte for byte instead. Model calls that
+finished after the run had ended (its late record, see ``World.late_events``) are a row of
+their own and in the total, in every form. Prices come from the bundled registry, then
+litellm's local cost map for models the registry lacks (``--registry-only`` turns that off,
+as upstream prices).
 """
 
 from __future__ import annotations
@@ -70,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
             world.list_events(args.run_id),
             run_id=args.run_id,
             pricing_fallback=None if args.registry_only else litellm_price_fallback,
+            late=world.late_events(args.run_id),
         )
     finally:
         world.close()

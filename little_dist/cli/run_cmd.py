@@ -12,7 +12,10 @@ attribute (a :class:`~little_dist.runtime.Capabilities` or a function returning 
 
 ``--run-id`` resumes an unfinished run (after a crash or a kill) or reads back a finished one
 without running anything. Progress goes to stderr (one updating line on a terminal, one
-line per change otherwise; ``--quiet`` for none); the run's output is printed as JSON on
+line per change otherwise; ``--quiet`` for none): ``run RUN_ID`` first (the id to resume
+with), then ``[STATUS] N done, N running, N failed · tokens · dollars`` lines, and
+``note: ...`` for what the runner tells on the way; only a real problem starts with
+``little run:``; the run's output is printed as JSON on
 stdout (``--json``: a JSON summary of the run instead).
 
 Exit codes: 0 the run completed; 1 the run failed (one-line reason), or the workflow or its
@@ -166,7 +169,7 @@ def _report(args: argparse.Namespace, state: Any) -> int:
             "runId": state.run_id,
             "status": state.status,
             "workflowVersionId": state.workflow_version_id,
-            "usage": state.usage.model_dump(by_alias=True),
+            "usage": _rounded_usage(state.usage.model_dump(by_alias=True)),
         }
         if state.has_output:
             summary["output"] = state.output
@@ -183,6 +186,14 @@ def _report(args: argparse.Namespace, state: Any) -> int:
     return EXIT_FAILED
 
 
+def _rounded_usage(usage: dict[str, Any]) -> dict[str, Any]:
+    # Dollars below float noise (0.0002823, not 0.00028230000000000003), as the report's.
+    cost = usage.get("costUsd")
+    if isinstance(cost, float):
+        usage["costUsd"] = round(cost, 10)
+    return usage
+
+
 def _reason(error: Any) -> str:
     if isinstance(error, Mapping):
         message = str(error.get("message") or error.get("name") or "unknown error")
@@ -194,7 +205,11 @@ def _reason(error: Any) -> str:
 
 
 class _Progress:
-    """Steps done / running / failed, tokens and dollars, on stderr."""
+    """Steps done / running / failed, tokens and dollars, on stderr.
+
+    None of its lines starts like an error (``little run: ...``, ``failed: ...``): the run's
+    status is in brackets, and the runner's notices are ``note: ...``.
+    """
 
     def __init__(self, stream: IO[str]) -> None:
         self.stream = stream
@@ -204,7 +219,7 @@ class _Progress:
 
     def update(self, state: Any) -> None:
         if not self.shown_id:
-            self._line(f"little run: {state.run_id}", final=True)
+            self._line(f"run {state.run_id}", final=True)
             self.shown_id = True
         counts = {"completed": 0, "running": 0, "failed": 0}
         for step in state.steps.values():
@@ -214,7 +229,7 @@ class _Progress:
         tokens = int(usage.input_tokens + usage.output_tokens)
         cost = "$—" if usage.cost_usd is None else f"${usage.cost_usd:.4f}"
         line = (
-            f"{state.status}: {counts['completed']} done, {counts['running']} running, "
+            f"[{state.status}] {counts['completed']} done, {counts['running']} running, "
             f"{counts['failed']} failed · {tokens:,} tokens · {cost}"
         )
         if line != self.last:
@@ -222,7 +237,7 @@ class _Progress:
             self._line(line, final=False)
 
     def notice(self, message: str) -> None:
-        self._line(f"little run: {one_line(message)}", final=True)
+        self._line(f"note: {one_line(message)}", final=True)
 
     def finish(self) -> None:
         if self.tty and self.last:

@@ -1,7 +1,10 @@
 """``little status RUN_ID``: a fleet run at a glance (``--json`` for machines).
 
-Prints the run's status, workflow version, event count, cost, output or error, and each
-step's status. Exit 0 when the run exists (whatever its status), 1 when it does not.
+Prints the run's status, workflow version, event count, cost, output or, for a failed run,
+why it failed (cause code, message, and the step it failed in), and each step's status (a
+step that was in flight when the run ended is ``interrupted``: its log took nothing of it
+after the end). Exit 0 for a run that completed or has not ended, 1 for a failed (or
+cancelled) run, as ``little run``, and for a run that does not exist.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import json
 import sys
 from typing import Any
 
+from little_dist.cli.common import outcome_word
 from little_dist.cli.submit_cmd import add_fleet_options, fleet_client
 
 __all__ = ["register", "run"]
@@ -30,10 +34,11 @@ def run(args: argparse.Namespace) -> int:
     with fleet_client(args) as client:
         view = client.status(args.run_id)
     out = sys.stdout
+    code = 1 if view.status == "failed" else 0
     if args.json:
         out.write(json.dumps(view.to_json(), ensure_ascii=False, indent=2) + "\n")
-        return 0
-    status = view.status
+        return code
+    status = outcome_word(view.status, view.error)
     if view.planning:
         status += " (planning)"
     elif view.cancel_requested and view.status not in ("completed", "failed"):
@@ -44,12 +49,18 @@ def run(args: argparse.Namespace) -> int:
     out.write(f"events    {view.event_count}\n")
     cost = "-" if view.cost_usd is None else f"${view.cost_usd:.6f}"
     out.write(f"cost      {cost}\n")
-    if view.error is not None:
-        error = view.error if isinstance(view.error, dict) else {"message": str(view.error)}
-        cause = error.get("causeCode") or "-"
-        out.write(f"error     {cause}: {error.get('message', '')}\n")
+    if view.failure is not None:
+        out.write(f"error     {view.failure.cause or '-'}: {view.failure.message}\n")
+        if view.failure.step is not None:
+            out.write(f"in step   {view.failure.step}\n")
+    elif view.error is not None:
+        out.write(f"error     {view.error}\n")
     elif view.has_output:
         out.write(f"output    {json.dumps(view.output, ensure_ascii=False)}\n")
+    if view.late_calls:
+        out.write(
+            f"late      {view.late_calls} model call(s) finished after the end; in the cost\n"
+        )
     for path, step_status in view.steps.items():
         out.write(f"  {step_status:<10} {path}\n")
-    return 0
+    return code

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, Final
 from little_dist import occurrences
 from little_dist.canonical import NonHashableValueError, canonical_json, sha256_digest
 from little_dist.compiler import WorkflowVersion, compile_lwir
-from little_dist.errors import InvalidInputError, LittleError
+from little_dist.errors import InvalidInputError, LittleError, RunEndedError
 from little_dist.events import RUN_END_EVENT_TYPES, Event, EventInput
 from little_dist.fleet.dispatch import advance_run
 from little_dist.fleet.engine_events import CANCEL_EVENT_TYPE, SUBMITTED_EVENT_TYPE
@@ -54,7 +54,16 @@ from little_dist.fleet.versions import VersionCache
 from little_dist.ids import validate_run_id
 from little_dist.limits import InputLimits
 from little_dist.local_runner import RunMismatchError, check_run_input, new_run_id
-from little_dist.run_state import FOLDED_EVENT_TYPES, EventLike, RunState, RunStateBuilder
+from little_dist.pricing import merge_usage_totals
+from little_dist.report.failure import RunFailure, run_failure
+from little_dist.report.model import calls_usage
+from little_dist.run_state import (
+    FOLDED_EVENT_TYPES,
+    EventLike,
+    RunState,
+    RunStateBuilder,
+    default_pricing_fallback,
+)
 from little_dist.runtime import check_grants, hydrate_events
 from little_dist.settings import Settings, load_settings
 from little_dist.world.base import RunNotFoundError, UndecodedEvent, World
@@ -106,9 +115,25 @@ class RunStatusView:
     cost_usd: float | None = None
     cancel_requested: bool = False
     planning: bool = False
+    failure: RunFailure | None = None
+    late_calls: int = 0
 
     @classmethod
-    def of(cls, state: RunState, *, cancel_requested: bool, planning: bool) -> RunStatusView:
+    def of(
+        cls,
+        state: RunState,
+        *,
+        cancel_requested: bool,
+        planning: bool,
+        late: Sequence[Any] = (),
+    ) -> RunStatusView:
+        """``late``: the run's late record (:meth:`World.late_events`), whose model calls
+        count in the cost."""
+        cost = state.usage.cost_usd
+        late_usage = calls_usage(late, fallback=default_pricing_fallback())
+        late_calls = late_usage.priced_calls + late_usage.unpriced_calls
+        if late_calls:
+            cost = merge_usage_totals(state.usage, late_usage).cost_usd
         return cls(
             run_id=state.run_id,
             status=state.status,
@@ -116,13 +141,15 @@ class RunStatusView:
             event_count=state.event_count,
             started_at=state.started_at,
             finished_at=state.finished_at,
-            steps={path: step.status for path, step in state.steps.items()},
+            steps={path: _step_word(state, step.status) for path, step in state.steps.items()},
             output=state.output if state.has_output else None,
             has_output=state.has_output,
             error=state.error if state.has_error else None,
-            cost_usd=state.usage.cost_usd,
+            cost_usd=cost,
             cancel_requested=cancel_requested,
             planning=planning,
+            failure=run_failure(state),
+            late_calls=late_calls,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -134,15 +161,31 @@ class RunStatusView:
             "startedAt": self.started_at,
             "finishedAt": self.finished_at,
             "steps": dict(self.steps),
-            "costUsd": self.cost_usd,
+            # (rounded below float noise: 0.0002823, not 0.00028230000000000003)
+            "costUsd": None if self.cost_usd is None else round(self.cost_usd, 10),
             "cancelRequested": self.cancel_requested,
             "planning": self.planning,
         }
+        if self.late_calls:
+            data["lateCalls"] = self.late_calls
         if self.has_output:
             data["output"] = self.output
         if self.error is not None:
             data["error"] = self.error
+        if self.failure is not None:
+            data["failure"] = self.failure.to_json()
         return data
+
+
+#: What the status calls a step that was scheduled or running when its run ended: its log
+#: took nothing of it after the end (the fold, as upstream's, leaves it running).
+INTERRUPTED: Final = "interrupted"
+
+
+def _step_word(state: RunState, status: str) -> str:
+    if state.status in ("completed", "failed") and status in ("pending", "running"):
+        return INTERRUPTED
+    return status
 
 
 # -- submission ---------------------------------------------------------------------------
@@ -535,10 +578,13 @@ class Client:
         events = self._require(run_id)
         state = self._fold(run_id, events)
         types = {event.type for event in events}
+        ended = state.status in ("completed", "failed")
         return RunStatusView.of(
             state,
             cancel_requested=CANCEL_EVENT_TYPE in types,
-            planning="RunStarted" not in types and state.status not in ("completed", "failed"),
+            planning="RunStarted" not in types and not ended,
+            # Only an ended run can have one (an attempt refused after the end).
+            late=self.world.late_events(run_id) if ended else (),
         )
 
     def events(
@@ -603,8 +649,9 @@ class Client:
 
         Appends ``little.run.cancel_requested`` (occurrence ``cancel``); ``decide`` then
         records ``RunFailed`` with causeCode ``cancelled`` (done here at once when possible,
-        else by the scheduler or the next worker commit). Steps already running finish their
-        attempt; nothing new starts.
+        else by the scheduler or the next worker commit). Nothing new starts; a step already
+        running is left to finish, but the run's end seals its log, so nothing the step
+        records after it is taken (its model usage goes to the run's late record).
         """
         events = self._require(run_id)
         if any(event.type in TERMINAL_TYPES for event in events):
@@ -612,10 +659,15 @@ class Client:
         payload: dict[str, Any] = {"requestedBy": self._holder}
         if reason:
             payload["reason"] = reason
-        self.world.append(
-            run_id,
-            EventInput(type=CANCEL_EVENT_TYPE, occurrence_id=occurrences.CANCEL, payload=payload),
-        )
+        try:
+            self.world.append(
+                run_id,
+                EventInput(
+                    type=CANCEL_EVENT_TYPE, occurrence_id=occurrences.CANCEL, payload=payload
+                ),
+            )
+        except RunEndedError:
+            return False  # it ended since we read it
         if not any(event.type == "RunStarted" for event in events):
             # Still planning: no RunContext for decide yet, so end the run here. A planner
             # that races us finds run-start/run-end recorded and adds nothing.

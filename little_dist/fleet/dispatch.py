@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from little_dist.errors import RunEndedError
 from little_dist.events import RUN_END_EVENT_TYPES, SCHEDULE_EVENT_TYPES, Event, EventInput
 from little_dist.fleet.run_tracker import BRANCH_END_TYPES, RunTracker
 from little_dist.fleet.sending import (
@@ -129,18 +130,23 @@ def advance_run(
     branches the last decision held back under the tracker's window are reported
     (:meth:`RunTracker.note_held_back`).
     """
-    advance = _advance_run(
-        world,
-        queue,
-        settings,
-        tracker,
-        holder=holder,
-        keep=keep.accepts if keep is not None else None,
-        read=read,
-        defer=keep.defer if keep is not None else False,
-        held=keep.held if keep is not None else None,
-        want=keep.want if keep is not None else 1,
-    )
+    try:
+        advance = _advance_run(
+            world,
+            queue,
+            settings,
+            tracker,
+            holder=holder,
+            keep=keep.accepts if keep is not None else None,
+            read=read,
+            defer=keep.defer if keep is not None else False,
+            held=keep.held if keep is not None else None,
+            want=keep.want if keep is not None else 1,
+        )
+    except RunEndedError:
+        # Another writer ended the run between this look's read and its append (a cancel,
+        # another look): the log took nothing of the decision (its leases are released).
+        return Advance(tracker.catch_up(), None, (), 0)
     if advance.decision is not None:
         tracker.note_held_back(advance.decision.held_back)
     return advance

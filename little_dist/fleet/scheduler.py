@@ -53,7 +53,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from little_dist import occurrences
-from little_dist.errors import InvalidInputError, LittleError, StorageUnavailableError
+from little_dist.errors import (
+    InvalidInputError,
+    LittleError,
+    RunEndedError,
+    StorageUnavailableError,
+)
 from little_dist.events import EventInput
 from little_dist.fleet.dispatch import Advance
 from little_dist.fleet.run_tracker import RunTracker
@@ -67,7 +72,6 @@ from little_dist.run_state import RunState
 from little_dist.scheduling import Decision, RunContext, StepDispatch, decide
 from little_dist.settings import Settings
 from little_dist.world.base import World
-from little_dist.world.redis_s3 import RunSealedError
 
 if TYPE_CHECKING:
     import redis
@@ -385,8 +389,9 @@ class Scheduler:
             if decision.events:
                 try:
                     recorded = self.world.append_batch(run_id, list(decision.events))
-                except RunSealedError:
-                    # Another scheduler finished and archived the run meanwhile.
+                except RunEndedError:
+                    # Another writer ended the run meanwhile (a cancel, a worker's look;
+                    # another scheduler that archived it): its log takes no more.
                     state = tracker.catch_up()
                     break
                 appended += sum(1 for event in recorded if event.sequence > before)

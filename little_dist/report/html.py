@@ -14,7 +14,7 @@ from html import escape
 from little_dist.canonical import js_number_string
 from little_dist.pricing import Number, format_cost, format_share
 from little_dist.report.model import AttemptSpan, RunReport, RunReportRow
-from little_dist.report.table import format_calls, format_duration
+from little_dist.report.table import OUTSIDE_STEPS, format_calls, format_duration
 
 __all__ = ["STATUS_COLOURS", "render_html"]
 
@@ -68,7 +68,9 @@ th { font-size:12px; color:var(--muted); text-transform:uppercase; letter-spacin
 th:first-child, td:first-child { text-align:left; }
 td.step { font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace; font-size:13px;
   white-space:normal; word-break:break-all; }
-tr.unattributed td { color:var(--muted); font-style:italic; }
+tr.unattributed td, tr.late td { color:var(--muted); font-style:italic; }
+.failure { color:#8a1c1c; background:#fdeceb; border:1px solid #f1b8b4; border-radius:8px;
+  padding:9px 12px; margin:0 0 22px; }
 tr.total td { font-weight:650; border-top:2px solid var(--ink); border-bottom:none; }
 .cost { display:flex; align-items:center; justify-content:flex-end; gap:8px; }
 .meter { width:70px; height:6px; background:var(--line); border-radius:3px; overflow:hidden; }
@@ -331,7 +333,7 @@ def _timeline(report: RunReport) -> str:
 # --- step table ------------------------------------------------------------------------
 
 
-def _table_row(row: RunReportRow, css: str, max_cost: float) -> str:
+def _table_row(row: RunReportRow, css: str, max_cost: float, label: str | None = None) -> str:
     share = 0.0 if not row.cost_usd or max_cost <= 0 else min(row.cost_usd / max_cost, 1.0)
     meter = (
         f'<span class="meter"><span style="width:{share * 100:.1f}%"></span></span>'
@@ -341,11 +343,11 @@ def _table_row(row: RunReportRow, css: str, max_cost: float) -> str:
     status = _badge(row.status) if css == "step" else escape(row.status)
     attempts = str(row.attempts) if css == "step" else ""
     return (
-        f'<tr class="{css}"><td class="step">{escape(row.step_path)}</td>'
+        f'<tr class="{css}"><td class="step">{escape(label or row.step_path)}</td>'
         f"<td>{status}</td><td>{attempts}</td><td>{format_duration(row.duration_ms)}</td>"
         f"<td>{_tokens(row.input_tokens)}</td><td>{_tokens(row.cached_input_tokens)}</td>"
         f"<td>{format_share(row.cache_hit_share)}</td><td>{_tokens(row.output_tokens)}</td>"
-        f"<td>{escape(format_calls(row))}</td>"
+        f"<td>{escape(format_calls(row, words=True))}</td>"
         f'<td><span class="cost">{meter}{escape(format_cost(row.cost_usd))}</span></td></tr>'
     )
 
@@ -367,9 +369,11 @@ def _steps_table(report: RunReport) -> str:
             "Cost (USD)",
         )
     )
-    body = [_table_row(row, "step", max_cost) for row in report.steps]
+    body = [_table_row(row, "step", max_cost) for row in report.steps]  # (in run order)
     if report.unattributed is not None:
-        body.append(_table_row(report.unattributed, "unattributed", max_cost))
+        body.append(_table_row(report.unattributed, "unattributed", max_cost, OUTSIDE_STEPS))
+    if report.late is not None:
+        body.append(_table_row(report.late, "late", max_cost))
     body.append(_table_row(report.total, "total", max_cost))
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
@@ -377,10 +381,23 @@ def _steps_table(report: RunReport) -> str:
 def render_html(report: RunReport) -> str:
     """A complete HTML document for the report (a string; writing it is the caller's job)."""
     note = ""
+    if report.failure is not None:
+        note += f'<p class="failure">Cause: {escape(report.failure.line())}</p>'
     if report.has_unpriced_calls:
-        note = (
+        note += (
             f'<p class="note">{report.total.unpriced_calls} model call(s) had no registry '
             "pricing and are excluded from the cost above. Their tokens are counted.</p>"
+        )
+    if report.unattributed is not None:
+        note += (
+            f'<p class="note">{OUTSIDE_STEPS} counts model calls recorded without a step '
+            "(a planner's, for one).</p>"
+        )
+    if report.late is not None:
+        note += (
+            f'<p class="note">{escape(report.late.step_path)} counts model calls that '
+            "finished after the run had ended: the run's log refused them, but they were "
+            "paid for, so the total counts them.</p>"
         )
     run_id = escape(report.run_id)
     return (

@@ -1,11 +1,18 @@
 """The run report: tokens, cache hits, dollars and timing per step, from a run's events.
 
 :func:`build_run_report` folds the log with :func:`little_dist.run_state.
-materialize_run_state` and then follows upstream's ``run-report.ts``: one row per step
-(sorted as JavaScript's ``localeCompare`` sorts), an ``(unattributed)`` row for model calls
-recorded without a step, a ``TOTAL`` row, and ``hasUnpricedCalls``. Dollars come only from
+materialize_run_state` and then follows upstream's ``run-report.ts``: one row per step, an
+``(unattributed)`` row for model calls recorded without a step, a ``TOTAL`` row, and
+``hasUnpricedCalls``. :attr:`RunReport.steps` are in run order (the order the steps first
+appear in the log); upstream sorts them as JavaScript's ``localeCompare`` does, and so do the
+upstream forms of the table and the JSON (:func:`upstream_rows`). Dollars come only from
 registry rates (see :mod:`little_dist.pricing`), or from a ``pricing_fallback`` the caller
 passes for models the registry lacks; a ``costUsd`` inside a payload is never read.
+
+Two things upstream's report has no room for are ours: the model calls that finished after
+the run had ended (refused by the log, kept in the run's late record: the ``late`` row, whose
+usage the ``TOTAL`` includes, so no spend goes missing), and, for a failed run, why it failed
+(:attr:`RunReport.failure`: cause code, message, step).
 
 On top of upstream's rows the report keeps, per row, the number of attempts and the
 duration, and a timeline: one :class:`AttemptSpan` per step attempt with its start, end,
@@ -36,24 +43,34 @@ from little_dist.pricing import (
     price_model_call,
 )
 from little_dist.report.collation import js_property_order, locale_sort_key
+from little_dist.report.failure import RunFailure, run_failure
 from little_dist.run_state import (
     PROCESS_DEFAULT,
     PricingFallbackArg,
+    RunState,
     default_pricing_fallback,
     materialize_run_state,
 )
 
 __all__ = [
+    "LATE",
+    "UNATTRIBUTED",
     "AttemptSpan",
     "RunReport",
     "RunReportRow",
     "build_run_report",
+    "calls_usage",
     "report_to_json",
     "run_report",
+    "upstream_rows",
 ]
 
 UNATTRIBUTED = "(unattributed)"
+LATE = "(after the run ended)"
 TOTAL = "TOTAL"
+#: Decimals of the dollar figures in our JSON: below float noise (0.00028230000000000003),
+#: far below a cent.
+_MONEY_DECIMALS = 10
 
 
 class RunReportRow(BaseModel):
@@ -106,6 +123,11 @@ class RunReport(BaseModel):
     steps: tuple[RunReportRow, ...]
     unattributed: RunReportRow | None = None
     """Model calls recorded without a ``stepPath``; present only when there are some."""
+    late: RunReportRow | None = Field(default=None, exclude=True)
+    """Model calls that finished after the run had ended (the run's late record, not its
+    log); present only when there are some. ``total`` includes them."""
+    failure: RunFailure | None = Field(default=None, exclude=True)
+    """Why the run failed (``None`` unless it did)."""
     total: RunReportRow
     has_unpriced_calls: bool = Field(alias="hasUnpricedCalls")
     timeline: tuple[AttemptSpan, ...] = Field(default=(), exclude=True)
@@ -227,11 +249,14 @@ def run_report(
     *,
     attempt_usage: Mapping[str, Sequence[UsageTotals]] | None = None,
     last_event_at: str | None = None,
+    late_usage: UsageTotals | None = None,
 ) -> RunReport:
     """Build the report from an already folded run state.
 
     ``attempt_usage`` (step path -> usage per attempt, in attempt order) labels the
-    timeline's bars; :func:`build_run_report` computes it from the events.
+    timeline's bars; :func:`build_run_report` computes it from the events. ``late_usage``:
+    the usage of the run's late record (:func:`calls_usage`), added as the ``late`` row and
+    to the total.
     """
     ordered = [state.steps[key] for key in js_property_order(state.steps)]
     per_attempt = attempt_usage or {}
@@ -266,33 +291,45 @@ def run_report(
                 duration_ms=duration,
             )
         )
-    # Array.prototype.sort is stable: ties keep the JS property order.
-    rows.sort(key=lambda row: locale_sort_key(row.step_path))
     timeline.sort(key=lambda span: _parse_time(span.started_at) or datetime.max)
 
     attributed = empty_usage_totals()
     for step in ordered:
         attributed = merge_usage_totals(attributed, step.usage)
     residual = _residual(state.usage, attributed)
+    late = late_usage if late_usage is not None and _calls(late_usage) else None
+    total = state.usage if late is None else merge_usage_totals(state.usage, late)
 
     return RunReport(
         run_id=state.run_id,
         status=state.status,
         steps=tuple(rows),
         unattributed=None if residual is None else _row(UNATTRIBUTED, state.status, residual),
+        late=None if late is None else _row(LATE, state.status, late),
+        failure=run_failure(state) if isinstance(state, RunState) else None,
         total=_row(
             TOTAL,
             state.status,
-            state.usage,
+            total,
             attempts=sum(len(step.attempts) for step in ordered),
             duration_ms=_run_duration(state),
         ),
-        has_unpriced_calls=state.usage.unpriced_calls > 0,
+        has_unpriced_calls=total.unpriced_calls > 0,
         timeline=tuple(timeline),
         started_at=state.started_at,
         finished_at=state.finished_at,
         last_event_at=last_event_at,
     )
+
+
+def _calls(usage: UsageTotals) -> int:
+    return usage.priced_calls + usage.unpriced_calls
+
+
+def upstream_rows(report: RunReport) -> tuple[RunReportRow, ...]:
+    """The step rows in upstream's order: sorted as ``localeCompare`` sorts their paths
+    (``Array.prototype.sort`` is stable: ties keep the run order)."""
+    return tuple(sorted(report.steps, key=lambda row: locale_sort_key(row.step_path)))
 
 
 def _run_duration(state: _State) -> float | None:
@@ -378,15 +415,39 @@ def attempt_usage_from_events(
     return usage
 
 
+def calls_usage(events: Iterable[Any], *, fallback: PriceFallback | None = None) -> UsageTotals:
+    """The usage of the model calls among ``events`` (dicts, ``Event`` models or the
+    world's ``LateEvent`` records), priced as the fold prices them."""
+    totals = empty_usage_totals()
+    for event in events:
+        event_type = _field(event, "type", "type")
+        payload = _field(event, "payload", "payload")
+        if not isinstance(payload, Mapping):
+            continue
+        call = _model_call(normalize_event_type(str(event_type)), payload)
+        if call is None or not isinstance(call[0], Mapping):
+            continue
+        priced = price_model_call(
+            ModelIdentity.from_payload(call[1]),
+            ModelUsage.from_payload(call[0]),
+            fallback=fallback,
+        )
+        totals = add_priced_call(totals, priced)
+    return totals
+
+
 def build_run_report(
     events: Iterable[Any],
     *,
     run_id: str | None = None,
     pricing_fallback: PricingFallbackArg = PROCESS_DEFAULT,
+    late: Iterable[Any] = (),
 ) -> RunReport:
     """Fold a run's events (dicts or ``Event`` models, in sequence order) into its report.
 
-    ``run_id`` is needed only for an empty log. ``pricing_fallback`` prices models the
+    ``run_id`` is needed only for an empty log. ``late``: the run's late record
+    (:meth:`~little_dist.world.base.World.late_events`), counted in the ``late`` row and the
+    total. ``pricing_fallback`` prices models the
     registry lacks (e.g. :func:`little_dist.litellm_prices.litellm_price_fallback`, which
     ``little report`` passes); ``None`` is upstream's registry-only pricing; left out, the
     process default of :func:`little_dist.run_state.set_default_pricing_fallback` applies.
@@ -403,7 +464,22 @@ def build_run_report(
         state,
         attempt_usage=attempt_usage_from_events(dicts, fallback=fallback),
         last_event_at=last_event_at if isinstance(last_event_at, str) else None,
+        late_usage=calls_usage(late, fallback=fallback),
     )
+
+
+def _round_money(value: Any) -> Any:
+    """``value`` (JSON data) with every ``costUsd`` float rounded to 10 decimals."""
+    if isinstance(value, dict):
+        return {
+            key: round(item, _MONEY_DECIMALS)
+            if key == "costUsd" and isinstance(item, float)
+            else _round_money(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, list):
+        return [_round_money(item) for item in value]
+    return value
 
 
 def _row_json(row: RunReportRow, *, detailed: bool) -> dict[str, Any]:
@@ -417,16 +493,25 @@ def _row_json(row: RunReportRow, *, detailed: bool) -> dict[str, Any]:
 def report_to_json(
     report: RunReport, *, include_timeline: bool = False, detailed: bool = False
 ) -> dict[str, Any]:
-    """Upstream's JSON shape of the report (``unattributed`` only when present).
+    """Upstream's JSON shape of the report (``unattributed`` only when present), its steps
+    in upstream's order.
 
-    Two additions of ours, each off by default so the default output is upstream's:
-    ``detailed=True`` adds ``attempts`` and ``durationMs`` (milliseconds or ``null``) to
-    every row (steps, ``unattributed`` and ``total``); ``include_timeline=True`` adds a
+    A run with a late record (model calls that finished after its end) gets a ``late`` row
+    in any form: its usage is in ``total``. Our additions, off by default so the default
+    output is upstream's: ``detailed=True`` lists the steps in run order, adds ``attempts``
+    and ``durationMs`` (milliseconds or ``null``) to every row (steps, ``unattributed``,
+    ``late`` and ``total``), rounds dollars to 10 decimals, and, for a failed run, adds
+    ``failure`` (``causeCode``, ``message``, ``stepPath``); ``include_timeline=True`` adds a
     ``timeline`` array of attempt spans.
     """
     data = report.model_dump(mode="json")
     if report.unattributed is None:
         data.pop("unattributed", None)
+    data["steps"] = [_row_json(row, detailed=False) for row in upstream_rows(report)]
+    if report.late is not None:
+        data["late"] = _row_json(report.late, detailed=detailed)
+    if report.failure is not None and detailed:
+        data["failure"] = report.failure.to_json()
     if detailed:
         data["steps"] = [_row_json(row, detailed=True) for row in report.steps]
         data["total"] = _row_json(report.total, detailed=True)
@@ -434,4 +519,4 @@ def report_to_json(
             data["unattributed"] = _row_json(report.unattributed, detailed=True)
     if include_timeline:
         data["timeline"] = [span.model_dump(mode="json") for span in report.timeline]
-    return data
+    return _round_money(data) if detailed else data

@@ -27,6 +27,15 @@ Guarantees every implementation keeps (checked by one shared conformance suite):
   raises :class:`~little_dist.errors.ConflictError`; the same document is a no-op.
 * The version index (definition hash -> version ids) is append-only: indexing a pair again
   is a no-op, and ids come back oldest first.
+* The end of a run seals its log: once it holds ``RunCompleted`` or ``RunFailed``, an append
+  that would add an event of the run's own (any type but the side-channel observations of
+  :data:`~little_dist.events.SIDE_CHANNEL_EVENT_TYPES`, which observers write onto a run after
+  the fact) raises :class:`~little_dist.errors.RunEndedError` and writes nothing to the log: a
+  step that was in flight when the run ended commits nothing after the end. Of what it
+  refused, the events that carry a model call's usage
+  (:data:`~little_dist.events.USAGE_EVENT_TYPES`) are kept beside the log, in the run's late
+  record (:meth:`World.late_events`; once per occurrence id), so that the report still counts
+  what was paid for.
 * A run id's submission is claimed once: of concurrent :meth:`World.claim_submission` calls
   for one run id, exactly one records its input hash, and every call answers that hash.
 
@@ -36,7 +45,8 @@ Order of the checks on an append (single or batch), all atomic with the write:
    encoded (canonical JSON) before storage is touched;
 2. inputs whose occurrence id is already recorded resolve to the recorded event; when every
    input does, those events are returned and nothing else is checked or written;
-3. the fence, then ``expected_sequence``, are checked against the run as it is;
+3. the run's end (:class:`~little_dist.errors.RunEndedError`, keeping the late record), then
+   the fence, then ``expected_sequence``, are checked against the run as it is;
 4. the new events get sequences ``last + 1 ...``, ids from
    :func:`~little_dist.ids.event_id_for`, a ``recordedAt`` from the world's clock, and their
    payload as read back from its canonical JSON (keys sorted, ``1.0`` -> ``1``).
@@ -60,7 +70,13 @@ from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 from little_dist.canonical import canonical_json
 from little_dist.errors import ConflictError, InvalidInputError, LittleError, NotFoundError
-from little_dist.events import RUN_END_EVENT_TYPES, Event, EventInput
+from little_dist.events import (
+    RUN_END_EVENT_TYPES,
+    SIDE_CHANNEL_EVENT_TYPES,
+    USAGE_EVENT_TYPES,
+    Event,
+    EventInput,
+)
 from little_dist.ids import InvalidIdError, event_id_for, validate_run_id
 
 __all__ = [
@@ -74,6 +90,7 @@ __all__ = [
     "ArtifactRead",
     "DecodesEveryEvent",
     "Fence",
+    "LateEvent",
     "Lease",
     "LeaseRequest",
     "PreparedEvent",
@@ -87,7 +104,9 @@ __all__ = [
     "check_event_window",
     "check_lease_request",
     "check_submission",
+    "late_events_of",
     "prepare_events",
+    "refused_after_end",
     "run_lease_key",
     "validate_definition_hash",
     "validate_version_id",
@@ -162,6 +181,38 @@ class UndecodedEvent(NamedTuple):
             "payload": {} if self.payload is None else self.payload,
             "recordedAt": self.recorded_at,
         }
+
+
+class LateEvent(NamedTuple):
+    """An event a run's log refused because the run had ended, kept for its model usage (see
+    :meth:`World.late_events`): never part of the log, so it has no sequence."""
+
+    run_id: str
+    type: str
+    payload: dict[str, Any]
+    recorded_at: str
+    occurrence_id: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "runId": self.run_id,
+            "type": self.type,
+            "recordedAt": self.recorded_at,
+            "payload": self.payload,
+        }
+        if self.occurrence_id is not None:
+            data["occurrenceId"] = self.occurrence_id
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> LateEvent:
+        return cls(
+            run_id=data["runId"],
+            type=data["type"],
+            payload=data["payload"],
+            recorded_at=data["recordedAt"],
+            occurrence_id=data.get("occurrenceId"),
+        )
 
 
 @dataclass(frozen=True)
@@ -382,6 +433,18 @@ class World(Protocol):
 
     def list_run_ids(self) -> list[str]: ...
 
+    def first_and_last_events(self, run_id: str) -> tuple[Event, Event] | None:
+        """The run's first and last events (the same event for a run of one), ``None`` for
+        a run with no events: what a list of runs shows (workflow, status, start, end) at
+        the cost of two events, not the whole log."""
+        ...
+
+    def late_events(self, run_id: str) -> list[LateEvent]:
+        """The run's late record: the events carrying model usage that appends refused
+        because the run had ended (see the module docstring), oldest first; ``[]`` for most
+        runs. Whoever reports a run's cost adds them to the log's."""
+        ...
+
     # -- submissions ----------------------------------------------------------------------
     def claim_submission(self, run_id: str, input_hash: str) -> str:
         """Record ``input_hash`` (``sha256:`` + 64 hex) as what ``run_id`` is submitted with,
@@ -412,11 +475,11 @@ class World(Protocol):
         """
         ...
 
-
     def acquire_leases(self, requests: Sequence[LeaseRequest]) -> list[Lease | None]:
         """:meth:`acquire_lease` for each request, in order; a world that can (Redis) takes
         them in one round trip. Each acquire is atomic on its own."""
         ...
+
     def renew_lease(self, lease: Lease, ttl_seconds: float) -> Lease:
         """Extend a held lease; :class:`LeaseLostError` if it expired or was taken."""
         ...
@@ -674,6 +737,23 @@ class PreparedEvent:
             recorded_at=recorded_at,
             payload=self.payload,
         )
+
+
+def refused_after_end(new: Sequence[PreparedEvent]) -> bool:
+    """Whether an append of ``new`` (the inputs not recorded yet) to a run that has ended is
+    refused: it is, unless every one of them is a side-channel observation."""
+    return any(item.type not in SIDE_CHANNEL_EVENT_TYPES for item in new)
+
+
+def late_events_of(
+    run_id: str, refused: Sequence[PreparedEvent], recorded_at: str
+) -> list[LateEvent]:
+    """The late record of a refused append: its events that carry model usage."""
+    return [
+        LateEvent(run_id, item.type, item.payload, recorded_at, item.occurrence_id)
+        for item in refused
+        if item.type in USAGE_EVENT_TYPES
+    ]
 
 
 def prepare_events(events: Sequence[EventInput]) -> list[PreparedEvent]:

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from little_dist.canonical import canonical_json
-from little_dist.errors import ConflictError, InvalidInputError, LeaseLostError
-from little_dist.events import Event, EventInput
+from little_dist.errors import ConflictError, InvalidInputError, LeaseLostError, RunEndedError
+from little_dist.events import RUN_END_EVENT_TYPES, Event, EventInput
 from little_dist.ids import artifact_id_from_ref, validate_run_id
+from little_dist.occurrences import RUN_END
 from little_dist.world.artifacts import (
     build_manifest,
     decode_artifact_payload,
@@ -33,6 +34,7 @@ from little_dist.world.base import (
     ArtifactRead,
     DecodesEveryEvent,
     Fence,
+    LateEvent,
     Lease,
     LeasesOneByOne,
     PreparedEvent,
@@ -44,7 +46,9 @@ from little_dist.world.base import (
     check_event_window,
     check_lease_request,
     check_submission,
+    late_events_of,
     prepare_events,
+    refused_after_end,
     releasing_fence,
     validate_definition_hash,
     validate_version_id,
@@ -84,6 +88,7 @@ class MemoryWorld(
         self._versions: dict[str, str] = {}
         self._version_index: dict[str, list[str]] = {}
         self._submissions: dict[str, str] = {}
+        self._late: dict[str, list[LateEvent]] = {}
         self._closed = False
 
     # -- events -----------------------------------------------------------------------------
@@ -138,6 +143,10 @@ class MemoryWorld(
             ]
             if all(event is not None for event in resolved):
                 return [event for event in resolved if event is not None]
+            new = [item for item, event in zip(prepared, resolved, strict=True) if event is None]
+            if self._ended(log, occurrences) and refused_after_end(new):
+                self._keep_late(run_id, late_events_of(run_id, new, now_iso()))
+                raise RunEndedError(run_id)
             if fence is not None:
                 self._check_fence(fence)
             if expected_sequence is not None and expected_sequence != len(log):
@@ -146,6 +155,18 @@ class MemoryWorld(
             result = self._record(run_id, log, occurrences, prepared, resolved, recorded_at)
             self._changed.notify_all()
             return result
+
+    @staticmethod
+    def _ended(log: list[Event], occurrences: dict[str, Event]) -> bool:
+        return RUN_END in occurrences or bool(log and log[-1].type in RUN_END_EVENT_TYPES)
+
+    def _keep_late(self, run_id: str, late: list[LateEvent]) -> None:
+        kept = self._late.setdefault(run_id, [])
+        seen = {event.occurrence_id for event in kept}
+        for event in late:
+            if event.occurrence_id is None or event.occurrence_id not in seen:
+                kept.append(event)
+                seen.add(event.occurrence_id)
 
     @staticmethod
     def _record(
@@ -215,6 +236,17 @@ class MemoryWorld(
     def list_run_ids(self) -> list[str]:
         with self._changed:
             return sorted(run_id for run_id, log in self._events.items() if log)
+
+    def first_and_last_events(self, run_id: str) -> tuple[Event, Event] | None:
+        validate_run_id(run_id)
+        with self._changed:
+            log = self._events.get(run_id)
+            return (log[0], log[-1]) if log else None
+
+    def late_events(self, run_id: str) -> list[LateEvent]:
+        validate_run_id(run_id)
+        with self._changed:
+            return list(self._late.get(run_id, ()))
 
     # -- artifacts --------------------------------------------------------------------------
 

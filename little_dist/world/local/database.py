@@ -55,6 +55,18 @@ _SCHEMA = (
         run_id TEXT PRIMARY KEY,
         input_hash TEXT NOT NULL
     )""",
+    # Events refused because their run had ended, kept for their model usage (late_events);
+    # never part of the run's log. Once per occurrence id.
+    """CREATE TABLE IF NOT EXISTS late_events (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id TEXT NOT NULL,
+        type TEXT NOT NULL,
+        occurrence_id TEXT,
+        recorded_at TEXT NOT NULL,
+        payload TEXT NOT NULL
+    )""",
+    """CREATE UNIQUE INDEX IF NOT EXISTS late_events_occurrence
+        ON late_events (run_id, occurrence_id) WHERE occurrence_id IS NOT NULL""",
     # holder is NULL once released; the row stays so the token only grows.
     """CREATE TABLE IF NOT EXISTS leases (
         key TEXT PRIMARY KEY,

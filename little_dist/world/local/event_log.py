@@ -1,8 +1,10 @@
 """The event log of :class:`~little_dist.world.local.LocalWorld`: SQL bodies over one connection.
 
 An append is one transaction (run by the caller in ``BEGIN IMMEDIATE``): look up the batch's
-occurrence ids with one query, check the fence and the expected sequence, insert the new
-rows with one ``executemany``. Each payload is encoded once, before the transaction
+occurrence ids with one query, check the run's end (a run that has ended takes no new event
+of its own: the refused events' model usage goes to ``late_events`` instead, in the same
+transaction), the fence and the expected sequence, insert the new rows with one
+``executemany``. Each payload is encoded once, before the transaction
 (:func:`~little_dist.world.base.prepare_events`); the event id is hashed from that same
 canonical text (:func:`~little_dist.ids.event_id_for_payload_json`) instead of encoding the
 payload a second time.
@@ -15,15 +17,25 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any, Final
 
+from little_dist.canonical import canonical_json
 from little_dist.errors import LeaseLostError
 from little_dist.events import Event
 from little_dist.ids import event_id_for_payload_json
-from little_dist.world.base import Fence, PreparedEvent, SequenceConflictError
+from little_dist.occurrences import RUN_END
+from little_dist.world.base import (
+    Fence,
+    LateEvent,
+    PreparedEvent,
+    SequenceConflictError,
+    late_events_of,
+    refused_after_end,
+)
 
 __all__ = [
     "EVENT_COLUMNS",
     "append_prepared",
     "check_fence",
+    "late_events",
     "row_to_event",
 ]
 
@@ -34,6 +46,21 @@ _INSERT: Final = (
     " VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
 _FENCE: Final = "SELECT holder, token, expires_at FROM leases WHERE key = ?"
+# Ended: the engine's end (occurrence run-end, found by the index), or a last event that is
+# an end (whoever wrote it: once ends seal the log, an end is always the last event).
+_ENDED: Final = (
+    "SELECT EXISTS (SELECT 1 FROM events WHERE run_id = ?1 AND occurrence_id = ?2) OR "
+    "COALESCE((SELECT type IN ('RunCompleted', 'RunFailed') FROM events WHERE run_id = ?1 "
+    "ORDER BY sequence DESC LIMIT 1), 0)"
+)
+_KEEP_LATE: Final = (
+    "INSERT OR IGNORE INTO late_events (run_id, type, occurrence_id, recorded_at, payload) "
+    "VALUES (?, ?, ?, ?, ?)"
+)
+_LATE: Final = (
+    "SELECT type, occurrence_id, recorded_at, payload FROM late_events WHERE run_id = ? "
+    "ORDER BY seq"
+)
 # SQLite's historical bound on host parameters is 999; one is the run id.
 _LOOKUP_CHUNK: Final = 500
 
@@ -90,17 +117,35 @@ def append_prepared(
     fence: Fence | None,
     clock: Any,
     recorded_at: str,
-) -> list[Event]:
+) -> list[Event] | None:
     """The body of an append, inside the caller's write transaction (see the module doc).
 
     Events whose occurrence id is recorded are returned as recorded (a repeated id inside
     the batch names the first of them); when every event is such a repeat nothing is
-    checked or written.
+    checked or written. ``None``: refused, the run has ended (the late record is written:
+    commit, then raise).
     """
     occurrence_ids = [item.occurrence_id for item in prepared if item.occurrence_id is not None]
     recorded = _recorded(conn, run_id, occurrence_ids) if occurrence_ids else {}
     if len(occurrence_ids) == len(prepared) and all(oid in recorded for oid in occurrence_ids):
         return [recorded[oid] for oid in occurrence_ids]
+    new = [item for item in prepared if item.occurrence_id not in recorded]
+    (ended,) = conn.execute(_ENDED, (run_id, RUN_END)).fetchone()
+    if ended and refused_after_end(new):
+        conn.executemany(
+            _KEEP_LATE,
+            [
+                (
+                    run_id,
+                    late.type,
+                    late.occurrence_id,
+                    late.recorded_at,
+                    canonical_json(late.payload),
+                )
+                for late in late_events_of(run_id, new, recorded_at)
+            ],
+        )
+        return None
     if fence is not None:
         check_fence(conn, fence, clock())
     (last,) = conn.execute(_LAST_SEQUENCE, (run_id,)).fetchone()
@@ -132,3 +177,11 @@ def append_prepared(
         result.append(event)
     conn.executemany(_INSERT, rows)
     return result
+
+
+def late_events(conn: sqlite3.Connection, run_id: str) -> list[LateEvent]:
+    """The run's late record, oldest first."""
+    return [
+        LateEvent(run_id, event_type, json.loads(payload), recorded_at, occurrence_id)
+        for event_type, occurrence_id, recorded_at, payload in conn.execute(_LATE, (run_id,))
+    ]

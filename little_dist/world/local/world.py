@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from little_dist.errors import StorageUnavailableError
+from little_dist.errors import RunEndedError, StorageUnavailableError
 from little_dist.events import Event, EventInput
 from little_dist.ids import RUN_ID_PATTERN, validate_run_id
 from little_dist.world.artifacts import now_iso
@@ -18,6 +18,7 @@ from little_dist.world.base import (
     ArtifactRead,
     DecodesEveryEvent,
     Fence,
+    LateEvent,
     Lease,
     LeasesOneByOne,
     SequentialAppendThenAcquire,
@@ -33,7 +34,12 @@ from little_dist.world.base import (
 )
 from little_dist.world.local import leases
 from little_dist.world.local.database import EventDatabase
-from little_dist.world.local.event_log import EVENT_COLUMNS, append_prepared, row_to_event
+from little_dist.world.local.event_log import (
+    EVENT_COLUMNS,
+    append_prepared,
+    late_events,
+    row_to_event,
+)
 from little_dist.world.local.files import FileStore
 
 __all__ = ["DEFAULT_DATA_DIR", "LocalWorld"]
@@ -47,6 +53,12 @@ _LIST_EVENTS: Final = (
     "ORDER BY sequence LIMIT ?"
 )
 _LAST_SEQUENCE: Final = "SELECT COALESCE(MAX(sequence), 0) FROM events WHERE run_id = ?"
+_FIRST_EVENT: Final = (
+    f"SELECT {EVENT_COLUMNS} FROM events WHERE run_id = ? ORDER BY sequence LIMIT 1"
+)
+_LAST_EVENT: Final = (
+    f"SELECT {EVENT_COLUMNS} FROM events WHERE run_id = ? ORDER BY sequence DESC LIMIT 1"
+)
 _CLAIM: Final = "INSERT OR IGNORE INTO submissions (run_id, input_hash) VALUES (?, ?)"
 _CLAIMED: Final = "SELECT input_hash FROM submissions WHERE run_id = ?"
 
@@ -132,7 +144,7 @@ class LocalWorld(
         if not prepared:
             return []
         recorded_at = now_iso()
-        return self._db.write(
+        recorded = self._db.write(
             lambda conn: append_prepared(
                 conn,
                 run_id,
@@ -143,6 +155,9 @@ class LocalWorld(
                 recorded_at=recorded_at,
             )
         )
+        if recorded is None:  # (its late record is committed)
+            raise RunEndedError(run_id)
+        return recorded
 
     def last_sequence(self, run_id: str) -> int:
         validate_run_id(run_id)
@@ -189,6 +204,18 @@ class LocalWorld(
     def list_run_ids(self) -> list[str]:
         rows = self._db.read("SELECT DISTINCT run_id FROM events ORDER BY run_id", ())
         return [run_id for (run_id,) in rows if RUN_ID_PATTERN.fullmatch(run_id)]
+
+    def first_and_last_events(self, run_id: str) -> tuple[Event, Event] | None:
+        validate_run_id(run_id)
+        first = self._db.read(_FIRST_EVENT, (run_id,))
+        last = self._db.read(_LAST_EVENT, (run_id,))
+        if not first or not last:
+            return None
+        return row_to_event(run_id, first[0]), row_to_event(run_id, last[0])
+
+    def late_events(self, run_id: str) -> list[LateEvent]:
+        validate_run_id(run_id)
+        return self._db.with_retry(lambda: late_events(self._db.connection(), run_id))
 
     # -- submissions --------------------------------------------------------------------------
 

@@ -34,7 +34,12 @@ from typing import ClassVar
 
 import redis
 
-from little_dist.errors import ConflictError, EventLogCorruptError, InvalidInputError
+from little_dist.errors import (
+    ConflictError,
+    EventLogCorruptError,
+    InvalidInputError,
+    RunEndedError,
+)
 from little_dist.events import Event
 from little_dist.ids import validate_run_id
 from little_dist.world.base import RunNotFoundError
@@ -67,14 +72,13 @@ _PART_BYTES = 8 * 1024 * 1024
 StreamReader = Callable[[str, int, int | None], list[Event]]
 
 
-class RunSealedError(ConflictError):
-    """The run was archived: its log is closed and no new event can be appended."""
-
-    retryable: ClassVar[bool] = False
+class RunSealedError(RunEndedError):
+    """The run was archived: its log is closed and no new event can be appended (only a run
+    that has ended is archived)."""
 
     def __init__(self, run_id: str) -> None:
-        super().__init__(f"Run {run_id} is archived; its event log accepts no new events")
-        self.run_id = run_id
+        super().__init__(run_id)
+        self.args = (f"Run {run_id} is archived; its event log accepts no new events",)
 
 
 class RunNotEndedError(ConflictError):

@@ -32,7 +32,7 @@ from typing import Any, Final, Protocol
 import redis
 
 from little_dist import occurrences
-from little_dist.errors import InvalidInputError, LeaseLostError
+from little_dist.errors import InvalidInputError, LeaseLostError, RunEndedError
 from little_dist.events import (
     RUN_END_EVENT_TYPES,
     Event,
@@ -44,15 +44,19 @@ from little_dist.ids import event_id_for_payload_json, validate_run_id
 from little_dist.world.artifacts import now_iso
 from little_dist.world.base import (
     Fence,
+    LateEvent,
     PreparedEvent,
     SequenceConflictError,
     UndecodedEvent,
     check_event_window,
+    late_events_of,
     prepare_events,
+    refused_after_end,
 )
 from little_dist.world.redis_s3 import scripts
 from little_dist.world.redis_s3.archive import RunArchives, RunSealedError
 from little_dist.world.redis_s3.keys import KeyLayout
+from little_dist.world.redis_s3.late import LateRecords
 from little_dist.world.redis_s3.redis_calls import (
     Arg,
     LuaScript,
@@ -140,6 +144,7 @@ class EventLog:
         client: redis.Redis,
         keys: KeyLayout,
         archives: RunArchives,
+        late: LateRecords,
         *,
         signal_stream: str | None,
         signal_maxlen: int,
@@ -151,8 +156,10 @@ class EventLog:
         # into (id, dict) pairs, in Python, costs more than decoding the fields does.
         self._raw = redis.Redis(connection_pool=client.connection_pool)
         self._raw.set_response_callback("XRANGE", _as_sent)
+        self._raw.set_response_callback("XREVRANGE", _as_sent)
         self._keys = keys
         self._archives = archives
+        self._late = late
         self._signal_stream = signal_stream
         self._follow_block_ms = follow_block_ms
         self._now_ms = now_ms
@@ -283,8 +290,12 @@ class EventLog:
         if status == b"fenced":
             assert fence is not None
             raise LeaseLostError(f"Lease {fence.key!r} is no longer held with token {fence.token}")
+        if status == b"ended":
+            refused = [prepared[int(index) - 1] for index in result[1]]
+            self._late.keep(run_id, late_events_of(run_id, refused, recorded_at))
+            raise RunEndedError(run_id)
         if status == b"archived":
-            return self._recorded_in_archive(run_id, prepared)
+            return self._recorded_in_archive(run_id, prepared, recorded_at)
         recorded = self._decode_append(
             run_id, run, prepared, guess, guessed_ids, recorded_at, result
         )
@@ -351,21 +362,23 @@ class EventLog:
                 self._runs.clear()
             self._runs[run_id] = run
 
-    def _recorded_in_archive(self, run_id: str, prepared: list[PreparedEvent]) -> list[Event]:
-        """An append to a sealed run succeeds only if every input is already recorded."""
-        archived = self._archives.events(run_id, required=False)
-        if archived is None:
-            raise RunSealedError(run_id)
-        by_occurrence = {e.occurrence_id: e for e in archived if e.occurrence_id is not None}
-        found = [
-            by_occurrence.get(item.occurrence_id)
-            for item in prepared
-            if item.occurrence_id is not None
-        ]
-        recorded = [e for e in found if e is not None]
-        if len(recorded) != len(prepared):
-            raise RunSealedError(run_id)
-        return recorded
+    def _recorded_in_archive(
+        self, run_id: str, prepared: list[PreparedEvent], recorded_at: str
+    ) -> list[Event]:
+        """An append to a sealed run succeeds only if every input is already recorded; the
+        refused ones' model usage is kept in the run's late record (a sealed run has
+        ended)."""
+        archived = self._archives.events(run_id, required=False) or []
+        by_occurrence: dict[str | None, Event] = {
+            e.occurrence_id: e for e in archived if e.occurrence_id is not None
+        }
+        found = [by_occurrence.get(item.occurrence_id) for item in prepared]
+        if all(event is not None for event in found):
+            return [event for event in found if event is not None]
+        refused = [item for item, event in zip(prepared, found, strict=True) if event is None]
+        if archived and refused_after_end(refused):
+            self._late.keep(run_id, late_events_of(run_id, refused, recorded_at))
+        raise RunSealedError(run_id)
 
     # -- reads ----------------------------------------------------------------------------
     @staticmethod
@@ -701,6 +714,27 @@ class EventLog:
                 return True, after
             return False, max([after, *(event.sequence for event in tail)])
         return False, after
+
+    def first_and_last_events(self, run_id: str) -> tuple[Event, Event] | None:
+        validate_run_id(run_id)
+        keys = self._keys.run(run_id)
+        with redis_errors(f"read of {run_id}"):
+            pipe = self._raw.pipeline(transaction=False)
+            pipe.xrange(keys.events, min="-", max="+", count=1)
+            pipe.xrevrange(keys.events, max="+", min="-", count=1)
+            first, last = pipe.execute()
+        if first and last:
+            (first_id, first_fields), (last_id, last_fields) = first[0], last[0]
+            return (
+                self._decode_entry(run_id, int(first_id.split(b"-", 1)[0]), first_fields),
+                self._decode_entry(run_id, int(last_id.split(b"-", 1)[0]), last_fields),
+            )
+        archived = self._archives.events(run_id, required=False)
+        return (archived[0], archived[-1]) if archived else None
+
+    def late_events(self, run_id: str) -> list[LateEvent]:
+        validate_run_id(run_id)
+        return self._late.read(run_id)
 
     def list_run_ids(self) -> list[str]:
         """Runs Redis knows: not archived yet, or archived within the marker TTL."""

@@ -34,6 +34,10 @@ S3 (under an optional object-key prefix)::
     manifests/<artifactId>.json   artifact manifests, immutable, put-if-absent
     versions/<id>.json            workflow version documents, immutable, put-if-absent
     archives/<run_id>.ndjson      a sealed run's whole log, one ``Event.to_json()`` a line
+    late/<run_id>/<sha256>.ndjson the run's late record: model-usage events an append
+                                  refused because the run had ended, one
+                                  ``LateEvent.to_json()`` a line (named by the hash of what
+                                  they record, so a retried refusal writes nothing new)
 """
 
 from __future__ import annotations
@@ -119,3 +123,9 @@ class KeyLayout:
 
     def archive(self, run_id: str) -> str:
         return f"{self.s3_prefix}archives/{run_id}.ndjson"
+
+    def late_prefix(self, run_id: str) -> str:
+        return f"{self.s3_prefix}late/{run_id}/"
+
+    def late(self, run_id: str, sha256_hex: str) -> str:
+        return f"{self.late_prefix(run_id)}{sha256_hex}.ndjson"

@@ -158,6 +158,18 @@ class S3Objects:
         except BotoCoreError as exc:
             raise _unavailable(f"S3 get of {key}", exc) from exc
 
+    def list_keys(self, prefix: str) -> list[str]:
+        """The keys under ``prefix``, in S3's order (lexicographic)."""
+        keys: list[str] = []
+        try:
+            for page in self._client.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, Prefix=prefix
+            ):
+                keys.extend(item["Key"] for item in page.get("Contents", ()))
+        except (ClientError, BotoCoreError) as exc:
+            raise _unavailable(f"S3 list of {prefix}", exc) from exc
+        return keys
+
     def close(self) -> None:
         self._client.close()
 

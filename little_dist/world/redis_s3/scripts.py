@@ -64,7 +64,8 @@ end
 --         last_before + i); {{'ok', last_before, per-event {{kind, sequence, fields}}}}
 --         otherwise, with kind 'n' (new), 'e' (already recorded; fields are the stored
 --         entry) or 'd' (same occurrence id as an earlier input of this batch; sequence is
---         that input's index); or {{'archived'}}, {{'fenced'}}, {{'conflict', last}}.
+--         that input's index); or {{'archived'}}, {{'ended', {{i, ...}}}} (the run has
+--         ended: the indexes of the inputs it refused), {{'fenced'}}, {{'conflict', last}}.
 local head = {head}
 """
         + """-- A fence ending in '!' also releases its lease when the script is done (whatever it
@@ -117,6 +118,22 @@ end
 if redis.call('EXISTS', KEYS[3]) == 1 then
   return done({'archived'})
 end
+-- The run's end seals its log: no new event of its own after RunCompleted or RunFailed
+-- (observers' side-channel facts, outcome.reported, still come). An end is in the
+-- occurrence index under run-end: the engine records it so, and this script indexes an end
+-- another writer recorded under another id (or none) there too, below. One HEXISTS.
+if redis.call('HEXISTS', KEYS[2], 'run-end') == 1 then
+  local refused, own = {}, false
+  for i = 1, n do
+    if results[i] == nil then
+      refused[#refused + 1] = i
+      own = own or ARGV[head + (i - 1) * per + 1] ~= 'outcome.reported'
+    end
+  end
+  if own then
+    return done({'ended', refused})
+  end
+end
 if token then
   local now = tonumber(fence_now)
   if not now then
@@ -140,6 +157,10 @@ for i = 1, n do
     local at = head + (i - 1) * per
     local id = seq .. '-0'
     local occ = ARGV[at + 3]
+    local kind = ARGV[at + 1]
+    if (kind == 'RunCompleted' or kind == 'RunFailed') and occ ~= 'run-end' then
+      redis.call('HSETNX', KEYS[2], 'run-end', seq)  -- (a run has one end: see above)
+    end
     -- The client hashed the event id for the sequence it guessed; keep it only if right.
     local keep = seq == guess + i - 1
     if occ == '' then

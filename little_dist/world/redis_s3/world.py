@@ -35,6 +35,7 @@ from little_dist.world.base import (
     ArtifactManifest,
     ArtifactRead,
     Fence,
+    LateEvent,
     Lease,
     LeaseRequest,
     UndecodedEvent,
@@ -51,6 +52,7 @@ from little_dist.world.redis_s3.artifact_store import ArtifactStore
 from little_dist.world.redis_s3.events import EventLog
 from little_dist.world.redis_s3.hot_artifacts import DEFAULT_HOT_ARTIFACT_LIMIT, HotArtifacts
 from little_dist.world.redis_s3.keys import KeyLayout
+from little_dist.world.redis_s3.late import LateRecords
 from little_dist.world.redis_s3.leases import LeaseStore
 from little_dist.world.redis_s3.redis_calls import redis_errors, text
 from little_dist.world.redis_s3.s3 import S3Objects
@@ -144,6 +146,7 @@ class RedisS3World:
             redis_client,
             self._keys,
             self._archives,
+            LateRecords(self._s3, self._keys),
             signal_stream=signal_stream,
             signal_maxlen=signal_maxlen,
             follow_block_ms=self._safe_block_ms(redis_client, follow_block_ms),
@@ -398,6 +401,15 @@ class RedisS3World:
     def list_run_ids(self) -> list[str]:
         """Runs Redis knows: not archived yet, or archived within ``archive_marker_ttl``."""
         return self._events.list_run_ids()
+
+    def first_and_last_events(self, run_id: str) -> tuple[Event, Event] | None:
+        """Two stream entries in one round trip; a run whose stream is gone, from its S3
+        archive (one get, cached)."""
+        return self._events.first_and_last_events(run_id)
+
+    def late_events(self, run_id: str) -> list[LateEvent]:
+        """The run's late record (``late/RUN_ID/`` in S3: one list call)."""
+        return self._events.late_events(run_id)
 
     def list_unarchived_run_ids(self) -> list[str]:
         """Runs whose archive has not completed (live, or ended and waiting for it): what the
