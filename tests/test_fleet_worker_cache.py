@@ -1,6 +1,6 @@
 """The worker's per-process run cache and the fast path's cheaper dispatch (no network).
 
-A :class:`~little_dist.fleet.tasks.WorkerRuntime` runs on a MemoryWorld; what its fast path
+A :class:`~little_dist.fleet.worker.WorkerRuntime` runs on a MemoryWorld; what its fast path
 sends goes to a recording stand-in for the Celery app, and the test delivers those tasks
 (sequentially, or from a thread pool as a threads worker does).
 """
@@ -22,9 +22,10 @@ from little_dist.fleet.app_registry import AppRegistry
 from little_dist.fleet.client import submit_run
 from little_dist.fleet.dispatch import Advance, Keep, advance_run
 from little_dist.fleet.queue import MemoryQueue
+from little_dist.fleet.run_cache import RunCache
 from little_dist.fleet.run_tracker import KEPT_EVENT_BYTES, RunTracker
 from little_dist.fleet.sending import acquire_leases
-from little_dist.fleet.tasks import RunCache, WorkerRuntime
+from little_dist.fleet.worker import WorkerRuntime
 from little_dist.run_state import RunStateBuilder
 from little_dist.runtime import Capabilities
 from little_dist.scheduling import Decision, StepDispatch
@@ -97,7 +98,7 @@ def _deliver_while_one_advances(
     """Deliver two tasks of one run on two threads so that ``waiting``'s thread commits
     while ``advancing``'s thread advances the run (its first look waits for that), then
     waits for it; their outcomes."""
-    from little_dist.fleet import tasks
+    from little_dist.fleet import fastpath as tasks
 
     real_advance_run = tasks.advance_run
     looks = iter([True])
@@ -925,10 +926,10 @@ def _deliver_two_looked_at_once(
     spare is left. Unless ``second_asks``, neither asks again after that first look (as if
     both went back to the queue). The looks (``advance_run`` calls), in order: the thread,
     and the attempts started by then."""
-    from little_dist.fleet import tasks
+    from little_dist.fleet import fastpath as tasks
 
     real_advance_run = tasks.advance_run
-    real_advance = runtime._advance
+    real_advance = runtime.advance
     looks: list[tuple[str, list[str]]] = []
     committed = threading.Event()
     asked = Counter[str]()
@@ -962,7 +963,7 @@ def _deliver_two_looked_at_once(
         return real_advance(run_tracker, **options)
 
     monkeypatch.setattr(tasks, "advance_run", advance_run)
-    monkeypatch.setattr(runtime, "_advance", advance)
+    monkeypatch.setattr(runtime, "advance", advance)
     outcomes: list[str] = []
     threads = [
         threading.Thread(
@@ -1123,7 +1124,7 @@ def test_a_second_look_that_keeps_a_scheduled_attempt_sends_it(
     # The thread already has its next attempt from the first look; a later look (asked for
     # by a thread that waits) may keep an attempt scheduled earlier under its dispatch lease
     # only: that one must go to the queue, or nobody would run it until it is re-sent.
-    from little_dist.fleet import tasks
+    from little_dist.fleet import fastpath as tasks
     from little_dist.fleet.dispatch import Advance
     from little_dist.scheduling import StepDispatch
 
@@ -1150,7 +1151,7 @@ def test_a_second_look_that_keeps_a_scheduled_attempt_sends_it(
     monkeypatch.setattr(
         tracker.advancing, "end", lambda *, failed=False: next(asked, False) or real_end()
     )
-    advance = runtime._advance(tracker, keep=lambda d: True)
+    advance = runtime.advance(tracker, keep=lambda d: True)
     assert advance is not None and advance.kept == dispatch("a")
     assert [task[1][1:] for task in app.take()] == [("b", 1)]
 
@@ -1295,18 +1296,18 @@ def test_a_budget_that_runs_out_yields_only_to_other_work(
     monkeypatch.setattr(runtime, "queued_tasks", lambda role: queued[-1])
     kept = _kept("run_budget", waiting=10)
     queued.append(None)  # the queue cannot be sized: yield, as always
-    assert runtime._yields(kept)
+    assert runtime.fastpath.yields(kept)
     queued.append(0)  # nothing waits: the slot would take the same attempt back
-    assert not runtime._yields(kept)
+    assert not runtime.fastpath.yields(kept)
     queued.append(11)  # more than this run's waiting attempts: another run's task waits
-    assert runtime._yields(kept)
+    assert runtime.fastpath.yields(kept)
     # No more than this run's own window: one slot of the process yields per
     # worker_inline_seconds (in case another run's task hides among them), the others not.
     queued.append(10)
-    runtime._last_yield -= runtime.settings.worker_inline_seconds
-    assert runtime._yields(kept)
-    assert not runtime._yields(kept)
-    assert not runtime._yields(kept)
+    runtime.fastpath._last_yield -= runtime.settings.worker_inline_seconds
+    assert runtime.fastpath.yields(kept)
+    assert not runtime.fastpath.yields(kept)
+    assert not runtime.fastpath.yields(kept)
 
 
 def test_a_chain_keeps_its_slot_past_the_budget_when_the_queue_is_empty(

@@ -9,9 +9,9 @@ The walk of one step
 A run's log is the truth; processes only cache it. Follow ``little.execute_step(run, "s1",
 1)`` through a worker (the scheduler-driven path, what ``little worker --no-fast-path`` runs):
 
-1. **Task** (:mod:`.tasks`, :class:`~.tasks.WorkerRuntime.execute`). Celery delivers the
+1. **Task** (:mod:`.tasks`, :meth:`~.worker.WorkerRuntime.attempt`). Celery delivers the
    task, ids only. The worker takes the run's :class:`~.run_tracker.RunTracker` from its
-   :class:`~.tasks.RunCache` and checks the message against the run's version before it
+   :class:`~.run_cache.RunCache` and checks the message against the run's version before it
    writes anything: the step path must exist and the attempt must be due
    (:func:`~little_dist.scheduling.policy.admits`); anything else is dropped.
 2. **Lease.** It takes the step lease ``{run}:step:s1`` (a unique holder, ``lease_ttl``).
@@ -34,7 +34,7 @@ A run's log is the truth; processes only cache it. Follow ``little.execute_step(
 
 The fast path changes only step 6: the worker that committed looks at the run itself, right
 after its commit, and may run the next attempt in the same slot instead of sending it
-(:meth:`~.tasks.WorkerRuntime.execute`; the look's ``keep``). Nothing else differs, and
+(:mod:`.fastpath`, joined to the spine at one seam: ``FastPath.arrange``). Nothing else differs, and
 nothing depends on it: a worker that dies between its commit and its look is covered by the
 scheduler's sweep.
 
@@ -43,7 +43,9 @@ Modules
 
 * :mod:`.app` — ``make_celery_app(settings)``: queues per role, routes, reliability options;
   :mod:`.consumer` — the worker's broker consumer that survives a Redis restart.
-* :mod:`.tasks` — the task bodies and :class:`~.tasks.WorkerRuntime`, what they run on.
+* :mod:`.tasks` — the task bodies; :mod:`.worker` — :class:`~.worker.WorkerRuntime`, what
+  they run on, the spine; :mod:`.fastpath` — what a worker does beyond one attempt per task;
+  :mod:`.planning` — ``little.plan``; :mod:`.run_cache` — the runs a worker keeps.
 * :mod:`.app_registry` — what ``--app MODULE`` provides: workflows and their capabilities.
 * :mod:`.run_tracker` — :class:`~.run_tracker.RunTracker`, what a process keeps of a run;
   its parts :mod:`.advancing`, :mod:`.spares`, :mod:`.offers`; :mod:`.versions`.

@@ -5,8 +5,9 @@ reading only what was appended since it last looked (and the last event it folde
 notice a log that went back). Its three parts each have one job: :attr:`RunTracker.advancing`
 (:mod:`~.advancing`: which thread of the process advances the run),
 :attr:`RunTracker.spares` (:mod:`~.spares`: attempts kept for threads about to ask) and
-:attr:`RunTracker.offers` (:mod:`~.offers`: attempts offered lately). The scheduler keeps one
-per run it follows, a worker one per run it works on (:class:`~little_dist.fleet.tasks.RunCache`).
+:attr:`RunTracker.offers` (:mod:`~.offers`: attempts offered lately). The scheduler keeps
+one per run it follows, a worker one per run it works on
+(:class:`~little_dist.fleet.run_cache.RunCache`).
 """
 
 from __future__ import annotations
