@@ -64,7 +64,7 @@ Why those defaults (the limits on input are checked where input enters, see
     jsonschema, canonical JSON) stays far below Python's recursion limit. 256 is the deepest
     value canonical JSON takes.
 (e) the folded runs one worker or scheduler process keeps (an estimate from the events
-    folded, :data:`little_dist.fleet.dispatch.EVENT_BYTES` each); past it the least recently
+    folded, :data:`little_dist.fleet.run_tracker.EVENT_BYTES` each); past it the least recently
     used run is dropped and read from the log again if it comes back.
 (f) the compiled versions one process keeps, by the length of their canonical LWIR.
 

@@ -428,3 +428,28 @@ def test_a_decide_with_nothing_to_do_stalls_loudly(
         run_version(world, two_step_version(), {}, run_id=RUN, capabilities=Capabilities())
     # The runner lock was released: another runner can take the run at once.
     assert world.acquire_lease(run_lease_key(RUN, "runner"), "next", 5) is not None
+
+
+def test_every_event_a_run_records_has_upstreams_shape(
+    world: LocalWorld, scripted_model: ScriptedModel
+) -> None:
+    # The writers (runner, runtime, recorder, decide) build payloads as dicts for speed; the
+    # typed catalogue (little_dist.event_types) checks here that what they wrote is what
+    # upstream's validators accept, field by field, and writes back unchanged.
+    from little_dist.event_types import parse_event
+
+    script_drafts(scripted_model)
+    version = compile_lwir(mixed_lwir(), input=MIXED_INPUT)
+    run_version(world, version, MIXED_INPUT, run_id=RUN, capabilities=mixed_capabilities(Calls()))
+    log = [event.to_json() for event in world.list_events(RUN)]
+    assert {event["type"] for event in log} >= {
+        "RunStarted",
+        "StepScheduled",
+        "StepCompleted",
+        "ParallelBranchCompleted",
+        "harness.model.responded",
+        "harness.tool_call.succeeded",
+        "RunCompleted",
+    }
+    for event in log:
+        assert parse_event(event).to_json() == event, event["type"]

@@ -1,10 +1,13 @@
 """Typed events: one pydantic payload model per event type, one discriminated union.
 
 Every recorded event is an :class:`~little_dist.events.Event` with a free-form ``payload``
-dict; that is what worlds store and what the run-state fold reads (fast, no validation).
-This module gives the same events types, for the edges that want them checked: writers
-validate what they are about to append, the CLI validates a log it was handed, users get
-attribute access. It all goes through one :class:`~pydantic.TypeAdapter`, :data:`EVENT_ADAPTER`:
+dict; that is what worlds store, what the engine's writers build and what the run-state fold
+reads (fast, no validation: a step's commit does not pay for pydantic). This module gives
+the same events types, for the edges that want them checked: users who read a log get
+attribute access and validation, and the tests check that everything the engine's writers
+record is what upstream's validators accept (``tests/test_local_runner.py`` runs a workflow
+with every kind of step and parses its whole log; ``tests/test_events.py`` the vectors). It
+all goes through one :class:`~pydantic.TypeAdapter`, :data:`EVENT_ADAPTER`:
 
 * :func:`parse_event` reads a JSON-shaped dict (``{"eventId": ..., "type": ..., ...}``);
 * :func:`typed` upgrades a stored :class:`~little_dist.events.Event`;

@@ -131,12 +131,13 @@ def execute_step_attempt(
     """Execute ``dispatch`` (one attempt of one step); see the module docstring.
 
     ``state``, ``context`` (the run's :class:`~little_dist.scheduling.RunContext`, as given
-    to ``decide``) and ``prior_events`` (the step path's earlier events, for the memo) let an
-    in-process runner that already folded the run skip re-reading the log; a fleet worker
-    passes none of them (and its engine's ``max_branches_cap``, which must equal the
-    scheduler's) and the log is read once. They must describe the run at least up to the
-    dispatch. ``cancel``, when set, tells the harness to stop (the runner
-    sets it when the run ends or aborts); losing the lease does the same. ``keeper`` renews
+    to ``decide``) and ``prior_events`` (the step path's earlier events, for the memo) let a
+    caller that already folded the run skip re-reading the log (the in-process runner and a
+    fleet worker both pass all three, from the run they keep); without them the log is read
+    once (and ``max_branches_cap``, which must equal the scheduler's, builds the context).
+    They must describe the run at least up to the dispatch. ``cancel``, when set, tells the
+    harness to stop (the runner sets it when the run ends or aborts); losing the lease does
+    the same. ``keeper`` renews
     the lease from a shared thread (else a heartbeat thread is started for this attempt).
     ``on_recorded`` is called with every batch of events the attempt appended, in order
     (the runner folds them instead of reading them back).
