@@ -315,7 +315,7 @@ def test_a_run_that_ended_far_ahead_of_the_scheduler_is_finished_without_folding
 
         monkeypatch.setattr(fleet.world, name, reading)
 
-    spin(scheduler, lambda: run_id in scheduler._finished)
+    spin(scheduler, lambda: run_id in scheduler.finished)
 
     assert reads == [303]  # the end alone (the scheduler had folded up to s0 scheduled)
     assert run_id not in scheduler._runs
@@ -374,7 +374,7 @@ def test_a_client_start_is_announced_not_signalled_and_a_sweep_covers_a_client_t
     # A client that sends the first tasks itself records the start quietly (the scheduler
     # would only decide the same thing at the same moment) and adds the run to the active
     # runs first. This one dies before its first decision: the next sweep moves the run on.
-    from little_dist.fleet import client as client_module
+    from little_dist.fleet import submission as client_module
     from little_dist.fleet.client import submit_run
     from little_dist.fleet.sweeper import ActiveRuns
 

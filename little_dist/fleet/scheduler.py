@@ -39,16 +39,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import heapq
 import json
 import logging
 import os
 import socket
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
@@ -60,6 +57,7 @@ from little_dist.errors import (
     StorageUnavailableError,
 )
 from little_dist.events import EventInput
+from little_dist.fleet.archiving import FINISHED_MEMORY, Archiver
 from little_dist.fleet.dispatch import Advance
 from little_dist.fleet.run_tracker import RunTracker
 from little_dist.fleet.sending import dispatch_plan, dispatch_ready
@@ -92,11 +90,6 @@ _TERMINAL: Final = ("completed", "failed")
 # decide + append rounds per look at a run (inline decision steps may chain); a bound so a
 # bug cannot spin the loop.
 _MAX_ROUNDS: Final = 64
-# Runs this scheduler finished, whose signals it skips. Late signals of a run come within
-# seconds of its end (a dead scheduler's, claimed after signal_claim_idle): one of a run
-# finished before the last thousand costs a look that finds it over (as it does a scheduler
-# that did not finish it), and the memory stays small (~150 bytes a run).
-_FINISHED_MEMORY: Final = 1_000
 # A look with more unread events than this reads the last one first (see the docstring, 4.).
 _UNREAD_END_PEEK: Final = 256
 _END_STATUS: Final = {"RunCompleted": "completed", "RunFailed": "failed"}
@@ -188,16 +181,14 @@ class Scheduler:
         self._runs: LruCache[str, _Run] = LruCache(
             max_cached_runs, settings.run_cache_bytes, weigh=_run_bytes
         )
-        self._finished: OrderedDict[str, None] = OrderedDict()
-        self._finished_lock = threading.Lock()
         # Per run: its log's length when a sweep last looked at it (_SWEEP_SKIPPED: the last
         # sweep left it to the workers moving it on, see :meth:`_moving`).
         self._swept: dict[str, int] = {}
         # Per run: looks in a row that raised something other than a storage outage.
         self._failures: dict[str, int] = {}
-        self._archiver = ThreadPoolExecutor(max_workers=2, thread_name_prefix="little-archive")
-        # Finished runs waiting for settings.archive_delay to pass: (due, run id), a heap.
-        self._archive_due: list[tuple[float, str]] = []
+        self.finished = Archiver(
+            world, self.active, delay=settings.archive_delay, window=self.window
+        )
         self._stop = threading.Event()
         self._claim_every = max(0.1, min(settings.signal_claim_idle / 2, 5.0))
         self._next_claim = 0.0
@@ -251,8 +242,7 @@ class Scheduler:
     def close(self) -> None:
         """Wait for archives in progress; close the world and the Redis client if
         :func:`open_scheduler` made them."""
-        self._start_due_archives()  # a run left waiting would wait for the next sweep
-        self._archiver.shutdown(wait=True)
+        self.finished.close()
         if self._owns_clients:
             self.world.close()
             self._redis.close()
@@ -266,7 +256,7 @@ class Scheduler:
         nothing else to do. Returns the number of signal entries handled.
         """
         now = time.monotonic()
-        self._start_due_archives(now)
+        self.finished.start_due(now)
         batch: list[Signal] = []
         if now >= self._next_claim:
             batch += self.signals.claim(count=self.read_count)
@@ -282,8 +272,9 @@ class Scheduler:
             wait_ms = 0
         else:
             until = min(self.sweeps.seconds_until_due(now), self._next_claim - now)
-            if self._archive_due:
-                until = min(until, self._archive_due[0][0] - now)
+            archive_due = self.finished.next_due()
+            if archive_due is not None:
+                until = min(until, archive_due - now)
             wait_ms = max(1, min(wait_ms, int(until * 1000) + 1))
         if not self._stop.is_set():
             batch += self.signals.read(count=self.read_count, block_ms=wait_ms)
@@ -309,7 +300,7 @@ class Scheduler:
             newest[signal.run_id] = max(newest.get(signal.run_id, 0), signal.sequence)
         done: list[str] = []
         for run_id, entry_ids in by_run.items():
-            if run_id and run_id not in self._finished and not self._look(run_id, newest[run_id]):
+            if run_id and run_id not in self.finished and not self._look(run_id, newest[run_id]):
                 continue
             done += entry_ids
         self.signals.ack(done)
@@ -336,7 +327,7 @@ class Scheduler:
         self._forget(run_id)
         count = self._failures.pop(run_id, 0) + 1
         self._failures[run_id] = count
-        while len(self._failures) > _FINISHED_MEMORY:
+        while len(self._failures) > FINISHED_MEMORY:
             self._failures.pop(next(iter(self._failures)))
         error = f"{type(exc).__name__}: {exc}"
         _log(
@@ -485,51 +476,9 @@ class Scheduler:
         return tuple(sent)
 
     def _finish(self, run_id: str, status: str, sequence: int) -> None:
-        """Forget the run and archive it in the background (a big log takes seconds to copy
-        to S3; the loop must keep serving signals meanwhile)."""
+        """Forget the run's cached view and hand it to the archiver (see :mod:`~.archiving`)."""
         self._forget(run_id)
-        with self._finished_lock:
-            if run_id in self._finished:
-                return
-            self._finished[run_id] = None
-            while len(self._finished) > _FINISHED_MEMORY:
-                self._finished.popitem(last=False)
-        _log("run-finished", run=run_id, status=status, seq=sequence)
-        if self.window is not None:
-            # Whatever a look reported last for this run, nothing of it waits any more.
-            try:
-                self.window.backlog.report(run_id, 0)
-            except StorageUnavailableError as exc:
-                _log(
-                    "backlog-error", level=logging.WARNING, exc_info=exc, run=run_id, error=str(exc)
-                )
-        if self.settings.archive_delay > 0:
-            due = time.monotonic() + self.settings.archive_delay
-            heapq.heappush(self._archive_due, (due, run_id))
-        else:
-            self._archiver.submit(self._archive, run_id)
-
-    def _start_due_archives(self, now: float | None = None) -> None:
-        """Hand the finished runs whose delay has passed (all of them: ``now=None``) to the
-        archive threads."""
-        due = self._archive_due
-        while due and (now is None or due[0][0] <= now):
-            self._archiver.submit(self._archive, heapq.heappop(due)[1])
-
-    def _archive(self, run_id: str) -> None:
-        """Archive (where the world can), then leave the active set; on failure the run
-        stays active and the next sweep finishes it again."""
-        try:
-            archive = getattr(self.world, "archive_run", None)
-            if callable(archive):
-                archive(run_id)
-            self.active.remove(run_id)
-        except Exception as exc:
-            with self._finished_lock:
-                self._finished.pop(run_id, None)
-            _log("archive-error", level=logging.WARNING, exc_info=exc, run=run_id, error=f"{exc}")
-            return
-        _log("run-archived", run=run_id, archived=callable(archive))
+        self.finished.finish(run_id, status, sequence)
 
     def _entry(self, run_id: str) -> _Run:
         entry = self._runs.get(run_id)
@@ -567,7 +516,7 @@ class Scheduler:
         """Look at the run again and (``fail_dead``) fail its attempts whose worker died;
         which were failed. ``leave_moving``: not if the run's log grew since this
         scheduler's last sweep of it (the loop's sweeps, see :meth:`_moving`)."""
-        if run_id in self._finished:
+        if run_id in self.finished:
             return []  # being archived (it leaves the active set when that is done)
         try:
             last = self.world.last_sequence(run_id)

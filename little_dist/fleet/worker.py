@@ -28,9 +28,10 @@ from little_dist.fleet.run_tracker import RunTracker
 from little_dist.fleet.sending import schedule_occurrence
 from little_dist.fleet.versions import VersionCache
 from little_dist.ids import InvalidIdError, validate_run_id
+from little_dist.run_state import RunState
 from little_dist.runtime import AttemptOutcome, LeaseKeeper, execute_step_attempt
 from little_dist.runtime.dead_attempts import step_lease_key
-from little_dist.scheduling import StepDispatch
+from little_dist.scheduling import RunContext, StepDispatch
 from little_dist.scheduling.context import StepPathError, locate_step
 from little_dist.scheduling.step_graph import plan_for
 from little_dist.settings import Role, Settings
@@ -181,30 +182,93 @@ class WorkerRuntime:
         take the step lease, catch up, run the attempt, commit; its outcome, and the advance
         that kept a next attempt for this worker (``continued``: the one that kept this
         attempt, when it runs inline)."""
-        inline = continued is not None
-        world = self.world
         tracker = self.runs.get(run_id)
-        how = " (inline)" if inline else ""
         lease = continued.kept_lease if continued is not None else None
-        if not inline:
-            # A message names a step of the run's version, or it is junk (or forged): it
-            # gets no lease key in Redis. The check needs the run's version: a tracker
-            # seeing the run for the first time reads it here, before the lease.
-            refused = self._refuse_path(tracker, kind, step_path, attempt)
-            if refused is not None:
-                return refused, None
-            # A delivered task takes the step lease first, then catches up (other processes
-            # append to the run too): whoever held the step before has ended, so the read
-            # has all there is and the attempt need not read again; a duplicate delivery of
-            # a running attempt stops here, without reading.
-            lease = world.acquire_lease(
-                step_lease_key(run_id, step_path),
-                unique_holder(self.name),
-                self.settings.lease_ttl,
-            )
-            if lease is None:
-                _log.info("%s %s %s#%d: %s", kind, run_id, step_path, attempt, "busy")
-                return AttemptOutcome.busy.value, None
+        if continued is None:
+            admitted = self._admit(tracker, step_path, attempt, kind)
+            if isinstance(admitted, str):
+                return admitted, None
+            lease = admitted
+        ready = self._catch_up(tracker, step_path, attempt, kind, lease, inline=continued)
+        if isinstance(ready, str):
+            self.release(lease)
+            return ready, None
+        state, step_events, ctx, dispatch = ready
+        # The one seam of the spine: how the fast path (when on) arranges this attempt and
+        # what it does after the commit (advance the run, keep the next attempt).
+        arranged = self.fastpath.arrange(tracker, ctx, step_path, lease, continued)
+        last_recorded = 0
+
+        def fold_recorded(events: Sequence[Event]) -> None:
+            # What this attempt appends is folded as it is recorded, not read back.
+            nonlocal last_recorded
+            tracker.fold(events, own=True)
+            if events:
+                last_recorded = max(last_recorded, events[-1].sequence)
+
+        capabilities = self.registry.capabilities_for(ctx.version)
+        outcome = execute_step_attempt(
+            self.world,
+            dispatch,
+            version=ctx.version,
+            capabilities=capabilities,
+            lease_ttl=self.settings.lease_ttl,
+            state=state,
+            context=ctx,
+            prior_events=step_events,
+            holder=unique_holder(self.name),
+            keeper=self.keeper,
+            on_recorded=fold_recorded,
+            timeout=capabilities.attempt_timeout(self.settings.step_timeout),
+            continuation=arranged.continuation,
+        )
+        how = " (inline)" if continued is not None else ""
+        _log.info("%s %s %s#%d%s: %s", kind, run_id, step_path, attempt, how, outcome.value)
+        committed = outcome in (AttemptOutcome.completed, AttemptOutcome.failed)
+        # The tracker folded the commit: if nothing else came in between, it is as current
+        # as a read right after the commit would make it.
+        current = tracker.last_sequence == last_recorded
+        return outcome.value, arranged.next(committed=committed, current=current)
+
+    def _admit(
+        self, tracker: RunTracker, step_path: str, attempt: int, kind: DispatchKind
+    ) -> Lease | str:
+        """A delivered task's step lease, or why the task does nothing (its outcome)."""
+        # A message names a step of the run's version, or it is junk (or forged): it gets no
+        # lease key in Redis. The check needs the run's version: a tracker seeing the run for
+        # the first time reads it here, before the lease.
+        refused = self._refuse_path(tracker, kind, step_path, attempt)
+        if refused is not None:
+            return refused
+        # A delivered task takes the step lease first, then catches up (other processes
+        # append to the run too): whoever held the step before has ended, so the read has all
+        # there is and the attempt need not read again; a duplicate delivery of a running
+        # attempt stops here, without reading.
+        lease = self.world.acquire_lease(
+            step_lease_key(tracker.run_id, step_path),
+            unique_holder(self.name),
+            self.settings.lease_ttl,
+        )
+        if lease is None:
+            _log.info("%s %s %s#%d: busy", kind, tracker.run_id, step_path, attempt)
+            return AttemptOutcome.busy.value
+        return lease
+
+    def _catch_up(
+        self,
+        tracker: RunTracker,
+        step_path: str,
+        attempt: int,
+        kind: DispatchKind,
+        lease: Lease | None,
+        *,
+        inline: Advance | None,
+    ) -> tuple[RunState, Sequence[Event], RunContext, StepDispatch] | str:
+        """The run as the attempt needs it (its state, the step's earlier events, its
+        context, the dispatch), or why the attempt does not run (its outcome; the caller
+        releases the lease)."""
+        run_id = tracker.run_id
+        how = " (inline)" if inline is not None else ""
         # An inline attempt was just decided from this tracker, which holds everything its
         # input needs; whatever was appended since is read once the step lease is held.
         try:
@@ -220,18 +284,15 @@ class WorkerRuntime:
         if state.status in _TERMINAL:
             self.runs.forget(run_id)
             _log.info("%s %s %s#%d%s: the run is over", kind, run_id, step_path, attempt, how)
-            self.release(lease)
-            return AttemptOutcome.already_done.value, None
+            return AttemptOutcome.already_done.value
         if ctx is None:
             _log.warning("%s %s %s#%d: the run has not started", kind, run_id, step_path, attempt)
-            self.release(lease)
-            return "not_started", None
+            return "not_started"
         try:
             step = locate_step(plan_for(ctx.version), step_path).step
         except StepPathError as error:
             _log.error("%s %s: %s", kind, run_id, error)
-            self.release(lease)
-            return "invalid", None
+            return "invalid"
         dispatch = StepDispatch(
             run_id=run_id,
             step_path=step_path,
@@ -240,7 +301,7 @@ class WorkerRuntime:
             role="fixer" if kind == "fix_step" else "worker",
             kind=kind,
         )
-        if not inline and not _sent_by_the_engine(ctx, state, step, step_events, dispatch):
+        if inline is None and not _sent_by_the_engine(ctx, state, step, step_events, dispatch):
             _log.warning(
                 "%s %s %s#%d: no such attempt is due (a stale or forged message); ignored",
                 kind,
@@ -248,42 +309,8 @@ class WorkerRuntime:
                 step_path,
                 attempt,
             )
-            self.release(lease)
-            return "not_due", None
-        last_recorded = 0
-        # The one seam of the spine: how the fast path (when on) arranges this attempt and
-        # what it does after the commit (advance the run, keep the next attempt).
-        arranged = self.fastpath.arrange(tracker, ctx, step_path, lease, continued)
-
-        def fold_recorded(events: Sequence[Event]) -> None:
-            # What this attempt appends is folded as it is recorded, not read back.
-            nonlocal last_recorded
-            tracker.fold(events, own=True)
-            if events:
-                last_recorded = max(last_recorded, events[-1].sequence)
-
-        capabilities = self.registry.capabilities_for(ctx.version)
-        outcome = execute_step_attempt(
-            world,
-            dispatch,
-            version=ctx.version,
-            capabilities=capabilities,
-            lease_ttl=self.settings.lease_ttl,
-            state=state,
-            context=ctx,
-            prior_events=step_events,
-            holder=unique_holder(self.name),
-            keeper=self.keeper,
-            on_recorded=fold_recorded,
-            timeout=capabilities.attempt_timeout(self.settings.step_timeout),
-            continuation=arranged.continuation,
-        )
-        _log.info("%s %s %s#%d%s: %s", kind, run_id, step_path, attempt, how, outcome.value)
-        committed = outcome in (AttemptOutcome.completed, AttemptOutcome.failed)
-        # The tracker folded the commit: if nothing else came in between, it is as current
-        # as a read right after the commit would make it.
-        current = tracker.last_sequence == last_recorded
-        return outcome.value, arranged.next(committed=committed, current=current)
+            return "not_due"
+        return state, step_events, ctx, dispatch
 
     def _refuse_path(
         self, tracker: RunTracker, kind: str, step_path: str, attempt: int

@@ -1,0 +1,288 @@
+"""Submitting a run to the fleet: :func:`submit_run`, what ``Client.submit``, ``little submit``
+and the ``little.submit_run`` task call.
+
+Submitting writes to the world only (and sends tasks by name): the compiled
+WorkflowVersion is registered, ``WorkflowVersionRegistered`` + ``RunStarted`` are appended
+(occurrence ids ``version-registered`` and ``run-start``, as the in-process runner writes
+them). The client then advances the run once itself (decide + dispatch under the dispatch
+leases), so the first steps start without waiting for a scheduler round trip. The
+scheduler would only make the same first decision at the same moment: the client adds the
+run to the scheduler's active runs before recording its start, and the start does not
+signal it (a client that dies before its first decision leaves the run to the scheduler's
+next sweeps, seconds later). Runs submitted without a Celery app to send with (and the
+``little.submit_run`` task) signal the scheduler as usual.
+
+What is submitted decides where the WorkflowVersion comes from:
+
+* an LWIR document (dict) or a compiled :class:`~little_dist.compiler.WorkflowVersion`:
+  compiled here, against the run input;
+* a :class:`~little_dist.authoring.WorkflowDefinition` with a fixed ``plan=``: resolved
+  here with :func:`~little_dist.planner.resolve_version` (no model call);
+* a definition the planner must design, or a workflow id registered in the workers'
+  ``--app`` module: ``little.run.submitted`` ``{workflowId, input}`` is appended
+  (occurrence ``submit``) and ``little.plan(run_id)`` is sent to the planner queue, whose
+  worker plans the run and starts it. Planning never happens in the client.
+
+Submitting is idempotent on the run id: the same id with the same input (and workflow)
+returns the id again; another input raises :class:`RunMismatchError`, also when the
+submits run at once: the world records the first input's hash for the run id in one
+atomic step (:meth:`~little_dist.world.base.World.claim_submission`), before anything else
+is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from little_dist import occurrences
+from little_dist.canonical import NonHashableValueError, canonical_json, sha256_digest
+from little_dist.compiler import WorkflowVersion, compile_lwir
+from little_dist.errors import InvalidInputError
+from little_dist.events import Event, EventInput
+from little_dist.fleet.dispatch import advance_run
+from little_dist.fleet.engine_events import SUBMITTED_EVENT_TYPE
+from little_dist.fleet.run_tracker import RunTracker
+from little_dist.fleet.sending import dispatch_plan
+from little_dist.fleet.versions import VersionCache
+from little_dist.ids import validate_run_id
+from little_dist.limits import InputLimits
+from little_dist.local_runner import RunMismatchError, check_run_input, new_run_id
+from little_dist.runtime import check_grants
+from little_dist.settings import Settings
+from little_dist.world.base import World
+
+if TYPE_CHECKING:
+    from little_dist.authoring import WorkflowDefinition
+    from little_dist.fleet.app_registry import AppRegistry
+    from little_dist.fleet.queue import TaskQueue
+    from little_dist.fleet.slots import FanoutWindow
+
+__all__ = ["RunMismatchError", "submit_run"]
+
+_UNCOMPILED: Final = "uncompiled"
+
+
+def _recorded_input(events: list[Event]) -> tuple[bool, Any, str | None]:
+    """``(found, input, version id)`` of a run's RunStarted or submission, if any."""
+    for event in events:
+        if event.type == "RunStarted" and "input" in event.payload:
+            return True, event.payload.get("input"), event.payload.get("workflowVersionId")
+        if event.type == SUBMITTED_EVENT_TYPE:
+            return True, event.payload.get("input"), None
+    return False, None, None
+
+
+def _check_same(run_id: str, events: list[Event], run_input: Any, version_id: str | None) -> bool:
+    """Whether the run already exists with this input (raises if with another one)."""
+    for event in events:
+        if event.type == "OrchestrationRequested":
+            recorded_hash = event.payload.get("inputHash")
+            if isinstance(recorded_hash, str) and recorded_hash != sha256_digest(run_input):
+                raise RunMismatchError(f"run {run_id} was submitted with a different input")
+    found, recorded, recorded_version = _recorded_input(events)
+    if not found:
+        return False
+    if canonical_json(recorded) != canonical_json(run_input):
+        raise RunMismatchError(f"run {run_id} was submitted with a different input")
+    if (
+        version_id is not None
+        and recorded_version not in (None, _UNCOMPILED)
+        and recorded_version != version_id
+    ):
+        raise RunMismatchError(
+            f"run {run_id} runs workflow version {recorded_version}, not {version_id}"
+        )
+    return True
+
+
+def _start_events(version: WorkflowVersion, run_input: Any) -> list[EventInput]:
+    return [
+        EventInput(
+            type="WorkflowVersionRegistered",
+            occurrence_id=occurrences.VERSION_REGISTERED,
+            payload={"workflowVersionId": version.id, "workflowVersionHash": version.hash},
+        ),
+        EventInput(
+            type="RunStarted",
+            occurrence_id=occurrences.RUN_START,
+            payload={"workflowVersionId": version.id, "input": run_input},
+        ),
+    ]
+
+
+def _start(
+    world: World,
+    run_id: str,
+    version: WorkflowVersion,
+    run_input: Any,
+    planning: Sequence[EventInput] = (),
+    *,
+    signal: bool = True,
+) -> list[Event]:
+    """Record the run's start (after ``planning``, its planning session's events) in one
+    append; the recorded events. ``signal=False``: the caller advances the run itself."""
+    # Stored before the events that name it, so a reader never finds a dangling id.
+    world.register_version(version.id, version.to_json())
+    return world.append_batch(
+        run_id, [*planning, *_start_events(version, run_input)], signal=signal
+    )
+
+
+def _json_value(value: Any, limits: InputLimits, what: str = "the run input") -> Any:
+    import json
+
+    try:
+        return json.loads(limits.check_input(value, what))
+    except NonHashableValueError as error:
+        raise InvalidInputError(f"{what} is not JSON: {error}") from error
+
+
+def submit_run(
+    world: World,
+    workflow: WorkflowDefinition | WorkflowVersion | Mapping[str, Any] | str,
+    run_input: Any = None,
+    *,
+    run_id: str | None = None,
+    queue: TaskQueue | None = None,
+    settings: Settings | None = None,
+    registry: AppRegistry | None = None,
+    holder: str = "client",
+    window: FanoutWindow | None = None,
+    announce: Callable[[str], None] | None = None,
+) -> str:
+    """Submit one run (see the module docstring); its run id.
+
+    ``queue`` + ``settings`` let it send tasks (the planner's, the first steps'); without them
+    the run is only recorded and the scheduler, signalled by the append, takes it from there.
+    ``registry`` resolves a workflow given by id. ``window``: the fleet's cap on a fan-out's
+    branches in flight (:mod:`little_dist.fleet.slots`), for the first decision.
+    ``announce``: registers the run with the scheduler's sweeper (its active runs); given
+    with ``queue`` and ``settings``, the run is announced before its start is recorded, and
+    the start does not signal the scheduler, since this call makes the first decision and
+    sends its tasks (a client that dies before that leaves the run to the next sweep).
+
+    The input and a submitted document are checked against the limits of ``settings`` (the
+    defaults without; see :mod:`little_dist.limits`) before anything is read or written, and
+    a document (an LWIR, a compiled version, a definition's ``plan``) against the
+    capabilities ``registry`` registers for its workflow
+    (:meth:`~little_dist.fleet.app_registry.AppRegistry.check_version`): it may select among
+    them, never name another tool, model slot or harness. Without a registry only the
+    workers check that, when a step runs (it fails with ``runtime_config_error``).
+    """
+    from little_dist.authoring import WorkflowDefinition
+
+    limits = settings.limits if settings is not None else InputLimits()
+    run_id = new_run_id() if run_id is None else validate_run_id(run_id)
+    if isinstance(workflow, str) and registry is not None:
+        workflow = registry.get(workflow) or workflow
+    planner_path: str | None = None
+    version: WorkflowVersion | None = None
+    definition: WorkflowDefinition | None = None
+    if isinstance(workflow, WorkflowDefinition):
+        run_input = workflow.validate_input(run_input, limits=limits)
+        if workflow.plan is None:
+            planner_path = workflow.id
+        else:
+            definition = workflow
+    elif isinstance(workflow, str):
+        run_input = _json_value(run_input, limits)
+        planner_path = workflow
+    elif isinstance(workflow, WorkflowVersion):
+        limits.check_lwir(workflow.lwir)
+        run_input = _json_value(run_input, limits)
+        version = workflow
+    elif isinstance(workflow, Mapping):
+        limits.check_lwir(workflow)
+        run_input = _json_value(run_input, limits)
+        version = compile_lwir(dict(workflow), input=run_input)
+    else:
+        raise InvalidInputError(
+            "submit takes an LWIR document, a WorkflowVersion, a workflow made with "
+            f"define_workflow() or a registered workflow id, got {type(workflow).__name__}"
+        )
+    if version is not None:
+        check_run_input(version, run_input)
+        if registry is not None:
+            registry.check_version(version)
+    if definition is not None and definition.plan is not None:
+        # The plan is the author's, but the workers run it with the registered workflow's
+        # capabilities: it may not name more than those.
+        registered = registry is not None and registry.get(definition.id) is not None
+        check_grants(
+            definition.plan,
+            (
+                registry.capabilities_for_workflow(definition.id)
+                if registry is not None and registered
+                else definition.capabilities()
+            ),
+            f"workflow {definition.id!r}",
+        )
+    # Concurrent submitters of the run id that all read an empty log agree here, in one
+    # atomic step, on whose input the run gets; the others are refused before writing.
+    input_hash = sha256_digest(run_input)
+    if world.claim_submission(run_id, input_hash) != input_hash:
+        raise RunMismatchError(f"run {run_id} was submitted with a different input")
+    events = world.list_events(run_id)
+    exists = _check_same(run_id, events, run_input, version.id if version else None)
+
+    if planner_path is not None:
+        if not exists:
+            world.append(
+                run_id,
+                EventInput(
+                    type=SUBMITTED_EVENT_TYPE,
+                    occurrence_id=occurrences.SUBMITTED,
+                    payload={"workflowId": planner_path, "input": run_input},
+                ),
+            )
+        if queue is not None and settings is not None:
+            tracker = RunTracker(world, run_id, max_branches_cap=settings.max_branches_cap)
+            tracker.catch_up()
+            if tracker.awaiting_plan:
+                dispatch_plan(world, queue, settings, run_id, holder=holder)
+        return run_id
+    recorded: list[Event] = []
+    advances = queue is not None and settings is not None
+    quiet = advances and announce is not None
+    if quiet and not events:
+        assert announce is not None
+        announce(run_id)
+    if definition is not None and not events:
+        # A fresh run of a fixed plan: its planning session and start in one append.
+        from little_dist.planner.fixed import fixed_plan_events
+
+        planned = fixed_plan_events(definition, run_input)
+        if planned is not None:
+            version = planned.version
+            recorded = _start(world, run_id, version, run_input, planned.events, signal=not quiet)
+    if version is None and definition is not None:
+        from little_dist.planner import resolve_version
+
+        version = resolve_version(
+            world, run_id, definition, run_input, capabilities=definition.capabilities()
+        )
+        if version is None:  # the fixed plan is invalid: RunFailed is recorded
+            return run_id
+    assert version is not None
+    if not recorded and not any(event.type == "RunStarted" for event in events):
+        _start(world, run_id, version, run_input, signal=not (quiet and not events))
+    if queue is not None and settings is not None:
+        versions = VersionCache()
+        versions.put(version)  # in hand: the tracker need not read it back
+        tracker = RunTracker(
+            world,
+            run_id,
+            versions=versions,
+            max_branches_cap=settings.max_branches_cap,
+            window=window,
+        )
+        # What this call recorded from the run's first event on is the whole log so far
+        # unless someone appended meanwhile (then the tracker reads it).
+        tracker.fold(recorded)
+        whole = bool(recorded) and tracker.last_sequence == max(e.sequence for e in recorded)
+        advance_run(world, queue, settings, tracker, holder=holder, read=not whole)
+    return run_id
+
+
+# -- the client ---------------------------------------------------------------------------
