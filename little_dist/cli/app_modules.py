@@ -76,27 +76,8 @@ def capabilities_of(module: ModuleType) -> Any:
 
 
 def merge_capabilities(parts: list[Any]) -> Any:
-    """One Capabilities from several: tools, models and harnesses united, first one wins."""
-    from dataclasses import replace
+    """One Capabilities from several (see
+    :func:`little_dist.runtime.capabilities.merge_capabilities`)."""
+    from little_dist.runtime.capabilities import merge_capabilities as merge
 
-    from little_dist.runtime import Capabilities
-    from little_dist.tools import ToolRegistry
-
-    if not parts:
-        return Capabilities()
-    if len(parts) == 1:
-        return parts[0]
-    registry = ToolRegistry()
-    models: dict[str, Any] = {}
-    harnesses: dict[str, Any] = {}
-    skills: list[Any] = []
-    for part in parts:
-        for item in part.tools:
-            if item.name not in registry:
-                registry.register(item)
-        for key, value in part.models.items():
-            models.setdefault(key, value)
-        for key, value in part.harnesses.items():
-            harnesses.setdefault(key, value)
-        skills.extend(part.skills)
-    return replace(parts[0], tools=registry, models=models, harnesses=harnesses, skills=skills)
+    return merge(parts)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -36,6 +36,7 @@ from little_dist.authoring import WorkflowDefinition
 from little_dist.compiler import WorkflowVersion
 from little_dist.errors import InvalidInputError
 from little_dist.runtime import Capabilities, check_grants
+from little_dist.runtime.capabilities import merge_capabilities
 from little_dist.tools import Tool, ToolRegistry
 
 __all__ = ["AppImportError", "AppRegistry", "load_registry", "workflow_name_of"]
@@ -161,38 +162,6 @@ def _module_capabilities(module: ModuleType) -> Capabilities | None:
     )
 
 
-def _merge(parts: Sequence[Capabilities]) -> Capabilities:
-    """One Capabilities from several: tools, models and harnesses united, first one wins."""
-    if not parts:
-        return Capabilities()
-    if len(parts) == 1:
-        return parts[0]
-    registry = ToolRegistry()
-    models: dict[str, Any] = {}
-    harnesses: dict[Any, Any] = {}
-    merged_skills: list[Any] = []
-    for part in parts:
-        for item in part.tools:
-            if item.name not in registry:
-                registry.register(item)
-        for slot, bound in part.models.items():
-            models.setdefault(slot, bound)
-        for role, harness in part.harnesses.items():
-            harnesses.setdefault(role, harness)
-        merged_skills.extend(part.skills)
-    first = parts[0]
-    return Capabilities(
-        tools=registry,
-        models=models,
-        harnesses=harnesses,
-        skills=tuple(merged_skills),
-        default_harness=first.default_harness,
-        system=first.system,
-        max_turns=first.max_turns,
-        step_timeout=first.step_timeout,
-    )
-
-
 def load_registry(modules: str | Iterable[str] | None) -> AppRegistry:
     """Import the app module(s) and collect their workflows and capabilities.
 
@@ -229,4 +198,4 @@ def load_registry(modules: str | Iterable[str] | None) -> AppRegistry:
         capabilities = _module_capabilities(module)
         if capabilities is not None:
             parts.append(capabilities)
-    return AppRegistry(workflows=workflows, default=_merge(parts), modules=tuple(names))
+    return AppRegistry(workflows=workflows, default=merge_capabilities(parts), modules=tuple(names))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
     from little_dist.harness.registry import HarnessRegistry
     from little_dist.harness.types import Harness, HarnessRole, ResolvedModel, SkillDescriptor
 
-__all__ = ["Capabilities", "CapabilityError", "RuntimeConfigError"]
+__all__ = ["Capabilities", "CapabilityError", "RuntimeConfigError", "merge_capabilities"]
 
 
 class RuntimeConfigError(InvalidInputError):
@@ -100,3 +101,29 @@ class Capabilities:
         if names is None:
             return {item.name: item for item in self.tools}
         return {name: self.tools[name] for name in names if name in self.tools}
+
+
+def merge_capabilities(parts: Sequence[Capabilities]) -> Capabilities:
+    """One Capabilities from several (the app modules a worker or ``little run`` loads):
+    tools, model slots and harnesses united, the first part winning a name; skills in order;
+    the rest (default harness, system text, turns, step timeout) from the first part."""
+    if not parts:
+        return Capabilities()
+    if len(parts) == 1:
+        return parts[0]
+    registry = ToolRegistry()
+    models: dict[str, str | ResolvedModel] = {}
+    harnesses: dict[HarnessRole, Harness] = {}
+    skills: list[SkillDescriptor] = []
+    for part in parts:
+        for item in part.tools:
+            if item.name not in registry:
+                registry.register(item)
+        for slot, bound in part.models.items():
+            models.setdefault(slot, bound)
+        for role, harness in part.harnesses.items():
+            harnesses.setdefault(role, harness)
+        skills.extend(part.skills)
+    return dataclasses.replace(
+        parts[0], tools=registry, models=models, harnesses=harnesses, skills=tuple(skills)
+    )
