@@ -485,14 +485,14 @@ def test_a_refill_the_committing_slot_runs_records_its_schedule_with_its_start()
 
 
 def test_a_refill_rides_only_when_the_look_schedules_nothing_else() -> None:
-    from little_dist.fleet.dispatch import _rides_with_kept
+    from little_dist.fleet.keeping import rides_with_kept
     from little_dist.scheduling import Decision, StepDispatch
 
     def event(kind: str, occurrence: str, **payload: Any) -> EventInput:
         return EventInput(type=kind, payload=payload, occurrence_id=occurrence)
 
     def rides(*events: EventInput) -> bool:
-        return _rides_with_kept(Decision(events=events, dispatch=(kept,), done=False), kept)
+        return rides_with_kept(Decision(events=events, dispatch=(kept,), done=False), kept)
 
     kept = StepDispatch("run_x", "fan[c].work", "work", 1, "worker", "execute_step")
     own = [
@@ -517,7 +517,7 @@ def test_a_refill_rides_only_when_the_look_schedules_nothing_else() -> None:
 def test_a_left_branch_drops_its_nested_steps_and_no_branch_whose_key_extends_it() -> None:
     # A foreign end leaves the new branch paired with it (the first, fan[a]) with everything
     # inside it, nested branches included; fan[ab] merely shares a prefix with it and stays.
-    from little_dist.fleet.dispatch import _leave_refills
+    from little_dist.fleet.keeping import leave_refills
     from little_dist.scheduling import Decision, StepDispatch
 
     def schedules(branch: str, step: str) -> list[EventInput]:
@@ -550,7 +550,7 @@ def test_a_left_branch_drops_its_nested_steps_and_no_branch_whose_key_extends_it
         done=False,
     )
     left: dict[str, None] = {}
-    kept = _leave_refills(decision, RunTracker(MemoryWorld(), "run_x"), left)
+    kept = leave_refills(decision, RunTracker(MemoryWorld(), "run_x"), left)
     assert list(left) == ["fan[a]"]
     assert [e.occurrence_id for e in kept.events] == [
         "pbranch-end:fan[z]",
@@ -1363,7 +1363,7 @@ def test_each_new_branch_goes_with_the_end_it_refills_so_two_processes_differ() 
     # Ends fan[a], fan[b], fan[c] (in branch order) free three slots; a fourth branch fills
     # room an earlier look left. Process P committed fan[a] and fan[c], process Q fan[b]:
     # each keeps the new branches paired with its own ends, and both may take the fourth.
-    from little_dist.fleet.dispatch import _leave_refills
+    from little_dist.fleet.keeping import leave_refills
     from little_dist.scheduling import Decision
 
     def ended(branch: str) -> EventInput:
@@ -1405,7 +1405,7 @@ def test_each_new_branch_goes_with_the_end_it_refills_so_two_processes_differ() 
             )
         tracker = RunTracker(world, "run_x")
         tracker.fold(world.list_events("run_x"), own=True)
-        kept = _leave_refills(decision, tracker, {})
+        kept = leave_refills(decision, tracker, {})
         return [e.payload["branchPath"] for e in kept.events if e.type == "ParallelBranchScheduled"]
 
     assert kept_by(["fan[a]", "fan[c]"]) == ["fan[w]", "fan[y]", "fan[z]"]

@@ -49,14 +49,17 @@ Modules
 * :mod:`.app_registry` — what ``--app MODULE`` provides: workflows and their capabilities.
 * :mod:`.run_tracker` — :class:`~.run_tracker.RunTracker`, what a process keeps of a run;
   its parts :mod:`.advancing`, :mod:`.spares`, :mod:`.offers`; :mod:`.versions`.
-* :mod:`.dispatch` — :func:`~.dispatch.advance_run`, one look at a run.
+* :mod:`.dispatch` — :func:`~.dispatch.advance_run`, one look at a run; :mod:`.keeping` — what
+  a worker's look keeps for its process and what it leaves to others.
 * :mod:`.sending` — task names, dispatch leases, sending a task once; :mod:`.queue` — where
   tasks go (:class:`~.queue.TaskQueue`: Celery, or in memory).
 * :mod:`.engine_events` — the engine's own event types (submitted, cancel asked, plan failed).
-* :mod:`.scheduler`, :mod:`.signals`, :mod:`.sweeper` — the ``little scheduler`` process, the
-  signal stream it reads, the active runs it sweeps.
+* :mod:`.scheduler`, :mod:`.signals`, :mod:`.sweeper`, :mod:`.archiving` — the ``little
+  scheduler`` process, the signal stream it reads, the active runs it sweeps, the finished
+  runs it archives.
 * :mod:`.slots` — the fleet's task slots, a fan-out's window and its backlog.
-* :mod:`.client` — :class:`~.client.Client`: submit, status, wait, cancel.
+* :mod:`.client` — :class:`~.client.Client`: submit, status, wait, cancel; :mod:`.submission`
+  — :func:`~.submission.submit_run`, what submitting writes and sends.
 * :mod:`.interpreter_tuning` — garbage collection and thread switches of fleet processes.
 
 Glossary

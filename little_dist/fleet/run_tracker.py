@@ -126,7 +126,7 @@ class RunTracker:
         # Recorded events past the first gap in what was folded, by sequence.
         self._ahead: dict[int, Event | UndecodedEvent] = {}
         # Branch paths (``fan[k]``) in which this process recorded a StepCompleted whose
-        # branch end is not folded yet: their refills are this process's (_leave_refills).
+        # branch end is not folded yet: their refills are this process's (keeping.leave_refills).
         self._own_ends: set[str] = set()
         # (type, recordedAt) of the last event folded: the read after it checks the log
         # still holds it (see _read_new).
