@@ -81,12 +81,14 @@ def run_sandboxed(
     env: Mapping[str, str] | None = None,
     stdin: bytes = b"",
     limits: SandboxLimits = DEFAULT_LIMITS,
+    hide: Sequence[str] = (),
     settings_env: Mapping[str, str] | None = None,
 ) -> SandboxResult:
     """Run ``argv`` in the sandbox with ``mounts`` bound in and ``limits`` enforced.
 
     ``env`` adds variables to the stripped environment; ``cwd`` is a path inside the
-    sandbox. ``settings_env`` (default: the process environment) is where the isolation
+    sandbox. ``hide`` names system files the command must not see (an interpreter a
+    capability turns off; each is covered by an empty file). ``settings_env`` (default: the process environment) is where the isolation
     settings are read. Raises :class:`~little_dist.sandbox.isolation.SandboxUnavailableError`
     when the kernel sandbox cannot run and no weaker mode was opted into.
     """
@@ -102,7 +104,7 @@ def run_sandboxed(
     if isolation == "namespaces":
         bwrap = bwrap_path(settings_env)
         assert bwrap is not None  # isolation_for said namespaces work
-        arguments = bwrap_arguments(mounts, cwd, environment, limits, user)
+        arguments = bwrap_arguments(mounts, cwd, environment, limits, user, hide)
         command = [bwrap, *arguments, "--", *drop_to(user), *argv]
         workdir = None
     else:

@@ -79,6 +79,7 @@ def bwrap_arguments(
     environment: Mapping[str, str],
     limits: SandboxLimits,
     user: int | None,
+    hide: Sequence[str] = (),
 ) -> list[str]:
     """bubblewrap's arguments (before ``--`` and the command)."""
     args = [*namespace_arguments(user), "--die-with-parent", "--new-session"]
@@ -95,6 +96,8 @@ def bwrap_arguments(
             args += ["--ro-bind", host, host]
     for path in _ETC:
         args += ["--ro-bind-try", path, path]
+    for path in hide:
+        args += ["--ro-bind", "/dev/null", path]
     args += ["--proc", "/proc", "--dev", "/dev"]
     args += ["--perms", "1777", "--size", str(int(limits.tmp_bytes)), "--tmpfs", "/tmp"]
     for folder in _parents(mount.target for mount in mounts):

@@ -1,0 +1,239 @@
+"""The bash tool's engine: upstream's contract on the kernel sandbox.
+
+Input ``{cmd, cwd?, timeoutMs?}``, output ``{stdout, stderr, exitCode}`` (upstream's
+``bash-tool.ts``). A :class:`BashSession` keeps the working directory and the exported
+variables from one command to the next, as one shell would, though each command runs in a
+fresh sandbox: the session's state (:class:`BashState`) is written by the command's shell on
+exit and read back by the next, and it is plain data, so a resumed session (on this worker or
+another) restores it from the last recorded call instead of running anything again.
+
+Upstream runs an in-memory interpreter; here the commands are real bash with the system's
+tools, isolated by :mod:`little_dist.sandbox`. Differences from upstream that a model sees:
+none in the contract; a command past its time ends with exit code 124 (as upstream's), and
+the capabilities ``python: false`` / ``javascript: false`` hide the interpreters.
+"""
+
+from __future__ import annotations
+
+import math
+import posixpath
+import shlex
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Final
+
+from little_dist.errors import InvalidInputError
+from little_dist.sandbox.limits import DEFAULT_LIMITS, SandboxLimits
+from little_dist.sandbox.mounts import Mount
+from little_dist.sandbox.process import SandboxResult, run_sandboxed
+
+__all__ = [
+    "BASH_INPUT_SCHEMA",
+    "BASH_OUTPUT_SCHEMA",
+    "BashCapabilities",
+    "BashCommand",
+    "BashInputError",
+    "BashSession",
+    "BashState",
+    "parse_bash_input",
+]
+
+BASH_INPUT_SCHEMA: Final = {
+    "type": "object",
+    "properties": {
+        "cmd": {"type": "string"},
+        "cwd": {"type": "string"},
+        "timeoutMs": {"type": "number"},
+    },
+    "required": ["cmd"],
+    "additionalProperties": False,
+}
+BASH_OUTPUT_SCHEMA: Final = {
+    "type": "object",
+    "properties": {
+        "stdout": {"type": "string"},
+        "stderr": {"type": "string"},
+        "exitCode": {"type": "number"},
+    },
+    "required": ["stdout", "stderr", "exitCode"],
+    "additionalProperties": False,
+}
+#: Exit code of a command stopped at its time limit (upstream's, and coreutils' ``timeout``).
+TIMED_OUT: Final = 124
+_STATE_TARGET: Final = "/mnt/.bash-session"
+_PYTHON: Final = ("/usr/bin/python3", "/usr/bin/python", "/usr/local/bin/python3")
+_JAVASCRIPT: Final = ("/usr/bin/node", "/usr/bin/nodejs", "/usr/local/bin/node", "/usr/bin/deno")
+# The session's shell: restore the exported variables, enter the working directory, save both
+# on exit (whatever way the command exits), run the command as the script it is.
+_SCRIPT: Final = (
+    '[ -f /mnt/.bash-session/env ] && . /mnt/.bash-session/env; cd -- "$1" || exit 1; '
+    "__little_cmd=$2; shift 2; "
+    "trap 'pwd > /mnt/.bash-session/cwd; export -p > /mnt/.bash-session/env' EXIT; "
+    'eval "$__little_cmd"'
+)
+
+
+class BashInputError(InvalidInputError):
+    """A bash call the tool cannot take (the model sees the message as the tool's error)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BashCommand:
+    """One checked call: the command, an optional working directory and time limit."""
+
+    cmd: str
+    cwd: str | None = None
+    timeout_ms: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BashCapabilities:
+    """Upstream's ``capabilities`` of the bash tool. ``network`` is off (the egress allowlist
+    is not built yet: anything but ``False`` is refused when the session is made)."""
+
+    network: bool = False
+    python: bool = True
+    javascript: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class BashState:
+    """What one command leaves for the next: the working directory and exported variables
+    (``export -p`` lines, as bash prints them)."""
+
+    cwd: str
+    exports: str = ""
+
+    def to_json(self) -> dict[str, str]:
+        return {"cwd": self.cwd, "exports": self.exports}
+
+    @classmethod
+    def from_json(cls, value: Mapping[str, Any]) -> BashState:
+        return cls(cwd=str(value["cwd"]), exports=str(value.get("exports", "")))
+
+
+def parse_bash_input(value: object) -> BashCommand:
+    """Upstream's checks of a bash call's input, with upstream's messages."""
+    if not isinstance(value, Mapping):
+        raise BashInputError("bash input must be an object.")
+    cmd = value.get("cmd")
+    if not isinstance(cmd, str) or not cmd:
+        raise BashInputError("bash input must include a non-empty cmd string.")
+    if "\0" in cmd:
+        raise BashInputError("bash input cmd must not contain NUL bytes.")
+    cwd = value.get("cwd")
+    if cwd is not None and not isinstance(cwd, str):
+        raise BashInputError("bash input cwd must be a string when provided.")
+    timeout = value.get("timeoutMs")
+    if timeout is not None and (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not math.isfinite(timeout)
+        or timeout < 0
+    ):
+        raise BashInputError(
+            "bash input timeoutMs must be a non-negative finite number when provided."
+        )
+    return BashCommand(cmd=cmd, cwd=cwd, timeout_ms=timeout)
+
+
+@dataclass
+class BashSession:
+    """One model's shell over ``mounts``: each :meth:`run` a sandboxed command.
+
+    ``cwd`` (inside a writable mount) is where the first command starts. ``limits`` bound
+    each command; a call's ``timeoutMs`` may only shorten ``wall_seconds``.
+    """
+
+    mounts: Sequence[Mount]
+    cwd: str
+    limits: SandboxLimits = DEFAULT_LIMITS
+    capabilities: BashCapabilities = field(default_factory=BashCapabilities)
+    last: SandboxResult | None = field(default=None, init=False)
+    _state: BashState = field(init=False)
+    _folder: tempfile.TemporaryDirectory[str] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.capabilities.network is not False:
+            raise BashInputError(
+                "bash network access is not available yet: set capabilities network=False"
+            )
+        self._state = BashState(cwd=self._checked_cwd(self.cwd, "/"))
+        self._folder = tempfile.TemporaryDirectory(prefix="little-bash-")
+
+    @property
+    def state(self) -> BashState:
+        return self._state
+
+    def restore(self, state: BashState) -> None:
+        """Continue from ``state`` (a resumed session's last recorded call)."""
+        self._state = replace(state, cwd=self._checked_cwd(state.cwd, "/"))
+
+    def run(self, value: object) -> dict[str, Any]:
+        """Run one call (upstream's input) and return upstream's output."""
+        command = parse_bash_input(value)
+        cwd = self._state.cwd
+        if command.cwd is not None:
+            cwd = self._checked_cwd(command.cwd, cwd)
+        folder = Path(self._folder.name)
+        (folder / "env").write_text(self._state.exports)
+        (folder / "cwd").unlink(missing_ok=True)
+        limits = self.limits
+        if command.timeout_ms is not None:
+            seconds = max(command.timeout_ms / 1000, 0.001)
+            limits = replace(limits, wall_seconds=min(limits.wall_seconds, seconds))
+        result = run_sandboxed(
+            ["bash", "-c", _SCRIPT, "bash", cwd, command.cmd],
+            mounts=[*self.mounts, Mount(folder, _STATE_TARGET, writable=True)],
+            cwd=cwd,
+            limits=limits,
+            hide=self._hidden(),
+        )
+        self.last = result
+        self._state = self._state_after(folder, cwd)
+        if result.stopped == "timeout":
+            seconds = limits.wall_seconds
+            return {
+                "stdout": result.stdout,
+                "stderr": result.stderr + f"command timed out after {seconds * 1000:.0f} ms\n",
+                "exitCode": TIMED_OUT,
+            }
+        return {"stdout": result.stdout, "stderr": result.stderr, "exitCode": result.exit_code}
+
+    def close(self) -> None:
+        self._folder.cleanup()
+
+    def _state_after(self, folder: Path, cwd: str) -> BashState:
+        try:
+            ended_in = (folder / "cwd").read_text().strip()
+            exports = (folder / "env").read_text()
+        except OSError:  # killed before its EXIT trap ran: the state stays as it was
+            return replace(self._state, cwd=cwd)
+        try:
+            ended_in = self._checked_cwd(ended_in, cwd)
+        except BashInputError:
+            ended_in = cwd  # it left the writable mounts: the next command starts where it did
+        return BashState(cwd=ended_in, exports=exports)
+
+    def _checked_cwd(self, asked: str, current: str) -> str:
+        if "\0" in asked:
+            raise BashInputError("bash input cwd must not contain NUL bytes.")
+        path = posixpath.normpath(posixpath.join(current, asked))
+        writable = [m.target for m in self.mounts if m.writable]
+        if not any(path == target or path.startswith(target + "/") for target in writable):
+            shown = ", ".join(writable) or "none"
+            raise BashInputError(
+                f"cwd must be inside a writable mount ({shlex.quote(asked)} is not; "
+                f"writable: {shown})."
+            )
+        return path
+
+    def _hidden(self) -> tuple[str, ...]:
+        hidden: list[str] = []
+        if not self.capabilities.python:
+            hidden += _PYTHON
+        if not self.capabilities.javascript:
+            hidden += _JAVASCRIPT
+        return tuple(path for path in hidden if Path(path).exists())
