@@ -88,9 +88,10 @@ def run_sandboxed(
 
     ``env`` adds variables to the stripped environment; ``cwd`` is a path inside the
     sandbox. ``hide`` names system files the command must not see (an interpreter a
-    capability turns off; each is covered by an empty file). ``settings_env`` (default: the process environment) is where the isolation
-    settings are read. Raises :class:`~little_dist.sandbox.isolation.SandboxUnavailableError`
-    when the kernel sandbox cannot run and no weaker mode was opted into.
+    capability turns off; each is covered by an empty file). ``settings_env`` (default: the
+    process environment) is where the isolation settings are read. Raises
+    :class:`~little_dist.sandbox.isolation.SandboxUnavailableError` when the kernel sandbox
+    cannot run and no weaker mode was opted into.
     """
     if not argv or not all(isinstance(part, str) and "\0" not in part for part in argv):
         raise InvalidInputError("sandbox command: expected a non-empty list of strings")
