@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
+from little_dist.bash_capabilities import BashCapabilities
 from little_dist.errors import InvalidInputError
 from little_dist.sandbox.limits import DEFAULT_LIMITS, SandboxLimits
 from little_dist.sandbox.mounts import Mount
@@ -89,16 +90,6 @@ class BashCommand:
 
 
 @dataclass(frozen=True, slots=True)
-class BashCapabilities:
-    """Upstream's ``capabilities`` of the bash tool. ``network`` is off (the egress allowlist
-    is not built yet: anything but ``False`` is refused when the session is made)."""
-
-    network: bool = False
-    python: bool = True
-    javascript: bool = True
-
-
-@dataclass(frozen=True, slots=True)
 class BashState:
     """What one command leaves for the next: the working directory and exported variables
     (``export -p`` lines, as bash prints them)."""
@@ -144,7 +135,8 @@ class BashSession:
     """One model's shell over ``mounts``: each :meth:`run` a sandboxed command.
 
     ``cwd`` (inside a writable mount) is where the first command starts. ``limits`` bound
-    each command; a call's ``timeoutMs`` may only shorten ``wall_seconds``.
+    each command; a call's ``timeoutMs`` may only shorten ``wall_seconds``. ``network`` must
+    be off for now: the egress allowlist that would carry it is not built yet.
     """
 
     mounts: Sequence[Mount]
