@@ -9,7 +9,7 @@ agent writes; a workflow or an operator narrows or widens them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Literal
 
 from little_dist.errors import InvalidInputError
 
@@ -32,6 +32,9 @@ class SandboxLimits:
     ``output_bytes``   stdout and stderr kept, each; the rest is dropped with a marker
     ``output_kill_bytes`` output dropped past which the command is killed (a runaway printer)
     ``tmp_bytes``      size of the sandbox's private ``/tmp`` (a tmpfs)
+    ``memory_kind``    how ``memory_bytes`` is held: ``"address_space"`` (``RLIMIT_AS``, the
+                       default), or ``"data"`` (``RLIMIT_DATA``: writable memory only) for
+                       runtimes that reserve far more address space than they use (V8)
     """
 
     cpu_seconds: int = 30
@@ -43,9 +46,17 @@ class SandboxLimits:
     output_bytes: int = 64 * 1024
     output_kill_bytes: int = 64 * _MIB
     tmp_bytes: int = 64 * _MIB
+    memory_kind: Literal["address_space", "data"] = "address_space"
 
     def __post_init__(self) -> None:
+        if self.memory_kind not in ("address_space", "data"):
+            raise InvalidInputError(
+                f"sandbox limit memory_kind={self.memory_kind!r}: expected 'address_space' "
+                "or 'data'"
+            )
         for name in self.__slots__:
+            if name == "memory_kind":
+                continue
             value = getattr(self, name)
             if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
                 raise InvalidInputError(

@@ -29,7 +29,8 @@ class MountError(InvalidInputError):
 
 @dataclass(frozen=True, slots=True)
 class Mount:
-    """Host directory ``source`` seen at ``target`` inside the sandbox, writable or not."""
+    """Host directory ``source`` seen at ``target`` inside the sandbox, writable or not; a
+    read-only mount may also be one file (a binary the command runs)."""
 
     source: Path
     target: str
@@ -41,8 +42,9 @@ class Mount:
         if "\0" in str(source):
             raise MountError(f"mount {self.target}: the source path holds a NUL byte")
         resolved = source.resolve()
-        if not resolved.is_dir():
-            raise MountError(f"mount {self.target}: {source} is not a directory")
+        if not resolved.is_dir() and (self.writable or not resolved.is_file()):
+            what = "directory" if self.writable else "directory or file"
+            raise MountError(f"mount {self.target}: {source} is not a {what}")
         object.__setattr__(self, "source", resolved)
 
 

@@ -222,7 +222,7 @@ def _prlimit(limits: SandboxLimits, user: int | None) -> list[str]:
         "prlimit",
         # soft then hard: SIGXCPU at the limit (a status we can name), SIGKILL a second later
         f"--cpu={int(limits.cpu_seconds)}:{int(limits.cpu_seconds) + 1}",
-        f"--as={int(limits.memory_bytes)}",
+        f"--{'as' if limits.memory_kind == 'address_space' else 'data'}={limits.memory_bytes}",
         f"--nproc={int(processes)}",
         f"--nofile={int(limits.open_files)}",
         f"--fsize={int(limits.file_bytes)}",
