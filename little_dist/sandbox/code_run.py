@@ -68,7 +68,7 @@ class CodeRunResult:
 def deno_binary() -> Path:
     """The Deno binary of the ``deno`` package (installed with little-dist)."""
     try:
-        import deno
+        import deno  # type: ignore[import-untyped]  # ships no type information
     except ImportError as exc:  # a broken install
         raise CodeRunError("code.run needs the 'deno' package: pip install deno") from exc
     return Path(deno.find_deno_bin())
