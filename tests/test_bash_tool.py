@@ -100,11 +100,6 @@ def test_python_off_hides_the_interpreter(own: Path) -> None:
     assert result["exitCode"] != 0 and result["stdout"] == ""
 
 
-def test_network_access_is_refused_until_the_egress_allowlist_exists(own: Path) -> None:
-    with pytest.raises(BashInputError, match="network access is not available yet"):
-        session(own, capabilities=BashCapabilities(network=True))
-
-
 @pytest.mark.parametrize(
     ("value", "message"),
     [

@@ -9,12 +9,16 @@ another) restores it from the last recorded call instead of running anything aga
 
 Upstream runs an in-memory interpreter; here the commands are real bash with the system's
 tools, isolated by :mod:`little_dist.sandbox`. Differences from upstream that a model sees:
-none in the contract; a command past its time ends with exit code 124 (as upstream's), and
-the capabilities ``python: false`` / ``javascript: false`` hide the interpreters.
+none in the contract; a command past its time ends with exit code 124 (as upstream's); the
+capabilities ``python: false`` / ``javascript: false`` hide the standard interpreters' names;
+``network`` (an allowlist, or ``true`` for HTTPS GET/HEAD) is enforced by an egress proxy that
+is the sandbox's only route out (:mod:`little_dist.sandbox.egress`): on HTTPS it sees the host,
+not the path or method.
 """
 
 from __future__ import annotations
 
+import glob
 import math
 import posixpath
 import shlex
@@ -26,6 +30,7 @@ from typing import Any, Final
 
 from little_dist.bash_capabilities import BashCapabilities
 from little_dist.errors import InvalidInputError
+from little_dist.sandbox.egress import PROXY_PORT, EgressDecision, EgressPolicy, EgressProxy
 from little_dist.sandbox.limits import DEFAULT_LIMITS, SandboxLimits
 from little_dist.sandbox.mounts import Mount
 from little_dist.sandbox.process import SandboxResult, run_sandboxed
@@ -64,8 +69,8 @@ BASH_OUTPUT_SCHEMA: Final = {
 #: Exit code of a command stopped at its time limit (upstream's, and coreutils' ``timeout``).
 TIMED_OUT: Final = 124
 _STATE_TARGET: Final = "/mnt/.bash-session"
-_PYTHON: Final = ("/usr/bin/python3", "/usr/bin/python", "/usr/local/bin/python3")
-_JAVASCRIPT: Final = ("/usr/bin/node", "/usr/bin/nodejs", "/usr/local/bin/node", "/usr/bin/deno")
+_PYTHON: Final = ("/usr/bin/python3*", "/usr/bin/python", "/usr/local/bin/python3*")
+_JAVASCRIPT: Final = ("/usr/bin/node*", "/usr/local/bin/node", "/usr/bin/deno")
 # The session's shell: restore the exported variables, enter the working directory, save both
 # on exit (whatever way the command exits), run the command as the script it is.
 _SCRIPT: Final = (
@@ -74,6 +79,28 @@ _SCRIPT: Final = (
     "trap 'pwd > /mnt/.bash-session/cwd; export -p > /mnt/.bash-session/env' EXIT; "
     'eval "$__little_cmd"'
 )
+
+
+# With network on: start the forwarder to the egress proxy (see little_dist.sandbox.egress)
+# and wait until it listens, then the session's shell as above.
+_EGRESS: Final = "/mnt/.egress"
+_EGRESS_PYTHON: Final = "/mnt/.egress-bin/python"
+_WITH_EGRESS: Final = (
+    f"{_EGRESS_PYTHON} {_EGRESS}/forward.py {_EGRESS}/proxy.sock >/dev/null 2>&1 & "
+    "for _ in $(seq 400); do [ -e /tmp/.egress-ready ] && break; sleep 0.005; done; "
+)
+_PROXY = f"http://127.0.0.1:{PROXY_PORT}"
+_PROXY_ENV: Final = {
+    name: _PROXY for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
+}
+
+
+def _python() -> Path:
+    """The system's Python (the forwarder's interpreter), whatever the session hides."""
+    for candidate in ("/usr/bin/python3", "/usr/local/bin/python3"):
+        if Path(candidate).exists():
+            return Path(candidate).resolve()
+    raise BashInputError("bash network access needs python3 in the sandbox's system (/usr)")
 
 
 class BashInputError(InvalidInputError):
@@ -135,8 +162,9 @@ class BashSession:
     """One model's shell over ``mounts``: each :meth:`run` a sandboxed command.
 
     ``cwd`` (inside a writable mount) is where the first command starts. ``limits`` bound
-    each command; a call's ``timeoutMs`` may only shorten ``wall_seconds``. ``network`` must
-    be off for now: the egress allowlist that would carry it is not built yet.
+    each command; a call's ``timeoutMs`` may only shorten ``wall_seconds``. With ``network``
+    on, the session's commands reach out only through its egress proxy
+    (:mod:`little_dist.sandbox.egress`); :meth:`close` stops it.
     """
 
     mounts: Sequence[Mount]
@@ -144,16 +172,18 @@ class BashSession:
     limits: SandboxLimits = DEFAULT_LIMITS
     capabilities: BashCapabilities = field(default_factory=BashCapabilities)
     last: SandboxResult | None = field(default=None, init=False)
+    #: The egress proxy's decisions during the last command (network on only).
+    last_egress: list[EgressDecision] = field(default_factory=list, init=False)
     _state: BashState = field(init=False)
     _folder: tempfile.TemporaryDirectory[str] = field(init=False, repr=False)
+    _proxy: EgressProxy | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self.capabilities.network is not False:
-            raise BashInputError(
-                "bash network access is not available yet: set capabilities network=False"
-            )
         self._state = BashState(cwd=self._checked_cwd(self.cwd, "/"))
         self._folder = tempfile.TemporaryDirectory(prefix="little-bash-")
+        network = self.capabilities.normalized()["network"]
+        if network is not False:
+            self._proxy = EgressProxy(EgressPolicy.from_network(network))
 
     @property
     def state(self) -> BashState:
@@ -176,14 +206,21 @@ class BashSession:
         if command.timeout_ms is not None:
             seconds = max(command.timeout_ms / 1000, 0.001)
             limits = replace(limits, wall_seconds=min(limits.wall_seconds, seconds))
+        mounts = [*self.mounts, Mount(folder, _STATE_TARGET, writable=True)]
+        script, env = _SCRIPT, None
+        if self._proxy is not None:
+            mounts += [Mount(self._proxy.folder, _EGRESS), Mount(_python(), _EGRESS_PYTHON)]
+            script, env = _WITH_EGRESS + _SCRIPT, _PROXY_ENV
         result = run_sandboxed(
-            ["bash", "-c", _SCRIPT, "bash", cwd, command.cmd],
-            mounts=[*self.mounts, Mount(folder, _STATE_TARGET, writable=True)],
+            ["bash", "-c", script, "bash", cwd, command.cmd],
+            mounts=mounts,
             cwd=cwd,
+            env=env,
             limits=limits,
             hide=self._hidden(),
         )
         self.last = result
+        self.last_egress = [] if self._proxy is None else self._proxy.take_decisions()
         self._state = self._state_after(folder, cwd)
         if result.stopped == "timeout":
             seconds = limits.wall_seconds
@@ -195,6 +232,8 @@ class BashSession:
         return {"stdout": result.stdout, "stderr": result.stderr, "exitCode": result.exit_code}
 
     def close(self) -> None:
+        if self._proxy is not None:
+            self._proxy.close()
         self._folder.cleanup()
 
     def _state_after(self, folder: Path, cwd: str) -> BashState:
@@ -228,4 +267,4 @@ class BashSession:
             hidden += _PYTHON
         if not self.capabilities.javascript:
             hidden += _JAVASCRIPT
-        return tuple(path for path in hidden if Path(path).exists())
+        return tuple(sorted({path for pattern in hidden for path in glob.glob(pattern)}))
