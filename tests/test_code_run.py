@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
-from little_dist import define_workflow, run_workflow
+from little_dist import define_workflow, model, run_workflow
 from little_dist.errors import InvalidInputError
 from little_dist.lwir.step_checks import code_file_digest
 from little_dist.sandbox import SandboxLimits
 from little_dist.sandbox.code_run import CodeRunError, run_code
+from little_dist.testing import ScriptedModel
 from little_dist.world import LocalWorld
 
 SUM = (
@@ -90,8 +91,8 @@ def test_the_sandbox_stops_a_program_that_runs_forever_or_eats_memory() -> None:
     assert caught.value.result is not None and caught.value.result.exit_code != 0
 
 
-def test_a_workflow_with_a_code_run_step_runs_end_to_end(tmp_path: Any) -> None:
-    plan = {
+def sum_plan(config: dict[str, Any]) -> dict[str, Any]:
+    return {
         "apiVersion": "littleworkflow.dev/v0.1",
         "kind": "Workflow",
         "metadata": {"name": "code.sum"},
@@ -103,7 +104,7 @@ def test_a_workflow_with_a_code_run_step_runs_end_to_end(tmp_path: Any) -> None:
                 "id": "add",
                 "uses": "code.run",
                 "input": {"a": "{{ input.a }}", "b": "{{ input.b }}"},
-                "with": code(SUM),
+                "with": config,
                 "output": {
                     "mode": "object",
                     "schema": {
@@ -115,12 +116,53 @@ def test_a_workflow_with_a_code_run_step_runs_end_to_end(tmp_path: Any) -> None:
             }
         ],
     }
+
+
+def test_a_workflow_with_a_code_run_step_runs_end_to_end(tmp_path: Any) -> None:
     workflow = define_workflow(
         id="code.sum",
         input={"type": "object"},
         output={"type": "object"},
         model="scripted/none",
-        plan=plan,
+        plan=sum_plan(code(SUM)),
     )
     result = run_workflow(workflow, {"a": 5, "b": 6}, world=LocalWorld(tmp_path))
     assert result.output == {"sum": 11}
+
+
+def test_a_scripted_fixer_repairs_a_failing_program_on_its_second_attempt(
+    tmp_path: Any, scripted_model: ScriptedModel
+) -> None:
+    # The fixer's claimed outputs are wrong on purpose: the repaired program's output counts.
+    (
+        scripted_model.on(step="add")
+        .reply_json({"fixedSource": "console.log('not json')", "output": {"sum": 0}})
+        .reply_json({"fixedSource": SUM, "output": {"sum": -1}})
+    )
+    plan = sum_plan(code("throw new Error('off by one')"))
+    plan["permissions"]["models"] = ["model.fixer"]
+    plan["steps"][0]["onFailure"] = {
+        "fixer": {"model": "model.fixer", "maxAttempts": 2, "system": "Fix the program."}
+    }
+    workflow = define_workflow(
+        id="code.sum",
+        input={"type": "object"},
+        output={"type": "object"},
+        model=model("scripted/fixer", id="model.fixer"),
+        plan=plan,
+    )
+    world = LocalWorld(tmp_path)
+    result = run_workflow(workflow, {"a": 5, "b": 6}, world=world)
+    assert result.output == {"sum": 11}
+    events = world.list_events(result.run_id)
+    fixer_sessions = [
+        e for e in events if e.type == "harness.session.started" and e.payload["role"] == "fixer"
+    ]
+    assert len(fixer_sessions) == 1  # one fix_step attempt, two tries inside it
+    (failed,) = [e.payload["error"]["message"] for e in events if e.type == "StepFailed"]
+    assert "off by one" in failed
+    completed = [e for e in events if e.type == "harness.session.completed"][-1]
+    assert completed.payload["output"]["result"]["fixedSource"] == SUM
+    assert completed.payload["output"]["result"]["attempts"] == 2
+    second_try = scripted_model.calls[1].last_user_text
+    assert "The repaired program failed" in second_try and "one JSON document" in second_try

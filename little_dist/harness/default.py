@@ -19,9 +19,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from little_dist.errors import InvalidInputError
 from little_dist.harness.ai_generate import run_ai_generate
-from little_dist.harness.errors import HarnessConfigError, HarnessError
+from little_dist.harness.code_run import run_code_step
+from little_dist.harness.errors import HarnessConfigError
 from little_dist.harness.fixer import run_fix_step, run_model_task
 from little_dist.harness.model_calls import Completion
 from little_dist.harness.tool_calls import run_tool_call
@@ -37,47 +37,7 @@ from little_dist.harness.types import (
     PlanTask,
 )
 
-__all__ = ["DefaultHarness", "check_code_sandbox", "run_code_step"]
-
-
-def check_code_sandbox(step: Mapping[str, Any]) -> None:
-    """Upstream's checks of a ``code.run`` step's sandbox policy: every key denied."""
-    step_id = step.get("id")
-    config = step.get("with")
-    sandbox = config.get("sandbox") if isinstance(config, Mapping) else None
-    if not isinstance(sandbox, Mapping):
-        raise HarnessConfigError(f"Workflow code.run step '{step_id}' requires a sandbox policy.")
-    unsupported = [key for key in sandbox if key not in ("network", "env", "fs")]
-    if unsupported:
-        raise HarnessConfigError(
-            f"Workflow code.run step '{step_id}' has unsupported sandbox keys: "
-            f"{', '.join(unsupported)}."
-        )
-    for key in ("network", "env", "fs"):
-        value = sandbox.get(key, "deny" if key != "network" else None)
-        if value != "deny" and value is not False:
-            raise HarnessConfigError(
-                f"Workflow code.run step '{step_id}' only supports sandbox.{key} deny."
-            )
-
-
-def run_code_step(step: Mapping[str, Any], step_input: Any) -> Any:
-    """Run a ``code.run`` step in the kernel sandbox (:mod:`little_dist.sandbox.code_run`).
-
-    A program that fails (exit code, no JSON output, a sandbox limit) is a retriable
-    ``step_failed`` — the failure a fixer repairs; a pin mismatch, a bad policy or a machine
-    where the sandbox cannot run is ``runtime_config_error`` (no retry, no fixer)."""
-    from little_dist.sandbox import SandboxUnavailableError
-    from little_dist.sandbox.code_run import CodeRunError, run_code
-
-    check_code_sandbox(step)
-    step_id = str(step.get("id"))
-    try:
-        return run_code(step.get("with") or {}, step_input, step_id=step_id).output
-    except CodeRunError as exc:
-        raise HarnessError(str(exc), cause_code="step_failed", retriable=True) from exc
-    except (SandboxUnavailableError, InvalidInputError) as exc:
-        raise HarnessConfigError(f"Workflow code.run step '{step_id}': {exc}") from exc
+__all__ = ["DefaultHarness"]
 
 
 class DefaultHarness:

@@ -152,7 +152,8 @@ class AttemptScratch:
         found: dict[str, tuple[bytes, bool]] = {}
         total = 0
         for top, folders, names in os.walk(self.own, followlinks=False):
-            for name in sorted(names) + [f for f in folders if os.path.islink(os.path.join(top, f))]:
+            linked = [f for f in folders if os.path.islink(os.path.join(top, f))]
+            for name in sorted(names) + linked:
                 path = os.path.join(top, name)
                 relative = os.path.relpath(path, self.own)
                 if len(relative.encode("utf-8", "surrogateescape")) > MAX_PATH_BYTES:
