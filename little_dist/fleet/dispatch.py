@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from little_dist.errors import RunEndedError
-from little_dist.events import RUN_END_EVENT_TYPES, SCHEDULE_EVENT_TYPES, Event, EventInput
+from little_dist.events import SCHEDULE_EVENT_TYPES, Event, EventInput
 from little_dist.fleet.keeping import lease_kept
 from little_dist.fleet.run_tracker import BRANCH_END_TYPES, RunTracker
 from little_dist.fleet.sending import dispatch_plan, dispatch_won, schedule_occurrence
@@ -269,9 +269,10 @@ class _Look:
         last = tracker.last_sequence
         decided_at = self.state.event_count
         # The decider acts on its own decision (next round, dispatch below): only the end of
-        # the run needs the scheduler (it archives the run).
+        # the run needs the scheduler (it archives the run). (``done`` with events: they end
+        # the run.)
         recorded = self.world.append_batch(
-            tracker.run_id, list(decision.events), signal=_ends_run(decision)
+            tracker.run_id, list(decision.events), signal=decision.done
         )
         new = [event for event in recorded if event.sequence > last]
         self.appended += len(new)
@@ -399,7 +400,3 @@ _RETRIES_AFTER_LOSS: Final = 2
 #: A decision of nothing but these leaves nothing for another round to decide: ``decide``
 #: refills the slots of the branches it ends, and ends their group, in the same call.
 _SETTLED_IN_ONE_ROUND: Final = SCHEDULE_EVENT_TYPES | BRANCH_END_TYPES
-
-
-def _ends_run(decision: Decision) -> bool:
-    return any(event.type in RUN_END_EVENT_TYPES for event in decision.events)
