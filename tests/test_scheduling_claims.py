@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from little_dist.scheduling import Claims, Decision, RunContext, StepDispatch, decide
+from tests.test_scheduling import routing_doc
 from tests.test_scheduling_sim import Sim, echo_worker, lwir_doc, parallel, tool
 
 
@@ -151,23 +152,13 @@ def test_a_refill_rides_only_when_the_decision_schedules_nothing_else() -> None:
 
 
 def test_a_decision_step_settled_inline_rides_with_nothing() -> None:
-    doc = lwir_doc(
-        [
-            tool("a"),
-            {
-                "id": "route",
-                "uses": "decision",
-                "needs": ["a"],
-                "with": {"cases": [], "default": "b"},
-            },
-            tool("b", needs=["route"]),
-        ]
-    )
-    sim = Sim(doc)
+    sim = Sim(routing_doc())
     sim.decide()
-    finish_all(sim)
+    (score,) = sim.outstanding.values()
+    sim.start(score)
+    sim.finish(score, ("ok", {"value": 3}))  # routes to low
     decision = decide(sim.ctx, sim.state)
-    assert decision.scheduled == (work("b"),)
+    assert decision.scheduled == (work("low"),)
     assert decision.rider is None  # it also records the decision step
 
 
