@@ -3,6 +3,7 @@ schedules and may ride with is part of the decision (no fleet, no Redis)."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from typing import Any
 
@@ -175,3 +176,53 @@ def test_a_retry_is_dispatched_but_not_scheduled_again() -> None:
     decision = decide(sim.ctx, sim.state)
     assert [(d.step_path, d.attempt) for d in decision.dispatch] == [("a", 2)]
     assert decision.scheduled == () and decision.rider is None
+
+
+@pytest.mark.parametrize("memoize", [True, False])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_two_owners_deciding_with_their_claims_run_every_branch_once_within_the_window(
+    seed: int, memoize: bool
+) -> None:
+    # Two processes share a fan-out: each commit is one's, who then decides with its claims;
+    # sometimes the other decides first (it records the end and leaves the refill, which the
+    # committer then schedules as room left by an earlier look). Every branch is scheduled
+    # once, the window holds, and the run completes as without claims.
+    rng = random.Random(seed)
+    keys = [f"k{i}" for i in range(12)]
+    sim = fan_sim(keys, window=3, first_window=3, memoize=memoize)
+    own: dict[str, set[str]] = {"P": set(), "Q": set()}
+    left: list[str] = []
+
+    def look(owner: str) -> Decision:
+        claims = Claims(own_ends=frozenset(own[owner]))
+        decision = decide(sim.ctx, sim.state, claims)
+        sim.append(list(decision.events))
+        left.extend(decision.left)
+        for ended in decision.events:
+            if ended.type == "ParallelBranchCompleted":
+                for mine in own.values():
+                    mine.discard(ended.payload["branchPath"])
+        for dispatch in decision.dispatch:
+            sim.outstanding.setdefault((dispatch.step_path, dispatch.attempt), dispatch)
+        return decision
+
+    decision = look("P")
+    for _ in range(100):
+        if decision.done:
+            break
+        ready = sorted(sim.outstanding)
+        dispatch = sim.outstanding.pop(ready[rng.randrange(len(ready))])
+        sim.start(dispatch)
+        sim.finish(dispatch, echo_worker(sim, dispatch, None))
+        owner, other = rng.choice([("P", "Q"), ("Q", "P")])
+        own[owner].add(dispatch.step_path.split(".")[0])
+        if rng.random() < 0.5:
+            look(other)
+        decision = look(owner)
+        assert len(sim.outstanding) <= 3
+    assert sim.state.status == "completed"
+    assert left  # (the other owner did leave refills)
+    scheduled = [p["branchPath"] for p in sim.types("ParallelBranchScheduled")]
+    assert sorted(scheduled) == sorted(f"p[{key}]" for key in keys)
+    output = sim.types("RunCompleted")[0]["output"]
+    assert [entry["itemKey"] for entry in output] == keys
