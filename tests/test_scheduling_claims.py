@@ -1,5 +1,6 @@
-"""decide() with claims: the refills another owner holds are left out, and what a decision
-schedules and may ride with is part of the decision (no fleet, no Redis)."""
+"""decide() with claims: the refills another owner holds are left out; and what a decision
+schedules, may ride with and leaves for another round is part of the decision (no fleet, no
+Redis)."""
 
 from __future__ import annotations
 
@@ -226,3 +227,33 @@ def test_two_owners_deciding_with_their_claims_run_every_branch_once_within_the_
     assert sorted(scheduled) == sorted(f"p[{key}]" for key in keys)
     output = sim.types("RunCompleted")[0]["output"]
     assert [entry["itemKey"] for entry in output] == keys
+
+
+def test_a_decision_says_when_deciding_again_would_find_nothing_new() -> None:
+    # Schedules only: in flight, and nothing for another round.
+    chain = Sim(lwir_doc([tool("a"), tool("b", needs=["a"])]))
+    first = chain.decide()
+    assert first.in_flight_only and first.last_round
+    # A parallel step's start (its attempt, group and branches): in flight only.
+    fan = fan_sim("abcd", window=4, first_window=3)
+    started = fan.decide()
+    assert "StepAttemptStarted" in [e.type for e in started.events]
+    assert started.in_flight_only and not started.last_round
+    # Branch ends and their refills: the same call refilled the slots, nothing left to decide.
+    finish_all(fan)
+    refills = decide(uncapped(fan), fan.state)
+    assert not refills.in_flight_only and refills.last_round
+    # A decision step settled inline, or the run's end: another round may have work.
+    routed = Sim(routing_doc())
+    routed.decide()
+    (score,) = routed.outstanding.values()
+    routed.start(score)
+    routed.finish(score, ("ok", {"value": 3}))
+    inline = decide(routed.ctx, routed.state)
+    assert not inline.in_flight_only and not inline.last_round
+    finish_all(chain)
+    chain.decide()
+    finish_all(chain)
+    end = decide(chain.ctx, chain.state)
+    assert end.done and [e.type for e in end.events] == ["RunCompleted"]
+    assert not end.in_flight_only and not end.last_round

@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from little_dist.errors import RunEndedError
-from little_dist.events import SCHEDULE_EVENT_TYPES, Event, EventInput
+from little_dist.events import Event, EventInput
 from little_dist.fleet.keeping import lease_kept
-from little_dist.fleet.run_tracker import BRANCH_END_TYPES, RunTracker
+from little_dist.fleet.run_tracker import RunTracker
 from little_dist.fleet.sending import dispatch_plan, dispatch_won, schedule_occurrence
 from little_dist.run_state import RunState
 from little_dist.scheduling import Claims, Decision, RunContext, StepDispatch, decide
@@ -279,7 +279,7 @@ class _Look:
         tracker.fold(recorded)
         # Folded contiguously: the tracker is as current as a read right after the append.
         contiguous = bool(recorded) and tracker.last_sequence >= max(e.sequence for e in recorded)
-        settled = all(e.type in _SETTLED_IN_ONE_ROUND for e in decision.events)
+        settled = decision.last_round
         # A worker's look acts on its own process's commits (another thread's commit
         # meanwhile asks it to look again): what other processes appended in between is
         # theirs to act on, each looking after its own commit. So a decision of branch ends
@@ -295,7 +295,7 @@ class _Look:
         # Nothing but schedules (and the start of a parallel step, whose branches the same
         # decision scheduled): the steps decided on are now in flight and settle nothing, so
         # deciding again would find nothing new.
-        if not new or all(e.type in _IN_FLIGHT_TYPES for e in decision.events):
+        if not new or decision.in_flight_only:
             return True
         # Branch ends and the schedules they made room for, and nothing folded since the
         # decision but what it recorded (or only what is others' to act on): another round
@@ -392,11 +392,5 @@ class _Look:
         )
 
 
-#: A decision of nothing but these puts steps in flight and settles none: ``decide`` starts
-#: a parallel step's attempt itself, and schedules its branches in the same call.
-_IN_FLIGHT_TYPES: Final = SCHEDULE_EVENT_TYPES | {"StepAttemptStarted"}
 #: Rounds a look decides again after another process took refills it chose.
 _RETRIES_AFTER_LOSS: Final = 2
-#: A decision of nothing but these leaves nothing for another round to decide: ``decide``
-#: refills the slots of the branches it ends, and ends their group, in the same call.
-_SETTLED_IN_ONE_ROUND: Final = SCHEDULE_EVENT_TYPES | BRANCH_END_TYPES

@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from little_dist import occurrences
-from little_dist.events import EventInput
+from little_dist.events import SCHEDULE_EVENT_TYPES, EventInput
 from little_dist.run_state import RunState
 from little_dist.scheduling.drive import drive_scope
 from little_dist.scheduling.env import Env
@@ -97,6 +97,11 @@ def _complete_run(env: Env, outcome: ScopeOutcome) -> Decision:
 #: Branch ends: a decision that records them besides one attempt's schedule may still ride
 #: with that attempt's first append (a fan-out's refill).
 _BRANCH_ENDS: Final = frozenset({"ParallelBranchCompleted", "ParallelBranchFailed"})
+#: What a decision records that only puts work in flight (:attr:`Decision.in_flight_only`):
+#: a parallel step's attempt starts in the call that schedules its branches.
+_IN_FLIGHT: Final = SCHEDULE_EVENT_TYPES | {"StepAttemptStarted"}
+#: What a decision records that leaves nothing for another call (:attr:`Decision.last_round`).
+_LAST_ROUND: Final = SCHEDULE_EVENT_TYPES | _BRANCH_ENDS
 
 
 def _rider(events: Sequence[EventInput], scheduled: Sequence[StepDispatch]) -> StepDispatch | None:
@@ -164,6 +169,7 @@ def decide(ctx: RunContext, state: RunState, claims: Claims | None = None) -> De
         return _complete_run(env, run.outcome)
     events = tuple(env.events)
     scheduled = tuple(env.scheduled)
+    kinds = {event.type for event in events}
     return Decision(
         events,
         tuple(env.dispatch),
@@ -172,4 +178,6 @@ def decide(ctx: RunContext, state: RunState, claims: Claims | None = None) -> De
         scheduled,
         tuple(env.left),
         _rider(events, scheduled),
+        in_flight_only=kinds <= _IN_FLIGHT,
+        last_round=kinds <= _LAST_ROUND,
     )

@@ -135,6 +135,13 @@ class Decision:
     events may be recorded with, in that attempt's first append, instead of on their own:
     set when the decision records nothing but branch ends and that one attempt's schedule
     (its ``StepScheduled`` and the ``ParallelBranchScheduled`` of branches that hold it).
+
+    What a caller deciding in rounds (decide, append, decide again) reads to stop:
+    ``in_flight_only``: the events only put work in flight (schedules, a parallel step's
+    start and its group); they settle nothing, so another call finds nothing new in them.
+    ``last_round``: the events only schedule and end branches; ``decide`` refills the slots
+    of the branches it ends, and ends their group, in the same call, so another call on
+    exactly these events folded decides nothing new.
     """
 
     events: tuple[EventInput, ...]
@@ -144,3 +151,5 @@ class Decision:
     scheduled: tuple[StepDispatch, ...] = ()
     left: tuple[str, ...] = ()
     rider: StepDispatch | None = None
+    in_flight_only: bool = False
+    last_round: bool = False
