@@ -116,6 +116,14 @@ class _Run:
         self.last = 0
 
 
+class ClaimedError(Exception):
+    """A submission's claim found another input hash recorded for the run (``recorded``)."""
+
+    def __init__(self, recorded: str) -> None:
+        super().__init__(recorded)
+        self.recorded = recorded
+
+
 class PipelineTail(Protocol):
     """One command queued after an append in the same pipeline (see ``append_batch``)."""
 
@@ -171,6 +179,14 @@ class EventLog:
             # be recorded twice.
             idempotent=False,
         )
+        # A submission's start: the claim of its input hash and the append in one step.
+        self._claim_script = LuaScript(
+            client,
+            scripts.append_script(
+                signal_maxlen=signal_maxlen if signal_stream else None, claim=True
+            ),
+            idempotent=False,
+        )
         self._runs: dict[str, _Run] = {}
 
     # -- appends --------------------------------------------------------------------------
@@ -190,6 +206,42 @@ class EventLog:
         one more command after the append, in the same round trip, and gets its reply;
         ``before`` queues commands ahead of it (they run first: an artifact the events name).
         """
+        return self._append_batch(
+            run_id,
+            events,
+            expected_sequence=expected_sequence,
+            fence=fence,
+            signal=signal,
+            release=release,
+            then=then,
+            before=before,
+        )[0]
+
+    def claim_and_append(
+        self, run_id: str, input_hash: str, events: Sequence[EventInput], *, signal: bool
+    ) -> tuple[list[Event], bool]:
+        """A submission's start: claim ``input_hash`` for the run (as
+        :meth:`~little_dist.world.base.World.claim_submission`) and append ``events`` in one
+        step, one round trip; ``(events, new)``, ``new`` when every event was appended (not
+        answered from the log). :class:`ClaimedError` when another hash is recorded: nothing
+        is appended then."""
+        return self._append_batch(run_id, events, signal=signal, claim=input_hash)
+
+    def _append_batch(
+        self,
+        run_id: str,
+        events: Sequence[EventInput],
+        *,
+        expected_sequence: int | None = None,
+        fence: Fence | None = None,
+        signal: bool = True,
+        release: bool = False,
+        then: PipelineTail | None = None,
+        before: Sequence[PipelineTail] = (),
+        claim: str | None = None,
+    ) -> tuple[list[Event], bool]:
+        """:meth:`append_batch`, and whether every event was new; ``claim``: see
+        :meth:`claim_and_append`."""
         # A run id this process already wrote to was validated then (an unhashable one
         # cannot be a key: it goes to the validation, which refuses it).
         run = self._runs.get(run_id) if type(run_id) is str else None
@@ -199,7 +251,7 @@ class EventLog:
             run = _Run(self._keys, run_id)
         prepared = prepare_events(events)
         if not prepared and not (release and fence is not None):
-            return []  # (with a lease to release, the script runs and only releases it)
+            return [], True  # (with a lease to release, the script runs and only releases it)
         if expected_sequence is not None and expected_sequence < 0:
             raise InvalidInputError(f"expected_sequence must be >= 0, got {expected_sequence}")
         guess = (expected_sequence if expected_sequence is not None else run.last) + 1
@@ -215,6 +267,8 @@ class EventLog:
             # only appends that can wake the scheduler (see wakes_scheduler).
             wakes = signal and wakes_scheduler(item.type for item in prepared)
             args.append(run_id if wakes else "")
+        if claim is not None:
+            args.append(claim)
         guessed_ids: list[str] = []
         for index, item in enumerate(prepared):
             event_id = event_id_for_payload_json(
@@ -223,8 +277,13 @@ class EventLog:
             guessed_ids.append(event_id)
             args += (item.type, item.payload_json, item.occurrence_id or "", event_id)
         script_keys = run.script_keys
-        if fence is not None or self._signal_stream:
+        script = self._append_script
+        if fence is not None or self._signal_stream or claim is not None:
             script_keys = list(script_keys)
+            if claim is not None:  # (a submission's start is never fenced)
+                assert fence is None
+                script = self._claim_script
+                script_keys.append(self._keys.run(run_id).submitted)
             if fence is not None:
                 script_keys.append(self._keys.lease(fence.key)[0])
             if self._signal_stream:
@@ -237,7 +296,7 @@ class EventLog:
                 pipe = self._redis.pipeline(transaction=False)
                 for head in before:
                     head.queue(pipe)
-                self._append_script.queue(pipe, script_keys, args)
+                script.queue(pipe, script_keys, args)
                 if first_touch:
                     # The run index lives outside the run's slot; same round trip.
                     pipe.zadd(self._keys.run_index, {run_id: time.time()}, nx=True)
@@ -256,7 +315,7 @@ class EventLog:
                 if then is not None:
                     then.done(replies[-1])
             else:
-                result = self._append_script(script_keys, args, idempotent=resend)
+                result = script(script_keys, args, idempotent=resend)
         except redis.exceptions.RedisError as exc:
             raise to_storage_error(exc, f"append to {run_id}") from exc
         if isinstance(result, int):  # the common case: all appended, input i at result + 1 + i
@@ -280,8 +339,10 @@ class EventLog:
                     item.payload,
                 )
                 for i, item in enumerate(prepared)
-            ]
+            ], True
         status = result[0]
+        if status == b"mismatch":
+            raise ClaimedError(text(result[1]))
         if status == b"conflict":
             actual = int(result[1])
             self._remember(run_id, run, actual)
@@ -295,13 +356,13 @@ class EventLog:
             self._late.keep(run_id, late_events_of(run_id, refused, recorded_at))
             raise RunEndedError(run_id)
         if status == b"archived":
-            return self._recorded_in_archive(run_id, prepared, recorded_at)
+            return self._recorded_in_archive(run_id, prepared, recorded_at), False
         recorded = self._decode_append(
             run_id, run, prepared, guess, guessed_ids, recorded_at, result
         )
         if ends:
             self._runs.pop(run_id, None)
-        return recorded
+        return recorded, all(kind == b"n" for kind, _, _ in result[2])
 
     def _fence_arg(self, fence: Fence, release: bool) -> str:
         now = self._now_ms()

@@ -31,15 +31,28 @@ end
 """
 
 
-def append_script(*, signal_maxlen: int | None = None) -> str:
+def append_script(*, signal_maxlen: int | None = None, claim: bool = False) -> str:
     """The append script; with ``signal_maxlen``, the variant that also signals each append.
 
     A world builds its variant once. Whatever is fixed for the world (whether it signals,
     the signal stream's length) is written into the script rather than sent with every
     append: on the hot path each argument costs the client time to encode.
+
+    ``claim``: the variant a submission's start is appended with. It takes no fence; KEYS[4]
+    is the run's ``submitted`` key and the last head argument the submitted input's hash,
+    claimed (``SET NX GET``) before anything else: when another hash is recorded, nothing is
+    appended and the answer is ``{'mismatch', recorded}``. Claim and start in one step.
     """
     signalling = signal_maxlen is not None
-    head = 5 if signalling else 4
+    head = (5 if signalling else 4) + (1 if claim else 0)
+    claiming = ""
+    if claim:
+        claiming = f"""
+local claimed = redis.call('SET', KEYS[4], ARGV[{head}], 'NX', 'GET')
+if claimed and claimed ~= ARGV[{head}] then
+  return {{'mismatch', claimed}}
+end
+"""
     signal_key = ", then the signal stream" if signalling else ""
     signal_arg = " 5 the run id to signal ('': a quiet append)," if signalling else ""
     signal = ""
@@ -68,6 +81,7 @@ end
 --         ended: the indexes of the inputs it refused), {{'fenced'}}, {{'conflict', last}}.
 local head = {head}
 """
+        + claiming
         + """-- A fence ending in '!' also releases its lease when the script is done (whatever it
 -- wrote): an attempt's commit and release in one round trip.
 local token, fence_now, release, holder = nil, nil, false, ''

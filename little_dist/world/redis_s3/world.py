@@ -49,7 +49,7 @@ from little_dist.world.redis_s3.archive import (
     RunSealedError,
 )
 from little_dist.world.redis_s3.artifact_store import ArtifactStore
-from little_dist.world.redis_s3.events import EventLog
+from little_dist.world.redis_s3.events import ClaimedError, EventLog
 from little_dist.world.redis_s3.hot_artifacts import DEFAULT_HOT_ARTIFACT_LIMIT, HotArtifacts
 from little_dist.world.redis_s3.keys import KeyLayout
 from little_dist.world.redis_s3.late import LateRecords
@@ -425,6 +425,21 @@ class RedisS3World:
             # Sent again after a lost reply, it answers the hash it set.
             recorded = self._redis.set(key, input_hash, nx=True, get=True)
         return input_hash if recorded is None else text(recorded)
+
+    def start_submission(
+        self, run_id: str, input_hash: str, events: Sequence[EventInput], *, signal: bool = True
+    ) -> tuple[str, list[Event], bool]:
+        """:meth:`claim_submission` and the append of the run's first ``events``, in one
+        atomic step and one round trip (what submitting a run needs when it knows what to
+        record): ``(recorded hash, events, new)``. With another hash recorded nothing is
+        appended (``[]``); ``new``: every event was appended now, none answered from the log
+        (a submission made before)."""
+        check_submission(run_id, input_hash)
+        try:
+            recorded, new = self._events.claim_and_append(run_id, input_hash, events, signal=signal)
+        except ClaimedError as claimed:
+            return claimed.recorded, [], False
+        return input_hash, recorded, new
 
     # -- archive --------------------------------------------------------------------------
     def archive_run(self, run_id: str, *, ttl_seconds: float | None = None) -> int:

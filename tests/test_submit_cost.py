@@ -1,0 +1,113 @@
+"""What one submit costs the world (issue 24, "submitting is cheap").
+
+A submit of a fresh run whose workflow version this process registered before is one
+round trip to Redis and no S3 request: the input's claim and the run's start are recorded
+in one atomic step (``RedisS3World.start_submission``), without reading the empty log
+first. The semantics stay: the same run id twice is one run, another input is refused and
+leaves the log as it was (see also tests/test_fleet_submit_race.py).
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+import redis.connection
+
+from little_dist.fleet.client import RunMismatchError, submit_run
+from little_dist.world.redis_s3 import RedisS3World
+from tests import workflows_for_tests as wf
+from tests.conftest_services import S3Service
+from tests.test_world_redis_s3 import _open, s3_env, world_spec
+
+__all__ = ["s3_env", "world_spec"]  # fixtures, imported for pytest
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def world(world_spec: Callable[[], str], s3_env: S3Service) -> Iterator[RedisS3World]:
+    opened = _open(world_spec(), s3_env)
+    yield opened
+    opened.close()
+
+
+@contextmanager
+def counted(world: RedisS3World) -> Iterator[dict[str, int]]:
+    """Redis round trips (packed sends) and S3 requests this thread makes in the block."""
+    counts = {"redis": 0, "s3": 0}
+    me = threading.get_ident()
+    send = redis.connection.AbstractConnection.send_packed_command
+
+    def counting_send(self: Any, command: Any, check_health: bool = True) -> None:
+        if threading.get_ident() == me:
+            counts["redis"] += 1
+        send(self, command, check_health)
+
+    def count_s3(**_: Any) -> None:
+        counts["s3"] += 1
+
+    events = world._s3._client.meta.events
+    events.register("before-call.s3", count_s3)
+    redis.connection.AbstractConnection.send_packed_command = counting_send  # type: ignore[method-assign]
+    try:
+        yield counts
+    finally:
+        redis.connection.AbstractConnection.send_packed_command = send  # type: ignore[method-assign]
+        events.unregister("before-call.s3", count_s3)
+
+
+def test_a_fresh_submit_of_a_registered_version_is_one_round_trip(world: RedisS3World) -> None:
+    doc = wf.single_tool_lwir("add", {"a": 1, "b": 2})
+    submit_run(world, doc, {"x": 1})  # registers the version
+    run_id = f"run_cheap_{uuid.uuid4().hex[:8]}"
+    with counted(world) as counts:
+        assert submit_run(world, doc, {"x": 1}, run_id=run_id) == run_id
+    assert counts == {"redis": 1, "s3": 0}
+    types = [event.type for event in world.list_events(run_id)]
+    assert types == ["WorkflowVersionRegistered", "RunStarted"]
+
+
+def test_a_fixed_plan_submit_reads_nothing_back(world: RedisS3World) -> None:
+    from tests.fleet_app import chain5
+
+    submit_run(world, chain5, {"n": 1})
+    run_id = f"run_cheap_{uuid.uuid4().hex[:8]}"
+    with counted(world) as counts:
+        submit_run(world, chain5, {"n": 1}, run_id=run_id)
+    assert counts == {"redis": 1, "s3": 0}
+    assert [event.type for event in world.list_events(run_id)][-2:] == [
+        "WorkflowVersionRegistered",
+        "RunStarted",
+    ]
+
+
+def test_submitting_again_is_one_run_and_another_input_is_refused(world: RedisS3World) -> None:
+    doc = wf.single_tool_lwir("add", {"a": 1, "b": 2})
+    run_id = f"run_cheap_{uuid.uuid4().hex[:8]}"
+    submit_run(world, doc, {"x": 1}, run_id=run_id)
+    before = world.list_events(run_id)
+    assert submit_run(world, doc, {"x": 1}, run_id=run_id) == run_id
+    with pytest.raises(RunMismatchError, match="different input"):
+        submit_run(world, doc, {"x": 2}, run_id=run_id)
+    assert world.list_events(run_id) == before
+
+
+def test_start_submission_appends_nothing_under_another_claim(world: RedisS3World) -> None:
+    from little_dist.canonical import sha256_digest
+    from little_dist.events import EventInput
+
+    run_id = f"run_cheap_{uuid.uuid4().hex[:8]}"
+    mine, theirs = sha256_digest({"x": 1}), sha256_digest({"x": 2})
+    assert world.claim_submission(run_id, theirs) == theirs  # claimed, nothing written yet
+    start = [EventInput(type="RunStarted", occurrence_id="run-start", payload={"input": 1})]
+    assert world.start_submission(run_id, mine, start) == (theirs, [], False)
+    assert world.list_events(run_id) == []
+    claimed, recorded, new = world.start_submission(run_id, theirs, start)
+    assert (claimed, [e.type for e in recorded], new) == (theirs, ["RunStarted"], True)
+    again = world.start_submission(run_id, theirs, start)
+    assert again[0] == theirs and again[1] == recorded and again[2] is False
