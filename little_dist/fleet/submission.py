@@ -51,7 +51,7 @@ from little_dist.fleet.dispatch import advance_run
 from little_dist.fleet.engine_events import SUBMITTED_EVENT_TYPE
 from little_dist.fleet.run_tracker import RunTracker
 from little_dist.fleet.sending import dispatch_plan
-from little_dist.fleet.versions import VersionCache
+from little_dist.fleet.versions import BINDING_FIELD, VersionCache, split_version
 from little_dist.ids import validate_run_id
 from little_dist.limits import InputLimits
 from little_dist.local_runner import RunMismatchError, check_run_input, new_run_id
@@ -103,12 +103,22 @@ def _check_same(run_id: str, events: list[Event], run_input: Any, version_id: st
     return True
 
 
-def _start_events(version: WorkflowVersion, run_input: Any) -> list[EventInput]:
+def _start_events(
+    version: WorkflowVersion, run_input: Any, binding: dict[str, Any] | None = None
+) -> list[EventInput]:
+    """``binding``: the version's (:func:`~little_dist.fleet.versions.split_version`), when
+    the version is stored as a shared part and this binding rather than whole."""
+    registered: dict[str, Any] = {
+        "workflowVersionId": version.id,
+        "workflowVersionHash": version.hash,
+    }
+    if binding is not None:
+        registered[BINDING_FIELD] = binding
     return [
         EventInput(
             type="WorkflowVersionRegistered",
             occurrence_id=occurrences.VERSION_REGISTERED,
-            payload={"workflowVersionId": version.id, "workflowVersionHash": version.hash},
+            payload=registered,
         ),
         EventInput(
             type="RunStarted",
@@ -318,13 +328,15 @@ class _Started:
 def _start_at_once(
     world: World, request: _Request, announce: Callable[[str], None] | None
 ) -> _Started | None:
-    """The common case, one round trip: the version is compiled here (or was registered
-    before), and the claim and the start are recorded in one atomic step, without reading
-    the log first (``world.start_submission``, where the world has it). ``None``: not
+    """The common case, one round trip: the version is compiled here, its shared part was
+    stored before (:mod:`little_dist.fleet.versions`), and the claim and the start (the
+    version's binding with it) are recorded in one atomic step, without reading the log
+    first (``world.start_submission``, where the world has it). ``None``: not
     possible here (another world; a fixed plan that is invalid for this input, whose
     failure :func:`_start_step_by_step` records)."""
     start = getattr(world, "start_submission", None)
-    if start is None:
+    put_part = getattr(world, "put_version_part", None)
+    if start is None or put_part is None:
         return None
     version = request.version
     planning: Sequence[EventInput] = ()
@@ -338,9 +350,11 @@ def _start_at_once(
         version, planning = planned.version, planned.events
     if announce is not None:
         announce(request.run_id)
-    # Stored before the events that name it, so a reader never finds a dangling id.
-    world.register_version(version.id, version.to_json())
-    events = [*planning, *_start_events(version, request.run_input)]
+    # What runs of this workflow share is stored once (then remembered: no request), before
+    # the events that name it; what binds this input rides with the run's start.
+    shared, binding = split_version(version)
+    put_part(shared)
+    events = [*planning, *_start_events(version, request.run_input, binding)]
     claimed, recorded, new = start(
         request.run_id, request.input_hash, events, signal=announce is None
     )

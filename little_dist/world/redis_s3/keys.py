@@ -33,6 +33,9 @@ S3 (under an optional object-key prefix)::
     blobs/sha256/<hex>            artifact bytes, content-addressed, put-if-absent
     manifests/<artifactId>.json   artifact manifests, immutable, put-if-absent
     versions/<id>.json            workflow version documents, immutable, put-if-absent
+    version-parts/<hex>.json      what the fleet's versions of one workflow share (the LWIR,
+                                  the input-independent lock), by the sha256 of its
+                                  canonical JSON, put-if-absent (see little_dist.fleet.versions)
     archives/<run_id>.ndjson      a sealed run's whole log, one ``Event.to_json()`` a line
     late/<run_id>/<sha256>.ndjson the run's late record: model-usage events an append
                                   refused because the run had ended, one
@@ -120,6 +123,9 @@ class KeyLayout:
 
     def version_document(self, version_id: str) -> str:
         return f"{self.s3_prefix}versions/{version_id}.json"
+
+    def version_part(self, sha256_hex: str) -> str:
+        return f"{self.s3_prefix}version-parts/{sha256_hex}.json"
 
     def archive(self, run_id: str) -> str:
         return f"{self.s3_prefix}archives/{run_id}.ndjson"

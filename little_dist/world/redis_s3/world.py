@@ -483,6 +483,15 @@ class RedisS3World:
     def register_version(self, version_id: str, document: dict[str, Any]) -> None:
         self._versions.register(version_id, document)
 
+    def put_version_part(self, body: str) -> str:
+        """Store what versions share (see :mod:`little_dist.fleet.versions`) by digest,
+        once per process; the digest (``sha256:`` + hex)."""
+        return self._versions.put_part(body)
+
+    def get_version_part(self, ref: str) -> str:
+        """The shared version part ``ref`` names (:class:`VersionNotFoundError` if none)."""
+        return self._versions.get_part(ref)
+
     def get_version(self, version_id: str) -> dict[str, Any]:
         return self._versions.get(version_id)
 
