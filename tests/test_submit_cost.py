@@ -111,3 +111,26 @@ def test_start_submission_appends_nothing_under_another_claim(world: RedisS3Worl
     assert (claimed, [e.type for e in recorded], new) == (theirs, ["RunStarted"], True)
     again = world.start_submission(run_id, theirs, start)
     assert again[0] == theirs and again[1] == recorded and again[2] is False
+
+
+def test_submit_runs_starts_a_batch_in_one_round_trip(world: RedisS3World) -> None:
+    from little_dist.fleet.submission import submit_runs
+    from tests.fleet_app import chain5
+
+    submit_run(world, chain5, {"n": 0})  # the workflow's shared part is stored
+    inputs = [{"n": n} for n in range(1, 51)]
+    run_ids = [f"run_many_{n}_{uuid.uuid4().hex[:6]}" for n in range(len(inputs))]
+    with counted(world) as counts:
+        assert submit_runs(world, chain5, inputs, run_ids=run_ids) == run_ids
+    assert counts == {"redis": 1, "s3": 0}
+    for run_id, run_input in zip(run_ids, inputs, strict=True):
+        started = [e for e in world.list_events(run_id) if e.type == "RunStarted"]
+        assert [e.payload["input"] for e in started] == [run_input]
+    # Again: the same runs (nothing new); one with another input is refused, the rest kept.
+    assert submit_runs(world, chain5, inputs[:2], run_ids=run_ids[:2]) == run_ids[:2]
+    before = world.list_events(run_ids[1])
+    fresh = f"run_many_x_{uuid.uuid4().hex[:6]}"
+    with pytest.raises(RunMismatchError, match=run_ids[1]):
+        submit_runs(world, chain5, [{"n": 99}, {"n": 100}], run_ids=[fresh, run_ids[1]])
+    assert world.list_events(run_ids[1]) == before
+    assert [e.type for e in world.list_events(fresh)][-1] == "RunStarted"

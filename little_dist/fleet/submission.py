@@ -65,7 +65,7 @@ if TYPE_CHECKING:
     from little_dist.fleet.queue import TaskQueue
     from little_dist.fleet.slots import FanoutWindow
 
-__all__ = ["RunMismatchError", "submit_run"]
+__all__ = ["RunMismatchError", "submit_run", "submit_runs"]
 
 _UNCOMPILED: Final = "uncompiled"
 
@@ -335,26 +335,15 @@ def _start_at_once(
     possible here (another world; a fixed plan that is invalid for this input, whose
     failure :func:`_start_step_by_step` records)."""
     start = getattr(world, "start_submission", None)
-    put_part = getattr(world, "put_version_part", None)
-    if start is None or put_part is None:
+    if start is None or not hasattr(world, "put_version_part"):
         return None
-    version = request.version
-    planning: Sequence[EventInput] = ()
-    if version is None:
-        from little_dist.planner.fixed import fixed_plan_events
-
-        assert request.definition is not None
-        planned = fixed_plan_events(request.definition, request.run_input)
-        if planned is None:
-            return None
-        version, planning = planned.version, planned.events
+    planned = _planned(request)
+    if planned is None:
+        return None
+    version, planning = planned
     if announce is not None:
         announce(request.run_id)
-    # What runs of this workflow share is stored once (then remembered: no request), before
-    # the events that name it; what binds this input rides with the run's start.
-    shared, binding = split_version(version)
-    put_part(shared)
-    events = [*planning, *_start_events(version, request.run_input, binding)]
+    events = _bound_start(world, version, planning, request.run_input)
     claimed, recorded, new = start(
         request.run_id, request.input_hash, events, signal=announce is None
     )
@@ -365,6 +354,85 @@ def _start_at_once(
     # Submitted before (with this input): the log says which workflow version it runs.
     _check_same(request.run_id, world.list_events(request.run_id), request.run_input, version.id)
     return _Started(request.run_id, version)
+
+
+def _planned(request: _Request) -> tuple[WorkflowVersion, Sequence[EventInput]] | None:
+    """The version a request runs and the planning events its start records first;
+    ``None`` for a fixed plan that is invalid for the input."""
+    if request.version is not None:
+        return request.version, ()
+    from little_dist.planner.fixed import fixed_plan_events
+
+    assert request.definition is not None
+    planned = fixed_plan_events(request.definition, request.run_input)
+    return None if planned is None else (planned.version, planned.events)
+
+
+def _bound_start(
+    world: World, version: WorkflowVersion, planning: Sequence[EventInput], run_input: Any
+) -> list[EventInput]:
+    """The start of a run on a world that keeps version parts: what runs of the workflow
+    share is stored once (then remembered: no request), before the events that name it;
+    what binds this input rides with the run's start."""
+    shared, binding = split_version(version)
+    put_part: Callable[[str], str] = getattr(world, "put_version_part")  # noqa: B009
+    put_part(shared)
+    return [*planning, *_start_events(version, run_input, binding)]
+
+
+def submit_runs(
+    world: World,
+    workflow: WorkflowDefinition | WorkflowVersion | Mapping[str, Any] | str,
+    inputs: Sequence[Any],
+    *,
+    run_ids: Sequence[str] | None = None,
+    settings: Settings | None = None,
+    registry: AppRegistry | None = None,
+) -> list[str]:
+    """Submit one run of ``workflow`` per input (``run_ids``: theirs; new ids without);
+    their ids. Each is checked and recorded as :func:`submit_run` records it without a
+    queue: its start signals the scheduler, which makes its first decision. Where the world
+    can (``RedisS3World.start_submissions``) the starts of them all are one round trip.
+    Idempotent per run id as :func:`submit_run`; a run id already submitted with another
+    input raises :class:`RunMismatchError` once the others are recorded."""
+    if run_ids is not None and len(run_ids) != len(inputs):
+        raise InvalidInputError(f"{len(run_ids)} run ids for {len(inputs)} inputs")
+    limits = settings.limits if settings is not None else InputLimits()
+    ids = list(run_ids) if run_ids is not None else [new_run_id() for _ in inputs]
+    starts_at_once = getattr(world, "start_submissions", None)
+    if starts_at_once is None or not hasattr(world, "put_version_part"):
+        return [
+            submit_run(world, workflow, value, run_id=run_id, settings=settings, registry=registry)
+            for run_id, value in zip(ids, inputs, strict=True)
+        ]
+    batch: list[tuple[_Request, WorkflowVersion]] = []
+    starts: list[tuple[str, str, list[EventInput]]] = []
+    for run_id, value in zip(ids, inputs, strict=True):
+        request = _checked_request(workflow, value, run_id, registry, limits)
+        planned = None if request.planner_path is not None else _planned(request)
+        if planned is None:  # the planner's, or an invalid fixed plan: one by one
+            submit_run(world, workflow, value, run_id=run_id, settings=settings, registry=registry)
+            continue
+        batch.append((request, planned[0]))
+        events = _bound_start(world, planned[0], planned[1], request.run_input)
+        starts.append((request.run_id, request.input_hash, events))
+    answers = starts_at_once(starts, signal=True) if starts else []
+    refused: list[str] = []
+    for (request, version), answer in zip(batch, answers, strict=True):
+        if answer is None:
+            continue
+        if answer != request.input_hash:
+            refused.append(request.run_id)
+            continue
+        # Submitted before (with this input): the log says which version it runs.
+        recorded = world.list_events(request.run_id)
+        _check_same(request.run_id, recorded, request.run_input, version.id)
+    if refused:
+        raise RunMismatchError(
+            f"run {', '.join(refused)} {'was' if len(refused) == 1 else 'were'} submitted "
+            "with a different input"
+        )
+    return ids
 
 
 def _start_step_by_step(

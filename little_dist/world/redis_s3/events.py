@@ -227,6 +227,44 @@ class EventLog:
         is appended then."""
         return self._append_batch(run_id, events, signal=signal, claim=input_hash)
 
+    def claim_and_append_many(
+        self, starts: Sequence[tuple[str, str, Sequence[EventInput]]], *, signal: bool
+    ) -> list[str | None]:
+        """Several submissions' starts ``(run id, input hash, events)``, each as
+        :meth:`claim_and_append`, in one pipeline (one round trip for them all). Per start:
+        ``None`` when every event was appended now; else the hash recorded for the run:
+        another input's (nothing was appended), or its own (submitted before: the caller
+        reads the log)."""
+        pipe = self._redis.pipeline(transaction=False)
+        for run_id, input_hash, events in starts:
+            validate_run_id(run_id)
+            script, keys, args, _ = self._call(
+                run_id,
+                _Run(self._keys, run_id),
+                prepare_events(events),
+                1,
+                recorded_at_now(),
+                expected_sequence=None,
+                fence=None,
+                release=False,
+                signal=signal,
+                claim=input_hash,
+            )
+            script.queue(pipe, keys, args)
+            pipe.zadd(self._keys.run_index, {run_id: time.time()}, nx=True)
+        try:
+            # Every start's events carry occurrence ids: sent again, it records nothing twice.
+            replies = execute_pipeline(pipe, idempotent=True)
+        except redis.exceptions.RedisError as exc:
+            raise to_storage_error(exc, "the start of submitted runs") from exc
+        answers: list[str | None] = []
+        for (_, input_hash, _), reply in zip(starts, replies[::2], strict=True):
+            if isinstance(reply, int):
+                answers.append(None)
+            else:
+                answers.append(text(reply[1]) if reply[0] == b"mismatch" else input_hash)
+        return answers
+
     def _append_batch(
         self,
         run_id: str,
@@ -256,38 +294,18 @@ class EventLog:
             raise InvalidInputError(f"expected_sequence must be >= 0, got {expected_sequence}")
         guess = (expected_sequence if expected_sequence is not None else run.last) + 1
         recorded_at = recorded_at_now()
-        args: list[Arg] = [
-            "" if expected_sequence is None else expected_sequence,
-            "" if fence is None else self._fence_arg(fence, release),
+        script, script_keys, args, guessed_ids = self._call(
+            run_id,
+            run,
+            prepared,
             guess,
             recorded_at,
-        ]
-        if self._signal_stream:
-            # Attempt traces (write-ahead points, call results) cannot make a step ready:
-            # only appends that can wake the scheduler (see wakes_scheduler).
-            wakes = signal and wakes_scheduler(item.type for item in prepared)
-            args.append(run_id if wakes else "")
-        if claim is not None:
-            args.append(claim)
-        guessed_ids: list[str] = []
-        for index, item in enumerate(prepared):
-            event_id = event_id_for_payload_json(
-                run_id, guess + index, item.type, item.payload_json, item.occurrence_id
-            )
-            guessed_ids.append(event_id)
-            args += (item.type, item.payload_json, item.occurrence_id or "", event_id)
-        script_keys = run.script_keys
-        script = self._append_script
-        if fence is not None or self._signal_stream or claim is not None:
-            script_keys = list(script_keys)
-            if claim is not None:  # (a submission's start is never fenced)
-                assert fence is None
-                script = self._claim_script
-                script_keys.append(self._keys.run(run_id).submitted)
-            if fence is not None:
-                script_keys.append(self._keys.lease(fence.key)[0])
-            if self._signal_stream:
-                script_keys.append(self._signal_stream)
+            expected_sequence=expected_sequence,
+            fence=fence,
+            release=release,
+            signal=signal,
+            claim=claim,
+        )
         ends = any(item.type in RUN_END_EVENT_TYPES for item in prepared)
         # Sent again after a lost reply only if running it twice records nothing twice.
         resend = all(item.occurrence_id is not None for item in prepared)
@@ -363,6 +381,56 @@ class EventLog:
         if ends:
             self._runs.pop(run_id, None)
         return recorded, all(kind == b"n" for kind, _, _ in result[2])
+
+    def _call(
+        self,
+        run_id: str,
+        run: _Run,
+        prepared: Sequence[PreparedEvent],
+        guess: int,
+        recorded_at: str,
+        *,
+        expected_sequence: int | None,
+        fence: Fence | None,
+        release: bool,
+        signal: bool,
+        claim: str | None,
+    ) -> tuple[LuaScript, list[str], list[Arg], list[str]]:
+        """The append script to run for an append, its keys and arguments, and the event
+        ids guessed (hashed for the sequences from ``guess`` on)."""
+        args: list[Arg] = [
+            "" if expected_sequence is None else expected_sequence,
+            "" if fence is None else self._fence_arg(fence, release),
+            guess,
+            recorded_at,
+        ]
+        if self._signal_stream:
+            # Attempt traces (write-ahead points, call results) cannot make a step ready:
+            # only appends that can wake the scheduler (see wakes_scheduler).
+            wakes = signal and wakes_scheduler(item.type for item in prepared)
+            args.append(run_id if wakes else "")
+        if claim is not None:
+            args.append(claim)
+        guessed_ids: list[str] = []
+        for index, item in enumerate(prepared):
+            event_id = event_id_for_payload_json(
+                run_id, guess + index, item.type, item.payload_json, item.occurrence_id
+            )
+            guessed_ids.append(event_id)
+            args += (item.type, item.payload_json, item.occurrence_id or "", event_id)
+        script_keys = run.script_keys
+        script = self._append_script
+        if fence is not None or self._signal_stream or claim is not None:
+            script_keys = list(script_keys)
+            if claim is not None:  # (a submission's start is never fenced)
+                assert fence is None
+                script = self._claim_script
+                script_keys.append(self._keys.run(run_id).submitted)
+            if fence is not None:
+                script_keys.append(self._keys.lease(fence.key)[0])
+            if self._signal_stream:
+                script_keys.append(self._signal_stream)
+        return script, script_keys, args, guessed_ids
 
     def _fence_arg(self, fence: Fence, release: bool) -> str:
         now = self._now_ms()

@@ -441,6 +441,16 @@ class RedisS3World:
             return claimed.recorded, [], False
         return input_hash, recorded, new
 
+    def start_submissions(
+        self, starts: Sequence[tuple[str, str, Sequence[EventInput]]], *, signal: bool = True
+    ) -> list[str | None]:
+        """:meth:`start_submission` for several runs ``(run id, input hash, events)`` in one
+        round trip; per run ``None`` when its events were all appended now, else the hash
+        recorded for it (another input's: nothing appended; its own: submitted before)."""
+        for run_id, input_hash, _ in starts:
+            check_submission(run_id, input_hash)
+        return self._events.claim_and_append_many(starts, signal=signal)
+
     # -- archive --------------------------------------------------------------------------
     def archive_run(self, run_id: str, *, ttl_seconds: float | None = None) -> int:
         """Seal the run, write its whole log and its hot artifacts to S3, then let its Redis
