@@ -290,11 +290,28 @@ def test_archive_with_a_ttl_keeps_redis_keys_until_they_expire(
     keys = _keys(world).run(RUN)
     assert 0 < raw_redis.pttl(keys.events) <= 60_000
     assert 0 < raw_redis.pttl(keys.occurrences) <= 60_000
+    # The end marker goes with the log (not a day later).
+    assert 0 < raw_redis.pttl(keys.ended) <= 60_000
     # Sealed at once, even while the stream is still there.
     with pytest.raises(RunSealedError):
         world.append(RUN, _ev(stepPath="late"))
     assert world.append(RUN, _ev("RunStarted", "occ-1")).sequence == 1
     assert world.last_sequence(RUN) == 2
+
+
+def test_an_archived_runs_keys_go_within_minutes_by_default(
+    world_spec: Callable[[], str], s3_env: S3Service, raw_redis: redis.Redis
+) -> None:
+    world = _open(world_spec(), s3_env)  # the default archive TTL
+    try:
+        world.append(RUN, _ev("RunStarted", "occ-1"))
+        world.append(RUN, _ev("RunFailed", "run-end"))
+        world.archive_run(RUN)
+        keys = _keys(world).run(RUN)
+        for key in (keys.events, keys.occurrences, keys.submitted, keys.ended):
+            assert raw_redis.pttl(key) <= 300_000, key
+    finally:
+        world.close()
 
 
 def test_a_run_this_process_ended_is_not_kept_in_its_run_memory(world: RedisS3World) -> None:
