@@ -242,8 +242,11 @@ return last
 
 ACQUIRE_LEASE = (
     """
--- KEYS: 1 lease hash, 2 token counter. ARGV: 1 holder, 2 ttl ms, 3 counter ttl ms,
--- 4 now in ms or '' (Redis TIME). Result: {token, expires ms}, or false if another holds it.
+-- KEYS: 1 lease hash, 2 token counter (a string; or, with ARGV[5], the hash of the run's
+-- counters), 3 with ARGV[5]: the lease's counter of old (a string, taken over once).
+-- ARGV: 1 holder, 2 ttl ms, 3 counter ttl ms, 4 now in ms or '' (Redis TIME), 5 the field
+-- of this lease's counter in KEYS[2] or ''. Result: {token, expires ms}, or false if another
+-- holds it.
 """
     + _now_ms(4)
     + """
@@ -258,7 +261,20 @@ if cur[1] and tonumber(cur[3]) > now then
   redis.call('PEXPIRE', KEYS[1], ttl)
   return {tonumber(cur[2]), exp}
 end
-local token = redis.call('INCR', KEYS[2])
+local token
+if ARGV[5] ~= '' then
+  token = redis.call('HINCRBY', KEYS[2], ARGV[5], 1)
+  if token == 1 then
+    local old = redis.call('GET', KEYS[3])
+    if old then
+      token = tonumber(old) + 1
+      redis.call('HSET', KEYS[2], ARGV[5], token)
+      redis.call('DEL', KEYS[3])
+    end
+  end
+else
+  token = redis.call('INCR', KEYS[2])
+end
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
 redis.call('HSET', KEYS[1], 'holder', ARGV[1], 'token', token, 'exp', string.format('%d', exp))
 redis.call('PEXPIRE', KEYS[1], ttl)
