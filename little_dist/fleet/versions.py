@@ -29,6 +29,7 @@ from typing import Any, Final
 
 from little_dist.canonical import canonical_json, sha256_hex_text
 from little_dist.compiler import WorkflowVersion
+from little_dist.compiler.lock import LOCK_SEED_KEYS
 from little_dist.errors import InvalidInputError
 from little_dist.lru import LruCache
 from little_dist.world.base import World
@@ -37,23 +38,21 @@ __all__ = ["BINDING_FIELD", "SHARED_LOCK_KEYS", "VersionCache", "join_version", 
 
 #: The ``WorkflowVersionRegistered`` payload field that carries a version's binding.
 BINDING_FIELD: Final = "binding"
-#: Lock fields that do not depend on the run's input: they go to the shared part.
-SHARED_LOCK_KEYS: Final = frozenset(
+#: Lock fields that depend on the run's input: they stay in the binding (with the version's
+#: own id and hash); every other field of the lock goes to the shared part.
+INPUT_BOUND_LOCK_KEYS: Final = frozenset(
     {
-        "lwirVersionId",
-        "lwirHash",
-        "workflowDefinitionHash",
-        "planningDefinitionSnapshot",
-        "planningDefinitionSnapshotHash",
-        "inputSchemaHash",
-        "requestedOutput",
-        "requestedOutputHash",
-        "capabilityManifest",
-        "capabilityManifestHash",
-        "modelSlots",
-        "tools",
+        "requestId",
+        "requestHash",
+        "inputHash",
+        "plannedInputStructure",
+        "plannedInputStructureHash",
+        "inputBinding",
+        "validationHash",
     }
 )
+#: Lock fields that do not depend on the run's input: they go to the shared part.
+SHARED_LOCK_KEYS: Final = frozenset(LOCK_SEED_KEYS) - INPUT_BOUND_LOCK_KEYS
 
 
 def split_version(version: WorkflowVersion) -> tuple[str, dict[str, Any]]:
