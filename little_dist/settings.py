@@ -36,7 +36,7 @@ variable                            field                          default
 ``LITTLE_SIGNAL_STREAM``            ``signal_stream``              ``little:signals``
 ``LITTLE_SIGNAL_GROUP``             ``signal_group``               ``little-schedulers``
 ``LITTLE_SIGNAL_CLAIM_IDLE``        ``signal_claim_idle``          ``60`` s
-``LITTLE_ARCHIVE_TTL``              ``archive_ttl``                ``604800`` s (7 days)
+``LITTLE_ARCHIVE_TTL``              ``archive_ttl``                ``300`` s (5 minutes)
 ``LITTLE_ARCHIVE_MARKER_TTL``       ``archive_marker_ttl``         ``2592000`` s (30 days)
 ``LITTLE_ARCHIVE_DELAY``            ``archive_delay``              ``2`` s
 ``LITTLE_MAX_BRANCHES_CAP``         ``max_branches_cap``           unset (upstream's 100)
@@ -386,7 +386,10 @@ class Settings(LimitSettings):
         pattern=_STREAM_NAME.pattern,
     )
     signal_claim_idle: float = _seconds("LITTLE_SIGNAL_CLAIM_IDLE", 60.0)
-    archive_ttl: float = _seconds("LITTLE_ARCHIVE_TTL", 7 * 24 * 3600.0, allow_zero=True)
+    # How long an archived run's keys stay in Redis (its log is in S3 then; reads of a run
+    # Redis let go fall through to the archive): minutes, not days, or Redis holds every
+    # run of the last days (~31 KB a small run).
+    archive_ttl: float = _seconds("LITTLE_ARCHIVE_TTL", 300.0, allow_zero=True)
     # How long Redis remembers an archived run (its seal marker, its run-index entry); then
     # only its S3 archive knows it. At least archive_ttl (the world takes the longer).
     archive_marker_ttl: float = _seconds("LITTLE_ARCHIVE_MARKER_TTL", 30 * 24 * 3600.0)

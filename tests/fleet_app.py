@@ -14,7 +14,7 @@ root), so it imports nothing from pytest. It holds:
 * ``noop``: does nothing (the benchmark's no-op tool).
 * the workflows: ``screening`` (example-like: a tool step, a parallel fan-out of tool steps,
   then a scripted-model summary), ``wide_fan`` (one fan-out of ``effect`` steps whose
-  ``maxConcurrency``, 20, is wider than a test fleet), and the benchmark's ``chain100``,
+  ``maxConcurrency``, 20, is wider than a test fleet), and the benchmarks' ``chain100``, ``chain5``,
   ``fan1000`` and ``model500``.
 * a delivery probe: when ``$LITTLE_FLEET_DELIVERY_PREFIX`` is set, every
   ``little.execute_step`` a worker starts does an ``INCR`` on
@@ -44,6 +44,7 @@ __all__ = [
     "FX_REDIS_ENV",
     "SUMMARY",
     "build_script",
+    "chain5",
     "chain100",
     "effect",
     "effect_key",
@@ -241,7 +242,7 @@ def screening_paths(items: list[str]) -> list[str]:
     return ["prepare", "fan", *(f"fan[{item}].work" for item in items), "summarize"]
 
 
-def _chain_plan(length: int) -> dict[str, Any]:
+def _chain_plan(length: int, name: str = "fleet.chain100") -> dict[str, Any]:
     steps = []
     for index in range(length):
         step: dict[str, Any] = {
@@ -254,7 +255,7 @@ def _chain_plan(length: int) -> dict[str, Any]:
             step["needs"] = [f"s{index - 1}"]
         steps.append(step)
     return _doc(
-        "fleet.chain100",
+        name,
         steps,
         input_schema={"type": "object"},
         output_schema={"type": "object"},
@@ -340,6 +341,16 @@ chain100 = define_workflow(
     model=_SLOT,
     tools=[noop],
     plan=_chain_plan(BENCH_CHAIN_STEPS),
+)
+
+chain5 = define_workflow(
+    id="fleet.chain5",
+    description="A short chain of no-op tool steps (the cost benchmark's small run).",
+    input={"type": "object"},
+    output={"type": "object"},
+    model=_SLOT,
+    tools=[noop],
+    plan=_chain_plan(5, "fleet.chain5"),
 )
 
 slow_chain = define_workflow(

@@ -248,6 +248,9 @@ def make_fleet_env(redis_url: str, s3: S3Service, tmp: Path) -> FleetEnv:
             "LITTLE_WORKER_CONCURRENCY": "4",
             "LITTLE_NETWORK_GUARD": "1",
             "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            # tests.fleet_app's probes (side effects, deliveries) count on the test's Redis,
+            # not on their default db 15 (a test on another db would find no count).
+            "LITTLE_FLEET_FX_REDIS": redis_url,
             "PYTHONPATH": os.pathsep.join(
                 [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
             ),

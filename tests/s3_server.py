@@ -130,8 +130,13 @@ def wait_for_bucket(
     raise RuntimeError(f"S3 at {endpoint} (bucket {bucket}) not ready in {timeout}s: {last_error}")
 
 
-def start_weed_mini(data_dir: Path, bucket: str, *, timeout: float = 60.0) -> S3Server:
-    """Start ``weed mini`` with its data in ``data_dir``; return once ``bucket`` answers."""
+def start_weed_mini(
+    data_dir: Path, bucket: str, *, timeout: float = 60.0, metrics_port: int | None = None
+) -> S3Server:
+    """Start ``weed mini`` with its data in ``data_dir``; return once ``bucket`` answers.
+
+    ``metrics_port``: where weed serves its Prometheus metrics (``/metrics``, e.g. the
+    counter ``SeaweedFS_s3_request_total``); none without."""
     weed = find_weed()
     (
         s3,
@@ -168,6 +173,7 @@ def start_weed_mini(data_dir: Path, bucket: str, *, timeout: float = 60.0) -> S3
         f"-admin.port.grpc={admin_grpc}",
         "-webdav=false",
         "-master.telemetry=false",
+        *([f"-metricsPort={metrics_port}"] if metrics_port is not None else []),
     ]
     with log_path.open("wb") as log:
         process = subprocess.Popen(

@@ -69,6 +69,23 @@ def test_submit_is_idempotent_on_the_run_id(fleet_env: FleetEnv) -> None:
         client.submit(doc, {"x": 2}, run_id=run_id)
 
 
+def test_submit_many_runs_a_batch_whose_first_decisions_the_scheduler_makes(
+    fleet_env: FleetEnv,
+) -> None:
+    from tests.fleet_processes import start_scheduler
+
+    start_worker(fleet_env, concurrency=2)
+    start_scheduler(fleet_env)
+    client = fleet_env.client()
+    doc = wf.chain_lwir(3)
+    run_ids = client.submit_many(doc, [{"k": n} for n in range(6)])
+    assert len(set(run_ids)) == 6
+    for run_id in run_ids:
+        state = client.wait(run_id, timeout=45)
+        assert state.status == "completed", client.status(run_id).to_json()
+        assert state.output == {"n": 2}
+
+
 def test_submit_announces_the_run_to_the_sweeper_instead_of_signalling_it(
     fleet_env: FleetEnv,
 ) -> None:

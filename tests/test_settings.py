@@ -55,7 +55,7 @@ def test_defaults() -> None:
         "little-schedulers",
         60.0,
     )
-    assert s.archive_ttl == 7 * 24 * 3600
+    assert s.archive_ttl == 300
     assert s.max_branches_cap is None
     assert s.branch_window == "fleet"
     assert s.limits == InputLimits()

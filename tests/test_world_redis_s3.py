@@ -285,16 +285,37 @@ def test_archive_with_a_ttl_keeps_redis_keys_until_they_expire(
     world: RedisS3World, raw_redis: redis.Redis
 ) -> None:
     world.append(RUN, _ev("RunStarted", "occ-1"))
+    lease = world.acquire_lease(f"{{{RUN}}}:step:a", "w1", 5)
+    assert lease is not None
+    world.release_lease(lease)
     world.append(RUN, _ev("RunFailed", "run-end"))
     assert world.archive_run(RUN, ttl_seconds=60) == 2
     keys = _keys(world).run(RUN)
     assert 0 < raw_redis.pttl(keys.events) <= 60_000
     assert 0 < raw_redis.pttl(keys.occurrences) <= 60_000
+    # The end marker goes with the log (not a day later), and so do the lease counters.
+    assert 0 < raw_redis.pttl(keys.ended) <= 60_000
+    assert 0 < raw_redis.pttl(keys.tokens) <= 60_000
     # Sealed at once, even while the stream is still there.
     with pytest.raises(RunSealedError):
         world.append(RUN, _ev(stepPath="late"))
     assert world.append(RUN, _ev("RunStarted", "occ-1")).sequence == 1
     assert world.last_sequence(RUN) == 2
+
+
+def test_an_archived_runs_keys_go_within_minutes_by_default(
+    world_spec: Callable[[], str], s3_env: S3Service, raw_redis: redis.Redis
+) -> None:
+    world = _open(world_spec(), s3_env)  # the default archive TTL
+    try:
+        world.append(RUN, _ev("RunStarted", "occ-1"))
+        world.append(RUN, _ev("RunFailed", "run-end"))
+        world.archive_run(RUN)
+        keys = _keys(world).run(RUN)
+        for key in (keys.events, keys.occurrences, keys.submitted, keys.ended):
+            assert raw_redis.pttl(key) <= 300_000, key
+    finally:
+        world.close()
 
 
 def test_a_run_this_process_ended_is_not_kept_in_its_run_memory(world: RedisS3World) -> None:
@@ -498,6 +519,21 @@ def test_pipelined_scripts_run_on_a_server_that_forgot_them(
     assert [e.sequence for e in world.list_events(RUN)] == [1, 2, 3]
 
 
+def test_a_runs_lease_tokens_keep_growing_across_the_counter_of_old(
+    world: RedisS3World, raw_redis: redis.Redis
+) -> None:
+    name = f"{{{RUN}}}:step:a"
+    # A counter left by a version that counted each lease on its own key.
+    raw_redis.set(_keys(world).lease(name)[1], 7)
+    first = world.acquire_lease(name, "w1", 5)
+    assert first is not None and first.token == 8
+    world.release_lease(first)
+    second = world.acquire_lease(name, "w2", 5)
+    assert second is not None and second.token == 9
+    assert raw_redis.exists(_keys(world).lease(name)[1]) == 0
+    assert raw_redis.hget(_keys(world).run(RUN).tokens, name) == b"9"
+
+
 def test_a_refused_append_leaves_the_lease_it_would_have_taken_free(world: RedisS3World) -> None:
     from little_dist.errors import LeaseLostError
     from little_dist.world.base import LeaseRequest
@@ -524,6 +560,9 @@ def test_keys_of_a_run_and_its_leases_share_one_cluster_slot(world: RedisS3World
         for k in (run.events, run.occurrences, run.archived, run.ended, lease, counter)
     }
     assert len(slots) == 1
+    # A run's lease counts its tokens in the run's hash, in the run's slot too.
+    counted, _ = layout.lease_counter(lease_key_for(RUN, "step:draft"))
+    assert counted == run.tokens
     # A lease name without a tag still keeps its hash and counter together.
     plain, plain_counter = layout.lease("scheduler")
     assert key_slot(plain.encode()) == key_slot(plain_counter.encode())

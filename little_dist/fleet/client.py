@@ -22,7 +22,7 @@ from little_dist.events import RUN_END_EVENT_TYPES, Event, EventInput
 from little_dist.fleet.dispatch import advance_run
 from little_dist.fleet.engine_events import CANCEL_EVENT_TYPE
 from little_dist.fleet.run_tracker import RunTracker
-from little_dist.fleet.submission import submit_run
+from little_dist.fleet.submission import submit_run, submit_runs
 from little_dist.ids import validate_run_id
 from little_dist.local_runner import RunMismatchError
 from little_dist.pricing import merge_usage_totals
@@ -278,6 +278,13 @@ class Client:
 
     # -- runs ----------------------------------------------------------------------------------
 
+    def _load_registry(self) -> None:
+        """The app module's registry (``settings.app``), loaded at the first submission."""
+        if self.registry is None and self.settings.app:
+            from little_dist.fleet.app_registry import load_registry
+
+            self.registry = load_registry(self.settings.app)
+
     def submit(
         self,
         workflow: WorkflowDefinition | WorkflowVersion | Mapping[str, Any] | str,
@@ -286,10 +293,7 @@ class Client:
         run_id: str | None = None,
     ) -> str:
         """Submit a run; its id. Idempotent on ``run_id`` (see the module docstring)."""
-        if self.registry is None and self.settings.app:
-            from little_dist.fleet.app_registry import load_registry
-
-            self.registry = load_registry(self.settings.app)
+        self._load_registry()
         return submit_run(
             self.world,
             workflow,
@@ -301,6 +305,27 @@ class Client:
             holder=self._holder,
             window=self.window,
             announce=self._announce(),
+        )
+
+    def submit_many(
+        self,
+        workflow: WorkflowDefinition | WorkflowVersion | Mapping[str, Any] | str,
+        inputs: Sequence[Any],
+        *,
+        run_ids: Sequence[str] | None = None,
+    ) -> list[str]:
+        """Submit one run per input (``run_ids``: their ids, else new ones); their ids, in
+        order. For batches: the starts of them all are one round trip, and the scheduler
+        makes each run's first decision (its start signals it). Idempotent per run id as
+        :meth:`submit` (see :func:`~little_dist.fleet.submission.submit_runs`)."""
+        self._load_registry()
+        return submit_runs(
+            self.world,
+            workflow,
+            inputs,
+            run_ids=run_ids,
+            settings=self.settings,
+            registry=self.registry,
         )
 
     def _require(self, run_id: str) -> list[Event]:

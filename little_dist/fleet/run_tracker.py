@@ -24,7 +24,7 @@ from little_dist.fleet.advancing import Advancing
 from little_dist.fleet.engine_events import CANCEL_EVENT_TYPE, SUBMITTED_EVENT_TYPE
 from little_dist.fleet.offers import Offers
 from little_dist.fleet.spares import SpareAttempts
-from little_dist.fleet.versions import VersionCache
+from little_dist.fleet.versions import BINDING_FIELD, VersionCache
 from little_dist.run_state import FOLDED_EVENT_TYPES, EventLike, RunState, RunStateBuilder
 from little_dist.runtime import hydrate_events
 from little_dist.scheduling import RunContext
@@ -111,6 +111,8 @@ class RunTracker:
         # version) may have left the view half updated: the next catch-up starts over.
         self._broken = False
         self._version_id: str | None = None
+        # The version's binding when its start carries one (little_dist.fleet.versions).
+        self._version_binding: dict[str, Any] | None = None
         self._run_input: Any = None
         self._started = False
         self._submitted = False
@@ -246,6 +248,7 @@ class RunTracker:
         self._own_ends.clear()
         self.offers.clear()
         self._version_id = None
+        self._version_binding = None
         self._run_input = None
         self._started = self._submitted = self._cancel_requested = False
         self._context = None
@@ -374,6 +377,9 @@ class RunTracker:
                 self._version_id = version_id if isinstance(version_id, str) else None
                 self._run_input = payload.get("input")
                 changed = True
+            elif kind == "WorkflowVersionRegistered":
+                binding = payload.get(BINDING_FIELD)
+                self._version_binding = binding if isinstance(binding, dict) else None
             elif kind == SUBMITTED_EVENT_TYPE:
                 self._submitted = True
             elif kind == CANCEL_EVENT_TYPE and not self._cancel_requested:
@@ -403,7 +409,7 @@ class RunTracker:
             return
         if not self._version_id.startswith("wfver_"):
             return  # planning failed: RunStarted names no compiled version
-        version = self.versions.get(self.world, self._version_id)
+        version = self.versions.get(self.world, self._version_id, self._version_binding)
         self._context = RunContext(
             version=version,
             run_input=self._run_input,

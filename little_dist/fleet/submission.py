@@ -28,11 +28,18 @@ returns the id again; another input raises :class:`RunMismatchError`, also when 
 submits run at once: the world records the first input's hash for the run id in one
 atomic step (:meth:`~little_dist.world.base.World.claim_submission`), before anything else
 is written.
+
+What a submit costs: where the world can (``RedisS3World.start_submission``) and the
+version is compiled here, the claim and the start are that one atomic step, one round trip,
+without reading the (empty) log first; a version this process registered before costs
+nothing more (:func:`_start_at_once`). Elsewhere: claim, read the log, record what is
+missing (:func:`_start_step_by_step`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from little_dist import occurrences
@@ -44,7 +51,7 @@ from little_dist.fleet.dispatch import advance_run
 from little_dist.fleet.engine_events import SUBMITTED_EVENT_TYPE
 from little_dist.fleet.run_tracker import RunTracker
 from little_dist.fleet.sending import dispatch_plan
-from little_dist.fleet.versions import VersionCache
+from little_dist.fleet.versions import BINDING_FIELD, VersionCache, split_version
 from little_dist.ids import validate_run_id
 from little_dist.limits import InputLimits
 from little_dist.local_runner import RunMismatchError, check_run_input, new_run_id
@@ -58,7 +65,7 @@ if TYPE_CHECKING:
     from little_dist.fleet.queue import TaskQueue
     from little_dist.fleet.slots import FanoutWindow
 
-__all__ = ["RunMismatchError", "submit_run"]
+__all__ = ["RunMismatchError", "submit_run", "submit_runs"]
 
 _UNCOMPILED: Final = "uncompiled"
 
@@ -96,12 +103,22 @@ def _check_same(run_id: str, events: list[Event], run_input: Any, version_id: st
     return True
 
 
-def _start_events(version: WorkflowVersion, run_input: Any) -> list[EventInput]:
+def _start_events(
+    version: WorkflowVersion, run_input: Any, binding: dict[str, Any] | None = None
+) -> list[EventInput]:
+    """``binding``: the version's (:func:`~little_dist.fleet.versions.split_version`), when
+    the version is stored as a shared part and this binding rather than whole."""
+    registered: dict[str, Any] = {
+        "workflowVersionId": version.id,
+        "workflowVersionHash": version.hash,
+    }
+    if binding is not None:
+        registered[BINDING_FIELD] = binding
     return [
         EventInput(
             type="WorkflowVersionRegistered",
             occurrence_id=occurrences.VERSION_REGISTERED,
-            payload={"workflowVersionId": version.id, "workflowVersionHash": version.hash},
+            payload=registered,
         ),
         EventInput(
             type="RunStarted",
@@ -138,6 +155,25 @@ def _json_value(value: Any, limits: InputLimits, what: str = "the run input") ->
         raise InvalidInputError(f"{what} is not JSON: {error}") from error
 
 
+@dataclass
+class _Request:
+    """A submission, checked: its run, its input and where its version comes from (one
+    of ``version``, ``definition``, ``planner_path``)."""
+
+    run_id: str
+    run_input: Any
+    #: Compiled here (an LWIR document or a compiled version was submitted).
+    version: WorkflowVersion | None = None
+    #: A definition with a fixed ``plan=``, resolved here.
+    definition: WorkflowDefinition | None = None
+    #: A workflow the planner plans (a definition without a plan, or a registered id).
+    planner_path: str | None = None
+
+    @property
+    def input_hash(self) -> str:
+        return sha256_digest(self.run_input)
+
+
 def submit_run(
     world: World,
     workflow: WorkflowDefinition | WorkflowVersion | Mapping[str, Any] | str,
@@ -170,25 +206,44 @@ def submit_run(
     them, never name another tool, model slot or harness. Without a registry only the
     workers check that, when a step runs (it fails with ``runtime_config_error``).
     """
+    limits = settings.limits if settings is not None else InputLimits()
+    request = _checked_request(workflow, run_input, run_id, registry, limits)
+    if request.planner_path is not None:
+        _submit_to_planner(world, request, request.planner_path, queue, settings, holder)
+        return request.run_id
+    advances = queue is not None and settings is not None
+    quiet = advances and announce is not None
+    started = _start_at_once(world, request, announce if quiet else None)
+    if started is None:
+        started = _start_step_by_step(world, request, announce if quiet else None)
+    if started is not None and queue is not None and settings is not None:
+        _first_look(world, queue, settings, started, holder=holder, window=window)
+    return request.run_id
+
+
+def _checked_request(
+    workflow: WorkflowDefinition | WorkflowVersion | Mapping[str, Any] | str,
+    run_input: Any,
+    run_id: str | None,
+    registry: AppRegistry | None,
+    limits: InputLimits,
+) -> _Request:
+    """What is submitted, checked against the limits and the registry's capabilities
+    before anything is read or written."""
     from little_dist.authoring import WorkflowDefinition
 
-    limits = settings.limits if settings is not None else InputLimits()
     run_id = new_run_id() if run_id is None else validate_run_id(run_id)
     if isinstance(workflow, str) and registry is not None:
         workflow = registry.get(workflow) or workflow
-    planner_path: str | None = None
-    version: WorkflowVersion | None = None
-    definition: WorkflowDefinition | None = None
     if isinstance(workflow, WorkflowDefinition):
         run_input = workflow.validate_input(run_input, limits=limits)
         if workflow.plan is None:
-            planner_path = workflow.id
-        else:
-            definition = workflow
-    elif isinstance(workflow, str):
-        run_input = _json_value(run_input, limits)
-        planner_path = workflow
-    elif isinstance(workflow, WorkflowVersion):
+            return _Request(run_id, run_input, planner_path=workflow.id)
+        _check_plan_grants(workflow, registry)
+        return _Request(run_id, run_input, definition=workflow)
+    if isinstance(workflow, str):
+        return _Request(run_id, _json_value(run_input, limits), planner_path=workflow)
+    if isinstance(workflow, WorkflowVersion):
         limits.check_lwir(workflow.lwir)
         run_input = _json_value(run_input, limits)
         version = workflow
@@ -201,53 +256,199 @@ def submit_run(
             "submit takes an LWIR document, a WorkflowVersion, a workflow made with "
             f"define_workflow() or a registered workflow id, got {type(workflow).__name__}"
         )
-    if version is not None:
-        check_run_input(version, run_input)
-        if registry is not None:
-            registry.check_version(version)
-    if definition is not None and definition.plan is not None:
-        # The plan is the author's, but the workers run it with the registered workflow's
-        # capabilities: it may not name more than those.
-        registered = registry is not None and registry.get(definition.id) is not None
-        check_grants(
-            definition.plan,
-            (
-                registry.capabilities_for_workflow(definition.id)
-                if registry is not None and registered
-                else definition.capabilities()
-            ),
-            f"workflow {definition.id!r}",
-        )
-    # Concurrent submitters of the run id that all read an empty log agree here, in one
-    # atomic step, on whose input the run gets; the others are refused before writing.
-    input_hash = sha256_digest(run_input)
-    if world.claim_submission(run_id, input_hash) != input_hash:
-        raise RunMismatchError(f"run {run_id} was submitted with a different input")
-    events = world.list_events(run_id)
-    exists = _check_same(run_id, events, run_input, version.id if version else None)
+    check_run_input(version, run_input)
+    if registry is not None:
+        registry.check_version(version)
+    return _Request(run_id, run_input, version=version)
 
-    if planner_path is not None:
-        if not exists:
-            world.append(
-                run_id,
-                EventInput(
-                    type=SUBMITTED_EVENT_TYPE,
-                    occurrence_id=occurrences.SUBMITTED,
-                    payload={"workflowId": planner_path, "input": run_input},
-                ),
-            )
-        if queue is not None and settings is not None:
-            tracker = RunTracker(world, run_id, max_branches_cap=settings.max_branches_cap)
-            tracker.catch_up()
-            if tracker.awaiting_plan:
-                dispatch_plan(world, queue, settings, run_id, holder=holder)
-        return run_id
+
+def _check_plan_grants(definition: WorkflowDefinition, registry: AppRegistry | None) -> None:
+    """The plan is the author's, but the workers run it with the registered workflow's
+    capabilities: it may not name more than those."""
+    assert definition.plan is not None
+    registered = registry is not None and registry.get(definition.id) is not None
+    check_grants(
+        definition.plan,
+        (
+            registry.capabilities_for_workflow(definition.id)
+            if registry is not None and registered
+            else definition.capabilities()
+        ),
+        f"workflow {definition.id!r}",
+    )
+
+
+def _claim(world: World, request: _Request) -> list[Event]:
+    """Claim the run id for this input (concurrent submitters that all read an empty log
+    agree here, in one atomic step, on whose input the run gets; the others are refused
+    before writing); the run's log so far."""
+    input_hash = request.input_hash
+    if world.claim_submission(request.run_id, input_hash) != input_hash:
+        raise RunMismatchError(f"run {request.run_id} was submitted with a different input")
+    return world.list_events(request.run_id)
+
+
+def _submit_to_planner(
+    world: World,
+    request: _Request,
+    planner_path: str,
+    queue: TaskQueue | None,
+    settings: Settings | None,
+    holder: str,
+) -> None:
+    """Record the submission for the planner and send ``little.plan`` (if not yet)."""
+    run_id = request.run_id
+    events = _claim(world, request)
+    if not _check_same(run_id, events, request.run_input, None):
+        world.append(
+            run_id,
+            EventInput(
+                type=SUBMITTED_EVENT_TYPE,
+                occurrence_id=occurrences.SUBMITTED,
+                payload={"workflowId": planner_path, "input": request.run_input},
+            ),
+        )
+    if queue is not None and settings is not None:
+        tracker = RunTracker(world, run_id, max_branches_cap=settings.max_branches_cap)
+        tracker.catch_up()
+        if tracker.awaiting_plan:
+            dispatch_plan(world, queue, settings, run_id, holder=holder)
+
+
+@dataclass
+class _Started:
+    """A run whose start is recorded: its version, and what this call recorded from the
+    run's first event on (empty: the log must be read)."""
+
+    run_id: str
+    version: WorkflowVersion
+    recorded: list[Event] = field(default_factory=list)
+
+
+def _start_at_once(
+    world: World, request: _Request, announce: Callable[[str], None] | None
+) -> _Started | None:
+    """The common case, one round trip: the version is compiled here, its shared part was
+    stored before (:mod:`little_dist.fleet.versions`), and the claim and the start (the
+    version's binding with it) are recorded in one atomic step, without reading the log
+    first (``world.start_submission``, where the world has it). ``None``: not
+    possible here (another world; a fixed plan that is invalid for this input, whose
+    failure :func:`_start_step_by_step` records)."""
+    start = getattr(world, "start_submission", None)
+    if start is None or not hasattr(world, "put_version_part"):
+        return None
+    planned = _planned(request)
+    if planned is None:
+        return None
+    version, planning = planned
+    if announce is not None:
+        announce(request.run_id)
+    events = _bound_start(world, version, planning, request.run_input)
+    claimed, recorded, new = start(
+        request.run_id, request.input_hash, events, signal=announce is None
+    )
+    if claimed != request.input_hash:
+        raise RunMismatchError(f"run {request.run_id} was submitted with a different input")
+    if new:
+        return _Started(request.run_id, version, recorded)
+    # Submitted before (with this input): the log says which workflow version it runs.
+    _check_same(request.run_id, world.list_events(request.run_id), request.run_input, version.id)
+    return _Started(request.run_id, version)
+
+
+def _planned(request: _Request) -> tuple[WorkflowVersion, Sequence[EventInput]] | None:
+    """The version a request runs and the planning events its start records first;
+    ``None`` for a fixed plan that is invalid for the input."""
+    if request.version is not None:
+        return request.version, ()
+    from little_dist.planner.fixed import fixed_plan_events
+
+    assert request.definition is not None
+    planned = fixed_plan_events(request.definition, request.run_input)
+    return None if planned is None else (planned.version, planned.events)
+
+
+def _bound_start(
+    world: World, version: WorkflowVersion, planning: Sequence[EventInput], run_input: Any
+) -> list[EventInput]:
+    """The start of a run on a world that keeps version parts: what runs of the workflow
+    share is stored once (then remembered: no request), before the events that name it;
+    what binds this input rides with the run's start."""
+    shared, binding = split_version(version)
+    put_part: Callable[[str], str] = getattr(world, "put_version_part")  # noqa: B009
+    put_part(shared)
+    return [*planning, *_start_events(version, run_input, binding)]
+
+
+def submit_runs(
+    world: World,
+    workflow: WorkflowDefinition | WorkflowVersion | Mapping[str, Any] | str,
+    inputs: Sequence[Any],
+    *,
+    run_ids: Sequence[str] | None = None,
+    settings: Settings | None = None,
+    registry: AppRegistry | None = None,
+) -> list[str]:
+    """Submit one run of ``workflow`` per input (``run_ids``: theirs; new ids without);
+    their ids. Each is checked and recorded as :func:`submit_run` records it without a
+    queue: its start signals the scheduler, which makes its first decision. Where the world
+    can (``RedisS3World.start_submissions``) the starts of them all are one round trip.
+    Idempotent per run id as :func:`submit_run`; a run id already submitted with another
+    input raises :class:`RunMismatchError` once the others are recorded."""
+    if run_ids is not None and len(run_ids) != len(inputs):
+        raise InvalidInputError(f"{len(run_ids)} run ids for {len(inputs)} inputs")
+    limits = settings.limits if settings is not None else InputLimits()
+    ids = list(run_ids) if run_ids is not None else [new_run_id() for _ in inputs]
+    starts_at_once = getattr(world, "start_submissions", None)
+    if starts_at_once is None or not hasattr(world, "put_version_part"):
+        return [
+            submit_run(world, workflow, value, run_id=run_id, settings=settings, registry=registry)
+            for run_id, value in zip(ids, inputs, strict=True)
+        ]
+    batch: list[tuple[_Request, WorkflowVersion]] = []
+    starts: list[tuple[str, str, list[EventInput]]] = []
+    for run_id, value in zip(ids, inputs, strict=True):
+        request = _checked_request(workflow, value, run_id, registry, limits)
+        planned = None if request.planner_path is not None else _planned(request)
+        if planned is None:  # the planner's, or an invalid fixed plan: one by one
+            submit_run(world, workflow, value, run_id=run_id, settings=settings, registry=registry)
+            continue
+        batch.append((request, planned[0]))
+        events = _bound_start(world, planned[0], planned[1], request.run_input)
+        starts.append((request.run_id, request.input_hash, events))
+    answers = starts_at_once(starts, signal=True) if starts else []
+    refused: list[str] = []
+    for (request, version), answer in zip(batch, answers, strict=True):
+        if answer is None:
+            continue
+        if answer != request.input_hash:
+            refused.append(request.run_id)
+            continue
+        # Submitted before (with this input): the log says which version it runs.
+        recorded = world.list_events(request.run_id)
+        _check_same(request.run_id, recorded, request.run_input, version.id)
+    if refused:
+        raise RunMismatchError(
+            f"run {', '.join(refused)} {'was' if len(refused) == 1 else 'were'} submitted "
+            "with a different input"
+        )
+    return ids
+
+
+def _start_step_by_step(
+    world: World, request: _Request, announce: Callable[[str], None] | None
+) -> _Started | None:
+    """Claim, read the log, then record what is missing of the start (any world); ``None``
+    when the run failed before it started (its fixed plan is invalid: RunFailed is
+    recorded)."""
+    run_id, run_input = request.run_id, request.run_input
+    version, definition = request.version, request.definition
+    events = _claim(world, request)
+    _check_same(run_id, events, run_input, version.id if version else None)
     recorded: list[Event] = []
-    advances = queue is not None and settings is not None
-    quiet = advances and announce is not None
-    if quiet and not events:
-        assert announce is not None
+    if announce is not None and not events:
         announce(run_id)
+    quiet = announce is not None
     if definition is not None and not events:
         # A fresh run of a fixed plan: its planning session and start in one append.
         from little_dist.planner.fixed import fixed_plan_events
@@ -263,26 +464,38 @@ def submit_run(
             world, run_id, definition, run_input, capabilities=definition.capabilities()
         )
         if version is None:  # the fixed plan is invalid: RunFailed is recorded
-            return run_id
+            return None
     assert version is not None
     if not recorded and not any(event.type == "RunStarted" for event in events):
         _start(world, run_id, version, run_input, signal=not (quiet and not events))
-    if queue is not None and settings is not None:
-        versions = VersionCache()
-        versions.put(version)  # in hand: the tracker need not read it back
-        tracker = RunTracker(
-            world,
-            run_id,
-            versions=versions,
-            max_branches_cap=settings.max_branches_cap,
-            window=window,
-        )
-        # What this call recorded from the run's first event on is the whole log so far
-        # unless someone appended meanwhile (then the tracker reads it).
-        tracker.fold(recorded)
-        whole = bool(recorded) and tracker.last_sequence == max(e.sequence for e in recorded)
-        advance_run(world, queue, settings, tracker, holder=holder, read=not whole)
-    return run_id
+    return _Started(run_id, version, recorded)
+
+
+def _first_look(
+    world: World,
+    queue: TaskQueue,
+    settings: Settings,
+    started: _Started,
+    *,
+    holder: str,
+    window: FanoutWindow | None,
+) -> None:
+    """The run's first decision, made here, its tasks sent (see the module docstring)."""
+    versions = VersionCache()
+    versions.put(started.version)  # in hand: the tracker need not read it back
+    tracker = RunTracker(
+        world,
+        started.run_id,
+        versions=versions,
+        max_branches_cap=settings.max_branches_cap,
+        window=window,
+    )
+    recorded = started.recorded
+    # What this call recorded from the run's first event on is the whole log so far
+    # unless someone appended meanwhile (then the tracker reads it).
+    tracker.fold(recorded)
+    whole = bool(recorded) and tracker.last_sequence == max(e.sequence for e in recorded)
+    advance_run(world, queue, settings, tracker, holder=holder, read=not whole)
 
 
 # -- the client ---------------------------------------------------------------------------

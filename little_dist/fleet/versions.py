@@ -1,26 +1,122 @@
-"""Compiled workflow versions by id, kept by every fleet process (they never change)."""
+"""Compiled workflow versions by id, kept by every fleet process (they never change), and a
+version split in two: what every run of a workflow shares, and what binds one run's input.
+
+A compiled version's id binds the run's input (upstream's lock hashes the input into it), so
+no two runs of a workflow with different inputs share one. Stored whole, every run cost a new
+~7 KB document in S3, put by the submitter and read back by the scheduler and a worker. The
+fleet stores it in two parts instead (:func:`split_version`):
+
+* the **shared part**: the LWIR and the lock's fields that do not depend on the input (the
+  definition snapshot, the capability manifest, the model slots and tools, their hashes),
+  stored once by the digest of its canonical JSON (``world.put_version_part``) and cached by
+  every process (:class:`VersionCache`);
+* the **binding**: the version's id and hash, the part's digest and the lock's fields that do
+  depend on the input (request and input hashes, the input's structure, the validation
+  hash); a few hundred bytes, carried by the run's ``WorkflowVersionRegistered`` event
+  (payload field ``binding``), so it lives with the run: its log, its archive.
+
+:func:`join_version` puts them back together through
+:meth:`~little_dist.compiler.WorkflowVersion.from_json`, which recomputes every hash: the ids
+are upstream's, unchanged, and a part that does not fit the binding is refused.
+"""
 
 from __future__ import annotations
 
+import json
 import threading
+from collections.abc import Mapping
+from typing import Any, Final
 
+from little_dist.canonical import canonical_json, sha256_hex_text
 from little_dist.compiler import WorkflowVersion
+from little_dist.compiler.lock import LOCK_SEED_KEYS
+from little_dist.errors import InvalidInputError
 from little_dist.lru import LruCache
 from little_dist.world.base import World
 
-__all__ = ["VersionCache"]
+__all__ = ["BINDING_FIELD", "SHARED_LOCK_KEYS", "VersionCache", "join_version", "split_version"]
+
+#: The ``WorkflowVersionRegistered`` payload field that carries a version's binding.
+BINDING_FIELD: Final = "binding"
+#: Lock fields that depend on the run's input: they stay in the binding (with the version's
+#: own id and hash); every other field of the lock goes to the shared part.
+INPUT_BOUND_LOCK_KEYS: Final = frozenset(
+    {
+        "requestId",
+        "requestHash",
+        "inputHash",
+        "plannedInputStructure",
+        "plannedInputStructureHash",
+        "inputBinding",
+        "validationHash",
+    }
+)
+#: Lock fields that do not depend on the run's input: they go to the shared part.
+SHARED_LOCK_KEYS: Final = frozenset(LOCK_SEED_KEYS) - INPUT_BOUND_LOCK_KEYS
+
+
+def split_version(version: WorkflowVersion) -> tuple[str, dict[str, Any]]:
+    """``(shared part, binding)``: the part as canonical JSON text (stored by its digest,
+    ``sha256:`` + hex, which the binding's ``part`` names) and the binding (a JSON object)."""
+    lock = dict(version.lock)
+    shared = canonical_json(
+        {
+            "canonicalizer": version.canonicalizer,
+            "canonicalJson": version.canonical_json,
+            "lwirHash": version.lwir_hash,
+            "lwirVersionId": version.lwir_version_id,
+            "lock": {key: value for key, value in lock.items() if key in SHARED_LOCK_KEYS},
+        }
+    )
+    binding = {
+        "id": version.id,
+        "hash": version.hash,
+        "part": "sha256:" + sha256_hex_text(shared),
+        "lock": {key: value for key, value in lock.items() if key not in SHARED_LOCK_KEYS},
+    }
+    return shared, binding
+
+
+def join_version(
+    shared: Mapping[str, Any], binding: Mapping[str, Any], *, validate: bool = True
+) -> WorkflowVersion:
+    """The version a shared part and a binding make; every hash recomputed (raises
+    :class:`~little_dist.compiler.WorkflowVersionMismatchError` when they do not fit)."""
+    canonical = shared.get("canonicalJson")
+    shared_lock, own_lock = shared.get("lock"), binding.get("lock")
+    if not (
+        isinstance(canonical, str)
+        and isinstance(shared_lock, Mapping)
+        and isinstance(own_lock, Mapping)
+    ):
+        raise InvalidInputError("A workflow version part or binding is not well formed")
+    return WorkflowVersion.from_json(
+        {
+            "id": binding.get("id"),
+            "hash": binding.get("hash"),
+            "canonicalizer": shared.get("canonicalizer"),
+            "canonicalJson": canonical,
+            "lwir": json.loads(canonical),
+            "lwirVersionId": shared.get("lwirVersionId"),
+            "lwirHash": shared.get("lwirHash"),
+            "lock": {**shared_lock, **own_lock},
+        },
+        validate=validate,
+    )
 
 
 class VersionCache:
     """Compiled workflow versions by id (they are immutable), bounded by count and by the
-    length of their canonical LWIR (``max_bytes``: ``LITTLE_VERSION_CACHE_BYTES``),
-    thread-safe."""
+    length of their canonical LWIR (``max_bytes``: ``LITTLE_VERSION_CACHE_BYTES``), and the
+    shared parts versions are joined from (:func:`join_version`), thread-safe."""
 
     def __init__(self, size: int = 256, max_bytes: int | None = None) -> None:
         self._size = size
         self._versions: LruCache[str, WorkflowVersion] = LruCache(
             size, max_bytes, weigh=_version_bytes
         )
+        # Shared parts by digest, parsed; their LWIR validated once (when first read).
+        self._parts: LruCache[str, dict[str, Any]] = LruCache(64, max_bytes, weigh=_part_bytes)
         self._lock = threading.Lock()
 
     def put(self, version: WorkflowVersion) -> None:
@@ -28,15 +124,40 @@ class VersionCache:
         with self._lock:
             self._versions[version.id] = version
 
-    def get(self, world: World, version_id: str) -> WorkflowVersion:
+    def get(
+        self, world: World, version_id: str, binding: Mapping[str, Any] | None = None
+    ) -> WorkflowVersion:
+        """The version ``version_id``; with its ``binding`` (from the run's log), joined from
+        the binding and its shared part (read from the world once per process), otherwise
+        read whole (``world.get_version``)."""
         with self._lock:
             found = self._versions.get(version_id)
             if found is not None:
                 self._versions.move_to_end(version_id)
                 return found
-        version = WorkflowVersion.from_json(world.get_version(version_id))
+        if binding is not None and binding.get("id") == version_id:
+            version = self._joined(world, binding)
+        else:
+            version = WorkflowVersion.from_json(world.get_version(version_id))
         with self._lock:
             self._versions[version_id] = version
+        return version
+
+    def _joined(self, world: World, binding: Mapping[str, Any]) -> WorkflowVersion:
+        ref = binding.get("part")
+        if not isinstance(ref, str):
+            raise InvalidInputError("A workflow version binding names no shared part")
+        with self._lock:
+            part = self._parts.get(ref)
+        if part is not None:  # its LWIR was validated when it was read
+            return join_version(part, binding, validate=False)
+        read = getattr(world, "get_version_part", None)
+        if read is None:
+            raise InvalidInputError(f"This world keeps no workflow version parts (need {ref})")
+        part = json.loads(read(ref))
+        version = join_version(part, binding)
+        with self._lock:
+            self._parts[ref] = part
         return version
 
     def __len__(self) -> int:
@@ -46,3 +167,7 @@ class VersionCache:
 
 def _version_bytes(version: WorkflowVersion) -> int:
     return len(version.canonical_json)
+
+
+def _part_bytes(part: dict[str, Any]) -> int:
+    return len(str(part.get("canonicalJson", ""))) + 4096

@@ -12,10 +12,11 @@ Sealing (the run's ``archived`` marker, set by one script) comes first: from
 then on appends of new events fail with :class:`RunSealedError`, already-recorded occurrence
 ids still resolve, and reads fall back to the archive once the stream has expired.
 
-Nothing about a run stays in Redis forever: its stream and occurrence index expire
-``ttl_seconds`` after the archive, its marker ``marker_ttl_seconds`` after it (at least as
-long), and it moves from the run index to the archived-run index, whose entries older than
-the marker TTL are trimmed at each archive. A run Redis has forgotten is read from S3.
+Nothing about a run stays in Redis forever: its stream, occurrence index, submission claim,
+end marker and lease token counters expire ``ttl_seconds`` (default five minutes) after the
+archive, its marker ``marker_ttl_seconds`` after it (at least as long), and it moves from
+the run index to the archived-run index, whose entries older than the marker TTL are
+trimmed at each archive. A run Redis has forgotten is read from S3.
 
 The run's small artifacts held in Redis (the hot tier, see
 :mod:`~little_dist.world.redis_s3.hot_artifacts`) are copied to S3 after the log, and their
@@ -58,7 +59,7 @@ __all__ = [
     "StreamReader",
 ]
 
-DEFAULT_ARCHIVE_TTL_SECONDS = 7 * 24 * 3600
+DEFAULT_ARCHIVE_TTL_SECONDS = 300
 DEFAULT_ARCHIVE_MARKER_TTL_SECONDS = 30 * 24 * 3600
 _CACHE_SIZE = 32
 _PAGE = 1000
@@ -147,7 +148,7 @@ class RunArchives:
             # The stream is already gone: only a finished earlier archive can explain that.
             self.events(run_id, required=True)
         # Sealed above, so no artifact joins the run's hot set any more: copy them all.
-        expiring = [keys.events, keys.occurrences, keys.submitted]
+        expiring = [keys.events, keys.occurrences, keys.submitted, keys.ended, keys.tokens]
         if self._hot is not None:
             expiring += self._hot.archive(run_id)
         now = time.time()

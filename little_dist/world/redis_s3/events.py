@@ -116,6 +116,14 @@ class _Run:
         self.last = 0
 
 
+class ClaimedError(Exception):
+    """A submission's claim found another input hash recorded for the run (``recorded``)."""
+
+    def __init__(self, recorded: str) -> None:
+        super().__init__(recorded)
+        self.recorded = recorded
+
+
 class PipelineTail(Protocol):
     """One command queued after an append in the same pipeline (see ``append_batch``)."""
 
@@ -171,6 +179,14 @@ class EventLog:
             # be recorded twice.
             idempotent=False,
         )
+        # A submission's start: the claim of its input hash and the append in one step.
+        self._claim_script = LuaScript(
+            client,
+            scripts.append_script(
+                signal_maxlen=signal_maxlen if signal_stream else None, claim=True
+            ),
+            idempotent=False,
+        )
         self._runs: dict[str, _Run] = {}
 
     # -- appends --------------------------------------------------------------------------
@@ -190,6 +206,80 @@ class EventLog:
         one more command after the append, in the same round trip, and gets its reply;
         ``before`` queues commands ahead of it (they run first: an artifact the events name).
         """
+        return self._append_batch(
+            run_id,
+            events,
+            expected_sequence=expected_sequence,
+            fence=fence,
+            signal=signal,
+            release=release,
+            then=then,
+            before=before,
+        )[0]
+
+    def claim_and_append(
+        self, run_id: str, input_hash: str, events: Sequence[EventInput], *, signal: bool
+    ) -> tuple[list[Event], bool]:
+        """A submission's start: claim ``input_hash`` for the run (as
+        :meth:`~little_dist.world.base.World.claim_submission`) and append ``events`` in one
+        step, one round trip; ``(events, new)``, ``new`` when every event was appended (not
+        answered from the log). :class:`ClaimedError` when another hash is recorded: nothing
+        is appended then."""
+        return self._append_batch(run_id, events, signal=signal, claim=input_hash)
+
+    def claim_and_append_many(
+        self, starts: Sequence[tuple[str, str, Sequence[EventInput]]], *, signal: bool
+    ) -> list[str | None]:
+        """Several submissions' starts ``(run id, input hash, events)``, each as
+        :meth:`claim_and_append`, in one pipeline (one round trip for them all). Per start:
+        ``None`` when every event was appended now; else the hash recorded for the run:
+        another input's (nothing was appended), or its own (submitted before: the caller
+        reads the log)."""
+        pipe = self._redis.pipeline(transaction=False)
+        for run_id, input_hash, events in starts:
+            validate_run_id(run_id)
+            script, keys, args, _ = self._call(
+                run_id,
+                _Run(self._keys, run_id),
+                prepare_events(events),
+                1,
+                recorded_at_now(),
+                expected_sequence=None,
+                fence=None,
+                release=False,
+                signal=signal,
+                claim=input_hash,
+            )
+            script.queue(pipe, keys, args)
+            pipe.zadd(self._keys.run_index, {run_id: time.time()}, nx=True)
+        try:
+            # Every start's events carry occurrence ids: sent again, it records nothing twice.
+            replies = execute_pipeline(pipe, idempotent=True)
+        except redis.exceptions.RedisError as exc:
+            raise to_storage_error(exc, "the start of submitted runs") from exc
+        answers: list[str | None] = []
+        for (_, input_hash, _), reply in zip(starts, replies[::2], strict=True):
+            if isinstance(reply, int):
+                answers.append(None)
+            else:
+                answers.append(text(reply[1]) if reply[0] == b"mismatch" else input_hash)
+        return answers
+
+    def _append_batch(
+        self,
+        run_id: str,
+        events: Sequence[EventInput],
+        *,
+        expected_sequence: int | None = None,
+        fence: Fence | None = None,
+        signal: bool = True,
+        release: bool = False,
+        then: PipelineTail | None = None,
+        before: Sequence[PipelineTail] = (),
+        claim: str | None = None,
+    ) -> tuple[list[Event], bool]:
+        """:meth:`append_batch`, and whether every event was new; ``claim``: see
+        :meth:`claim_and_append`."""
         # A run id this process already wrote to was validated then (an unhashable one
         # cannot be a key: it goes to the validation, which refuses it).
         run = self._runs.get(run_id) if type(run_id) is str else None
@@ -199,36 +289,23 @@ class EventLog:
             run = _Run(self._keys, run_id)
         prepared = prepare_events(events)
         if not prepared and not (release and fence is not None):
-            return []  # (with a lease to release, the script runs and only releases it)
+            return [], True  # (with a lease to release, the script runs and only releases it)
         if expected_sequence is not None and expected_sequence < 0:
             raise InvalidInputError(f"expected_sequence must be >= 0, got {expected_sequence}")
         guess = (expected_sequence if expected_sequence is not None else run.last) + 1
         recorded_at = recorded_at_now()
-        args: list[Arg] = [
-            "" if expected_sequence is None else expected_sequence,
-            "" if fence is None else self._fence_arg(fence, release),
+        script, script_keys, args, guessed_ids = self._call(
+            run_id,
+            run,
+            prepared,
             guess,
             recorded_at,
-        ]
-        if self._signal_stream:
-            # Attempt traces (write-ahead points, call results) cannot make a step ready:
-            # only appends that can wake the scheduler (see wakes_scheduler).
-            wakes = signal and wakes_scheduler(item.type for item in prepared)
-            args.append(run_id if wakes else "")
-        guessed_ids: list[str] = []
-        for index, item in enumerate(prepared):
-            event_id = event_id_for_payload_json(
-                run_id, guess + index, item.type, item.payload_json, item.occurrence_id
-            )
-            guessed_ids.append(event_id)
-            args += (item.type, item.payload_json, item.occurrence_id or "", event_id)
-        script_keys = run.script_keys
-        if fence is not None or self._signal_stream:
-            script_keys = list(script_keys)
-            if fence is not None:
-                script_keys.append(self._keys.lease(fence.key)[0])
-            if self._signal_stream:
-                script_keys.append(self._signal_stream)
+            expected_sequence=expected_sequence,
+            fence=fence,
+            release=release,
+            signal=signal,
+            claim=claim,
+        )
         ends = any(item.type in RUN_END_EVENT_TYPES for item in prepared)
         # Sent again after a lost reply only if running it twice records nothing twice.
         resend = all(item.occurrence_id is not None for item in prepared)
@@ -237,7 +314,7 @@ class EventLog:
                 pipe = self._redis.pipeline(transaction=False)
                 for head in before:
                     head.queue(pipe)
-                self._append_script.queue(pipe, script_keys, args)
+                script.queue(pipe, script_keys, args)
                 if first_touch:
                     # The run index lives outside the run's slot; same round trip.
                     pipe.zadd(self._keys.run_index, {run_id: time.time()}, nx=True)
@@ -256,7 +333,7 @@ class EventLog:
                 if then is not None:
                     then.done(replies[-1])
             else:
-                result = self._append_script(script_keys, args, idempotent=resend)
+                result = script(script_keys, args, idempotent=resend)
         except redis.exceptions.RedisError as exc:
             raise to_storage_error(exc, f"append to {run_id}") from exc
         if isinstance(result, int):  # the common case: all appended, input i at result + 1 + i
@@ -280,8 +357,10 @@ class EventLog:
                     item.payload,
                 )
                 for i, item in enumerate(prepared)
-            ]
+            ], True
         status = result[0]
+        if status == b"mismatch":
+            raise ClaimedError(text(result[1]))
         if status == b"conflict":
             actual = int(result[1])
             self._remember(run_id, run, actual)
@@ -295,13 +374,63 @@ class EventLog:
             self._late.keep(run_id, late_events_of(run_id, refused, recorded_at))
             raise RunEndedError(run_id)
         if status == b"archived":
-            return self._recorded_in_archive(run_id, prepared, recorded_at)
+            return self._recorded_in_archive(run_id, prepared, recorded_at), False
         recorded = self._decode_append(
             run_id, run, prepared, guess, guessed_ids, recorded_at, result
         )
         if ends:
             self._runs.pop(run_id, None)
-        return recorded
+        return recorded, all(kind == b"n" for kind, _, _ in result[2])
+
+    def _call(
+        self,
+        run_id: str,
+        run: _Run,
+        prepared: Sequence[PreparedEvent],
+        guess: int,
+        recorded_at: str,
+        *,
+        expected_sequence: int | None,
+        fence: Fence | None,
+        release: bool,
+        signal: bool,
+        claim: str | None,
+    ) -> tuple[LuaScript, list[str], list[Arg], list[str]]:
+        """The append script to run for an append, its keys and arguments, and the event
+        ids guessed (hashed for the sequences from ``guess`` on)."""
+        args: list[Arg] = [
+            "" if expected_sequence is None else expected_sequence,
+            "" if fence is None else self._fence_arg(fence, release),
+            guess,
+            recorded_at,
+        ]
+        if self._signal_stream:
+            # Attempt traces (write-ahead points, call results) cannot make a step ready:
+            # only appends that can wake the scheduler (see wakes_scheduler).
+            wakes = signal and wakes_scheduler(item.type for item in prepared)
+            args.append(run_id if wakes else "")
+        if claim is not None:
+            args.append(claim)
+        guessed_ids: list[str] = []
+        for index, item in enumerate(prepared):
+            event_id = event_id_for_payload_json(
+                run_id, guess + index, item.type, item.payload_json, item.occurrence_id
+            )
+            guessed_ids.append(event_id)
+            args += (item.type, item.payload_json, item.occurrence_id or "", event_id)
+        script_keys = run.script_keys
+        script = self._append_script
+        if fence is not None or self._signal_stream or claim is not None:
+            script_keys = list(script_keys)
+            if claim is not None:  # (a submission's start is never fenced)
+                assert fence is None
+                script = self._claim_script
+                script_keys.append(self._keys.run(run_id).submitted)
+            if fence is not None:
+                script_keys.append(self._keys.lease(fence.key)[0])
+            if self._signal_stream:
+                script_keys.append(self._signal_stream)
+        return script, script_keys, args, guessed_ids
 
     def _fence_arg(self, fence: Fence, release: bool) -> str:
         now = self._now_ms()

@@ -48,6 +48,7 @@ __all__ = [
 DEFAULT_HOT_ARTIFACT_LIMIT = 16 * 1024
 _PAGE = 500  # artifacts read per pipeline while archiving
 _UPLOADERS = 8  # parallel S3 puts while archiving (boto3's default pool holds 10)
+_BLOBS_REMEMBERED = 65_536  # blob digests a process knows are in S3 (~6 MB at most)
 _ENCODINGS = ("json", "utf-8", "binary")
 
 PUT_HOT_ARTIFACT = """
@@ -90,6 +91,9 @@ class HotArtifacts:
         self._put_script = LuaScript(client, PUT_HOT_ARTIFACT, idempotent=True)
         # Typed here once: redis-py leaves execute_command unannotated.
         self._execute: Callable[..., Any] = client.execute_command
+        # Blobs this process put (or found) in S3: immutable and never deleted, so runs whose
+        # outputs hold the same bytes do not put them again (a request answered 412).
+        self._blobs_in_s3: set[str] = set()
 
     def accepts(self, size: int) -> bool:
         """Whether an artifact of ``size`` stored bytes belongs in this tier."""
@@ -155,10 +159,14 @@ class HotArtifacts:
                     if body is None and data is None:
                         continue
                     sha = _checked_sha256(artifact_id, body, data)
-                    blobs[sha] = (self._keys.blob(sha), data, "application/octet-stream")
+                    if sha not in self._blobs_in_s3:
+                        blobs[sha] = (self._keys.blob(sha), data, "application/octet-stream")
                     manifests.append((self._keys.manifest(artifact_id), body, "application/json"))
                 # list() waits and re-raises the first failure: then nothing is expired.
                 list(pool.map(self._put, blobs.values()))
+                if len(self._blobs_in_s3) + len(blobs) > _BLOBS_REMEMBERED:
+                    self._blobs_in_s3.clear()
+                self._blobs_in_s3.update(blobs)
                 list(pool.map(self._put, manifests))
         return [run_set, *(self._keys.hot_artifact(artifact_id) for artifact_id in ids)]
 

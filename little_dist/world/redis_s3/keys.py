@@ -20,7 +20,11 @@ run's leases all live in one cluster slot and one Lua script may touch them toge
                                   then expired with the run's stream. Named by the id alone
                                   (a reader has only the ref), so not in the run's slot
     <prefix>lease:<name>          hash holder / token / exp (ms, Redis server clock)
-    <prefix>lease-token:<name>    counter behind the fencing tokens (INCR, only grows)
+    <prefix>lease-token:<name>    counter behind the fencing tokens (INCR, only grows) of a
+                                  lease that belongs to no run
+    <prefix>{run_x}:tokens        hash lease name -> the counter behind its fencing tokens,
+                                  for the run's leases (named ``{run_x}:...``): one key per
+                                  run, which expires with the run's log after its archive
     <prefix>version:<id>          sha256 of the registered version document (the CAS)
     <prefix>runs                  sorted set of run ids not archived yet, by first append
                                   (the index behind list_unarchived_run_ids)
@@ -33,6 +37,9 @@ S3 (under an optional object-key prefix)::
     blobs/sha256/<hex>            artifact bytes, content-addressed, put-if-absent
     manifests/<artifactId>.json   artifact manifests, immutable, put-if-absent
     versions/<id>.json            workflow version documents, immutable, put-if-absent
+    version-parts/<hex>.json      what the fleet's versions of one workflow share (the LWIR,
+                                  the input-independent lock), by the sha256 of its
+                                  canonical JSON, put-if-absent (see little_dist.fleet.versions)
     archives/<run_id>.ndjson      a sealed run's whole log, one ``Event.to_json()`` a line
     late/<run_id>/<sha256>.ndjson the run's late record: model-usage events an append
                                   refused because the run had ended, one
@@ -62,6 +69,7 @@ class RunKeys:
     artifacts: str
     ended: str
     submitted: str
+    tokens: str
 
 
 @dataclass(frozen=True)
@@ -88,6 +96,7 @@ class KeyLayout:
             artifacts=f"{tagged}:artifacts",
             ended=f"{tagged}:ended",
             submitted=f"{tagged}:submitted",
+            tokens=f"{tagged}:tokens",
         )
 
     def lease(self, name: str) -> tuple[str, str]:
@@ -95,6 +104,15 @@ class KeyLayout:
         # A name without a hash tag of its own gets one, so the pair shares a slot.
         tagged = name if "{" in name else f"{{{name}}}"
         return f"{self.redis_prefix}lease:{tagged}", f"{self.redis_prefix}lease-token:{tagged}"
+
+    def lease_counter(self, name: str) -> tuple[str, str]:
+        """Where a lease's fencing tokens are counted: ``(hash, field)`` for a lease of a run
+        (named ``{run_x}:...``: the run's ``tokens`` hash, which goes with the run), else
+        ``(counter, "")``, its own counter (see :meth:`lease`)."""
+        if name.startswith("{run_") and "}" in name:
+            tag = name[1 : name.index("}")]
+            return self.run(tag).tokens, name
+        return self.lease(name)[1], ""
 
     def hot_artifact(self, artifact_id: str) -> str:
         """The Redis hash of a small artifact of a live run (``manifest``, ``data``)."""
@@ -120,6 +138,9 @@ class KeyLayout:
 
     def version_document(self, version_id: str) -> str:
         return f"{self.s3_prefix}versions/{version_id}.json"
+
+    def version_part(self, sha256_hex: str) -> str:
+        return f"{self.s3_prefix}version-parts/{sha256_hex}.json"
 
     def archive(self, run_id: str) -> str:
         return f"{self.s3_prefix}archives/{run_id}.ndjson"

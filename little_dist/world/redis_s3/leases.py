@@ -1,7 +1,9 @@
 """Leases on Redis: a hash (holder, token, expiry) per lease, fencing tokens from ``INCR``.
 
 A lease is a Redis hash (holder, token, expiry in Redis server milliseconds) with a
-PEXPIRE; fencing tokens come from ``INCR`` on a per-lease counter, so they only grow. Expiry
+PEXPIRE; fencing tokens come from ``INCR`` on a per-lease counter, so they only grow. The
+counters of a run's leases are fields of one hash of the run (``{run_x}:tokens``), which
+expires with the run's log once it is archived (a sealed run takes no fenced write). Expiry
 is judged by the Redis server's clock, so the clocks of the machines that hold leases do not
 matter. A fenced append checks the lease in the append script; on a Redis cluster the lease
 must then live in the run's slot: build its name with
@@ -83,8 +85,12 @@ class LeaseStore:
     def _acquire_call(
         self, key: str, holder: str, ttl_seconds: float
     ) -> tuple[list[str], list[str | int]]:
-        lease_key, counter_key = self._keys.lease(key)
-        return [lease_key, counter_key], [holder, ms(ttl_seconds), _COUNTER_TTL_MS, self._now_ms()]
+        lease_key, old_counter = self._keys.lease(key)
+        counter, field = self._keys.lease_counter(key)
+        args: list[str | int] = [holder, ms(ttl_seconds), _COUNTER_TTL_MS, self._now_ms(), field]
+        # A run's lease counts in the run's hash; its counter of old (before the hash) is
+        # taken over once, so a token is never handed out twice across the change.
+        return ([lease_key, counter, old_counter] if field else [lease_key, counter]), args
 
     def renew(self, lease: Lease, ttl_seconds: float) -> Lease:
         check_lease_request(lease.key, lease.holder, ttl_seconds)

@@ -31,15 +31,28 @@ end
 """
 
 
-def append_script(*, signal_maxlen: int | None = None) -> str:
+def append_script(*, signal_maxlen: int | None = None, claim: bool = False) -> str:
     """The append script; with ``signal_maxlen``, the variant that also signals each append.
 
     A world builds its variant once. Whatever is fixed for the world (whether it signals,
     the signal stream's length) is written into the script rather than sent with every
     append: on the hot path each argument costs the client time to encode.
+
+    ``claim``: the variant a submission's start is appended with. It takes no fence; KEYS[4]
+    is the run's ``submitted`` key and the last head argument the submitted input's hash,
+    claimed (``SET NX GET``) before anything else: when another hash is recorded, nothing is
+    appended and the answer is ``{'mismatch', recorded}``. Claim and start in one step.
     """
     signalling = signal_maxlen is not None
-    head = 5 if signalling else 4
+    head = (5 if signalling else 4) + (1 if claim else 0)
+    claiming = ""
+    if claim:
+        claiming = f"""
+local claimed = redis.call('SET', KEYS[4], ARGV[{head}], 'NX', 'GET')
+if claimed and claimed ~= ARGV[{head}] then
+  return {{'mismatch', claimed}}
+end
+"""
     signal_key = ", then the signal stream" if signalling else ""
     signal_arg = " 5 the run id to signal ('': a quiet append)," if signalling else ""
     signal = ""
@@ -68,6 +81,7 @@ end
 --         ended: the indexes of the inputs it refused), {{'fenced'}}, {{'conflict', last}}.
 local head = {head}
 """
+        + claiming
         + """-- A fence ending in '!' also releases its lease when the script is done (whatever it
 -- wrote): an attempt's commit and release in one round trip.
 local token, fence_now, release, holder = nil, nil, false, ''
@@ -228,8 +242,11 @@ return last
 
 ACQUIRE_LEASE = (
     """
--- KEYS: 1 lease hash, 2 token counter. ARGV: 1 holder, 2 ttl ms, 3 counter ttl ms,
--- 4 now in ms or '' (Redis TIME). Result: {token, expires ms}, or false if another holds it.
+-- KEYS: 1 lease hash, 2 token counter (a string; or, with ARGV[5], the hash of the run's
+-- counters), 3 with ARGV[5]: the lease's counter of old (a string, taken over once).
+-- ARGV: 1 holder, 2 ttl ms, 3 counter ttl ms, 4 now in ms or '' (Redis TIME), 5 the field
+-- of this lease's counter in KEYS[2] or ''. Result: {token, expires ms}, or false if another
+-- holds it.
 """
     + _now_ms(4)
     + """
@@ -244,7 +261,20 @@ if cur[1] and tonumber(cur[3]) > now then
   redis.call('PEXPIRE', KEYS[1], ttl)
   return {tonumber(cur[2]), exp}
 end
-local token = redis.call('INCR', KEYS[2])
+local token
+if ARGV[5] ~= '' then
+  token = redis.call('HINCRBY', KEYS[2], ARGV[5], 1)
+  if token == 1 then
+    local old = redis.call('GET', KEYS[3])
+    if old then
+      token = tonumber(old) + 1
+      redis.call('HSET', KEYS[2], ARGV[5], token)
+      redis.call('DEL', KEYS[3])
+    end
+  end
+else
+  token = redis.call('INCR', KEYS[2])
+end
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
 redis.call('HSET', KEYS[1], 'holder', ARGV[1], 'token', token, 'exp', string.format('%d', exp))
 redis.call('PEXPIRE', KEYS[1], ttl)

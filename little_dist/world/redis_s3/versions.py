@@ -1,4 +1,5 @@
-"""Workflow versions: documents in S3, the claim and the definition index in Redis.
+"""Workflow versions: documents in S3, the claim and the definition index in Redis; and
+the parts the fleet's versions share (:mod:`little_dist.fleet.versions`), in S3 by digest.
 
 Version documents are immutable S3 objects written put-if-absent; the only compare-and-set
 (a version id claimed by one document) is a Redis ``SET NX`` of the document's digest,
@@ -43,6 +44,8 @@ class VersionStore:
         # Versions this process registered (id -> digest): immutable and never deleted, so
         # submitting the same workflow again skips the claim and the S3 put.
         self._registered: dict[str, str] = {}
+        # Shared parts this process stored or found (digests): put once per process.
+        self._parts: set[str] = set()
 
     def register(self, version_id: str, document: dict[str, Any]) -> None:
         validate_version_id(version_id)
@@ -73,6 +76,34 @@ class VersionStore:
         if len(self._registered) >= _REMEMBERED:
             self._registered.clear()
         self._registered[version_id] = digest
+
+    def put_part(self, body: str) -> str:
+        """Store a shared version part (canonical JSON text) by its digest; the digest,
+        ``sha256:`` + hex. One S3 request the first time this process stores it, none after.
+        """
+        digest = sha256_hex_text(body)
+        if digest not in self._parts:
+            self._s3.put_if_absent(
+                self._keys.version_part(digest), body.encode("utf-8"), "application/json"
+            )
+            if len(self._parts) >= _REMEMBERED:
+                self._parts.clear()
+            self._parts.add(digest)
+        return f"sha256:{digest}"
+
+    def get_part(self, ref: str) -> str:
+        """The shared part ``ref`` (``sha256:`` + hex) names, checked against it."""
+        digest = ref.removeprefix("sha256:")
+        if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+            raise InvalidInputError(f"Invalid workflow version part reference: {ref!r}")
+        body = self._s3.get(self._keys.version_part(digest))
+        if body is None:
+            raise VersionNotFoundError(ref)
+        text_body = body.decode("utf-8")
+        if sha256_hex_text(text_body) != digest:
+            raise ConflictError(f"Workflow version part {ref} does not match its digest")
+        self._parts.add(digest)
+        return text_body
 
     def get(self, version_id: str) -> dict[str, Any]:
         validate_version_id(version_id)

@@ -49,7 +49,7 @@ from little_dist.world.redis_s3.archive import (
     RunSealedError,
 )
 from little_dist.world.redis_s3.artifact_store import ArtifactStore
-from little_dist.world.redis_s3.events import EventLog
+from little_dist.world.redis_s3.events import ClaimedError, EventLog
 from little_dist.world.redis_s3.hot_artifacts import DEFAULT_HOT_ARTIFACT_LIMIT, HotArtifacts
 from little_dist.world.redis_s3.keys import KeyLayout
 from little_dist.world.redis_s3.late import LateRecords
@@ -426,6 +426,31 @@ class RedisS3World:
             recorded = self._redis.set(key, input_hash, nx=True, get=True)
         return input_hash if recorded is None else text(recorded)
 
+    def start_submission(
+        self, run_id: str, input_hash: str, events: Sequence[EventInput], *, signal: bool = True
+    ) -> tuple[str, list[Event], bool]:
+        """:meth:`claim_submission` and the append of the run's first ``events``, in one
+        atomic step and one round trip (what submitting a run needs when it knows what to
+        record): ``(recorded hash, events, new)``. With another hash recorded nothing is
+        appended (``[]``); ``new``: every event was appended now, none answered from the log
+        (a submission made before)."""
+        check_submission(run_id, input_hash)
+        try:
+            recorded, new = self._events.claim_and_append(run_id, input_hash, events, signal=signal)
+        except ClaimedError as claimed:
+            return claimed.recorded, [], False
+        return input_hash, recorded, new
+
+    def start_submissions(
+        self, starts: Sequence[tuple[str, str, Sequence[EventInput]]], *, signal: bool = True
+    ) -> list[str | None]:
+        """:meth:`start_submission` for several runs ``(run id, input hash, events)`` in one
+        round trip; per run ``None`` when its events were all appended now, else the hash
+        recorded for it (another input's: nothing appended; its own: submitted before)."""
+        for run_id, input_hash, _ in starts:
+            check_submission(run_id, input_hash)
+        return self._events.claim_and_append_many(starts, signal=signal)
+
     # -- archive --------------------------------------------------------------------------
     def archive_run(self, run_id: str, *, ttl_seconds: float | None = None) -> int:
         """Seal the run, write its whole log and its hot artifacts to S3, then let its Redis
@@ -467,6 +492,15 @@ class RedisS3World:
     # -- workflow versions ----------------------------------------------------------------
     def register_version(self, version_id: str, document: dict[str, Any]) -> None:
         self._versions.register(version_id, document)
+
+    def put_version_part(self, body: str) -> str:
+        """Store what versions share (see :mod:`little_dist.fleet.versions`) by digest,
+        once per process; the digest (``sha256:`` + hex)."""
+        return self._versions.put_part(body)
+
+    def get_version_part(self, ref: str) -> str:
+        """The shared version part ``ref`` names (:class:`VersionNotFoundError` if none)."""
+        return self._versions.get_part(ref)
 
     def get_version(self, version_id: str) -> dict[str, Any]:
         return self._versions.get(version_id)

@@ -1,0 +1,573 @@
+"""What a run costs a fleet: Redis bytes and keys, S3 requests, submit latency, memory.
+
+Run from the repository root (Redis on 127.0.0.1:6379 by default, db 15, keys under a unique
+prefix, deleted at the end)::
+
+    .venv/bin/python bench/cost.py [--runs 200] [--fan-runs 40] [--concurrency 8]
+
+It starts what it measures, as ``bench/fleet.py`` does: ``weed mini`` (S3, with its
+Prometheus metrics on), one ``little scheduler`` and two ``little worker`` processes
+(``--app tests.fleet_app``). Then, after one warm-up run of each workflow:
+
+1. ``--runs`` runs of a 5-step no-op chain (``fleet_app.chain5``), submitted one after the
+   other by one thread (each ``Client.submit`` timed; with ``--batch N`` and a client that
+   has ``submit_many``, also submitted N at a time), then waited for;
+2. ``--fan-runs`` runs of a 20-branch no-op fan-out (``fleet_app.fan1000`` on 20 keys);
+3. until every run is archived (the backlog drains) or ``--drain-timeout``.
+
+Figures, each with the issue's target (24) and, where one exists, a baseline measured in the
+same run:
+
+* Redis per run while live and after archiving, bytes (``MEMORY USAGE`` of every key under
+  the bench's prefix, attributed to a run by the ``{run_id}`` hash tag its keys carry; keys
+  of no run, e.g. the run index, counted by their growth) and keys; the keys a run leaves
+  without a TTL. Baseline: the run's events ``XADD``-ed raw (one JSON field an entry) into
+  one stream.
+* S3 requests per run and per step, by type and response code (weed's counter
+  ``SeaweedFS_s3_request_total``, read before and after each batch once its archives are
+  done). Baseline: one raw ``put_object`` of the run's log, 1 PUT per run.
+* ``Client.submit`` latency p50 / p99 and runs/s submitted; baseline: one raw ``XADD``'s
+  round trip.
+* The archive backlog (runs ended, not archived yet) over time and the archive rate.
+* Scheduler and worker RSS growth per 1,000 runs (``/proc/PID/status``).
+
+Redis's ``INFO memory`` is not used: the server is shared (other benches, other tests);
+``MEMORY USAGE`` of the bench's own keys is exact for them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import signal
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.fleet import (  # noqa: E402  (the path above first)
+    DEFAULT_REDIS_URL,
+    REDIS_URL_ENV,
+    Engine,
+    Procs,
+    Report,
+    delete_prefix,
+    engine_env,
+    percentile,
+    start_engine,
+    stop_engine,
+)
+
+CHAIN_STEPS = 5
+FAN_BRANCHES = 20
+_RUN_TAG = re.compile(r"\{(run_[^}]+)\}")
+_METRIC = re.compile(r"^SeaweedFS_s3_request_total\{([^}]*)\}\s+([0-9.e+]+)$")
+
+
+#: The input of a batch's run number N: every run gets its own (as an operator's runs do).
+InputOf = Callable[[int], Any]
+
+
+def chain_input(index: int) -> Any:
+    return {"n": index}
+
+
+def fan_input(index: int) -> Any:
+    return {"keys": [f"r{index}k{branch}" for branch in range(FAN_BRANCHES)]}
+
+
+# -- what is measured ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    size: int
+    ttl_ms: int  # -1: none
+    run: str | None
+
+
+def snapshot(redis: Any, prefix: str) -> list[Key]:
+    """Every key under ``prefix``: its bytes (``MEMORY USAGE``, exact) and TTL."""
+    names = [n.decode() for n in redis.scan_iter(match=f"{prefix}*", count=2000)]
+    keys: list[Key] = []
+    for start in range(0, len(names), 500):
+        chunk = names[start : start + 500]
+        pipe = redis.pipeline(transaction=False)
+        for name in chunk:
+            pipe.execute_command("MEMORY", "USAGE", name, "SAMPLES", "0")
+            pipe.pttl(name)
+        replies = pipe.execute()
+        for index, name in enumerate(chunk):
+            size, ttl = replies[2 * index], replies[2 * index + 1]
+            if size is None or ttl == -2:  # gone meanwhile
+                continue
+            tag = _RUN_TAG.search(name)
+            keys.append(Key(name, int(size), int(ttl), tag.group(1) if tag else None))
+    return keys
+
+
+def _kind(name: str) -> str:
+    """A key's kind: its name without the prefix, run id and step path (``lease-token:``)."""
+    tag = _RUN_TAG.search(name)
+    head = name[: tag.start()] if tag else name
+    head = head.rsplit(":", 2)[-2] if head.count(":") >= 2 else head
+    tail = name[tag.end() :].split(":")[1] if tag and ":" in name[tag.end() :] else ""
+    return f"{head}:{{run}}:{tail}" if tail else f"{head}:{{run}}"
+
+
+def s3_requests(metrics_url: str, bucket: str) -> Counter[tuple[str, str]]:
+    """weed's S3 request counter for ``bucket``, by (type, code)."""
+    return parse_s3_requests(
+        urllib.request.urlopen(metrics_url, timeout=10).read().decode(), bucket
+    )
+
+
+def parse_s3_requests(text: str, bucket: str) -> Counter[tuple[str, str]]:
+    """``SeaweedFS_s3_request_total`` of ``bucket`` in Prometheus text, by (type, code)."""
+    counts: Counter[tuple[str, str]] = Counter()
+    for line in text.splitlines():
+        found = _METRIC.match(line)
+        if found is None:
+            continue
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', found.group(1)))
+        if labels.get("bucket") == bucket:
+            counts[(labels.get("type", "?"), labels.get("code", "?"))] += int(float(found[2]))
+    return counts
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def raw_xadd_bytes(redis: Any, key: str, events: Sequence[Any]) -> int:
+    """The baseline: a run's events XADD-ed raw, one JSON field an entry, into one stream."""
+    import json
+
+    pipe = redis.pipeline(transaction=False)
+    for event in events:
+        pipe.xadd(key, {"e": json.dumps(event.to_json(), separators=(",", ":"))})
+    pipe.execute()
+    size = int(redis.execute_command("MEMORY", "USAGE", key, "SAMPLES", "0"))
+    redis.delete(key)
+    return size
+
+
+def raw_xadd_latency(redis: Any, key: str, count: int = 200) -> list[float]:
+    """Round trips of one raw XADD (seconds): the floor of a submit."""
+    seconds = []
+    for index in range(count):
+        started = time.perf_counter()
+        redis.xadd(key, {"n": str(index)})
+        seconds.append(time.perf_counter() - started)
+    redis.delete(key)
+    return seconds
+
+
+@dataclass
+class Backlog:
+    """Samples (seconds since start, submitted, ended, not archived) taken every second."""
+
+    redis: Any
+    runs_index: str
+    started: float = field(default_factory=time.monotonic)
+    submitted: int = 0
+    ended: int = 0
+    samples: list[tuple[float, int, int, int]] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def run(self) -> None:
+        while not self._stop.wait(1.0):
+            self.sample()
+
+    def sample(self) -> int:
+        waiting = int(self.redis.zcard(self.runs_index))
+        now = time.monotonic() - self.started
+        self.samples.append((now, self.submitted, self.ended, waiting))
+        return waiting
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+# -- the phases ------------------------------------------------------------------------------
+
+
+@dataclass
+class Batch:
+    name: str
+    steps_per_run: int
+    run_ids: list[str] = field(default_factory=list)
+    submit_s: list[float] = field(default_factory=list)
+    submit_wall: float = 0.0
+    batch_rate: float | None = None
+    s3: Counter[tuple[str, str]] = field(default_factory=Counter)
+    live: list[Key] = field(default_factory=list)
+
+
+def submit_batch(
+    engine: Engine, batch: Batch, workflow: Any, inputs: InputOf, runs: int, backlog: Backlog
+) -> None:
+    """``runs`` runs submitted one after the other, each submit timed, then waited for."""
+    ids = [f"run_cost_{uuid.uuid4().hex[:16]}" for _ in range(runs)]
+    started = time.perf_counter()
+    for run_id in ids:
+        run_input = inputs(len(batch.run_ids) + len(batch.submit_s))
+        t0 = time.perf_counter()
+        engine.client.submit(workflow, run_input, run_id=run_id)
+        batch.submit_s.append(time.perf_counter() - t0)
+        backlog.submitted += 1
+    batch.submit_wall = time.perf_counter() - started
+    batch.run_ids += ids
+    wait_all(engine, ids, backlog)
+
+
+@contextlib.contextmanager
+def workers_stopped(engine: Engine) -> Iterator[None]:
+    """The workers SIGSTOPped for the block: submits timed without the fleet running the
+    runs on the same CPUs (they run once the workers go on)."""
+    for worker in engine.workers:
+        os.killpg(worker.popen.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        for worker in engine.workers:
+            os.killpg(worker.popen.pid, signal.SIGCONT)
+
+
+def time_submits(
+    engine: Engine, batch: Batch, workflow: Any, inputs: InputOf, runs: int
+) -> list[float]:
+    """``runs`` submits timed with the workers stopped (see :func:`workers_stopped`); the
+    runs join ``batch`` (waited for later)."""
+    ids = [f"run_cost_{uuid.uuid4().hex[:16]}" for _ in range(runs)]
+    seconds = []
+    with workers_stopped(engine):
+        for index, run_id in enumerate(ids):
+            t0 = time.perf_counter()
+            engine.client.submit(workflow, inputs(index), run_id=run_id)
+            seconds.append(time.perf_counter() - t0)
+    batch.run_ids += ids
+    return seconds
+
+
+def submit_many_batch(
+    engine: Engine,
+    batch: Batch,
+    workflow: Any,
+    inputs: InputOf,
+    runs: int,
+    size: int,
+    backlog: Backlog,
+) -> None:
+    """``runs`` runs submitted ``size`` at a time with ``Client.submit_many``."""
+    ids = [f"run_cost_{uuid.uuid4().hex[:16]}" for _ in range(runs)]
+    first = len(batch.run_ids) + len(batch.submit_s)
+    started = time.perf_counter()
+    for start in range(0, runs, size):
+        chunk = ids[start : start + size]
+        engine.client.submit_many(
+            workflow, [inputs(first + start + i) for i in range(len(chunk))], run_ids=chunk
+        )
+        backlog.submitted += len(chunk)
+    batch.batch_rate = runs / (time.perf_counter() - started)
+    batch.run_ids += ids
+    wait_all(engine, ids, backlog)
+
+
+def wait_all(engine: Engine, ids: Iterable[str], backlog: Backlog) -> None:
+    for run_id in ids:
+        state = engine.client.wait(run_id, timeout=300)
+        if getattr(state, "status", None) != "completed":
+            engine.procs.check_alive()
+            raise RuntimeError(f"{run_id} ended {getattr(state, 'status', state)!r}")
+        backlog.ended += 1
+
+
+def drain(backlog: Backlog, timeout: float) -> float | None:
+    """Wait until no run waits for its archive; the seconds it took (None: timed out)."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        if backlog.sample() == 0:
+            return time.monotonic() - started
+        time.sleep(0.5)
+    return None
+
+
+# -- the report ------------------------------------------------------------------------------
+
+
+def verdict(ok: bool) -> str:
+    return "OK" if ok else "MISSED"
+
+
+def say_redis(
+    report: Report,
+    before: list[Key],
+    live: list[Key],
+    after: list[Key],
+    batch_ids: set[str],
+    raw_bytes: float,
+    archive_ttl: float,
+) -> None:
+    """Redis per run while live (its own keys), after archiving (every key's growth) and
+    once the archive TTL has passed (the growth of keys that outlive it)."""
+    runs = len(batch_ids)
+    archived = {k.run for k in live if k.run in batch_ids and k.name.endswith(":archived")}
+    live_runs = batch_ids - archived
+    own = [k for k in live if k.run in live_runs]
+    if live_runs:
+        per = sum(k.size for k in own) / len(live_runs)
+        report.say(
+            f"Redis per run while live ({len(live_runs)} runs not archived yet): {per:,.0f} B, "
+            f"{len(own) / len(live_runs):.1f} keys; raw XADD of its events {raw_bytes:,.0f} B, "
+            f"ratio {per / raw_bytes:.2f}"
+        )
+    grown = sum(k.size for k in after) - sum(k.size for k in before)
+    keys = len(after) - len(before)
+    no_ttl = [k for k in after if k.ttl_ms == -1]
+    no_ttl_before = sum(1 for k in before if k.ttl_ms == -1)
+    no_ttl_runs = [k for k in no_ttl if k.run in batch_ids]
+    report.say(
+        f"Redis per run just after archiving: {grown / runs:,.0f} B, {keys / runs:.2f} keys "
+        f"(held LITTLE_ARCHIVE_TTL = {archive_ttl:g} s, target: minutes) "
+        f"{verdict(archive_ttl <= 900)}"
+    )
+
+    def lasting(keys: list[Key]) -> list[Key]:
+        return [k for k in keys if k.ttl_ms == -1 or k.ttl_ms > (archive_ttl + 60) * 1000]
+
+    left = sum(k.size for k in lasting(after)) - sum(k.size for k in lasting(before))
+    kinds = Counter(_kind(k.name) for k in lasting(after) if k.run in batch_ids)
+    report.say(
+        f"Redis per run left once that TTL passed: {left / runs:,.0f} B, "
+        f"{(len(lasting(after)) - len(lasting(before))) / runs:.2f} keys (target <= 64 B) "
+        f"{verdict(left / runs <= 64)}; the run's own: "
+        + (", ".join(f"{kind} {n / runs:.1f}" for kind, n in kinds.most_common(4)) or "none")
+    )
+    report.say(
+        f"Redis keys without a TTL per run: {(len(no_ttl) - no_ttl_before) / runs:.2f} "
+        f"({len(no_ttl_runs) / runs:.2f} of the run's own: "
+        f"{sorted({k.name.rsplit(':', 1)[-1] for k in no_ttl_runs}) or '-'}) "
+        f"(target 0) {verdict(len(no_ttl) - no_ttl_before <= 0)}"
+    )
+    ttls = [k.ttl_ms / 1000 for k in after if k.run in batch_ids and k.ttl_ms > 0]
+    if ttls:
+        report.say(
+            f"    the longest TTL left on an archived run's key: {max(ttls) / 3600:,.1f} h "
+            "(its archive marker, LITTLE_ARCHIVE_MARKER_TTL)"
+        )
+
+
+def say_s3(report: Report, batch: Batch, label: str, per_step_put_target: float) -> None:
+    runs = len(batch.run_ids)
+    steps = runs * batch.steps_per_run
+    parts = ", ".join(
+        f"{kind} {code}: {count / runs:.2f}" for (kind, code), count in sorted(batch.s3.items())
+    )
+    puts = sum(c for (kind, _), c in batch.s3.items() if kind == "PUT")
+    gets = sum(c for (kind, _), c in batch.s3.items() if kind == "GET")
+    # GETs: 0 per run for a workflow seen before; a process's first read of a shared
+    # version part is amortized (under 0.05 a run).
+    report.say(f"S3 per {label} run ({batch.steps_per_run} steps): {parts or 'none'}")
+    report.say(
+        f"    PUT {puts / runs:.2f}/run ({puts / steps:.2f}/step; raw put_object of the log: "
+        f"1/run, ratio {puts / runs:.2f}), GET {gets / runs:.2f}/run "
+        f"(targets: <= {per_step_put_target:g} PUT/step, 0 GET) "
+        f"{verdict(puts / steps <= per_step_put_target and gets / runs < 0.05)}"
+    )
+
+
+def say_submit(
+    report: Report, batch: Batch, raw: Sequence[float], idle: Mapping[str, list[float]]
+) -> None:
+    p50, p99 = percentile(batch.submit_s, 0.5), percentile(batch.submit_s, 0.99)
+    raw50 = statistics.median(raw)
+    report.say(
+        f"Client.submit while the fleet runs the runs: p50 {p50 * 1000:.2f} ms, p99 "
+        f"{p99 * 1000:.2f} ms, {len(batch.submit_s) / batch.submit_wall:.0f} runs/s from one "
+        f"thread; raw XADD p50 {raw50 * 1000:.2f} ms, ratio {p50 / raw50:.1f}"
+    )
+    for label, seconds in idle.items():
+        p50, p99 = percentile(seconds, 0.5), percentile(seconds, 0.99)
+        report.say(
+            f"Client.submit, workers stopped, {label}: p50 {p50 * 1000:.2f} ms, p99 "
+            f"{p99 * 1000:.2f} ms; ratio to raw XADD {p50 / raw50:.1f} "
+            + (f"(target p50 <= 3 ms) {verdict(p50 <= 0.003)}" if "seen" in label else "")
+        )
+    if batch.batch_rate is not None:
+        report.say(
+            f"Client.submit_many: {batch.batch_rate:,.0f} runs/s (target >= 2,000) "
+            f"{verdict(batch.batch_rate >= 2000)}"
+        )
+    else:
+        report.say("Client.submit_many: not available in this build (target >= 2,000 runs/s)")
+
+
+def say_backlog(report: Report, backlog: Backlog, drained: float | None) -> None:
+    samples = backlog.samples
+    step = max(1, len(samples) // 12)
+    report.say("archive backlog over time (s: submitted / ended / not archived):")
+    report.say("    " + ", ".join(f"{t:.0f}: {s}/{e}/{w}" for t, s, e, w in samples[::step]))
+    peak = max((w for _, _, _, w in samples), default=0)
+    report.say(
+        f"    peak {peak} runs not archived; drained "
+        + (f"{drained:.1f} s after the last run ended" if drained is not None else "NOT in time")
+        + f" (target: drains on its own) {verdict(drained is not None)}"
+    )
+
+
+def say_rss(
+    report: Report, names: Sequence[str], before: Sequence[int], after: Sequence[int], runs: int
+) -> None:
+    parts = [
+        f"{name} {a / 1024:.1f} MiB ({(a - b) / 1024 / runs * 1000:+.2f} MiB/1,000 runs)"
+        for name, b, a in zip(names, before, after, strict=True)
+    ]
+    report.say("RSS after the runs: " + ", ".join(parts) + " (target: near flat)")
+
+
+# -- main --------------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="bench/cost.py", description=__doc__.split("\n")[0])
+    parser.add_argument("--runs", type=int, default=200, help="5-step chain runs measured")
+    parser.add_argument("--fan-runs", type=int, default=None, help="20-branch runs (runs/5)")
+    parser.add_argument("--batch", type=int, default=100, help="runs per submit_many call")
+    parser.add_argument("--concurrency", type=int, default=8, help="slots per worker process")
+    parser.add_argument("--drain-timeout", type=float, default=120.0)
+    parser.add_argument("--worker-arg", action="append", default=[], metavar="ARG")
+    args = parser.parse_args(argv)
+    fan_runs = args.fan_runs if args.fan_runs is not None else max(1, args.runs // 5)
+    redis_url = os.environ.get(REDIS_URL_ENV, DEFAULT_REDIS_URL)
+
+    import redis as redis_lib
+
+    from tests import fleet_app
+    from tests.s3_server import _free_ports, start_weed_mini
+
+    prefix = f"little-cost-{uuid.uuid4().hex[:10]}:"
+    redis = redis_lib.Redis.from_url(redis_url)
+    redis.ping()
+    report = Report()
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith("LITTLE_")} | {
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        REDIS_URL_ENV: redis_url,
+    }
+    queues = [f"{prefix}{r}" for r in ("planner", "orchestrator", "worker", "fixer")]
+    with tempfile.TemporaryDirectory(prefix="little-cost-") as tmp:
+        tmp_path = Path(tmp)
+        procs = Procs(tmp_path)
+        metrics_port = _free_ports(1)[0]
+        s3 = start_weed_mini(tmp_path / "seaweedfs", "little-cost", metrics_port=metrics_port)
+        metrics = f"http://127.0.0.1:{metrics_port}/metrics"
+        script = fleet_app.build_script(think_latency=0.0).save(tmp_path / "script.json")
+        env = engine_env(base_env, prefix, redis_url, s3, script, args)
+        engine = start_engine(procs, env, args)
+        try:
+            report.say(
+                f"cost benchmark: 1 scheduler + 2 workers x {args.concurrency} threads, "
+                f"{args.runs} chain runs ({CHAIN_STEPS} steps), {fan_runs} fan runs "
+                f"({FAN_BRANCHES} branches), Redis {redis_url}, {os.cpu_count()} CPUs"
+            )
+            # Warm-up: imports, the workflows' first compile.
+            engine.run(fleet_app.chain5, chain_input(-1), timeout=120)
+            engine.run(fleet_app.fan1000, fan_input(-1), timeout=120)
+            backlog = Backlog(redis, f"{prefix}world:runs")
+            drain(backlog, args.drain_timeout)
+            backlog.samples.clear()
+            raw_latency = raw_xadd_latency(redis, f"{prefix}raw:latency")
+            before = snapshot(redis, prefix)
+            pids = [engine.scheduler.popen.pid, *(w.popen.pid for w in engine.workers)]
+            names = ["scheduler", *(w.name for w in engine.workers)]
+            rss_before = [rss_kib(pid) for pid in pids]
+            sampler = threading.Thread(target=backlog.run, daemon=True)
+            sampler.start()
+
+            chains = Batch("chain", CHAIN_STEPS)
+            s3_before = s3_requests(metrics, s3.bucket)
+            idle = {
+                "a new input each": time_submits(
+                    engine, chains, fleet_app.chain5, chain_input, args.runs // 2
+                ),
+                "the version seen (same input)": time_submits(
+                    engine, chains, fleet_app.chain5, lambda _: {"n": -1}, args.runs // 2
+                ),
+            }
+            backlog.submitted += len(chains.run_ids)
+            wait_all(engine, list(chains.run_ids), backlog)
+            submit_batch(engine, chains, fleet_app.chain5, chain_input, args.runs, backlog)
+            if hasattr(engine.client, "submit_many"):
+                submit_many_batch(
+                    engine, chains, fleet_app.chain5, chain_input, args.runs, args.batch, backlog
+                )
+            chains.live = snapshot(redis, prefix)
+            drained = drain(backlog, args.drain_timeout)
+            chains.s3 = s3_requests(metrics, s3.bucket) - s3_before
+            after_chains = snapshot(redis, prefix)
+
+            fans = Batch("fan", FAN_BRANCHES + 1)
+            s3_before = s3_requests(metrics, s3.bucket)
+            submit_batch(engine, fans, fleet_app.fan1000, fan_input, fan_runs, backlog)
+            fans.live = snapshot(redis, prefix)
+            drained_fans = drain(backlog, args.drain_timeout)
+            fans.s3 = s3_requests(metrics, s3.bucket) - s3_before
+            backlog.stop()
+            after = snapshot(redis, prefix)
+            rss_after = [rss_kib(pid) for pid in pids]
+
+            sample_events = engine.world.list_events(chains.run_ids[0])
+            raw_chain = raw_xadd_bytes(redis, f"{prefix}raw:xadd", sample_events)
+            report.say(f"(a) {CHAIN_STEPS}-step chain runs, {len(chains.run_ids)} of them")
+            say_submit(report, chains, raw_latency, idle)
+            archive_ttl = engine.client.settings.archive_ttl
+            say_redis(
+                report,
+                before,
+                chains.live,
+                after_chains,
+                set(chains.run_ids),
+                raw_chain,
+                archive_ttl,
+            )
+            say_s3(report, chains, "chain", 0.2)
+            report.say(f"(b) {FAN_BRANCHES}-branch fan runs, {len(fans.run_ids)} of them")
+            raw_fan = raw_xadd_bytes(
+                redis, f"{prefix}raw:xadd", engine.world.list_events(fans.run_ids[0])
+            )
+            say_redis(
+                report, after_chains, fans.live, after, set(fans.run_ids), raw_fan, archive_ttl
+            )
+            say_s3(report, fans, "fan", 0.2)
+            report.say("(c) archiving and memory")
+            say_backlog(report, backlog, drained_fans if drained is not None else None)
+            say_rss(report, names, rss_before, rss_after, len(chains.run_ids) + len(fans.run_ids))
+        finally:
+            stop_engine(engine)
+            procs.stop_all()
+            s3.stop()
+            delete_prefix(redis, prefix, queues)
+            redis.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

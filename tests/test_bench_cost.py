@@ -1,0 +1,43 @@
+"""The cost benchmark's own measuring (bench/cost.py): what it reads is what is there."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from bench.cost import parse_s3_requests, snapshot
+
+METRICS = """# HELP SeaweedFS_s3_request_total Counter of s3 requests.
+# TYPE SeaweedFS_s3_request_total counter
+SeaweedFS_s3_request_total{bucket="",code="200",type="LIST"} 1
+SeaweedFS_s3_request_total{bucket="little-cost",code="200",type="GET"} 2
+SeaweedFS_s3_request_total{bucket="little-cost",code="412",type="PUT"} 3
+SeaweedFS_s3_request_total{bucket="other",code="200",type="PUT"} 9
+"""
+
+
+def test_s3_requests_are_counted_for_the_bucket_by_type_and_code() -> None:
+    counts = parse_s3_requests(METRICS, "little-cost")
+    assert counts == {("GET", "200"): 2, ("PUT", "412"): 3}
+
+
+@pytest.mark.integration
+def test_snapshot_attributes_keys_to_runs_with_their_bytes_and_ttls(redis_url: str) -> None:
+    import redis as redis_lib
+
+    client = redis_lib.Redis.from_url(redis_url)
+    prefix = f"little-test:cost-{uuid.uuid4().hex[:8]}:"
+    try:
+        client.xadd(f"{prefix}{{run_a}}:events", {"e": "x" * 100})
+        client.set(f"{prefix}{{run_a}}:ended", "1", ex=60)
+        client.set(f"{prefix}version:v1", "d")
+        keys = {key.name.removeprefix(prefix): key for key in snapshot(client, prefix)}
+    finally:
+        for key in client.scan_iter(match=f"{prefix}*"):
+            client.delete(key)
+        client.close()
+    assert set(keys) == {"{run_a}:events", "{run_a}:ended", "version:v1"}
+    assert keys["{run_a}:events"].run == "run_a" and keys["version:v1"].run is None
+    assert keys["{run_a}:events"].size > 100
+    assert keys["version:v1"].ttl_ms == -1 and 0 < keys["{run_a}:ended"].ttl_ms <= 60_000

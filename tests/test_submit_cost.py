@@ -1,0 +1,154 @@
+"""What one submit costs the world (issue 24, "submitting is cheap").
+
+A submit of a fresh run whose workflow version this process registered before is one
+round trip to Redis and no S3 request: the input's claim and the run's start are recorded
+in one atomic step (``RedisS3World.start_submission``), without reading the empty log
+first. The semantics stay: the same run id twice is one run, another input is refused and
+leaves the log as it was (see also tests/test_fleet_submit_race.py).
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+import redis.connection
+
+from little_dist.fleet.client import RunMismatchError, submit_run
+from little_dist.world.redis_s3 import RedisS3World
+from tests import workflows_for_tests as wf
+from tests.conftest_services import S3Service
+from tests.test_world_redis_s3 import _open, s3_env, world_spec
+
+__all__ = ["s3_env", "world_spec"]  # fixtures, imported for pytest
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def world(world_spec: Callable[[], str], s3_env: S3Service) -> Iterator[RedisS3World]:
+    opened = _open(world_spec(), s3_env)
+    yield opened
+    opened.close()
+
+
+@contextmanager
+def counted(world: RedisS3World) -> Iterator[dict[str, int]]:
+    """Redis round trips (packed sends) and S3 requests this thread makes in the block."""
+    counts = {"redis": 0, "s3": 0}
+    me = threading.get_ident()
+    send = redis.connection.AbstractConnection.send_packed_command
+
+    def counting_send(self: Any, command: Any, check_health: bool = True) -> None:
+        if threading.get_ident() == me:
+            counts["redis"] += 1
+        send(self, command, check_health)
+
+    def count_s3(**_: Any) -> None:
+        counts["s3"] += 1
+
+    events = world._s3._client.meta.events
+    events.register("before-call.s3", count_s3)
+    redis.connection.AbstractConnection.send_packed_command = counting_send  # type: ignore[method-assign]
+    try:
+        yield counts
+    finally:
+        redis.connection.AbstractConnection.send_packed_command = send  # type: ignore[method-assign]
+        events.unregister("before-call.s3", count_s3)
+
+
+def test_a_fresh_submit_of_a_registered_version_is_one_round_trip(world: RedisS3World) -> None:
+    doc = wf.single_tool_lwir("add", {"a": 1, "b": 2})
+    submit_run(world, doc, {"x": 1})  # registers the version
+    run_id = f"run_cheap_{uuid.uuid4().hex[:8]}"
+    with counted(world) as counts:
+        assert submit_run(world, doc, {"x": 1}, run_id=run_id) == run_id
+    assert counts == {"redis": 1, "s3": 0}
+    types = [event.type for event in world.list_events(run_id)]
+    assert types == ["WorkflowVersionRegistered", "RunStarted"]
+
+
+def test_a_fixed_plan_submit_reads_nothing_back(world: RedisS3World) -> None:
+    from tests.fleet_app import chain5
+
+    submit_run(world, chain5, {"n": 1})
+    run_id = f"run_cheap_{uuid.uuid4().hex[:8]}"
+    with counted(world) as counts:
+        submit_run(world, chain5, {"n": 1}, run_id=run_id)
+    assert counts == {"redis": 1, "s3": 0}
+    assert [event.type for event in world.list_events(run_id)][-2:] == [
+        "WorkflowVersionRegistered",
+        "RunStarted",
+    ]
+
+
+def test_submitting_again_is_one_run_and_another_input_is_refused(world: RedisS3World) -> None:
+    doc = wf.single_tool_lwir("add", {"a": 1, "b": 2})
+    run_id = f"run_cheap_{uuid.uuid4().hex[:8]}"
+    submit_run(world, doc, {"x": 1}, run_id=run_id)
+    before = world.list_events(run_id)
+    assert submit_run(world, doc, {"x": 1}, run_id=run_id) == run_id
+    with pytest.raises(RunMismatchError, match="different input"):
+        submit_run(world, doc, {"x": 2}, run_id=run_id)
+    assert world.list_events(run_id) == before
+
+
+def test_start_submission_appends_nothing_under_another_claim(world: RedisS3World) -> None:
+    from little_dist.canonical import sha256_digest
+    from little_dist.events import EventInput
+
+    run_id = f"run_cheap_{uuid.uuid4().hex[:8]}"
+    mine, theirs = sha256_digest({"x": 1}), sha256_digest({"x": 2})
+    assert world.claim_submission(run_id, theirs) == theirs  # claimed, nothing written yet
+    start = [EventInput(type="RunStarted", occurrence_id="run-start", payload={"input": 1})]
+    assert world.start_submission(run_id, mine, start) == (theirs, [], False)
+    assert world.list_events(run_id) == []
+    claimed, recorded, new = world.start_submission(run_id, theirs, start)
+    assert (claimed, [e.type for e in recorded], new) == (theirs, ["RunStarted"], True)
+    again = world.start_submission(run_id, theirs, start)
+    assert again[0] == theirs and again[1] == recorded and again[2] is False
+
+
+def test_submit_runs_starts_a_batch_in_one_round_trip(world: RedisS3World) -> None:
+    from little_dist.fleet.submission import submit_runs
+    from tests.fleet_app import chain5
+
+    submit_run(world, chain5, {"n": 0})  # the workflow's shared part is stored
+    inputs = [{"n": n} for n in range(1, 51)]
+    run_ids = [f"run_many_{n}_{uuid.uuid4().hex[:6]}" for n in range(len(inputs))]
+    with counted(world) as counts:
+        assert submit_runs(world, chain5, inputs, run_ids=run_ids) == run_ids
+    assert counts == {"redis": 1, "s3": 0}
+    for run_id, run_input in zip(run_ids, inputs, strict=True):
+        started = [e for e in world.list_events(run_id) if e.type == "RunStarted"]
+        assert [e.payload["input"] for e in started] == [run_input]
+    # Again: the same runs (nothing new); one with another input is refused, the rest kept.
+    assert submit_runs(world, chain5, inputs[:2], run_ids=run_ids[:2]) == run_ids[:2]
+    before = world.list_events(run_ids[1])
+    fresh = f"run_many_x_{uuid.uuid4().hex[:6]}"
+    with pytest.raises(RunMismatchError, match=run_ids[1]):
+        submit_runs(world, chain5, [{"n": 99}, {"n": 100}], run_ids=[fresh, run_ids[1]])
+    assert world.list_events(run_ids[1]) == before
+    assert [e.type for e in world.list_events(fresh)][-1] == "RunStarted"
+
+
+def test_archives_do_not_put_a_blob_this_process_put_before(world: RedisS3World) -> None:
+    from little_dist.events import EventInput
+    from little_dist.world.base import ArtifactInput
+
+    def run_with_output(run_id: str) -> None:
+        world.append(run_id, EventInput(type="RunStarted", occurrence_id="run-start", payload={}))
+        world.put_artifact(ArtifactInput(run_id=run_id, name="out", payload={"same": "bytes"}))
+        world.append(run_id, EventInput(type="RunFailed", occurrence_id="run-end", payload={}))
+
+    first, second = (f"run_blob_{n}_{uuid.uuid4().hex[:6]}" for n in range(2))
+    run_with_output(first)
+    world.archive_run(first)  # puts the blob, the manifest, the archive
+    run_with_output(second)
+    with counted(world) as counts:
+        world.archive_run(second)
+    assert counts["s3"] == 2  # the manifest and the archive: the blob is there already
