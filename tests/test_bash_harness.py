@@ -4,7 +4,6 @@ input shown to the model, a host without a sandbox a clear step failure (in proc
 from __future__ import annotations
 
 import json
-import stat
 from pathlib import Path
 from typing import Any
 
@@ -21,31 +20,16 @@ from little_dist.sandbox import Mount
 from little_dist.sandbox.bash import BashState
 from little_dist.testing import ScriptedModel, ToolCall
 from little_dist.world.local import LocalWorld
+from tests.bash_fleet_app import shell_plan
 from tests.harness_helpers import RUN, ai_step, execute, make_ctx, of_type
+from tests.sandbox_helpers import refusing_bwrap
 
-API_VERSION = "littleworkflow.dev/v0.1"
 FIRST = "mkdir -p work && cd work && export GREETING=hello && echo one > a.txt && pwd"
 SECOND = "echo $GREETING; cat a.txt; pwd"
 
 
 def bash_plan(step: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "Workflow",
-        "metadata": {"name": "bash.demo", "version": "1.0.0"},
-        "input": {"schema": {"type": "object"}},
-        "output": {"schema": {"type": "string"}},
-        "permissions": {"models": ["default"], "tools": [], "secrets": [], "network": []},
-        "steps": [
-            step
-            or {
-                "id": "shell",
-                "uses": "ai.generate",
-                "with": {"model": "default", "prompt": "Use bash.", "tools": ["bash"]},
-                "output": {"mode": "text"},
-            }
-        ],
-    }
+    return shell_plan("bash.demo", step)
 
 
 def bash_workflow(**kwargs: Any) -> Any:
@@ -226,12 +210,7 @@ def test_a_retried_attempt_replays_the_recorded_command_and_takes_up_its_state(
 def test_a_host_without_a_sandbox_fails_the_step_with_a_readable_cause(
     tmp_path: Path, scripted_model: ScriptedModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    refusing = tmp_path / "bwrap"
-    refusing.write_text(
-        "#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n"
-    )
-    refusing.chmod(refusing.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-    monkeypatch.setenv("LITTLE_SANDBOX_BWRAP", str(refusing))
+    monkeypatch.setenv("LITTLE_SANDBOX_BWRAP", str(refusing_bwrap(tmp_path)))
     scripted_model.on(step="shell").call_tool("bash", {"cmd": "echo hi"}).then_reply_text("no")
     world = LocalWorld(tmp_path / "data")
     with pytest.raises(RunFailedError) as caught:
@@ -251,3 +230,64 @@ def test_a_host_without_a_sandbox_fails_the_step_with_a_readable_cause(
     assert of(events, "harness.runtime.error")[0].payload["error"]["name"] == (
         "SandboxUnavailableError"
     )
+
+
+def test_a_run_whose_attempt_died_after_a_command_resumes_without_running_it_again(
+    tmp_path: Path, scripted_model: ScriptedModel
+) -> None:
+    first = "mkdir -p w && cd w && export COLOR=blue"
+    scripted_model.on(step="shell").call_tool("bash", {"cmd": first}).then_raise_error(
+        "server"
+    ).then_call_tool("bash", {"cmd": "pwd; echo $COLOR"}).then_reply_text("done")
+    step = {
+        "id": "shell",
+        "uses": "ai.generate",
+        "with": {"model": "default", "prompt": "Use bash.", "tools": ["bash"]},
+        "output": {"mode": "text"},
+        "retry": {"maxAttempts": 2},
+    }
+    world = LocalWorld(tmp_path / "data")
+    result = bash_workflow(plan=bash_plan(step)).run({}, world=world)
+    assert result.status == "completed" and result.output == "done"
+    events = world.list_events(result.run_id)
+    assert [e.payload["attempt"] for e in of(events, "StepFailed")] == [1]
+    started = of(events, "harness.runtime.command.started")
+    assert [(e.payload["command"], e.payload["attempt"]) for e in started] == [
+        (first, 1),
+        ("pwd; echo $COLOR", 2),
+    ]
+    (reused,) = of(events, "little.harness.tool_call.memoized")
+    assert reused.payload["attempt"] == 2
+    shown = json.loads(scripted_model.calls[-1].tool_results[-1]["content"])
+    assert shown["stdout"] == "/mnt/scratch/own/w\nblue\n"
+
+
+def test_the_fixer_model_may_try_its_fix_with_bash(
+    tmp_path: Path, scripted_model: ScriptedModel
+) -> None:
+    from little_dist.harness import FixStepResult, FixStepTask
+
+    fixed = {"fixedSource": "export default () => 42", "output": {"value": 42}}
+    scripted_model.on(step="compute").call_tool(
+        "bash", {"cmd": "echo 'print(6*7)' > t.py && python3 t.py"}
+    ).then_reply_json(fixed)
+    step = {
+        "id": "compute",
+        "uses": "code.run",
+        "with": {},
+        "onFailure": {"fixer": {"model": "model.fast", "maxAttempts": 2}},
+        "output": {"mode": "object", "schema": {"type": "object"}},
+    }
+    world = LocalWorld(tmp_path / "data")
+    recorder = EventRecorder(world, RUN, "compute", 1)
+    bash = BashTool(BashCapabilities(), recorder)
+    ctx = make_ctx(world, step_path="compute", role="fixer", tools=[bash])
+    task = FixStepTask(step, {}, {"name": "Error", "message": "compute failed"}, 0)
+    try:
+        result = HarnessRegistry().run(task, ctx)
+    finally:
+        bash.close()
+    assert isinstance(result, FixStepResult) and result.output == {"value": 42}
+    shown = json.loads(scripted_model.calls[1].tool_results[-1]["content"])
+    assert shown == {"stdout": "42\n", "stderr": "", "exitCode": 0}
+    assert of_type(world.list_events(RUN), "harness.runtime.command.succeeded")
