@@ -16,6 +16,7 @@ from little_dist.event_types import parse_event
 from little_dist.events import Event
 from little_dist.harness import EventRecorder, HarnessRegistry, ModelCallError
 from little_dist.harness.bash_tool import BashTool
+from little_dist.runtime import CapabilityError
 from little_dist.sandbox import Mount
 from little_dist.sandbox.bash import BashState
 from little_dist.testing import ScriptedModel, ToolCall
@@ -161,7 +162,7 @@ def test_without_define_workflow_bash_no_model_is_offered_it(
     assert scripted_model.calls[2].tools == []
     # ... and a document naming bash for a workflow that does not enable it is refused.
     refused = bash_workflow(bash=None)
-    with pytest.raises(Exception, match="tool 'bash'"):
+    with pytest.raises(CapabilityError, match="offers its model tool 'bash', which workflow"):
         refused.run({}, world=LocalWorld(tmp_path / "refused"))
 
 
@@ -291,3 +292,24 @@ def test_the_fixer_model_may_try_its_fix_with_bash(
     shown = json.loads(scripted_model.calls[1].tool_results[-1]["content"])
     assert shown == {"stdout": "42\n", "stderr": "", "exitCode": 0}
     assert of_type(world.list_events(RUN), "harness.runtime.command.succeeded")
+
+
+def test_with_network_granted_each_request_the_proxy_saw_is_recorded(
+    tmp_path: Path, scripted_model: ScriptedModel
+) -> None:
+    cmd = "curl -sS --max-time 10 http://example.com/page; echo"
+    scripted_model.on(step="shell").call_tool("bash", {"cmd": cmd}).then_reply_text("ok")
+    world = LocalWorld(tmp_path / "data")
+    network = {"allow": ["https://api.example.org/"], "methods": ["GET"]}
+    result = bash_workflow(bash={"network": network}).run({}, world=world)
+    assert result.status == "completed"
+    events = world.list_events(result.run_id)
+    (ended,) = [
+        e
+        for e in events
+        if e.type.startswith("harness.runtime.command.") and "stopped" in e.payload
+    ]
+    (decision,) = ended.payload["egress"]
+    assert decision["target"] == "http://example.com/page" and decision["allowed"] is False
+    (call,) = of(events, "harness.tool_call.succeeded")
+    assert call.payload["sandbox"]["egress"] == ended.payload["egress"]

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,7 @@ import pytest
 from little_dist.events import Event
 from little_dist.testing import ScriptedModel
 from little_dist.world.local import LocalWorld
+from tests.kill_helpers import sigkill_when
 
 pytestmark = pytest.mark.slow
 
@@ -80,21 +79,12 @@ def test_sigkill_mid_command_then_resume_replays_the_recorded_command(tmp_path: 
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert child.poll() is None, child.communicate()
-            assert time.monotonic() < deadline, "the second command did not start in time"
-            started = [e for e in _events(data_dir) if e.type == "harness.tool_call.started"]
-            if len(started) == 2:  # written ahead: the second command is running now
-                break
-            time.sleep(0.05)
-        child.send_signal(signal.SIGKILL)
-        child.wait(10)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
+
+    def second_command_running() -> bool:
+        # tool_call.started is written ahead: with two, the second command is running now.
+        return len([e for e in _events(data_dir) if e.type == "harness.tool_call.started"]) == 2
+
+    sigkill_when(child, second_command_running, "the second command's start")
     at_kill = _events(data_dir)
     assert [e.payload["command"] for e in at_kill if e.type.endswith("command.succeeded")] == [
         FIRST

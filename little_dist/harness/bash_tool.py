@@ -19,9 +19,9 @@ names: bash only if it names ``bash``. A registered tool named ``bash`` wins, as
 
 What it sees (for now). One writable folder at ``/mnt/scratch/own``, where each command
 starts: a temporary directory made for the attempt on its first command and removed when
-the attempt ends. The run scratch of the storage layer (World-backed, shared with peer steps
-as ``/mnt/scratch/from-*`` and ``peer-steps``, published with the commit) is a later slice;
-until then a retried attempt starts on an empty folder.
+the attempt ends. Mounting the World-backed run scratch instead (:mod:`little_dist.scratch`:
+the step's own files, ``/mnt/scratch/from-*`` and ``peer-steps``, published with the commit)
+is a later slice; until then a retried attempt starts on an empty folder.
 
 What it records. Each command is a tool call (``harness.tool_call.*``, memoized like any)
 and, between its start and end, upstream's ``harness.runtime.command.started`` and
@@ -39,6 +39,11 @@ off and nothing already run runs again.
 Bad input (an unknown key, a ``cwd`` outside the writable mount) is a failed call the model
 sees. A sandbox the host cannot provide (no namespaces, no weaker mode opted into) fails the
 step attempt instead, cause ``runtime_config_error``, with the sandbox's one-line reason.
+
+Network. Off unless the workflow's capabilities grant it; then the session's egress proxy
+(:mod:`little_dist.sandbox.egress`) is the commands' only route out, and each command's end
+event and its call's ``sandbox`` record also carry ``egress``: every request the proxy saw
+during the command (``method``, ``target``, ``allowed``, ``reason``).
 """
 
 from __future__ import annotations
@@ -122,6 +127,7 @@ class BashTool(Tool):
         assert result is not None  # execute() keeps what it ran
         duration = round((time.monotonic() - started) * 1000, 3)
         code = output["exitCode"]
+        egress = {} if self.capabilities.network is False else {"egress": _egress(session)}
         recorder.trace(
             "harness.runtime.command.succeeded" if code == 0 else "harness.runtime.command.failed",
             {
@@ -132,6 +138,7 @@ class BashTool(Tool):
                 "stderr": _captured(output["stderr"]),
                 "isolation": result.isolation,
                 "stopped": result.stopped,
+                **egress,
             },
             "command-end",
             number,
@@ -141,6 +148,7 @@ class BashTool(Tool):
             "stopped": result.stopped,
             "durationMs": duration,
             "state": session.state.to_json(),
+            **egress,
         }
         return RecordedResult(output, {"sandbox": sandbox})
 
@@ -193,3 +201,7 @@ def _captured(text: str) -> dict[str, Any]:
         "sha256": hashlib.sha256(data).hexdigest(),
         "mediaType": "text/plain",
     }
+
+
+def _egress(session: BashSession) -> list[dict[str, Any]]:
+    return [decision.to_json() for decision in session.last_egress]
