@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -25,6 +23,7 @@ import pytest
 from little_dist.events import Event
 from little_dist.run_state import materialize_run_state
 from little_dist.world.local import LocalWorld
+from tests.kill_helpers import sigkill_when
 from tests.workflows_for_tests import KILL_WORKFLOW, SIDE_EFFECTS_ENV
 
 pytestmark = pytest.mark.slow
@@ -82,23 +81,12 @@ def test_sigkill_mid_parallel_then_resume(tmp_path: Path) -> None:
     child = subprocess.Popen(
         command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert child.poll() is None, child.communicate()
-            assert time.monotonic() < deadline, "branches did not complete in time"
-            events = _events(data_dir) if (data_dir / "events" / "events.db").exists() else []
-            done = {_key_of(e) for e in events if e.type == "StepCompleted"} - {None}
-            if len(done) >= 2:
-                break
-            time.sleep(0.05)
-        child.send_signal(signal.SIGKILL)
-        child.wait(10)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-    assert child.returncode == -signal.SIGKILL
+
+    def two_branches_done() -> bool:
+        events = _events(data_dir) if (data_dir / "events" / "events.db").exists() else []
+        return len({_key_of(e) for e in events if e.type == "StepCompleted"} - {None}) >= 2
+
+    sigkill_when(child, two_branches_done, "two completed branches")
 
     at_kill = _events(data_dir)
     succeeded_before = {_key_of(e) for e in at_kill if e.type == "harness.tool_call.succeeded"} - {

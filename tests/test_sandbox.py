@@ -7,7 +7,6 @@ why, and leaves the host (this test process, its files, its environment) unharme
 from __future__ import annotations
 
 import os
-import stat
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from little_dist.sandbox import (
     SandboxUnavailableError,
     run_sandboxed,
 )
+from tests.sandbox_helpers import refusing_bwrap
 
 TIGHT = SandboxLimits(
     cpu_seconds=1,
@@ -163,12 +163,7 @@ def test_there_is_no_network(tmp_path: Path) -> None:
 def test_the_sandbox_refuses_to_run_without_namespaces_unless_opted_out(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    refusing = tmp_path / "bwrap"
-    refusing.write_text(
-        "#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n"
-    )
-    refusing.chmod(refusing.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-    monkeypatch.setenv("LITTLE_SANDBOX_BWRAP", str(refusing))
+    monkeypatch.setenv("LITTLE_SANDBOX_BWRAP", str(refusing_bwrap(tmp_path)))
     with pytest.raises(SandboxUnavailableError, match="No permissions to create new namespace"):
         sh("echo hi", tmp_path)
     monkeypatch.setenv("LITTLE_SANDBOX_ISOLATION", "rlimits")

@@ -7,7 +7,7 @@ import copy
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, TypeAdapter
@@ -70,7 +70,7 @@ class WorkflowDefinition:
     input_adapter: TypeAdapter[Any] | None = None
     output_adapter: TypeAdapter[Any] | None = None
     step_timeout: float | None = None
-    bash: BashCapabilities = field(default_factory=BashCapabilities)
+    bash: BashCapabilities | None = None
 
     def __repr__(self) -> str:
         return f"WorkflowDefinition(id={self.id!r})"
@@ -146,8 +146,14 @@ class WorkflowDefinition:
                 )
                 for item in self.tools
             ),
-            bash_config=self.bash.normalized(),
+            bash_config=self.bash_config().normalized(),
         )
+
+    def bash_config(self) -> BashCapabilities:
+        """The bash capabilities the planner sees (upstream's defaults when ``bash`` was not
+        given: upstream's snapshot always holds them, so the hash does not say whether the
+        tool is enabled)."""
+        return self.bash if self.bash is not None else BashCapabilities()
 
     def definition_hash(self) -> str:
         """``sha256:<hex>`` of the canonical snapshot (upstream's workflowDefinitionHash)."""
@@ -211,6 +217,7 @@ class WorkflowDefinition:
             default_harness=default,
             system=self.system,
             step_timeout=self.step_timeout,
+            bash=self.bash,
         )
 
     def run(self, input: Any, **options: Any) -> RunResult:
@@ -250,7 +257,9 @@ def define_workflow(
     giving up. ``step_timeout``: seconds one step attempt may run before it fails with
     causeCode ``timeout`` (default: ``LITTLE_STEP_TIMEOUT`` on the fleet, 900 s in process).
     ``bash``: upstream's bash capabilities (``network``, ``python``, ``javascript``; see
-    :mod:`little_dist.bash_capabilities`), part of the definition's hash.
+    :mod:`little_dist.bash_capabilities`), part of the definition's hash; given (``{}`` for
+    the defaults), it offers the sandboxed ``bash`` tool to the workflow's worker and fixer
+    models (:mod:`little_dist.harness.bash_tool`).
     """
     if not isinstance(id, str) or not _WORKFLOW_ID.fullmatch(id):
         raise InvalidInputError(f"workflow id must match [A-Za-z0-9][A-Za-z0-9_.-]*, got {id!r}")
@@ -315,5 +324,5 @@ def define_workflow(
         input_adapter=input_adapter,
         output_adapter=output_adapter,
         step_timeout=None if step_timeout is None else float(step_timeout),
-        bash=bash_capabilities(bash, f"workflow {id!r}: bash"),
+        bash=None if bash is None else bash_capabilities(bash, f"workflow {id!r}: bash"),
     )

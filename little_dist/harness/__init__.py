@@ -33,8 +33,8 @@ maps to upstream's envelope ``{name, message, causeCode, retriable}`` with
 Modules: :mod:`.types` (the contract), :mod:`.recorder` (events and their occurrence ids),
 :mod:`.memo` (memoized resume), :mod:`.registry`, :mod:`.default` (the default harness),
 :mod:`.ai_generate`, :mod:`.model_calls`, :mod:`.tool_calls`, :mod:`.output_modes`,
-:mod:`.prompts`, :mod:`.fixer`, :mod:`.errors`. Nothing here imports litellm until a model is
-called.
+:mod:`.prompts`, :mod:`.fixer`, :mod:`.errors`, :mod:`.bash_tool` (the sandboxed ``bash``
+tool a workflow may offer its models). Nothing here imports litellm until a model is called.
 """
 
 from __future__ import annotations

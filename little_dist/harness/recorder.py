@@ -54,11 +54,16 @@ Occurrence ids (the team contract; ``{p}`` = step path, ``{n}`` = attempt)::
     harness.execute_step.started|succeeded   exec:{p}:{n} / exec-end:{p}:{n}   (after the r-th
                                              self-repair: exec:{p}:{n}:r{r} / exec-end:...:r{r})
     StepRepairAttempted                      repair:{p}:{n}:{r}
+    harness.runtime.command.started          command:{p}:{n}:{c}
+    harness.runtime.command.succeeded|failed command-end:{p}:{n}:{c}
+    harness.runtime.error                    command-end:{p}:{n}:{c}   (the sandbox refused)
 
 ``turn`` and ``k`` count model turns and tool calls across the whole attempt (self-repair
-re-runs continue the count), 1-based. ``id_prefix`` (default empty) is prepended to every id,
-for a caller that runs two sessions under one attempt number (e.g. ``"fix-"``). Replaying the
-same attempt in process appends nothing new: each id is already recorded.
+re-runs continue the count), 1-based; ``c`` counts the attempt's bash commands, replayed ones
+included (:mod:`little_dist.harness.bash_tool`). ``id_prefix`` (default empty) is prepended
+to every id, for a caller that runs two sessions under one attempt number (e.g.
+``"fix-"``). Replaying the same attempt in process appends nothing new: each id is already
+recorded.
 
 Payloads follow upstream's ``harness/event-recorder.ts`` and every harness payload also
 carries ``stepPath`` and ``attempt``. ``callId`` is the event's occurrence id of the call's
@@ -522,9 +527,19 @@ class EventRecorder:
         )
 
     def tool_succeeded(
-        self, index: int, result: Any, *, duration_ms: float, durable: bool = True, **fields: Any
+        self,
+        index: int,
+        result: Any,
+        *,
+        duration_ms: float,
+        durable: bool = True,
+        extra: Mapping[str, Any] | None = None,
+        **fields: Any,
     ) -> Event | None:
         """Durable when recorded (with everything pending): the memo's source on retry.
+
+        ``extra``: fields the tool records beside its result (see
+        :class:`~little_dist.harness.tool_calls.RecordedResult`).
 
         ``durable=False``: pending, for a call whose result is the step's output and that
         only the commit follows (a ``tool.call`` step): the result and ``StepCompleted``
@@ -534,6 +549,9 @@ class EventRecorder:
         payload = self._tool_fields(index, **fields)
         payload["durationMs"] = duration_ms
         self._field(payload, "result", json_safe(result), "harness.tool_call.result")
+        for key, value in (extra or {}).items():
+            # A tool's own fields (RecordedResult.record) never replace the call's.
+            payload.setdefault(key, value)
         return self.append(
             "harness.tool_call.succeeded",
             payload,
@@ -561,6 +579,15 @@ class EventRecorder:
             **self._base(),
         }
         return self.append(TOOL_MEMOIZED, payload, self.occurrence("tool-end", index))
+
+    # -- runtime commands ------------------------------------------------------------------
+    def trace(self, event_type: str, payload: Mapping[str, Any], kind: str, *parts: object) -> None:
+        """Record one of upstream's runtime events (``harness.runtime.command.*``, ...) of
+        this attempt, pending until the next write (they have no effect outside the
+        process: a crash loses them with the call they describe, which the retry runs)."""
+        self.append(
+            event_type, {**json_safe(dict(payload)), **self._base()}, self.occurrence(kind, *parts)
+        )
 
     # -- execute_step and repair -----------------------------------------------------------
     def execute_step_started(

@@ -23,7 +23,19 @@ from little_dist.tools import InvalidToolInputError
 if TYPE_CHECKING:
     from little_dist.harness.types import HarnessContext
 
-__all__ = ["ToolOutcome", "run_tool_call"]
+__all__ = ["RecordedResult", "ToolOutcome", "run_tool_call"]
+
+
+@dataclass(frozen=True)
+class RecordedResult:
+    """What a tool may return instead of a plain result: ``value`` is the result (what the
+    model sees, what the memo replays); ``record`` holds more fields for the call's
+    ``harness.tool_call.succeeded`` event only (e.g. the bash tool's sandbox and session
+    state). A tool that returns one may also have a ``replayed(payload)`` method: a memo hit
+    calls it with the recorded event's payload, so the tool can take up its state."""
+
+    value: Any
+    record: Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -101,9 +113,13 @@ def run_tool_call(
     safe_args = json_safe(args)
     args_hash, args_size = digest_and_size(safe_args)  # encoded once for memo and events
     memo_turn = turn if caller == "model" else None
+    tool = ctx.tools.get(tool_name)
     hit = ctx.memo.tool_result(memo_turn, call_index, tool_name, args_hash)
     if hit is not None:
         recorder.tool_memoized(index, hit.event, tool_name=tool_name, call_index=call_index)
+        replayed = getattr(tool, "replayed", None)
+        if callable(replayed):
+            replayed(hit.event.payload)
         return ToolOutcome(True, hit.value, memoized=True)
     if ctx.cancelled():
         raise HarnessCancelled(
@@ -121,7 +137,7 @@ def run_tool_call(
     }
     recorder.tool_started(index, **fields)
     started = time.monotonic()
-    tool = ctx.tools.get(tool_name)
+    record: Mapping[str, Any] | None = None
     try:
         if tool is None:
             offered = ", ".join(sorted(ctx.tools)) or "none"
@@ -133,16 +149,21 @@ def run_tool_call(
             raise InvalidToolInputError(
                 tool_name, [("$", f"arguments must be a JSON object, got {safe_args!r}")]
             )
-        result = json_safe(tool.call(safe_args))
+        returned = tool.call(safe_args)
+        if isinstance(returned, RecordedResult):
+            returned, record = returned.value, json_safe(dict(returned.record))
+        result = json_safe(returned)
     except Exception as exc:
         reraise_guard_error(exc)
         error = _envelope(tool_name, exc)
         if tool is None:
             error["causeCode"], error["retriable"] = "runtime_config_error", False
         recorder.tool_failed(index, error, duration_ms=_elapsed_ms(started), **fields)
+        if getattr(exc, "fails_attempt", False) is True:
+            raise  # not for the model to work around (e.g. the sandbox cannot run here)
         return ToolOutcome(False, error=error, exception=exc)
     recorder.tool_succeeded(
-        index, result, duration_ms=_elapsed_ms(started), durable=not last, **fields
+        index, result, duration_ms=_elapsed_ms(started), durable=not last, extra=record, **fields
     )
     return ToolOutcome(True, result)
 

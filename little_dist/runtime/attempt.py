@@ -79,6 +79,7 @@ from little_dist.scheduling.step_graph import (
 from little_dist.world.base import ArtifactInput, Lease, World, unique_holder
 
 if TYPE_CHECKING:
+    from little_dist.harness.bash_tool import BashTool
     from little_dist.harness.recorder import EventRecorder, RecordedSink
 
 __all__ = ["DEFAULT_STEP_TIMEOUT", "AttemptOutcome", "execute_step_attempt", "run_input_of"]
@@ -581,6 +582,9 @@ def _run_harness(
         else ResolvedModel(slot_id="none", litellm_model="none")
     )
     tools = _tools_for(step, version, capabilities)
+    bash = _bash_tool(step, capabilities, tools, recorder)
+    if bash is not None:
+        tools[bash.name] = bash
     manifest = _manifest(dispatch, step=step, version=version)
     ctx = HarnessContext(
         run_id=dispatch.run_id,
@@ -597,7 +601,11 @@ def _run_harness(
         max_turns=capabilities.max_turns,
         deadline=deadline,
     )
-    result = capabilities.harness_registry().run(task, ctx)
+    try:
+        result = capabilities.harness_registry().run(task, ctx)
+    finally:
+        if bash is not None:
+            bash.close()
     if isinstance(result, ExecuteStepResult):
         return result.output, tuple(result.artifact_refs)
     if isinstance(result, FixStepResult):
@@ -622,24 +630,50 @@ def _tools_for(
                 f"(registered: {', '.join(capabilities.tools.names()) or 'none'})"
             )
         return {found.name: found}
-    names: Sequence[str] | None = None
-    if isinstance(with_, Mapping) and isinstance(with_.get("tools"), list):
-        names = [str(name) for name in with_["tools"]]
-    else:
-        permissions = version.lwir.get("permissions")
-        if isinstance(permissions, Mapping) and isinstance(permissions.get("tools"), list):
-            names = [str(name) for name in permissions["tools"]]
+    names = _named_tools(step, version)
     if names is not None:
         # A name the workflow does not register is refused, not quietly left out: the
         # document selects among the registered tools, it never adds one.
         tools = capabilities.tools
         for name in names:
-            if name not in tools:
+            if not capabilities.offers_tool(name):
                 raise CapabilityError(
                     f"step {step.get('id')!r} names tool {name!r}, which is not registered "
                     f"(registered: {', '.join(tools.names()) or 'none'})"
                 )
     return capabilities.tools_for(names)
+
+
+def _named_tools(step: Mapping[str, Any], version: WorkflowVersion) -> list[str] | None:
+    """The step's ``with.tools``, else the workflow's ``permissions.tools``, else None."""
+    with_ = step.get("with")
+    if isinstance(with_, Mapping) and isinstance(with_.get("tools"), list):
+        return [str(name) for name in with_["tools"]]
+    permissions = version.lwir.get("permissions")
+    if isinstance(permissions, Mapping) and isinstance(permissions.get("tools"), list):
+        return [str(name) for name in permissions["tools"]]
+    return None
+
+
+def _bash_tool(
+    step: Mapping[str, Any],
+    capabilities: Capabilities,
+    tools: Mapping[str, Any],
+    recorder: EventRecorder,
+) -> BashTool | None:
+    """This attempt's bash tool, when the workflow enables it and the step's model may be
+    offered it (see :mod:`little_dist.harness.bash_tool`); else None."""
+    if capabilities.bash is None or step.get("uses") == "tool.call" or "bash" in tools:
+        return None
+    # A step's own tools list limits it; permissions.tools (registered tools only: upstream's
+    # compiler refuses "bash" there) does not, as upstream adds bash beside the allowed tools.
+    with_ = step.get("with")
+    listed = with_.get("tools") if isinstance(with_, Mapping) else None
+    if isinstance(listed, list) and "bash" not in listed:
+        return None
+    from little_dist.harness.bash_tool import BashTool
+
+    return BashTool(capabilities.bash, recorder)
 
 
 def _manifest(

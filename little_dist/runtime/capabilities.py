@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from little_dist.bash_capabilities import BashCapabilities
 from little_dist.errors import InvalidInputError
 from little_dist.tools import ToolRegistry
 
@@ -42,7 +43,9 @@ class Capabilities:
     default harness for some roles (a harness there may return ``DelegateToDefault``);
     ``default_harness`` replaces the built-in default itself. ``step_timeout``: seconds one
     step attempt may run before it fails with causeCode ``timeout`` (``None``: the engine's
-    setting).
+    setting). ``bash``: the workflow's bash capabilities when it enables the bash tool
+    (``define_workflow(bash=...)``; see :mod:`little_dist.harness.bash_tool`); ``None``: no
+    model is offered bash.
     """
 
     tools: ToolRegistry = field(default_factory=ToolRegistry)
@@ -53,6 +56,14 @@ class Capabilities:
     system: str | None = None
     max_turns: int = 8
     step_timeout: float | None = None
+    bash: BashCapabilities | None = None
+
+    def offers_tool(self, name: object) -> bool:
+        """Whether a document may name tool ``name`` for a model: a registered tool, or
+        ``bash`` when the workflow enables it (``bash`` set)."""
+        if not isinstance(name, str):
+            return False
+        return name in self.tools or (name == "bash" and self.bash is not None)
 
     def attempt_timeout(self, default: float | None) -> float | None:
         """The time limit of one attempt: ``step_timeout``, else ``default``; ``None`` (or
@@ -106,7 +117,7 @@ class Capabilities:
 def merge_capabilities(parts: Sequence[Capabilities]) -> Capabilities:
     """One Capabilities from several (the app modules a worker or ``little run`` loads):
     tools, model slots and harnesses united, the first part winning a name; skills in order;
-    the rest (default harness, system text, turns, step timeout) from the first part."""
+    the rest (default harness, system text, turns, step timeout, bash) from the first part."""
     if not parts:
         return Capabilities()
     if len(parts) == 1:

@@ -79,10 +79,12 @@ def overreach(
     # What steps named: an allowlist entry for the same name is not said again.
     named: set[tuple[str, str]] = set()
 
-    def tool(name: Any, where: str) -> None:
+    def tool(name: Any, where: str, *, offered: bool = True) -> None:
         if (where, repr(name)) in named:
             return
-        if not isinstance(name, str) or name not in tools:
+        # bash (when enabled) is offered to models, never called by a tool.call step.
+        known = capabilities.offers_tool(name) if offered else name in tools
+        if not isinstance(name, str) or not known:
             named.add(("permissions.tools names", repr(name)))
             problems.append(f"{where} tool {name!r}, which {owner} does not register {tool_list}")
 
@@ -101,7 +103,7 @@ def overreach(
         config = step.get("with")
         config = config if isinstance(config, Mapping) else {}
         if uses == "tool.call":
-            tool(config.get("tool"), f"step {label!r} calls")
+            tool(config.get("tool"), f"step {label!r} calls", offered=False)
         elif uses == "ai.generate":
             slot(config.get("model"), f"step {label!r} uses")
             for name in _names(config.get("tools")):
@@ -113,7 +115,7 @@ def overreach(
     permissions = lwir.get("permissions")
     if isinstance(permissions, Mapping):
         for name in _names(permissions.get("tools")):
-            tool(name, "permissions.tools names")
+            tool(name, "permissions.tools names", offered=False)
         for name in _names(permissions.get("models")):
             slot(name, "permissions.models names")
     manifest = lock.get("capabilityManifest") if isinstance(lock, Mapping) else None

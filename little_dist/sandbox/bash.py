@@ -190,15 +190,30 @@ class BashSession:
         return self._state
 
     def restore(self, state: BashState) -> None:
-        """Continue from ``state`` (a resumed session's last recorded call)."""
-        self._state = replace(state, cwd=self._checked_cwd(state.cwd, "/"))
+        """Continue from ``state`` (a resumed session's last recorded call).
+
+        The working directory is made again in its writable mount when it is missing there:
+        a resumed session may stand on a fresh folder (a retried attempt's), and its next
+        command must not fail for a ``cd`` into a directory the lost folder held.
+        """
+        cwd = self._checked_cwd(state.cwd, "/")
+        self._state = replace(state, cwd=cwd)
+        self._make_dirs(cwd)
 
     def run(self, value: object) -> dict[str, Any]:
         """Run one call (upstream's input) and return upstream's output."""
+        return self.execute(self.check(value))
+
+    def check(self, value: object) -> BashCommand:
+        """Upstream's checks of one call, its ``cwd`` resolved against the session's (inside
+        a writable mount): :class:`BashInputError` says what is wrong, before anything runs."""
         command = parse_bash_input(value)
-        cwd = self._state.cwd
-        if command.cwd is not None:
-            cwd = self._checked_cwd(command.cwd, cwd)
+        cwd = self._state.cwd if command.cwd is None else command.cwd
+        return replace(command, cwd=self._checked_cwd(cwd, self._state.cwd))
+
+    def execute(self, command: BashCommand) -> dict[str, Any]:
+        """Run a call :meth:`check` returned; the result is also kept as :attr:`last`."""
+        cwd = command.cwd or self._state.cwd
         folder = Path(self._folder.name)
         (folder / "env").write_text(self._state.exports)
         (folder / "cwd").unlink(missing_ok=True)
@@ -260,6 +275,22 @@ class BashSession:
                 f"writable: {shown})."
             )
         return path
+
+    def _make_dirs(self, path: str) -> None:
+        """Make ``path`` (inside a writable mount) on the host, one directory at a time,
+        never through a symlink: a link the sandbox left must not lead the worker out."""
+        for mount in sorted(self.mounts, key=lambda m: len(m.target), reverse=True):
+            if mount.writable and (path == mount.target or path.startswith(mount.target + "/")):
+                here = mount.source
+                for part in path[len(mount.target) :].split("/"):
+                    if not part:
+                        continue
+                    here = here / part
+                    if here.is_symlink() or (here.exists() and not here.is_dir()):
+                        return
+                    if not here.exists():
+                        here.mkdir()
+                return
 
     def _hidden(self) -> tuple[str, ...]:
         hidden: list[str] = []

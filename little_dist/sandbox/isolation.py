@@ -17,7 +17,7 @@ import shutil
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import ClassVar, Final, Literal
 
 from little_dist.errors import InvalidInputError, LittleError
 
@@ -37,7 +37,16 @@ BWRAP_ENV: Final = "LITTLE_SANDBOX_BWRAP"
 
 
 class SandboxUnavailableError(LittleError):
-    """The kernel sandbox cannot run here and no weaker mode was opted into."""
+    """The kernel sandbox cannot run here and no weaker mode was opted into.
+
+    Not a tool's failure for the model to work around: the step attempt fails with it
+    (``fails_attempt``), cause ``runtime_config_error`` (the host must be set up, or the
+    weaker mode chosen, by its operator; trying the step again here cannot help).
+    """
+
+    cause_code: ClassVar[str] = "runtime_config_error"
+    retriable: ClassVar[bool] = False
+    fails_attempt: ClassVar[bool] = True
 
 
 @dataclass(frozen=True, slots=True)

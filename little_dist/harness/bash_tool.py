@@ -1,0 +1,207 @@
+"""The ``bash`` tool a harness role's model is offered: one sandboxed shell per step attempt.
+
+Who is offered it. Upstream's runtime gives every worker and fixer harness context a bash
+tool (``createRuntimeHarnessContext`` in ``runtime.ts``) and its workflow harness adds it to
+the tools of a text ``ai.generate`` step and of the fixer's loop unless a registered tool is
+already called ``bash`` (``workflowToolsForContext``); a structured step gets no tools at
+all. Here the tool is offered only when the workflow enables it: ``define_workflow(bash=...)``
+(upstream's option, any capabilities, ``bash={}`` for the defaults) puts
+:class:`~little_dist.bash_capabilities.BashCapabilities` into the run's
+:class:`~little_dist.runtime.Capabilities`, and without it no model is offered bash. Why not
+always, as upstream: upstream's bash is an in-memory interpreter that cannot touch the
+machine; ours runs real programs on the worker (isolated, but still a kernel sandbox an
+operator must provide), so running commands is something a workflow asks for, not a
+default. With it enabled, the roles and steps are upstream's: ``worker.ai-generate`` text
+steps and the ``fixer``, beside whatever tools ``permissions.tools`` allows (a list of
+registered tools, where upstream's compiler refuses ``bash``); never ``tool.call`` steps, the
+planner or the orchestrator. A step's own ``with.tools`` list (ours) offers exactly what it
+names: bash only if it names ``bash``. A registered tool named ``bash`` wins, as upstream.
+
+What it sees (for now). One writable folder at ``/mnt/scratch/own``, where each command
+starts: a temporary directory made for the attempt on its first command and removed when
+the attempt ends. Mounting the World-backed run scratch instead (:mod:`little_dist.scratch`:
+the step's own files, ``/mnt/scratch/from-*`` and ``peer-steps``, published with the commit)
+is a later slice; until then a retried attempt starts on an empty folder.
+
+What it records. Each command is a tool call (``harness.tool_call.*``, memoized like any)
+and, between its start and end, upstream's ``harness.runtime.command.started`` and
+``.succeeded`` (exit code 0) / ``.failed`` (any other) with upstream's payload (``command``,
+``cwd``, ``timeoutMs``, ``exitCode``, ``durationMs``, ``stdout``/``stderr`` as captured-content
+refs) plus ``isolation`` (``namespaces`` or ``rlimits``) and ``stopped`` (why the sandbox ended
+it: ``timeout``, ``cpu``, ``file_size``, ``output``; null when it ended on its own). The
+call's ``harness.tool_call.succeeded`` carries, besides the result the model sees, ``sandbox:
+{isolation, stopped, durationMs, state}`` where ``state`` is the session's
+:class:`~little_dist.sandbox.bash.BashState` after the command (cwd, exports). A resumed
+session (a retried attempt, on any worker) replays recorded results from the memo and takes
+up the state of the last replayed call, so its next command runs where the last one left
+off and nothing already run runs again.
+
+Bad input (an unknown key, a ``cwd`` outside the writable mount) is a failed call the model
+sees. A sandbox the host cannot provide (no namespaces, no weaker mode opted into) fails the
+step attempt instead, cause ``runtime_config_error``, with the sandbox's one-line reason.
+
+Network. Off unless the workflow's capabilities grant it; then the session's egress proxy
+(:mod:`little_dist.sandbox.egress`) is the commands' only route out, and each command's end
+event and its call's ``sandbox`` record also carry ``egress``: every request the proxy saw
+during the command (``method``, ``target``, ``allowed``, ``reason``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import shutil
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from little_dist.bash_capabilities import BashCapabilities
+from little_dist.harness.errors import envelope_for
+from little_dist.harness.tool_calls import RecordedResult
+from little_dist.sandbox import DEFAULT_LIMITS, Mount, SandboxLimits, SandboxUnavailableError
+from little_dist.sandbox.bash import BASH_INPUT_SCHEMA, BashInputError, BashSession, BashState
+from little_dist.tools import Tool
+
+if TYPE_CHECKING:
+    from little_dist.harness.recorder import EventRecorder
+
+__all__ = ["BASH_TOOL", "OWN_SCRATCH", "BashTool"]
+
+BASH_TOOL: Final = "bash"
+#: Where the attempt's own scratch folder is mounted, and where commands start.
+OWN_SCRATCH: Final = "/mnt/scratch/own"
+#: Upstream's description of the tool (``bash-tool.ts``).
+DESCRIPTION: Final = (
+    "Execute a sandboxed bash command in the mounted harness environment. Use to inspect "
+    "files, run scripts, test code, and read memory."
+)
+#: Characters of stdout/stderr kept as a command event's preview (the whole output is the
+#: tool call's result).
+PREVIEW_CHARS: Final = 1024
+
+
+class BashTool(Tool):
+    """The bash tool of one step attempt (see the module docstring). :meth:`close` it when
+    the attempt ends. ``mounts`` adds folders beside ``/mnt/scratch/own``."""
+
+    def __init__(
+        self,
+        capabilities: BashCapabilities,
+        recorder: EventRecorder,
+        *,
+        limits: SandboxLimits = DEFAULT_LIMITS,
+        mounts: Sequence[Mount] = (),
+    ) -> None:
+        super().__init__(BASH_TOOL, None, description=DESCRIPTION, input_schema=BASH_INPUT_SCHEMA)
+        self.capabilities = capabilities
+        self.limits = limits
+        self.mounts = tuple(mounts)
+        self._recorder = recorder
+        self._session: BashSession | None = None
+        self._scratch: Path | None = None
+        self._resumed: BashState | None = None
+        self._commands = 0
+
+    def call(self, arguments: Mapping[str, Any]) -> RecordedResult:
+        self.validate(arguments)
+        session = self._open()
+        command = session.check(arguments)
+        self._commands += 1
+        number = self._commands
+        shown: dict[str, Any] = {"command": command.cmd, "cwd": command.cwd}
+        if command.timeout_ms is not None:
+            shown["timeoutMs"] = command.timeout_ms
+        recorder = self._recorder
+        recorder.trace("harness.runtime.command.started", shown, "command", number)
+        started = time.monotonic()
+        try:
+            output = session.execute(command)
+        except SandboxUnavailableError as exc:
+            recorder.trace(
+                "harness.runtime.error", {"error": envelope_for(exc)}, "command-end", number
+            )
+            raise
+        result = session.last
+        assert result is not None  # execute() keeps what it ran
+        duration = round((time.monotonic() - started) * 1000, 3)
+        code = output["exitCode"]
+        egress = {} if self.capabilities.network is False else {"egress": _egress(session)}
+        recorder.trace(
+            "harness.runtime.command.succeeded" if code == 0 else "harness.runtime.command.failed",
+            {
+                **shown,
+                "exitCode": code,
+                "durationMs": duration,
+                "stdout": _captured(output["stdout"]),
+                "stderr": _captured(output["stderr"]),
+                "isolation": result.isolation,
+                "stopped": result.stopped,
+                **egress,
+            },
+            "command-end",
+            number,
+        )
+        sandbox = {
+            "isolation": result.isolation,
+            "stopped": result.stopped,
+            "durationMs": duration,
+            "state": session.state.to_json(),
+            **egress,
+        }
+        return RecordedResult(output, {"sandbox": sandbox})
+
+    def replayed(self, payload: Mapping[str, Any]) -> None:
+        """A call reused from the log: count it, and continue from the state it recorded."""
+        self._commands += 1
+        sandbox = payload.get("sandbox")
+        state = sandbox.get("state") if isinstance(sandbox, Mapping) else None
+        if not isinstance(state, Mapping) or not isinstance(state.get("cwd"), str):
+            return
+        resumed = BashState.from_json(state)
+        if self._session is not None:
+            try:
+                self._session.restore(resumed)
+            except BashInputError:
+                return  # a state this session cannot take (another mount layout): start afresh
+        self._resumed = resumed
+
+    def close(self) -> None:
+        """Remove the attempt's scratch folder and the session's own files."""
+        if self._session is not None:
+            self._session.close()
+            self._session = None
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
+
+    def _open(self) -> BashSession:
+        if self._session is None:
+            self._scratch = Path(tempfile.mkdtemp(prefix="little-scratch-"))
+            mounts = [Mount(self._scratch, OWN_SCRATCH, writable=True), *self.mounts]
+            self._session = BashSession(
+                mounts, OWN_SCRATCH, limits=self.limits, capabilities=self.capabilities
+            )
+            if self._resumed is not None:
+                # a state this session cannot take (another mount layout): start afresh
+                with contextlib.suppress(BashInputError):
+                    self._session.restore(self._resumed)
+        return self._session
+
+
+def _captured(text: str) -> dict[str, Any]:
+    """Upstream's captured-content ref of a command's output (``trace/content.ts``)."""
+    data = text.encode("utf-8")
+    return {
+        "captured": True,
+        "preview": text[:PREVIEW_CHARS],
+        "truncated": len(text) > PREVIEW_CHARS,
+        "bytes": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "mediaType": "text/plain",
+    }
+
+
+def _egress(session: BashSession) -> list[dict[str, Any]]:
+    return [decision.to_json() for decision in session.last_egress]

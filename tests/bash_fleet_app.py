@@ -1,0 +1,60 @@
+"""The ``--app`` module of the fleet test of the bash tool (``tests/test_bash_fleet.py``).
+
+Fleet workers import it (``little worker --app tests.bash_fleet_app``, run from the
+repository root), so it imports nothing from pytest. ``shell`` is a workflow that enables
+the bash tool; its one ``ai.generate`` step's scripted model (:func:`build_script`, installed
+by the workers from ``LITTLE_SCRIPTED_MODEL``) runs two commands that share a shell, then
+answers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from little_dist import define_workflow, model
+
+__all__ = ["FIRST", "SECOND", "SHELL_STEP", "build_script", "shell", "shell_plan"]
+
+FIRST = "mkdir -p work && cd work && export GREETING=hello && echo one > a.txt"
+SECOND = "echo $GREETING; cat a.txt; pwd"
+
+SHELL_STEP: dict[str, Any] = {
+    "id": "shell",
+    "uses": "ai.generate",
+    "with": {"model": "default", "prompt": "Use bash.", "tools": ["bash"]},
+    "output": {"mode": "text"},
+}
+
+
+def shell_plan(name: str, step: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A one-step LWIR (``step``, by default :data:`SHELL_STEP`) with a string output."""
+    return {
+        "apiVersion": "littleworkflow.dev/v0.1",
+        "kind": "Workflow",
+        "metadata": {"name": name, "version": "1.0.0"},
+        "input": {"schema": {"type": "object"}},
+        "output": {"schema": {"type": "string"}},
+        "permissions": {"models": ["default"], "tools": [], "secrets": [], "network": []},
+        "steps": [step or SHELL_STEP],
+    }
+
+
+shell = define_workflow(
+    id="fleet.shell",
+    description="A model that uses the sandboxed bash tool.",
+    input={"type": "object"},
+    output={"type": "string"},
+    model=model("scripted/fleet", id="default", description="Scripted model."),
+    plan=shell_plan("fleet.shell"),
+    bash={"python": False},
+)
+
+
+def build_script() -> Any:
+    from little_dist.testing import ScriptedModel
+
+    script = ScriptedModel()
+    script.on(step="shell").call_tool("bash", {"cmd": FIRST}).then_call_tool(
+        "bash", {"cmd": SECOND}
+    ).then_reply_text("done")
+    return script
