@@ -49,13 +49,15 @@ def model_slot(example: str, description: str = "") -> ModelSlot:
     return model(os.environ[MODEL_ENV].strip(), id=SLOT, description=description)
 
 
-def install_script(build: Callable[[], Any]) -> Any:
-    """Build and install the example's :class:`~little_dist.testing.ScriptedModel` when
-    offline; ``None`` (nothing installed) when a real model is configured."""
+def install_script(example: str, build: Callable[[], Any]) -> Any:
+    """Build and install the example's :class:`~little_dist.testing.ScriptedModel` for its
+    own model, ``scripted/<example>``, when offline (so several examples imported into one
+    process, or one worker, each answer their own calls); ``None`` (nothing installed) when a
+    real model is configured."""
     if not offline():
         return None
     script = build()
-    script.install()
+    script.install(model=example)
     return script
 
 

@@ -274,7 +274,7 @@ PLAN = _plan(planned_workflow.input_schema, planned_workflow.output_schema)
 #: The workflow ``little run examples.candidate_screening:workflow`` runs: the fixed plan.
 workflow = build_workflow()
 #: The installed offline script (``None`` when ``LITTLE_MODEL`` is set).
-SCRIPT = install_script(build_script)
+SCRIPT = install_script("candidate-screening", build_script)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

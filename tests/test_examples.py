@@ -97,6 +97,31 @@ def test_examples_loop_and_fan_out_as_described() -> None:
     assert result.output.review_notes.startswith("All three points")
 
 
+def test_examples_imported_into_one_process_each_answer_their_own_model(tmp_path: Path) -> None:
+    # Each example installs its script for its own model name: importing all three (as a
+    # worker with three --app modules does) leaves every one of them runnable.
+    code = (
+        "import importlib\n"
+        "from little_dist import run_workflow\n"
+        "from little_dist.world.memory import MemoryWorld\n"
+        f"modules = [importlib.import_module('examples.' + n) for n in {EXAMPLES!r}]\n"
+        "for m in modules:\n"
+        "    for wf in (m.workflow, m.planned_workflow):\n"
+        "        r = run_workflow(wf, m.SAMPLE_INPUT, world=MemoryWorld())\n"
+        "        print(m.__name__, r.status)\n"
+    )
+    env = {key: value for key, value in os.environ.items() if key != "LITTLE_MODEL"}
+    env["PYTHONPATH"] = str(ROOT)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split("\n")[:-1] == [
+        f"examples.{name} completed" for name in EXAMPLES for _ in range(2)
+    ]
+
+
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_python_dash_m_runs_the_example_and_points_at_the_report(name: str, tmp_path: Path) -> None:
     env = {key: value for key, value in os.environ.items() if key != "LITTLE_MODEL"}
