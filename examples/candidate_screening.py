@@ -3,6 +3,8 @@
 Run it offline (scripted model, local world)::
 
     python -m examples.candidate_screening
+    little run examples.candidate_screening:workflow \\
+        --input examples/inputs/candidate_screening.json
     python -m examples.candidate_screening --planner   # let the planner design the LWIR
 
 Set ``LITTLE_MODEL=openai/gpt-4o-mini`` (and ``OPENAI_API_KEY``) to use a real model.

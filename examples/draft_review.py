@@ -3,6 +3,7 @@
 Run it offline (scripted model, local world)::
 
     python -m examples.draft_review
+    little run examples.draft_review:workflow --input examples/inputs/draft_review.json
     python -m examples.draft_review --planner      # let the planner design the LWIR
 
 Set ``LITTLE_MODEL=openai/gpt-4o-mini`` (and ``OPENAI_API_KEY``) to use a real model.

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import importlib
+import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -113,7 +116,11 @@ def test_examples_imported_into_one_process_each_answer_their_own_model(tmp_path
     env = {key: value for key, value in os.environ.items() if key != "LITTLE_MODEL"}
     env["PYTHONPATH"] = str(ROOT)
     result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env,
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
         timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -139,3 +146,101 @@ def test_python_dash_m_runs_the_example_and_points_at_the_report(name: str, tmp_
     assert "little report run_" in result.stdout
     assert "little events run_" in result.stdout
     assert (tmp_path / "world" / "events" / "events.db").exists()
+
+
+def _example(args: list[str]) -> subprocess.CompletedProcess[str]:
+    env = {key: value for key, value in os.environ.items() if key != "LITTLE_MODEL"}
+    env["PYTHONPATH"] = str(ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=180,
+    )
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_the_documented_sample_input_is_the_built_in_one(name: str) -> None:
+    module = importlib.import_module(f"examples.{name}")
+    sample = ROOT / "examples" / "inputs" / f"{name}.json"
+    assert json.loads(sample.read_text(encoding="utf-8")) == module.SAMPLE_INPUT
+    readme = (ROOT / "examples" / "README.md").read_text(encoding="utf-8")
+    assert f"little run examples.{name}:workflow --input examples/inputs/{name}.json" in readme
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "expected"),
+    [
+        (["--input", "{bad"], 2, "--input: invalid JSON at line 1 column 2"),
+        (["--input", "missing.json"], 2, "--input: cannot read missing.json: no such file"),
+        (["--input", '{"topic": 3}'], 1, "invalid input: input: 'audience' is a required"),
+        (["--run-id", "not a run id"], 2, "--run-id: Invalid run id: 'not a run id'"),
+    ],
+    ids=["not-json", "no-file", "schema", "run-id"],
+)
+def test_bad_input_is_one_line_and_a_non_zero_exit(
+    args: list[str], code: int, expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    review = importlib.import_module("examples.draft_review")
+    assert review.main(["--data-dir", str(tmp_path / "w"), *args]) == code
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    last = err.splitlines()[-1]
+    assert last.startswith("python -m examples.draft_review: ") and expected in last
+    assert len(err.splitlines()) <= 2  # (the "Running ... run id" line first)
+    assert out == ""
+
+
+@pytest.mark.slow
+def test_ctrl_c_is_one_line_and_the_printed_run_id_resumes_the_run(tmp_path: Path) -> None:
+    world = str(tmp_path / "world")
+    env = {key: value for key, value in os.environ.items() if key != "LITTLE_MODEL"}
+    env["PYTHONPATH"] = str(ROOT)
+    # The model answers slowly, so the interrupt lands while a step is in flight.
+    code = (
+        "import sys, examples.support_triage as m\n"
+        "m.SCRIPT.latency = 30\n"
+        "raise SystemExit(m.main(sys.argv[1:]))\n"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", code, "--data-dir", world],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stderr is not None
+    first = process.stderr.readline()
+    assert "run id run_" in first, first
+    run_id = first.rsplit(" ", 1)[-1].strip()
+    # Wait until a model call is in flight (the tools ran; their events are in the log).
+    from little_dist.world.local import LocalWorld
+
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        reader = LocalWorld(world)
+        try:
+            if any(e.type == "harness.model.called" for e in reader.list_events(run_id)):
+                break
+        except Exception:  # the world is still being created
+            pass
+        finally:
+            reader.close()
+        time.sleep(0.2)
+    else:
+        process.kill()
+        pytest.fail("the run never reached a model call")
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=30)
+    assert process.returncode == 130
+    assert stdout == ""
+    assert stderr.splitlines() == [
+        "python -m examples.support_triage: interrupted; the run is kept, resume it with: "
+        f"python -m examples.support_triage --run-id {run_id} --data-dir {world}"
+    ]
+    resumed = _example(["examples.support_triage", "--run-id", run_id, "--data-dir", world])
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"run id: {run_id}" in resumed.stdout
