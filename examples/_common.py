@@ -1,11 +1,12 @@
 """What the examples share: the model slot, the offline script, and ``main()``.
 
 Offline by default. When ``LITTLE_MODEL`` is unset, an example's model is
-``scripted/<example>`` — a scripted provider registered with litellm, installed when the
-example module is imported (so ``little run examples.support_triage:workflow`` works
-offline too) — priced as ``openai/gpt-4o-mini`` so the report shows dollars. Set
-``LITTLE_MODEL=openai/gpt-4o-mini`` (and ``OPENAI_API_KEY``), or any litellm model string,
-to run the same workflow on a real model: nothing is scripted then.
+``scripted/<example>`` — a scripted provider registered with litellm, installed for that
+model name when the example module is imported (so ``little run
+examples.support_triage:workflow`` works offline too, and several examples imported into
+one process each answer their own calls) — priced as ``openai/gpt-4o-mini`` so the report
+shows dollars. Set ``LITTLE_MODEL=openai/gpt-4o-mini`` (and ``OPENAI_API_KEY``), or any
+litellm model string, to run the same workflow on a real model: nothing is scripted then.
 """
 
 from __future__ import annotations
@@ -109,6 +110,10 @@ def main(
         run_input = sample_input if args.input is None else read_input(args.input)
     except UsageProblem as problem:
         return fail(str(problem), 2)
+    try:
+        workflow.validate_input(run_input)
+    except InvalidInputError as error:
+        return fail(str(error), 1)
     run_id = args.run_id or new_run_id()
     try:
         validate_run_id(run_id)
