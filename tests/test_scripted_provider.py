@@ -384,7 +384,9 @@ def test_scripts_installed_per_model_name_answer_side_by_side(litellm: Any) -> N
     with triage.installed(model="triage"), review.installed(model="review"):
         # The later script does not take over the earlier one's model.
         assert (ask("triage"), ask("review")) == ("triage", "review")
-        with pytest.raises(litellm.BadRequestError, match=r"installed for: review, triage\)"):
+        # (other tests' example modules may have installed theirs too)
+        served = r"installed for: [^)]*review, [^)]*triage"
+        with pytest.raises(litellm.BadRequestError, match=served):
             ask("other")
         with anything.installed():
             # A script for every model, installed last, answers them all until removed.
