@@ -496,7 +496,7 @@ def _snapshot(**overrides: Any) -> WorkflowDefinitionSnapshot:
                 ToolIdentitySnapshot(name="lookupCustomer", registered=False),
             ]
         ),
-        "bash_config": {"enabled": False},
+        "bash_config": {"network": False, "python": True, "javascript": True},
     }
     fields.update(overrides)
     return WorkflowDefinitionSnapshot(**fields)

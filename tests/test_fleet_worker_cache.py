@@ -484,82 +484,6 @@ def test_a_refill_the_committing_slot_runs_records_its_schedule_with_its_start()
     assert sorted(ends) == ["fan[a]", "fan[b]", "fan[c]"]
 
 
-def test_a_refill_rides_only_when_the_look_schedules_nothing_else() -> None:
-    from little_dist.fleet.keeping import rides_with_kept
-    from little_dist.scheduling import Decision, StepDispatch
-
-    def event(kind: str, occurrence: str, **payload: Any) -> EventInput:
-        return EventInput(type=kind, payload=payload, occurrence_id=occurrence)
-
-    def rides(*events: EventInput) -> bool:
-        return rides_with_kept(Decision(events=events, dispatch=(kept,), done=False), kept)
-
-    kept = StepDispatch("run_x", "fan[c].work", "work", 1, "worker", "execute_step")
-    own = [
-        event("ParallelBranchCompleted", "pbranch-end:fan[a]", branchPath="fan[a]"),
-        event("ParallelBranchScheduled", "pbranch:fan[c]", branchPath="fan[c]"),
-        event("StepScheduled", "sched:fan[c].work:1", stepPath="fan[c].work"),
-    ]
-    assert rides(*own)
-    other = [
-        event("ParallelBranchScheduled", "pbranch:fan[d]", branchPath="fan[d]"),
-        event("StepScheduled", "sched:fan[d].work:1", stepPath="fan[d].work"),
-    ]
-    for extra in ([other[0]], [other[1]], [event("ParallelCompleted", "pdone:fan")]):
-        assert not rides(*own, *extra)
-    # A branch whose key merely extends the kept one's is another branch.
-    prefix = event("ParallelBranchScheduled", "pbranch:fan[c]x", branchPath="fan[c]x")
-    assert not rides(*own, prefix)
-    unnamed = EventInput(type="ParallelBranchCompleted", payload={"branchPath": "fan[b]"})
-    assert not rides(*own, unnamed)
-
-
-def test_a_left_branch_drops_its_nested_steps_and_no_branch_whose_key_extends_it() -> None:
-    # A foreign end leaves the new branch paired with it (the first, fan[a]) with everything
-    # inside it, nested branches included; fan[ab] merely shares a prefix with it and stays.
-    from little_dist.fleet.keeping import leave_refills
-    from little_dist.scheduling import Decision, StepDispatch
-
-    def schedules(branch: str, step: str) -> list[EventInput]:
-        return [
-            EventInput(
-                type="ParallelBranchScheduled",
-                payload={"branchPath": branch},
-                occurrence_id=f"pbranch:{branch}",
-            ),
-            EventInput(
-                type="StepScheduled", payload={"stepPath": step}, occurrence_id=f"sched:{step}:1"
-            ),
-        ]
-
-    def dispatch(step: str) -> StepDispatch:
-        return StepDispatch("run_x", step, step.rsplit(".", 1)[-1], 1, "worker", "execute_step")
-
-    ended = EventInput(
-        type="ParallelBranchCompleted",
-        payload={"branchPath": "fan[z]"},
-        occurrence_id="pbranch-end:fan[z]",
-    )
-    decision = Decision(
-        events=(
-            ended,
-            *schedules("fan[a]", "fan[a].inner[x].work"),
-            *schedules("fan[ab]", "fan[ab].work"),
-        ),
-        dispatch=(dispatch("fan[a].inner[x].work"), dispatch("fan[ab].work")),
-        done=False,
-    )
-    left: dict[str, None] = {}
-    kept = leave_refills(decision, RunTracker(MemoryWorld(), "run_x"), left)
-    assert list(left) == ["fan[a]"]
-    assert [e.occurrence_id for e in kept.events] == [
-        "pbranch-end:fan[z]",
-        "pbranch:fan[ab]",
-        "sched:fan[ab].work:1",
-    ]
-    assert [d.step_path for d in kept.dispatch] == ["fan[ab].work"]
-
-
 def test_the_cache_is_bounded_least_recently_used_first() -> None:
     runtime, _ = _runtime(MemoryWorld(), ToolRegistry([]))
     cache = RunCache(runtime, size=2)
@@ -1359,58 +1283,24 @@ def test_the_queue_is_sized_through_the_broker(fleet_env: FleetEnv) -> None:
         runtime.close()
 
 
-def test_each_new_branch_goes_with_the_end_it_refills_so_two_processes_differ() -> None:
-    # Ends fan[a], fan[b], fan[c] (in branch order) free three slots; a fourth branch fills
-    # room an earlier look left. Process P committed fan[a] and fan[c], process Q fan[b]:
-    # each keeps the new branches paired with its own ends, and both may take the fourth.
-    from little_dist.fleet.keeping import leave_refills
-    from little_dist.scheduling import Decision
-
-    def ended(branch: str) -> EventInput:
-        return EventInput(
-            type="ParallelBranchCompleted",
-            payload={"stepPath": "fan", "attempt": 1, "branchPath": branch},
-            occurrence_id=f"pbranch-end:{branch}",
-        )
-
-    def scheduled(branch: str) -> list[EventInput]:
-        return [
-            EventInput(
-                type="ParallelBranchScheduled",
-                payload={"stepPath": "fan", "attempt": 1, "branchPath": branch},
-                occurrence_id=f"pbranch:{branch}",
-            ),
-            EventInput(
-                type="StepScheduled",
-                payload={"stepPath": f"{branch}.work"},
-                occurrence_id=f"sched:{branch}.work:1",
-            ),
-        ]
-
-    decision = Decision(
-        events=(
-            *map(ended, ["fan[a]", "fan[b]", "fan[c]"]),
-            *(e for b in ["fan[w]", "fan[x]", "fan[y]", "fan[z]"] for e in scheduled(b)),
-        ),
-        dispatch=(),
-        done=False,
+def test_a_tracker_claims_the_ends_of_the_branches_its_process_committed_until_folded() -> None:
+    # The claims a worker's look decides with (which refills it may take: see
+    # tests/test_scheduling_claims.py) come from its own commits: the branches in which this
+    # process recorded a StepCompleted, until their ends are folded.
+    world = MemoryWorld()
+    world.append("run_x", EventInput(type="StepCompleted", payload={"stepPath": "fan[b].work"}))
+    tracker = RunTracker(world, "run_x")
+    tracker.fold(world.list_events("run_x"))
+    assert tracker.own_ends() == frozenset()  # (another process's commit)
+    world.append("run_x", EventInput(type="StepCompleted", payload={"stepPath": "fan[a].work"}))
+    tracker.fold(world.list_events("run_x", after=1), own=True)
+    assert tracker.own_ends() == {"fan[a]"}
+    world.append(
+        "run_x",
+        EventInput(type="ParallelBranchCompleted", payload={"branchPath": "fan[a]"}),
     )
-
-    def kept_by(own: list[str]) -> list[str]:
-        world = MemoryWorld()
-        for branch in own:
-            world.append(
-                "run_x",
-                EventInput(type="StepCompleted", payload={"stepPath": f"{branch}.work"}),
-            )
-        tracker = RunTracker(world, "run_x")
-        tracker.fold(world.list_events("run_x"), own=True)
-        kept = leave_refills(decision, tracker, {})
-        return [e.payload["branchPath"] for e in kept.events if e.type == "ParallelBranchScheduled"]
-
-    assert kept_by(["fan[a]", "fan[c]"]) == ["fan[w]", "fan[y]", "fan[z]"]
-    assert kept_by(["fan[b]"]) == ["fan[x]", "fan[z]"]
-    assert kept_by(["fan[a]", "fan[b]", "fan[c]"]) == ["fan[w]", "fan[x]", "fan[y]", "fan[z]"]
+    tracker.catch_up()
+    assert tracker.own_ends() == frozenset()
 
 
 def test_a_look_that_loses_its_refills_to_another_process_takes_the_branches_it_left() -> None:

@@ -245,7 +245,7 @@ def test_tool_call_step_errors() -> None:
     assert envelope_for(caught.value)["causeCode"] == "runtime_config_error"
 
 
-def test_code_run_is_refused_as_upstream_does() -> None:
+def test_a_code_run_step_that_cannot_be_run_safely_is_a_config_error() -> None:
     step = {
         "id": "compute",
         "uses": "code.run",
@@ -263,14 +263,17 @@ def test_code_run_is_refused_as_upstream_does() -> None:
             execute(step, {}), make_ctx(world, step_path="compute", role="worker.code-run")
         )
     assert str(caught.value) == (
-        "Workflow code.run step 'compute' cannot safely execute code.run in the default "
-        "workflow harness. The declared sandbox.env/fs/network deny policy requires an "
-        "isolated runtime."
+        "Workflow code.run step 'compute': code.run step 'compute': entrypoint must be a .ts file"
     )
     envelope = envelope_for(caught.value)
     assert (envelope["causeCode"], envelope["retriable"]) == ("runtime_config_error", False)
     failed = of_type(world.list_events(RUN), "harness.session.failed")[0]
     assert failed.occurrence_id == "session-end:compute:1"
+    step["with"]["sandbox"] = {"network": "allow"}  # type: ignore[index]
+    with pytest.raises(HarnessConfigError, match=r"only supports sandbox\.network deny"):
+        HarnessRegistry().run_step(
+            execute(step, {}), make_ctx(world, step_path="compute", role="worker.code-run")
+        )
 
 
 class CodeRunner:

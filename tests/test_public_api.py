@@ -96,3 +96,18 @@ def test_the_client_is_exported_without_loading_celery() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_sandbox_api_is_pinned() -> None:
+    import little_dist.sandbox as sandbox
+
+    assert sandbox.__all__ == [
+        "DEFAULT_LIMITS",
+        "Isolation",
+        "Mount",
+        "MountError",
+        "SandboxLimits",
+        "SandboxResult",
+        "SandboxUnavailableError",
+        "run_sandboxed",
+    ]

@@ -1,6 +1,6 @@
 """``scripts/test``, the README's test command, sets up what the tests need or says in one line
-what is missing: Redis (started, or installed as root), Chromium (installed as root; without
-root, a line naming the browser test that will fail). Run here as a real process, as it is
+what is missing: Redis (started, or installed as root), Chromium and bubblewrap (installed
+as root; without root, a line naming the tests that will fail). Run here as a real process, as it is
 and as a user that is not root (in a user namespace of its own, ``unshare --user``, where
 ``id -u`` is 65534), with a ``PATH`` that lacks ``redis-server`` where that matters."""
 
@@ -93,15 +93,24 @@ def test_it_starts_redis_where_nothing_answers_then_runs_pytest(tmp_path: Path) 
             redis.Redis(port=port).shutdown(nosave=True)
 
 
-def test_without_chromium_and_without_root_it_names_the_browser_test(tmp_path: Path) -> None:
-    env = _env(tmp_path, LITTLE_TEST_CHROMIUM=str(tmp_path / "no-chromium"))
+def test_without_chromium_or_bubblewrap_and_without_root_it_names_the_tests(
+    tmp_path: Path,
+) -> None:
+    env = _env(
+        tmp_path,
+        LITTLE_TEST_CHROMIUM=str(tmp_path / "no-chromium"),
+        LITTLE_SANDBOX_BWRAP=str(tmp_path / "no-bwrap"),
+    )
     result = _run(QUICK, env, as_nobody=True)
-    # The tests still run (the browser test would fail, not be skipped): here, the quick ones.
+    # The tests still run (those would fail, not be skipped): here, the quick ones.
     assert result.returncode == 0, result.stderr + result.stdout
     assert result.stderr.splitlines() == [
         f"scripts/test: {tmp_path / 'no-chromium'} is missing, so "
         "tests/test_report_html_browser.py (the HTML report in a browser) will fail: install "
-        "the Debian package 'chromium' as root"
+        "the Debian package 'chromium' as root",
+        f"scripts/test: bubblewrap ({tmp_path / 'no-bwrap'}) is missing, so the sandbox's "
+        "tests (tests/test_sandbox*.py, test_bash_tool.py, test_code_run.py) will fail: "
+        "install the Debian package 'bubblewrap' as root",
     ]
     assert " passed" in result.stdout
 

@@ -7,7 +7,7 @@ import copy
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, TypeAdapter
@@ -15,6 +15,7 @@ from pydantic import BaseModel, TypeAdapter
 from little_dist.authoring.errors import InputValidationError
 from little_dist.authoring.schemas import json_path, schema_of
 from little_dist.authoring.slots import ModelSlot, as_slot, derive_slot_id, resolve_slots
+from little_dist.bash_capabilities import BashCapabilities, bash_capabilities
 from little_dist.canonical import canonical_json, sha256_digest
 from little_dist.compiler import (
     ModelSlotSnapshot,
@@ -42,7 +43,6 @@ __all__ = ["DEFAULT_MAX_REVISIONS", "WorkflowDefinition", "define_workflow"]
 #: Upstream's ``DEFAULT_MAX_WORKFLOW_REVISIONS``: planner drafts before the run fails.
 DEFAULT_MAX_REVISIONS = 3
 _WORKFLOW_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-_BASH_CONFIG: dict[str, Any] = {"enabled": False}
 
 
 @dataclass(frozen=True, eq=False)
@@ -70,6 +70,7 @@ class WorkflowDefinition:
     input_adapter: TypeAdapter[Any] | None = None
     output_adapter: TypeAdapter[Any] | None = None
     step_timeout: float | None = None
+    bash: BashCapabilities = field(default_factory=BashCapabilities)
 
     def __repr__(self) -> str:
         return f"WorkflowDefinition(id={self.id!r})"
@@ -145,7 +146,7 @@ class WorkflowDefinition:
                 )
                 for item in self.tools
             ),
-            bash_config=dict(_BASH_CONFIG),
+            bash_config=self.bash.normalized(),
         )
 
     def definition_hash(self) -> str:
@@ -234,6 +235,7 @@ def define_workflow(
     system: str | None = None,
     max_revisions: int = DEFAULT_MAX_REVISIONS,
     step_timeout: float | None = None,
+    bash: BashCapabilities | Mapping[str, Any] | None = None,
 ) -> WorkflowDefinition:
     """Define a workflow (upstream's ``defineWorkflow``).
 
@@ -247,6 +249,8 @@ def define_workflow(
     ``system``: extra instructions for the planner. ``max_revisions``: planner drafts before
     giving up. ``step_timeout``: seconds one step attempt may run before it fails with
     causeCode ``timeout`` (default: ``LITTLE_STEP_TIMEOUT`` on the fleet, 900 s in process).
+    ``bash``: upstream's bash capabilities (``network``, ``python``, ``javascript``; see
+    :mod:`little_dist.bash_capabilities`), part of the definition's hash.
     """
     if not isinstance(id, str) or not _WORKFLOW_ID.fullmatch(id):
         raise InvalidInputError(f"workflow id must match [A-Za-z0-9][A-Za-z0-9_.-]*, got {id!r}")
@@ -311,4 +315,5 @@ def define_workflow(
         input_adapter=input_adapter,
         output_adapter=output_adapter,
         step_timeout=None if step_timeout is None else float(step_timeout),
+        bash=bash_capabilities(bash, f"workflow {id!r}: bash"),
     )

@@ -49,8 +49,9 @@ Modules
 * :mod:`.app_registry` — what ``--app MODULE`` provides: workflows and their capabilities.
 * :mod:`.run_tracker` — :class:`~.run_tracker.RunTracker`, what a process keeps of a run;
   its parts :mod:`.advancing`, :mod:`.spares`, :mod:`.offers`; :mod:`.versions`.
-* :mod:`.dispatch` — :func:`~.dispatch.advance_run`, one look at a run; :mod:`.keeping` — what
-  a worker's look keeps for its process and what it leaves to others.
+* :mod:`.dispatch` — :func:`~.dispatch.advance_run`, one look at a run (decide with the
+  process's claims, keep, record, send); :mod:`.keeping` — the leases of what a worker's look
+  keeps for its process.
 * :mod:`.sending` — task names, dispatch leases, sending a task once; :mod:`.queue` — where
   tasks go (:class:`~.queue.TaskQueue`: Celery, or in memory).
 * :mod:`.engine_events` — the engine's own event types (submitted, cancel asked, plan failed).
@@ -80,13 +81,21 @@ archive
 backlog
     Branches a fan-out holds back because the window is full, reported per run in Redis for
     KEDA to scale workers on (:mod:`.slots`).
+claims
+    What a worker's look tells ``decide`` (:class:`~little_dist.scheduling.Claims`): the
+    branches whose ends its process committed (their refills are its own) and the branches
+    it left earlier. ``decide`` leaves every other refill out (:attr:`left
+    <little_dist.scheduling.Decision.left>`); the scheduler's and a client's looks decide
+    without claims and schedule everything.
 commit
     The append that ends an attempt: fenced, releases the step lease in the same round trip,
     may take the next step's lease with it (a chain's next link) or write the output
     artifact with it.
 deferred
-    Events a look decided but did not append (the ``StepScheduled`` of the attempt it kept):
-    they ride with that attempt's first append (its *preamble*), one round trip less.
+    Events a look decided but did not append because the attempt it kept is the decision's
+    *rider* (:attr:`~little_dist.scheduling.Decision.rider`: the decision only ends branches
+    and schedules that attempt): they ride with that attempt's first append (its
+    *preamble*), one round trip less.
 dispatch lease
     ``{run}:dispatch:{path}:{n}``, taken for ``dispatch_resend_after`` before an attempt's
     task is sent and never released: while it lives, nobody sends that attempt again.
@@ -108,6 +117,9 @@ inline
 keep, kept
     A worker's look keeps an attempt of its roles instead of sending it: it leases the step
     before the attempt's ``StepScheduled`` is appended, so nobody else can run it.
+left
+    A refill ``decide`` leaves out under a worker's claims: another process's commit freed
+    its slot, so that process schedules and runs it; counted in flight meanwhile.
 look
     Fold what is new, decide, append, send (:func:`~.dispatch.advance_run`); the scheduler's,
     a client's at submit, or a worker's on the fast path.
@@ -116,7 +128,8 @@ offer
     what this process offered lately so a look does not offer every waiting attempt again.
 refill
     The branch a fan-out schedules in the slot a finished branch freed. The process whose
-    commit ended that branch runs its refill; other processes' looks leave it to it.
+    commit ended that branch runs its refill; other processes' looks leave it to it (see
+    *claims*, *left*).
 signal
     ``run=<id>`` added to the signal stream by an append (``XADD`` in the append script),
     read by the schedulers through a consumer group (:mod:`.signals`).

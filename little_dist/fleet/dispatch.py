@@ -7,36 +7,32 @@ deterministic occurrence ids (appending a decision twice records each fact once)
 attempt's task is sent only under its dispatch lease (:mod:`~little_dist.fleet.sending`).
 
 A worker's look may also *keep* attempts instead of sending them (``keep``): the next step of
-a chain, the branches that refill the slots its commits freed. It leases their steps before
-their ``StepScheduled`` is appended, runs one itself and hands the others to threads of its
-process (:class:`Advance`); see the package docstring for the walk of one step and the words
-these docstrings use.
+a chain, the branches that refill the slots its commits freed. It decides with the claims of
+its process (:class:`~little_dist.scheduling.Claims`: the refills of other processes' commits
+are theirs, and ``decide`` leaves them out), leases the steps it keeps before their
+``StepScheduled`` is appended, runs one itself and hands the others to threads of its process
+(:class:`Advance`); see the package docstring for the walk of one step and the words these
+docstrings use.
+
+One look is a :class:`_Look`: its rounds of decide (:meth:`_Look.decide`), keep
+(:meth:`_Look.keep`) and record (:meth:`_Look.record`), then :meth:`_Look.send` of what
+became ready.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from little_dist.errors import RunEndedError
-from little_dist.events import RUN_END_EVENT_TYPES, SCHEDULE_EVENT_TYPES, EventInput
-from little_dist.fleet.keeping import (
-    lease_kept,
-    leave_refills,
-    only_schedules,
-    rides_with_kept,
-    schedules,
-)
-from little_dist.fleet.run_tracker import BRANCH_END_TYPES, RunTracker
-from little_dist.fleet.sending import (
-    dispatch_plan,
-    dispatch_won,
-    schedule_occurrence,
-)
+from little_dist.events import Event, EventInput
+from little_dist.fleet.keeping import lease_kept
+from little_dist.fleet.run_tracker import RunTracker
+from little_dist.fleet.sending import dispatch_plan, dispatch_won, schedule_occurrence
 from little_dist.run_state import RunState
-from little_dist.scheduling import Decision, StepDispatch, decide
+from little_dist.scheduling import Claims, Decision, RunContext, StepDispatch, decide
 from little_dist.settings import Settings
 from little_dist.world.base import Lease, World
 
@@ -99,13 +95,13 @@ class Keep:
     ``accepts``: which ready attempts it may run (those of the worker's roles). ``want``:
     how many newly scheduled attempts it takes at most (leased in one round trip): the first
     becomes :attr:`Advance.kept`, the others :attr:`Advance.also`. ``defer``: when the
-    decision does nothing but schedule the attempt kept (a chain's next step), or end
-    branches and schedule it (a fan-out's refill, see :func:`rides_with_kept`), it is not
-    appended but handed back in :attr:`Advance.deferred`, to ride with the attempt's first
-    append (one round trip less per step; the step lease, taken first, keeps everyone else
-    off the attempt meanwhile). ``held``: a step lease the caller took already (its commit
-    took the lease of the step it expected next), used instead of an acquire if that step
-    is kept.
+    decision may ride with the attempt kept (its :attr:`~little_dist.scheduling.Decision.rider`:
+    it does nothing but schedule it, a chain's next step, or end branches and schedule it, a
+    fan-out's refill), it is not appended but handed back in :attr:`Advance.deferred`, to ride
+    with the attempt's first append (one round trip less per step; the step lease, taken
+    first, keeps everyone else off the attempt meanwhile). ``held``: a step lease the caller
+    took already (its commit took the lease of the step it expected next), used instead of
+    an acquire if that step is kept.
     """
 
     accepts: Callable[[StepDispatch], bool]
@@ -136,18 +132,11 @@ def advance_run(
     (:meth:`RunTracker.note_held_back`).
     """
     try:
-        advance = _advance_run(
-            world,
-            queue,
-            settings,
-            tracker,
-            holder=holder,
-            keep=keep.accepts if keep is not None else None,
-            read=read,
-            defer=keep.defer if keep is not None else False,
-            held=keep.held if keep is not None else None,
-            want=keep.want if keep is not None else 1,
-        )
+        state = tracker.catch_up() if read else tracker.state()
+        if tracker.awaiting_plan and state.status not in ("completed", "failed"):
+            dispatch_plan(world, queue, settings, tracker.run_id, holder=holder)
+            return Advance(state, None, (), 0)
+        advance = _Look(world, queue, settings, tracker, holder, keep, state).run()
     except RunEndedError:
         # Another writer ended the run between this look's read and its append (a cancel,
         # another look): the log took nothing of the decision (its leases are released).
@@ -157,205 +146,251 @@ def advance_run(
     return advance
 
 
-def _advance_run(
-    world: World,
-    queue: TaskQueue,
-    settings: Settings,
-    tracker: RunTracker,
-    *,
-    holder: str,
-    keep: Callable[[StepDispatch], bool] | None,
-    read: bool,
-    defer: bool,
-    held: Lease | None,
-    want: int,
-) -> Advance:
-    """:func:`advance_run` but for reporting the branches its decision held back."""
-    state = tracker.catch_up() if read else tracker.state()
-    if tracker.awaiting_plan and state.status not in ("completed", "failed"):
-        dispatch_plan(world, queue, settings, tracker.run_id, holder=holder)
-        return Advance(state, None, (), 0)
+@dataclass
+class _Look:
+    """One :func:`advance_run` under way: what it decided, kept and recorded so far."""
+
+    world: World
+    queue: TaskQueue
+    settings: Settings
+    tracker: RunTracker
+    holder: str
+    keeping: Keep | None
+    state: RunState
     decision: Decision | None = None
-    appended = 0
+    appended: int = 0
+    #: The first attempt kept (:attr:`Advance.kept`) with its step lease, and whether it is
+    #: ours alone; the others (:attr:`Advance.also`), each with the same.
     kept: tuple[StepDispatch, Lease] | None = None
-    alone = False
-    others: list[tuple[StepDispatch, Lease]] = []
-    others_alone: list[bool] = []
-    dispatch_leases: list[Lease] = []  # taken with the kept attempts' step leases
-    # Branches this look leaves to the processes that freed them, in the order it left them.
-    left: dict[str, None] = {}
-    decided: set[str | None] = set()  # the schedules this look decided (worker looks)
-    retries = 0  # rounds decided again because another process took this look's refills
-    retry = 0  # the refills the last round lost
-    deferred: tuple[EventInput, ...] = ()  # to ride with the kept attempt's first append
-    try:
-        for _ in range(_MAX_ROUNDS):
-            ctx = tracker.context
-            if ctx is None or state.status in ("completed", "failed"):
-                return _advanced(state, decision, (), appended, kept, alone)
-            decision = decide(ctx, state)
-            if keep is not None:
-                decision = leave_refills(decision, tracker, left)
-                decided.update(
-                    e.occurrence_id for e in decision.events if e.type == "StepScheduled"
-                )
-            leased_now = False
-            have = (kept is not None) + len(others)
-            if keep is not None and want > have:
-                # The attempts to keep are leased before their StepScheduled is appended:
-                # nobody can run them but this caller, even if a sweep sends their tasks.
-                leased, sending, lost = lease_kept(
-                    world, settings, tracker, decision, keep, holder, held, want - have
-                )
-                dispatch_leases += sending
-                if lost and retries < _RETRIES_AFTER_LOSS:
-                    # Another process took refills this look chose for its own ends (that
-                    # look, on another view of the log, paired them with its ends, which this
-                    # look left to it): record the decision now and decide again, taking as
-                    # many of the left branches as were lost.
-                    retries += 1
-                    retry = lost
-                if leased and kept is None:
-                    kept, leased = leased[0], leased[1:]
-                    leased_now = True
-                others += leased
-                others_alone += [False] * len(leased)
-            if not decision.events:
-                break
-            if defer and leased_now and kept is not None and kept[1].token == 1 and not retry:
-                # Token 1: the step's lease had never been held, so nobody has run any of
-                # its attempts (a lease's tokens only grow, from 1); the attempt is ours alone.
-                if only_schedules(decision, kept[0]):
-                    return Advance(
-                        state, decision, (), appended, kept[0], True, kept[1], decision.events
-                    )
-                if rides_with_kept(decision, kept[0]):
-                    # (what else is waiting to start was scheduled before: sent below)
-                    deferred, alone = tuple(decision.events), True
+    alone: bool = False
+    others: list[tuple[StepDispatch, Lease]] = field(default_factory=list)
+    others_alone: list[bool] = field(default_factory=list)
+    #: The dispatch leases taken with the kept attempts' step leases.
+    dispatch_leases: list[Lease] = field(default_factory=list)
+    #: Branches this look leaves to the processes whose commits freed their slots (the
+    #: claims' ``left``), in the order it left them.
+    left: dict[str, None] = field(default_factory=dict)
+    #: The attempts this look scheduled (a worker's look sends only those).
+    decided: set[StepDispatch] = field(default_factory=set)
+    #: Rounds decided again because another process took this look's refills; the refills
+    #: the last round lost.
+    retries: int = 0
+    retry: int = 0
+    #: Decided events to ride with the kept attempt's first append.
+    deferred: tuple[EventInput, ...] = ()
+
+    def run(self) -> Advance:
+        """Decide, keep and record until nothing new; then send what became ready."""
+        try:
+            for _ in range(_MAX_ROUNDS):
+                ctx = self.tracker.context
+                if ctx is None or self.state.status in ("completed", "failed"):
+                    return self.advance()
+                decision = self.decide(ctx)
+                leased_now = self.keep(decision)
+                if not decision.events:
                     break
-            last = tracker.last_sequence
-            decided_at = state.event_count
-            # The decider acts on its own decision (next round, dispatch below): only the end
-            # of the run needs the scheduler (it archives the run).
-            recorded = world.append_batch(
-                tracker.run_id, list(decision.events), signal=_ends_run(decision)
-            )
-            new = [event for event in recorded if event.sequence > last]
-            appended += len(new)
-            tracker.fold(recorded)
-            # Folded contiguously: the tracker is as current as a read right after the append.
-            contiguous = bool(recorded) and tracker.last_sequence >= max(
-                e.sequence for e in recorded
-            )
-            settled = all(e.type in _SETTLED_IN_ONE_ROUND for e in decision.events)
-            # A worker's look acts on its own process's commits (another thread's commit
-            # meanwhile asks it to look again): what other processes appended in between
-            # is theirs to act on, each looking after its own commit. So a decision of branch
-            # ends and refills is not read past and decided again.
-            mine_only = keep is not None and settled and not retry
-            state = tracker.state() if contiguous or mine_only else tracker.catch_up()
-            if kept is not None and not alone:
-                # Ours alone only if nobody ever held the step's lease (token 1: a lease's
-                # tokens only grow, from 1) -- whoever appended its StepScheduled. A schedule
-                # that merely follows our last sequence may be a sweep's, whose worker may
-                # have run the attempt before we took the lease.
-                alone = kept[1].token == 1 and schedules(new, kept[0])
-            others_alone = [
-                mine or (lease.token == 1 and schedules(new, dispatch))
-                for (dispatch, lease), mine in zip(others, others_alone, strict=True)
-            ]
-            if retry:
-                for path in list(left)[:retry]:
-                    del left[path]
-                retry = 0
-                continue
-            # Nothing but schedules (and the start of a parallel step, whose branches the
-            # same decision scheduled): the steps decided on are now in flight and settle
-            # nothing, so deciding again would find nothing new.
-            if not new or all(e.type in _IN_FLIGHT_TYPES for e in decision.events):
-                break
-            if mine_only or (
-                contiguous and tracker.last_sequence == decided_at + len(new) and settled
-            ):
-                # Branch ends and the schedules they made room for, and nothing folded since
-                # the decision but what it recorded (or only what is others' to act on):
-                # another round would decide nothing of ours.
-                break
-    except BaseException:
-        for dispatch, lease in ([kept] if kept is not None else []) + others:
-            # Not run after all: let the next look send it now.
-            tracker.offers.unclaim([dispatch])
-            world.release_lease(lease)
-        for lease in dispatch_leases:
-            world.release_lease(lease)
-        raise
-    also = tuple(
-        KeptAttempt(dispatch, lease, mine)
-        for (dispatch, lease), mine in zip(others, others_alone, strict=True)
-    )
-    ctx = tracker.context
-    if decision is None or ctx is None or not decision.dispatch:
-        return _advanced(state, decision, (), appended, kept, alone, also, deferred)
-    # One lease round trip per attempt this process has not offered lately, not per pending
-    # attempt per look (a wide fan-out would otherwise cost O(branches) calls per commit).
-    # A worker's look offers only what it decided itself: what another process scheduled is
-    # that process's to run or send (it holds the dispatch lease when it keeps an attempt),
-    # and if it died first, the scheduler's sweep sends it. Other looks (the client's, the
-    # scheduler's) offer every attempt waiting to start.
-    waiting = decision.dispatch
-    if keep is not None:
-        waiting = tuple(d for d in waiting if schedule_occurrence(d) in decided)
-    fresh = tracker.offers.claim(waiting, settings.dispatch_resend_after)
-    if not fresh:
-        return _advanced(state, decision, (), appended, kept, alone, also, deferred)
-    narrowed = dataclasses.replace(decision, dispatch=tuple(fresh))
-    try:
-        sent, late = dispatch_won(
-            world,
-            queue,
-            settings,
-            ctx,
-            state,
-            narrowed,
-            holder=holder,
-            keep=keep if kept is None else None,
+                if self.rides(decision, leased_now):
+                    self.deferred, self.alone = decision.events, True
+                    break
+                if self.record(decision):
+                    break
+        except BaseException:
+            self.release(unclaim=True)
+            raise
+        return self.send()
+
+    def decide(self, ctx: RunContext) -> Decision:
+        """``decide`` on the state folded so far; a worker's look decides with its process's
+        claims (what other processes' commits freed is theirs to refill)."""
+        if self.keeping is None:
+            decision = decide(ctx, self.state)
+        else:
+            claims = Claims(own_ends=self.tracker.own_ends(), left=frozenset(self.left))
+            decision = decide(ctx, self.state, claims)
+            self.left.update(dict.fromkeys(decision.left))
+            self.decided.update(decision.scheduled)
+        self.decision = decision
+        return decision
+
+    def keep(self, decision: Decision) -> bool:
+        """Lease what ``keep`` takes of the attempts ``decision`` schedules, before their
+        ``StepScheduled`` is appended (nobody can run them but this caller, even if a sweep
+        sends their tasks); whether the first kept attempt came from this decision."""
+        keeping = self.keeping
+        have = (self.kept is not None) + len(self.others)
+        if keeping is None or keeping.want <= have:
+            return False
+        leased, sending, lost = lease_kept(
+            self.world,
+            self.settings,
+            self.tracker,
+            decision,
+            keeping.accepts,
+            self.holder,
+            keeping.held,
+            keeping.want - have,
         )
-    except BaseException:
-        tracker.offers.unclaim(fresh)
-        for _, lease in ([kept] if kept is not None else []) + others:
-            world.release_lease(lease)
-        for lease in dispatch_leases:
-            world.release_lease(lease)
-        raise
-    if kept is None and late is not None:
-        return Advance(state, decision, tuple(sent), appended, late)
-    return _advanced(state, decision, tuple(sent), appended, kept, alone, also, deferred)
+        self.dispatch_leases += sending
+        if lost and self.retries < _RETRIES_AFTER_LOSS:
+            # Another process took refills this look chose for its own ends (that look, on
+            # another view of the log, paired them with its ends, which this look left to
+            # it): record the decision now and decide again, taking as many of the left
+            # branches as were lost.
+            self.retries += 1
+            self.retry = lost
+        leased_now = False
+        if leased and self.kept is None:
+            self.kept, leased = leased[0], leased[1:]
+            leased_now = True
+        self.others += leased
+        self.others_alone += [False] * len(leased)
+        return leased_now
+
+    def rides(self, decision: Decision, leased_now: bool) -> bool:
+        """Whether ``decision`` rides with the attempt this round kept instead of being
+        appended: asked for (``defer``), the decision's rider, and ours alone."""
+        kept = self.kept
+        return (
+            self.keeping is not None
+            and self.keeping.defer
+            and leased_now
+            and kept is not None
+            # Token 1: the step's lease had never been held, so nobody has run any of its
+            # attempts (a lease's tokens only grow, from 1); the attempt is ours alone.
+            and kept[1].token == 1
+            and not self.retry
+            and decision.rider == kept[0]
+        )
+
+    def record(self, decision: Decision) -> bool:
+        """Append ``decision`` and fold it; whether another round would decide nothing new."""
+        tracker = self.tracker
+        last = tracker.last_sequence
+        decided_at = self.state.event_count
+        # The decider acts on its own decision (next round, dispatch below): only the end of
+        # the run needs the scheduler (it archives the run). (``done`` with events: they end
+        # the run.)
+        recorded = self.world.append_batch(
+            tracker.run_id, list(decision.events), signal=decision.done
+        )
+        new = [event for event in recorded if event.sequence > last]
+        self.appended += len(new)
+        tracker.fold(recorded)
+        # Folded contiguously: the tracker is as current as a read right after the append.
+        contiguous = bool(recorded) and tracker.last_sequence >= max(e.sequence for e in recorded)
+        settled = decision.last_round
+        # A worker's look acts on its own process's commits (another thread's commit
+        # meanwhile asks it to look again): what other processes appended in between is
+        # theirs to act on, each looking after its own commit. So a decision of branch ends
+        # and refills is not read past and decided again.
+        mine_only = self.keeping is not None and settled and not self.retry
+        self.state = tracker.state() if contiguous or mine_only else tracker.catch_up()
+        self.note_alone(new)
+        if self.retry:
+            for path in list(self.left)[: self.retry]:
+                del self.left[path]
+            self.retry = 0
+            return False
+        # Nothing but schedules (and the start of a parallel step, whose branches the same
+        # decision scheduled): the steps decided on are now in flight and settle nothing, so
+        # deciding again would find nothing new.
+        if not new or decision.in_flight_only:
+            return True
+        # Branch ends and the schedules they made room for, and nothing folded since the
+        # decision but what it recorded (or only what is others' to act on): another round
+        # would decide nothing of ours.
+        return mine_only or (
+            contiguous and tracker.last_sequence == decided_at + len(new) and settled
+        )
+
+    def note_alone(self, new: Sequence[Event]) -> None:
+        """Which kept attempts are ours alone after an append that recorded ``new``.
+
+        Ours alone only if nobody ever held the step's lease (token 1: a lease's tokens only
+        grow, from 1) -- whoever appended its StepScheduled. A schedule that merely follows
+        our last sequence may be a sweep's, whose worker may have run the attempt before we
+        took the lease."""
+        recorded = {event.occurrence_id for event in new}
+        if self.kept is not None and not self.alone:
+            dispatch, lease = self.kept
+            self.alone = lease.token == 1 and schedule_occurrence(dispatch) in recorded
+        self.others_alone = [
+            mine or (lease.token == 1 and schedule_occurrence(dispatch) in recorded)
+            for (dispatch, lease), mine in zip(self.others, self.others_alone, strict=True)
+        ]
+
+    def send(self) -> Advance:
+        """Send the attempts waiting to start that this process has not offered lately.
+
+        One lease round trip per attempt this process has not offered lately, not per
+        pending attempt per look (a wide fan-out would otherwise cost O(branches) calls per
+        commit). A worker's look offers only what it decided itself: what another process
+        scheduled is that process's to run or send (it holds the dispatch lease when it
+        keeps an attempt), and if it died first, the scheduler's sweep sends it. Other looks
+        (the client's, the scheduler's) offer every attempt waiting to start.
+        """
+        decision, ctx, tracker = self.decision, self.tracker.context, self.tracker
+        if decision is None or ctx is None or not decision.dispatch:
+            return self.advance()
+        waiting = decision.dispatch
+        if self.keeping is not None:
+            waiting = tuple(d for d in waiting if d in self.decided)
+        fresh = tracker.offers.claim(waiting, self.settings.dispatch_resend_after)
+        if not fresh:
+            return self.advance()
+        narrowed = dataclasses.replace(decision, dispatch=tuple(fresh))
+        keep = self.keeping.accepts if self.keeping is not None and self.kept is None else None
+        try:
+            sent, late = dispatch_won(
+                self.world,
+                self.queue,
+                self.settings,
+                ctx,
+                self.state,
+                narrowed,
+                holder=self.holder,
+                keep=keep,
+            )
+        except BaseException:
+            tracker.offers.unclaim(fresh)
+            self.release(unclaim=False)
+            raise
+        if self.kept is None and late is not None:
+            return Advance(self.state, decision, tuple(sent), self.appended, late)
+        return self.advance(tuple(sent))
+
+    def release(self, *, unclaim: bool) -> None:
+        """Give back what this look kept (it fails): the kept attempts' step leases (and,
+        ``unclaim``, their offers: the next look sends them now) and the dispatch leases."""
+        for dispatch, lease in ([self.kept] if self.kept is not None else []) + self.others:
+            if unclaim:
+                self.tracker.offers.unclaim([dispatch])
+            self.world.release_lease(lease)
+        for lease in self.dispatch_leases:
+            self.world.release_lease(lease)
+
+    def advance(self, sent: tuple[StepDispatch, ...] = ()) -> Advance:
+        """What this look did, for its caller."""
+        if self.kept is None:
+            return Advance(self.state, self.decision, sent, self.appended)
+        also = tuple(
+            KeptAttempt(dispatch, lease, mine)
+            for (dispatch, lease), mine in zip(self.others, self.others_alone, strict=True)
+        )
+        dispatch, lease = self.kept
+        return Advance(
+            self.state,
+            self.decision,
+            sent,
+            self.appended,
+            dispatch,
+            self.alone,
+            lease,
+            self.deferred,
+            also,
+        )
 
 
-#: A decision of nothing but these puts steps in flight and settles none: ``decide`` starts
-#: a parallel step's attempt itself, and schedules its branches in the same call.
-_IN_FLIGHT_TYPES: Final = SCHEDULE_EVENT_TYPES | {"StepAttemptStarted"}
 #: Rounds a look decides again after another process took refills it chose.
 _RETRIES_AFTER_LOSS: Final = 2
-#: A decision of nothing but these leaves nothing for another round to decide: ``decide``
-#: refills the slots of the branches it ends, and ends their group, in the same call.
-_SETTLED_IN_ONE_ROUND: Final = SCHEDULE_EVENT_TYPES | BRANCH_END_TYPES
-
-
-def _ends_run(decision: Decision) -> bool:
-    return any(event.type in RUN_END_EVENT_TYPES for event in decision.events)
-
-
-def _advanced(
-    state: RunState,
-    decision: Decision | None,
-    sent: tuple[StepDispatch, ...],
-    appended: int,
-    kept: tuple[StepDispatch, Lease] | None,
-    alone: bool,
-    also: tuple[KeptAttempt, ...] = (),
-    deferred: tuple[EventInput, ...] = (),
-) -> Advance:
-    if kept is None:
-        return Advance(state, decision, sent, appended)
-    return Advance(state, decision, sent, appended, kept[0], alone, kept[1], deferred, also)

@@ -126,7 +126,7 @@ class RunTracker:
         # Recorded events past the first gap in what was folded, by sequence.
         self._ahead: dict[int, Event | UndecodedEvent] = {}
         # Branch paths (``fan[k]``) in which this process recorded a StepCompleted whose
-        # branch end is not folded yet: their refills are this process's (keeping.leave_refills).
+        # branch end is not folded yet: their refills are this process's (own_ends).
         self._own_ends: set[str] = set()
         # (type, recordedAt) of the last event folded: the read after it checks the log
         # still holds it (see _read_new).
@@ -304,7 +304,7 @@ class RunTracker:
     def fold(self, events: Sequence[Event], *, own: bool = False) -> None:
         """Fold those of ``events`` that directly follow the folded ones (the rest is read
         again by the next catch-up). ``own``: this process's attempt appended them (its
-        commits' branch ends are its own to refill, see :meth:`foreign_ends`)."""
+        commits' branch ends are its own to refill, see :meth:`own_ends`)."""
         with self._lock:
             if self._broken:
                 self._forget_folded()  # (these then wait past the gap for the next read)
@@ -316,12 +316,12 @@ class RunTracker:
                             self._own_ends.update(branch_paths(path))
             self._fold_next(events)
 
-    def foreign_ends(self, branch_paths: Sequence[str]) -> set[str]:
-        """Those of ``branch_paths`` (branches a decision records as ended) that another
-        process's commit ended (this process's own are forgotten once their end is folded)."""
+    def own_ends(self) -> frozenset[str]:
+        """The branches in which this process committed a step whose branch end is not folded
+        yet: the refills of their ends are this process's (``Claims.own_ends``; forgotten
+        once the end is folded)."""
         with self._lock:
-            own = self._own_ends
-            return {path for path in branch_paths if path not in own}
+            return frozenset(self._own_ends)
 
     def _fold_next(self, events: Sequence[Event | UndecodedEvent]) -> None:
         """Fold the run of ``events`` that continues the folded sequence without a gap.

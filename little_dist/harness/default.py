@@ -3,9 +3,10 @@
 * ``execute_step``: records ``harness.execute_step.started``, then by ``step.uses``:
   ``ai.generate`` runs the tool loop (:mod:`.ai_generate`); ``tool.call`` calls
   ``with.tool`` from ``ctx.tools`` with the resolved step input as arguments (recorded as a
-  tool call with caller ``code``, memoized); ``code.run`` is refused as upstream refuses it
-  (a custom harness for ``worker.code-run`` may run it); ``decision``/``parallel`` are the
-  engine's and are refused. Then ``harness.execute_step.succeeded``.
+  tool call with caller ``code``, memoized); ``code.run`` runs its pinned TypeScript with Deno
+  in the kernel sandbox (:mod:`little_dist.sandbox.code_run`; upstream's default harness
+  refuses it for want of an isolated runtime, which this is); ``decision``/``parallel`` are
+  the engine's and are refused. Then ``harness.execute_step.succeeded``.
 * ``fix_step``: the fixer loop; ``plan``/``orchestrate``: one model loop (:mod:`.fixer`).
 
 The harness does not validate or repair outputs, and records no session events: the
@@ -19,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from little_dist.harness.ai_generate import run_ai_generate
+from little_dist.harness.code_run import run_code_step
 from little_dist.harness.errors import HarnessConfigError
 from little_dist.harness.fixer import run_fix_step, run_model_task
 from little_dist.harness.model_calls import Completion
@@ -35,33 +37,7 @@ from little_dist.harness.types import (
     PlanTask,
 )
 
-__all__ = ["DefaultHarness", "code_run_refusal"]
-
-
-def code_run_refusal(step: Mapping[str, Any]) -> HarnessConfigError:
-    """Upstream's refusal of ``code.run`` (after checking the sandbox policy's shape)."""
-    step_id = step.get("id")
-    config = step.get("with")
-    sandbox = config.get("sandbox") if isinstance(config, Mapping) else None
-    if not isinstance(sandbox, Mapping):
-        return HarnessConfigError(f"Workflow code.run step '{step_id}' requires a sandbox policy.")
-    unsupported = [key for key in sandbox if key not in ("network", "env", "fs")]
-    if unsupported:
-        return HarnessConfigError(
-            f"Workflow code.run step '{step_id}' has unsupported sandbox keys: "
-            f"{', '.join(unsupported)}."
-        )
-    for key in ("network", "env", "fs"):
-        value = sandbox.get(key, "deny" if key != "network" else None)
-        if value != "deny" and value is not False:
-            return HarnessConfigError(
-                f"Workflow code.run step '{step_id}' only supports sandbox.{key} deny."
-            )
-    return HarnessConfigError(
-        f"Workflow code.run step '{step_id}' cannot safely execute code.run in the default "
-        "workflow harness. The declared sandbox.env/fs/network deny policy requires an "
-        "isolated runtime."
-    )
+__all__ = ["DefaultHarness"]
 
 
 class DefaultHarness:
@@ -100,7 +76,7 @@ class DefaultHarness:
         elif uses == "tool.call":
             output = self._tool_step(task, ctx)
         elif uses == "code.run":
-            raise code_run_refusal(step)
+            output = run_code_step(step, task.step_input)
         else:
             raise HarnessConfigError(
                 f"step '{step.get('id')}' uses {uses!r}: the engine evaluates it, not a harness"

@@ -96,7 +96,7 @@ def orchestration_request(definition: WorkflowDefinition, run_input: Any) -> Orc
         "workerHarness": {"harnessId": definition.snapshot().worker_config.harness_id},
         "secrets": [],
         "network": {"default": "deny", "allow": []},
-        "bash": {"enabled": False},
+        "bash": definition.bash.normalized(),
     }
     structure = concrete_input_structure(run_input)
     snapshot = definition.snapshot().to_json()

@@ -9,6 +9,7 @@ from __future__ import annotations
 from little_dist.scheduling.decide import decide
 from little_dist.scheduling.types import (
     DEFAULT_MAX_CRASH_RETRIES,
+    Claims,
     Decision,
     DispatchKind,
     DispatchRole,
@@ -18,6 +19,7 @@ from little_dist.scheduling.types import (
 
 __all__ = [
     "DEFAULT_MAX_CRASH_RETRIES",
+    "Claims",
     "Decision",
     "DispatchKind",
     "DispatchRole",

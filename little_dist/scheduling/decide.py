@@ -9,22 +9,28 @@ failed for good ends the run: ``RunCompleted{workflowVersionId, output, outputRe
 terminalStepPath}`` — the terminal step's output, validated against the workflow output
 schema — or ``RunFailed{workflowVersionId, error}``; both with occurrence id ``run-end``.
 
-Pure and deterministic: the same state gives the same events with the same occurrence ids.
+With :class:`~little_dist.scheduling.types.Claims` (a fleet worker's look), the refills
+another owner holds are left out, and the decision says which attempt its events may ride
+with (:attr:`Decision.rider`): what runs next is decided here, and the caller applies it.
+
+Pure and deterministic: the same state (and claims) gives the same events with the same
+occurrence ids.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
 
 from little_dist import occurrences
+from little_dist.events import SCHEDULE_EVENT_TYPES, EventInput
 from little_dist.run_state import RunState
 from little_dist.scheduling.drive import drive_scope
 from little_dist.scheduling.env import Env
 from little_dist.scheduling.parallel import drive_parallel
 from little_dist.scheduling.settle import FrontierItem, ScopeOutcome
 from little_dist.scheduling.step_graph import plan_for, schema_error
-from little_dist.scheduling.types import Decision, RunContext
+from little_dist.scheduling.types import Claims, Decision, RunContext, StepDispatch
 
 __all__ = ["decide"]
 
@@ -88,20 +94,54 @@ def _complete_run(env: Env, outcome: ScopeOutcome) -> Decision:
     return Decision(tuple(env.events), (), True)
 
 
-def decide(ctx: RunContext, state: RunState) -> Decision:
+#: Branch ends: a decision that records them besides one attempt's schedule may still ride
+#: with that attempt's first append (a fan-out's refill).
+_BRANCH_ENDS: Final = frozenset({"ParallelBranchCompleted", "ParallelBranchFailed"})
+#: What a decision records that only puts work in flight (:attr:`Decision.in_flight_only`):
+#: a parallel step's attempt starts in the call that schedules its branches.
+_IN_FLIGHT: Final = SCHEDULE_EVENT_TYPES | {"StepAttemptStarted"}
+#: What a decision records that leaves nothing for another call (:attr:`Decision.last_round`).
+_LAST_ROUND: Final = SCHEDULE_EVENT_TYPES | _BRANCH_ENDS
+
+
+def _rider(events: Sequence[EventInput], scheduled: Sequence[StepDispatch]) -> StepDispatch | None:
+    """The attempt ``events`` may ride with: the one attempt they schedule, when they record
+    nothing else but branch ends and the scheduling of branches that hold it."""
+    if len(scheduled) != 1:
+        return None
+    rider = scheduled[0]
+    path = rider.step_path
+    for event in events:
+        kind = event.type
+        if kind in _BRANCH_ENDS:
+            continue
+        if kind == "StepScheduled":
+            if event.payload.get("stepPath") != path:
+                return None
+        elif kind == "ParallelBranchScheduled":
+            branch = event.payload.get("branchPath")
+            if not isinstance(branch, str) or not path.startswith(branch + "."):
+                return None
+        else:
+            return None
+    return rider
+
+
+def decide(ctx: RunContext, state: RunState, claims: Claims | None = None) -> Decision:
     """The events to append (in order, each with an occurrence id) and the attempts to
     dispatch for the run ``ctx.run_id`` in ``state``.
 
     ``dispatch`` lists every attempt that is due and not started — including those an
     earlier call scheduled — so a restarted caller re-dispatches what it had lost; callers
-    skip the ones they already sent.
+    skip the ones they already sent. ``claims``: the refills another owner holds, which the
+    decision leaves out (:attr:`Decision.left`); none by default.
     """
     if state.status in ("completed", "failed"):
         return _DONE
     if state.status != "running":
         return _NOTHING
     plan = plan_for(ctx.version)
-    env = Env(ctx, plan, state)
+    env = Env(ctx, plan, state, claims)
     if ctx.cancel_requested:
         return _fail_run(
             env,
@@ -127,4 +167,17 @@ def decide(ctx: RunContext, state: RunState) -> Decision:
         return _fail_run(env, run.error)
     if run.kind == "done":
         return _complete_run(env, run.outcome)
-    return Decision(tuple(env.events), tuple(env.dispatch), False, env.held_back)
+    events = tuple(env.events)
+    scheduled = tuple(env.scheduled)
+    kinds = {event.type for event in events}
+    return Decision(
+        events,
+        tuple(env.dispatch),
+        False,
+        env.held_back,
+        scheduled,
+        tuple(env.left),
+        _rider(events, scheduled),
+        in_flight_only=kinds <= _IN_FLIGHT,
+        last_round=kinds <= _LAST_ROUND,
+    )

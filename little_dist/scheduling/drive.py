@@ -136,10 +136,13 @@ def schedule_worker(env: Env, item: FrontierItem) -> None:
     """``StepScheduled`` for a new step; a dispatch for an attempt due and not started."""
     if item.state == "running":
         return
+    new = False
     if item.state == "new":
+        before = len(env.events)
         emit_scheduled(env, item.step, item.path)
+        new = len(env.events) > before  # (not a repeat within this call)
     assert item.next is not None
-    env.send(item.step, item.path, item.next.attempt, item.next.kind)
+    env.send(item.step, item.path, item.next.attempt, item.next.kind, new=new)
 
 
 def drive_scope(

@@ -24,7 +24,7 @@ from little_dist.scheduling.context import (
 )
 from little_dist.scheduling.policy import GiveUp, NextAttempt, next_action
 from little_dist.scheduling.step_graph import StepPlan, WorkflowPlan
-from little_dist.scheduling.types import DispatchKind, RunContext, StepDispatch
+from little_dist.scheduling.types import Claims, DispatchKind, RunContext, StepDispatch
 
 __all__ = ["Env", "Virtual", "VirtualAttempt"]
 
@@ -77,6 +77,8 @@ class Env:
     ctx: RunContext
     plan: WorkflowPlan
     state: RunState
+    #: Refills another owner holds (see :class:`~little_dist.scheduling.types.Claims`).
+    claims: Claims | None = None
     overlay: dict[str, StepView] = field(default_factory=dict)
     events: list[EventInput] = field(default_factory=list)
     dispatch: list[StepDispatch] = field(default_factory=list)
@@ -85,6 +87,10 @@ class Env:
     emit_calls: int = 0
     #: Branches held back by ``ctx.max_in_flight`` (see :attr:`Decision.held_back`).
     held_back: int = 0
+    #: The dispatches whose ``StepScheduled`` this call emitted (:attr:`Decision.scheduled`).
+    scheduled: list[StepDispatch] = field(default_factory=list)
+    #: Branches left to their owners under ``claims`` (:attr:`Decision.left`).
+    left: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         steps = self.state.steps
@@ -108,17 +114,21 @@ class Env:
             EventInput(type=event_type, payload=payload, occurrence_id=occurrence_id)
         )
 
-    def send(self, step: StepPlan, path: str, attempt: int, kind: DispatchKind) -> None:
-        self.dispatch.append(
-            StepDispatch(
-                run_id=self.ctx.run_id,
-                step_path=path,
-                step_id=step.id,
-                attempt=attempt,
-                role="fixer" if kind == "fix_step" else "worker",
-                kind=kind,
-            )
+    def send(
+        self, step: StepPlan, path: str, attempt: int, kind: DispatchKind, *, new: bool = False
+    ) -> None:
+        """Dispatch an attempt; ``new``: this call emitted its ``StepScheduled``."""
+        dispatch = StepDispatch(
+            run_id=self.ctx.run_id,
+            step_path=path,
+            step_id=step.id,
+            attempt=attempt,
+            role="fixer" if kind == "fix_step" else "worker",
+            kind=kind,
         )
+        self.dispatch.append(dispatch)
+        if new:
+            self.scheduled.append(dispatch)
 
     def policy(self, step: StepPlan, view: StepView) -> NextAttempt | GiveUp:
         return next_action(

@@ -73,6 +73,9 @@ class Tally:
     fatal_at: int = -1
     first_failure_at: int = -1
     results: dict[int, BranchResult] = field(default_factory=dict)
+    # The branches whose end this call recorded, in the order it recorded them (branch
+    # order): the slots the call's new branches refill (see ``Claims``).
+    ended: list[str] = field(default_factory=list)
     # With the cache: the walk whose recorded failures are not in results yet, and the memo
     # that may hold the results of branches completed by earlier calls.
     recorded: Walk | None = None
@@ -121,6 +124,7 @@ def _advance(
         tally.in_flight += 1
     else:
         record_branch_end(env, group, branch, result)
+        tally.ended.append(branch.branch_path)
         tally.settle(result)
 
 
@@ -134,18 +138,37 @@ def _schedule(
 ) -> None:
     """Schedule unscheduled branches in item order while below ``maxConcurrency`` (and the
     engine's ``max_in_flight``). ``waiting``: how many branches ``unscheduled`` holds; the
-    ones ``max_in_flight`` alone keeps back are counted in ``env.held_back``."""
+    ones ``max_in_flight`` alone keeps back are counted in ``env.held_back``.
+
+    Under ``env.claims``, a branch another owner holds (see
+    :class:`~little_dist.scheduling.types.Claims`) is left: not recorded, not driven, counted
+    in flight (its owner schedules it) and in ``env.left``.
+    """
     config = group.step.parallel
     assert config is not None
     fail_fast = config.failure_mode == "fail_fast"
     declared = config.max_concurrency
     cap = env.ctx.max_in_flight
     window = declared if cap is None or cap >= declared else max(cap, 1)
+    claims = env.claims
+    ends = tally.ended
+    ended = len(ends)  # (branches scheduled and ended below free no slot of an owner's)
+    paired = 0
     scheduled = 0
     for branch in unscheduled:
         if tally.stopped(fail_fast=fail_fast) or tally.in_flight >= window:
             break
         scheduled += 1
+        if claims is not None:
+            if branch.branch_path in claims.left:
+                theirs = True
+            else:
+                theirs = paired < ended and ends[paired] not in claims.own_ends
+                paired += 1
+            if theirs:
+                env.left.append(branch.branch_path)
+                tally.in_flight += 1
+                continue
         env.emit(
             "ParallelBranchScheduled",
             {

@@ -3,11 +3,15 @@
 These are plain immutable data: the in-process runner and the fleet scheduler build a
 :class:`RunContext` once per run, hand it with a folded
 :class:`~little_dist.run_state.RunState` to :func:`~little_dist.scheduling.decide`, append
-``Decision.events`` and send one task per ``Decision.dispatch`` entry.
+``Decision.events`` and send one task per ``Decision.dispatch`` entry. A caller that shares
+the run's fan-outs with other processes (a fleet worker's look) also says which refills are
+others' (:class:`Claims`), and reads back what the decision left to them and which attempt it
+may ride with (:attr:`Decision.left`, :attr:`Decision.rider`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Set
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
@@ -16,6 +20,7 @@ from little_dist.events import EventInput
 
 __all__ = [
     "DEFAULT_MAX_CRASH_RETRIES",
+    "Claims",
     "Decision",
     "DispatchKind",
     "DispatchRole",
@@ -87,6 +92,30 @@ class StepDispatch:
 
 
 @dataclass(frozen=True)
+class Claims:
+    """Which refills belong to another owner: ``decide`` leaves them out for it.
+
+    A parallel step refills the slot each branch end frees with the next unscheduled branch.
+    When several processes decide on the same run, each refill is the business of the process
+    whose commit ended the branch (it runs the refill in the slot that freed it): the others
+    neither record nor dispatch it, and count it as in flight, so that they schedule nothing
+    in its place.
+
+    - ``own_ends``: the branches (``fan[a]``, nested ones too) whose end the caller refills.
+      Within a parallel group, the i-th branch a decision schedules goes with the i-th end it
+      records (both in branch order); if that end is not in ``own_ends``, the branch is left.
+      A branch beyond the ends fills room an earlier decision left and is anyone's.
+    - ``left``: branches an earlier decision of the same caller left, left again while they
+      are unscheduled (and not paired with an end).
+
+    ``decide`` without claims leaves nothing (every refill is the caller's).
+    """
+
+    own_ends: Set[str] = frozenset()
+    left: Set[str] = frozenset()
+
+
+@dataclass(frozen=True)
 class Decision:
     """What to do next for one run.
 
@@ -98,9 +127,29 @@ class Decision:
     counts the branches parallel steps would schedule now under their ``maxConcurrency`` but
     did not, because of :attr:`RunContext.max_in_flight` (the backlog the fleet reports for
     autoscaling).
+
+    What a caller deciding with :class:`Claims` (or keeping attempts for itself) reads:
+    ``scheduled`` lists the attempts of ``dispatch`` whose ``StepScheduled`` is among
+    ``events`` (new this decision, in the same order); ``left`` the branches the claims made
+    it leave to their owners, in branch order per group; ``rider`` is the attempt these
+    events may be recorded with, in that attempt's first append, instead of on their own:
+    set when the decision records nothing but branch ends and that one attempt's schedule
+    (its ``StepScheduled`` and the ``ParallelBranchScheduled`` of branches that hold it).
+
+    What a caller deciding in rounds (decide, append, decide again) reads to stop:
+    ``in_flight_only``: the events only put work in flight (schedules, a parallel step's
+    start and its group); they settle nothing, so another call finds nothing new in them.
+    ``last_round``: the events only schedule and end branches; ``decide`` refills the slots
+    of the branches it ends, and ends their group, in the same call, so another call on
+    exactly these events folded decides nothing new.
     """
 
     events: tuple[EventInput, ...]
     dispatch: tuple[StepDispatch, ...]
     done: bool
     held_back: int = 0
+    scheduled: tuple[StepDispatch, ...] = ()
+    left: tuple[str, ...] = ()
+    rider: StepDispatch | None = None
+    in_flight_only: bool = False
+    last_round: bool = False

@@ -1,0 +1,88 @@
+"""``code.run`` in the default harness: the step's program, and a fixer's repair of it, run in
+the kernel sandbox (:mod:`little_dist.sandbox.code_run`).
+
+Upstream's default harness refuses ``code.run`` for want of an isolated runtime; this is one.
+A program that fails (exit code, no JSON output, a sandbox limit) is a retriable
+``step_failed`` — the failure a fixer repairs; a pin mismatch, a bad sandbox policy or a
+machine where the sandbox cannot run is ``runtime_config_error`` (no retry, no fixer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from little_dist.errors import InvalidInputError
+from little_dist.harness.errors import HarnessConfigError, HarnessError
+from little_dist.lwir.step_checks import code_file_digest
+
+__all__ = ["check_code_sandbox", "run_code_step", "run_fixed_code", "runnable_code"]
+
+
+def check_code_sandbox(step: Mapping[str, Any]) -> None:
+    """Upstream's checks of a ``code.run`` step's sandbox policy: every key denied."""
+    step_id = step.get("id")
+    config = step.get("with")
+    sandbox = config.get("sandbox") if isinstance(config, Mapping) else None
+    if not isinstance(sandbox, Mapping):
+        raise HarnessConfigError(f"Workflow code.run step '{step_id}' requires a sandbox policy.")
+    unsupported = [key for key in sandbox if key not in ("network", "env", "fs")]
+    if unsupported:
+        raise HarnessConfigError(
+            f"Workflow code.run step '{step_id}' has unsupported sandbox keys: "
+            f"{', '.join(unsupported)}."
+        )
+    for key in ("network", "env", "fs"):
+        value = sandbox.get(key, "deny" if key != "network" else None)
+        if value != "deny" and value is not False:
+            raise HarnessConfigError(
+                f"Workflow code.run step '{step_id}' only supports sandbox.{key} deny."
+            )
+
+
+def run_code_step(step: Mapping[str, Any], step_input: Any) -> Any:
+    """Run a ``code.run`` step in the kernel sandbox (:mod:`little_dist.sandbox.code_run`).
+
+    A program that fails (exit code, no JSON output, a sandbox limit) is a retriable
+    ``step_failed`` — the failure a fixer repairs; a pin mismatch, a bad policy or a machine
+    where the sandbox cannot run is ``runtime_config_error`` (no retry, no fixer)."""
+    from little_dist.sandbox import SandboxUnavailableError
+    from little_dist.sandbox.code_run import CodeRunError, run_code
+
+    check_code_sandbox(step)
+    step_id = str(step.get("id"))
+    try:
+        return run_code(step.get("with") or {}, step_input, step_id=step_id).output
+    except CodeRunError as exc:
+        raise HarnessError(str(exc), cause_code="step_failed", retriable=True) from exc
+    except (SandboxUnavailableError, InvalidInputError) as exc:
+        raise HarnessConfigError(f"Workflow code.run step '{step_id}': {exc}") from exc
+
+
+def runnable_code(step: Mapping[str, Any]) -> bool:
+    """Whether ``step`` is a ``code.run`` step with an entrypoint among pinned files."""
+    config = step.get("with")
+    if step.get("uses") != "code.run" or not isinstance(config, Mapping):
+        return False
+    files = config.get("files")
+    return isinstance(files, Mapping) and config.get("entrypoint") in files
+
+
+def run_fixed_code(step: Mapping[str, Any], step_input: Any, fixed_source: str) -> Any:
+    """Run a fixer's ``fixed_source`` as the step's entrypoint (pinned here, for this run
+    only: the LWIR stays as it is) and return the program's output."""
+    step_id = step.get("id")
+    if not fixed_source.strip():
+        raise HarnessError(
+            f"the fixer proposed no fixed source for code.run step '{step_id}'",
+            cause_code="step_failed",
+            retriable=True,
+        )
+    config = dict(step["with"])
+    files = dict(config["files"])
+    files[config["entrypoint"]] = {
+        "content": fixed_source,
+        "sha256": code_file_digest(fixed_source),
+    }
+    config["files"] = files
+    return run_code_step({**step, "with": config}, step_input)

@@ -1,0 +1,270 @@
+"""The bash tool's engine: upstream's contract on the kernel sandbox.
+
+Input ``{cmd, cwd?, timeoutMs?}``, output ``{stdout, stderr, exitCode}`` (upstream's
+``bash-tool.ts``). A :class:`BashSession` keeps the working directory and the exported
+variables from one command to the next, as one shell would, though each command runs in a
+fresh sandbox: the session's state (:class:`BashState`) is written by the command's shell on
+exit and read back by the next, and it is plain data, so a resumed session (on this worker or
+another) restores it from the last recorded call instead of running anything again.
+
+Upstream runs an in-memory interpreter; here the commands are real bash with the system's
+tools, isolated by :mod:`little_dist.sandbox`. Differences from upstream that a model sees:
+none in the contract; a command past its time ends with exit code 124 (as upstream's); the
+capabilities ``python: false`` / ``javascript: false`` hide the standard interpreters' names;
+``network`` (an allowlist, or ``true`` for HTTPS GET/HEAD) is enforced by an egress proxy that
+is the sandbox's only route out (:mod:`little_dist.sandbox.egress`): on HTTPS it sees the host,
+not the path or method.
+"""
+
+from __future__ import annotations
+
+import glob
+import math
+import posixpath
+import shlex
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Final
+
+from little_dist.bash_capabilities import BashCapabilities
+from little_dist.errors import InvalidInputError
+from little_dist.sandbox.egress import PROXY_PORT, EgressDecision, EgressPolicy, EgressProxy
+from little_dist.sandbox.limits import DEFAULT_LIMITS, SandboxLimits
+from little_dist.sandbox.mounts import Mount
+from little_dist.sandbox.process import SandboxResult, run_sandboxed
+
+__all__ = [
+    "BASH_INPUT_SCHEMA",
+    "BASH_OUTPUT_SCHEMA",
+    "BashCapabilities",
+    "BashCommand",
+    "BashInputError",
+    "BashSession",
+    "BashState",
+    "parse_bash_input",
+]
+
+BASH_INPUT_SCHEMA: Final = {
+    "type": "object",
+    "properties": {
+        "cmd": {"type": "string"},
+        "cwd": {"type": "string"},
+        "timeoutMs": {"type": "number"},
+    },
+    "required": ["cmd"],
+    "additionalProperties": False,
+}
+BASH_OUTPUT_SCHEMA: Final = {
+    "type": "object",
+    "properties": {
+        "stdout": {"type": "string"},
+        "stderr": {"type": "string"},
+        "exitCode": {"type": "number"},
+    },
+    "required": ["stdout", "stderr", "exitCode"],
+    "additionalProperties": False,
+}
+#: Exit code of a command stopped at its time limit (upstream's, and coreutils' ``timeout``).
+TIMED_OUT: Final = 124
+_STATE_TARGET: Final = "/mnt/.bash-session"
+_PYTHON: Final = ("/usr/bin/python3*", "/usr/bin/python", "/usr/local/bin/python3*")
+_JAVASCRIPT: Final = ("/usr/bin/node*", "/usr/local/bin/node", "/usr/bin/deno")
+# The session's shell: restore the exported variables, enter the working directory, save both
+# on exit (whatever way the command exits), run the command as the script it is.
+_SCRIPT: Final = (
+    '[ -f /mnt/.bash-session/env ] && . /mnt/.bash-session/env; cd -- "$1" || exit 1; '
+    "__little_cmd=$2; shift 2; "
+    "trap 'pwd > /mnt/.bash-session/cwd; export -p > /mnt/.bash-session/env' EXIT; "
+    'eval "$__little_cmd"'
+)
+
+
+# With network on: start the forwarder to the egress proxy (see little_dist.sandbox.egress)
+# and wait until it listens, then the session's shell as above.
+_EGRESS: Final = "/mnt/.egress"
+_EGRESS_PYTHON: Final = "/mnt/.egress-bin/python"
+_WITH_EGRESS: Final = (
+    f"{_EGRESS_PYTHON} {_EGRESS}/forward.py {_EGRESS}/proxy.sock >/dev/null 2>&1 & "
+    "for _ in $(seq 400); do [ -e /tmp/.egress-ready ] && break; sleep 0.005; done; "
+)
+_PROXY = f"http://127.0.0.1:{PROXY_PORT}"
+_PROXY_ENV: Final = {
+    name: _PROXY for name in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")
+}
+
+
+def _python() -> Path:
+    """The system's Python (the forwarder's interpreter), whatever the session hides."""
+    for candidate in ("/usr/bin/python3", "/usr/local/bin/python3"):
+        if Path(candidate).exists():
+            return Path(candidate).resolve()
+    raise BashInputError("bash network access needs python3 in the sandbox's system (/usr)")
+
+
+class BashInputError(InvalidInputError):
+    """A bash call the tool cannot take (the model sees the message as the tool's error)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BashCommand:
+    """One checked call: the command, an optional working directory and time limit."""
+
+    cmd: str
+    cwd: str | None = None
+    timeout_ms: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BashState:
+    """What one command leaves for the next: the working directory and exported variables
+    (``export -p`` lines, as bash prints them)."""
+
+    cwd: str
+    exports: str = ""
+
+    def to_json(self) -> dict[str, str]:
+        return {"cwd": self.cwd, "exports": self.exports}
+
+    @classmethod
+    def from_json(cls, value: Mapping[str, Any]) -> BashState:
+        return cls(cwd=str(value["cwd"]), exports=str(value.get("exports", "")))
+
+
+def parse_bash_input(value: object) -> BashCommand:
+    """Upstream's checks of a bash call's input, with upstream's messages."""
+    if not isinstance(value, Mapping):
+        raise BashInputError("bash input must be an object.")
+    cmd = value.get("cmd")
+    if not isinstance(cmd, str) or not cmd:
+        raise BashInputError("bash input must include a non-empty cmd string.")
+    if "\0" in cmd:
+        raise BashInputError("bash input cmd must not contain NUL bytes.")
+    cwd = value.get("cwd")
+    if cwd is not None and not isinstance(cwd, str):
+        raise BashInputError("bash input cwd must be a string when provided.")
+    timeout = value.get("timeoutMs")
+    if timeout is not None and (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not math.isfinite(timeout)
+        or timeout < 0
+    ):
+        raise BashInputError(
+            "bash input timeoutMs must be a non-negative finite number when provided."
+        )
+    return BashCommand(cmd=cmd, cwd=cwd, timeout_ms=timeout)
+
+
+@dataclass
+class BashSession:
+    """One model's shell over ``mounts``: each :meth:`run` a sandboxed command.
+
+    ``cwd`` (inside a writable mount) is where the first command starts. ``limits`` bound
+    each command; a call's ``timeoutMs`` may only shorten ``wall_seconds``. With ``network``
+    on, the session's commands reach out only through its egress proxy
+    (:mod:`little_dist.sandbox.egress`); :meth:`close` stops it.
+    """
+
+    mounts: Sequence[Mount]
+    cwd: str
+    limits: SandboxLimits = DEFAULT_LIMITS
+    capabilities: BashCapabilities = field(default_factory=BashCapabilities)
+    last: SandboxResult | None = field(default=None, init=False)
+    #: The egress proxy's decisions during the last command (network on only).
+    last_egress: list[EgressDecision] = field(default_factory=list, init=False)
+    _state: BashState = field(init=False)
+    _folder: tempfile.TemporaryDirectory[str] = field(init=False, repr=False)
+    _proxy: EgressProxy | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._state = BashState(cwd=self._checked_cwd(self.cwd, "/"))
+        self._folder = tempfile.TemporaryDirectory(prefix="little-bash-")
+        network = self.capabilities.normalized()["network"]
+        if network is not False:
+            self._proxy = EgressProxy(EgressPolicy.from_network(network))
+
+    @property
+    def state(self) -> BashState:
+        return self._state
+
+    def restore(self, state: BashState) -> None:
+        """Continue from ``state`` (a resumed session's last recorded call)."""
+        self._state = replace(state, cwd=self._checked_cwd(state.cwd, "/"))
+
+    def run(self, value: object) -> dict[str, Any]:
+        """Run one call (upstream's input) and return upstream's output."""
+        command = parse_bash_input(value)
+        cwd = self._state.cwd
+        if command.cwd is not None:
+            cwd = self._checked_cwd(command.cwd, cwd)
+        folder = Path(self._folder.name)
+        (folder / "env").write_text(self._state.exports)
+        (folder / "cwd").unlink(missing_ok=True)
+        limits = self.limits
+        if command.timeout_ms is not None:
+            seconds = max(command.timeout_ms / 1000, 0.001)
+            limits = replace(limits, wall_seconds=min(limits.wall_seconds, seconds))
+        mounts = [*self.mounts, Mount(folder, _STATE_TARGET, writable=True)]
+        script, env = _SCRIPT, None
+        if self._proxy is not None:
+            mounts += [Mount(self._proxy.folder, _EGRESS), Mount(_python(), _EGRESS_PYTHON)]
+            script, env = _WITH_EGRESS + _SCRIPT, _PROXY_ENV
+        result = run_sandboxed(
+            ["bash", "-c", script, "bash", cwd, command.cmd],
+            mounts=mounts,
+            cwd=cwd,
+            env=env,
+            limits=limits,
+            hide=self._hidden(),
+        )
+        self.last = result
+        self.last_egress = [] if self._proxy is None else self._proxy.take_decisions()
+        self._state = self._state_after(folder, cwd)
+        if result.stopped == "timeout":
+            seconds = limits.wall_seconds
+            return {
+                "stdout": result.stdout,
+                "stderr": result.stderr + f"command timed out after {seconds * 1000:.0f} ms\n",
+                "exitCode": TIMED_OUT,
+            }
+        return {"stdout": result.stdout, "stderr": result.stderr, "exitCode": result.exit_code}
+
+    def close(self) -> None:
+        if self._proxy is not None:
+            self._proxy.close()
+        self._folder.cleanup()
+
+    def _state_after(self, folder: Path, cwd: str) -> BashState:
+        try:
+            ended_in = (folder / "cwd").read_text().strip()
+            exports = (folder / "env").read_text()
+        except OSError:  # killed before its EXIT trap ran: the state stays as it was
+            return replace(self._state, cwd=cwd)
+        try:
+            ended_in = self._checked_cwd(ended_in, cwd)
+        except BashInputError:
+            ended_in = cwd  # it left the writable mounts: the next command starts where it did
+        return BashState(cwd=ended_in, exports=exports)
+
+    def _checked_cwd(self, asked: str, current: str) -> str:
+        if "\0" in asked:
+            raise BashInputError("bash input cwd must not contain NUL bytes.")
+        path = posixpath.normpath(posixpath.join(current, asked))
+        writable = [m.target for m in self.mounts if m.writable]
+        if not any(path == target or path.startswith(target + "/") for target in writable):
+            shown = ", ".join(writable) or "none"
+            raise BashInputError(
+                f"cwd must be inside a writable mount ({shlex.quote(asked)} is not; "
+                f"writable: {shown})."
+            )
+        return path
+
+    def _hidden(self) -> tuple[str, ...]:
+        hidden: list[str] = []
+        if not self.capabilities.python:
+            hidden += _PYTHON
+        if not self.capabilities.javascript:
+            hidden += _JAVASCRIPT
+        return tuple(sorted({path for pattern in hidden for path in glob.glob(pattern)}))

@@ -1,0 +1,168 @@
+"""code.run: pinned TypeScript run by Deno in the kernel sandbox (little_dist.sandbox.code_run),
+and through the default harness and a whole run."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from little_dist import define_workflow, model, run_workflow
+from little_dist.errors import InvalidInputError
+from little_dist.lwir.step_checks import code_file_digest
+from little_dist.sandbox import SandboxLimits
+from little_dist.sandbox.code_run import CodeRunError, run_code
+from little_dist.testing import ScriptedModel
+from little_dist.world import LocalWorld
+
+SUM = (
+    "const input = JSON.parse(await new Response(Deno.stdin.readable).text());\n"
+    "console.error('adding', input.a, input.b);\n"
+    "console.log(JSON.stringify({ sum: input.a + input.b }));\n"
+)
+DENIED = {"network": "deny", "env": "deny", "fs": "deny"}
+
+
+def code(source: str, **more: str) -> dict[str, Any]:
+    files = {
+        name: {"content": text, "sha256": code_file_digest(text)} for name, text in more.items()
+    }
+    files["main.ts"] = {"content": source, "sha256": code_file_digest(source)}
+    return {"entrypoint": "main.ts", "files": files, "sandbox": DENIED}
+
+
+def test_the_program_reads_the_input_on_stdin_and_prints_the_output() -> None:
+    result = run_code(code(SUM), {"a": 2, "b": 40})
+    assert result.output == {"sum": 42}
+    assert result.run.isolation == "namespaces" and "adding 2 40" in result.run.stderr
+
+
+def test_local_imports_among_the_pinned_files_work() -> None:
+    lib = "export const double = (n: number): number => n * 2;\n"
+    main = "import { double } from './lib/math.ts';\nconsole.log(JSON.stringify(double(21)));\n"
+    assert run_code(code(main, **{"lib/math.ts": lib}), {}).output == 42
+
+
+@pytest.mark.parametrize(
+    ("source", "refused"),
+    [
+        ("console.log(JSON.stringify(Deno.env.get('HOME')))", "Requires env access"),
+        ("await fetch('https://example.com')", "Requires net access"),
+        ("console.log(await Deno.readTextFile('/etc/passwd'))", "Requires read access"),
+        ("await Deno.writeTextFile('x.txt', 'x')", "Requires write access"),
+        ("new Deno.Command('sh').outputSync()", "Requires run access"),
+    ],
+)
+def test_every_deno_permission_is_denied(source: str, refused: str) -> None:
+    with pytest.raises(CodeRunError, match=refused):
+        run_code(code(source), {})
+
+
+def test_a_pin_that_does_not_match_runs_nothing() -> None:
+    config = code("console.log('1')")
+    config["files"]["main.ts"]["content"] = "console.log('2')"
+    with pytest.raises(InvalidInputError, match="does not match its pinned sha256"):
+        run_code(config, {})
+
+
+@pytest.mark.parametrize("name", ["../main.ts", "/abs.ts", "a/../../b.ts", "a\\b.ts"])
+def test_unsafe_file_paths_are_refused(name: str) -> None:
+    config = code("console.log('1')", **{name: "x"})
+    with pytest.raises(InvalidInputError, match="not a safe relative path"):
+        run_code(config, {})
+
+
+def test_failures_say_what_a_fixer_needs() -> None:
+    with pytest.raises(CodeRunError, match=r"exited with code 1; stderr: .*Error: boom"):
+        run_code(code("throw new Error('boom')"), {})
+    with pytest.raises(CodeRunError, match="one JSON document on stdout; it printed 'hello'"):
+        run_code(code("console.log('hello')"), {})
+
+
+def test_the_sandbox_stops_a_program_that_runs_forever_or_eats_memory() -> None:
+    started = time.monotonic()
+    with pytest.raises(CodeRunError, match=r"stopped by the sandbox \(timeout\)"):
+        run_code(code("while (true) {}"), {}, limits=SandboxLimits(wall_seconds=1.5))
+    assert time.monotonic() - started < 10
+    hog = "const a = []; while (true) a.push(new Array(1e6).fill(1));"
+    with pytest.raises(CodeRunError) as caught:
+        run_code(code(hog), {}, limits=SandboxLimits(memory_bytes=128 * 1024 * 1024))
+    assert caught.value.result is not None and caught.value.result.exit_code != 0
+
+
+def sum_plan(config: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "littleworkflow.dev/v0.1",
+        "kind": "Workflow",
+        "metadata": {"name": "code.sum"},
+        "input": {"schema": {"type": "object"}},
+        "output": {"schema": {"type": "object"}},
+        "permissions": {"models": [], "tools": [], "secrets": [], "network": []},
+        "steps": [
+            {
+                "id": "add",
+                "uses": "code.run",
+                "input": {"a": "{{ input.a }}", "b": "{{ input.b }}"},
+                "with": config,
+                "output": {
+                    "mode": "object",
+                    "schema": {
+                        "type": "object",
+                        "required": ["sum"],
+                        "properties": {"sum": {"type": "number"}},
+                    },
+                },
+            }
+        ],
+    }
+
+
+def test_a_workflow_with_a_code_run_step_runs_end_to_end(tmp_path: Any) -> None:
+    workflow = define_workflow(
+        id="code.sum",
+        input={"type": "object"},
+        output={"type": "object"},
+        model="scripted/none",
+        plan=sum_plan(code(SUM)),
+    )
+    result = run_workflow(workflow, {"a": 5, "b": 6}, world=LocalWorld(tmp_path))
+    assert result.output == {"sum": 11}
+
+
+def test_a_scripted_fixer_repairs_a_failing_program_on_its_second_attempt(
+    tmp_path: Any, scripted_model: ScriptedModel
+) -> None:
+    # The fixer's claimed outputs are wrong on purpose: the repaired program's output counts.
+    (
+        scripted_model.on(step="add")
+        .reply_json({"fixedSource": "console.log('not json')", "output": {"sum": 0}})
+        .reply_json({"fixedSource": SUM, "output": {"sum": -1}})
+    )
+    plan = sum_plan(code("throw new Error('off by one')"))
+    plan["permissions"]["models"] = ["model.fixer"]
+    plan["steps"][0]["onFailure"] = {
+        "fixer": {"model": "model.fixer", "maxAttempts": 2, "system": "Fix the program."}
+    }
+    workflow = define_workflow(
+        id="code.sum",
+        input={"type": "object"},
+        output={"type": "object"},
+        model=model("scripted/fixer", id="model.fixer"),
+        plan=plan,
+    )
+    world = LocalWorld(tmp_path)
+    result = run_workflow(workflow, {"a": 5, "b": 6}, world=world)
+    assert result.output == {"sum": 11}
+    events = world.list_events(result.run_id)
+    fixer_sessions = [
+        e for e in events if e.type == "harness.session.started" and e.payload["role"] == "fixer"
+    ]
+    assert len(fixer_sessions) == 1  # one fix_step attempt, two tries inside it
+    (failed,) = [e.payload["error"]["message"] for e in events if e.type == "StepFailed"]
+    assert "off by one" in failed
+    completed = [e for e in events if e.type == "harness.session.completed"][-1]
+    assert completed.payload["output"]["result"]["fixedSource"] == SUM
+    assert completed.payload["output"]["result"]["attempts"] == 2
+    second_try = scripted_model.calls[1].last_user_text
+    assert "The repaired program failed" in second_try and "one JSON document" in second_try
