@@ -173,4 +173,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    try:
+        raise SystemExit(main())
+    except KeyboardInterrupt:  # (the clone is removed, the running block stopped)
+        print("fresh clone: interrupted", file=sys.stderr)
+        raise SystemExit(130) from None
