@@ -1,11 +1,12 @@
 """What the examples share: the model slot, the offline script, and ``main()``.
 
 Offline by default. When ``LITTLE_MODEL`` is unset, an example's model is
-``scripted/<example>`` — a scripted provider registered with litellm, installed when the
-example module is imported (so ``little run examples.support_triage:workflow`` works
-offline too) — priced as ``openai/gpt-4o-mini`` so the report shows dollars. Set
-``LITTLE_MODEL=openai/gpt-4o-mini`` (and ``OPENAI_API_KEY``), or any litellm model string,
-to run the same workflow on a real model: nothing is scripted then.
+``scripted/<example>`` — a scripted provider registered with litellm, installed for that
+model name when the example module is imported (so ``little run
+examples.support_triage:workflow`` works offline too, and several examples imported into
+one process each answer their own calls) — priced as ``openai/gpt-4o-mini`` so the report
+shows dollars. Set ``LITTLE_MODEL=openai/gpt-4o-mini`` (and ``OPENAI_API_KEY``), or any
+litellm model string, to run the same workflow on a real model: nothing is scripted then.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import json
 import os
 import shutil
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -49,13 +51,15 @@ def model_slot(example: str, description: str = "") -> ModelSlot:
     return model(os.environ[MODEL_ENV].strip(), id=SLOT, description=description)
 
 
-def install_script(build: Callable[[], Any]) -> Any:
-    """Build and install the example's :class:`~little_dist.testing.ScriptedModel` when
-    offline; ``None`` (nothing installed) when a real model is configured."""
+def install_script(example: str, build: Callable[[], Any]) -> Any:
+    """Build and install the example's :class:`~little_dist.testing.ScriptedModel` for its
+    own model, ``scripted/<example>``, when offline (so several examples imported into one
+    process, or one worker, each answer their own calls); ``None`` (nothing installed) when a
+    real model is configured."""
     if not offline():
         return None
     script = build()
-    script.install()
+    script.install(model=example)
     return script
 
 
@@ -67,29 +71,74 @@ def main(
     planned: WorkflowDefinition,
     sample_input: Any,
 ) -> int:
-    """Run an example once on the local world and print what happened."""
-    parser = argparse.ArgumentParser(prog=f"python -m examples.{name}")
+    """Run an example once on the local world and print what happened.
+
+    The run id is printed first (on stderr), so a run stopped part way (Ctrl-C, a crash) can
+    be resumed with ``--run-id``. A bad ``--input`` (unreadable, not JSON, not matching the
+    input schema), a bad ``--run-id``, a failed run and Ctrl-C each end with one line on
+    stderr and a non-zero exit: 2 for usage errors, 1 for invalid input or a failed run, 130
+    for Ctrl-C.
+    """
+    prog = f"python -m examples.{name}"
+    parser = argparse.ArgumentParser(prog=prog)
     parser.add_argument(
         "--planner",
         action="store_true",
         help="let the planner design the workflow instead of using the fixed plan",
     )
     parser.add_argument("--data-dir", default=".little-workflow", help="LocalWorld directory")
-    parser.add_argument("--input", help="run input as JSON (default: a built-in sample)")
+    parser.add_argument(
+        "--input",
+        metavar="FILE|JSON",
+        help=f"run input: a JSON file or inline JSON (default: examples/inputs/{name}.json)",
+    )
+    parser.add_argument("--run-id", metavar="ID", help="resume (or read back) this run")
     args = parser.parse_args(argv)
+    from little_dist.cli.json_input import read_input
+    from little_dist.cli.run_problems import UsageProblem, one_line
+    from little_dist.errors import InvalidInputError
+    from little_dist.ids import validate_run_id
+    from little_dist.local_runner import new_run_id
     from little_dist.world.local import LocalWorld
 
+    def fail(message: str, code: int) -> int:
+        print(f"{prog}: {one_line(message)}", file=sys.stderr, flush=True)
+        return code
+
     workflow = planned if args.planner else fixed
-    run_input = sample_input if args.input is None else json.loads(args.input)
-    where = "scripted model (offline)" if offline() else os.environ[MODEL_ENV]
-    print(f"Running {workflow.id} on {where} ...", file=sys.stderr)
     try:
-        result: RunResult = run_workflow(
-            workflow, run_input, world=LocalWorld(args.data_dir), max_workers=4
+        run_input = sample_input if args.input is None else read_input(args.input)
+    except UsageProblem as problem:
+        return fail(str(problem), 2)
+    try:
+        workflow.validate_input(run_input)
+    except InvalidInputError as error:
+        return fail(str(error), 1)
+    run_id = args.run_id or new_run_id()
+    try:
+        validate_run_id(run_id)
+    except InvalidInputError as error:
+        return fail(f"--run-id: {error}", 2)
+    where = "scripted model (offline)" if offline() else os.environ[MODEL_ENV]
+    print(f"Running {workflow.id} on {where}: run id {run_id}", file=sys.stderr, flush=True)
+    try:
+        result: RunResult = _interruptible(
+            lambda: run_workflow(
+                workflow, run_input, world=LocalWorld(args.data_dir), run_id=run_id, max_workers=4
+            )
         )
     except RunFailedError as error:
-        print(f"Run {error.run_id} failed: {error}", file=sys.stderr)
-        return 1
+        return fail(f"run {error.run_id} failed: {error}", 1)
+    except InvalidInputError as error:
+        return fail(str(error), 1)
+    except KeyboardInterrupt:
+        resume = f"{prog} --run-id {run_id}"
+        if args.data_dir != ".little-workflow":
+            resume += f" --data-dir {args.data_dir}"
+        fail(f"interrupted; the run is kept, resume it with: {resume}", 130)
+        # Steps in flight are abandoned, not waited for (a model call may take minutes):
+        # what they committed is in the log, and the resumed run redoes the rest.
+        os._exit(130)
     output = result.output
     if hasattr(output, "model_dump"):
         output = output.model_dump(mode="json")
@@ -106,6 +155,27 @@ def main(
         f"      {little} events {result.run_id}{where_flag}   (the event log)",
     )
     return 0
+
+
+def _interruptible(call: Callable[[], RunResult]) -> RunResult:
+    """``call()`` on a daemon thread, so Ctrl-C reaches this (main) thread at once instead
+    of after the runner has waited for the steps in flight."""
+    outcome: list[RunResult] = []
+    failure: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            outcome.append(call())
+        except BaseException as error:  # handed to the main thread as it is
+            failure.append(error)
+
+    thread = threading.Thread(target=target, name="example-run", daemon=True)
+    thread.start()
+    while thread.is_alive():
+        thread.join(0.2)
+    if failure:
+        raise failure[0]
+    return outcome[0]
 
 
 def _little_command() -> str:

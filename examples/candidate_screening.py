@@ -3,6 +3,8 @@
 Run it offline (scripted model, local world)::
 
     python -m examples.candidate_screening
+    little run examples.candidate_screening:workflow \\
+        --input examples/inputs/candidate_screening.json
     python -m examples.candidate_screening --planner   # let the planner design the LWIR
 
 Set ``LITTLE_MODEL=openai/gpt-4o-mini`` (and ``OPENAI_API_KEY``) to use a real model.
@@ -274,7 +276,7 @@ PLAN = _plan(planned_workflow.input_schema, planned_workflow.output_schema)
 #: The workflow ``little run examples.candidate_screening:workflow`` runs: the fixed plan.
 workflow = build_workflow()
 #: The installed offline script (``None`` when ``LITTLE_MODEL`` is set).
-SCRIPT = install_script(build_script)
+SCRIPT = install_script("candidate-screening", build_script)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -3,6 +3,7 @@
 Run it offline (scripted model, local world)::
 
     python -m examples.draft_review
+    little run examples.draft_review:workflow --input examples/inputs/draft_review.json
     python -m examples.draft_review --planner      # let the planner design the LWIR
 
 Set ``LITTLE_MODEL=openai/gpt-4o-mini`` (and ``OPENAI_API_KEY``) to use a real model.
@@ -251,7 +252,7 @@ PLAN = _plan(planned_workflow.input_schema, planned_workflow.output_schema)
 #: The workflow ``little run examples.draft_review:workflow`` runs: the fixed plan.
 workflow = build_workflow()
 #: The installed offline script (``None`` when ``LITTLE_MODEL`` is set).
-SCRIPT = install_script(build_script)
+SCRIPT = install_script("draft-review", build_script)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -4,8 +4,7 @@ Run it offline (scripted model, local world)::
 
     python -m examples.support_triage
     python -m examples.support_triage --planner      # let the planner design the LWIR
-    little run examples.support_triage:workflow --input '{"account_id": "acme-42",
-        "subject": "Invoice export fails", "message": "The CSV export times out."}'
+    little run examples.support_triage:workflow --input examples/inputs/support_triage.json
 
 Set ``LITTLE_MODEL=openai/gpt-4o-mini`` (and ``OPENAI_API_KEY``) to use a real model.
 
@@ -326,7 +325,7 @@ PLAN = _plan(planned_workflow.input_schema, planned_workflow.output_schema)
 #: The workflow ``little run examples.support_triage:workflow`` runs: the fixed plan.
 workflow = build_workflow()
 #: The installed offline script (``None`` when ``LITTLE_MODEL`` is set).
-SCRIPT = install_script(build_script)
+SCRIPT = install_script("support-triage", build_script)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -99,6 +99,25 @@ def test_an_example_workflow_runs_on_the_fleet_as_in_process(fleet_env: FleetEnv
     assert json.loads(out) == local.output.model_dump(mode="json", by_alias=True)
 
 
+def test_one_worker_with_three_example_apps_runs_each_of_them(fleet_env: FleetEnv) -> None:
+    # Each example answers its own scripted model: no app's script takes the others' calls.
+    names = ["support_triage", "candidate_screening", "draft_review"]
+    start_worker(fleet_env, roles=["worker", "fixer"], app=[f"examples.{n}" for n in names])
+    for name in names:
+        result = little(
+            fleet_env,
+            "submit",
+            f"examples.{name}:workflow",
+            "--input",
+            f"examples/inputs/{name}.json",
+            "--wait",
+            "--timeout",
+            "50",
+            "--json",
+        )
+        assert json.loads(_ok(result))["status"] == "completed", name
+
+
 def test_a_workflow_id_is_planned_by_a_planner_worker(fleet_env: FleetEnv) -> None:
     from examples import support_triage
     from little_dist import run_workflow

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import importlib
+import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -28,10 +31,9 @@ def example(
     module = importlib.import_module(f"examples.{request.param}")
     script = module.SCRIPT
     assert script is not None, "the example must install its script when LITTLE_MODEL is unset"
-    # Importing installed it process-wide; scope it to this test instead.
-    script.uninstall()
-    with script.installed():
-        yield module
+    # Importing installed it for the example's own model only: it answers no other test's
+    # calls, and stays installed for the next test that imports the example.
+    yield module
 
 
 def test_the_fixed_plan_runs_offline_and_the_output_validates(example: ModuleType) -> None:
@@ -76,15 +78,11 @@ def test_the_planner_designs_it_offline_and_a_second_run_reuses_it(example: Modu
 def test_examples_loop_and_fan_out_as_described() -> None:
     screening = importlib.import_module("examples.candidate_screening")
     review = importlib.import_module("examples.draft_review")
-    for module in (screening, review):
-        module.SCRIPT.uninstall()
     world = MemoryWorld()
-    with screening.SCRIPT.installed():
-        result = run_workflow(screening.workflow, screening.SAMPLE_INPUT, world=world)
+    result = run_workflow(screening.workflow, screening.SAMPLE_INPUT, world=world)
     branches = {path for path in result.state.steps if path.startswith("screen[")}
     assert branches == {"screen[c-101].score", "screen[c-102].score", "screen[c-103].score"}
-    with review.SCRIPT.installed():
-        result = run_workflow(review.workflow, review.SAMPLE_INPUT, world=world)
+    result = run_workflow(review.workflow, review.SAMPLE_INPUT, world=world)
     visits = sorted(path for path in result.state.steps if ".visit[" in path)
     assert visits == [
         "draft.visit[0]",
@@ -95,6 +93,26 @@ def test_examples_loop_and_fan_out_as_described() -> None:
         "route.visit[1]",
     ]
     assert result.output.review_notes.startswith("All three points")
+
+
+def test_examples_imported_into_one_process_each_answer_their_own_model(tmp_path: Path) -> None:
+    # Each example installs its script for its own model name: importing all three (as a
+    # worker with three --app modules does) leaves every one of them runnable.
+    code = (
+        "import importlib\n"
+        "from little_dist import run_workflow\n"
+        "from little_dist.world.memory import MemoryWorld\n"
+        f"modules = [importlib.import_module('examples.' + n) for n in {EXAMPLES!r}]\n"
+        "for m in modules:\n"
+        "    for wf in (m.workflow, m.planned_workflow):\n"
+        "        r = run_workflow(wf, m.SAMPLE_INPUT, world=MemoryWorld())\n"
+        "        print(m.__name__, r.status)\n"
+    )
+    result = _python(["-c", code])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split("\n")[:-1] == [
+        f"examples.{name} completed" for name in EXAMPLES for _ in range(2)
+    ]
 
 
 @pytest.mark.parametrize("name", EXAMPLES)
@@ -114,3 +132,102 @@ def test_python_dash_m_runs_the_example_and_points_at_the_report(name: str, tmp_
     assert "little report run_" in result.stdout
     assert "little events run_" in result.stdout
     assert (tmp_path / "world" / "events" / "events.db").exists()
+
+
+def _python(args: list[str]) -> subprocess.CompletedProcess[str]:
+    """This interpreter, offline (no ``LITTLE_MODEL``), from the repository root."""
+    env = {key: value for key, value in os.environ.items() if key != "LITTLE_MODEL"}
+    env["PYTHONPATH"] = str(ROOT)
+    return subprocess.run(
+        [sys.executable, *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=300,
+    )
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_the_documented_sample_input_is_the_built_in_one(name: str) -> None:
+    module = importlib.import_module(f"examples.{name}")
+    sample = ROOT / "examples" / "inputs" / f"{name}.json"
+    assert json.loads(sample.read_text(encoding="utf-8")) == module.SAMPLE_INPUT
+    readme = (ROOT / "examples" / "README.md").read_text(encoding="utf-8")
+    assert f"little run examples.{name}:workflow --input examples/inputs/{name}.json" in readme
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "expected"),
+    [
+        (["--input", "{bad"], 2, "--input: invalid JSON at line 1 column 2"),
+        (["--input", "missing.json"], 2, "--input: cannot read missing.json: no such file"),
+        (["--input", '{"topic": 3}'], 1, "invalid input: input: 'audience' is a required"),
+        (["--run-id", "not a run id"], 2, "--run-id: Invalid run id: 'not a run id'"),
+    ],
+    ids=["not-json", "no-file", "schema", "run-id"],
+)
+def test_bad_input_is_one_line_and_a_non_zero_exit(
+    args: list[str], code: int, expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    review = importlib.import_module("examples.draft_review")
+    assert review.main(["--data-dir", str(tmp_path / "w"), *args]) == code
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    last = err.splitlines()[-1]
+    assert last.startswith("python -m examples.draft_review: ") and expected in last
+    assert len(err.splitlines()) == 1
+    assert out == ""
+
+
+@pytest.mark.slow
+def test_ctrl_c_is_one_line_and_the_printed_run_id_resumes_the_run(tmp_path: Path) -> None:
+    world = str(tmp_path / "world")
+    env = {key: value for key, value in os.environ.items() if key != "LITTLE_MODEL"}
+    env["PYTHONPATH"] = str(ROOT)
+    # The model answers slowly, so the interrupt lands while a step is in flight.
+    code = (
+        "import sys, examples.support_triage as m\n"
+        "m.SCRIPT.latency = 30\n"
+        "raise SystemExit(m.main(sys.argv[1:]))\n"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", code, "--data-dir", world],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stderr is not None
+    first = process.stderr.readline()
+    assert "run id run_" in first, first
+    run_id = first.rsplit(" ", 1)[-1].strip()
+    # Wait until a model call is in flight (the tools ran; their events are in the log).
+    from little_dist.world.local import LocalWorld
+
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        reader = LocalWorld(world)
+        try:
+            if any(e.type == "harness.model.called" for e in reader.list_events(run_id)):
+                break
+        except Exception:  # the world is still being created
+            pass
+        finally:
+            reader.close()
+        time.sleep(0.2)
+    else:
+        process.kill()
+        pytest.fail("the run never reached a model call")
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=30)
+    assert process.returncode == 130
+    assert stdout == ""
+    assert stderr.splitlines() == [
+        "python -m examples.support_triage: interrupted; the run is kept, resume it with: "
+        f"python -m examples.support_triage --run-id {run_id} --data-dir {world}"
+    ]
+    resumed = _python(["-m", "examples.support_triage", "--run-id", run_id, "--data-dir", world])
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"run id: {run_id}" in resumed.stdout

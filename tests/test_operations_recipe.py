@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from little_dist.world.redis_s3.keys import KeyLayout
+from scripts.fresh_clone import checked_blocks
 from tests import workflows_for_tests as wf
 from tests.fleet_processes import ROOT, FleetEnv, fleet_env, start_scheduler, start_worker
 
@@ -35,15 +36,6 @@ __all__ = ["fleet_env"]  # the fixture, re-exported for pytest
 OPERATIONS = ROOT / "docs" / "operations.md"
 RECIPE_SECTION = "## A fleet on one machine, without Docker"
 SERVICE_SECTION = "## Start runs from another service"
-
-
-def checked_blocks(markdown: str, section: str) -> list[str]:
-    """The ```bash blocks right after a ``<!-- checked -->`` line, in ``section`` (from its
-    heading to the next ``## `` heading)."""
-    start = markdown.index(section)
-    end = markdown.find("\n## ", start + len(section))
-    body = markdown[start : end if end != -1 else len(markdown)]
-    return re.findall(r"^<!-- checked -->\n```bash\n(.*?)^```$", body, flags=re.S | re.M)
 
 
 def test_the_recipe_has_checked_blocks() -> None:

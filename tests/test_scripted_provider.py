@@ -371,6 +371,31 @@ def test_nested_install_restores_outer_script_and_none_is_clear(litellm: Any) ->
         ask()
 
 
+def test_scripts_installed_per_model_name_answer_side_by_side(litellm: Any) -> None:
+    triage, review, anything = ScriptedModel(), ScriptedModel(), ScriptedModel()
+    triage.otherwise().reply_text("triage", times=None)
+    review.otherwise().reply_text("review", times=None)
+    anything.otherwise().reply_text("anything", times=None)
+
+    def ask(name: str) -> str:
+        response = litellm.completion(model=f"scripted/{name}", messages=user("x"))
+        return str(response.choices[0].message.content)
+
+    with triage.installed(model="triage"), review.installed(model="review"):
+        # The later script does not take over the earlier one's model.
+        assert (ask("triage"), ask("review")) == ("triage", "review")
+        # (other tests' example modules may have installed theirs too)
+        served = r"installed for: [^)]*review, [^)]*triage"
+        with pytest.raises(litellm.BadRequestError, match=served):
+            ask("other")
+        with anything.installed():
+            # A script for every model, installed last, answers them all until removed.
+            assert (ask("triage"), ask("other")) == ("anything", "anything")
+        assert ask("triage") == "triage"
+    with pytest.raises(InvalidInputError, match="name after 'scripted/'"):
+        triage.install(model="scripted/triage")
+
+
 def test_script_file_round_trip(tmp_path: Path) -> None:
     script = ScriptedModel(latency=0.01, cached_share=0.25, call_log=tmp_path / "log.jsonl")
     script.on(step="s", run="run_1").reply_json({"a": 1}, usage=Usage(10, 2, cached=5))

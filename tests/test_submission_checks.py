@@ -370,14 +370,25 @@ def test_plain_lwir_selects_among_the_app_wide_capabilities() -> None:
     doc["metadata"]["name"] = "not.registered"
     with pytest.raises(CapabilityError) as caught:
         submit_run(world, doc, {}, run_id=RUN, registry=registry)
+    # The tool first; then the model slot 'fast', which nothing registers either.
     assert str(caught.value) == (
         "step 'lookup' calls tool 'deleteAll', which the app does not register "
-        "(registered: lookupCustomer)"
+        "(registered: lookupCustomer) (and 1 more)"
     )
     assert world.list_events(RUN) == []
-    # With no model slot bound, slots go to litellm as written (the documented plain LWIR).
+    doc = triage_lwir()
+    doc["metadata"]["name"] = "not.registered"
+    with pytest.raises(CapabilityError) as caught:
+        submit_run(world, doc, {}, run_id=RUN, registry=registry)
+    assert str(caught.value) == (
+        "step 'answer' uses model slot 'fast', which the app does not register (registered: none)"
+    )
+    assert world.list_events(RUN) == []
+    # With no model slot bound, a litellm model string goes to litellm as written (the
+    # documented plain LWIR).
     doc = triage_lwir(c=_own_model)
     doc["metadata"]["name"] = "not.registered"
+    doc["permissions"]["models"].remove("fast")
     submit_run(world, doc, {}, run_id=RUN, registry=registry)
 
 

@@ -16,7 +16,13 @@ if TYPE_CHECKING:
     from little_dist.harness.registry import HarnessRegistry
     from little_dist.harness.types import Harness, HarnessRole, ResolvedModel, SkillDescriptor
 
-__all__ = ["Capabilities", "CapabilityError", "RuntimeConfigError", "merge_capabilities"]
+__all__ = [
+    "Capabilities",
+    "CapabilityError",
+    "RuntimeConfigError",
+    "is_model_string",
+    "merge_capabilities",
+]
 
 
 class RuntimeConfigError(InvalidInputError):
@@ -39,8 +45,9 @@ class Capabilities:
     ``"model.fast"``) to a litellm model string (``"openai/gpt-4o-mini"``,
     ``"scripted/demo"``) or to a :class:`~little_dist.harness.types.ResolvedModel`. Once
     ``models`` binds any slot, those are all there are (:class:`CapabilityError` for another);
-    with none bound, a slot is passed to litellm as written. ``harnesses`` replaces the
-    default harness for some roles (a harness there may return ``DelegateToDefault``);
+    with none bound, a litellm model string naming its provider (``openai/gpt-4o-mini``) is
+    passed to litellm as written, and any other slot is not registered. ``harnesses``
+    replaces the default harness for some roles (a harness there may return ``DelegateToDefault``);
     ``default_harness`` replaces the built-in default itself. ``step_timeout``: seconds one
     step attempt may run before it fails with causeCode ``timeout`` (``None``: the engine's
     setting). ``bash``: the workflow's bash capabilities when it enables the bash tool
@@ -77,11 +84,12 @@ class Capabilities:
 
         if not isinstance(slot_id, str) or not slot_id:
             raise RuntimeConfigError(f"model slot must be a non-empty string, got {slot_id!r}")
-        if self.models and slot_id not in self.models:
+        if slot_id not in self.models and (self.models or not is_model_string(slot_id)):
             # A document selects among the slots its workflow binds; never a model of its own.
+            # With none bound, only a litellm model string goes through as written.
             raise CapabilityError(
                 f"model slot {slot_id!r} is not registered "
-                f"(registered: {', '.join(sorted(self.models))})"
+                f"(registered: {', '.join(sorted(self.models)) or 'none'})"
             )
         bound = self.models.get(slot_id, slot_id)
         if isinstance(bound, ResolvedModel):
@@ -112,6 +120,13 @@ class Capabilities:
         if names is None:
             return {item.name: item for item in self.tools}
         return {name: self.tools[name] for name in names if name in self.tools}
+
+
+def is_model_string(name: str) -> bool:
+    """True for a litellm model string naming its provider (``openai/gpt-4o-mini``): what a
+    step may name when no model slot is registered at all."""
+    provider, _, model = name.partition("/")
+    return bool(provider.strip()) and bool(model.strip())
 
 
 def merge_capabilities(parts: Sequence[Capabilities]) -> Capabilities:

@@ -14,8 +14,10 @@ place a document names a capability is checked here:
 
 Model slots are checked when the capabilities bind any (a workflow always does): a slot
 they do not bind would otherwise be passed to litellm as written, a model of the
-submitter's choosing. Capabilities that bind none (plain LWIR with no app models) keep
-that pass-through.
+submitter's choosing. Capabilities that bind none (plain LWIR with no app models) pass a
+litellm model string that names its provider (``openai/gpt-4o-mini``) through as written;
+any other name (``model.fast``) is a slot nothing registers, refused here before the run
+starts rather than sent to litellm, whose error would surface late and misleading.
 
 :func:`check_grants` refuses a document with one line naming the step and the capability,
 before a submission stores anything; the runtime refuses the same at an attempt
@@ -29,7 +31,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from little_dist.harness.types import DEFAULT_HARNESS_ID
-from little_dist.runtime.capabilities import Capabilities, CapabilityError
+from little_dist.runtime.capabilities import Capabilities, CapabilityError, is_model_string
 
 if TYPE_CHECKING:
     from little_dist.compiler import WorkflowVersion
@@ -91,12 +93,12 @@ def overreach(
     def slot(name: Any, where: str) -> None:
         if (where, repr(name)) in named:
             return
-        # No slot bound at all: slots go to litellm as written (plain LWIR, no app models).
-        if slots and (not isinstance(name, str) or name not in slots):
-            named.add(("permissions.models names", repr(name)))
-            problems.append(
-                f"{where} model slot {name!r}, which {owner} does not register {slot_list}"
-            )
+        # No slot bound at all: a litellm model string ("openai/gpt-4o-mini") goes to litellm
+        # as written (plain LWIR, no app models); a slot name ("model.fast") is unregistered.
+        if isinstance(name, str) and (name in slots if slots else is_model_string(name)):
+            return
+        named.add(("permissions.models names", repr(name)))
+        problems.append(f"{where} model slot {name!r}, which {owner} does not register {slot_list}")
 
     for label, step in _steps(lwir.get("steps")):
         uses = step.get("uses")

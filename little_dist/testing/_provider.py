@@ -1,9 +1,12 @@
 """The litellm side of the scripted model: the ``CustomLLM`` handler and its registration.
 
 litellm keeps custom providers in the process-wide list ``litellm.custom_provider_map``, so
-the scripted provider is process-wide too: one handler, registered once, serving whichever
-:class:`ScriptedModel` was installed last (a stack, so nested ``installed()`` blocks restore
-the outer script). litellm is imported here only, and only when a script is installed.
+the scripted provider is process-wide too: one handler, registered once. Scripts are kept on
+a stack (nested ``installed()`` blocks restore the outer script), each serving every model
+or only the model name it was installed for: a call for ``scripted/<name>`` is answered by
+the most recently installed script that serves ``<name>``, so two example modules imported
+into one process (or a worker with several ``--app`` modules) each answer their own model.
+litellm is imported here only, and only when a script is installed.
 """
 
 from __future__ import annotations
@@ -19,10 +22,11 @@ from little_dist.testing.replies import ERROR_KINDS, Reply, estimate_usage
 if TYPE_CHECKING:
     from little_dist.testing.scripted import ScriptedModel, ScriptedRequest
 
-__all__ = ["active", "import_litellm", "push", "remove"]
+__all__ = ["active", "import_litellm", "push", "remove", "served_names"]
 
 _lock = threading.Lock()
-_stack: list[ScriptedModel] = []
+# (model name or None for every model, script), most recent last.
+_stack: list[tuple[str | None, ScriptedModel]] = []
 _handler: Any = None
 
 
@@ -34,24 +38,37 @@ def import_litellm() -> Any:
     return litellm
 
 
-def push(script: ScriptedModel) -> None:
+def push(script: ScriptedModel, model: str | None = None) -> None:
     litellm = import_litellm()
     with _lock:
         _register(litellm)
-        _stack.append(script)
+        _stack.append((model, script))
 
 
 def remove(script: ScriptedModel) -> None:
     with _lock:
         for position in range(len(_stack) - 1, -1, -1):
-            if _stack[position] is script:
+            if _stack[position][1] is script:
                 del _stack[position]
                 return
 
 
-def active() -> ScriptedModel | None:
+def active(model: str | None = None) -> ScriptedModel | None:
+    """The script that answers ``scripted/<model>`` (``None``: the latest one for every
+    model, else the latest one at all)."""
     with _lock:
-        return _stack[-1] if _stack else None
+        for name, script in reversed(_stack):
+            if name is None or name == model:
+                return script
+        if model is None and _stack:
+            return _stack[-1][1]
+        return None
+
+
+def served_names() -> list[str]:
+    """The model names scripts are installed for (``*``: a script for every model)."""
+    with _lock:
+        return sorted({"*" if name is None else name for name, _ in _stack})
 
 
 def _register(litellm: Any) -> None:
@@ -73,10 +90,14 @@ def _register(litellm: Any) -> None:
 def _begin(
     litellm: Any, model: str, messages: Any, optional_params: Any, litellm_params: Any
 ) -> tuple[ScriptedModel, ScriptedRequest, Reply, float]:
-    script = active()
+    script = active(model)
     if script is None:
+        served = ", ".join(served_names()) or "none"
         raise litellm.BadRequestError(
-            message=f"no ScriptedModel is installed to answer 'scripted/{model}'",
+            message=(
+                f"no ScriptedModel is installed to answer 'scripted/{model}' "
+                f"(installed for: {served})"
+            ),
             model=f"scripted/{model}",
             llm_provider="scripted",
         )

@@ -25,6 +25,10 @@ Rules are tried in the order they were added; each holds a queue of replies cons
 matching one, and ``otherwise()`` is tried last. A call nothing answers raises litellm's
 ``BadRequestError`` naming the call (and is kept in :attr:`ScriptedModel.unanswered`).
 
+Several scripts. ``install(model="triage")`` serves only ``scripted/triage``: scripts for
+different model names answer side by side (the examples install theirs this way); a script
+installed without a name answers every model not taken by a more recent one.
+
 Other processes. A worker process honours ``LITTLE_SCRIPTED_MODEL=/path/script.json`` at start
 by calling :func:`install_from_env`; :func:`install_from_file` does the same for an explicit
 path. Script files are written with :meth:`ScriptedModel.save` (format in
@@ -228,12 +232,18 @@ class ScriptedModel:
 
     # -- installation -----------------------------------------------------------------------
 
-    def install(self) -> None:
-        """Serve ``scripted/*`` calls from this script, process-wide, until :meth:`uninstall`.
-        Imports litellm (slow) and registers the provider on first use."""
+    def install(self, model: str | None = None) -> None:
+        """Serve ``scripted/*`` calls from this script, process-wide, until :meth:`uninstall`
+        -- only ``scripted/<model>`` calls when ``model`` is given, so scripts installed for
+        different model names answer side by side. Imports litellm (slow) and registers the
+        provider on first use."""
         from little_dist.testing import _provider
 
-        _provider.push(self)
+        if model is not None and (not isinstance(model, str) or not model or "/" in model):
+            raise InvalidInputError(
+                f"install(model=...) takes the name after 'scripted/', got {model!r}"
+            )
+        _provider.push(self, model)
 
     def uninstall(self) -> None:
         """Stop serving; a script installed before this one (if any) serves again."""
@@ -242,9 +252,9 @@ class ScriptedModel:
         _provider.remove(self)
 
     @contextmanager
-    def installed(self) -> Iterator[ScriptedModel]:
-        """Install for the duration of a ``with`` block."""
-        self.install()
+    def installed(self, model: str | None = None) -> Iterator[ScriptedModel]:
+        """Install (for ``model`` only, when given) for the duration of a ``with`` block."""
+        self.install(model)
         try:
             yield self
         finally:
@@ -280,11 +290,12 @@ class ScriptedModel:
         return cls.from_dict(data)
 
 
-def active_script() -> ScriptedModel | None:
-    """The script currently serving ``scripted/*`` calls in this process, if any."""
+def active_script(model: str | None = None) -> ScriptedModel | None:
+    """The script currently serving ``scripted/<model>`` calls in this process (any
+    ``scripted/*`` call when ``model`` is ``None``), if any."""
     from little_dist.testing import _provider
 
-    return _provider.active()
+    return _provider.active(model)
 
 
 def install_from_file(path: str | Path) -> ScriptedModel:
