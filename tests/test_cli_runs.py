@@ -144,3 +144,30 @@ def test_runs_lists_the_fleet_worlds_runs_live_and_archived(fleet_env: FleetEnv)
         r["runId"]
         for r in rows(little("runs", "--json", "--status", "completed", env=fleet_env.env))
     ] == ["run_fleet_1"]
+
+
+@pytest.mark.integration
+def test_runs_names_the_workflow_of_a_version_stored_as_shared_part_and_binding(
+    fleet_env: FleetEnv,
+) -> None:
+    from little_dist.fleet.app_registry import load_registry
+    from little_dist.fleet.client import Client
+    from little_dist.fleet.queue import MemoryQueue
+    from little_dist.settings import load_settings
+    from tests import fleet_app
+
+    world = fleet_env.world()
+    client = Client(
+        load_settings({}),
+        world=world,
+        queue=MemoryQueue(),
+        registry=load_registry("tests.fleet_app"),
+    )
+    assert fleet_app.chain5.plan is not None
+    run_id = client.submit(dict(fleet_app.chain5.plan), {}, run_id="run_parts_named")
+    first = world.list_events(run_id)[0]
+    assert "binding" in first.payload  # stored as a shared part plus the run's binding
+    listed = rows(little("runs", "--json", env=fleet_env.env))
+    assert [(r["runId"], r["workflow"]) for r in listed if r["runId"] == run_id] == [
+        (run_id, fleet_app.chain5.id)
+    ]

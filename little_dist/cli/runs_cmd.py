@@ -59,6 +59,7 @@ def register(sub: Any, name: str) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from little_dist.events import USAGE_EVENT_TYPES
+    from little_dist.fleet.versions import BINDING_FIELD, workflow_name_of_part
     from little_dist.litellm_prices import litellm_price_fallback
     from little_dist.report.model import calls_usage
     from little_dist.report.runs import RunSummary, summarize_run, workflow_hint
@@ -67,18 +68,18 @@ def run(args: argparse.Namespace) -> int:
     world = open_world_for_reading(args)
     names: dict[str, str | None] = {}  # version id -> its workflow's name
 
-    def name_of(version_id: str) -> str | None:
+    def name_of(version_id: str, binding: object) -> str | None:
         if version_id not in names:
             try:
                 metadata = world.get_version(version_id).get("lwir", {}).get("metadata", {})
-            except VersionNotFoundError:
-                metadata = {}
+            except VersionNotFoundError:  # a fleet submit stores a shared part and a binding
+                metadata = {"name": workflow_name_of_part(world, binding)}
             name = metadata.get("name") if isinstance(metadata, dict) else None
             names[version_id] = name if isinstance(name, str) else version_id
         return names[version_id]
 
     try:
-        found: list[tuple[RunSummary, str | None]] = []
+        found: list[tuple[RunSummary, str | None, object]] = []
         for run_id in world.list_run_ids():
             bounds = world.first_and_last_events(run_id)
             if bounds is None:
@@ -87,12 +88,12 @@ def run(args: argparse.Namespace) -> int:
             summary = summarize_run(*bounds, workflow=workflow)
             if args.status is not None and summary.status != args.status:
                 continue
-            found.append((summary, version))
+            found.append((summary, version, bounds[0].payload.get(BINDING_FIELD)))
         found.sort(key=lambda item: item[0].started_at, reverse=True)
         shown: list[RunSummary] = []
-        for summary, version in found:
+        for summary, version, binding in found:
             if summary.workflow is None and version is not None:
-                summary = _with(summary, workflow=name_of(version))
+                summary = _with(summary, workflow=name_of(version, binding))
             if args.workflow is not None and not fnmatch.fnmatchcase(
                 summary.workflow or "", args.workflow
             ):

@@ -30,11 +30,18 @@ from typing import Any, Final
 from little_dist.canonical import canonical_json, sha256_hex_text
 from little_dist.compiler import WorkflowVersion
 from little_dist.compiler.lock import LOCK_SEED_KEYS
-from little_dist.errors import InvalidInputError
+from little_dist.errors import InvalidInputError, NotFoundError
 from little_dist.lru import LruCache
 from little_dist.world.base import World
 
-__all__ = ["BINDING_FIELD", "SHARED_LOCK_KEYS", "VersionCache", "join_version", "split_version"]
+__all__ = [
+    "BINDING_FIELD",
+    "SHARED_LOCK_KEYS",
+    "VersionCache",
+    "join_version",
+    "split_version",
+    "workflow_name_of_part",
+]
 
 #: The ``WorkflowVersionRegistered`` payload field that carries a version's binding.
 BINDING_FIELD: Final = "binding"
@@ -75,6 +82,21 @@ def split_version(version: WorkflowVersion) -> tuple[str, dict[str, Any]]:
         "lock": {key: value for key, value in lock.items() if key not in SHARED_LOCK_KEYS},
     }
     return shared, binding
+
+
+def workflow_name_of_part(world: World, binding: object) -> str | None:
+    """The workflow name (``lwir.metadata.name``) of the shared part a binding names, or None
+    when the world keeps no parts or the part is not found."""
+    part = binding.get("part") if isinstance(binding, Mapping) else None
+    read = getattr(world, "get_version_part", None)  # a fleet world's (RedisS3World) method
+    if not isinstance(part, str) or read is None:
+        return None
+    try:
+        shared = json.loads(read(part))
+        name = json.loads(shared["canonicalJson"]).get("metadata", {}).get("name")
+    except (LookupError, ValueError, TypeError, AttributeError, NotFoundError):
+        return None
+    return name if isinstance(name, str) else None
 
 
 def join_version(
