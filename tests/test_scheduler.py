@@ -217,7 +217,7 @@ def test_a_chain_runs_signal_by_signal_and_is_archived(fleet: Fleet) -> None:
     spin(
         scheduler,
         lambda: (
-            run_id not in scheduler._runs
+            run_id not in scheduler.runs
             and not fleet.redis.sismember(active_runs_key(fleet.settings), run_id)
         ),
     )
@@ -246,12 +246,12 @@ def test_the_run_cache_is_bounded_by_the_bytes_of_its_runs_and_runs_still_finish
     versions = dict(runs)
     scheduler.start()
     spin(scheduler, lambda: len(app.sent) == 3)
-    assert len(scheduler._runs) == 2
+    assert len(scheduler.runs) == 2
     while not all(events_of(fleet.world, run_id)[-1].type == "RunCompleted" for run_id in versions):
         for task in app.take():
             assert execute(fleet.world, versions[task.run_id], task) is AttemptOutcome.completed
         scheduler.run_once(block_ms=50)
-        assert len(scheduler._runs) <= 2
+        assert len(scheduler.runs) <= 2
     for run_id in versions:
         assert types_at(fleet.world, run_id, "StepScheduled") == ["sched:s0:1", "sched:s1:1"]
 
@@ -277,7 +277,7 @@ def test_a_finished_run_is_archived_after_the_archive_delay(fleet: Fleet) -> Non
     active = active_runs_key(settings)
     first, second = (run_id for run_id, _ in runs)
     spin(scheduler, lambda: events_of(fleet.world, second)[-1].type == "RunCompleted")
-    spin(scheduler, lambda: first not in scheduler._runs and second not in scheduler._runs)
+    spin(scheduler, lambda: first not in scheduler.runs and second not in scheduler.runs)
     ended = time.monotonic()
     # Finished, not archived yet: no seal marker, the run is still active.
     assert not fleet.redis.exists(fleet.world._keys.run(first).archived)
@@ -318,7 +318,7 @@ def test_a_run_that_ended_far_ahead_of_the_scheduler_is_finished_without_folding
     spin(scheduler, lambda: run_id in scheduler.finished)
 
     assert reads == [303]  # the end alone (the scheduler had folded up to s0 scheduled)
-    assert run_id not in scheduler._runs
+    assert run_id not in scheduler.runs
     # A run the signals show is close to folded costs no peek: it is looked at as usual.
     second, _ = start_run(fleet.world, chain_lwir(1), {})
     reads.clear()
@@ -417,7 +417,7 @@ def test_the_loop_sweep_leaves_a_moving_run_once_then_looks(fleet: Fleet) -> Non
     spin(scheduler, lambda: bool(app.sent))
     (first,) = app.take()
     assert execute(fleet.world, version, first, signal=False) is AttemptOutcome.completed
-    scheduler._forget(run_id)  # as if this scheduler had never swept the run
+    scheduler.runs.forget(run_id)  # as if this scheduler had never swept the run
     looks: list[str] = []
     real_advance = scheduler.advance
 
@@ -736,8 +736,10 @@ def test_a_run_whose_look_keeps_raising_is_failed_as_internal_after_a_few_looks(
         r for r in caplog.records if r.name == "little.scheduler" and "run-error" in r.getMessage()
     ]
     assert len(failures) == 3
-    # the traceback is in the log (as exc_info, or as exc_text once the redaction filter scrubbed it)
-    assert all("Traceback (most recent call last)" in logging.Formatter().format(r) for r in failures)
+    # the traceback is in the log (as exc_info, or as exc_text once the redaction filter
+    # scrubbed it)
+    formatted = [logging.Formatter().format(record) for record in failures]
+    assert all("Traceback (most recent call last)" in text for text in formatted)
     # Over: further looks do nothing, and other runs were served all along.
     assert scheduler.sweep_run(poisoned) == []
     assert events_of(fleet.world, poisoned)[-1].sequence == ended.sequence
