@@ -169,18 +169,18 @@ def test_step_schema_hashes_are_forgotten_with_their_plan() -> None:
     import gc
 
     from little_dist.compiler import compile_lwir
-    from little_dist.runtime import attempt
+    from little_dist.runtime import harness_run
     from little_dist.scheduling import step_graph as plans
     from tests.workflows_for_tests import chain_lwir
 
-    before = len(attempt._schema_hashes)
+    before = len(harness_run._schema_hashes)
     steps = plans.plan_for(compile_lwir(chain_lwir(3), input={"tag": "hashes"})).top.steps
     for step in steps:
-        attempt._schema_hash(step)
-    assert len(attempt._schema_hashes) == before + 3
+        harness_run._schema_hash(step)
+    assert len(harness_run._schema_hashes) == before + 3
     # What the bounded plan cache does to an old plan: enough newer ones push it out.
     for index in range(70):
         plans.plan_for(compile_lwir(chain_lwir(1), input={"tag": index}))
     del steps, step
     gc.collect()
-    assert len(attempt._schema_hashes) <= before
+    assert len(harness_run._schema_hashes) <= before
