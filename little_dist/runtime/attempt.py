@@ -100,6 +100,8 @@ def run_input_of(events: Sequence[Event]) -> Any:
     return None
 
 
+# Long for its docstring (every caller's contract); the code, about 75 lines, is the walk of
+# one attempt top to bottom, its parts named below.
 def execute_step_attempt(
     world: World,
     dispatch: StepDispatch,

@@ -122,25 +122,11 @@ def completion_events(
     refs = list(artifact_refs)
     large = len(canonical_json(output)) > inline_limit
     if large or always_artifact:
-        artifact = ArtifactInput(run_id=run_id, name="output", payload=output, step_path=step_path)
-        if stage is not None and not large:
-            ref, content_type = artifact_ref_for(artifact), artifact.content_type
-            stage.append(artifact)
-        else:
-            manifest = world.put_artifact(artifact)
-            ref, content_type = manifest.artifact_ref, manifest.content_type
-        events.append(
-            EventInput(
-                type="ArtifactCreated",
-                occurrence_id=occurrences.output_artifact(step_path, attempt),
-                payload={
-                    "stepPath": step_path,
-                    "artifactRef": ref,
-                    "name": "output",
-                    "contentType": content_type,
-                },
-            )
+        created = _output_artifact(
+            world, run_id, step_path, attempt, output, stage=None if large else stage
         )
+        events.append(created)
+        ref = created.payload["artifactRef"]
         validated["outputRef"] = ref
         completed["outputRef"] = ref
         refs.insert(0, ref)
@@ -165,6 +151,36 @@ def completion_events(
     )
     events.append(EventInput(type="StepCompleted", occurrence_id=end, payload=completed))
     return events
+
+
+def _output_artifact(
+    world: World,
+    run_id: str,
+    step_path: str,
+    attempt: int,
+    output: Any,
+    *,
+    stage: list[ArtifactInput] | None,
+) -> EventInput:
+    """The ``ArtifactCreated`` of the attempt's output artifact, written now or (``stage``)
+    added to ``stage`` for the caller to write with the events."""
+    artifact = ArtifactInput(run_id=run_id, name="output", payload=output, step_path=step_path)
+    if stage is not None:
+        ref, content_type = artifact_ref_for(artifact), artifact.content_type
+        stage.append(artifact)
+    else:
+        manifest = world.put_artifact(artifact)
+        ref, content_type = manifest.artifact_ref, manifest.content_type
+    return EventInput(
+        type="ArtifactCreated",
+        occurrence_id=occurrences.output_artifact(step_path, attempt),
+        payload={
+            "stepPath": step_path,
+            "artifactRef": ref,
+            "name": "output",
+            "contentType": content_type,
+        },
+    )
 
 
 def hydrate_events(world: World, events: Iterable[EventLike]) -> list[EventLike]:
