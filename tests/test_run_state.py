@@ -542,23 +542,15 @@ def test_fold_events_continues_with_the_states_pricing_source() -> None:
         assert whole == materialize_run_state(events, pricing_fallback=fallback)
 
 
-def test_process_default_fallback_applies_unless_a_caller_passes_none() -> None:
+def test_a_fold_prices_unknown_models_only_from_the_fallback_it_is_given() -> None:
     from little_dist.litellm_prices import litellm_price_fallback
-    from little_dist.run_state import default_pricing_fallback, set_default_pricing_fallback
 
     events = _gpt41_run()
-    assert default_pricing_fallback() is None
     assert materialize_run_state(events).usage.cost_usd is None
-    previous = set_default_pricing_fallback(litellm_price_fallback)
-    try:
-        assert previous is None and default_pricing_fallback() is litellm_price_fallback
-        assert materialize_run_state(events).usage.cost_usd == pytest.approx(2 * GPT41_COST)
-        builder = RunStateBuilder("run_gpt41")
-        builder.apply_all(events)
-        assert builder.snapshot().usage.cost_usd == pytest.approx(2 * GPT41_COST)
-        assert materialize_run_state(events, pricing_fallback=None).usage.cost_usd is None
-    finally:
-        set_default_pricing_fallback(previous)
+    builder = RunStateBuilder("run_gpt41", pricing_fallback=litellm_price_fallback)
+    builder.apply_all(events)
+    assert builder.snapshot().usage.cost_usd == pytest.approx(2 * GPT41_COST)
+    # One fold's fallback is not the next one's: there is no process-wide default.
     assert materialize_run_state(events).usage.cost_usd is None
 
 

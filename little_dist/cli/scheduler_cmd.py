@@ -92,11 +92,9 @@ def _configure_logging(level: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from little_dist.fleet.interpreter_tuning import tune_gc_for_service
-    from little_dist.litellm_prices import use_litellm_prices_for_unknown_models
     from little_dist.settings import load_settings
 
     _configure_logging(args.loglevel)
-    use_litellm_prices_for_unknown_models()
     settings = load_settings()
     scheduler = _open_scheduler(settings, name=args.name)
     tune_gc_for_service()
