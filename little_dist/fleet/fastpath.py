@@ -101,17 +101,21 @@ class Arranged:
 
 
 class FastPath:
-    """The fast path of one worker process; see the module docstring."""
+    """The fast path of one worker process; see the module docstring. ``clock``: what
+    :meth:`yields` reads the time from (monotonic seconds)."""
 
-    def __init__(self, runtime: WorkerRuntime) -> None:
+    def __init__(
+        self, runtime: WorkerRuntime, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._runtime = runtime
+        self._clock = clock
         self._lock = threading.Lock()
         self._successors: dict[tuple[str, str], str | None] = {}
         #: Sends the spare attempts no thread of this process took in time.
         self.spares = SpareSender(self.hand_off)
         # When a thread of this process last gave up its inline budget to the queue while
         # the queue seemed to hold only its own run's tasks (see :meth:`yields`).
-        self._last_yield = time.monotonic()
+        self._last_yield = clock()
 
     def arrange(
         self,
@@ -229,7 +233,7 @@ class FastPath:
         )
         if queued > waiting:
             return True
-        now = time.monotonic()
+        now = self._clock()
         with self._lock:
             if now - self._last_yield < self._runtime.settings.worker_inline_seconds:
                 return False
