@@ -34,6 +34,7 @@ from typing import Any
 
 from little_dist import define_workflow, model
 from little_dist.tools import tool
+from tests.lwir_builder import workflow_doc
 
 __all__ = [
     "BENCH_CHAIN_STEPS",
@@ -60,7 +61,6 @@ __all__ = [
 FX_REDIS_ENV = "LITTLE_FLEET_FX_REDIS"
 FX_PREFIX_ENV = "LITTLE_FLEET_FX_PREFIX"
 DELIVERY_PREFIX_ENV = "LITTLE_FLEET_DELIVERY_PREFIX"
-API_VERSION = "littleworkflow.dev/v0.1"
 SLOT = "default"
 SUMMARY = {"verdict": "done", "notes": "every item was processed"}
 BENCH_CHAIN_STEPS = 100
@@ -145,26 +145,6 @@ def _fan_in_schema(item: Any) -> dict[str, Any]:
     }
 
 
-def _doc(
-    name: str,
-    steps: list[dict[str, Any]],
-    *,
-    input_schema: Any,
-    output_schema: Any,
-    tools: list[str],
-    models: list[str],
-) -> dict[str, Any]:
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "Workflow",
-        "metadata": {"name": name, "version": "1.0.0"},
-        "input": {"schema": input_schema},
-        "output": {"schema": output_schema},
-        "permissions": {"models": models, "tools": tools, "secrets": [], "network": []},
-        "steps": steps,
-    }
-
-
 _SUMMARY_SCHEMA = {
     "type": "object",
     "required": ["verdict", "notes"],
@@ -203,7 +183,7 @@ def _effect_fan(
     return step
 
 
-SCREENING_PLAN = _doc(
+SCREENING_PLAN = workflow_doc(
     "fleet.screening",
     [
         _effect_step("prepare", "prepare"),
@@ -223,16 +203,18 @@ SCREENING_PLAN = _doc(
     output_schema=_SUMMARY_SCHEMA,
     tools=["effect"],
     models=[SLOT],
+    version="1.0.0",
 )
 
 
-WIDE_FAN_PLAN = _doc(
+WIDE_FAN_PLAN = workflow_doc(
     "fleet.wide-fan",
     [_effect_fan(max_branches=40, max_concurrency=20)],
     input_schema=_ITEMS_INPUT,
     output_schema={"type": "array"},
     tools=["effect"],
     models=[],
+    version="1.0.0",
 )
 
 
@@ -253,13 +235,14 @@ def _chain_plan(length: int) -> dict[str, Any]:
         if index:
             step["needs"] = [f"s{index - 1}"]
         steps.append(step)
-    return _doc(
+    return workflow_doc(
         "fleet.chain100",
         steps,
         input_schema={"type": "object"},
         output_schema={"type": "object"},
         tools=["noop"],
         models=[],
+        version="1.0.0",
     )
 
 
@@ -268,13 +251,14 @@ def _slow_chain_plan(length: int) -> dict[str, Any]:
         _effect_step(f"s{index}", f"s{index}", **({"needs": [f"s{index - 1}"]} if index else {}))
         for index in range(length)
     ]
-    return _doc(
+    return workflow_doc(
         "fleet.slow-chain",
         steps,
         input_schema=_SLOW_CHAIN_INPUT,
         output_schema={"type": "object"},
         tools=["effect"],
         models=[],
+        version="1.0.0",
     )
 
 
@@ -294,7 +278,7 @@ _KEYS_INPUT = {
 def _fan_plan(name: str, child: dict[str, Any], item_schema: Any) -> dict[str, Any]:
     # maxBranches 100 is the most a valid LWIR declares; the engine cap
     # (LITTLE_MAX_BRANCHES_CAP) lifts such a step to the cap.
-    return _doc(
+    return workflow_doc(
         name,
         [
             {
@@ -317,6 +301,7 @@ def _fan_plan(name: str, child: dict[str, Any], item_schema: Any) -> dict[str, A
         output_schema={"type": "array"},
         tools=["noop"],
         models=[SLOT],
+        version="1.0.0",
     )
 
 

@@ -38,6 +38,7 @@ from little_dist.world.memory import MemoryWorld
 from little_dist.world.redis_s3 import RedisS3World
 from tests import workflows_for_tests as wf
 from tests.fleet_processes import FleetEnv, fleet_env
+from tests.lwir_builder import workflow_doc
 
 __all__ = ["fleet_env"]  # the fixture, imported for pytest
 
@@ -1179,7 +1180,7 @@ def test_offers_are_forgotten_after_resend_after_but_not_scanned_on_every_call()
 def _roots_and_a_successor() -> dict[str, Any]:
     """Roots ``a`` and ``b``; ``c`` needs only ``a`` (``a``'s commit takes ``c``'s lease);
     ``d`` needs ``b`` and ``c``."""
-    return wf._doc(
+    return workflow_doc(
         "tests.roots",
         [
             wf.tool_step("a", "noop", {"n": 1}),

@@ -44,7 +44,7 @@ from little_dist.settings import Settings
 from little_dist.tools import ToolRegistry
 from little_dist.world.redis_s3 import RedisS3World, RunSealedError
 from tests.fleet_processes import FleetEnv, fleet_env
-from tests.workflows_for_tests import _doc as lwir_doc
+from tests.lwir_builder import workflow_doc as lwir_doc
 from tests.workflows_for_tests import (
     add,
     big_text,
