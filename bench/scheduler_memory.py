@@ -173,7 +173,7 @@ def measure(args: argparse.Namespace, env: dict[str, str]) -> list[Figure]:
                 in_flight.append(run_id)
                 submitted += 1
             scheduler.run_once(block_ms=20)
-            finished = scheduler._finished  # (the runs the scheduler saw end)
+            finished = scheduler.finished  # (the runs the scheduler saw end)
             still = [run_id for run_id in in_flight if run_id not in finished]
             completed += len(in_flight) - len(still)
             in_flight = still
@@ -193,7 +193,7 @@ def measure(args: argparse.Namespace, env: dict[str, str]) -> list[Figure]:
                 snapshots.append(tracemalloc.take_snapshot())
             traced = tracemalloc.get_traced_memory()[0]
             figures.append(
-                (done, rss, rss_bytes(), traced, len(scheduler._runs), _size(scheduler.versions))
+                (done, rss, rss_bytes(), traced, len(scheduler.runs), _size(scheduler.versions))
             )
             print(
                 f"  {done} runs ({time.monotonic() - started:.0f} s): RSS {rss / 2**20:.1f} "

@@ -9,11 +9,11 @@ takes milliseconds where importing litellm takes seconds -- so ``little report``
 Nothing here fetches over the network.
 
 Pass :func:`litellm_price_fallback` as ``fallback=`` to
-:func:`little_dist.pricing.price_model_call`, as ``pricing_fallback=`` to the run-state fold
-and the report, or install it once with
-``little_dist.run_state.set_default_pricing_fallback(litellm_price_fallback)``. Upstream has
-no such fallback, so the conformance suite never uses it; registry rates always win when
-both exist.
+:func:`little_dist.pricing.price_model_call`, as ``pricing_fallback=`` to the run-state fold,
+the report, :func:`~little_dist.run_workflow`, :func:`~little_dist.local_runner.run_version`
+or the fleet's :class:`~little_dist.fleet.client.Client` (the entry points that do IO pass it
+by default; the pure fold never does). Upstream has no such fallback, so the conformance
+suite never uses it; registry rates always win when both exist.
 
 litellm quotes USD per token; the registry quotes USD per one million tokens. The
 conversion goes through :class:`decimal.Decimal` so that ``2e-06`` becomes ``2.0`` and not
@@ -38,7 +38,6 @@ from little_dist.pricing import TOKENS_PER_PRICE_UNIT
 __all__ = [
     "litellm_price_fallback",
     "pricing_from_litellm_entry",
-    "use_litellm_prices_for_unknown_models",
 ]
 
 
@@ -121,16 +120,3 @@ def litellm_price_fallback(model_key: str) -> ModelPricing | None:
     if isinstance(entry, Mapping) and str(entry.get("litellm_provider", "")).lower() in providers:
         return pricing_from_litellm_entry(entry)
     return None
-
-
-def use_litellm_prices_for_unknown_models() -> None:
-    """Make every run-state fold in this process price models the bundled registry lacks
-    from litellm's cost map (unless a fallback was installed already).
-
-    Entry points that do IO call this once at start (``run_workflow``, ``little run``, the
-    fleet's worker and scheduler); the pure fold itself never imports litellm.
-    """
-    from little_dist.run_state import default_pricing_fallback, set_default_pricing_fallback
-
-    if default_pricing_fallback() is None:
-        set_default_pricing_fallback(litellm_price_fallback)

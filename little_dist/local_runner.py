@@ -42,6 +42,7 @@ from little_dist.compiler import WorkflowVersion
 from little_dist.errors import ConflictError, InvalidInputError, LeaseLostError, LittleError
 from little_dist.events import Event, EventInput
 from little_dist.ids import validate_run_id
+from little_dist.pricing import PriceFallback
 from little_dist.run_state import RunState, RunStateBuilder
 from little_dist.runtime import (
     DEADLINE_GRACE,
@@ -150,6 +151,7 @@ def run_version(
     lease_ttl: float = DEFAULT_LEASE_TTL,
     lock_wait: float | None = None,
     max_branches_cap: int | None = None,
+    pricing_fallback: PriceFallback | None = None,
 ) -> RunState:
     """Run (or resume, or just read back) one run of ``version``; return its final state.
 
@@ -158,7 +160,8 @@ def run_version(
     ``lease_ttl`` + 2 s) bounds the wait for another runner's lease. Raises
     :class:`RunInputError` / :class:`RunMismatchError` before writing anything,
     :class:`RunnerBusyError` when the run stays held, :class:`RunStalledError` when
-    ``decide`` cannot make progress.
+    ``decide`` cannot make progress. ``pricing_fallback`` prices the state's model calls the
+    bundled registry has no rates for (``None``: registry rates only).
     """
     if max_workers < 1:
         raise InvalidInputError(f"max_workers must be at least 1, got {max_workers!r}")
@@ -166,7 +169,7 @@ def run_version(
     run_id = new_run_id() if run_id is None else validate_run_id(run_id)
     existing = world.list_events(run_id)
     if existing:
-        state = _fold(world, run_id, existing)
+        state = _fold(world, run_id, existing, pricing_fallback)
         _check_same_run(run_id, state, existing, version, run_input)
         if state.status in ("completed", "failed"):
             if progress is not None:
@@ -183,12 +186,15 @@ def run_version(
         notice=notice,
         lease_ttl=lease_ttl,
         max_branches_cap=max_branches_cap,
+        pricing_fallback=pricing_fallback,
     )
     return runner.run(lock_wait=lease_ttl + 2.0 if lock_wait is None else lock_wait)
 
 
-def _fold(world: World, run_id: str, events: Iterable[Event]) -> RunState:
-    builder = RunStateBuilder(run_id)
+def _fold(
+    world: World, run_id: str, events: Iterable[Event], pricing_fallback: PriceFallback | None
+) -> RunState:
+    builder = RunStateBuilder(run_id, pricing_fallback=pricing_fallback)
     builder.apply_all(hydrate_events(world, events))
     return builder.snapshot()
 
@@ -227,6 +233,7 @@ class _Runner:
         notice: NoticeCallback | None,
         lease_ttl: float,
         max_branches_cap: int | None,
+        pricing_fallback: PriceFallback | None,
     ) -> None:
         self.world = world
         self.version = version
@@ -244,7 +251,7 @@ class _Runner:
             max_branches_cap=max_branches_cap,
         )
         self.holder = f"runner:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
-        self.builder = RunStateBuilder(run_id)
+        self.builder = RunStateBuilder(run_id, pricing_fallback=pricing_fallback)
         self.memo_events: dict[str, list[Event]] = {}
         # Events the attempts appended (handed over by execute_step_attempt), by sequence,
         # not folded yet: folded from here instead of being read back from the log.

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,17 +19,3 @@ def load_vectors(name: str) -> Any:
 @pytest.fixture(scope="session")
 def conformance_dir() -> Path:
     return CONFORMANCE_DIR
-
-
-@pytest.fixture(autouse=True)
-def _registry_only_pricing_by_default() -> Iterator[None]:
-    """Each test starts with folds priced from the registry only, as upstream prices them.
-
-    Entry points such as ``run_workflow`` install litellm's cost map as the process-wide
-    fallback; without this reset, whether a test sees it would depend on test order.
-    """
-    from little_dist.run_state import set_default_pricing_fallback
-
-    previous = set_default_pricing_fallback(None)
-    yield
-    set_default_pricing_fallback(previous)

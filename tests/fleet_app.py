@@ -34,6 +34,7 @@ from typing import Any
 
 from little_dist import define_workflow, model
 from little_dist.tools import tool
+from tests.lwir_builder import workflow_doc
 
 __all__ = [
     "BENCH_CHAIN_STEPS",
@@ -61,7 +62,6 @@ __all__ = [
 FX_REDIS_ENV = "LITTLE_FLEET_FX_REDIS"
 FX_PREFIX_ENV = "LITTLE_FLEET_FX_PREFIX"
 DELIVERY_PREFIX_ENV = "LITTLE_FLEET_DELIVERY_PREFIX"
-API_VERSION = "littleworkflow.dev/v0.1"
 SLOT = "default"
 SUMMARY = {"verdict": "done", "notes": "every item was processed"}
 BENCH_CHAIN_STEPS = 100
@@ -146,26 +146,6 @@ def _fan_in_schema(item: Any) -> dict[str, Any]:
     }
 
 
-def _doc(
-    name: str,
-    steps: list[dict[str, Any]],
-    *,
-    input_schema: Any,
-    output_schema: Any,
-    tools: list[str],
-    models: list[str],
-) -> dict[str, Any]:
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "Workflow",
-        "metadata": {"name": name, "version": "1.0.0"},
-        "input": {"schema": input_schema},
-        "output": {"schema": output_schema},
-        "permissions": {"models": models, "tools": tools, "secrets": [], "network": []},
-        "steps": steps,
-    }
-
-
 _SUMMARY_SCHEMA = {
     "type": "object",
     "required": ["verdict", "notes"],
@@ -204,7 +184,7 @@ def _effect_fan(
     return step
 
 
-SCREENING_PLAN = _doc(
+SCREENING_PLAN = workflow_doc(
     "fleet.screening",
     [
         _effect_step("prepare", "prepare"),
@@ -224,16 +204,18 @@ SCREENING_PLAN = _doc(
     output_schema=_SUMMARY_SCHEMA,
     tools=["effect"],
     models=[SLOT],
+    version="1.0.0",
 )
 
 
-WIDE_FAN_PLAN = _doc(
+WIDE_FAN_PLAN = workflow_doc(
     "fleet.wide-fan",
     [_effect_fan(max_branches=40, max_concurrency=20)],
     input_schema=_ITEMS_INPUT,
     output_schema={"type": "array"},
     tools=["effect"],
     models=[],
+    version="1.0.0",
 )
 
 
@@ -254,13 +236,14 @@ def _chain_plan(length: int, name: str = "fleet.chain100") -> dict[str, Any]:
         if index:
             step["needs"] = [f"s{index - 1}"]
         steps.append(step)
-    return _doc(
+    return workflow_doc(
         name,
         steps,
         input_schema={"type": "object"},
         output_schema={"type": "object"},
         tools=["noop"],
         models=[],
+        version="1.0.0",
     )
 
 
@@ -269,13 +252,14 @@ def _slow_chain_plan(length: int) -> dict[str, Any]:
         _effect_step(f"s{index}", f"s{index}", **({"needs": [f"s{index - 1}"]} if index else {}))
         for index in range(length)
     ]
-    return _doc(
+    return workflow_doc(
         "fleet.slow-chain",
         steps,
         input_schema=_SLOW_CHAIN_INPUT,
         output_schema={"type": "object"},
         tools=["effect"],
         models=[],
+        version="1.0.0",
     )
 
 
@@ -295,7 +279,7 @@ _KEYS_INPUT = {
 def _fan_plan(name: str, child: dict[str, Any], item_schema: Any) -> dict[str, Any]:
     # maxBranches 100 is the most a valid LWIR declares; the engine cap
     # (LITTLE_MAX_BRANCHES_CAP) lifts such a step to the cap.
-    return _doc(
+    return workflow_doc(
         name,
         [
             {
@@ -318,6 +302,7 @@ def _fan_plan(name: str, child: dict[str, Any], item_schema: Any) -> dict[str, A
         output_schema={"type": "array"},
         tools=["noop"],
         models=[SLOT],
+        version="1.0.0",
     )
 
 

@@ -219,6 +219,8 @@ class FleetEnv:
 
 def make_fleet_env(redis_url: str, s3: S3Service, tmp: Path) -> FleetEnv:
     """A :class:`FleetEnv` with fresh names (the ``fleet_env`` fixture calls this)."""
+    from tests.fleet_app import FX_REDIS_ENV
+
     tag = uuid.uuid4().hex[:10]
     prefix = f"little-test:fleet-{tag}:"
     world = f"{redis_url}?key_prefix={prefix}&s3_prefix={s3.prefix}fleet-{tag}/"
@@ -247,6 +249,9 @@ def make_fleet_env(redis_url: str, s3: S3Service, tmp: Path) -> FleetEnv:
             "LITTLE_SOFT_SHUTDOWN_TIMEOUT": "2",
             "LITTLE_WORKER_CONCURRENCY": "4",
             "LITTLE_NETWORK_GUARD": "1",
+            # The Redis tests.fleet_app's tools and delivery probe count in: the test's own
+            # (its default, db 15, is another test session's when several run at once).
+            FX_REDIS_ENV: redis_url,
             "LITELLM_LOCAL_MODEL_COST_MAP": "True",
             # tests.fleet_app's probes (side effects, deliveries) count on the test's Redis,
             # not on their default db 15 (a test on another db would find no count).

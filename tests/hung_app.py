@@ -15,11 +15,11 @@ from typing import Any
 
 from little_dist import define_workflow, model, tool
 from little_dist.testing import ScriptedModel
+from tests.lwir_builder import workflow_doc
 
 __all__ = ["STEP_TIMEOUT", "hung_tool", "silent_model", "silent_script"]
 
 STEP_TIMEOUT = 2.0
-API_VERSION = "littleworkflow.dev/v0.1"
 _FOREVER = threading.Event()  # never set
 
 
@@ -40,18 +40,6 @@ def noop(n: int = 0) -> dict[str, Any]:
     return {"n": n}
 
 
-def _doc(name: str, steps: list[dict[str, Any]], *, tools: list[str], models: list[str]) -> Any:
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "Workflow",
-        "metadata": {"name": name},
-        "input": {"schema": {"type": "object"}},
-        "output": {"schema": {"type": "object"}},
-        "permissions": {"models": models, "tools": tools, "secrets": [], "network": []},
-        "steps": steps,
-    }
-
-
 _SILENT = model("scripted/silent", id="model.silent", description="Answers after a day.")
 
 hung_tool = define_workflow(
@@ -62,7 +50,7 @@ hung_tool = define_workflow(
     model=_SILENT,
     tools=[hang, noop],
     step_timeout=STEP_TIMEOUT,
-    plan=_doc(
+    plan=workflow_doc(
         "tests.hung-tool",
         [
             {
@@ -91,7 +79,7 @@ silent_model = define_workflow(
     output={"type": "object"},
     model=_SILENT,
     step_timeout=STEP_TIMEOUT,
-    plan=_doc(
+    plan=workflow_doc(
         "tests.silent-model",
         [
             {

@@ -20,10 +20,10 @@ from typing import Any
 
 from little_dist import define_workflow, model, tool
 from little_dist.harness.types import PlanResult
+from tests.lwir_builder import tool_step, workflow_doc
 
 __all__ = ["INPUT_SCHEMA", "plan_broken", "plan_once_slowly"]
 
-API_VERSION = "littleworkflow.dev/v0.1"
 INPUT_SCHEMA = {
     "type": "object",
     "required": ["ticket"],
@@ -38,22 +38,8 @@ def noop(n: int = 0) -> dict[str, Any]:
 
 
 def _lwir(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "Workflow",
-        "metadata": {"name": name},
-        "input": {"schema": INPUT_SCHEMA},
-        "output": {"schema": {"type": "object"}},
-        "permissions": {"models": [], "tools": ["noop"], "secrets": [], "network": []},
-        "steps": [
-            {
-                "id": "only",
-                "uses": "tool.call",
-                "with": {"tool": "noop", "args": {"n": 1}},
-                "output": {"mode": "object", "schema": {"type": "object"}},
-            }
-        ],
-    }
+    step = tool_step("only", "noop", {"n": 1})
+    return workflow_doc(name, [step], input_schema=INPUT_SCHEMA)
 
 
 class _SlowOnce:

@@ -18,6 +18,7 @@ from typing import Any
 
 from little_dist import define_workflow, model
 from little_dist.tools import ToolRegistry, tool
+from tests.lwir_builder import workflow_doc
 
 __all__ = [
     "PROVIDER_ERROR",
@@ -44,7 +45,6 @@ PROVIDER_ERROR = (
     f"url: https://api.example/v1/models/gpt:generate?key={GOOGLE_KEY}&alt=json"
 )
 TOOL_ERROR = f"cannot reach redis://:{REDIS_PASSWORD}@cache:6379/0 (api_key={OPENAI_KEY})"
-API_VERSION = "littleworkflow.dev/v0.1"
 
 
 @tool
@@ -75,41 +75,21 @@ def build_script() -> Any:
     return script
 
 
-def _doc(name: str, step: dict[str, Any], *, models: list[str], tools: list[str]) -> Any:
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "Workflow",
-        "metadata": {"name": name},
-        "input": {"schema": {"type": "object"}},
-        "output": {"schema": {"type": "object"}},
-        "permissions": {"models": models, "tools": tools, "secrets": [], "network": []},
-        "steps": [step],
-    }
-
-
 def model_lwir() -> dict[str, Any]:
-    return _doc(
-        "secrets.model",
-        {
-            "id": "draft",
-            "uses": "ai.generate",
-            "with": {"model": "model.fast", "prompt": "Say hello."},
-            "output": {"mode": "object", "schema": {"type": "object"}},
-        },
-        models=["model.fast"],
-        tools=[],
-    )
+    step = {
+        "id": "draft",
+        "uses": "ai.generate",
+        "with": {"model": "model.fast", "prompt": "Say hello."},
+        "output": {"mode": "object", "schema": {"type": "object"}},
+    }
+    return workflow_doc("secrets.model", [step])
 
 
 def tool_lwir() -> dict[str, Any]:
-    return _doc(
-        "secrets.tool",
-        {
-            "id": "call",
-            "uses": "tool.call",
-            "with": {"tool": "leak", "args": {"n": 1}},
-            "output": {"mode": "json", "schema": True},
-        },
-        models=[],
-        tools=["leak"],
-    )
+    step = {
+        "id": "call",
+        "uses": "tool.call",
+        "with": {"tool": "leak", "args": {"n": 1}},
+        "output": {"mode": "json", "schema": True},
+    }
+    return workflow_doc("secrets.tool", [step])

@@ -351,6 +351,24 @@ def test_a_model_the_registry_lacks_is_priced_from_litellms_cost_map(
     assert result.usage.cost_usd == pytest.approx((1000 * 2.0 + 100 * 8.0) / 1e6)
 
 
+def test_the_pricing_fallback_is_the_runs_own_and_leaves_no_trace_in_the_process(
+    scripted_model: ScriptedModel,
+) -> None:
+    from little_dist.run_state import materialize_run_state
+
+    scripted_model.on(step="triage").reply_json(REPLY, usage=Usage(1000, 100), times=None)
+    wf = fixed_triage(model=model("scripted/triage", id="fast", pricing="openai/gpt-4.1"))
+    world = MemoryWorld()
+    priced = run_workflow(wf, INPUT, world=world, run_id="run_priced")
+    assert priced.usage.cost_usd == pytest.approx((1000 * 2.0 + 100 * 8.0) / 1e6)
+    # A run that asks for registry rates only gets them, after one that asked for more...
+    unpriced = run_workflow(wf, INPUT, world=world, run_id="run_unpriced", pricing_fallback=None)
+    assert unpriced.usage.cost_usd is None and unpriced.usage.unpriced_calls == 1
+    # ...and a fold that names no fallback prices from the registry alone, whatever ran
+    # before it in this process (no process-wide default).
+    assert materialize_run_state(world.list_events("run_priced")).usage.cost_usd is None
+
+
 def test_a_json_schema_output_stays_plain_json(scripted_model: ScriptedModel) -> None:
     scripted_model.on(step="triage").reply_json(REPLY)
     result = run_workflow(fixed_triage(output=TRIAGE_JSON), INPUT, world=MemoryWorld())

@@ -286,3 +286,27 @@ def test_a_worker_refuses_a_step_naming_what_its_app_does_not_register(
     types = _types(client, run_id)
     assert types.count("StepAttemptStarted") == 1  # not retried
     assert not [kind for kind in types if kind.startswith("harness.")]
+
+
+def test_status_and_wait_price_unknown_models_with_the_clients_fallback() -> None:
+    world = MemoryWorld()
+    run_id = "run_priced_by_the_client"
+    model = {"provider": "openai", "modelId": "gpt-4.1"}  # not in the bundled registry
+    usage = {"inputTokens": 1_000_000, "outputTokens": 100_000}
+    for index, (kind, payload) in enumerate(
+        [
+            ("RunStarted", {"workflowVersionId": "wfver_1"}),
+            ("StepAttemptStarted", {"stepPath": "draft", "attempt": 1}),
+            ("ModelCallCompleted", {"stepPath": "draft", "model": model, "usage": usage}),
+            ("StepCompleted", {"stepPath": "draft", "attempt": 1, "output": "x"}),
+            ("RunCompleted", {"output": "x"}),
+        ]
+    ):
+        world.append(run_id, EventInput(type=kind, occurrence_id=f"e{index}", payload=payload))
+    litellm_cost = (1_000_000 * 2.0 + 100_000 * 8.0) / 1e6  # litellm's map: $2/M in, $8/M out
+    priced = Client(load_settings({}), world=world)
+    assert priced.status(run_id).cost_usd == pytest.approx(litellm_cost)
+    assert priced.wait(run_id, timeout=5).usage.cost_usd == pytest.approx(litellm_cost)
+    registry_only = Client(load_settings({}), world=world, pricing_fallback=None)
+    assert registry_only.status(run_id).cost_usd is None
+    assert registry_only.wait(run_id, timeout=5).usage.cost_usd is None

@@ -21,6 +21,7 @@ from little_dist.events import Event, EventInput
 from little_dist.fleet.app_registry import AppRegistry
 from little_dist.fleet.client import submit_run
 from little_dist.fleet.dispatch import Advance, Keep, advance_run
+from little_dist.fleet.fastpath import FastPath
 from little_dist.fleet.queue import MemoryQueue
 from little_dist.fleet.run_cache import RunCache
 from little_dist.fleet.run_tracker import KEPT_EVENT_BYTES, RunTracker
@@ -37,6 +38,7 @@ from little_dist.world.memory import MemoryWorld
 from little_dist.world.redis_s3 import RedisS3World
 from tests import workflows_for_tests as wf
 from tests.fleet_processes import FleetEnv, fleet_env
+from tests.lwir_builder import workflow_doc
 
 __all__ = ["fleet_env"]  # the fixture, imported for pytest
 
@@ -513,14 +515,14 @@ def test_the_cache_is_bounded_by_the_bytes_its_runs_hold_and_keeps_the_run_in_ha
     small.get("run_a")
     assert "run_a" in small and len(small) == 1
     small.get("run_b")
-    assert list(small._trackers) == ["run_b"]
+    assert "run_b" in small and "run_a" not in small and len(small) == 1
 
 
 def test_the_runtimes_caches_take_their_budgets_from_the_settings() -> None:
     settings = _settings(LITTLE_RUN_CACHE_BYTES="5000", LITTLE_VERSION_CACHE_BYTES="100")
     runtime, _ = _runtime(MemoryWorld(), ToolRegistry([]), settings=settings)
-    assert runtime.runs._trackers.max_weight == 5000
-    assert runtime.versions._versions.max_weight == 100
+    assert runtime.runs.max_bytes == 5000
+    assert runtime.versions.max_bytes == 100
 
 
 def test_the_version_cache_is_bounded_by_the_length_of_its_lwir() -> None:
@@ -538,7 +540,7 @@ def test_the_version_cache_is_bounded_by_the_length_of_its_lwir() -> None:
     assert len(cache) == 2
     # The longest: with it, both others go (the one in hand stays).
     cache.get(world, versions[2].id)
-    assert list(cache._versions) == [versions[2].id]
+    assert versions[2].id in cache and len(cache) == 1
 
 
 @pytest.mark.integration
@@ -1102,7 +1104,7 @@ def test_offers_are_forgotten_after_resend_after_but_not_scanned_on_every_call()
 def _roots_and_a_successor() -> dict[str, Any]:
     """Roots ``a`` and ``b``; ``c`` needs only ``a`` (``a``'s commit takes ``c``'s lease);
     ``d`` needs ``b`` and ``c``."""
-    return wf._doc(
+    return workflow_doc(
         "tests.roots",
         [
             wf.tool_step("a", "noop", {"n": 1}),
@@ -1218,20 +1220,23 @@ def test_a_budget_that_runs_out_yields_only_to_other_work(
     runtime, _ = _runtime(MemoryWorld(), ToolRegistry([wf.noop]), roles=("worker",))
     queued: list[int | None] = []
     monkeypatch.setattr(runtime, "queued_tasks", lambda role: queued[-1])
+    now = [1000.0]
+    fast = FastPath(runtime, clock=lambda: now[0])
     kept = _kept("run_budget", waiting=10)
     queued.append(None)  # the queue cannot be sized: yield, as always
-    assert runtime.fastpath.yields(kept)
+    assert fast.yields(kept)
     queued.append(0)  # nothing waits: the slot would take the same attempt back
-    assert not runtime.fastpath.yields(kept)
+    assert not fast.yields(kept)
     queued.append(11)  # more than this run's waiting attempts: another run's task waits
-    assert runtime.fastpath.yields(kept)
+    assert fast.yields(kept)
     # No more than this run's own window: one slot of the process yields per
     # worker_inline_seconds (in case another run's task hides among them), the others not.
     queued.append(10)
-    runtime.fastpath._last_yield -= runtime.settings.worker_inline_seconds
-    assert runtime.fastpath.yields(kept)
-    assert not runtime.fastpath.yields(kept)
-    assert not runtime.fastpath.yields(kept)
+    assert not fast.yields(kept)
+    now[0] += runtime.settings.worker_inline_seconds
+    assert fast.yields(kept)
+    assert not fast.yields(kept)
+    assert not fast.yields(kept)
 
 
 def test_a_chain_keeps_its_slot_past_the_budget_when_the_queue_is_empty(

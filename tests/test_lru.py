@@ -149,17 +149,31 @@ def test_the_plan_cache_is_bounded_by_count_and_by_the_length_of_its_lwir(
     assert plans.plan_for(big) is plans.plan_for(big)  # (the one in hand stays)
 
 
-def test_the_schema_caches_stay_bounded_however_many_schemas_a_process_sees() -> None:
-    from little_dist.harness import output_modes
+def test_one_bounded_cache_holds_the_compiled_schemas_of_every_check() -> None:
+    from little_dist.compiler import compile_lwir
+    from little_dist.harness.output_modes import output_findings
     from little_dist.lwir import schema as lwir_schema
-    from little_dist.runtime import outputs
+    from little_dist.runtime.outputs import schema_problems
+    from little_dist.scheduling.schema_checks import (
+        SCHEMA_CHECKS,
+        SCHEMA_CHECKS_ITEMS,
+        compiled_schema,
+    )
+    from little_dist.scheduling.step_graph import plan_for, schema_error
+    from tests.workflows_for_tests import chain_lwir
 
-    for index in range(1100):
+    plan = plan_for(compile_lwir(chain_lwir(1), input={}))
+    for index in range(SCHEMA_CHECKS_ITEMS + 100):
         schema = {"type": "object", "required": [f"p{index}"]}
-        assert outputs.schema_problems(schema, {}) == [f"(root): 'p{index}' is a required property"]
-        assert output_modes.output_findings({"mode": "object", "schema": schema}, {})
-    assert len(outputs._validators) <= 1024 and len(outputs._quick_checks) <= 1024
-    assert len(output_modes._validators) <= 1024
+        # The run input's check, the harness's and decide's compile the schema once...
+        assert schema_problems(schema, {}) == [f"(root): 'p{index}' is a required property"]
+        compiled = compiled_schema(schema)
+        assert output_findings({"output": {"mode": "object", "schema": schema}}, {})
+        assert schema_error(plan, schema, {}) == f"'p{index}' is a required property"
+        assert compiled_schema(schema) is compiled
+        # ...and the one cache they share stays within its bound.
+        assert len(SCHEMA_CHECKS) <= SCHEMA_CHECKS_ITEMS
+    assert len(SCHEMA_CHECKS) == SCHEMA_CHECKS_ITEMS
     for index in range(4200):  # (a schema the quick meta check leaves to jsonschema)
         lwir_schema.validate_schema_value({"required": [f"p{index}"], "minimum": "x"}, "$", [])
     assert 0 < len(lwir_schema._META_CACHE) <= 4096
@@ -169,18 +183,18 @@ def test_step_schema_hashes_are_forgotten_with_their_plan() -> None:
     import gc
 
     from little_dist.compiler import compile_lwir
-    from little_dist.runtime import attempt
+    from little_dist.runtime import harness_run
     from little_dist.scheduling import step_graph as plans
     from tests.workflows_for_tests import chain_lwir
 
-    before = len(attempt._schema_hashes)
+    before = len(harness_run._schema_hashes)
     steps = plans.plan_for(compile_lwir(chain_lwir(3), input={"tag": "hashes"})).top.steps
     for step in steps:
-        attempt._schema_hash(step)
-    assert len(attempt._schema_hashes) == before + 3
+        harness_run._schema_hash(step)
+    assert len(harness_run._schema_hashes) == before + 3
     # What the bounded plan cache does to an old plan: enough newer ones push it out.
     for index in range(70):
         plans.plan_for(compile_lwir(chain_lwir(1), input={"tag": index}))
     del steps, step
     gc.collect()
-    assert len(attempt._schema_hashes) <= before
+    assert len(harness_run._schema_hashes) <= before

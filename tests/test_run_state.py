@@ -21,13 +21,14 @@ from little_dist.run_state import (
     step_paths_in_event_order,
 )
 from little_dist.run_state._usage import add_call, empty_totals, price_call, totals_json
-from little_dist.visits import visit_index_for
 from tests.conftest import load_vectors
 
 VECTORS: list[dict[str, Any]] = load_vectors("run_state")
 STATE_VECTORS = [v for v in VECTORS if "expected_state" in v]
 ERROR_VECTORS = [v for v in VECTORS if "error" in v]
-VISIT_VECTORS = [v for v in VECTORS if "visitIndexFor" in v]
+# (Three state vectors also carry a "visitIndexFor" case, for upstream's helper that gives
+# a loop step's next visit index. The engine has no such helper: decide counts visits as it
+# replays the log; the rule they pin is tested on decide in tests/test_scheduling.py.)
 ASSERTED = [
     pytest.param(v, check, id=f"{v['name']}-{'.'.join(check['path'])}")
     for v in STATE_VECTORS
@@ -65,7 +66,7 @@ def _log(run_id: str, items: list[tuple[str, dict[str, Any]]]) -> list[dict[str,
 
 def test_every_vector_is_covered() -> None:
     assert len(VECTORS) == len(STATE_VECTORS) + len(ERROR_VECTORS)
-    assert len(STATE_VECTORS) >= 19 and len(ERROR_VECTORS) == 2 and len(VISIT_VECTORS) == 3
+    assert len(STATE_VECTORS) >= 19 and len(ERROR_VECTORS) == 2
 
 
 @pytest.mark.parametrize("vector", STATE_VECTORS, ids=_names(STATE_VECTORS))
@@ -102,32 +103,6 @@ def test_error_vectors(vector: dict[str, Any]) -> None:
     assert str(caught.value) == vector["error"]["message"]
     assert vector["error"]["message_contains"] in str(caught.value)
     assert isinstance(caught.value, EventLogCorruptError)
-
-
-@pytest.mark.parametrize("vector", VISIT_VECTORS, ids=_names(VISIT_VECTORS))
-def test_visit_index_for_vectors(vector: dict[str, Any]) -> None:
-    case = vector["visitIndexFor"]
-    state = materialize_run_state(vector["events"], run_id=vector["runId"])
-    assert visit_index_for(case["step"], case["branchPath"], state) == case["expected"]
-
-
-def test_visit_index_counts_under_a_branch_path_only() -> None:
-    events = _log(
-        "run_vb",
-        [
-            ("RunStarted", {}),
-            ("StepCompleted", {"stepPath": "p[a].worker.visit[0]"}),
-            ("StepCompleted", {"stepPath": "p[a].worker.visit[1]"}),
-            ("StepCompleted", {"stepPath": "p[b].worker.visit[0]"}),
-            ("StepFailed", {"stepPath": "p[b].worker.visit[1]"}),
-        ],
-    )
-    state = materialize_run_state(events)
-    step = {"id": "worker", "uses": "tool.call", "maxVisits": 3}
-    assert visit_index_for(step, "p[a]", state) == 2
-    assert visit_index_for(step, "p[b]", state) == 1
-    assert visit_index_for(step, "", state) == 0
-    assert visit_index_for({"id": "worker", "maxVisits": 1}, "p[a]", state) == 0
 
 
 # -- log shape ----------------------------------------------------------------------------------
@@ -542,23 +517,15 @@ def test_fold_events_continues_with_the_states_pricing_source() -> None:
         assert whole == materialize_run_state(events, pricing_fallback=fallback)
 
 
-def test_process_default_fallback_applies_unless_a_caller_passes_none() -> None:
+def test_a_fold_prices_unknown_models_only_from_the_fallback_it_is_given() -> None:
     from little_dist.litellm_prices import litellm_price_fallback
-    from little_dist.run_state import default_pricing_fallback, set_default_pricing_fallback
 
     events = _gpt41_run()
-    assert default_pricing_fallback() is None
     assert materialize_run_state(events).usage.cost_usd is None
-    previous = set_default_pricing_fallback(litellm_price_fallback)
-    try:
-        assert previous is None and default_pricing_fallback() is litellm_price_fallback
-        assert materialize_run_state(events).usage.cost_usd == pytest.approx(2 * GPT41_COST)
-        builder = RunStateBuilder("run_gpt41")
-        builder.apply_all(events)
-        assert builder.snapshot().usage.cost_usd == pytest.approx(2 * GPT41_COST)
-        assert materialize_run_state(events, pricing_fallback=None).usage.cost_usd is None
-    finally:
-        set_default_pricing_fallback(previous)
+    builder = RunStateBuilder("run_gpt41", pricing_fallback=litellm_price_fallback)
+    builder.apply_all(events)
+    assert builder.snapshot().usage.cost_usd == pytest.approx(2 * GPT41_COST)
+    # One fold's fallback is not the next one's: there is no process-wide default.
     assert materialize_run_state(events).usage.cost_usd is None
 
 

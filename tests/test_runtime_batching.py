@@ -295,7 +295,7 @@ def test_the_keeper_renews_without_being_woken_for_each_lease(ttl: float) -> Non
         # later still, so keep() does not need to wake it (no notify): nothing is renewed.
         now[0] = 1.0
         second = keeper.keep(Lease("b", "h", 1, ttl), ttl)
-        assert keeper._wake_at <= second.due
+        assert keeper.next_look <= second.due
         assert world.renewed == []
         second.stop()
     finally:

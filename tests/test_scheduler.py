@@ -44,7 +44,7 @@ from little_dist.settings import Settings
 from little_dist.tools import ToolRegistry
 from little_dist.world.redis_s3 import RedisS3World, RunSealedError
 from tests.fleet_processes import FleetEnv, fleet_env
-from tests.workflows_for_tests import _doc as lwir_doc
+from tests.lwir_builder import workflow_doc as lwir_doc
 from tests.workflows_for_tests import (
     add,
     big_text,
@@ -217,7 +217,7 @@ def test_a_chain_runs_signal_by_signal_and_is_archived(fleet: Fleet) -> None:
     spin(
         scheduler,
         lambda: (
-            run_id not in scheduler._runs
+            run_id not in scheduler.runs
             and not fleet.redis.sismember(active_runs_key(fleet.settings), run_id)
         ),
     )
@@ -246,12 +246,12 @@ def test_the_run_cache_is_bounded_by_the_bytes_of_its_runs_and_runs_still_finish
     versions = dict(runs)
     scheduler.start()
     spin(scheduler, lambda: len(app.sent) == 3)
-    assert len(scheduler._runs) == 2
+    assert len(scheduler.runs) == 2
     while not all(events_of(fleet.world, run_id)[-1].type == "RunCompleted" for run_id in versions):
         for task in app.take():
             assert execute(fleet.world, versions[task.run_id], task) is AttemptOutcome.completed
         scheduler.run_once(block_ms=50)
-        assert len(scheduler._runs) <= 2
+        assert len(scheduler.runs) <= 2
     for run_id in versions:
         assert types_at(fleet.world, run_id, "StepScheduled") == ["sched:s0:1", "sched:s1:1"]
 
@@ -277,7 +277,7 @@ def test_a_finished_run_is_archived_after_the_archive_delay(fleet: Fleet) -> Non
     active = active_runs_key(settings)
     first, second = (run_id for run_id, _ in runs)
     spin(scheduler, lambda: events_of(fleet.world, second)[-1].type == "RunCompleted")
-    spin(scheduler, lambda: first not in scheduler._runs and second not in scheduler._runs)
+    spin(scheduler, lambda: first not in scheduler.runs and second not in scheduler.runs)
     ended = time.monotonic()
     # Finished, not archived yet: no seal marker, the run is still active.
     assert not fleet.redis.exists(fleet.world._keys.run(first).archived)
@@ -318,7 +318,7 @@ def test_a_run_that_ended_far_ahead_of_the_scheduler_is_finished_without_folding
     spin(scheduler, lambda: run_id in scheduler.finished)
 
     assert reads == [303]  # the end alone (the scheduler had folded up to s0 scheduled)
-    assert run_id not in scheduler._runs
+    assert run_id not in scheduler.runs
     # A run the signals show is close to folded costs no peek: it is looked at as usual.
     second, _ = start_run(fleet.world, chain_lwir(1), {})
     reads.clear()
@@ -417,7 +417,7 @@ def test_the_loop_sweep_leaves_a_moving_run_once_then_looks(fleet: Fleet) -> Non
     spin(scheduler, lambda: bool(app.sent))
     (first,) = app.take()
     assert execute(fleet.world, version, first, signal=False) is AttemptOutcome.completed
-    scheduler._forget(run_id)  # as if this scheduler had never swept the run
+    scheduler.runs.forget(run_id)  # as if this scheduler had never swept the run
     looks: list[str] = []
     real_advance = scheduler.advance
 

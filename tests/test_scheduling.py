@@ -275,6 +275,31 @@ def test_loop_body_waits_for_the_new_visit() -> None:
     assert order.index("route.visit[0]") < order.index("draft.visit[1]")
 
 
+def test_a_visit_that_started_and_did_not_complete_is_resumed_at_its_own_index() -> None:
+    # Upstream's visitIndexFor rule (its run_state vectors): a loop step's next visit index
+    # is the number of its completed visits, so a visit that started and did not complete
+    # is run again at its own index, never skipped.
+    sim = Sim(loop_doc(3))
+    worker = review_passes_on(3)
+    while True:
+        sim.decide()
+        dispatch = next(iter(sim.outstanding.values()))
+        sim.start(dispatch)
+        if dispatch.step_path == "draft.visit[1]":
+            break
+        sim.finish(dispatch, worker(sim, dispatch, sim.step_input(dispatch)))
+    assert sim.decide().dispatch == ()  # running: nothing else to do
+    # Its worker died: the sweep fails the attempt (retriable), the visit runs again.
+    sim.finish(dispatch, ("fail", fail_with(causeCode="lease_expired", retriable=True)))
+    sim.decide()
+    (again,) = sim.outstanding.values()
+    assert (again.step_path, again.attempt) == ("draft.visit[1]", 2)
+    state = sim.run(worker)
+    assert state.status == "completed"
+    drafts = [p for p in completed_paths(sim) if p.startswith("draft")]
+    assert drafts == ["draft.visit[0]", "draft.visit[1]", "draft.visit[2]"]
+
+
 def test_exceeding_max_visits_fails_the_run_without_starting_the_visit() -> None:
     sim = Sim(loop_doc(3))
     state = sim.run(review_passes_on(99))

@@ -103,13 +103,14 @@ def test_a_fan_in_schema_is_checked_quickly_and_exactly() -> None:
 
 def test_an_output_error_still_reads_as_jsonschemas() -> None:
     from little_dist.compiler import compile_lwir
+    from little_dist.scheduling.schema_checks import compiled_schema
     from little_dist.scheduling.step_graph import plan_for, schema_error
     from tests.test_scheduling_parallel import fan_doc, items
 
     plan = plan_for(compile_lwir(fan_doc(), input=items("a")))
     schema = {"type": "array", "items": {"type": "object", "required": ["a"]}}
-    validator, quick = plan.checks(schema)
-    assert quick is not None and validator.schema == schema
+    compiled = compiled_schema(schema)
+    assert compiled.quick is not None and compiled.validator.schema == schema
     assert schema_error(plan, schema, [{"a": 1}] * 50) is None
     assert schema_error(plan, schema, [{"a": 1}, {}]) == "/1 'a' is a required property"
     assert schema_error(plan, {"enum": [1]}, 2) == "2 is not one of [1]"  # jsonschema alone

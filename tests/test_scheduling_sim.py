@@ -17,6 +17,7 @@ from little_dist.run_state import RunState, RunStateBuilder
 from little_dist.scheduling import Decision, RunContext, StepDispatch, decide
 from little_dist.step_context import resolve_step_input
 from little_dist.world.memory import MemoryWorld
+from tests.lwir_builder import workflow_doc
 
 Outcome = tuple[str, Any]  # ("ok", output) | ("fail", error) | ("hold", None)
 Worker = Callable[["Sim", StepDispatch, Any], Outcome]
@@ -26,26 +27,7 @@ def lwir_doc(
     steps: list[dict[str, Any]], *, output_schema: Any = True, **extra: Any
 ) -> dict[str, Any]:
     """A valid LWIR around ``steps`` (tools allowed: every ``with.tool`` used)."""
-    tools: set[str] = set()
-
-    def collect(items: list[dict[str, Any]]) -> None:
-        for step in items:
-            if step.get("uses") == "tool.call":
-                tools.add(step["with"]["tool"])
-            collect(step.get("steps", []))
-
-    collect(steps)
-    doc: dict[str, Any] = {
-        "apiVersion": "littleworkflow.dev/v0.1",
-        "kind": "Workflow",
-        "metadata": {"name": "sched-test"},
-        "input": {"schema": {"type": "object"}},
-        "output": {"schema": output_schema},
-        "permissions": {"tools": sorted(tools)},
-        "steps": steps,
-    }
-    doc.update(extra)
-    return doc
+    return workflow_doc("sched-test", steps, output_schema=output_schema, **extra)
 
 
 #: The fan-in envelope schema a parallel step's array output must declare.

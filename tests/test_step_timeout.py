@@ -104,8 +104,7 @@ def test_the_keeper_stops_renewing_at_the_deadline_and_hands_over_after_the_grac
         kept = keeper.keep(lease, 30.0, deadline=25.0, on_deadline=end)
         for step in (10.0, 20.0, 25.0, 26.0, 25.0 + DEADLINE_GRACE):
             clock.now = step
-            with keeper._wake:
-                keeper._wake.notify()
+            keeper.wake()
             time.sleep(0.05)
         assert fired.wait(2.0)
         assert kept.timed_out.is_set() and kept.cancelled()

@@ -1,4 +1,5 @@
-"""Tools and LWIR documents the runtime, runner and CLI tests share.
+"""Tools and LWIR documents the runtime, runner and CLI tests share (built with
+:mod:`tests.lwir_builder`).
 
 Loaded by ``little run ... --app tests.workflows_for_tests`` in subprocess tests (run from
 the repository root), so everything here is importable without pytest.
@@ -16,8 +17,12 @@ from typing import Any
 
 from little_dist.tools import ToolRegistry, tool
 
+# (API_VERSION and tool_step re-exported: tests import them from here too.)
+from tests.lwir_builder import API_VERSION as API_VERSION
+from tests.lwir_builder import tool_step as tool_step
+from tests.lwir_builder import workflow_doc
+
 SIDE_EFFECTS_ENV = "LITTLE_TEST_SIDE_EFFECTS"
-API_VERSION = "littleworkflow.dev/v0.1"
 
 
 @tool
@@ -79,42 +84,15 @@ FAN_IN_SCHEMA: dict[str, Any] = {
 }
 
 
-def _doc(name: str, steps: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
-    doc: dict[str, Any] = {
-        "apiVersion": API_VERSION,
-        "kind": "Workflow",
-        "metadata": {"name": name},
-        "input": {"schema": extra.pop("input_schema", {"type": "object"})},
-        "output": {"schema": extra.pop("output_schema", {"type": "object"})},
-        "permissions": {
-            "models": extra.pop("models", []),
-            "tools": extra.pop("tools", ["record_branch", "noop", "add", "big_text", "explode"]),
-            "secrets": [],
-            "network": [],
-        },
-        "steps": steps,
-    }
-    doc.update(extra)
-    return doc
-
-
-def tool_step(step_id: str, tool_name: str, args: Any, **extra: Any) -> dict[str, Any]:
-    output = extra.pop("output", {"mode": "object", "schema": {"type": "object"}})
-    step: dict[str, Any] = {
-        "id": step_id,
-        "uses": "tool.call",
-        "with": {"tool": tool_name, "args": args},
-        "output": output,
-    }
-    step.update(extra)
-    return step
+#: The tools this module registers: what its documents permit.
+APP_TOOLS = ["record_branch", "noop", "add", "big_text", "explode"]
 
 
 def single_tool_lwir(tool_name: str = "add", args: Any = None, **extra: Any) -> dict[str, Any]:
     """One ``tool.call`` step ``only``; its output is the workflow's output."""
     step = tool_step("only", tool_name, {"a": 1, "b": 2} if args is None else args, **extra)
     output_schema = {"type": "string"} if step["output"]["mode"] == "text" else {"type": "object"}
-    return _doc("tests.single", [step], output_schema=output_schema)
+    return workflow_doc("tests.single", [step], output_schema=output_schema, tools=APP_TOOLS)
 
 
 def chain_lwir(length: int) -> dict[str, Any]:
@@ -123,7 +101,7 @@ def chain_lwir(length: int) -> dict[str, Any]:
     for index in range(length):
         extra: dict[str, Any] = {"needs": [f"s{index - 1}"]} if index else {}
         steps.append(tool_step(f"s{index}", "noop", {"n": index}, **extra))
-    return _doc("tests.chain", steps)
+    return workflow_doc("tests.chain", steps, tools=APP_TOOLS)
 
 
 def fan_out_lwir(
@@ -139,7 +117,7 @@ def fan_out_lwir(
         if tool_name == "record_branch"
         else {"n": 1}
     )
-    return _doc(
+    return workflow_doc(
         "tests.fan-out",
         [
             {
@@ -167,6 +145,7 @@ def fan_out_lwir(
             },
         },
         output_schema={"type": "array"},
+        tools=APP_TOOLS,
     )
 
 

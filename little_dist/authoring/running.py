@@ -12,7 +12,8 @@ from little_dist.authoring.definition import WorkflowDefinition
 from little_dist.authoring.errors import RunFailedError
 from little_dist.canonical import sha256_digest
 from little_dist.errors import InvalidInputError, LittleError
-from little_dist.pricing import UsageTotals
+from little_dist.litellm_prices import litellm_price_fallback
+from little_dist.pricing import PriceFallback, UsageTotals
 
 if TYPE_CHECKING:
     from little_dist.harness.types import Harness, HarnessRole
@@ -104,6 +105,7 @@ def run_workflow(
     max_workers: int = 8,
     progress: Callable[[Any], None] | None = None,
     limits: InputLimits | None = None,
+    pricing_fallback: PriceFallback | None = litellm_price_fallback,
 ) -> RunResult:
     """Plan (or take ``plan=``), compile and run ``workflow`` on ``input`` in this process.
 
@@ -112,9 +114,10 @@ def run_workflow(
     ``LITTLE_MAX_*`` settings, see :mod:`little_dist.limits`). A ``run_id`` that already
     finished returns its recorded result without calling any model or tool; one that stopped
     part way resumes. Raises :class:`RunFailedError` when the run fails.
+    ``pricing_fallback`` prices the model calls in ``result.usage`` that the bundled
+    registry has no rates for (default: litellm's cost map; ``None``: registry rates only).
     """
     from little_dist.ids import validate_run_id
-    from little_dist.litellm_prices import use_litellm_prices_for_unknown_models
     from little_dist.planner import resolve_version
     from little_dist.run_state import materialize_run_state
 
@@ -127,7 +130,6 @@ def run_workflow(
 
         limits = load_limits()
     run_input = workflow.validate_input(input, limits=limits)
-    use_litellm_prices_for_unknown_models()
     if run_id is None:
         run_id = _new_run_id()
     validate_run_id(run_id)
@@ -138,7 +140,7 @@ def run_workflow(
     events = world.list_events(run_id)
     if events:
         _check_same_input(run_id, events, run_input)
-        state = materialize_run_state(events, run_id=run_id)
+        state = materialize_run_state(events, run_id=run_id, pricing_fallback=pricing_fallback)
         if state.status in ("completed", "failed"):
             return _result(workflow, run_id, state)
     capabilities = workflow.capabilities(harness)
@@ -148,7 +150,9 @@ def run_workflow(
         check_grants(workflow.plan, capabilities, f"workflow {workflow.id!r}")
     version = resolve_version(world, run_id, workflow, run_input, capabilities=capabilities)
     if version is None:  # planning failed and recorded RunFailed
-        return _result(workflow, run_id, materialize_run_state(world.list_events(run_id)))
+        events = world.list_events(run_id)
+        state = materialize_run_state(events, run_id=run_id, pricing_fallback=pricing_fallback)
+        return _result(workflow, run_id, state)
     from little_dist.local_runner import run_version
 
     state = run_version(
@@ -159,6 +163,7 @@ def run_workflow(
         capabilities=capabilities,
         max_workers=max_workers,
         progress=progress,
+        pricing_fallback=pricing_fallback,
     )
     return _result(workflow, run_id, state)
 

@@ -112,11 +112,8 @@ def run(args: argparse.Namespace) -> int:
             print(one_line(line), file=sys.stderr)
         return _fail(str(exc), EXIT_INVALID)
     resolve, run_input, capabilities = prepared
-    from little_dist.litellm_prices import use_litellm_prices_for_unknown_models
-
-    use_litellm_prices_for_unknown_models()
-
     from little_dist.cli.common import open_world_for_writing
+    from little_dist.litellm_prices import litellm_price_fallback
     from little_dist.local_runner import DEFAULT_LEASE_TTL, new_run_id, run_version
 
     _install_scripted_model()
@@ -128,7 +125,9 @@ def run(args: argparse.Namespace) -> int:
         if version is None:  # the planner failed and recorded RunFailed
             from little_dist.run_state import materialize_run_state
 
-            state = materialize_run_state(world.list_events(run_id), run_id=run_id)
+            state = materialize_run_state(
+                world.list_events(run_id), run_id=run_id, pricing_fallback=litellm_price_fallback
+            )
         else:
             state = run_version(
                 world,
@@ -141,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
                 notice=None if printer is None else printer.notice,
                 lease_ttl=args.lease_ttl or DEFAULT_LEASE_TTL,
                 max_branches_cap=args.max_branches,
+                pricing_fallback=litellm_price_fallback,
             )
     finally:
         if printer is not None:

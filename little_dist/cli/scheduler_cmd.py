@@ -14,7 +14,11 @@ import signal
 import sys
 import time
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from little_dist.fleet.scheduler import Scheduler
+    from little_dist.settings import Settings
 
 __all__ = ["register", "run"]
 
@@ -88,14 +92,11 @@ def _configure_logging(level: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from little_dist.fleet.interpreter_tuning import tune_gc_for_service
-    from little_dist.fleet.scheduler import open_scheduler
-    from little_dist.litellm_prices import use_litellm_prices_for_unknown_models
     from little_dist.settings import load_settings
 
     _configure_logging(args.loglevel)
-    use_litellm_prices_for_unknown_models()
     settings = load_settings()
-    scheduler = open_scheduler(settings, name=args.name)
+    scheduler = _open_scheduler(settings, name=args.name)
     tune_gc_for_service()
 
     def stop(signum: int, frame: FrameType | None) -> None:
@@ -109,3 +110,41 @@ def run(args: argparse.Namespace) -> int:
             signal.signal(sig, handler)
         scheduler.close()
     return 0
+
+
+def _open_scheduler(settings: Settings, *, name: str | None) -> Scheduler:
+    """A :class:`Scheduler` wired from ``settings``: the fleet's world, the Celery app and a
+    Redis client on the world's Redis (where the signal stream lives)."""
+    import redis as redis_lib
+
+    from little_dist.errors import InvalidInputError
+    from little_dist.fleet.app import make_celery_app
+    from little_dist.fleet.queue import CeleryQueue
+    from little_dist.fleet.scheduler import Scheduler
+    from little_dist.world.factory import fleet_world_spec, redis_url_of, world_from_settings
+
+    spec = fleet_world_spec(settings)
+    if not spec.startswith(("redis://", "rediss://", "unix://")):
+        raise InvalidInputError(
+            f"little scheduler needs a redis:// world (LITTLE_WORLD), got {spec!r}: the signal "
+            "stream lives in Redis"
+        )
+    world = world_from_settings(settings)
+    block_ms = 1000
+    client = redis_lib.Redis.from_url(
+        redis_url_of(spec),
+        decode_responses=True,
+        socket_timeout=block_ms / 1000 + 10,
+        socket_connect_timeout=10,
+        health_check_interval=30,
+    )
+    app = make_celery_app(settings)
+    return Scheduler(
+        settings,
+        world=world,
+        queue=CeleryQueue(app, settings),
+        redis_client=client,
+        name=name,
+        block_ms=block_ms,
+        owns_clients=True,
+    )

@@ -118,7 +118,6 @@ def run(args: argparse.Namespace) -> int:
     from little_dist.fleet.app_registry import load_registry
     from little_dist.fleet.interpreter_tuning import tune_gc_for_service, tune_switch_interval
     from little_dist.fleet.tasks import WorkerRuntime
-    from little_dist.litellm_prices import use_litellm_prices_for_unknown_models
     from little_dist.settings import load_settings
     from little_dist.testing import guard, scripted
     from little_dist.world.factory import fleet_world_spec
@@ -129,7 +128,6 @@ def run(args: argparse.Namespace) -> int:
     registry = load_registry(modules)
     scripted.install_from_env()
     guard.install_from_env()
-    use_litellm_prices_for_unknown_models()
 
     runtime = WorkerRuntime(settings, registry=registry, fast_path=args.fast_path, roles=args.roles)
     app = make_celery_app(settings, runtime=runtime)

@@ -101,21 +101,7 @@ class WorkflowVersion:
         version or was altered, and :class:`LwirInvalidError` (with ``validate``) when its
         LWIR no longer validates.
         """
-        if not isinstance(data, Mapping):
-            raise WorkflowVersionMismatchError("A WorkflowVersion must be a JSON object.")
-        for key, kind in (
-            ("id", str),
-            ("hash", str),
-            ("canonicalizer", str),
-            ("lwir", Mapping),
-            ("lwirVersionId", str),
-            ("lwirHash", str),
-            ("lock", Mapping),
-        ):
-            if not isinstance(data.get(key), kind):
-                raise WorkflowVersionMismatchError(
-                    f"WorkflowVersion field {key!r} is missing or not a {kind.__name__}."
-                )
+        _require_fields(data)
         if validate:
             canonical, lwir_hash, _, lwir = register_lwir(data["lwir"])
         else:
@@ -262,3 +248,22 @@ def _raise_for_findings(findings: Sequence[Finding]) -> None:
     errors = [finding for finding in findings if finding.severity == "error"]
     if errors:
         raise LwirInvalidError(errors)
+
+
+def _require_fields(data: Any) -> None:
+    """Refuse a stored version that is not an object with the fields a version has."""
+    if not isinstance(data, Mapping):
+        raise WorkflowVersionMismatchError("A WorkflowVersion must be a JSON object.")
+    for key, kind in (
+        ("id", str),
+        ("hash", str),
+        ("canonicalizer", str),
+        ("lwir", Mapping),
+        ("lwirVersionId", str),
+        ("lwirHash", str),
+        ("lock", Mapping),
+    ):
+        if not isinstance(data.get(key), kind):
+            raise WorkflowVersionMismatchError(
+                f"WorkflowVersion field {key!r} is missing or not a {kind.__name__}."
+            )

@@ -57,7 +57,8 @@ Modules
 * :mod:`.engine_events` — the engine's own event types (submitted, cancel asked, plan failed).
 * :mod:`.scheduler`, :mod:`.signals`, :mod:`.sweeper`, :mod:`.archiving` — the ``little
   scheduler`` process, the signal stream it reads, the active runs it sweeps, the finished
-  runs it archives.
+  runs it archives; :mod:`.followed_runs` — what it keeps of the runs it looks at;
+  :mod:`.poison` — runs it cannot advance; :mod:`.scheduler_log` — its JSON log lines.
 * :mod:`.slots` — the fleet's task slots, a fan-out's window and its backlog.
 * :mod:`.client` — :class:`~.client.Client`: submit, status, wait, cancel; :mod:`.submission`
   — :func:`~.submission.submit_run`, what submitting writes and sends.

@@ -24,8 +24,9 @@ from little_dist.fleet.engine_events import CANCEL_EVENT_TYPE
 from little_dist.fleet.run_tracker import RunTracker
 from little_dist.fleet.submission import submit_run, submit_runs
 from little_dist.ids import validate_run_id
+from little_dist.litellm_prices import litellm_price_fallback
 from little_dist.local_runner import RunMismatchError
-from little_dist.pricing import merge_usage_totals
+from little_dist.pricing import PriceFallback, merge_usage_totals
 from little_dist.report.failure import RunFailure, run_failure
 from little_dist.report.model import calls_usage
 from little_dist.run_state import (
@@ -33,7 +34,6 @@ from little_dist.run_state import (
     EventLike,
     RunState,
     RunStateBuilder,
-    default_pricing_fallback,
 )
 from little_dist.runtime import hydrate_events
 from little_dist.settings import Settings, load_settings
@@ -97,11 +97,12 @@ class RunStatusView:
         cancel_requested: bool,
         planning: bool,
         late: Sequence[Any] = (),
+        pricing_fallback: PriceFallback | None = None,
     ) -> RunStatusView:
         """``late``: the run's late record (:meth:`World.late_events`), whose model calls
-        count in the cost."""
+        count in the cost (priced as the state was: ``pricing_fallback``)."""
         cost = state.usage.cost_usd
-        late_usage = calls_usage(late, fallback=default_pricing_fallback())
+        late_usage = calls_usage(late, fallback=pricing_fallback)
         late_calls = late_usage.priced_calls + late_usage.unpriced_calls
         if late_calls:
             cost = merge_usage_totals(state.usage, late_usage).cost_usd
@@ -171,6 +172,8 @@ class Client:
     :class:`~little_dist.fleet.queue.TaskQueue`, e.g. a ``MemoryQueue`` in tests) replaces
     the app; ``registry`` (the workflows submissions are checked against) to the app module
     of ``settings.app`` (``LITTLE_APP``), when it names one, loaded at the first submission.
+    ``pricing_fallback`` prices the model calls the bundled registry has no rates for in
+    the states and costs it reports (default: litellm's cost map; ``None``: registry only).
     What the client opens itself it closes in :meth:`close` (also a context manager).
     """
 
@@ -182,8 +185,10 @@ class Client:
         app: Celery | None = None,
         registry: AppRegistry | None = None,
         queue: TaskQueue | None = None,
+        pricing_fallback: PriceFallback | None = litellm_price_fallback,
     ) -> None:
         self.settings = settings if settings is not None else load_settings()
+        self.pricing_fallback = pricing_fallback
         self._world = world
         self._owns_world = world is None
         self._app = app
@@ -336,7 +341,7 @@ class Client:
         return events
 
     def _fold(self, run_id: str, events: list[Event]) -> RunState:
-        builder = RunStateBuilder(run_id)
+        builder = RunStateBuilder(run_id, pricing_fallback=self.pricing_fallback)
         builder.apply_all(hydrate_events(self.world, events))
         return builder.snapshot()
 
@@ -356,6 +361,7 @@ class Client:
             planning="RunStarted" not in types and not ended,
             # Only an ended run can have one (an attempt refused after the end).
             late=self.world.late_events(run_id) if ended else (),
+            pricing_fallback=self.pricing_fallback,
         )
 
     def events(
@@ -382,7 +388,7 @@ class Client:
         """
         validate_run_id(run_id)
         deadline = None if timeout is None else time.monotonic() + timeout
-        builder = RunStateBuilder(run_id)
+        builder = RunStateBuilder(run_id, pricing_fallback=self.pricing_fallback)
         batch: list[EventLike] = []
         ended = False
         last = 0

@@ -101,17 +101,21 @@ class Arranged:
 
 
 class FastPath:
-    """The fast path of one worker process; see the module docstring."""
+    """The fast path of one worker process; see the module docstring. ``clock``: what
+    :meth:`yields` reads the time from (monotonic seconds)."""
 
-    def __init__(self, runtime: WorkerRuntime) -> None:
+    def __init__(
+        self, runtime: WorkerRuntime, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._runtime = runtime
+        self._clock = clock
         self._lock = threading.Lock()
         self._successors: dict[tuple[str, str], str | None] = {}
         #: Sends the spare attempts no thread of this process took in time.
         self.spares = SpareSender(self.hand_off)
         # When a thread of this process last gave up its inline budget to the queue while
         # the queue seemed to hold only its own run's tasks (see :meth:`yields`).
-        self._last_yield = time.monotonic()
+        self._last_yield = clock()
 
     def arrange(
         self,
@@ -229,7 +233,7 @@ class FastPath:
         )
         if queued > waiting:
             return True
-        now = time.monotonic()
+        now = self._clock()
         with self._lock:
             if now - self._last_yield < self._runtime.settings.worker_inline_seconds:
                 return False
@@ -274,7 +278,7 @@ class FastPath:
 
         Threads of this process that commit steps of one run at once advance it once: a
         thread that finds another advancing the run leaves it to that one (which looks
-        again when it is done) and gets ``None``.
+        again when it is done) and gets ``None``, or the attempt that one hands it.
         """
         if (not self._runtime.fast_path and not force) or self._runtime.queue is None:
             return None
@@ -292,53 +296,23 @@ class FastPath:
                 return tracker.advancing.leave(waiter)
         elif not tracker.advancing.begin():
             return None
+        return self._advance_while_asked(tracker, keep, read, held)
+
+    def _advance_while_asked(
+        self,
+        tracker: RunTracker,
+        keep: Callable[[StepDispatch], bool] | None,
+        read: bool,
+        held: Lease | None,
+    ) -> Advance | None:
+        """Look at the run (this thread advances it), again for as long as other threads'
+        commits ask for another look; the advance with this thread's next attempt, if one
+        was kept for it. The other attempts kept go to waiting threads or become spares."""
         kept: Advance | None = None
         try:
             while True:
-                # This thread's next attempt (if it has none yet), and one for each thread
-                # of this process waiting for one.
-                # The threads whose commits this look folds are usually a moment away from
-                # asking: up to a pool's worth of attempts are kept (the rest go out now).
-                wanted = (
-                    0
-                    if keep is None
-                    else max(
-                        (kept is None) + tracker.advancing.waiting(),
-                        self._runtime.settings.worker_concurrency,
-                    )
-                )
-                advance = advance_run(
-                    self._runtime.world,
-                    self._runtime.queue,
-                    self._runtime.settings,
-                    tracker,
-                    holder=self._runtime.name,
-                    read=read,
-                    keep=(
-                        Keep(
-                            keep,
-                            want=max(wanted, 1),
-                            defer=kept is None,
-                            held=held if kept is None else None,
-                        )
-                        if keep is not None and wanted
-                        else None
-                    ),
-                )
-                others = list(advance.also)
-                if advance.kept is not None:
-                    if kept is None:
-                        kept = advance
-                    elif advance.kept_lease is not None:
-                        others.insert(
-                            0, KeptAttempt(advance.kept, advance.kept_lease, advance.kept_alone)
-                        )
-                    else:
-                        # Kept under its dispatch lease (it was scheduled before): this
-                        # thread has its next attempt already, so the task goes out.
-                        self.hand_off(dataclasses.replace(advance, also=()))
-                if others:
-                    self._hand_out(tracker, advance, others)
+                advance = self._look(tracker, keep, kept, read=read, held=held)
+                kept = self._share_kept(tracker, advance, kept)
                 read = True
                 if advance.done or not tracker.advancing.end():
                     break
@@ -378,6 +352,67 @@ class FastPath:
             deferred=kept.deferred,
             also=(),
         )
+
+    def _look(
+        self,
+        tracker: RunTracker,
+        keep: Callable[[StepDispatch], bool] | None,
+        kept: Advance | None,
+        *,
+        read: bool,
+        held: Lease | None,
+    ) -> Advance:
+        """One look at the run, keeping this thread's next attempt (unless ``kept`` is it
+        already) and one for each thread of this process waiting for one."""
+        # The threads whose commits this look folds are usually a moment away from asking:
+        # up to a pool's worth of attempts are kept (the rest go out now).
+        wanted = (
+            0
+            if keep is None
+            else max(
+                (kept is None) + tracker.advancing.waiting(),
+                self._runtime.settings.worker_concurrency,
+            )
+        )
+        queue = self._runtime.queue
+        assert queue is not None  # (the fast path is on)
+        return advance_run(
+            self._runtime.world,
+            queue,
+            self._runtime.settings,
+            tracker,
+            holder=self._runtime.name,
+            read=read,
+            keep=(
+                Keep(
+                    keep,
+                    want=max(wanted, 1),
+                    defer=kept is None,
+                    held=held if kept is None else None,
+                )
+                if keep is not None and wanted
+                else None
+            ),
+        )
+
+    def _share_kept(
+        self, tracker: RunTracker, advance: Advance, kept: Advance | None
+    ) -> Advance | None:
+        """What ``advance`` kept: the first attempt for this thread (if it has none yet),
+        the others for the threads of this process; this thread's next attempt."""
+        others = list(advance.also)
+        if advance.kept is not None:
+            if kept is None:
+                kept = advance
+            elif advance.kept_lease is not None:
+                others.insert(0, KeptAttempt(advance.kept, advance.kept_lease, advance.kept_alone))
+            else:
+                # Kept under its dispatch lease (it was scheduled before): this thread has
+                # its next attempt already, so the task goes out.
+                self.hand_off(dataclasses.replace(advance, also=()))
+        if others:
+            self._hand_out(tracker, advance, others)
+        return kept
 
     def _hand_out(self, tracker: RunTracker, advance: Advance, kept: list[KeptAttempt]) -> None:
         """Give attempts this look kept to threads of this process waiting for one; keep

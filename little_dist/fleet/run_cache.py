@@ -85,6 +85,11 @@ class RunCache:
         with self._lock:
             return run_id in self._trackers
 
+    @property
+    def max_bytes(self) -> int | None:
+        """The bound on the runs' total :attr:`RunTracker.approx_bytes` (``None``: none)."""
+        return self._trackers.max_weight
+
 
 def _tracker_bytes(tracker: RunTracker) -> int:
     return tracker.approx_bytes

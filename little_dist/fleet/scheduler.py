@@ -9,7 +9,8 @@ One loop, one thread:
    scheduler's pending list are taken over with ``XAUTOCLAIM``. A batch of entries is grouped
    by run, each run is looked at once, then the batch is acknowledged (``XACK``).
 2. **A look at a run** (:meth:`Scheduler.advance`): fold only the new events into the run's
-   cached :class:`~little_dist.fleet.run_tracker.RunTracker` (state + ``RunContext``; large
+   cached :class:`~little_dist.fleet.run_tracker.RunTracker` (kept in
+   :class:`~little_dist.fleet.followed_runs.FollowedRuns`; state + ``RunContext``; large
    outputs hydrated; ``little.run.cancel_requested`` sets ``cancel_requested``), call the pure
    ``decide``, append ``decision.events`` in ONE ``append_batch`` (idempotent by occurrence
    id; repeated while deciding again yields more, e.g. inline decision steps), then send the
@@ -21,51 +22,50 @@ One loop, one thread:
    sweep lease looks at every active run again and fails attempts whose worker died
    (``lease_expired``), a few runs per loop turn so signals are still served in between. A
    run whose log grew since the last sweep looked at it is left to the workers moving it on,
-   never twice in a row (:meth:`Scheduler._moving`).
+   never twice in a row (:meth:`~little_dist.fleet.followed_runs.FollowedRuns.moving`).
 4. **The end of a run**: once ``RunCompleted``/``RunFailed`` is recorded the run is dropped
    from the cache and archived on a background thread (``world.archive_run`` where the world
    has it), then removed from the active set. A look that would have more than
    ``_UNREAD_END_PEEK`` unread events to fold (a wide run the workers ran to its end on the
    fast path, between two sweeps) first reads the log's last event: when that is the end,
    the run is finished from it alone, without folding the rest.
+5. **A run that cannot be advanced** (a look keeps raising) is failed as ``internal`` after a
+   few looks in a row (:mod:`~little_dist.fleet.poison`).
 
 Stopping: :meth:`Scheduler.stop` (the CLI calls it on SIGTERM/SIGINT) ends the loop after
 the current turn; nothing is left half done (an unacknowledged entry is simply handled again
-by someone, idempotently). One JSON log line per decision that changed something: the run,
-events appended, tasks sent, the run's status and the time taken.
+by someone, idempotently). One JSON log line (:mod:`~little_dist.fleet.scheduler_log`) per
+decision that changed something: the run, events appended, tasks sent, the run's status and
+the time taken.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
 import os
 import socket
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
-from little_dist import occurrences
 from little_dist.errors import (
-    InvalidInputError,
     LittleError,
     RunEndedError,
     StorageUnavailableError,
 )
-from little_dist.events import EventInput
-from little_dist.fleet.archiving import FINISHED_MEMORY, Archiver
+from little_dist.fleet.archiving import Archiver
 from little_dist.fleet.dispatch import Advance
-from little_dist.fleet.run_tracker import RunTracker
+from little_dist.fleet.followed_runs import FollowedRun, FollowedRuns
+from little_dist.fleet.poison import PoisonRuns
+from little_dist.fleet.scheduler_log import log_event as _log
 from little_dist.fleet.sending import dispatch_plan, dispatch_ready
 from little_dist.fleet.signals import Signal, SignalReader
 from little_dist.fleet.slots import fanout_window
 from little_dist.fleet.sweeper import ActiveRuns, SweepRound, fail_dead_attempts
 from little_dist.fleet.versions import VersionCache
-from little_dist.lru import LruCache
 from little_dist.run_state import RunState
 from little_dist.scheduling import Decision, RunContext, StepDispatch, decide
 from little_dist.settings import Settings
@@ -81,10 +81,7 @@ __all__ = [
     "active_runs_key",
     "default_scheduler_name",
     "default_sweep_interval",
-    "open_scheduler",
 ]
-
-logger = logging.getLogger("little.scheduler")
 
 _TERMINAL: Final = ("completed", "failed")
 # decide + append rounds per look at a run (inline decision steps may chain); a bound so a
@@ -94,9 +91,6 @@ _MAX_ROUNDS: Final = 64
 _UNREAD_END_PEEK: Final = 256
 _END_STATUS: Final = {"RunCompleted": "completed", "RunFailed": "failed"}
 _CONSUMER_CLEANUP_EVERY: Final = 600.0
-# Looks in a row that raise (not a storage outage) before a run is failed as "internal".
-_POISON_LOOKS: Final = 3
-_SWEEP_SKIPPED: Final = -1
 
 
 def default_scheduler_name() -> str:
@@ -114,18 +108,11 @@ def active_runs_key(settings: Settings) -> str:
     return f"{settings.signal_stream}:active-runs"
 
 
-@dataclass
-class _Run:
-    tracker: RunTracker
-    # (path, attempt, kind) -> monotonic time this scheduler last offered it for sending
-    offered: dict[tuple[str, int, str], float] = field(default_factory=dict)
-    registered: bool = False  # added to the active set
-
-
 class Scheduler:
     """The scheduler loop over one world, one task queue and the signal stream's Redis.
 
-    Dependencies come in ready made (see :func:`open_scheduler` for the real wiring): a
+    Dependencies come in ready made (``little scheduler`` wires them from the settings:
+    :mod:`little_dist.cli.scheduler_cmd`): a
     ``world`` (a :class:`~little_dist.world.redis_s3.RedisS3World` whose ``signal_stream``
     is ``settings.signal_stream``), ``queue`` (a :class:`~little_dist.fleet.queue.TaskQueue`) and
     ``redis_client`` (the Redis holding the signal stream; its socket timeout must exceed
@@ -176,16 +163,17 @@ class Scheduler:
         self.block_ms = block_ms
         self.sweep_batch = sweep_batch
         self.max_cached_runs = max_cached_runs
-        # Folded runs, least recently looked at first; bounded by count and by
-        # LITTLE_RUN_CACHE_BYTES (a run dropped is read from the log again if it comes back).
-        self._runs: LruCache[str, _Run] = LruCache(
-            max_cached_runs, settings.run_cache_bytes, weigh=_run_bytes
+        #: The runs this scheduler follows (folded, bounded; see :mod:`~.followed_runs`).
+        self.runs = FollowedRuns(
+            world,
+            versions=self.versions,
+            max_runs=max_cached_runs,
+            max_bytes=settings.run_cache_bytes,
+            max_branches_cap=settings.max_branches_cap,
+            window=self.window,
         )
-        # Per run: its log's length when a sweep last looked at it (_SWEEP_SKIPPED: the last
-        # sweep left it to the workers moving it on, see :meth:`_moving`).
-        self._swept: dict[str, int] = {}
-        # Per run: looks in a row that raised something other than a storage outage.
-        self._failures: dict[str, int] = {}
+        #: Looks in a row that raised, per run (see :mod:`~.poison`).
+        self.poison = PoisonRuns(world)
         self.finished = Archiver(
             world, self.active, delay=settings.archive_delay, window=self.window
         )
@@ -241,7 +229,7 @@ class Scheduler:
 
     def close(self) -> None:
         """Wait for archives in progress; close the world and the Redis client if
-        :func:`open_scheduler` made them."""
+        whoever made the scheduler handed them over (``owns_clients``)."""
         self.finished.close()
         if self._owns_clients:
             self.world.close()
@@ -266,7 +254,7 @@ class Scheduler:
                 self.sweeps.begin(now, self._sweep_targets())
                 self._cleanup_consumers(now)
             else:
-                self.sweeps.begin(now, list(self._runs), full=False)
+                self.sweeps.begin(now, list(self.runs), full=False)
         wait_ms = self.block_ms if block_ms is None else block_ms
         if batch or self.sweeps.pending:
             wait_ms = 0
@@ -316,51 +304,23 @@ class Scheduler:
         except Exception as exc:  # one bad run must not stop the others
             self._broken(run_id, exc)
             return True
-        self._failures.pop(run_id, None)
+        self.poison.cleared(run_id)
         return True
 
     def _broken(self, run_id: str, exc: Exception) -> None:
         """A look at ``run_id`` raised (a bug, or a log the fold cannot read): forget what
-        was cached of it, and after ``_POISON_LOOKS`` such looks in a row fail the run with
-        causeCode ``internal``, so that it stops being looked at (and retried) forever. The
-        traceback goes to this process's log, never into the run's events."""
-        self._forget(run_id)
-        count = self._failures.pop(run_id, 0) + 1
-        self._failures[run_id] = count
-        while len(self._failures) > FINISHED_MEMORY:
-            self._failures.pop(next(iter(self._failures)))
-        error = f"{type(exc).__name__}: {exc}"
-        _log(
-            "run-error",
-            level=logging.ERROR,
-            exc_info=exc,
-            run=run_id,
-            error=error,
-            failures=count,
-        )
-        if count < _POISON_LOOKS:
-            return
-        try:
-            self.world.append_batch(run_id, [_internal_failure(count, exc)])
-        except LittleError as append_error:
-            _log(
-                "run-error",
-                level=logging.ERROR,
-                exc_info=append_error,
-                run=run_id,
-                error=f"could not record RunFailed: {append_error}",
-            )
-            return
-        self._failures.pop(run_id, None)
-        _log("run-poisoned", level=logging.ERROR, run=run_id, failures=count)
-        self._finish(run_id, "failed", 0)
+        was cached of it; the run is failed after a few such looks in a row (:mod:`.poison`).
+        """
+        self.runs.forget(run_id)
+        if self.poison.broken(run_id, exc):
+            self._finish(run_id, "failed", 0)
 
     # -- a look at one run ------------------------------------------------------------------
 
     def advance(self, run_id: str) -> Advance:
         """Fold, decide, append (one batch per round), dispatch; finish the run when over."""
         started = time.perf_counter()
-        entry = self._entry(run_id)
+        entry = self.runs.entry(run_id)
         tracker = entry.tracker
         state = tracker.catch_up()
         if tracker.awaiting_plan and state.status not in _TERMINAL:
@@ -372,9 +332,7 @@ class Scheduler:
             ctx = tracker.context
             if ctx is None or state.status in _TERMINAL:
                 break
-            if not entry.registered:
-                self.active.add(run_id)
-                entry.registered = True
+            self._register(entry)
             decision = decide(ctx, state)
             before = state.event_count
             if decision.events:
@@ -413,16 +371,20 @@ class Scheduler:
             self._finish(run_id, state.status, state.event_count)
         return result
 
-    def _await_plan(self, entry: _Run, state: RunState) -> Advance:
+    def _register(self, entry: FollowedRun) -> None:
+        """Add the run to the active set, once (so the sweeps come back to it)."""
+        if not entry.registered:
+            self.active.add(entry.tracker.run_id)
+            entry.registered = True
+
+    def _await_plan(self, entry: FollowedRun, state: RunState) -> Advance:
         """A run submitted for planning and not started: follow it (the active set, so the
         sweeps come back to it) and send its ``little.plan`` again once
         ``dispatch_resend_after`` has passed since it was last sent (the lease
         :func:`~little_dist.fleet.sending.dispatch_plan` takes): a planner that died, or
         whose planning failed in a way that may pass, is followed by another."""
         run_id = entry.tracker.run_id
-        if not entry.registered:
-            self.active.add(run_id)
-            entry.registered = True
+        self._register(entry)
         if dispatch_plan(self.world, self.queue, self.settings, run_id, holder=self.name):
             _log("plan-sent", run=run_id, seq=state.event_count)
         return Advance(state, None, (), 0)
@@ -436,8 +398,7 @@ class Scheduler:
         newest sequence the run's signals named (0: unknown), so that a look the signals
         show is not far behind costs no round trip here. ``last``: the log's length, when
         the caller read it."""
-        entry = self._runs.get(run_id)
-        folded = entry.tracker.last_sequence if entry is not None else 0
+        folded = self.runs.folded(run_id)
         if signalled is not None and signalled - folded <= _UNREAD_END_PEEK:
             return False
         if last is None:
@@ -451,22 +412,12 @@ class Scheduler:
         return True
 
     def _dispatch(
-        self, entry: _Run, ctx: RunContext, state: RunState, decision: Decision
+        self, entry: FollowedRun, ctx: RunContext, state: RunState, decision: Decision
     ) -> tuple[StepDispatch, ...]:
-        now = time.monotonic()
-        resend_after = self.settings.dispatch_resend_after
-        offered: dict[tuple[str, int, str], float] = {}
-        fresh: list[StepDispatch] = []
-        for dispatch in decision.dispatch:
-            key = (dispatch.step_path, dispatch.attempt, dispatch.kind)
-            last = entry.offered.get(key)
-            if last is not None and now - last < resend_after:
-                offered[key] = last
-                continue
-            offered[key] = now
-            fresh.append(dispatch)
-        # Attempts that started drop out of decision.dispatch, and so out of this memory.
-        entry.offered = offered
+        """Send what ``decision`` made ready and this scheduler did not offer lately."""
+        fresh = entry.fresh(
+            decision.dispatch, time.monotonic(), self.settings.dispatch_resend_after
+        )
         if not fresh:
             return ()
         narrowed = dataclasses.replace(decision, dispatch=tuple(fresh))
@@ -477,29 +428,8 @@ class Scheduler:
 
     def _finish(self, run_id: str, status: str, sequence: int) -> None:
         """Forget the run's cached view and hand it to the archiver (see :mod:`~.archiving`)."""
-        self._forget(run_id)
+        self.runs.forget(run_id)
         self.finished.finish(run_id, status, sequence)
-
-    def _entry(self, run_id: str) -> _Run:
-        entry = self._runs.get(run_id)
-        if entry is not None:
-            self._runs.move_to_end(run_id)
-            return entry
-        entry = _Run(
-            RunTracker(
-                self.world,
-                run_id,
-                versions=self.versions,
-                max_branches_cap=self.settings.max_branches_cap,
-                window=self.window,
-            )
-        )
-        self._runs[run_id] = entry  # (the oldest go past the bounds)
-        return entry
-
-    def _forget(self, run_id: str) -> None:
-        self._runs.pop(run_id, None)
-        self._swept.pop(run_id, None)
 
     # -- sweeping ---------------------------------------------------------------------------
 
@@ -507,7 +437,7 @@ class Scheduler:
         targets = self.active.members()
         known = set(targets)
         # Runs this scheduler follows that are not (yet) in the set: look at them too.
-        targets += [run_id for run_id in self._runs if run_id not in known]
+        targets += [run_id for run_id in self.runs if run_id not in known]
         return targets
 
     def sweep_run(
@@ -515,21 +445,22 @@ class Scheduler:
     ) -> list[tuple[str, int]]:
         """Look at the run again and (``fail_dead``) fail its attempts whose worker died;
         which were failed. ``leave_moving``: not if the run's log grew since this
-        scheduler's last sweep of it (the loop's sweeps, see :meth:`_moving`)."""
+        scheduler's last sweep of it (the loop's sweeps, see
+        :meth:`~little_dist.fleet.followed_runs.FollowedRuns.moving`)."""
         if run_id in self.finished:
             return []  # being archived (it leaves the active set when that is done)
         try:
             last = self.world.last_sequence(run_id)
             if self._finished_unread(run_id, last=last):
                 return []
-            if leave_moving and self._moving(run_id, last):
+            if leave_moving and self.runs.moving(run_id, last):
                 return []
             result = self.advance(run_id)
-            self._failures.pop(run_id, None)
+            self.poison.cleared(run_id)
             if result.done or not fail_dead:
                 return []
             failed = fail_dead_attempts(
-                self.world, self._entry(run_id).tracker, f"{self.name}:sweep"
+                self.world, self.runs.entry(run_id).tracker, f"{self.name}:sweep"
             )
             if failed:
                 _log(
@@ -545,21 +476,6 @@ class Scheduler:
             self._broken(run_id, exc)
         return []
 
-    def _moving(self, run_id: str, last: int) -> bool:
-        """Whether this sweep leaves the run, whose log holds ``last`` events, to the workers
-        moving it on: its log grew since the last sweep looked at it (or no sweep of this
-        scheduler has yet), and that sweep did look. Never twice in a row, so every run is
-        looked at at least every second sweep: what only a sweep recovers (a worker that died
-        between its commit and its look, an attempt whose worker died) waits one sweep
-        longer at most, while a wide run the fast path is busy with is not folded here in
-        the middle of it (its end is signalled)."""
-        before = self._swept.get(run_id)
-        if before == _SWEEP_SKIPPED or (before is not None and last <= before):
-            self._swept[run_id] = last
-            return False
-        self._swept[run_id] = _SWEEP_SKIPPED
-        return True
-
     def sweep_all(self) -> dict[str, list[tuple[str, int]]]:
         """One whole sweep now, without the lease (tests, tools): failed attempts per run."""
         return {run_id: self.sweep_run(run_id) for run_id in self._sweep_targets()}
@@ -572,75 +488,3 @@ class Scheduler:
         removed = self.signals.forget_idle_consumers(idle)
         if removed:
             _log("consumers-removed", names=removed)
-
-
-def _run_bytes(entry: _Run) -> int:
-    return entry.tracker.approx_bytes
-
-
-def _internal_failure(looks: int, exc: Exception) -> EventInput:
-    """The ``RunFailed`` of a run the engine could not advance (no traceback: that is in
-    the scheduler's log)."""
-    return EventInput(
-        type="RunFailed",
-        occurrence_id=occurrences.RUN_END,
-        payload={
-            "error": {
-                "name": "InternalError",
-                "message": (
-                    f"the scheduler could not advance this run ({looks} looks in a row "
-                    f"failed, the last with {type(exc).__name__}: {exc}); see its log"
-                )[:2000],
-                "causeCode": "internal",
-                "retriable": False,
-            },
-        },
-    )
-
-
-def _log(
-    event: str,
-    *,
-    level: int = logging.INFO,
-    exc_info: bool | BaseException = False,
-    **fields: Any,
-) -> None:
-    if logger.isEnabledFor(level):
-        line = json.dumps({"event": event, **fields}, separators=(",", ":"), default=str)
-        logger.log(level, line, exc_info=exc_info)
-
-
-def open_scheduler(settings: Settings, *, name: str | None = None) -> Scheduler:
-    """A :class:`Scheduler` wired from ``settings``: the fleet's world, the Celery app and a
-    Redis client on the world's Redis (where the signal stream lives)."""
-    import redis as redis_lib
-
-    from little_dist.fleet.app import make_celery_app
-    from little_dist.fleet.queue import CeleryQueue
-    from little_dist.world.factory import fleet_world_spec, redis_url_of, world_from_settings
-
-    spec = fleet_world_spec(settings)
-    if not spec.startswith(("redis://", "rediss://", "unix://")):
-        raise InvalidInputError(
-            f"little scheduler needs a redis:// world (LITTLE_WORLD), got {spec!r}: the signal "
-            "stream lives in Redis"
-        )
-    world = world_from_settings(settings)
-    block_ms = 1000
-    client = redis_lib.Redis.from_url(
-        redis_url_of(spec),
-        decode_responses=True,
-        socket_timeout=block_ms / 1000 + 10,
-        socket_connect_timeout=10,
-        health_check_interval=30,
-    )
-    app = make_celery_app(settings)
-    return Scheduler(
-        settings,
-        world=world,
-        queue=CeleryQueue(app, settings),
-        redis_client=client,
-        name=name,
-        block_ms=block_ms,
-        owns_clients=True,
-    )

@@ -186,6 +186,15 @@ class VersionCache:
         with self._lock:
             return len(self._versions)
 
+    def __contains__(self, version_id: object) -> bool:
+        with self._lock:
+            return version_id in self._versions
+
+    @property
+    def max_bytes(self) -> int | None:
+        """The bound on the versions' total canonical LWIR length (``None``: count only)."""
+        return self._versions.max_weight
+
 
 def _version_bytes(version: WorkflowVersion) -> int:
     return len(version.canonical_json)

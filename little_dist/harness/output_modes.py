@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from little_dist.canonical import canonical_json
-from little_dist.lru import TextKeyedCache
+from little_dist.scheduling.schema_checks import compiled_schema
 
 __all__ = [
     "instructions",
@@ -27,8 +27,6 @@ __all__ = [
 ]
 
 _FENCE = re.compile(r"^\s*```[A-Za-z0-9_-]*\s*\n(?P<body>.*?)\n?\s*```\s*$", re.DOTALL)
-# Compiled validators by the schema's canonical text, bounded (count and text).
-_validators: TextKeyedCache[Any] = TextKeyedCache(1024, 16 * 1024 * 1024)
 
 
 def output_spec(step: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -127,16 +125,6 @@ def _kind(value: Any) -> str:
     return type(value).__name__
 
 
-def _validator(schema: Mapping[str, Any]) -> Any:
-    def build() -> Any:
-        from jsonschema import Draft7Validator
-        from jsonschema.validators import validator_for
-
-        return validator_for(schema, default=Draft7Validator)(dict(schema))
-
-    return _validators.get_or_build(canonical_json(dict(schema)), build)
-
-
 def output_findings(step: Mapping[str, Any], output: Any) -> list[str]:
     """Why ``output`` does not satisfy the step's output contract (empty when it does)."""
     spec = output_spec(step)
@@ -166,7 +154,8 @@ def output_findings(step: Mapping[str, Any], output: Any) -> list[str]:
     if schema is None:
         return []
     findings = []
-    errors = sorted(_validator(schema).iter_errors(output), key=lambda e: list(e.absolute_path))
+    validator = compiled_schema(schema).validator
+    errors = sorted(validator.iter_errors(output), key=lambda e: list(e.absolute_path))
     for error in errors:
         where = "/".join(str(part) for part in error.absolute_path)
         findings.append(f"{'/' + where if where else '(root)'}: {error.message}")

@@ -262,13 +262,7 @@ def _timeline(report: RunReport) -> str:
     ]
     tick = 0.0
     while tick <= axis_end + 1e-9:
-        x = x_of(tick)
-        out.append(
-            f'<line x1="{x:.1f}" y1="{_AXIS_H - 6}" x2="{x:.1f}" y2="{height - 4}" '
-            'stroke="#e3e7ec" stroke-width="1"/>'
-            f'<text x="{x:.1f}" y="{_AXIS_H - 12}" font-size="11" fill="#5f6b7a" '
-            f'text-anchor="middle">{escape(_tick_label(tick, step))}</text>'
-        )
+        out.append(_tick_svg(x_of(tick), height, _tick_label(tick, step)))
         tick += step
 
     run_end = _time(report.last_event_at) or _time(report.finished_at)
@@ -291,23 +285,7 @@ def _timeline(report: RunReport) -> str:
             else f"{span.step_path} #{span.attempt_number}"
         )
         shown = name if len(name) <= 32 else name[:31] + "…"
-        label = _bar_label(span)
-        label_w = len(label) * _CHAR_W
-        if width >= label_w + 12:
-            label_svg = (
-                f'<text x="{x0 + 6:.1f}" y="{y + _ROW_H / 2 + 4:.1f}" font-size="11" '
-                f'fill="#fff" font-weight="600">{escape(label)}</text>'
-            )
-        elif x0 + width + 6 + label_w <= _WIDTH:
-            label_svg = (
-                f'<text x="{x0 + width + 6:.1f}" y="{y + _ROW_H / 2 + 4:.1f}" font-size="11" '
-                f'fill="#1d2430">{escape(label)}</text>'
-            )
-        else:
-            label_svg = (
-                f'<text x="{x0 - 6:.1f}" y="{y + _ROW_H / 2 + 4:.1f}" font-size="11" '
-                f'fill="#1d2430" text-anchor="end">{escape(label)}</text>'
-            )
+        label_svg = _bar_label_svg(_bar_label(span), x0, width, y)
         unfinished = span.finished_at is None
         dash = ' stroke-dasharray="4 3" fill-opacity="0.55"' if unfinished else ""
         if row % 2 == 0:
@@ -328,6 +306,36 @@ def _timeline(report: RunReport) -> str:
         for status, colour in STATUS_COLOURS.items()
     )
     return f'<div class="legend">{legend}</div>' + "".join(out)
+
+
+def _tick_svg(x: float, height: int, label: str) -> str:
+    """One tick of the timeline's time axis: a grid line and its label."""
+    return (
+        f'<line x1="{x:.1f}" y1="{_AXIS_H - 6}" x2="{x:.1f}" y2="{height - 4}" '
+        'stroke="#e3e7ec" stroke-width="1"/>'
+        f'<text x="{x:.1f}" y="{_AXIS_H - 12}" font-size="11" fill="#5f6b7a" '
+        f'text-anchor="middle">{escape(label)}</text>'
+    )
+
+
+def _bar_label_svg(label: str, x0: float, width: float, y: float) -> str:
+    """A bar's label: inside the bar when it fits, else after it, else before it."""
+    label_w = len(label) * _CHAR_W
+    baseline = f"{y + _ROW_H / 2 + 4:.1f}"
+    if width >= label_w + 12:
+        return (
+            f'<text x="{x0 + 6:.1f}" y="{baseline}" font-size="11" '
+            f'fill="#fff" font-weight="600">{escape(label)}</text>'
+        )
+    if x0 + width + 6 + label_w <= _WIDTH:
+        return (
+            f'<text x="{x0 + width + 6:.1f}" y="{baseline}" font-size="11" '
+            f'fill="#1d2430">{escape(label)}</text>'
+        )
+    return (
+        f'<text x="{x0 - 6:.1f}" y="{baseline}" font-size="11" '
+        f'fill="#1d2430" text-anchor="end">{escape(label)}</text>'
+    )
 
 
 # --- step table ------------------------------------------------------------------------

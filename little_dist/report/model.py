@@ -44,13 +44,7 @@ from little_dist.pricing import (
 )
 from little_dist.report.collation import js_property_order, locale_sort_key
 from little_dist.report.failure import RunFailure, run_failure
-from little_dist.run_state import (
-    PROCESS_DEFAULT,
-    PricingFallbackArg,
-    RunState,
-    default_pricing_fallback,
-    materialize_run_state,
-)
+from little_dist.run_state import RunState, materialize_run_state
 
 __all__ = [
     "LATE",
@@ -440,7 +434,7 @@ def build_run_report(
     events: Iterable[Any],
     *,
     run_id: str | None = None,
-    pricing_fallback: PricingFallbackArg = PROCESS_DEFAULT,
+    pricing_fallback: PriceFallback | None = None,
     late: Iterable[Any] = (),
 ) -> RunReport:
     """Fold a run's events (dicts or ``Event`` models, in sequence order) into its report.
@@ -449,14 +443,11 @@ def build_run_report(
     (:meth:`~little_dist.world.base.World.late_events`), counted in the ``late`` row and the
     total. ``pricing_fallback`` prices models the
     registry lacks (e.g. :func:`little_dist.litellm_prices.litellm_price_fallback`, which
-    ``little report`` passes); ``None`` is upstream's registry-only pricing; left out, the
-    process default of :func:`little_dist.run_state.set_default_pricing_fallback` applies.
+    ``little report`` passes); ``None`` (the default) is upstream's registry-only pricing.
     Raises what :func:`little_dist.run_state.materialize_run_state` raises for a log that
     breaks the envelope's invariants (foreign run id, gap or duplicate sequence).
     """
-    fallback = (
-        default_pricing_fallback() if pricing_fallback is PROCESS_DEFAULT else pricing_fallback
-    )
+    fallback = pricing_fallback
     dicts = _event_dicts(events)
     state = materialize_run_state(dicts, run_id=run_id, pricing_fallback=fallback)
     last_event_at = dicts[-1].get("recordedAt") if dicts else None

@@ -8,7 +8,8 @@ snapshots. ``state.to_json()`` is upstream's JSON shape.
 Pricing: model calls are priced from the bundled registry; a ``pricing_fallback``
 (``provider/model`` -> rates, e.g. :func:`little_dist.litellm_prices.litellm_price_fallback`)
 prices the models it lacks. This package never imports litellm: the IO layer passes the
-fallback in, per fold or once with :func:`set_default_pricing_fallback`.
+fallback in to each fold that reports cost (no process-wide default: a fold without one
+prices from the registry alone, as upstream).
 
 Ownership rule: a :class:`RunState` never changes once returned. A builder is private to
 its owner; it copies whatever a snapshot shares before changing it (copy-on-write), so
@@ -37,20 +38,12 @@ from little_dist.run_state._state import (
     StepState,
     StepStatus,
 )
-from little_dist.run_state._usage import (
-    PROCESS_DEFAULT,
-    PricingFallbackArg,
-    default_pricing_fallback,
-    set_default_pricing_fallback,
-)
 
 __all__ = [
     "FOLDED_EVENT_TYPES",
-    "PROCESS_DEFAULT",
     "EventLike",
     "ParallelBranchState",
     "ParallelGroupState",
-    "PricingFallbackArg",
     "RunState",
     "RunStateBuilder",
     "RunStateEventMismatchError",
@@ -58,9 +51,7 @@ __all__ = [
     "StepAttempt",
     "StepState",
     "StepStatus",
-    "default_pricing_fallback",
     "fold_events",
     "materialize_run_state",
-    "set_default_pricing_fallback",
     "step_paths_in_event_order",
 ]

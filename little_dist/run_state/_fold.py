@@ -35,18 +35,17 @@ from typing import Any, TypeAlias
 
 from little_dist.errors import EventLogCorruptError, InvalidInputError
 from little_dist.events import Event
+from little_dist.pricing import PriceFallback
 from little_dist.run_state._parallel import ParallelGroupState, apply_parallel
 from little_dist.run_state._parallel import is_artifact_ref as _is_ref
 from little_dist.run_state._state import ABSENT, RunState, StepAttempt, StepState
 from little_dist.run_state._usage import (
-    PROCESS_DEFAULT,
     Pricer,
-    PricingFallbackArg,
     Totals,
     add_call,
     empty_totals,
     price_call,
-    resolve_pricer,
+    pricer_for,
 )
 
 __all__ = ["FOLDED_EVENT_TYPES", "EventLike", "RunStateBuilder", "RunStateEventMismatchError"]
@@ -115,20 +114,17 @@ class RunStateBuilder:
         "_workflow_version_id",
     )
 
-    def __init__(
-        self, run_id: str, *, pricing_fallback: PricingFallbackArg = PROCESS_DEFAULT
-    ) -> None:
+    def __init__(self, run_id: str, *, pricing_fallback: PriceFallback | None = None) -> None:
         """Start an empty fold of ``run_id``.
 
         ``pricing_fallback`` prices model calls the registry has no rates for (e.g.
         :func:`little_dist.litellm_prices.litellm_price_fallback`); ``None`` means registry
-        rates only, as upstream; left out, the process default applies (see
-        :func:`~little_dist.run_state.set_default_pricing_fallback`, ``None`` unless set).
+        rates only, as upstream (the default).
         """
         if not isinstance(run_id, str) or not run_id:
             raise InvalidInputError(f"A run state needs a run id, got {run_id!r}")
         self._run_id = run_id
-        self._pricer: Pricer = resolve_pricer(pricing_fallback)
+        self._pricer: Pricer = pricer_for(pricing_fallback)
         self._status = "pending"
         self._workflow_version_id: str | None = None
         self._started_at: str | None = None

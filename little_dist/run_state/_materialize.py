@@ -7,9 +7,9 @@ from typing import Any
 
 from little_dist.errors import InvalidInputError
 from little_dist.events import Event
+from little_dist.pricing import PriceFallback
 from little_dist.run_state._fold import EventLike, RunStateBuilder, RunStateEventMismatchError
 from little_dist.run_state._state import RunState
-from little_dist.run_state._usage import PROCESS_DEFAULT, PricingFallbackArg
 
 __all__ = ["fold_events", "materialize_run_state", "step_paths_in_event_order"]
 
@@ -22,7 +22,7 @@ def materialize_run_state(
     events: Iterable[EventLike],
     *,
     run_id: str | None = None,
-    pricing_fallback: PricingFallbackArg = PROCESS_DEFAULT,
+    pricing_fallback: PriceFallback | None = None,
 ) -> RunState:
     """Fold a whole log (sequences 1..N of one run) into a :class:`RunState`.
 

@@ -17,28 +17,22 @@ them in place (the fold copies a step before it mutates a shared one).
 
 from __future__ import annotations
 
-import enum
 import math
 import weakref
-from typing import Any, Final, Literal, TypeAlias
+from typing import Any, TypeAlias
 
 from little_dist.model_registry import ModelPricing, get_model_info_for
 from little_dist.pricing import PriceFallback, cost_for_tokens
 
 __all__ = [
-    "PROCESS_DEFAULT",
     "REGISTRY_PRICER",
     "TOTAL_FIELDS",
     "Pricer",
-    "PricingFallbackArg",
     "Totals",
     "add_call",
-    "default_pricing_fallback",
     "empty_totals",
     "price_call",
     "pricer_for",
-    "resolve_pricer",
-    "set_default_pricing_fallback",
     "totals_json",
 ]
 
@@ -181,44 +175,3 @@ def add_call(
 
 def totals_json(totals: Totals) -> dict[str, Any]:
     return dict(zip(TOTAL_FIELDS, totals, strict=True))
-
-
-# --- the process-wide default -------------------------------------------------------------
-
-
-class _ProcessDefault(enum.Enum):
-    PROCESS_DEFAULT = "process default"
-
-
-PROCESS_DEFAULT: Final = _ProcessDefault.PROCESS_DEFAULT
-"""Means "the fallback :func:`set_default_pricing_fallback` installed" (none at first)."""
-
-PricingFallbackArg: TypeAlias = PriceFallback | Literal[_ProcessDefault.PROCESS_DEFAULT] | None
-"""What a fold entry point accepts: a fallback, ``None`` (registry only) or the default."""
-
-_default_fallback: PriceFallback | None = None
-
-
-def set_default_pricing_fallback(fallback: PriceFallback | None) -> PriceFallback | None:
-    """Install the fallback every fold uses when its caller passes none; returns the old one.
-
-    Starts as ``None`` (registry rates only, as upstream). The IO layer sets it once at
-    start-up, e.g. ``set_default_pricing_fallback(litellm_price_fallback)``, so that folds
-    deep inside the runner price models the registry lacks without every call site passing
-    a fallback. A builder reads the default when it is created and keeps it.
-    """
-    global _default_fallback
-    previous, _default_fallback = _default_fallback, fallback
-    return previous
-
-
-def default_pricing_fallback() -> PriceFallback | None:
-    """The fallback installed by :func:`set_default_pricing_fallback` (``None`` at first)."""
-    return _default_fallback
-
-
-def resolve_pricer(fallback: PricingFallbackArg) -> Pricer:
-    """The :class:`Pricer` for a fold entry point's ``pricing_fallback`` argument."""
-    if fallback is PROCESS_DEFAULT:
-        return pricer_for(_default_fallback)
-    return pricer_for(fallback)

@@ -2,6 +2,7 @@
 
 * :func:`execute_step_attempt` / :class:`AttemptOutcome` (:mod:`.attempt`): one attempt,
   from lease to commit; what a fleet worker runs per task and the local runner per thread.
+  :mod:`.harness_run`: the harness run of one attempt and the events that end it.
 * :class:`Capabilities` (:mod:`.capabilities`): tools, model slots, harnesses, skills;
   :func:`check_grants` (:mod:`.grants`): a submitted document selects among them, never more.
 * :class:`LeaseHeartbeat` / :class:`LeaseKeeper` (:mod:`.heartbeat`): renew leases from a

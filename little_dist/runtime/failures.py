@@ -9,9 +9,12 @@ retry actually happens is ``decide``'s call (the step's retry budget, terminal c
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Final
 
+from little_dist import occurrences
 from little_dist.errors import InvalidInputError, NotFoundError
+from little_dist.events import EventInput
 from little_dist.redaction import redact
 
 __all__ = [
@@ -23,6 +26,8 @@ __all__ = [
     "CAUSE_TIMEOUT",
     "TERMINAL_CAUSES",
     "error_envelope",
+    "step_failed",
+    "timeout_envelope",
 ]
 
 CAUSE_STEP_FAILED: Final = "step_failed"
@@ -78,3 +83,29 @@ def error_envelope(
     if cause_code in TERMINAL_CAUSES:
         retriable = False
     return {"name": name, "message": message, "causeCode": cause_code, "retriable": retriable}
+
+
+def timeout_envelope(path: str, timeout: float) -> dict[str, Any]:
+    """The error of an attempt of ``path`` that ran past its ``timeout`` (seconds)."""
+    return error_envelope(
+        name="StepTimeoutError",
+        message=f"step {path!r} ran past its timeout of {timeout:g}s",
+        cause_code=CAUSE_TIMEOUT,
+    )
+
+
+def step_failed(
+    path: str, step: Mapping[str, Any], attempt: int, error: dict[str, Any]
+) -> EventInput:
+    """The ``StepFailed`` that ends attempt ``attempt`` of ``path`` with ``error``."""
+    return EventInput(
+        type="StepFailed",
+        occurrence_id=occurrences.attempt_ended(path, attempt),
+        payload={
+            "stepPath": path,
+            "stepId": step.get("id"),
+            "attempt": attempt,
+            "attemptId": f"attempt_{attempt}",
+            "error": error,
+        },
+    )

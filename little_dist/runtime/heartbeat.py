@@ -215,6 +215,17 @@ class LeaseKeeper:
                 self._wake.notify()
         return kept
 
+    @property
+    def next_look(self) -> float:
+        """When (this keeper's clock) its thread looks at its leases next, unless woken."""
+        with self._wake:
+            return self._wake_at
+
+    def wake(self) -> None:
+        """Make the thread look at its leases now (a caller whose clock jumped: tests)."""
+        with self._wake:
+            self._wake.notify()
+
     def close(self) -> None:
         """Stop renewing everything and end the thread."""
         with self._wake:

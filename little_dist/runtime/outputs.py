@@ -20,11 +20,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from little_dist import occurrences
-from little_dist.canonical import canonical_json, sha256_digest
+from little_dist.canonical import canonical_json
 from little_dist.events import Event, EventInput
-from little_dist.lru import TextKeyedCache
 from little_dist.run_state import EventLike
-from little_dist.scheduling.fast_schema import Check, compile_check
+from little_dist.scheduling.schema_checks import compiled_schema
 from little_dist.world.artifacts import artifact_ref_for
 from little_dist.world.base import ArtifactInput, World
 
@@ -37,33 +36,6 @@ __all__ = [
 
 INLINE_OUTPUT_LIMIT: Final = 64 * 1024
 
-# Compiled validators and quick checks by the schema's canonical text, bounded: a fleet runs
-# the schemas of every version it sees.
-_SCHEMA_CACHE_ITEMS: Final = 1024
-_SCHEMA_CACHE_CHARS: Final = 16 * 1024 * 1024
-_validators: TextKeyedCache[tuple[Any, str]] = TextKeyedCache(
-    _SCHEMA_CACHE_ITEMS, _SCHEMA_CACHE_CHARS
-)
-_quick_checks: TextKeyedCache[Check | None] = TextKeyedCache(
-    _SCHEMA_CACHE_ITEMS, _SCHEMA_CACHE_CHARS
-)
-
-
-def _validator(schema: Mapping[str, Any]) -> tuple[Any, str]:
-    """A compiled jsonschema validator and the schema's digest, cached by canonical text."""
-
-    def build() -> tuple[Any, str]:
-        from jsonschema.validators import validator_for
-
-        return validator_for(schema)(schema), sha256_digest(schema)
-
-    return _validators.get_or_build(canonical_json(schema), build)
-
-
-def _quick_check(schema: Mapping[str, Any]) -> Check | None:
-    """:func:`~little_dist.scheduling.fast_schema.compile_check` of ``schema``, cached."""
-    return _quick_checks.get_or_build(canonical_json(schema), lambda: compile_check(schema))
-
 
 def _schema_of(output_spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
     schema = output_spec.get("schema")
@@ -72,12 +44,13 @@ def _schema_of(output_spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 def schema_problems(schema: Mapping[str, Any], value: Any) -> list[str]:
     """``"/where: what"`` for each way ``value`` fails the JSON Schema (empty when valid)."""
-    quick = _quick_check(schema)
-    if quick is not None and quick(value):
-        return []  # (draft-07's answer, sooner; a "no" gets jsonschema's messages)
-    validator, _ = _validator(schema)
+    compiled = compiled_schema(schema)
+    if compiled.accepts_quickly(value):
+        return []  # (the validator's answer, sooner; a "no" gets jsonschema's messages)
     problems = []
-    for error in sorted(validator.iter_errors(value), key=lambda e: [str(p) for p in e.path]):
+    for error in sorted(
+        compiled.validator.iter_errors(value), key=lambda e: [str(p) for p in e.path]
+    ):
         where = "/".join(str(part) for part in error.absolute_path)
         problems.append(f"{'/' + where if where else '(root)'}: {error.message}")
     return problems
@@ -122,25 +95,11 @@ def completion_events(
     refs = list(artifact_refs)
     large = len(canonical_json(output)) > inline_limit
     if large or always_artifact:
-        artifact = ArtifactInput(run_id=run_id, name="output", payload=output, step_path=step_path)
-        if stage is not None and not large:
-            ref, content_type = artifact_ref_for(artifact), artifact.content_type
-            stage.append(artifact)
-        else:
-            manifest = world.put_artifact(artifact)
-            ref, content_type = manifest.artifact_ref, manifest.content_type
-        events.append(
-            EventInput(
-                type="ArtifactCreated",
-                occurrence_id=occurrences.output_artifact(step_path, attempt),
-                payload={
-                    "stepPath": step_path,
-                    "artifactRef": ref,
-                    "name": "output",
-                    "contentType": content_type,
-                },
-            )
+        created = _output_artifact(
+            world, run_id, step_path, attempt, output, stage=None if large else stage
         )
+        events.append(created)
+        ref = created.payload["artifactRef"]
         validated["outputRef"] = ref
         completed["outputRef"] = ref
         refs.insert(0, ref)
@@ -165,6 +124,36 @@ def completion_events(
     )
     events.append(EventInput(type="StepCompleted", occurrence_id=end, payload=completed))
     return events
+
+
+def _output_artifact(
+    world: World,
+    run_id: str,
+    step_path: str,
+    attempt: int,
+    output: Any,
+    *,
+    stage: list[ArtifactInput] | None,
+) -> EventInput:
+    """The ``ArtifactCreated`` of the attempt's output artifact, written now or (``stage``)
+    added to ``stage`` for the caller to write with the events."""
+    artifact = ArtifactInput(run_id=run_id, name="output", payload=output, step_path=step_path)
+    if stage is not None:
+        ref, content_type = artifact_ref_for(artifact), artifact.content_type
+        stage.append(artifact)
+    else:
+        manifest = world.put_artifact(artifact)
+        ref, content_type = manifest.artifact_ref, manifest.content_type
+    return EventInput(
+        type="ArtifactCreated",
+        occurrence_id=occurrences.output_artifact(step_path, attempt),
+        payload={
+            "stepPath": step_path,
+            "artifactRef": ref,
+            "name": "output",
+            "contentType": content_type,
+        },
+    )
 
 
 def hydrate_events(world: World, events: Iterable[EventLike]) -> list[EventLike]:

@@ -100,6 +100,8 @@ def drive_parallel(env: Env, item: FrontierItem) -> bool:
     return True
 
 
+# Long on purpose: a group's three endings (a branch failed fatally, fail-fast, all
+# settled) side by side, each emitting upstream's events in upstream's order.
 def _finish(
     env: Env,
     item: FrontierItem,

@@ -103,6 +103,8 @@ def _overshoot(step: StepPlan, path: str) -> tuple[str, Any]:
     return path, _error("RuntimeIntegrityError", message)
 
 
+# Long on purpose: one loop over shared counters (heap, missing, visits, forced) on decide's
+# hot path, in upstream's replay order; split, its parts would pass those around.
 def settle(
     scope: ScopePlan,
     prefix: str,

@@ -13,16 +13,15 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import quote
 
-from jsonschema import Draft7Validator
 from jsonschema.exceptions import best_match
 
-from little_dist.canonical import canonical_json, sha256_digest
+from little_dist.canonical import sha256_digest
 from little_dist.compiler import WorkflowVersion
-from little_dist.scheduling.fast_schema import Check, compile_check
+from little_dist.scheduling.schema_checks import compiled_schema
 
 __all__ = [
     "ALPHA_MAX_BRANCHES",
@@ -119,23 +118,6 @@ class WorkflowPlan:
     top: ScopePlan
     output_schema: Any
     contract_error: str | None
-    _validators: dict[str, tuple[Draft7Validator, Check | None]] = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def validator(self, schema: Any) -> Draft7Validator:
-        """A compiled draft-07 validator for ``schema`` (cached per plan)."""
-        return self.checks(schema)[0]
-
-    def checks(self, schema: Any) -> tuple[Draft7Validator, Check | None]:
-        """``schema``'s draft-07 validator and its quick structural check
-        (:func:`~little_dist.scheduling.fast_schema.compile_check`), cached per plan."""
-        key = canonical_json(schema)
-        found = self._validators.get(key)
-        if found is None:
-            found = (Draft7Validator(schema), compile_check(schema))
-            with self._lock:
-                self._validators[key] = found
-        return found
 
 
 def visit_path(base: str, max_visits: int, visit: int) -> str:
@@ -166,10 +148,10 @@ def schema_error(plan: WorkflowPlan, schema: Any, value: Any) -> str | None:
         return "schema rejects all values"
     if not isinstance(schema, Mapping):
         return None
-    validator, quick = plan.checks(schema)
-    if quick is not None and quick(value):
+    compiled = compiled_schema(schema)
+    if compiled.accepts_quickly(value):
         return None  # (a quick "valid" is draft-07's; a "no" gets jsonschema's message)
-    error = best_match(validator.iter_errors(value))
+    error = best_match(compiled.validator.iter_errors(value))
     if error is None:
         return None
     location = "".join(f"/{part}" for part in error.absolute_path)

@@ -1,0 +1,367 @@
+"""The harness run of one attempt, and what ends it: the events a commit appends.
+
+:func:`run_and_judge` is step 4 and the first half of step 5 of
+:func:`~little_dist.runtime.execute_step_attempt` (see :mod:`.attempt`): resolve the step's
+input, build the task and context for the role that runs it (the worker's harness, or the
+fixer's for a ``fix_step`` attempt), with the tools it may call, the model slot it names and
+a :class:`~little_dist.harness.memo.Memo` of the step's earlier events; run the harness;
+then judge what came back: an exception, a result past the deadline or an output that
+breaks the step's contract ends the attempt with ``StepFailed``, anything else with the
+completion events (:func:`~little_dist.runtime.outputs.completion_events`). Nothing here
+appends: the attempt commits what this returns.
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from little_dist.compiler import WorkflowVersion
+from little_dist.errors import LeaseLostError, StorageUnavailableError
+from little_dist.events import Event, EventInput
+from little_dist.run_state import RunState
+from little_dist.runtime.capabilities import Capabilities, CapabilityError, RuntimeConfigError
+from little_dist.runtime.dead_attempts import WORKER_STEP_KINDS
+from little_dist.runtime.failures import (
+    CAUSE_RUNTIME_CONFIG,
+    CAUSE_STEP_SCHEMA,
+    error_envelope,
+    step_failed,
+    timeout_envelope,
+)
+from little_dist.runtime.outputs import completion_events
+from little_dist.scheduling import RunContext, StepDispatch
+from little_dist.scheduling.context import StepLocation
+from little_dist.scheduling.step_graph import (
+    StepPlan,
+    output_schema_hash,
+    plan_for,
+    step_output_error,
+)
+from little_dist.world.base import ArtifactInput, World
+
+if TYPE_CHECKING:
+    from little_dist.harness.bash_tool import BashTool
+    from little_dist.harness.recorder import EventRecorder
+    from little_dist.harness.types import (
+        ExecuteStepTask,
+        FixStepTask,
+        HarnessRole,
+        ResolvedModel,
+    )
+
+__all__ = ["run_and_judge"]
+
+
+def run_and_judge(
+    world: World,
+    dispatch: StepDispatch,
+    *,
+    where: StepLocation,
+    version: WorkflowVersion,
+    capabilities: Capabilities,
+    state: RunState,
+    context: RunContext,
+    prior_events: Sequence[Event],
+    recorder: EventRecorder,
+    cancelled: Callable[[], bool],
+    inline_limit: int,
+    stage: list[ArtifactInput],
+    deadline: float | None,
+    timed_out: Callable[[], bool],
+    timeout: float | None,
+) -> list[EventInput]:
+    """Run the harness and return the events that end the attempt (not yet appended); the
+    small output artifact they name is added to ``stage`` (written with them). An attempt
+    past its ``deadline`` fails with cause ``timeout`` whatever the harness made of it."""
+    path, attempt = dispatch.step_path, dispatch.attempt
+    step = where.step.raw
+    if step.get("uses") not in WORKER_STEP_KINDS:
+        error = error_envelope(
+            name="RuntimeConfigError",
+            message=f"step {path!r} uses {step.get('uses')!r}, which no worker executes",
+            cause_code=CAUSE_RUNTIME_CONFIG,
+        )
+        return [step_failed(path, step, attempt, error)]
+    try:
+        step_input = _step_input(context, state, path, step)
+        output, artifact_refs = _run_harness(
+            world,
+            dispatch,
+            step=step,
+            visit_index=where.visit,
+            step_input=step_input,
+            version=version,
+            capabilities=capabilities,
+            state=state,
+            prior_events=prior_events,
+            recorder=recorder,
+            cancelled=cancelled,
+            deadline=deadline,
+        )
+    except (LeaseLostError, StorageUnavailableError):
+        # Not the step's failure: the attempt stops without an end (see the module docs).
+        raise
+    except Exception as exc:  # the attempt fails; the runner and the log carry on
+        from little_dist.harness.errors import reraise_guard_error
+
+        reraise_guard_error(exc)
+        if timeout is not None and (timed_out() or _past(deadline)):
+            return [step_failed(path, step, attempt, timeout_envelope(path, timeout))]
+        return [step_failed(path, step, attempt, _envelope(exc))]
+    if timeout is not None and (timed_out() or _past(deadline)):
+        # It returned, but too late: its result is not trusted more than a hung one's.
+        return [step_failed(path, step, attempt, timeout_envelope(path, timeout))]
+    problem = step_output_error(plan_for(version), where.step, output)
+    if problem is not None:
+        error = error_envelope(
+            name="StepOutputValidationError", message=problem, cause_code=CAUSE_STEP_SCHEMA
+        )
+        return [step_failed(path, step, attempt, error)]
+    return completion_events(
+        world,
+        run_id=dispatch.run_id,
+        step=step,
+        step_path=path,
+        attempt=attempt,
+        output=output,
+        artifact_refs=artifact_refs,
+        schema_hash=_schema_hash(where.step),
+        inline_limit=inline_limit,
+        always_artifact=where.parallel is not None,
+        stage=stage,
+    )
+
+
+def _step_input(context: RunContext, state: RunState, path: str, step: Mapping[str, Any]) -> Any:
+    """What the harness gets as ``step_input``: the rendered prompt of an ``ai.generate`` step
+    (the model's user message), else upstream's ``resolveStepInput``."""
+    from little_dist.expressions import UNDEFINED
+    from little_dist.step_context import resolve_step_config, resolve_step_input
+
+    config = step.get("with")
+    if step.get("uses") == "ai.generate" and isinstance(config, Mapping) and "prompt" in config:
+        value = resolve_step_config(context, state, path).get("prompt")
+    else:
+        value = resolve_step_input(context, state, path)
+    return None if value is UNDEFINED else value
+
+
+def _envelope(exc: BaseException) -> dict[str, Any]:
+    if isinstance(exc, RuntimeConfigError):
+        return error_envelope(exc, cause_code=CAUSE_RUNTIME_CONFIG, retriable=False)
+    from little_dist.harness.errors import envelope_for
+
+    envelope = envelope_for(exc)
+    # Re-normalized so engine rules (terminal causes never retry, bounded messages) hold
+    # whatever a custom harness raised.
+    return error_envelope(
+        exc,
+        name=str(envelope.get("name") or type(exc).__name__),
+        message=str(envelope.get("message") or ""),
+        cause_code=str(envelope.get("causeCode") or "step_failed"),
+        retriable=bool(envelope.get("retriable", True)),
+    )
+
+
+def _run_harness(
+    world: World,
+    dispatch: StepDispatch,
+    *,
+    step: Mapping[str, Any],
+    visit_index: int,
+    step_input: Any,
+    version: WorkflowVersion,
+    capabilities: Capabilities,
+    state: RunState,
+    prior_events: Sequence[Event],
+    recorder: EventRecorder,
+    cancelled: Callable[[], bool],
+    deadline: float | None,
+) -> tuple[Any, tuple[str, ...]]:
+    """Build the task and context for the step's role and run the chosen harness."""
+    from little_dist.harness.memo import Memo
+    from little_dist.harness.types import (
+        ExecuteStepResult,
+        FixStepResult,
+        HarnessContext,
+        HarnessScope,
+    )
+
+    path = dispatch.step_path
+    task, role = _task_for(dispatch, step, visit_index, step_input, state)
+    tools = _tools_for(step, version, capabilities)
+    bash = _bash_tool(step, capabilities, tools, recorder)
+    if bash is not None:
+        tools[bash.name] = bash
+    ctx = HarnessContext(
+        run_id=dispatch.run_id,
+        role=role,
+        model=_model_for(dispatch, step, capabilities),
+        recorder=recorder,
+        memo=Memo.from_events(prior_events, path, world=world),
+        scope=HarnessScope(run_id=dispatch.run_id, role=role, step_path=path),
+        system=capabilities.system,
+        tools=tools,
+        skills=tuple(capabilities.skills),
+        cancelled=cancelled,
+        manifest=_manifest(dispatch, step=step, version=version),
+        max_turns=capabilities.max_turns,
+        deadline=deadline,
+    )
+    try:
+        result = capabilities.harness_registry().run(task, ctx)
+    finally:
+        if bash is not None:
+            bash.close()
+    if isinstance(result, ExecuteStepResult):
+        return result.output, tuple(result.artifact_refs)
+    if isinstance(result, FixStepResult):
+        return result.output, ()
+    raise RuntimeConfigError(
+        f"the {role} harness returned {type(result).__name__} for step {path!r}; "
+        "expected ExecuteStepResult or FixStepResult"
+    )
+
+
+def _task_for(
+    dispatch: StepDispatch,
+    step: Mapping[str, Any],
+    visit_index: int,
+    step_input: Any,
+    state: RunState,
+) -> tuple[ExecuteStepTask | FixStepTask, HarnessRole]:
+    """The harness task of the attempt, and the role whose harness runs it: the fixer for
+    a ``fix_step`` attempt (with the error of the attempt it fixes), else the step's."""
+    from little_dist.harness.types import (
+        ExecuteStepTask,
+        FixStepTask,
+        StepContext,
+        role_for_step,
+    )
+
+    path, attempt = dispatch.step_path, dispatch.attempt
+    step_context = StepContext(step_path=path, visit_index=visit_index, attempt=attempt)
+    if dispatch.kind != "fix_step":
+        task = ExecuteStepTask(step=step, step_input=step_input, step_context=step_context)
+        return task, role_for_step(step)
+    step_state = state.steps.get(path)
+    previous = step_state.attempts[-1] if step_state and step_state.attempts else None
+    fix = FixStepTask(
+        step=step,
+        step_input=step_input,
+        original_attempt_error=dict(previous.error or {}) if previous else {},
+        prior_fix_attempts=max(0, attempt - 2),
+        step_context=step_context,
+    )
+    return fix, "fixer"
+
+
+def _model_for(
+    dispatch: StepDispatch, step: Mapping[str, Any], capabilities: Capabilities
+) -> ResolvedModel:
+    """The model the attempt's harness gets: the ``ai.generate`` step's slot (the fixer's,
+    for a ``fix_step`` attempt, when it names one), else none."""
+    from little_dist.harness.types import ResolvedModel
+
+    with_ = step.get("with") if isinstance(step.get("with"), Mapping) else {}
+    assert isinstance(with_, Mapping)
+    slot = with_.get("model") if step.get("uses") == "ai.generate" else None
+    if dispatch.kind == "fix_step":
+        fixer = (step.get("onFailure") or {}).get("fixer") or {}
+        slot = fixer.get("model", slot)
+    if isinstance(slot, str):
+        return capabilities.resolve_model(slot)
+    return ResolvedModel(slot_id="none", litellm_model="none")
+
+
+def _tools_for(
+    step: Mapping[str, Any], version: WorkflowVersion, capabilities: Capabilities
+) -> dict[str, Any]:
+    """The tools the step may call: the named one for ``tool.call``; else the allowlist."""
+    with_ = step.get("with")
+    if step.get("uses") == "tool.call" and isinstance(with_, Mapping):
+        name = with_.get("tool")
+        found = capabilities.tools.get(name) if isinstance(name, str) else None
+        if found is None:
+            raise CapabilityError(
+                f"step {step.get('id')!r} calls tool {name!r}, which is not registered "
+                f"(registered: {', '.join(capabilities.tools.names()) or 'none'})"
+            )
+        return {found.name: found}
+    names = _named_tools(step, version)
+    if names is not None:
+        # A name the workflow does not register is refused, not quietly left out: the
+        # document selects among the registered tools, it never adds one.
+        tools = capabilities.tools
+        for name in names:
+            if not capabilities.offers_tool(name):
+                raise CapabilityError(
+                    f"step {step.get('id')!r} names tool {name!r}, which is not registered "
+                    f"(registered: {', '.join(tools.names()) or 'none'})"
+                )
+    return capabilities.tools_for(names)
+
+
+def _named_tools(step: Mapping[str, Any], version: WorkflowVersion) -> list[str] | None:
+    """The step's ``with.tools``, else the workflow's ``permissions.tools``, else None."""
+    with_ = step.get("with")
+    if isinstance(with_, Mapping) and isinstance(with_.get("tools"), list):
+        return [str(name) for name in with_["tools"]]
+    permissions = version.lwir.get("permissions")
+    if isinstance(permissions, Mapping) and isinstance(permissions.get("tools"), list):
+        return [str(name) for name in permissions["tools"]]
+    return None
+
+
+def _bash_tool(
+    step: Mapping[str, Any],
+    capabilities: Capabilities,
+    tools: Mapping[str, Any],
+    recorder: EventRecorder,
+) -> BashTool | None:
+    """This attempt's bash tool, when the workflow enables it and the step's model may be
+    offered it (see :mod:`little_dist.harness.bash_tool`); else None."""
+    if capabilities.bash is None or step.get("uses") == "tool.call" or "bash" in tools:
+        return None
+    # A step's own tools list limits it; permissions.tools (registered tools only: upstream's
+    # compiler refuses "bash" there) does not, as upstream adds bash beside the allowed tools.
+    with_ = step.get("with")
+    listed = with_.get("tools") if isinstance(with_, Mapping) else None
+    if isinstance(listed, list) and "bash" not in listed:
+        return None
+    from little_dist.harness.bash_tool import BashTool
+
+    return BashTool(capabilities.bash, recorder)
+
+
+def _manifest(
+    dispatch: StepDispatch, *, step: Mapping[str, Any], version: WorkflowVersion
+) -> dict[str, Any]:
+    """What this engine adds to the session manifest (the harness registry adds the rest:
+    step path, model slot, tools and skills digests, harness id)."""
+    from little_dist.harness.recorder import frozen_digest
+
+    # Step objects come from the scheduling plan, cached per version: hashed once each.
+    return {"workflowVersionId": version.id, "stepConfigHash": frozen_digest(step)}
+
+
+# StepPlan objects are cached with their version's plan, so the same object recurs for every
+# attempt of a step: its schema hash is computed once, and forgotten with the plan (the plan
+# cache is bounded; holding the step here would keep it alive past that bound).
+_schema_hashes: weakref.WeakKeyDictionary[StepPlan, str | None] = weakref.WeakKeyDictionary()
+
+
+def _schema_hash(step: StepPlan) -> str | None:
+    try:
+        return _schema_hashes[step]
+    except KeyError:
+        digest = output_schema_hash(step.output)
+        _schema_hashes[step] = digest
+        return digest
+
+
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() >= deadline
