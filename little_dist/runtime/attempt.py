@@ -151,6 +151,8 @@ def execute_step_attempt(
     fence. The run moves on in time either way; a thread stuck in such a call stays stuck
     until the call returns.
     """
+    # Long on purpose: the walk (lease -> catch up -> start -> run -> commit) reads top to
+    # bottom here, each part one call; about 75 lines of code under this docstring.
     run_id = dispatch.run_id
     path = dispatch.step_path
     attempt = dispatch.attempt
