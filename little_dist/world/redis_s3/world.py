@@ -133,7 +133,7 @@ class RedisS3World:
         self._s3 = S3Objects(s3_client, bucket)
         self._clock = clock
         self._owns_clients = owns_clients
-        hot = HotArtifacts(redis_client, self._s3, self._keys, hot_artifact_limit)
+        hot = HotArtifacts(redis_client, self._keys, hot_artifact_limit)
         self._archives = RunArchives(
             redis_client,
             self._s3,
@@ -154,7 +154,7 @@ class RedisS3World:
         )
         self._leases = LeaseStore(redis_client, self._keys, self._now_ms_arg)
         self._versions = VersionStore(redis_client, self._s3, self._keys)
-        self._artifacts = ArtifactStore(self._s3, self._keys, hot)
+        self._artifacts = ArtifactStore(self._s3, self._keys, hot, self._archives.artifact)
 
     @classmethod
     def from_settings(
@@ -473,8 +473,8 @@ class RedisS3World:
     def put_artifact(self, artifact: ArtifactInput) -> ArtifactManifest:
         return self._artifacts.put(artifact)
 
-    def get_artifact(self, ref: str) -> ArtifactRead:
-        return self._artifacts.get(ref)
+    def get_artifact(self, ref: str, *, run_id: str | None = None) -> ArtifactRead:
+        return self._artifacts.get(ref, run_id=run_id)
 
     # -- leases ---------------------------------------------------------------------------
     def acquire_lease(self, key: str, holder: str, ttl_seconds: float) -> Lease | None:
