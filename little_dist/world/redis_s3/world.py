@@ -458,9 +458,9 @@ class RedisS3World:
         is sealed; another raises :class:`RunNotEndedError` and stays open (a process that
         saw the end asks after Redis lost it in a crash: the run must finish again).
 
-        The archive is ``archives/<run_id>.ndjson``, one ``Event.to_json()`` a line, written
-        put-if-absent; the run's small artifacts held in Redis are then written to S3 under
-        their usual keys (blob, manifest; put-if-absent). After sealing, appends of new
+        The archive is ``archives/<run_id>.ndjson``, one ``Event.to_json()`` a line, then
+        one line per small artifact of the run held in Redis (its manifest and bytes), written
+        put-if-absent in one S3 put for a small run. After sealing, appends of new
         events fail with :class:`RunSealedError` (already-recorded occurrence ids still
         resolve) and new artifacts of the run go straight to S3. Reads fall back to the
         archive (and to S3) once the Redis keys are gone. ``ttl_seconds`` (default: the
