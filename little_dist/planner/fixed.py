@@ -31,7 +31,6 @@ from little_dist.canonical import CanonicalTemplate, canonical_json, sha256_hex_
 from little_dist.compiler import CompileRequest, WorkflowVersion
 from little_dist.compiler.lock import (
     CANONICALIZER,
-    compiler_validation_hash,
     shared_part_text,
     version_identity_document,
     workflow_version_id_for_hash,
@@ -192,17 +191,8 @@ def _template(definition: WorkflowDefinition) -> _Template | None:
 def _version(template: _Template, request: CompileRequest) -> WorkflowVersion:
     """:func:`~little_dist.compiler.compile_lwir` of the template's LWIR for ``request``,
     the lock's hash filled into the template instead of walked."""
-    validation_hash = compiler_validation_hash(
-        lwir_version_id=template.lwir_version_id,
-        lwir_hash=template.lwir_hash,
-        request_id=request.request_id,
-        request_hash=request.request_hash,
-        input_hash=request.input_hash,
-        planned_input_structure_hash=request.planned_input_structure_hash,
-        workflow_definition_hash=request.workflow_definition_hash,
-        input_schema_hash=request.input_schema_hash,
-        requested_output_hash=request.requested_output_hash,
-        capability_manifest_hash=request.capability_manifest_hash,
+    validation_hash = request.validation_hash(
+        lwir_version_id=template.lwir_version_id, lwir_hash=template.lwir_hash
     )
     bound: dict[str, Any] = {
         "requestId": request.request_id,
