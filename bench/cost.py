@@ -191,6 +191,8 @@ class Backlog:
     submitted: int = 0
     ended: int = 0
     samples: list[tuple[float, int, int, int]] = field(default_factory=list)
+    #: (runs waiting for their archive when the last run ended, seconds until none waited)
+    drains: list[tuple[int, float]] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
 
     def run(self) -> None:
@@ -302,11 +304,17 @@ def wait_all(engine: Engine, ids: Iterable[str], backlog: Backlog) -> None:
 
 
 def drain(backlog: Backlog, timeout: float) -> float | None:
-    """Wait until no run waits for its archive; the seconds it took (None: timed out)."""
+    """Wait until no run waits for its archive; the seconds it took (None: timed out).
+    Also records the drain in ``backlog.drains`` (runs waiting at the start, seconds)."""
     started = time.monotonic()
+    waiting = None
     while time.monotonic() - started < timeout:
-        if backlog.sample() == 0:
-            return time.monotonic() - started
+        left = backlog.sample()
+        waiting = left if waiting is None else waiting
+        if left == 0:
+            seconds = time.monotonic() - started
+            backlog.drains.append((waiting, seconds))
+            return seconds
         time.sleep(0.5)
     return None
 
@@ -421,7 +429,9 @@ def say_submit(
         report.say("Client.submit_many: not available in this build (target >= 2,000 runs/s)")
 
 
-def say_backlog(report: Report, backlog: Backlog, drained: float | None) -> None:
+def say_backlog(
+    report: Report, backlog: Backlog, drained: float | None, archive_delay: float
+) -> None:
     samples = backlog.samples
     step = max(1, len(samples) // 12)
     report.say("archive backlog over time (s: submitted / ended / not archived):")
@@ -431,6 +441,40 @@ def say_backlog(report: Report, backlog: Backlog, drained: float | None) -> None
         f"    peak {peak} runs not archived; drained "
         + (f"{drained:.1f} s after the last run ended" if drained is not None else "NOT in time")
         + f" (target: drains on its own) {verdict(drained is not None)}"
+    )
+    say_archive_rate(report, backlog, archive_delay)
+
+
+def archive_rates(
+    samples: Sequence[tuple[float, int, int, int]],
+    drains: Sequence[tuple[int, float]],
+    archive_delay: float,
+) -> tuple[float, float] | None:
+    """(runs ended per second under load, runs archived per second with a backlog): the
+    first from the samples taken while runs ended (first to last end), the second from the
+    drains (the runs waiting when the last one ended over the seconds they took, less the
+    archive delay every run waits first). None without both."""
+    ending = [(t, e) for t, _, e, _ in samples]
+    first = next(((t, e) for t, e in ending if e > 0), None)
+    last = max(ending, key=lambda te: (te[1], -te[0]), default=None)
+    waited = [(n, seconds - archive_delay) for n, seconds in drains if n > 0]
+    if first is None or last is None or last[0] <= first[0] or not waited:
+        return None
+    completion = (last[1] - first[1]) / (last[0] - first[0])
+    archive = sum(n for n, _ in waited) / max(sum(s for _, s in waited), 0.5)
+    return completion, archive
+
+
+def say_archive_rate(report: Report, backlog: Backlog, archive_delay: float) -> None:
+    rates = archive_rates(backlog.samples, backlog.drains, archive_delay)
+    if rates is None:
+        report.say("archive throughput: not measured (no run ended under load)")
+        return
+    completion, archive = rates
+    report.say(
+        f"archive throughput {archive:,.0f} runs/s with a backlog vs {completion:,.0f} runs/s "
+        f"ended under load: {archive / completion:.1f}x (target >= 2x) "
+        f"{verdict(archive >= 2 * completion)}"
     )
 
 
@@ -494,6 +538,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             backlog = Backlog(redis, f"{prefix}world:runs")
             drain(backlog, args.drain_timeout)
             backlog.samples.clear()
+            backlog.drains.clear()
             raw_latency = raw_xadd_latency(redis, f"{prefix}raw:latency")
             before = snapshot(redis, prefix)
             pids = [engine.scheduler.popen.pid, *(w.popen.pid for w in engine.workers)]
@@ -558,7 +603,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             say_s3(report, fans, "fan", 0.2)
             report.say("(c) archiving and memory")
-            say_backlog(report, backlog, drained_fans if drained is not None else None)
+            say_backlog(
+                report,
+                backlog,
+                drained_fans if drained is not None else None,
+                engine.client.settings.archive_delay,
+            )
             say_rss(report, names, rss_before, rss_after, len(chains.run_ids) + len(fans.run_ids))
         finally:
             stop_engine(engine)

@@ -191,4 +191,6 @@ def replay_run_from_world(world: World, run_id: str) -> ReplayPlan:
     events = world.list_events(run_id)
     if not events:
         raise RunNotFoundError(run_id)
-    return replay_run(events, run_id=run_id, read_artifact=world.get_artifact)
+    return replay_run(
+        events, run_id=run_id, read_artifact=lambda ref: world.get_artifact(ref, run_id=run_id)
+    )

@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from bench.cost import parse_s3_requests, snapshot
+from bench.cost import archive_rates, parse_s3_requests, snapshot
 
 METRICS = """# HELP SeaweedFS_s3_request_total Counter of s3 requests.
 # TYPE SeaweedFS_s3_request_total counter
@@ -41,3 +41,15 @@ def test_snapshot_attributes_keys_to_runs_with_their_bytes_and_ttls(redis_url: s
     assert keys["{run_a}:events"].run == "run_a" and keys["version:v1"].run is None
     assert keys["{run_a}:events"].size > 100
     assert keys["version:v1"].ttl_ms == -1 and 0 < keys["{run_a}:ended"].ttl_ms <= 60_000
+
+
+def test_archive_throughput_is_the_drain_rate_against_the_completion_rate() -> None:
+    # 10 s of load: 200 runs ended (20/s); 90 waited when the last ended, gone in 5 s of
+    # which 2 s were the archive delay every run waits: 30 archived/s with a backlog.
+    samples = [(float(t), 20 * t, 20 * t, 5) for t in range(11)]
+    rates = archive_rates(samples, [(90, 5.0)], archive_delay=2.0)
+    assert rates is not None
+    completion, archive = rates
+    assert completion == pytest.approx(20.0) and archive == pytest.approx(30.0)
+    assert archive_rates(samples, [(0, 0.1)], archive_delay=2.0) is None  # nothing waited
+    assert archive_rates([(0.0, 0, 0, 0)], [(9, 3.0)], archive_delay=2.0) is None

@@ -338,16 +338,16 @@ def test_a_submitted_fixed_plan_records_what_the_planning_session_records_in_one
     submit_run(world, wf, INPUT, run_id="run_fixed_fast")
     assert _recorded(world, "run_fixed_fast") == _recorded(world, "run_fixed_slow")
     assert appends == [6]  # planning + start, one append
-    # A second run of the same input plans nothing again: no validation, no compile.
+    # A second run validates and registers the LWIR no more (once per definition).
     compiled: list[Any] = []
-    monkeypatch.setattr(fixed, "compile_lwir", lambda *a, **k: compiled.append(a))
+    monkeypatch.setattr(fixed, "register_lwir", lambda *a, **k: compiled.append(a))
     submit_run(world, wf, INPUT, run_id="run_fixed_again")
-    assert compiled == []
     assert _recorded(world, "run_fixed_again") == _recorded(world, "run_fixed_slow")
-    # Another input is planned for itself (its own request and version).
-    monkeypatch.undo()
+    # Another input is planned for itself (its own request and version), the LWIR's
+    # validation not done again either.
     other = {"ticketId": "T-2", "body": "Another one."}
     submit_run(world, wf, other, run_id="run_fixed_other")
+    assert compiled == []
     started = payload_of(world, "run_fixed_other", "RunStarted")[0]
     assert started["input"] == other
     assert started["workflowVersionId"] != slow.id

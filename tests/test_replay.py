@@ -47,7 +47,8 @@ class FakeArtifacts:
         self.run_id = run_id
         self.reads: list[str] = []
 
-    def __call__(self, ref: str) -> ArtifactRead:
+    def __call__(self, ref: str, *, run_id: str | None = None) -> ArtifactRead:
+        assert run_id in (None, self.run_id)  # World.get_artifact's run hint, if given
         self.reads.append(ref)
         if ref not in self.payloads:
             raise ArtifactNotFoundError(ref)

@@ -136,19 +136,22 @@ def test_submit_runs_starts_a_batch_in_one_round_trip(world: RedisS3World) -> No
     assert [e.type for e in world.list_events(fresh)][-1] == "RunStarted"
 
 
-def test_archives_do_not_put_a_blob_this_process_put_before(world: RedisS3World) -> None:
+def test_the_archive_of_a_small_run_is_one_s3_put_whatever_its_outputs(
+    world: RedisS3World,
+) -> None:
     from little_dist.events import EventInput
     from little_dist.world.base import ArtifactInput
 
-    def run_with_output(run_id: str) -> None:
-        world.append(run_id, EventInput(type="RunStarted", occurrence_id="run-start", payload={}))
-        world.put_artifact(ArtifactInput(run_id=run_id, name="out", payload={"same": "bytes"}))
-        world.append(run_id, EventInput(type="RunFailed", occurrence_id="run-end", payload={}))
-
-    first, second = (f"run_blob_{n}_{uuid.uuid4().hex[:6]}" for n in range(2))
-    run_with_output(first)
-    world.archive_run(first)  # puts the blob, the manifest, the archive
-    run_with_output(second)
+    run_id = f"run_small_{uuid.uuid4().hex[:6]}"
+    world.append(run_id, EventInput(type="RunStarted", occurrence_id="run-start", payload={}))
+    refs = [
+        world.put_artifact(ArtifactInput(run_id=run_id, name=f"out{n}", payload={"n": n}))
+        for n in range(20)
+    ]
+    world.append(run_id, EventInput(type="RunFailed", occurrence_id="run-end", payload={}))
     with counted(world) as counts:
-        world.archive_run(second)
-    assert counts["s3"] == 2  # the manifest and the archive: the blob is there already
+        world.archive_run(run_id)
+    assert counts["s3"] == 1  # the archive, which carries the 20 outputs
+    assert [world.get_artifact(m.artifact_ref, run_id=run_id).payload for m in refs] == [
+        {"n": n} for n in range(20)
+    ]

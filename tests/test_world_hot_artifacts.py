@@ -20,7 +20,12 @@ import redis
 from little_dist.canonical import canonical_json
 from little_dist.errors import InvalidInputError
 from little_dist.events import EventInput
-from little_dist.world.base import ArtifactCorruptError, ArtifactInput, ArtifactManifest
+from little_dist.world.base import (
+    ArtifactCorruptError,
+    ArtifactInput,
+    ArtifactManifest,
+    ArtifactNotFoundError,
+)
 from little_dist.world.redis_s3 import RedisS3World
 from little_dist.world.redis_s3.hot_artifacts import DEFAULT_HOT_ARTIFACT_LIMIT
 from little_dist.world.redis_s3.keys import KeyLayout
@@ -131,24 +136,30 @@ def test_a_small_artifact_stays_in_redis_until_the_run_is_archived(
 
     _end_run(world)
     assert world.archive_run(RUN, ttl_seconds=0) == 2
-    assert {"archives/" + RUN + ".ndjson", *_s3_keys(manifest)} == bucket()
+    # One S3 object: the archive carries the artifact (no blob, no manifest of its own).
+    assert {"archives/" + RUN + ".ndjson"} == bucket()
     assert raw.exists(hot_key, run_set) == 0  # the hot keys are gone
     stored = S3Objects(s3_client(s3_service.endpoint), s3_service.bucket)
-    body = stored.get(layout.manifest(manifest.artifact_id))
-    assert body == canonical_json(manifest.to_json()).encode()  # createdAt kept
-    # Read back from S3, by this world and by a fresh one.
-    assert world.get_artifact(manifest.artifact_ref) == read
+    archive = stored.get(layout.archive(RUN))
+    assert archive is not None
+    line = json.loads(archive.decode().splitlines()[-1])
+    assert line["artifactManifest"] == canonical_json(manifest.to_json())  # createdAt kept
+    # Read back from the run's archive, by this world and by a fresh one, given the run.
+    assert world.get_artifact(manifest.artifact_ref, run_id=RUN) == read
+    assert [e.type for e in world.list_events(RUN)] == ["RunStarted", "RunCompleted"]
     again = _open(spec, s3_service)
     try:
-        assert again.get_artifact(manifest.artifact_ref) == read
+        assert again.get_artifact(manifest.artifact_ref, run_id=RUN) == read
+        with pytest.raises(ArtifactNotFoundError):
+            again.get_artifact(manifest.artifact_ref)  # the ref alone names no run
     finally:
         again.close()
     # Archiving again changes nothing.
     assert world.archive_run(RUN, ttl_seconds=0) == 2
-    assert world.get_artifact(manifest.artifact_ref) == read
+    assert world.get_artifact(manifest.artifact_ref, run_id=RUN) == read
 
 
-def test_archive_with_a_ttl_copies_to_s3_and_lets_the_hot_keys_expire(
+def test_archive_with_a_ttl_carries_the_artifacts_and_lets_the_hot_keys_expire(
     world: RedisS3World, raw: redis.Redis, bucket: Callable[[], set[str]]
 ) -> None:
     _start_run(world)
@@ -157,14 +168,19 @@ def test_archive_with_a_ttl_copies_to_s3_and_lets_the_hot_keys_expire(
     _end_run(world)
     world.archive_run(RUN, ttl_seconds=60)
     layout = _layout(world)
-    # Every artifact is in S3; the two with the same bytes share one blob.
-    expected = set().union(*(_s3_keys(m) for m in [*small, shared]))
-    assert expected | {f"archives/{RUN}.ndjson"} == bucket()
-    assert len([k for k in expected if k.startswith("blobs/")]) == 30
+    # The archive is the one S3 object: it carries every artifact.
+    assert {f"archives/{RUN}.ndjson"} == bucket()
     for manifest in [*small, shared]:
         assert 0 < raw.pttl(layout.hot_artifact(manifest.artifact_id)) <= 60_000
         assert world.get_artifact(manifest.artifact_ref).manifest == manifest
     assert 0 < raw.pttl(layout.run(RUN).artifacts) <= 60_000
+    # Once Redis has given the keys back, every one is read from the archive.
+    raw.delete(layout.run(RUN).artifacts, *(layout.hot_artifact(m.artifact_id) for m in small))
+    raw.delete(layout.hot_artifact(shared.artifact_id))
+    for index, manifest in enumerate(small):
+        read = world.get_artifact(manifest.artifact_ref, run_id=RUN)
+        assert (read.manifest, read.payload) == (manifest, index)
+    assert world.get_artifact(shared.artifact_ref, run_id=RUN).payload == 0
 
 
 def test_a_large_artifact_goes_straight_to_s3(
@@ -236,7 +252,7 @@ def test_every_world_reads_hot_artifacts_whatever_its_own_limit(
     _start_run(writer)
     _end_run(writer)
     reader.archive_run(RUN, ttl_seconds=0)
-    assert writer.get_artifact(manifest.artifact_ref).payload == [1, 2]
+    assert writer.get_artifact(manifest.artifact_ref, run_id=RUN).payload == [1, 2]
 
 
 @pytest.mark.parametrize(
@@ -282,17 +298,17 @@ def test_an_archive_that_fails_expires_nothing(
     _end_run(world)
     with pytest.raises(ArtifactCorruptError, match="do not match"):
         world.archive_run(RUN, ttl_seconds=0)
-    # The log is sealed and written, but every hot key is still there, with no TTL.
+    # The log is sealed but no archive is stored; every hot key is still there, no TTL.
     run = layout.run(RUN)
     assert raw.exists(run.events, run.artifacts, layout.hot_artifact(good.artifact_id)) == 3
     assert raw.pttl(layout.hot_artifact(good.artifact_id)) == -1
-    assert not any(k.startswith("manifests/") for k in bucket())
+    assert bucket() == set()
     # Repaired, the archive runs again and completes.
     raw.hset(layout.hot_artifact(bad.artifact_id), "data", b"bad")
     assert world.archive_run(RUN, ttl_seconds=0) == 2
-    assert _s3_keys(good) | _s3_keys(bad) <= bucket()
+    assert bucket() == {f"archives/{RUN}.ndjson"}
     assert raw.exists(run.events, run.artifacts, layout.hot_artifact(good.artifact_id)) == 0
-    assert world.get_artifact(bad.artifact_ref).payload == "bad"
+    assert world.get_artifact(bad.artifact_ref, run_id=RUN).payload == "bad"
 
 
 def test_artifacts_of_a_sealed_run_go_to_s3(
@@ -382,3 +398,29 @@ def test_a_commit_writes_its_small_output_artifact_in_the_append_round_trip(
     )
     assert world.get_artifact(artifact_ref_for(big)).payload == "x" * (2 * LIMIT)
     assert len(bucket() - before) == 2  # its blob and its manifest
+
+
+def test_a_small_output_of_an_archived_run_reads_back_from_its_archive(
+    world: RedisS3World, raw: redis.Redis, bucket: Callable[[], set[str]]
+) -> None:
+    """A step's small output went to the hot tier; once the run is archived and Redis has
+    given its keys back, hydrating the run's events reads it from the archive."""
+    from little_dist.runtime import hydrate_events
+
+    _start_run(world)
+    manifest = world.put_artifact(_artifact({"answer": 42}))
+    world.append(
+        RUN,
+        EventInput(
+            type="StepCompleted",
+            occurrence_id="step:a",
+            payload={"stepPath": "a", "outputRef": manifest.artifact_ref},
+        ),
+    )
+    _end_run(world)
+    world.archive_run(RUN, ttl_seconds=0)
+    assert bucket() == {f"archives/{RUN}.ndjson"}
+    assert raw.exists(_layout(world).hot_artifact(manifest.artifact_id)) == 0
+    hydrated = hydrate_events(world, world.list_events(RUN))
+    outputs = [e["payload"]["output"] for e in hydrated if isinstance(e, dict)]
+    assert outputs == [{"answer": 42}]

@@ -25,12 +25,16 @@ __all__ = [
     "CANONICALIZER",
     "COMPILED_WORKFLOW_VERSION_ALGORITHM",
     "COMPILER_VALIDATION_ALGORITHM",
+    "INPUT_BOUND_LOCK_KEYS",
     "LOCK_SEED_KEYS",
+    "SHARED_LOCK_KEYS",
     "compiled_version_identity",
     "compiler_validation_hash",
     "concrete_input_structure",
     "lock_seed_from",
     "lwir_version_id_for_hash",
+    "shared_part_text",
+    "version_identity_document",
     "workflow_version_id_for_hash",
 ]
 
@@ -125,15 +129,31 @@ def compiled_version_identity(
 ) -> tuple[str, str]:
     """``(workflowVersionHash, workflowVersionId)`` of an LWIR compiled under ``lock_seed``."""
     workflow_version_hash = sha256_digest(
-        {
-            "algorithm": COMPILED_WORKFLOW_VERSION_ALGORITHM,
-            "canonicalizer": canonicalizer,
-            "lwirVersionId": lwir_version_id,
-            "lwirHash": lwir_hash,
-            "lock": dict(lock_seed),
-        }
+        version_identity_document(
+            lock_seed,
+            lwir_version_id=lwir_version_id,
+            lwir_hash=lwir_hash,
+            canonicalizer=canonicalizer,
+        )
     )
     return workflow_version_hash, workflow_version_id_for_hash(workflow_version_hash)
+
+
+def version_identity_document(
+    lock_seed: Mapping[str, Any],
+    *,
+    lwir_version_id: str,
+    lwir_hash: str,
+    canonicalizer: str = CANONICALIZER,
+) -> dict[str, Any]:
+    """What a version's hash is the digest of (:func:`compiled_version_identity`)."""
+    return {
+        "algorithm": COMPILED_WORKFLOW_VERSION_ALGORITHM,
+        "canonicalizer": canonicalizer,
+        "lwirVersionId": lwir_version_id,
+        "lwirHash": lwir_hash,
+        "lock": dict(lock_seed),
+    }
 
 
 def lock_seed_from(lock: Mapping[str, Any]) -> dict[str, Any]:
@@ -188,3 +208,42 @@ def concrete_input_structure(value: Any) -> dict[str, Any]:
 
 def _utf16(text: str) -> bytes:
     return text.encode("utf-16-be", "surrogatepass")
+
+
+#: Lock fields that depend on the run's input: a fleet keeps them with the run (the version's
+#: binding, :mod:`little_dist.fleet.versions`); every other field of the lock is the same for
+#: every input and goes to the version's shared part.
+INPUT_BOUND_LOCK_KEYS: Final = frozenset(
+    {
+        "requestId",
+        "requestHash",
+        "inputHash",
+        "plannedInputStructure",
+        "plannedInputStructureHash",
+        "inputBinding",
+        "validationHash",
+    }
+)
+#: Lock fields that do not depend on the run's input: they go to the shared part.
+SHARED_LOCK_KEYS: Final = frozenset(LOCK_SEED_KEYS) - INPUT_BOUND_LOCK_KEYS
+
+
+def shared_part_text(
+    *,
+    canonical: str,
+    lwir_hash: str,
+    lwir_version_id: str,
+    canonicalizer: str,
+    lock: Mapping[str, Any],
+) -> str:
+    """The canonical JSON of a version's shared part: its LWIR and the lock's fields in
+    :data:`SHARED_LOCK_KEYS` (``lock``: the lock or its seed; other fields are left out)."""
+    return canonical_json(
+        {
+            "canonicalizer": canonicalizer,
+            "canonicalJson": canonical,
+            "lwirHash": lwir_hash,
+            "lwirVersionId": lwir_version_id,
+            "lock": {key: value for key, value in lock.items() if key in SHARED_LOCK_KEYS},
+        }
+    )

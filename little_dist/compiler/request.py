@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from little_dist.canonical import sha256_digest
-from little_dist.compiler.lock import concrete_input_structure
+from little_dist.compiler.lock import compiler_validation_hash, concrete_input_structure
 
 __all__ = ["DIRECT_LWIR_SOURCE", "DIRECT_LWIR_STEP_TYPES", "CompileRequest"]
 
@@ -103,6 +103,21 @@ class CompileRequest:
             requested_output_hash=requested_output_hash,
             capability_manifest=capability_manifest,
             capability_manifest_hash=capability_manifest_hash,
+        )
+
+    def validation_hash(self, *, lwir_version_id: str, lwir_hash: str) -> str:
+        """The compiler's validation hash of an LWIR bound to this request."""
+        return compiler_validation_hash(
+            lwir_version_id=lwir_version_id,
+            lwir_hash=lwir_hash,
+            request_id=self.request_id,
+            request_hash=self.request_hash,
+            input_hash=self.input_hash,
+            planned_input_structure_hash=self.planned_input_structure_hash,
+            workflow_definition_hash=self.workflow_definition_hash,
+            input_schema_hash=self.input_schema_hash,
+            requested_output_hash=self.requested_output_hash,
+            capability_manifest_hash=self.capability_manifest_hash,
         )
 
     def lock_seed(

@@ -211,18 +211,7 @@ def compile_lwir(
     canonical, lwir_hash, lwir_version_id, lwir = register_lwir(doc)
     if request is None:
         request = CompileRequest.for_direct_lwir(lwir, lwir_hash, input)
-    validation_hash = compiler_validation_hash(
-        lwir_version_id=lwir_version_id,
-        lwir_hash=lwir_hash,
-        request_id=request.request_id,
-        request_hash=request.request_hash,
-        input_hash=request.input_hash,
-        planned_input_structure_hash=request.planned_input_structure_hash,
-        workflow_definition_hash=request.workflow_definition_hash,
-        input_schema_hash=request.input_schema_hash,
-        requested_output_hash=request.requested_output_hash,
-        capability_manifest_hash=request.capability_manifest_hash,
-    )
+    validation_hash = request.validation_hash(lwir_version_id=lwir_version_id, lwir_hash=lwir_hash)
     seed = request.lock_seed(
         lwir_version_id=lwir_version_id, lwir_hash=lwir_hash, validation_hash=validation_hash
     )

@@ -227,9 +227,12 @@ def _checked_request(
     run_id: str | None,
     registry: AppRegistry | None,
     limits: InputLimits,
+    *,
+    grants: bool = True,
 ) -> _Request:
     """What is submitted, checked against the limits and the registry's capabilities
-    before anything is read or written."""
+    before anything is read or written (``grants=False``: a fixed plan's grants were
+    checked for an earlier input of the batch; they do not depend on the input)."""
     from little_dist.authoring import WorkflowDefinition
 
     run_id = new_run_id() if run_id is None else validate_run_id(run_id)
@@ -239,7 +242,8 @@ def _checked_request(
         run_input = workflow.validate_input(run_input, limits=limits)
         if workflow.plan is None:
             return _Request(run_id, run_input, planner_path=workflow.id)
-        _check_plan_grants(workflow, registry)
+        if grants:
+            _check_plan_grants(workflow, registry)
         return _Request(run_id, run_input, definition=workflow)
     if isinstance(workflow, str):
         return _Request(run_id, _json_value(run_input, limits), planner_path=workflow)
@@ -340,10 +344,10 @@ def _start_at_once(
     planned = _planned(request)
     if planned is None:
         return None
-    version, planning = planned
+    version = planned.version
     if announce is not None:
         announce(request.run_id)
-    events = _bound_start(world, version, planning, request.run_input)
+    events = _bound_start(world, planned, request.run_input)
     claimed, recorded, new = start(
         request.run_id, request.input_hash, events, signal=announce is None
     )
@@ -356,28 +360,36 @@ def _start_at_once(
     return _Started(request.run_id, version)
 
 
-def _planned(request: _Request) -> tuple[WorkflowVersion, Sequence[EventInput]] | None:
+@dataclass(frozen=True)
+class _Planned:
+    version: WorkflowVersion
+    planning: Sequence[EventInput] = ()  # the events the start records first
+    shared_part: tuple[str, str] | None = None  # its text and digest, when known
+
+
+def _planned(request: _Request) -> _Planned | None:
     """The version a request runs and the planning events its start records first;
     ``None`` for a fixed plan that is invalid for the input."""
     if request.version is not None:
-        return request.version, ()
+        return _Planned(request.version)
     from little_dist.planner.fixed import fixed_plan_events
 
     assert request.definition is not None
     planned = fixed_plan_events(request.definition, request.run_input)
-    return None if planned is None else (planned.version, planned.events)
+    if planned is None:
+        return None
+    return _Planned(planned.version, planned.events, planned.shared_part)
 
 
-def _bound_start(
-    world: World, version: WorkflowVersion, planning: Sequence[EventInput], run_input: Any
-) -> list[EventInput]:
+def _bound_start(world: World, planned: _Planned, run_input: Any) -> list[EventInput]:
     """The start of a run on a world that keeps version parts: what runs of the workflow
     share is stored once (then remembered: no request), before the events that name it;
     what binds this input rides with the run's start."""
-    shared, binding = split_version(version)
+    version = planned.version
+    shared, binding = split_version(version, planned.shared_part)
     put_part: Callable[[str], str] = getattr(world, "put_version_part")  # noqa: B009
     put_part(shared)
-    return [*planning, *_start_events(version, run_input, binding)]
+    return [*planned.planning, *_start_events(version, run_input, binding)]
 
 
 def submit_runs(
@@ -407,14 +419,14 @@ def submit_runs(
         ]
     batch: list[tuple[_Request, WorkflowVersion]] = []
     starts: list[tuple[str, str, list[EventInput]]] = []
-    for run_id, value in zip(ids, inputs, strict=True):
-        request = _checked_request(workflow, value, run_id, registry, limits)
+    for index, (run_id, value) in enumerate(zip(ids, inputs, strict=True)):
+        request = _checked_request(workflow, value, run_id, registry, limits, grants=not index)
         planned = None if request.planner_path is not None else _planned(request)
         if planned is None:  # the planner's, or an invalid fixed plan: one by one
             submit_run(world, workflow, value, run_id=run_id, settings=settings, registry=registry)
             continue
-        batch.append((request, planned[0]))
-        events = _bound_start(world, planned[0], planned[1], request.run_input)
+        batch.append((request, planned.version))
+        events = _bound_start(world, planned, request.run_input)
         starts.append((request.run_id, request.input_hash, events))
     answers = starts_at_once(starts, signal=True) if starts else []
     refused: list[str] = []

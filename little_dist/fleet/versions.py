@@ -27,9 +27,12 @@ import threading
 from collections.abc import Mapping
 from typing import Any, Final
 
-from little_dist.canonical import canonical_json, sha256_hex_text
+from little_dist.canonical import sha256_hex_text
 from little_dist.compiler import WorkflowVersion
-from little_dist.compiler.lock import LOCK_SEED_KEYS
+from little_dist.compiler.lock import (
+    SHARED_LOCK_KEYS,
+    shared_part_text,
+)
 from little_dist.errors import InvalidInputError, NotFoundError
 from little_dist.lru import LruCache
 from little_dist.world.base import World
@@ -45,43 +48,32 @@ __all__ = [
 
 #: The ``WorkflowVersionRegistered`` payload field that carries a version's binding.
 BINDING_FIELD: Final = "binding"
-#: Lock fields that depend on the run's input: they stay in the binding (with the version's
-#: own id and hash); every other field of the lock goes to the shared part.
-INPUT_BOUND_LOCK_KEYS: Final = frozenset(
-    {
-        "requestId",
-        "requestHash",
-        "inputHash",
-        "plannedInputStructure",
-        "plannedInputStructureHash",
-        "inputBinding",
-        "validationHash",
-    }
-)
-#: Lock fields that do not depend on the run's input: they go to the shared part.
-SHARED_LOCK_KEYS: Final = frozenset(LOCK_SEED_KEYS) - INPUT_BOUND_LOCK_KEYS
 
 
-def split_version(version: WorkflowVersion) -> tuple[str, dict[str, Any]]:
+def split_version(
+    version: WorkflowVersion, shared: tuple[str, str] | None = None
+) -> tuple[str, dict[str, Any]]:
     """``(shared part, binding)``: the part as canonical JSON text (stored by its digest,
-    ``sha256:`` + hex, which the binding's ``part`` names) and the binding (a JSON object)."""
+    ``sha256:`` + hex, which the binding's ``part`` names) and the binding (a JSON object).
+    ``shared``: the part's text and digest when the caller has them (a fixed plan's
+    template: the same for every input), instead of printed again."""
     lock = dict(version.lock)
-    shared = canonical_json(
-        {
-            "canonicalizer": version.canonicalizer,
-            "canonicalJson": version.canonical_json,
-            "lwirHash": version.lwir_hash,
-            "lwirVersionId": version.lwir_version_id,
-            "lock": {key: value for key, value in lock.items() if key in SHARED_LOCK_KEYS},
-        }
-    )
+    if shared is None:
+        text = shared_part_text(
+            canonical=version.canonical_json,
+            lwir_hash=version.lwir_hash,
+            lwir_version_id=version.lwir_version_id,
+            canonicalizer=version.canonicalizer,
+            lock=lock,
+        )
+        shared = (text, "sha256:" + sha256_hex_text(text))
     binding = {
         "id": version.id,
         "hash": version.hash,
-        "part": "sha256:" + sha256_hex_text(shared),
+        "part": shared[1],
         "lock": {key: value for key, value in lock.items() if key not in SHARED_LOCK_KEYS},
     }
-    return shared, binding
+    return shared[0], binding
 
 
 def workflow_name_of_part(world: World, binding: object) -> str | None:

@@ -1,10 +1,14 @@
-"""A fixed ``plan=`` planned once per input, recorded in one append.
+"""A fixed ``plan=`` planned for an input, recorded in one append.
 
 A workflow defined with ``plan=`` has one draft and no model: what its planning session
-records for a fresh run depends only on the definition and the input. The first run of an
-input plans it the slow way's building blocks (request, validation, compile); later runs of
-the same definition and input reuse that result, so submitting the hundredth run of a
-100-step workflow does not serialize, hash, validate and compile the same LWIR again.
+records for a fresh run depends only on the definition and the input. Everything that does
+not depend on the input is done once per definition (:class:`_Template`): the LWIR
+validated and registered, the draft checked against the request, the request's body, the
+version's lock and the shared part of the version (:mod:`little_dist.fleet.versions`) as
+canonical JSON with holes where the input goes. A new input then costs its own hashes: a
+batch of a thousand inputs validates and compiles the LWIR once. The ids and hashes are
+those of the slow path (:func:`~little_dist.planner.request.orchestration_request`,
+:func:`~little_dist.compiler.compile_lwir`), which the tests compare.
 
 :func:`fixed_plan_events` gives the session's events (``OrchestrationRequested``,
 ``PlannerStarted``, ``PlannerDraftedWorkflow``, ``WorkflowValidationSucceeded``) exactly as
@@ -18,18 +22,24 @@ from __future__ import annotations
 import json
 import threading
 import weakref
-from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from little_dist import occurrences
-from little_dist.canonical import canonical_json, sha256_digest
-from little_dist.compiler import WorkflowVersion, compile_lwir
+from little_dist.canonical import CanonicalTemplate, canonical_json, sha256_hex_text
+from little_dist.compiler import CompileRequest, WorkflowVersion
+from little_dist.compiler.lock import (
+    CANONICALIZER,
+    shared_part_text,
+    version_identity_document,
+    workflow_version_id_for_hash,
+)
+from little_dist.compiler.version import register_lwir
 from little_dist.events import EventInput
 from little_dist.planner.binding import draft_findings
-from little_dist.planner.request import OrchestrationRequest, orchestration_request
+from little_dist.planner.request import RequestTemplate, bind_request, request_template
 from little_dist.planner.session import (
-    draft_payload,
     requested_payload,
     started_payload,
     valid_payload,
@@ -40,95 +50,173 @@ if TYPE_CHECKING:
 
 __all__ = ["FixedPlanned", "fixed_plan_events"]
 
-# Inputs remembered per definition (most recent first out when full).
-_PER_DEFINITION: Final = 32
-
 
 @dataclass(frozen=True)
 class FixedPlanned:
-    """A fixed plan compiled for one input: the version and the planning events."""
+    """A fixed plan compiled for one input: the version and the planning events, and the
+    version's shared part (canonical JSON text, the same for every input) and its digest."""
 
     version: WorkflowVersion
     events: tuple[EventInput, ...]
+    shared_part: tuple[str, str]
 
 
 @dataclass(frozen=True)
-class _Compiled:
-    version: WorkflowVersion
-    requested: dict[str, Any]
-    started: dict[str, Any]
-    draft_json: str  # the draft payload's JSON, parsed afresh for every run
-    valid: dict[str, Any]
+class _Template:
+    """What the fixed plan of one definition compiles to for any input, holes aside."""
+
+    request: RequestTemplate
+    lwir_json: str  # the plan as the draft records it (canonical JSON)
+    lwir_digest: str  # its digest, the draft's lwirHash
+    canonical: str  # the registered LWIR's canonical JSON, hash and version id
+    lwir_hash: str
+    lwir_version_id: str
+    lwir: Mapping[str, Any]  # the registered LWIR (read-only: shared by the versions)
+    seed: Mapping[str, Any]  # the lock seed, input-bound fields as holes
+    identity: CanonicalTemplate  # the version identity document with the same holes
+    shared_part: tuple[str, str]  # (text, digest) of the shared part of every version
 
 
-_memo: weakref.WeakKeyDictionary[WorkflowDefinition, OrderedDict[str, _Compiled | None]] = (
+_templates: weakref.WeakKeyDictionary[WorkflowDefinition, _Template | None] = (
     weakref.WeakKeyDictionary()
 )
 _lock = threading.Lock()
+_BOUND_HOLES: Final = {
+    "requestId": "requestId",
+    "requestHash": "requestHash",
+    "inputHash": "inputHash",
+    "plannedInputStructure": "structure",
+    "plannedInputStructureHash": "structureHash",
+    "validationHash": "validationHash",
+}
 
 
 def fixed_plan_events(definition: WorkflowDefinition, run_input: Any) -> FixedPlanned | None:
     """The version and planning events of a fresh run of ``definition`` (which has a
     ``plan``) on ``run_input`` (validated); ``None`` if the plan is invalid for it."""
     assert definition.plan is not None
-    key = canonical_json(run_input)
     with _lock:
-        known = _memo.get(definition)
-        if known is not None and key in known:
-            known.move_to_end(key)
-            compiled = known[key]
-        else:
-            compiled = _MISSING
-    if compiled is _MISSING:
-        compiled = _compile(definition, run_input)
+        known = definition in _templates
+        template = _templates.get(definition)
+    if not known:
+        template = _template(definition)
         with _lock:
-            known = _memo.setdefault(definition, OrderedDict())
-            known[key] = compiled
-            while len(known) > _PER_DEFINITION:
-                known.popitem(last=False)
-    if compiled is None:
+            _templates[definition] = template
+    if template is None:
         return None
+    request = bind_request(template.request, run_input)
+    version = _version(template, request.compile_request)
+    draft = {
+        "requestId": request.request_id,
+        "revision": 1,
+        "valid": True,
+        "lwirHash": template.lwir_digest,
+        "lwir": json.loads(template.lwir_json),
+    }
     return FixedPlanned(
-        compiled.version,
+        version,
         (
             EventInput(
                 type="OrchestrationRequested",
                 occurrence_id=occurrences.planner("requested"),
-                payload=dict(compiled.requested),
+                payload=requested_payload(definition, request),
             ),
             EventInput(
                 type="PlannerStarted",
                 occurrence_id=occurrences.planner("start", 1),
-                payload=dict(compiled.started),
+                payload=started_payload(request, 1, repair=False),
             ),
             EventInput(
                 type="PlannerDraftedWorkflow",
                 occurrence_id=occurrences.planner("draft", 1),
-                payload=json.loads(compiled.draft_json),
+                payload=draft,
             ),
             EventInput(
                 type="WorkflowValidationSucceeded",
                 occurrence_id=occurrences.planner("valid"),
-                payload=dict(compiled.valid),
+                payload=valid_payload(request, 1, template.lwir_digest, version),
             ),
         ),
+        template.shared_part,
     )
 
 
-_MISSING: Any = object()
-
-
-def _compile(definition: WorkflowDefinition, run_input: Any) -> _Compiled | None:
-    lwir = json.loads(canonical_json(dict(definition.plan or {})))
-    request: OrchestrationRequest = orchestration_request(definition, run_input)
-    if draft_findings(lwir, request):
+def _template(definition: WorkflowDefinition) -> _Template | None:
+    """The definition's :class:`_Template`; ``None`` when its plan is invalid (for any
+    input: the checks read the definition, never the input)."""
+    lwir_json = canonical_json(dict(definition.plan or {}))
+    lwir = json.loads(lwir_json)
+    request = request_template(definition)
+    # Any input binds the same checks; the template's holes stand in for it.
+    if draft_findings(lwir, bind_request(request, None)):
         return None
-    version = compile_lwir(lwir, request=request.compile_request)
-    draft = draft_payload(request, 1, lwir, valid=True)
-    return _Compiled(
-        version=version,
-        requested=requested_payload(definition, request),
-        started=started_payload(request, 1, repair=False),
-        draft_json=json.dumps(draft),
-        valid=valid_payload(request, 1, sha256_digest(lwir), version),
+    canonical, lwir_hash, lwir_version_id, registered = register_lwir(lwir)
+    hole = CanonicalTemplate.hole
+    holes = CompileRequest(
+        request_id=hole("requestId"),
+        request_hash=hole("requestHash"),
+        input_hash=hole("inputHash"),
+        planned_input_structure=hole("structure"),  # type: ignore[arg-type]  # (a hole)
+        planned_input_structure_hash=hole("structureHash"),
+        **request.compile_fields,
+    )
+    seed = holes.lock_seed(
+        lwir_version_id=lwir_version_id,
+        lwir_hash=lwir_hash,
+        validation_hash=hole("validationHash"),
+    )
+    shared = shared_part_text(
+        canonical=canonical,
+        lwir_hash=lwir_hash,
+        lwir_version_id=lwir_version_id,
+        canonicalizer=CANONICALIZER,
+        lock=seed,
+    )
+    return _Template(
+        request=request,
+        lwir_json=lwir_json,
+        lwir_digest="sha256:" + sha256_hex_text(lwir_json),
+        canonical=canonical,
+        lwir_hash=lwir_hash,
+        lwir_version_id=lwir_version_id,
+        lwir=registered,
+        seed=seed,
+        identity=CanonicalTemplate(
+            version_identity_document(seed, lwir_version_id=lwir_version_id, lwir_hash=lwir_hash)
+        ),
+        shared_part=(shared, "sha256:" + sha256_hex_text(shared)),
+    )
+
+
+def _version(template: _Template, request: CompileRequest) -> WorkflowVersion:
+    """:func:`~little_dist.compiler.compile_lwir` of the template's LWIR for ``request``,
+    the lock's hash filled into the template instead of walked."""
+    validation_hash = request.validation_hash(
+        lwir_version_id=template.lwir_version_id, lwir_hash=template.lwir_hash
+    )
+    bound: dict[str, Any] = {
+        "requestId": request.request_id,
+        "requestHash": request.request_hash,
+        "inputHash": request.input_hash,
+        "plannedInputStructure": request.planned_input_structure,
+        "plannedInputStructureHash": request.planned_input_structure_hash,
+        "validationHash": validation_hash,
+    }
+    version_hash = template.identity.digest(
+        {_BOUND_HOLES[key]: canonical_json(value) for key, value in bound.items()}
+    )
+    version_id = workflow_version_id_for_hash(version_hash)
+    lock = {
+        "workflowVersionId": version_id,
+        "workflowVersionHash": version_hash,
+        **{key: bound.get(key, value) for key, value in template.seed.items()},
+    }
+    return WorkflowVersion(
+        id=version_id,
+        hash=version_hash,
+        lwir_version_id=template.lwir_version_id,
+        lwir_hash=template.lwir_hash,
+        canonical_json=template.canonical,
+        lwir=template.lwir,
+        lock=lock,
     )

@@ -8,7 +8,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from little_dist.canonical import canonical_json, sha256_digest
+from little_dist.canonical import (
+    CanonicalTemplate,
+    canonical_json,
+    sha256_digest,
+    sha256_hex_text,
+)
 from little_dist.compiler import CompileRequest
 from little_dist.compiler.lock import concrete_input_structure
 from little_dist.lwir import API_VERSION
@@ -16,7 +21,15 @@ from little_dist.lwir import API_VERSION
 if TYPE_CHECKING:
     from little_dist.authoring import WorkflowDefinition
 
-__all__ = ["PLANNER_STEP_TYPES", "OrchestrationRequest", "orchestration_request", "step_output"]
+__all__ = [
+    "PLANNER_STEP_TYPES",
+    "OrchestrationRequest",
+    "RequestTemplate",
+    "bind_request",
+    "orchestration_request",
+    "request_template",
+    "step_output",
+]
 
 #: Upstream's ``ALPHA_STEP_TYPES``: what a planned LWIR may use.
 PLANNER_STEP_TYPES: Final = ("ai.generate", "tool.call", "code.run", "parallel", "decision")
@@ -69,6 +82,24 @@ def step_output(requested: Mapping[str, Any]) -> dict[str, Any]:
 
 def orchestration_request(definition: WorkflowDefinition, run_input: Any) -> OrchestrationRequest:
     """The request the planner works from, for ``definition`` and a validated input."""
+    return bind_request(request_template(definition), run_input)
+
+
+@dataclass(frozen=True)
+class RequestTemplate:
+    """What every orchestration request of one definition shares, built once: the body's
+    canonical JSON with holes where the input goes (:class:`CanonicalTemplate`), so
+    :func:`bind_request` hashes a new input's request without walking the manifest again."""
+
+    for_id: CanonicalTemplate  # the body the request id is the digest of
+    for_hash: CanonicalTemplate  # the body with its id: the request hash
+    final: CanonicalTemplate  # the body with its id and hash
+    compile_fields: Mapping[str, Any]  # the compile request's fields that are not input's
+
+
+def request_template(definition: WorkflowDefinition) -> RequestTemplate:
+    """The :class:`RequestTemplate` of ``definition``'s orchestration requests."""
+    hole = CanonicalTemplate.hole
     models = []
     model_locks = []
     for slot_id, slot in definition.models.items():
@@ -98,12 +129,11 @@ def orchestration_request(definition: WorkflowDefinition, run_input: Any) -> Orc
         "network": {"default": "deny", "allow": []},
         "bash": definition.bash_config().normalized(),
     }
-    structure = concrete_input_structure(run_input)
     snapshot = definition.snapshot().to_json()
     locks: dict[str, Any] = {
-        "inputHash": sha256_digest(run_input),
-        "plannedInputStructure": structure,
-        "plannedInputStructureHash": sha256_digest(structure),
+        "inputHash": hole("inputHash"),
+        "plannedInputStructure": hole("structure"),
+        "plannedInputStructureHash": hole("structureHash"),
         "workflowDefinitionHash": sha256_digest(snapshot),
         "inputSchemaHash": sha256_digest(definition.input_schema),
         "requestedOutputHash": sha256_digest(requested_output),
@@ -119,31 +149,58 @@ def orchestration_request(definition: WorkflowDefinition, run_input: Any) -> Orc
         "kind": "OrchestrationRequest",
         "metadata": metadata,
         "messages": {"user": definition.description or definition.id},
-        "input": run_input,
+        "input": hole("input"),
         "inputSchema": definition.input_schema,
         "requestedOutput": requested_output,
         "capabilityManifest": capability_manifest,
         "controls": {"maxWorkflowRevisions": definition.max_revisions},
         "locks": locks,
     }
-    request_id = "orq_" + sha256_digest(body)[7:23]
-    request_hash = sha256_digest({**body, "requestId": request_id})
-    body = {**body, "requestId": request_id, "locks": {**locks, "requestHash": request_hash}}
+    with_id = {**body, "requestId": hole("requestId")}
+    return RequestTemplate(
+        for_id=CanonicalTemplate(body),
+        for_hash=CanonicalTemplate(with_id),
+        final=CanonicalTemplate(
+            {**with_id, "locks": {**locks, "requestHash": hole("requestHash")}}
+        ),
+        compile_fields={
+            "workflow_definition_hash": locks["workflowDefinitionHash"],
+            "input_schema_hash": locks["inputSchemaHash"],
+            "requested_output": requested_output,
+            "requested_output_hash": locks["requestedOutputHash"],
+            "capability_manifest": capability_manifest,
+            "capability_manifest_hash": sha256_digest(capability_manifest),
+            "model_slots": tuple(model_locks),
+            "tools": tuple(tools),
+            "planning_definition_snapshot": snapshot,
+            "planning_definition_snapshot_hash": sha256_digest(snapshot),
+        },
+    )
+
+
+def bind_request(template: RequestTemplate, run_input: Any) -> OrchestrationRequest:
+    """The orchestration request of ``template``'s definition for a validated input."""
+    structure = concrete_input_structure(run_input)
+    input_text = canonical_json(run_input)
+    structure_text = canonical_json(structure)
+    input_hash = "sha256:" + sha256_hex_text(input_text)
+    structure_hash = "sha256:" + sha256_hex_text(structure_text)
+    filled = {
+        "input": input_text,
+        "inputHash": json.dumps(input_hash),
+        "structure": structure_text,
+        "structureHash": json.dumps(structure_hash),
+    }
+    request_id = "orq_" + template.for_id.digest(filled)[7:23]
+    filled["requestId"] = json.dumps(request_id)
+    request_hash = template.for_hash.digest(filled)
+    filled["requestHash"] = json.dumps(request_hash)
     compile_request = CompileRequest(
         request_id=request_id,
         request_hash=request_hash,
-        input_hash=locks["inputHash"],
+        input_hash=input_hash,
         planned_input_structure=structure,
-        planned_input_structure_hash=locks["plannedInputStructureHash"],
-        workflow_definition_hash=locks["workflowDefinitionHash"],
-        input_schema_hash=locks["inputSchemaHash"],
-        requested_output=requested_output,
-        requested_output_hash=locks["requestedOutputHash"],
-        capability_manifest=capability_manifest,
-        capability_manifest_hash=sha256_digest(capability_manifest),
-        model_slots=tuple(model_locks),
-        tools=tuple(tools),
-        planning_definition_snapshot=snapshot,
-        planning_definition_snapshot_hash=sha256_digest(snapshot),
+        planned_input_structure_hash=structure_hash,
+        **template.compile_fields,
     )
-    return OrchestrationRequest(json.loads(canonical_json(body)), compile_request)
+    return OrchestrationRequest(json.loads(template.final.text(filled)), compile_request)

@@ -176,7 +176,11 @@ def hydrate_events(world: World, events: Iterable[EventLike]) -> list[EventLike]
             and "output" not in payload
             and isinstance(payload.get("outputRef"), str)
         ):
-            value = world.get_artifact(payload["outputRef"]).payload
+            run_id = event.run_id if isinstance(event, Event) else event.get("runId")
+            read = world.get_artifact(
+                payload["outputRef"], run_id=run_id if isinstance(run_id, str) else None
+            )
+            value = read.payload
             envelope = event.to_json() if isinstance(event, Event) else dict(event)
             envelope["payload"] = {**payload, "output": value}
             hydrated.append(envelope)

@@ -44,8 +44,7 @@ _CHUNK: Final = 65536
 #: The forwarder run inside the sandbox: ``python3 forward.py SOCKET``. It listens on
 #: 127.0.0.1:3128, says it is ready by creating /tmp/.egress-ready, and pipes each connection
 #: to the proxy's Unix socket.
-FORWARDER: Final = (
-    """
+FORWARDER: Final = """
 import os, socket, sys, threading
 def pipe(a, b):
     try:
@@ -77,7 +76,6 @@ while True:
     client, _ = listener.accept()
     threading.Thread(target=serve, args=(client,), daemon=True).start()
 """.replace("PORT", str(PROXY_PORT))
-)
 
 
 @dataclass(frozen=True, slots=True)

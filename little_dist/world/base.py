@@ -458,8 +458,10 @@ class World(Protocol):
         """Store an artifact (put-if-absent by content); return its manifest."""
         ...
 
-    def get_artifact(self, ref: str) -> ArtifactRead:
-        """Read an artifact by ``artifact://art_...`` ref, verifying its hash.
+    def get_artifact(self, ref: str, *, run_id: str | None = None) -> ArtifactRead:
+        """Read an artifact by ``artifact://art_...`` ref, verifying its hash. ``run_id``:
+        the run that wrote it, where the caller knows it (a world may keep the small
+        artifacts of an archived run only in its archive).
 
         :class:`ArtifactNotFoundError` for an unknown ref, :class:`ArtifactCorruptError` when
         the stored bytes do not hash to the manifest's ``sha256``.

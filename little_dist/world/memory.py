@@ -263,7 +263,7 @@ class MemoryWorld(
             self._manifests[manifest.artifact_id] = manifest
             return manifest
 
-    def get_artifact(self, ref: str) -> ArtifactRead:
+    def get_artifact(self, ref: str, *, run_id: str | None = None) -> ArtifactRead:
         artifact_id = artifact_id_from_ref(ref)
         with self._changed:
             manifest = self._manifests.get(artifact_id)

@@ -250,7 +250,7 @@ class LocalWorld(
     def put_artifact(self, artifact: ArtifactInput) -> ArtifactManifest:
         return self._files.put_artifact(artifact)
 
-    def get_artifact(self, ref: str) -> ArtifactRead:
+    def get_artifact(self, ref: str, *, run_id: str | None = None) -> ArtifactRead:
         return self._files.get_artifact(ref)
 
     def _blob_count(self) -> int:

@@ -19,18 +19,24 @@ the run index to the archived-run index, whose entries older than the marker TTL
 trimmed at each archive. A run Redis has forgotten is read from S3.
 
 The run's small artifacts held in Redis (the hot tier, see
-:mod:`~little_dist.world.redis_s3.hot_artifacts`) are copied to S3 after the log, and their
-keys expire with the stream's, in the same transaction: nothing leaves Redis before its S3
-copy exists, so an archive that fails half-way is simply run again.
+:mod:`~little_dist.world.redis_s3.hot_artifacts`) ride inside the archive, after the events:
+one line each, ``{"artifactManifest": <the manifest's JSON>, "data": <base64 bytes>}``, in
+artifact id order (archiving again writes the same bytes). A small run's archive is one S3
+put however many steps wrote an output. Their keys expire with the stream's, in the same
+transaction: nothing leaves Redis before the archive holds it, so an archive that fails
+half-way is simply run again. Once the keys are gone, :meth:`RunArchives.artifact` reads an
+artifact from its run's archive (cached, as the events are).
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import ClassVar
 
 import redis
@@ -42,10 +48,10 @@ from little_dist.errors import (
     RunEndedError,
 )
 from little_dist.events import Event
-from little_dist.ids import validate_run_id
+from little_dist.ids import artifact_ref, validate_run_id
 from little_dist.world.base import RunNotFoundError
 from little_dist.world.redis_s3 import scripts
-from little_dist.world.redis_s3.hot_artifacts import HotArtifacts
+from little_dist.world.redis_s3.hot_artifacts import HotArtifacts, parse_manifest
 from little_dist.world.redis_s3.keys import KeyLayout
 from little_dist.world.redis_s3.redis_calls import LuaScript, redis_errors
 from little_dist.world.redis_s3.s3 import S3Objects
@@ -121,7 +127,7 @@ class RunArchives:
         # A second seal answers the sequence the first one stored.
         self._seal_script = LuaScript(client, scripts.SEAL_RUN, idempotent=True)
         # Archives are immutable, so a cached one never goes stale.
-        self._cache: OrderedDict[str, list[Event]] = OrderedDict()
+        self._cache: OrderedDict[str, _Archived] = OrderedDict()
         self._cache_lock = threading.Lock()
 
     def archive(self, run_id: str, ttl_seconds: float | None, read_stream: StreamReader) -> int:
@@ -141,16 +147,16 @@ class RunArchives:
             raise RunNotEndedError(run_id)
         if last < 0:
             raise RunNotFoundError(run_id)
+        expiring = [keys.events, keys.occurrences, keys.submitted, keys.ended, keys.tokens]
+        # Sealed above, so no artifact joins the run's hot set any more: they all ride in.
+        hot_keys, artifacts = self._hot.archived(run_id) if self._hot else ([], iter(()))
+        expiring += hot_keys
         first = read_stream(run_id, 0, _PAGE)
         if first:
-            self._upload(run_id, last, first, read_stream)
+            self._upload(run_id, last, first, read_stream, artifacts)
         else:
             # The stream is already gone: only a finished earlier archive can explain that.
             self.events(run_id, required=True)
-        # Sealed above, so no artifact joins the run's hot set any more: copy them all.
-        expiring = [keys.events, keys.occurrences, keys.submitted, keys.ended, keys.tokens]
-        if self._hot is not None:
-            expiring += self._hot.archive(run_id)
         now = time.time()
         # The marker outlives the stream: it is what refuses new events while the stream
         # is there, and what sends reads to S3 once it is gone.
@@ -172,10 +178,16 @@ class RunArchives:
         return last
 
     def _upload(
-        self, run_id: str, last: int, first: list[Event], read_stream: StreamReader
+        self,
+        run_id: str,
+        last: int,
+        first: list[Event],
+        read_stream: StreamReader,
+        artifacts: Iterator[tuple[bytes, bytes]],
     ) -> None:
-        """Stream the sealed log (``last`` events, ``first`` its first page) to S3; compare
-        it with the archive already there, if any."""
+        """Stream the sealed log (``last`` events, ``first`` its first page) and then the
+        hot ``artifacts`` (manifest JSON, bytes) to S3; compare it with the archive already
+        there, if any."""
 
         def lines() -> Iterator[bytes]:
             page, count, after = first, 0, 0
@@ -195,6 +207,12 @@ class RunArchives:
                     f"Run {run_id} was sealed at sequence {last} but its stream holds "
                     f"{count} events"
                 )
+            for body, data in artifacts:
+                line = {
+                    _MANIFEST_FIELD: body.decode("utf-8"),
+                    _DATA_FIELD: base64.b64encode(data).decode("ascii"),
+                }
+                yield (json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
 
         key = self._keys.archive(run_id)
         put = self._s3.put_stream_if_absent(key, lines(), "application/x-ndjson", _PART_BYTES)
@@ -210,6 +228,22 @@ class RunArchives:
 
     def events(self, run_id: str, *, required: bool) -> list[Event] | None:
         """The archived log of ``run_id``; None if it has none (an error if ``required``)."""
+        archived = self._archived(run_id)
+        if archived is None:
+            if required:
+                raise EventLogCorruptError(
+                    f"Run {run_id} is sealed and its stream is gone, but it has no archive"
+                )
+            return None
+        return archived.events
+
+    def artifact(self, run_id: str, artifact_id: str) -> tuple[bytes, bytes] | None:
+        """``(manifest JSON, data)`` of an artifact the archive of ``run_id`` carries (a hot
+        one when the run was archived); None without an archive or the artifact in it."""
+        archived = self._archived(run_id)
+        return None if archived is None else archived.artifacts.get(artifact_id)
+
+    def _archived(self, run_id: str) -> _Archived | None:
         with self._cache_lock:
             cached = self._cache.get(run_id)
             if cached is not None:
@@ -217,16 +251,44 @@ class RunArchives:
                 return cached
         body = self._s3.get(self._keys.archive(run_id))
         if body is None:
-            if required:
-                raise EventLogCorruptError(
-                    f"Run {run_id} is sealed and its stream is gone, but it has no archive"
-                )
             return None
-        events = [
-            Event.model_validate(json.loads(line)) for line in body.decode("utf-8").splitlines()
-        ]
+        archived = _Archived([], {})
+        for line in body.decode("utf-8").splitlines():
+            record = json.loads(line)
+            manifest = record.get(_MANIFEST_FIELD) if "sequence" not in record else None
+            if isinstance(manifest, str):
+                artifact_id = _artifact_id(manifest)
+                data = base64.b64decode(record[_DATA_FIELD])
+                archived.artifacts[artifact_id] = (manifest.encode("utf-8"), data)
+            else:
+                archived.events.append(Event.model_validate(record))
         with self._cache_lock:
-            self._cache[run_id] = events
+            self._cache[run_id] = archived
             while len(self._cache) > _CACHE_SIZE:
                 self._cache.popitem(last=False)
-        return events
+        return archived
+
+
+#: The fields of an artifact's line in an archive (see the module docstring).
+_MANIFEST_FIELD = "artifactManifest"
+_DATA_FIELD = "data"
+
+
+@dataclass(frozen=True)
+class _Archived:
+    """A run's archive read back: its events and the artifacts it carries by id."""
+
+    events: list[Event]
+    artifacts: dict[str, tuple[bytes, bytes]]
+
+
+def _artifact_id(manifest: str) -> str:
+    """The artifact id a manifest line of an archive names."""
+    try:
+        artifact_id = json.loads(manifest)["artifactId"]
+    except (ValueError, KeyError, TypeError) as error:
+        raise EventLogCorruptError(f"An archive's artifact line is malformed: {error}") from error
+    if not isinstance(artifact_id, str):
+        raise EventLogCorruptError("An archive's artifact line names no artifact id")
+    parse_manifest(artifact_ref(artifact_id), manifest.encode("utf-8"))
+    return artifact_id

@@ -4,13 +4,16 @@ Bytes live at ``blobs/sha256/<hex>`` and are stored once whoever writes them; ea
 manifest lives at ``manifests/<artifactId>.json``. Both are written put-if-absent, so the
 first writer's manifest (and its ``createdAt``) is the artifact for good.
 
-Small artifacts of live runs skip S3 until their run is archived: they are kept in Redis by
-:mod:`~little_dist.world.redis_s3.hot_artifacts` (one round trip instead of two S3 puts).
-Reads look in Redis first, then S3, whatever this world's limit: where an artifact lives
-depends on the world that wrote it. Both tiers get the same integrity checks.
+Small artifacts skip these objects: kept in Redis by
+:mod:`~little_dist.world.redis_s3.hot_artifacts` while their run is live (one round trip
+instead of two S3 puts), then carried by the run's archive. Reads look in Redis first, then
+S3, then (given the run's id) the run's archive, whatever this world's limit: where an
+artifact lives depends on the world that wrote it. Every tier gets the same integrity checks.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from little_dist.canonical import canonical_json
 from little_dist.ids import artifact_id_from_ref, validate_run_id
@@ -42,11 +45,18 @@ class ArtifactStore:
     """
 
     def __init__(
-        self, objects: S3Objects, keys: KeyLayout, hot: HotArtifacts | None = None
+        self,
+        objects: S3Objects,
+        keys: KeyLayout,
+        hot: HotArtifacts | None = None,
+        archived: Callable[[str, str], tuple[bytes, bytes] | None] | None = None,
     ) -> None:
+        """``archived(run_id, artifact_id)``: ``(manifest JSON, data)`` of an artifact its
+        run's archive carries (:meth:`~little_dist.world.redis_s3.archive.RunArchives.artifact`)."""
         self._objects = objects
         self._keys = keys
         self._hot = hot
+        self._archived = archived
 
     def put(self, artifact: ArtifactInput) -> ArtifactManifest:
         validate_run_id(artifact.run_id)
@@ -59,7 +69,13 @@ class ArtifactStore:
                 return manifest
             if isinstance(answer, bytes):
                 return _first_writer(manifest, parse_manifest(manifest.artifact_ref, answer))
-            # None: the run is sealed (being archived); S3 is where the artifact goes now.
+            # None: the run is sealed (being archived); S3 is where the artifact goes now,
+            # unless the run's archive carries it already (the first writer's, kept).
+            archived = (
+                self._archived(manifest.run_id, manifest.artifact_id) if self._archived else None
+            )
+            if archived is not None:
+                return _first_writer(manifest, parse_manifest(manifest.artifact_ref, archived[0]))
         self._objects.put_if_absent(
             self._keys.blob(manifest.sha256.removeprefix("sha256:")),
             data,
@@ -86,7 +102,9 @@ class ArtifactStore:
         body = canonical_json(manifest.to_json()).encode("utf-8")
         return StagedArtifact(self, artifact, manifest, self._hot.queued_put(manifest, body, data))
 
-    def get(self, ref: str) -> ArtifactRead:
+    def get(self, ref: str, *, run_id: str | None = None) -> ArtifactRead:
+        """The artifact ``ref``; ``run_id`` (its run) lets a small artifact of an archived
+        run be found in the run's archive once Redis has given its keys back."""
         artifact_id = artifact_id_from_ref(ref)
         hot = self._hot.get(artifact_id) if self._hot is not None else None
         if hot is not None:
@@ -94,7 +112,15 @@ class ArtifactStore:
             if body is None or data is None:
                 raise ArtifactCorruptError(ref, "its Redis hash lacks the manifest or the bytes")
             return _checked(ref, artifact_id, parse_manifest(ref, body), data)
-        manifest = self._manifest(ref, artifact_id)
+        try:
+            manifest = self._manifest(ref, artifact_id)
+        except ArtifactNotFoundError:
+            archived = None
+            if run_id is not None and self._archived is not None:
+                archived = self._archived(validate_run_id(run_id), artifact_id)
+            if archived is None:
+                raise
+            return _checked(ref, artifact_id, parse_manifest(ref, archived[0]), archived[1])
         if manifest.artifact_id != artifact_id or manifest.artifact_ref != ref:
             raise ArtifactCorruptError(ref, "the manifest names another artifact")
         data = self._objects.get(self._keys.blob(manifest.sha256.removeprefix("sha256:")))

@@ -5,8 +5,9 @@ per artifact (blob, manifest) would dominate a wide fan-out. So an artifact whos
 under the world's ``hot_artifact_limit`` is kept in Redis while its run is live, the way the
 run's events are: one hash per artifact (``manifest``: the manifest's canonical JSON, the same
 bytes the S3 manifest object holds; ``data``: the stored bytes) plus the artifact id in the
-run's hot set. :meth:`HotArtifacts.archive` copies them to S3 under the usual keys when the run
-is archived, and only then are the Redis keys expired.
+run's hot set. They ride inside the run's archive (:meth:`HotArtifacts.archived` gives them to
+it, :mod:`~little_dist.world.redis_s3.archive`): a small run's archive is one S3 put, not one
+blob and one manifest per artifact; the Redis keys expire only once the archive is stored.
 
 The put script writes only if the artifact is absent (the first writer's manifest and
 ``createdAt`` win, as with S3) and only while the run is not sealed: once the archive has
@@ -16,14 +17,13 @@ the ref), so the script touches two cluster slots: like the signal stream, the h
 a single Redis server (``hot_artifact_limit=0`` on a cluster).
 
 Bytes are kept per artifact, not content-addressed: two artifacts with the same small payload
-hold two copies in Redis, and share one blob once archived.
+hold two copies in Redis and in the archive.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import redis
@@ -34,7 +34,6 @@ from little_dist.world.artifacts import payload_sha256
 from little_dist.world.base import ArtifactCorruptError, ArtifactManifest
 from little_dist.world.redis_s3.keys import KeyLayout
 from little_dist.world.redis_s3.redis_calls import LuaScript, redis_errors, text
-from little_dist.world.redis_s3.s3 import S3Objects
 
 __all__ = [
     "DEFAULT_HOT_ARTIFACT_LIMIT",
@@ -47,8 +46,6 @@ __all__ = [
 
 DEFAULT_HOT_ARTIFACT_LIMIT = 16 * 1024
 _PAGE = 500  # artifacts read per pipeline while archiving
-_UPLOADERS = 8  # parallel S3 puts while archiving (boto3's default pool holds 10)
-_BLOBS_REMEMBERED = 65_536  # blob digests a process knows are in S3 (~6 MB at most)
 _ENCODINGS = ("json", "utf-8", "binary")
 
 PUT_HOT_ARTIFACT = """
@@ -76,24 +73,18 @@ HotPut = bool | bytes | None
 class HotArtifacts:
     """Small artifacts of live runs in Redis (see the module docstring). Thread-safe."""
 
-    def __init__(
-        self, client: redis.Redis, objects: S3Objects, keys: KeyLayout, limit: int
-    ) -> None:
+    def __init__(self, client: redis.Redis, keys: KeyLayout, limit: int) -> None:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
             raise InvalidInputError(
                 f"hot_artifact_limit must be a whole number of bytes >= 0, got {limit!r}"
             )
         self.limit = limit
         self._redis = client
-        self._s3 = objects
         self._keys = keys
         # Put-if-absent by artifact id: a second run answers the stored manifest.
         self._put_script = LuaScript(client, PUT_HOT_ARTIFACT, idempotent=True)
         # Typed here once: redis-py leaves execute_command unannotated.
         self._execute: Callable[..., Any] = client.execute_command
-        # Blobs this process put (or found) in S3: immutable and never deleted, so runs whose
-        # outputs hold the same bytes do not put them again (a request answered 412).
-        self._blobs_in_s3: set[str] = set()
 
     def accepts(self, size: int) -> bool:
         """Whether an artifact of ``size`` stored bytes belongs in this tier."""
@@ -132,46 +123,32 @@ class HotArtifacts:
             return None
         return body, data
 
-    def archive(self, run_id: str) -> list[str]:
-        """Copy every hot artifact of a sealed run to S3; the Redis keys to expire after.
-
-        Page by page (memory stays bounded): blobs first, then manifests (a manifest never
-        names a missing blob), all put-if-absent, so archiving again is harmless. An id
-        whose hash is already gone was copied by an earlier archive (expiry is set only
-        after the copy). Bytes that do not match their manifest are refused: a
-        content-addressed blob must hold what its name says.
-        """
+    def archived(self, run_id: str) -> tuple[list[str], Iterator[tuple[bytes, bytes]]]:
+        """The hot artifacts of a sealed run, for its archive to carry: the artifact ids
+        (sorted: archiving again writes the same bytes), and ``(manifest JSON, data)`` of
+        each still in Redis, read a page at a time (memory stays bounded). An id whose hash
+        is already gone was archived before (its keys expire only after the archive is
+        stored). Bytes that do not match their manifest are refused."""
         run_set = self._keys.run(run_id).artifacts
         what = f"archive of the artifacts of {run_id}"
         with redis_errors(what):
             ids = sorted(text(member) for member in self._redis.smembers(run_set))
-        with ThreadPoolExecutor(max_workers=_UPLOADERS) as pool:
+
+        def rows() -> Iterator[tuple[bytes, bytes]]:
             for start in range(0, len(ids), _PAGE):
                 page = ids[start : start + _PAGE]
                 with redis_errors(what):
                     pipe = self._redis.pipeline(transaction=False)
                     for artifact_id in page:
                         pipe.hmget(self._keys.hot_artifact(artifact_id), "manifest", "data")
-                    rows = pipe.execute()
-                blobs: dict[str, tuple[str, bytes, str]] = {}
-                manifests: list[tuple[str, bytes, str]] = []
-                for artifact_id, (body, data) in zip(page, rows, strict=True):
+                    found = pipe.execute()
+                for artifact_id, (body, data) in zip(page, found, strict=True):
                     if body is None and data is None:
                         continue
-                    sha = _checked_sha256(artifact_id, body, data)
-                    if sha not in self._blobs_in_s3:
-                        blobs[sha] = (self._keys.blob(sha), data, "application/octet-stream")
-                    manifests.append((self._keys.manifest(artifact_id), body, "application/json"))
-                # list() waits and re-raises the first failure: then nothing is expired.
-                list(pool.map(self._put, blobs.values()))
-                if len(self._blobs_in_s3) + len(blobs) > _BLOBS_REMEMBERED:
-                    self._blobs_in_s3.clear()
-                self._blobs_in_s3.update(blobs)
-                list(pool.map(self._put, manifests))
-        return [run_set, *(self._keys.hot_artifact(artifact_id) for artifact_id in ids)]
+                    _checked_sha256(artifact_id, body, data)
+                    yield body, data
 
-    def _put(self, job: tuple[str, bytes, str]) -> bool:
-        return self._s3.put_if_absent(*job)
+        return [run_set, *(self._keys.hot_artifact(artifact_id) for artifact_id in ids)], rows()
 
 
 class QueuedHotPut:

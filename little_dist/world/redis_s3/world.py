@@ -133,7 +133,7 @@ class RedisS3World:
         self._s3 = S3Objects(s3_client, bucket)
         self._clock = clock
         self._owns_clients = owns_clients
-        hot = HotArtifacts(redis_client, self._s3, self._keys, hot_artifact_limit)
+        hot = HotArtifacts(redis_client, self._keys, hot_artifact_limit)
         self._archives = RunArchives(
             redis_client,
             self._s3,
@@ -154,7 +154,7 @@ class RedisS3World:
         )
         self._leases = LeaseStore(redis_client, self._keys, self._now_ms_arg)
         self._versions = VersionStore(redis_client, self._s3, self._keys)
-        self._artifacts = ArtifactStore(self._s3, self._keys, hot)
+        self._artifacts = ArtifactStore(self._s3, self._keys, hot, self._archives.artifact)
 
     @classmethod
     def from_settings(
@@ -458,9 +458,9 @@ class RedisS3World:
         is sealed; another raises :class:`RunNotEndedError` and stays open (a process that
         saw the end asks after Redis lost it in a crash: the run must finish again).
 
-        The archive is ``archives/<run_id>.ndjson``, one ``Event.to_json()`` a line, written
-        put-if-absent; the run's small artifacts held in Redis are then written to S3 under
-        their usual keys (blob, manifest; put-if-absent). After sealing, appends of new
+        The archive is ``archives/<run_id>.ndjson``, one ``Event.to_json()`` a line, then
+        one line per small artifact of the run held in Redis (its manifest and bytes), written
+        put-if-absent in one S3 put for a small run. After sealing, appends of new
         events fail with :class:`RunSealedError` (already-recorded occurrence ids still
         resolve) and new artifacts of the run go straight to S3. Reads fall back to the
         archive (and to S3) once the Redis keys are gone. ``ttl_seconds`` (default: the
@@ -473,8 +473,8 @@ class RedisS3World:
     def put_artifact(self, artifact: ArtifactInput) -> ArtifactManifest:
         return self._artifacts.put(artifact)
 
-    def get_artifact(self, ref: str) -> ArtifactRead:
-        return self._artifacts.get(ref)
+    def get_artifact(self, ref: str, *, run_id: str | None = None) -> ArtifactRead:
+        return self._artifacts.get(ref, run_id=run_id)
 
     # -- leases ---------------------------------------------------------------------------
     def acquire_lease(self, key: str, holder: str, ttl_seconds: float) -> Lease | None:
