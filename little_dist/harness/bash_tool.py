@@ -70,7 +70,7 @@ from little_dist.tools import Tool
 if TYPE_CHECKING:
     from little_dist.harness.recorder import EventRecorder
 
-__all__ = ["BASH_TOOL", "OWN_SCRATCH", "BashTool"]
+__all__ = ["BASH_TOOL", "OWN_SCRATCH", "BashTool", "captured"]
 
 BASH_TOOL: Final = "bash"
 #: Where the attempt's own scratch folder is mounted, and where commands start.
@@ -141,8 +141,8 @@ class BashTool(Tool):
                 **shown,
                 "exitCode": code,
                 "durationMs": duration,
-                "stdout": _captured(output["stdout"]),
-                "stderr": _captured(output["stderr"]),
+                "stdout": captured(output["stdout"]),
+                "stderr": captured(output["stderr"]),
                 "isolation": result.isolation,
                 "stopped": result.stopped,
                 **egress,
@@ -200,7 +200,7 @@ class BashTool(Tool):
         return self._session
 
 
-def _captured(text: str) -> dict[str, Any]:
+def captured(text: str) -> dict[str, Any]:
     """Upstream's captured-content ref of a command's output (``trace/content.ts``)."""
     data = text.encode("utf-8")
     return {
