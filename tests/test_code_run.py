@@ -121,13 +121,7 @@ def sum_plan(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_a_workflow_with_a_code_run_step_runs_end_to_end(tmp_path: Any) -> None:
-    workflow = define_workflow(
-        id="code.sum",
-        input={"type": "object"},
-        output={"type": "object"},
-        model="scripted/none",
-        plan=sum_plan(code(SUM)),
-    )
+    workflow = sum_workflow(SUM)
     result = run_workflow(workflow, {"a": 5, "b": 6}, world=LocalWorld(tmp_path))
     assert result.output == {"sum": 11}
 
@@ -177,6 +171,17 @@ def test_a_scripted_fixer_repairs_a_failing_program_on_its_second_attempt(
     ]
 
 
+def sum_workflow(source: str) -> Any:
+    """A workflow of one ``code.run`` step, ``add``, running ``source``."""
+    return define_workflow(
+        id="code.sum",
+        input={"type": "object"},
+        output={"type": "object"},
+        model="scripted/none",
+        plan=sum_plan(code(source)),
+    )
+
+
 def command_events(events: list[Any]) -> list[tuple[str, str, dict[str, Any]]]:
     return [
         (e.type.rsplit(".", 1)[1], e.occurrence_id, e.payload)
@@ -186,13 +191,7 @@ def command_events(events: list[Any]) -> list[tuple[str, str, dict[str, Any]]]:
 
 
 def test_each_program_run_is_recorded_like_a_bash_command(tmp_path: Any) -> None:
-    workflow = define_workflow(
-        id="code.sum",
-        input={"type": "object"},
-        output={"type": "object"},
-        model="scripted/none",
-        plan=sum_plan(code(SUM)),
-    )
+    workflow = sum_workflow(SUM)
     world = LocalWorld(tmp_path)
     result = run_workflow(workflow, {"a": 5, "b": 6}, world=world)
     events = world.list_events(result.run_id)
@@ -210,13 +209,7 @@ def test_each_program_run_is_recorded_like_a_bash_command(tmp_path: Any) -> None
 
 def test_a_program_the_sandbox_stops_is_recorded_with_why(tmp_path: Any) -> None:
     flood = "while (true) console.log('x'.repeat(65536));"
-    workflow = define_workflow(
-        id="code.sum",
-        input={"type": "object"},
-        output={"type": "object"},
-        model="scripted/none",
-        plan=sum_plan(code(flood)),
-    )
+    workflow = sum_workflow(flood)
     world = LocalWorld(tmp_path)
     with pytest.raises(RunFailedError) as caught:
         run_workflow(workflow, {"a": 1, "b": 2}, world=world)
