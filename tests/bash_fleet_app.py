@@ -13,7 +13,17 @@ from typing import Any
 
 from little_dist import define_workflow, model
 
-__all__ = ["FIRST", "SECOND", "SHELL_STEP", "build_script", "shell", "shell_plan"]
+__all__ = [
+    "FIRST",
+    "NOTE",
+    "SECOND",
+    "SHELL_STEP",
+    "build_pair_script",
+    "build_script",
+    "pair",
+    "shell",
+    "shell_plan",
+]
 
 FIRST = "mkdir -p work && cd work && export GREETING=hello && echo one > a.txt"
 SECOND = "echo $GREETING; cat a.txt; pwd"
@@ -57,4 +67,46 @@ def build_script() -> Any:
     script.on(step="shell").call_tool("bash", {"cmd": FIRST}).then_call_tool(
         "bash", {"cmd": SECOND}
     ).then_reply_text("done")
+    return script
+
+
+#: What the ``pair`` workflow's first step writes to its scratch.
+NOTE = "written on one worker, read by a peer"
+
+
+def _bash_step(step_id: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "id": step_id,
+        "uses": "ai.generate",
+        "with": {"model": "default", "prompt": "Use bash.", "tools": ["bash"]},
+        "output": {"mode": "text"},
+        **extra,
+    }
+
+
+_pair_plan = shell_plan("fleet.scratch-pair", _bash_step("write"))
+_pair_plan["steps"].append(_bash_step("read", needs=["write"]))
+_pair_plan["output"]["from"] = "${{ steps.read.output }}"
+
+pair = define_workflow(
+    id="fleet.scratch-pair",
+    description="A step writes a scratch file with bash; a later step reads it.",
+    input={"type": "object"},
+    output={"type": "string"},
+    model=model("scripted/fleet", id="default", description="Scripted model."),
+    plan=_pair_plan,
+    bash={"python": False},
+)
+
+
+def build_pair_script() -> Any:
+    from little_dist.testing import ScriptedModel
+
+    script = ScriptedModel()
+    script.on(step="write").call_tool(
+        "bash", {"cmd": f"mkdir -p notes && echo '{NOTE}' > notes/n.txt"}
+    ).then_reply_text("wrote")
+    script.on(step="read").call_tool(
+        "bash", {"cmd": "cat /mnt/scratch/peer-steps/write/notes/n.txt"}
+    ).then_reply_text("read")
     return script

@@ -99,9 +99,10 @@ def test_an_example_workflow_runs_on_the_fleet_as_in_process(fleet_env: FleetEnv
     assert json.loads(out) == local.output.model_dump(mode="json", by_alias=True)
 
 
-def test_one_worker_with_three_example_apps_runs_each_of_them(fleet_env: FleetEnv) -> None:
+def test_one_worker_with_four_example_apps_runs_each_of_them(fleet_env: FleetEnv) -> None:
     # Each example answers its own scripted model: no app's script takes the others' calls.
-    names = ["support_triage", "candidate_screening", "draft_review"]
+    # order_totals runs bash and code.run in the sandbox, and its fixer on the fixer queue.
+    names = ["support_triage", "candidate_screening", "draft_review", "order_totals"]
     start_worker(fleet_env, roles=["worker", "fixer"], app=[f"examples.{n}" for n in names])
     for name in names:
         result = little(
@@ -116,6 +117,36 @@ def test_one_worker_with_three_example_apps_runs_each_of_them(fleet_env: FleetEn
             "--json",
         )
         assert json.loads(_ok(result))["status"] == "completed", name
+
+
+def test_the_order_totals_example_runs_on_the_fleet_with_its_fixer(fleet_env: FleetEnv) -> None:
+    # Bash on scratch files, code.run and the fixer (on the fixer queue), on a worker process:
+    # the scratch file crosses steps through S3, and the scheduler sends the failed program
+    # to the fixer.
+    start_scheduler(fleet_env)
+    start_worker(fleet_env, roles=["worker", "fixer"], app=["examples.order_totals"])
+    result = little(
+        fleet_env,
+        "submit",
+        "examples.order_totals:workflow",
+        "--input",
+        "examples/inputs/order_totals.json",
+        "--wait",
+        "--timeout",
+        "60",
+        "--json",
+    )
+    view = json.loads(_ok(result))
+    assert view["status"] == "completed"
+    assert view["output"]["totals"] == {"north": 162.75, "south": 80, "west": 300}
+    assert view["output"]["checked"].startswith("The file holds 4 orders")
+    events = fleet_env.world().list_events(view["runId"])
+    types = [e.type for e in events]
+    assert "harness.file.created" in types and types.count("StepFailed") == 1
+    fixer = [
+        e for e in events if e.type == "harness.session.started" and e.payload["role"] == "fixer"
+    ]
+    assert len(fixer) == 1
 
 
 def test_a_workflow_id_is_planned_by_a_planner_worker(fleet_env: FleetEnv) -> None:

@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 
 from little_dist import define_workflow, model, run_workflow
+from little_dist.authoring.errors import RunFailedError
 from little_dist.errors import InvalidInputError
+from little_dist.event_types import parse_event
 from little_dist.lwir.step_checks import code_file_digest
 from little_dist.sandbox import SandboxLimits
 from little_dist.sandbox.code_run import CodeRunError, run_code
@@ -119,13 +121,7 @@ def sum_plan(config: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_a_workflow_with_a_code_run_step_runs_end_to_end(tmp_path: Any) -> None:
-    workflow = define_workflow(
-        id="code.sum",
-        input={"type": "object"},
-        output={"type": "object"},
-        model="scripted/none",
-        plan=sum_plan(code(SUM)),
-    )
+    workflow = sum_workflow(SUM)
     result = run_workflow(workflow, {"a": 5, "b": 6}, world=LocalWorld(tmp_path))
     assert result.output == {"sum": 11}
 
@@ -166,3 +162,57 @@ def test_a_scripted_fixer_repairs_a_failing_program_on_its_second_attempt(
     assert completed.payload["output"]["result"]["attempts"] == 2
     second_try = scripted_model.calls[1].last_user_text
     assert "The repaired program failed" in second_try and "one JSON document" in second_try
+    # Every run is in the log: the pinned program's, then each repair's.
+    runs = [(kind, oid) for kind, oid, _ in command_events(events) if kind != "started"]
+    assert runs == [
+        ("failed", "code-run-end:add:1:1"),
+        ("failed", "code-run-end:add:2:1"),
+        ("succeeded", "code-run-end:add:2:2"),
+    ]
+
+
+def sum_workflow(source: str) -> Any:
+    """A workflow of one ``code.run`` step, ``add``, running ``source``."""
+    return define_workflow(
+        id="code.sum",
+        input={"type": "object"},
+        output={"type": "object"},
+        model="scripted/none",
+        plan=sum_plan(code(source)),
+    )
+
+
+def command_events(events: list[Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    return [
+        (e.type.rsplit(".", 1)[1], e.occurrence_id, e.payload)
+        for e in events
+        if e.type.startswith("harness.runtime.command.")
+    ]
+
+
+def test_each_program_run_is_recorded_like_a_bash_command(tmp_path: Any) -> None:
+    workflow = sum_workflow(SUM)
+    world = LocalWorld(tmp_path)
+    result = run_workflow(workflow, {"a": 5, "b": 6}, world=world)
+    events = world.list_events(result.run_id)
+    for event in events:
+        parse_event(event.model_dump(by_alias=True))  # upstream's shapes
+    (started, ended) = command_events(events)
+    assert started[:2] == ("started", "code-run:add:1:1")
+    assert started[2]["command"] == "deno run main.ts" and started[2]["source"] == "code.run"
+    assert ended[:2] == ("succeeded", "code-run-end:add:1:1")
+    assert ended[2]["exitCode"] == 0 and ended[2]["stopped"] is None
+    assert ended[2]["isolation"] == "namespaces"
+    assert ended[2]["stdout"]["preview"] == '{"sum":11}\n'
+    assert "adding 5 6" in ended[2]["stderr"]["preview"]
+
+
+def test_a_program_the_sandbox_stops_is_recorded_with_why(tmp_path: Any) -> None:
+    flood = "while (true) console.log('x'.repeat(65536));"
+    workflow = sum_workflow(flood)
+    world = LocalWorld(tmp_path)
+    with pytest.raises(RunFailedError) as caught:
+        run_workflow(workflow, {"a": 1, "b": 2}, world=world)
+    (_, (kind, _, ended)) = command_events(world.list_events(caught.value.run_id))
+    assert kind == "failed" and ended["stopped"] == "output"
+    assert ended["stdout"]["truncated"] is True

@@ -20,7 +20,7 @@ from little_dist.authoring import run_workflow
 from little_dist.world.memory import MemoryWorld
 
 ROOT = Path(__file__).parent.parent
-EXAMPLES = ["support_triage", "candidate_screening", "draft_review"]
+EXAMPLES = ["support_triage", "candidate_screening", "draft_review", "order_totals"]
 
 
 @pytest.fixture(params=EXAMPLES)
@@ -93,6 +93,42 @@ def test_examples_loop_and_fan_out_as_described() -> None:
         "route.visit[1]",
     ]
     assert result.output.review_notes.startswith("All three points")
+
+
+def test_order_totals_passes_a_scratch_file_between_steps_and_the_fixer_repairs_the_program(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("LITTLE_MODEL", raising=False)
+    totals = importlib.import_module("examples.order_totals")
+    world = MemoryWorld()
+    result = run_workflow(totals.workflow, totals.SAMPLE_INPUT, world=world)
+    assert result.output.totals == {"north": 162.75, "south": 80.0, "west": 300.0}
+    events = world.list_events(result.run_id)
+    # collect wrote orders.csv with bash; check read it from peer-steps with python3.
+    (created,) = [e for e in events if e.type == "harness.file.created"]
+    assert created.payload["path"] == "/mnt/scratch/own/orders.csv"
+    assert created.payload["stepPath"] == "collect"
+    calls = {
+        e.payload["stepPath"]: e.payload["result"]
+        for e in events
+        if e.type == "harness.tool_call.succeeded"
+    }
+    assert calls["check"] == {"stdout": "4 542.75\n", "stderr": "", "exitCode": 0}
+    # The pinned program failed; the fixer's second try is the program that ran.
+    (failed,) = [e for e in events if e.type == "StepFailed"]
+    assert failed.payload["stepPath"] == "totals"
+    assert "input.order is not iterable" in failed.payload["error"]["message"]
+    fixer = [
+        c for c in totals.SCRIPT.calls if c.run_id == result.run_id and c.step_path == "totals"
+    ]
+    assert len(fixer) == 2 and "The repaired program failed" in fixer[1].last_user_text
+    session = [
+        e
+        for e in events
+        if e.type == "harness.session.completed" and e.payload["stepPath"] == "totals"
+    ][-1]
+    fix = session.payload["output"]["result"]
+    assert fix["fixedSource"] == totals.FIXED_PROGRAM and fix["attempts"] == 2
 
 
 def test_examples_imported_into_one_process_each_answer_their_own_model(tmp_path: Path) -> None:

@@ -703,13 +703,24 @@ def test_python_one_liners_compile() -> None:
 STARTS_AS_ROOT_TO_DROP = {"s3": {"CHOWN", "SETUID", "SETGID"}}
 
 
+# The roles whose steps run commands in the sandbox (the bash tool, code.run): bubblewrap makes
+# user, mount, PID and network namespaces, which the default seccomp and AppArmor profiles of
+# Docker and of Kubernetes' RuntimeDefault refuse. Only these are let out of them.
+SANDBOX_ROLES = ("worker", "fixer")
+
+
 @pytest.mark.parametrize("name", sorted(compose()["services"]))
 def test_every_compose_container_is_unprivileged(name: str) -> None:
     service = compose()["services"][name]
     assert service.get("read_only") is True, f"{name}: root filesystem not read-only"
     assert "/tmp" in service.get("tmpfs", []), f"{name}: no private /tmp"
     assert service.get("cap_drop") == ["ALL"], name
-    assert "no-new-privileges:true" in service.get("security_opt", []), name
+    options = service.get("security_opt", [])
+    assert "no-new-privileges:true" in options, name
+    unconfined = ["seccomp=unconfined", "apparmor=unconfined"]
+    assert [o for o in options if o != "no-new-privileges:true"] == (
+        unconfined if name in SANDBOX_ROLES else []
+    ), name
     if name in STARTS_AS_ROOT_TO_DROP:
         assert "user" not in service
         assert set(service.get("cap_add", [])) <= STARTS_AS_ROOT_TO_DROP[name], name
@@ -719,6 +730,14 @@ def test_every_compose_container_is_unprivileged(name: str) -> None:
     assert user and user.split(":")[0] not in ("", "0", "root"), f"{name}: runs as {user!r}"
     if service.get("image", "").startswith("little-dist:"):
         assert user == "10001:10001" == dockerfile_user()
+
+
+def test_the_image_has_the_sandbox_and_the_sandbox_pods_are_the_workers_and_fixers() -> None:
+    dockerfile = DOCKERFILE.read_text(encoding="utf-8")
+    assert re.search(r"apt-get install -y --no-install-recommends bubblewrap\b", dockerfile)
+    names = {deployment.name for deployment in deployments()}
+    assert {f"little-{role}" for role in SANDBOX_ROLES} <= names
+    assert set(SANDBOX_ROLES) <= set(compose()["services"])
 
 
 def dockerfile_user() -> str:
@@ -732,7 +751,13 @@ def test_every_kubernetes_container_is_unprivileged(deployment: Deployment) -> N
     context = pod["securityContext"]
     assert context["runAsNonRoot"] is True and context["runAsUser"] != 0
     assert f"{context['runAsUser']}:{context['runAsGroup']}" == dockerfile_user()
-    assert context["seccompProfile"] == {"type": "RuntimeDefault"}
+    if deployment.name in {f"little-{role}" for role in SANDBOX_ROLES}:
+        assert context["seccompProfile"] == {"type": "Unconfined"}
+        assert context["appArmorProfile"] == {"type": "Unconfined"}
+    else:
+        assert context["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert "appArmorProfile" not in context
+    assert "privileged" not in deployment.container["securityContext"]
     assert pod["automountServiceAccountToken"] is False
     container = deployment.container["securityContext"]
     assert container["allowPrivilegeEscalation"] is False

@@ -58,7 +58,7 @@ def test_the_fresh_clone_runs_the_readme_commands_then_the_examples_then_the_rec
     assert README.splitlines()[first.line - 1].startswith("# install, then run an example")
     # Every example module and LWIR document runs in some checked block.
     examples = "\n".join(b.script for b in blocks if b.document == "examples/README.md")
-    for name in ("support_triage", "candidate_screening", "draft_review"):
+    for name in ("support_triage", "candidate_screening", "draft_review", "order_totals"):
         assert f"python -m examples.{name}\n" in examples
         assert f"little run examples.{name}:workflow --input examples/inputs/{name}.json" in (
             examples

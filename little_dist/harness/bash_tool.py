@@ -17,11 +17,14 @@ registered tools, where upstream's compiler refuses ``bash``); never ``tool.call
 planner or the orchestrator. A step's own ``with.tools`` list (ours) offers exactly what it
 names: bash only if it names ``bash``. A registered tool named ``bash`` wins, as upstream.
 
-What it sees (for now). One writable folder at ``/mnt/scratch/own``, where each command
-starts: a temporary directory made for the attempt on its first command and removed when
-the attempt ends. Mounting the World-backed run scratch instead (:mod:`little_dist.scratch`:
-the step's own files, ``/mnt/scratch/from-*`` and ``peer-steps``, published with the commit)
-is a later slice; until then a retried attempt starts on an empty folder.
+What it sees. The attempt's run scratch (:mod:`little_dist.scratch`), made on its first
+command by the ``scratch`` factory the attempt runtime gives it: ``/mnt/scratch/own``
+(writable, where each command starts; the step's files as of its last completed attempt),
+``/mnt/scratch/from-*`` and ``/mnt/scratch/peer-steps/<step>/`` (read-only). What the
+commands change in ``own`` is published with the attempt's commit, by the runtime
+(:func:`~little_dist.runtime.harness_run.run_and_judge`), not here. Without a factory (a
+tool built by hand, as in tests) ``/mnt/scratch/own`` is a temporary folder removed when the
+tool is closed.
 
 What it records. Each command is a tool call (``harness.tool_call.*``, memoized like any)
 and, between its start and end, upstream's ``harness.runtime.command.started`` and
@@ -53,7 +56,7 @@ import hashlib
 import shutil
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -67,7 +70,7 @@ from little_dist.tools import Tool
 if TYPE_CHECKING:
     from little_dist.harness.recorder import EventRecorder
 
-__all__ = ["BASH_TOOL", "OWN_SCRATCH", "BashTool"]
+__all__ = ["BASH_TOOL", "OWN_SCRATCH", "BashTool", "captured"]
 
 BASH_TOOL: Final = "bash"
 #: Where the attempt's own scratch folder is mounted, and where commands start.
@@ -84,7 +87,9 @@ PREVIEW_CHARS: Final = 1024
 
 class BashTool(Tool):
     """The bash tool of one step attempt (see the module docstring). :meth:`close` it when
-    the attempt ends. ``mounts`` adds folders beside ``/mnt/scratch/own``."""
+    the attempt ends. ``scratch`` makes the attempt's scratch mounts (called once, on the first
+    command; one of them writable at :data:`OWN_SCRATCH`), else ``/mnt/scratch/own`` is a
+    temporary folder; ``mounts`` adds folders beside them."""
 
     def __init__(
         self,
@@ -93,12 +98,14 @@ class BashTool(Tool):
         *,
         limits: SandboxLimits = DEFAULT_LIMITS,
         mounts: Sequence[Mount] = (),
+        scratch: Callable[[], Sequence[Mount]] | None = None,
     ) -> None:
         super().__init__(BASH_TOOL, None, description=DESCRIPTION, input_schema=BASH_INPUT_SCHEMA)
         self.capabilities = capabilities
         self.limits = limits
         self.mounts = tuple(mounts)
         self._recorder = recorder
+        self._make_scratch = scratch
         self._session: BashSession | None = None
         self._scratch: Path | None = None
         self._resumed: BashState | None = None
@@ -134,8 +141,8 @@ class BashTool(Tool):
                 **shown,
                 "exitCode": code,
                 "durationMs": duration,
-                "stdout": _captured(output["stdout"]),
-                "stderr": _captured(output["stderr"]),
+                "stdout": captured(output["stdout"]),
+                "stderr": captured(output["stderr"]),
                 "isolation": result.isolation,
                 "stopped": result.stopped,
                 **egress,
@@ -168,7 +175,7 @@ class BashTool(Tool):
         self._resumed = resumed
 
     def close(self) -> None:
-        """Remove the attempt's scratch folder and the session's own files."""
+        """End the session and remove its own files (and its temporary ``own`` folder)."""
         if self._session is not None:
             self._session.close()
             self._session = None
@@ -178,8 +185,11 @@ class BashTool(Tool):
 
     def _open(self) -> BashSession:
         if self._session is None:
-            self._scratch = Path(tempfile.mkdtemp(prefix="little-scratch-"))
-            mounts = [Mount(self._scratch, OWN_SCRATCH, writable=True), *self.mounts]
+            if self._make_scratch is not None:
+                mounts = [*self._make_scratch(), *self.mounts]
+            else:
+                self._scratch = Path(tempfile.mkdtemp(prefix="little-scratch-"))
+                mounts = [Mount(self._scratch, OWN_SCRATCH, writable=True), *self.mounts]
             self._session = BashSession(
                 mounts, OWN_SCRATCH, limits=self.limits, capabilities=self.capabilities
             )
@@ -190,7 +200,7 @@ class BashTool(Tool):
         return self._session
 
 
-def _captured(text: str) -> dict[str, Any]:
+def captured(text: str) -> dict[str, Any]:
     """Upstream's captured-content ref of a command's output (``trace/content.ts``)."""
     data = text.encode("utf-8")
     return {

@@ -5,16 +5,30 @@ Upstream's default harness refuses ``code.run`` for want of an isolated runtime;
 A program that fails (exit code, no JSON output, a sandbox limit) is a retriable
 ``step_failed`` — the failure a fixer repairs; a pin mismatch, a bad sandbox policy or a
 machine where the sandbox cannot run is ``runtime_config_error`` (no retry, no fixer).
+
+Each run of a program (the step's, and each repair the fixer tries) is recorded as the bash
+tool records a command: upstream's ``harness.runtime.command.started`` and ``.succeeded``
+(exit code 0 and JSON printed) / ``.failed``, ``command`` ``deno run <entrypoint>``, ``cwd``
+the program's folder, ``source`` ``code.run``, ``exitCode``, ``durationMs``, ``stdout`` and
+``stderr`` as captured-content refs, ``isolation`` and ``stopped`` (why the sandbox ended it:
+``timeout``, ``cpu``, ``file_size``, ``output``; null when it ended on its own). Their
+occurrences are ``code-run:{step}:{attempt}:{n}`` / ``code-run-end:...``, ``n`` counting the
+attempt's runs (apart from its bash commands). A program refused before it runs (a pin
+mismatch, no sandbox) records none.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from little_dist.errors import InvalidInputError
 from little_dist.harness.errors import HarnessConfigError, HarnessError
 from little_dist.lwir.step_checks import code_file_digest
+
+if TYPE_CHECKING:
+    from little_dist.harness.recorder import EventRecorder
+    from little_dist.sandbox import SandboxResult
 
 __all__ = ["check_code_sandbox", "run_code_step", "run_fixed_code", "runnable_code"]
 
@@ -40,8 +54,14 @@ def check_code_sandbox(step: Mapping[str, Any]) -> None:
             )
 
 
-def run_code_step(step: Mapping[str, Any], step_input: Any) -> Any:
-    """Run a ``code.run`` step in the kernel sandbox (:mod:`little_dist.sandbox.code_run`).
+def run_code_step(
+    step: Mapping[str, Any],
+    step_input: Any,
+    recorder: EventRecorder | None = None,
+    run_number: int = 1,
+) -> Any:
+    """Run a ``code.run`` step in the kernel sandbox (:mod:`little_dist.sandbox.code_run`),
+    recorded with ``recorder`` as the attempt's run ``run_number`` (see the module docs).
 
     A program that fails (exit code, no JSON output, a sandbox limit) is a retriable
     ``step_failed`` — the failure a fixer repairs; a pin mismatch, a bad policy or a machine
@@ -51,12 +71,50 @@ def run_code_step(step: Mapping[str, Any], step_input: Any) -> Any:
 
     check_code_sandbox(step)
     step_id = str(step.get("id"))
+    config = step.get("with") or {}
     try:
-        return run_code(step.get("with") or {}, step_input, step_id=step_id).output
+        result = run_code(config, step_input, step_id=step_id)
     except CodeRunError as exc:
+        if recorder is not None and exc.result is not None:
+            _record_run(recorder, config, exc.result, run_number, succeeded=False)
         raise HarnessError(str(exc), cause_code="step_failed", retriable=True) from exc
     except (SandboxUnavailableError, InvalidInputError) as exc:
         raise HarnessConfigError(f"Workflow code.run step '{step_id}': {exc}") from exc
+    if recorder is not None:
+        _record_run(recorder, config, result.run, run_number, succeeded=True)
+    return result.output
+
+
+def _record_run(
+    recorder: EventRecorder,
+    config: Mapping[str, Any],
+    run: SandboxResult,
+    number: int,
+    *,
+    succeeded: bool,
+) -> None:
+    """The program's run as upstream's command events (recorded once it ended: runtime
+    events are pending until the attempt's next write either way)."""
+    from little_dist.harness.bash_tool import captured
+    from little_dist.sandbox.code_run import CODE_TARGET
+
+    shown = {
+        "command": f"deno run {config.get('entrypoint')}",
+        "cwd": CODE_TARGET,
+        "source": "code.run",
+    }
+    recorder.trace("harness.runtime.command.started", shown, "code-run", number)
+    ended = "succeeded" if succeeded else "failed"
+    payload = {
+        **shown,
+        "exitCode": run.exit_code,
+        "durationMs": run.duration_ms,
+        "stdout": captured(run.stdout),
+        "stderr": captured(run.stderr),
+        "isolation": run.isolation,
+        "stopped": run.stopped,
+    }
+    recorder.trace(f"harness.runtime.command.{ended}", payload, "code-run-end", number)
 
 
 def runnable_code(step: Mapping[str, Any]) -> bool:
@@ -68,9 +126,16 @@ def runnable_code(step: Mapping[str, Any]) -> bool:
     return isinstance(files, Mapping) and config.get("entrypoint") in files
 
 
-def run_fixed_code(step: Mapping[str, Any], step_input: Any, fixed_source: str) -> Any:
+def run_fixed_code(
+    step: Mapping[str, Any],
+    step_input: Any,
+    fixed_source: str,
+    recorder: EventRecorder | None = None,
+    run_number: int = 1,
+) -> Any:
     """Run a fixer's ``fixed_source`` as the step's entrypoint (pinned here, for this run
-    only: the LWIR stays as it is) and return the program's output."""
+    only: the LWIR stays as it is) and return the program's output; recorded as
+    :func:`run_code_step` records it."""
     step_id = step.get("id")
     if not fixed_source.strip():
         raise HarnessError(
@@ -85,4 +150,4 @@ def run_fixed_code(step: Mapping[str, Any], step_input: Any, fixed_source: str) 
         "sha256": code_file_digest(fixed_source),
     }
     config["files"] = files
-    return run_code_step({**step, "with": config}, step_input)
+    return run_code_step({**step, "with": config}, step_input, recorder, run_number)

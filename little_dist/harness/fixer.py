@@ -114,7 +114,9 @@ def run_fix_step(
                 output = parse_output(spec, output)
             break
         try:  # the repaired program is run, and its output is the step's
-            output = run_fixed_code(task.step, task.step_input, fixed_source)
+            output = run_fixed_code(
+                task.step, task.step_input, fixed_source, ctx.recorder, run_number=tried
+            )
             break
         except HarnessError as failed:
             if tried == tries or not failed.retriable:

@@ -9,10 +9,20 @@ then judge what came back: an exception, a result past the deadline or an output
 breaks the step's contract ends the attempt with ``StepFailed``, anything else with the
 completion events (:func:`~little_dist.runtime.outputs.completion_events`). Nothing here
 appends: the attempt commits what this returns.
+
+Run scratch. An attempt whose model is offered bash gets the run's scratch
+(:class:`~little_dist.scratch.AttemptScratch`), made on its first command from the run's
+file events (one read of the log, paid only by attempts that run a command). When the
+attempt completes, what its commands changed in ``/mnt/scratch/own`` (``harness.file.*``
+events and the files' bytes as artifacts) is committed with ``StepCompleted``, ahead of it;
+a failed, timed-out or killed attempt publishes nothing. Entries that are not regular files
+(a symlink, a FIFO...) are not published: a warning on the ``little_dist.scratch`` logger
+names each.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -40,6 +50,7 @@ from little_dist.scheduling.step_graph import (
     plan_for,
     step_output_error,
 )
+from little_dist.scratch.attempt import ScratchLimitError
 from little_dist.world.base import ArtifactInput, World
 
 if TYPE_CHECKING:
@@ -51,8 +62,12 @@ if TYPE_CHECKING:
         HarnessRole,
         ResolvedModel,
     )
+    from little_dist.sandbox import Mount
+    from little_dist.scratch import AttemptScratch, Changes
 
 __all__ = ["run_and_judge"]
+
+_scratch_log = logging.getLogger("little_dist.scratch")
 
 
 def run_and_judge(
@@ -85,54 +100,62 @@ def run_and_judge(
             cause_code=CAUSE_RUNTIME_CONFIG,
         )
         return [step_failed(path, step, attempt, error)]
-    try:
-        step_input = _step_input(context, state, path, step)
-        output, artifact_refs = _run_harness(
-            world,
-            dispatch,
-            step=step,
-            visit_index=where.visit,
-            step_input=step_input,
-            version=version,
-            capabilities=capabilities,
-            state=state,
-            prior_events=prior_events,
-            recorder=recorder,
-            cancelled=cancelled,
-            deadline=deadline,
-        )
-    except (LeaseLostError, StorageUnavailableError):
-        # Not the step's failure: the attempt stops without an end (see the module docs).
-        raise
-    except Exception as exc:  # the attempt fails; the runner and the log carry on
-        from little_dist.harness.errors import reraise_guard_error
+    with _Scratch(world, dispatch) as scratch:
+        try:
+            step_input = _step_input(context, state, path, step)
+            output, artifact_refs = _run_harness(
+                world,
+                dispatch,
+                step=step,
+                visit_index=where.visit,
+                step_input=step_input,
+                version=version,
+                capabilities=capabilities,
+                state=state,
+                prior_events=prior_events,
+                recorder=recorder,
+                cancelled=cancelled,
+                deadline=deadline,
+                scratch=scratch,
+            )
+        except (LeaseLostError, StorageUnavailableError):
+            # Not the step's failure: the attempt stops without an end (see the module docs).
+            raise
+        except Exception as exc:  # the attempt fails; the runner and the log carry on
+            from little_dist.harness.errors import reraise_guard_error
 
-        reraise_guard_error(exc)
+            reraise_guard_error(exc)
+            if timeout is not None and (timed_out() or _past(deadline)):
+                return [step_failed(path, step, attempt, timeout_envelope(path, timeout))]
+            return [step_failed(path, step, attempt, _envelope(exc))]
         if timeout is not None and (timed_out() or _past(deadline)):
+            # It returned, but too late: its result is not trusted more than a hung one's.
             return [step_failed(path, step, attempt, timeout_envelope(path, timeout))]
-        return [step_failed(path, step, attempt, _envelope(exc))]
-    if timeout is not None and (timed_out() or _past(deadline)):
-        # It returned, but too late: its result is not trusted more than a hung one's.
-        return [step_failed(path, step, attempt, timeout_envelope(path, timeout))]
-    problem = step_output_error(plan_for(version), where.step, output)
-    if problem is not None:
-        error = error_envelope(
-            name="StepOutputValidationError", message=problem, cause_code=CAUSE_STEP_SCHEMA
+        problem = step_output_error(plan_for(version), where.step, output)
+        if problem is not None:
+            error = error_envelope(
+                name="StepOutputValidationError", message=problem, cause_code=CAUSE_STEP_SCHEMA
+            )
+            return [step_failed(path, step, attempt, error)]
+        try:
+            published = scratch.changes()
+        except ScratchLimitError as exc:
+            return [step_failed(path, step, attempt, _envelope(exc))]
+        stage.extend(published.artifacts)
+        completed = completion_events(
+            world,
+            run_id=dispatch.run_id,
+            step=step,
+            step_path=path,
+            attempt=attempt,
+            output=output,
+            artifact_refs=artifact_refs,
+            schema_hash=_schema_hash(where.step),
+            inline_limit=inline_limit,
+            always_artifact=where.parallel is not None,
+            stage=stage,
         )
-        return [step_failed(path, step, attempt, error)]
-    return completion_events(
-        world,
-        run_id=dispatch.run_id,
-        step=step,
-        step_path=path,
-        attempt=attempt,
-        output=output,
-        artifact_refs=artifact_refs,
-        schema_hash=_schema_hash(where.step),
-        inline_limit=inline_limit,
-        always_artifact=where.parallel is not None,
-        stage=stage,
-    )
+        return [*published.events, *completed]
 
 
 def _step_input(context: RunContext, state: RunState, path: str, step: Mapping[str, Any]) -> Any:
@@ -180,6 +203,7 @@ def _run_harness(
     recorder: EventRecorder,
     cancelled: Callable[[], bool],
     deadline: float | None,
+    scratch: _Scratch,
 ) -> tuple[Any, tuple[str, ...]]:
     """Build the task and context for the step's role and run the chosen harness."""
     from little_dist.harness.memo import Memo
@@ -193,7 +217,7 @@ def _run_harness(
     path = dispatch.step_path
     task, role = _task_for(dispatch, step, visit_index, step_input, state)
     tools = _tools_for(step, version, capabilities)
-    bash = _bash_tool(step, capabilities, tools, recorder)
+    bash = _bash_tool(step, capabilities, tools, recorder, scratch)
     if bash is not None:
         tools[bash.name] = bash
     ctx = HarnessContext(
@@ -321,6 +345,7 @@ def _bash_tool(
     capabilities: Capabilities,
     tools: Mapping[str, Any],
     recorder: EventRecorder,
+    scratch: _Scratch,
 ) -> BashTool | None:
     """This attempt's bash tool, when the workflow enables it and the step's model may be
     offered it (see :mod:`little_dist.harness.bash_tool`); else None."""
@@ -334,7 +359,51 @@ def _bash_tool(
         return None
     from little_dist.harness.bash_tool import BashTool
 
-    return BashTool(capabilities.bash, recorder)
+    return BashTool(capabilities.bash, recorder, scratch=scratch.mounts)
+
+
+class _Scratch:
+    """The attempt's run scratch, made when its bash tool runs a first command (see the
+    module docstring); :meth:`changes` is empty when it was never made."""
+
+    def __init__(self, world: World, dispatch: StepDispatch) -> None:
+        self._world, self._dispatch = world, dispatch
+        self._made: AttemptScratch | None = None
+
+    def mounts(self) -> list[Mount]:
+        if self._made is None:
+            from little_dist.scratch import AttemptScratch, scratch_files
+
+            dispatch = self._dispatch
+            files = scratch_files(self._world.list_events(dispatch.run_id))
+            self._made = AttemptScratch(
+                self._world, dispatch.run_id, dispatch.step_path, dispatch.attempt, files
+            )
+        return self._made.mounts
+
+    def changes(self) -> Changes:
+        from little_dist.scratch import Changes
+
+        if self._made is None:
+            return Changes()
+        changes = self._made.changes()
+        for skipped in changes.skipped:
+            _scratch_log.warning(
+                "run %s step %r attempt %d: scratch entry %s",
+                self._dispatch.run_id,
+                self._dispatch.step_path,
+                self._dispatch.attempt,
+                skipped,
+            )
+        return changes
+
+    def __enter__(self) -> _Scratch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._made is not None:
+            self._made.close()
+            self._made = None
 
 
 def _manifest(
