@@ -101,8 +101,10 @@ def test_an_example_workflow_runs_on_the_fleet_as_in_process(fleet_env: FleetEnv
 
 def test_one_worker_with_four_example_apps_runs_each_of_them(fleet_env: FleetEnv) -> None:
     # Each example answers its own scripted model: no app's script takes the others' calls.
-    # order_totals runs bash and code.run in the sandbox, and its fixer on the fixer queue.
+    # order_totals runs bash and code.run in the sandbox, and its fixer on the fixer queue
+    # (a failed step's fixer attempt is the scheduler's to send, as on any fleet).
     names = ["support_triage", "candidate_screening", "draft_review", "order_totals"]
+    start_scheduler(fleet_env)
     start_worker(fleet_env, roles=["worker", "fixer"], app=[f"examples.{n}" for n in names])
     for name in names:
         result = little(
