@@ -15,7 +15,7 @@ from little_dist.errors import InvalidInputError
 from little_dist.ids import InvalidIdError, artifact_id_from_ref, validate_run_id
 from little_dist.step_context import StepPathError, expression_context
 from little_dist.tools import tool
-from little_dist.world.base import validate_definition_hash, validate_version_id
+from little_dist.world.defaults import validate_definition_hash, validate_version_id
 from tests.test_scheduling_sim import Sim, lwir_doc
 from tests.test_scheduling_sim import tool as tool_step
 

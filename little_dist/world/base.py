@@ -58,58 +58,36 @@ Lease times (``expires_at``) come from the world's clock (``clock``, default
 from __future__ import annotations
 
 import itertools
-import json
 import os
-import re
-import time
 import uuid
 from collections.abc import Callable, Collection, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
-from little_dist.canonical import canonical_json
-from little_dist.errors import ConflictError, InvalidInputError, LittleError, NotFoundError
+from little_dist.errors import ConflictError, LittleError, NotFoundError
 from little_dist.events import (
-    RUN_END_EVENT_TYPES,
-    SIDE_CHANNEL_EVENT_TYPES,
-    USAGE_EVENT_TYPES,
     Event,
     EventInput,
 )
-from little_dist.ids import InvalidIdError, event_id_for, validate_run_id
 
 __all__ = [
-    "DEFINITION_HASH_PATTERN",
-    "VERSION_ID_PATTERN",
     "ArtifactCorruptError",
     "ArtifactEncoding",
     "ArtifactInput",
     "ArtifactManifest",
     "ArtifactNotFoundError",
     "ArtifactRead",
-    "DecodesEveryEvent",
     "Fence",
     "LateEvent",
     "Lease",
     "LeaseRequest",
-    "PreparedEvent",
     "RunNotFoundError",
     "SequenceConflictError",
-    "SequentialAppendThenAcquire",
-    "SequentialArtifactsThenAppend",
     "UndecodedEvent",
     "VersionNotFoundError",
     "World",
-    "check_event_window",
-    "check_lease_request",
-    "check_submission",
-    "late_events_of",
-    "prepare_events",
-    "refused_after_end",
     "run_lease_key",
-    "validate_definition_hash",
-    "validate_version_id",
+    "unique_holder",
 ]
 
 ArtifactEncoding = Literal["json", "utf-8", "binary"]
@@ -516,10 +494,8 @@ class World(Protocol):
         ...
 
 
-# -- helpers shared by the implementations -------------------------------------------------
-
-VERSION_ID_PATTERN = re.compile(r"^wfver_[A-Za-z0-9_-]{1,80}$")
-DEFINITION_HASH_PATTERN = re.compile(r"^sha256:[0-9a-f]{64}$")
+# -- lease names and holders (the defaults and input checks the implementations share are
+# in little_dist.world.defaults) ---------------------------------------------------------
 
 
 def run_lease_key(run_id: str, name: str) -> str:
@@ -551,219 +527,3 @@ class LeaseRequest:
     key: str
     holder: str
     ttl_seconds: float
-
-
-class LeasesOneByOne:
-    """``acquire_leases`` for worlds with no round trip to save: one acquire per request."""
-
-    def acquire_leases(self: World, requests: Sequence[LeaseRequest]) -> list[Lease | None]:
-        return [self.acquire_lease(r.key, r.holder, r.ttl_seconds) for r in requests]
-
-
-class SequentialAppendThenAcquire:
-    """``append_batch_then_acquire`` for worlds with no round trip to save (in memory, on
-    the local disk): the append, then the acquire (none if the append raised)."""
-
-    def append_batch_then_acquire(
-        self: World,
-        run_id: str,
-        events: Sequence[EventInput],
-        lease: LeaseRequest,
-        *,
-        fence: Fence | None = None,
-        signal: bool = True,
-        release: bool = False,
-    ) -> tuple[list[Event], Lease | None]:
-        recorded = self.append_batch(run_id, events, fence=fence, signal=signal, release=release)
-        return recorded, self.acquire_lease(lease.key, lease.holder, lease.ttl_seconds)
-
-
-class SequentialArtifactsThenAppend:
-    """``append_batch_with_artifacts`` for worlds with no round trip to save: each put,
-    then the append."""
-
-    def append_batch_with_artifacts(
-        self: World,
-        run_id: str,
-        events: Sequence[EventInput],
-        artifacts: Sequence[ArtifactInput],
-        *,
-        fence: Fence | None = None,
-        signal: bool = True,
-        release: bool = False,
-    ) -> list[Event]:
-        for artifact in artifacts:
-            self.put_artifact(artifact)
-        return self.append_batch(run_id, events, fence=fence, signal=signal, release=release)
-
-
-class DecodesEveryEvent:
-    """``list_events_partly`` and ``follow_partly`` for worlds whose events are decoded
-    when read anyway (in memory, on the local disk): every event, decoded."""
-
-    def list_events_partly(
-        self: World,
-        run_id: str,
-        *,
-        after: int,
-        decode: frozenset[str],
-        skip: Collection[int] = (),
-    ) -> list[Event | UndecodedEvent]:
-        events = self.list_events(run_id, after=after)
-        if skip:
-            return [event for event in events if event.sequence not in skip]
-        return list(events)
-
-    def follow_partly(
-        self: World,
-        run_id: str,
-        *,
-        after: int = 0,
-        timeout: float | None = None,
-        decode: frozenset[str],
-    ) -> Iterator[Event | UndecodedEvent]:
-        return iter(self.follow(run_id, after=after, timeout=timeout))
-
-
-class WaitForEndByFollowing:
-    """``wait_for_end`` for worlds whose :meth:`World.follow` is cheap (in memory, on the
-    local disk): follow the log until an end event."""
-
-    def wait_for_end(self: World, run_id: str, *, timeout: float | None = None) -> bool:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        after = 0
-        while True:
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                return False
-            # follow() ends after `remaining` seconds without an event; loop to re-check.
-            for event in self.follow(run_id, after=after, timeout=remaining):
-                if event.type in RUN_END_EVENT_TYPES:
-                    return True
-                after = event.sequence
-                if deadline is not None and time.monotonic() >= deadline:
-                    break
-
-
-@contextmanager
-def releasing_fence(world: World, fence: Fence | None, release: bool) -> Iterator[None]:
-    """``append_batch(release=True)`` for worlds without a fused commit-and-release: the
-    block appends, then the fence's lease is released whatever happened, if it is still
-    the fence's tenure (token, and holder when the fence names one: the memory and local
-    worlds' ``release_lease`` compares the holder unless it is empty)."""
-    try:
-        yield
-    finally:
-        if release and fence is not None:
-            world.release_lease(Lease(fence.key, fence.holder or "", fence.token, 0.0))
-
-
-def validate_version_id(version_id: object) -> str:
-    """Return ``version_id`` if it is ``wfver_`` + 1-80 of ``[A-Za-z0-9_-]``; raise otherwise.
-
-    Version ids name files and keys, so anything else is refused before storage is touched.
-    """
-    if not isinstance(version_id, str) or not VERSION_ID_PATTERN.fullmatch(version_id):
-        raise InvalidIdError(
-            f"Invalid workflow version id: {version_id!r} "
-            "(expected 'wfver_' followed by 1-80 of A-Z a-z 0-9 _ -)"
-        )
-    return version_id
-
-
-def validate_definition_hash(definition_hash: object) -> str:
-    """Return ``definition_hash`` if it is ``sha256:`` + 64 lowercase hex; raise otherwise."""
-    if not isinstance(definition_hash, str) or not DEFINITION_HASH_PATTERN.fullmatch(
-        definition_hash
-    ):
-        raise InvalidInputError(
-            f"Invalid workflow definition hash: {definition_hash!r} "
-            "(expected 'sha256:' followed by 64 lowercase hex digits)"
-        )
-    return definition_hash
-
-
-def check_lease_request(key: object, holder: object, ttl_seconds: object) -> None:
-    """Refuse an empty lease key or holder and a non-positive or non-finite TTL."""
-    if not isinstance(key, str) or not key:
-        raise InvalidInputError(f"Lease key must be a non-empty string, got {key!r}")
-    if not isinstance(holder, str) or not holder:
-        raise InvalidInputError(f"Lease holder must be a non-empty string, got {holder!r}")
-    if (
-        isinstance(ttl_seconds, bool)
-        or not isinstance(ttl_seconds, int | float)
-        or not 0 < ttl_seconds < float("inf")
-    ):
-        raise InvalidInputError(f"Lease TTL must be a positive number of seconds: {ttl_seconds!r}")
-
-
-def check_submission(run_id: object, input_hash: object) -> None:
-    """Refuse a bad run id or an input hash that is not ``sha256:`` + 64 lowercase hex."""
-    validate_run_id(run_id)
-    if not isinstance(input_hash, str) or not DEFINITION_HASH_PATTERN.fullmatch(input_hash):
-        raise InvalidInputError(
-            f"Invalid input hash: {input_hash!r} (expected 'sha256:' followed by 64 lowercase "
-            "hex digits)"
-        )
-
-
-def check_event_window(after: object, limit: object) -> None:
-    """Refuse an ``after`` that is not a sequence number >= 0 or a negative ``limit``."""
-    if isinstance(after, bool) or not isinstance(after, int) or after < 0:
-        raise InvalidInputError(f"'after' must be a sequence number >= 0, got {after!r}")
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-        raise InvalidInputError(f"'limit' must be an integer >= 0 or None, got {limit!r}")
-
-
-@dataclass(frozen=True)
-class PreparedEvent:
-    """An :class:`EventInput` encoded once, before any lock is taken.
-
-    ``payload_json`` is the canonical JSON worlds store; ``payload`` is that text read back,
-    which is what every reader (and the event id) sees.
-    """
-
-    type: str
-    occurrence_id: str | None
-    payload: dict[str, Any]
-    payload_json: str
-
-    def to_event(self, run_id: str, sequence: int, recorded_at: str) -> Event:
-        """The envelope of this input recorded at ``sequence``."""
-        return Event(
-            event_id=event_id_for(run_id, sequence, self.type, self.payload, self.occurrence_id),
-            run_id=run_id,
-            sequence=sequence,
-            type=self.type,
-            occurrence_id=self.occurrence_id,
-            recorded_at=recorded_at,
-            payload=self.payload,
-        )
-
-
-def refused_after_end(new: Sequence[PreparedEvent]) -> bool:
-    """Whether an append of ``new`` (the inputs not recorded yet) to a run that has ended is
-    refused: it is, unless every one of them is a side-channel observation."""
-    return any(item.type not in SIDE_CHANNEL_EVENT_TYPES for item in new)
-
-
-def late_events_of(
-    run_id: str, refused: Sequence[PreparedEvent], recorded_at: str
-) -> list[LateEvent]:
-    """The late record of a refused append: its events that carry model usage."""
-    return [
-        LateEvent(run_id, item.type, item.payload, recorded_at, item.occurrence_id)
-        for item in refused
-        if item.type in USAGE_EVENT_TYPES
-    ]
-
-
-def prepare_events(events: Sequence[EventInput]) -> list[PreparedEvent]:
-    """Encode inputs for an append; a payload with no canonical JSON form raises here."""
-    prepared: list[PreparedEvent] = []
-    for event in events:
-        if not isinstance(event, EventInput):
-            raise InvalidInputError(f"Append takes EventInput values, got {type(event).__name__}")
-        text = canonical_json(event.payload)
-        prepared.append(PreparedEvent(event.type, event.occurrence_id, json.loads(text), text))
-    return prepared

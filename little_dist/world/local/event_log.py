@@ -5,7 +5,7 @@ occurrence ids with one query, check the run's end (a run that has ended takes n
 of its own: the refused events' model usage goes to ``late_events`` instead, in the same
 transaction), the fence and the expected sequence, insert the new rows with one
 ``executemany``. Each payload is encoded once, before the transaction
-(:func:`~little_dist.world.base.prepare_events`); the event id is hashed from that same
+(:func:`~little_dist.world.defaults.prepare_events`); the event id is hashed from that same
 canonical text (:func:`~little_dist.ids.event_id_for_payload_json`) instead of encoding the
 payload a second time.
 """
@@ -22,14 +22,8 @@ from little_dist.errors import LeaseLostError
 from little_dist.events import Event
 from little_dist.ids import event_id_for_payload_json
 from little_dist.occurrences import RUN_END
-from little_dist.world.base import (
-    Fence,
-    LateEvent,
-    PreparedEvent,
-    SequenceConflictError,
-    late_events_of,
-    refused_after_end,
-)
+from little_dist.world.base import Fence, LateEvent, SequenceConflictError
+from little_dist.world.defaults import PreparedEvent, late_events_of, refused_after_end
 
 __all__ = [
     "EVENT_COLUMNS",

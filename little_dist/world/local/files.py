@@ -36,8 +36,8 @@ from little_dist.world.base import (
     ArtifactNotFoundError,
     ArtifactRead,
     VersionNotFoundError,
-    validate_version_id,
 )
+from little_dist.world.defaults import validate_version_id
 
 __all__ = ["FileStore", "publish"]
 

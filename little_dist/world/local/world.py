@@ -16,10 +16,12 @@ from little_dist.world.base import (
     ArtifactInput,
     ArtifactManifest,
     ArtifactRead,
-    DecodesEveryEvent,
     Fence,
     LateEvent,
     Lease,
+)
+from little_dist.world.defaults import (
+    DecodesEveryEvent,
     LeasesOneByOne,
     SequentialAppendThenAcquire,
     SequentialArtifactsThenAppend,

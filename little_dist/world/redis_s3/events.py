@@ -42,12 +42,9 @@ from little_dist.events import (
 )
 from little_dist.ids import event_id_for_payload_json, validate_run_id
 from little_dist.world.artifacts import now_iso
-from little_dist.world.base import (
-    Fence,
-    LateEvent,
+from little_dist.world.base import Fence, LateEvent, SequenceConflictError, UndecodedEvent
+from little_dist.world.defaults import (
     PreparedEvent,
-    SequenceConflictError,
-    UndecodedEvent,
     check_event_window,
     late_events_of,
     prepare_events,

@@ -18,7 +18,8 @@ from typing import Any
 import redis
 
 from little_dist.errors import LeaseLostError
-from little_dist.world.base import Lease, LeaseRequest, check_lease_request
+from little_dist.world.base import Lease, LeaseRequest
+from little_dist.world.defaults import check_lease_request
 from little_dist.world.redis_s3 import scripts
 from little_dist.world.redis_s3.keys import KeyLayout
 from little_dist.world.redis_s3.redis_calls import (

@@ -17,11 +17,8 @@ import redis
 
 from little_dist.canonical import canonical_json, sha256_hex_text
 from little_dist.errors import ConflictError, InvalidInputError
-from little_dist.world.base import (
-    VersionNotFoundError,
-    validate_definition_hash,
-    validate_version_id,
-)
+from little_dist.world.base import VersionNotFoundError
+from little_dist.world.defaults import validate_definition_hash, validate_version_id
 from little_dist.world.redis_s3 import scripts
 from little_dist.world.redis_s3.keys import KeyLayout
 from little_dist.world.redis_s3.redis_calls import LuaScript, redis_errors, text

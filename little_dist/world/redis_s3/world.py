@@ -39,8 +39,8 @@ from little_dist.world.base import (
     Lease,
     LeaseRequest,
     UndecodedEvent,
-    check_submission,
 )
+from little_dist.world.defaults import check_submission
 from little_dist.world.redis_s3.archive import (
     DEFAULT_ARCHIVE_MARKER_TTL_SECONDS,
     DEFAULT_ARCHIVE_TTL_SECONDS,
