@@ -24,14 +24,12 @@ the key names of a run are computed once per process.
 from __future__ import annotations
 
 import functools
-import json
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any, Final, Protocol
 
 import redis
 
-from little_dist import occurrences
 from little_dist.errors import InvalidInputError, LeaseLostError, RunEndedError
 from little_dist.events import (
     RUN_END_EVENT_TYPES,
@@ -52,6 +50,11 @@ from little_dist.world.defaults import (
 )
 from little_dist.world.redis_s3 import scripts
 from little_dist.world.redis_s3.archive import RunArchives, RunSealedError
+from little_dist.world.redis_s3.entries import (
+    decode_entries,
+    decode_entry,
+    decode_partly,
+)
 from little_dist.world.redis_s3.keys import KeyLayout
 from little_dist.world.redis_s3.late import LateRecords
 from little_dist.world.redis_s3.redis_calls import (
@@ -62,23 +65,11 @@ from little_dist.world.redis_s3.redis_calls import (
     text,
     to_storage_error,
 )
-
-_parse_payload = json.JSONDecoder().raw_decode
+from little_dist.world.redis_s3.watching import RunWatch
 
 
 def _as_sent(response: Any, **_options: Any) -> Any:
     return response
-
-
-# The occurrence id the engine records a run's end under (decide, cancel, planning).
-_RUN_END_OCCURRENCE = occurrences.RUN_END
-
-
-def _entry_type(flat: list[bytes]) -> str:
-    """The type field of a raw stream entry (``[field, value, ...]``)."""
-    if flat and flat[0] == b"t":  # (the append writes it first)
-        return flat[1].decode()
-    return dict(zip(flat[::2], flat[1::2], strict=True))[b"t"].decode()
 
 
 __all__ = ["EventLog", "recorded_at_now"]
@@ -86,15 +77,8 @@ __all__ = ["EventLog", "recorded_at_now"]
 # Runs whose script keys this process keeps (about 350 bytes each: at most ~3.5 MB); a run
 # is forgotten once this process appends its end, and all are when the count is reached.
 _RUN_CACHE_SIZE = 10_000
-_PAGE = 1000
-# How long a follower lets a busy run's appends gather before it reads them (the run's end
-# wakes it at once), and how long the end's wake-up key stays.
-_FOLLOW_LINGER_MS = 10
+# How long the end's wake-up key stays.
 _ENDED_TTL_MS = 24 * 3600 * 1000
-# wait_for_end looks at the log itself after this long, then twice as long each time, to
-# at most the second figure (seconds).
-_END_LOOK_FIRST_S = 1.0
-_END_LOOK_MAX_S = 10.0
 
 
 #: ``recordedAt`` of an append (see :data:`~little_dist.world.artifacts.now_iso`).
@@ -130,11 +114,6 @@ class PipelineTail(Protocol):
 
 
 @functools.lru_cache(maxsize=16)
-def _type_names(types: frozenset[str]) -> frozenset[bytes]:
-    """``types`` as the UTF-8 bytes a stream entry holds."""
-    return frozenset(t.encode("utf-8") for t in types)
-
-
 class EventLog:
     """Appends and reads of every run's stream; falls back to archives for sealed runs.
 
@@ -185,6 +164,14 @@ class EventLog:
             idempotent=False,
         )
         self._runs: dict[str, _Run] = {}
+        self._watch = RunWatch(
+            client,
+            self._raw,
+            keys,
+            follow_block_ms,
+            sealed=self._stream_gone_but_sealed,
+            list_events=self.list_events,
+        )
 
     # -- appends --------------------------------------------------------------------------
     def append_batch(
@@ -475,7 +462,7 @@ class EventLog:
                 )
                 last = max(last, sequence)
             elif kind == b"e":
-                out.append(self._decode_entry(run_id, sequence, fields))
+                out.append(decode_entry(run_id, sequence, fields))
             else:  # b"d": the same occurrence id as an earlier input of this batch
                 out.append(out[sequence - 1])
         self._remember(run_id, run, last)
@@ -507,123 +494,13 @@ class EventLog:
         raise RunSealedError(run_id)
 
     # -- reads ----------------------------------------------------------------------------
-    @staticmethod
-    def _decode_entry(run_id: str, sequence: int, flat: list[bytes]) -> Event:
-        # Every reader of a run decodes each of its entries: the hot read path. ``flat`` is
-        # the entry's field-value list as Redis sends it (UTF-8 bytes, not parsed into a
-        # dict by redis-py); the payload is the canonical JSON the append wrote, so it
-        # parses without a check for trailing text, and the fields are the append's own.
-        # The append's own layout is t, p, r, then o and i when it stored them; any other
-        # (an entry written by another version) is read by field name.
-        size = len(flat)
-        occurrence: bytes | None = None
-        stored_id: bytes | None = None
-        if size >= 6 and flat[0] == b"t" and flat[2] == b"p" and flat[4] == b"r":
-            if size == 8 and flat[6] == b"o":
-                occurrence = flat[7]
-            elif size == 8 and flat[6] == b"i":
-                stored_id = flat[7]
-            elif size == 10 and flat[6] == b"o" and flat[8] == b"i":
-                occurrence, stored_id = flat[7], flat[9]
-            elif size != 6:
-                return EventLog._decode_fields(run_id, sequence, flat)
-            return EventLog._event(
-                run_id, sequence, flat[1], flat[3], flat[5], occurrence, stored_id
-            )
-        return EventLog._decode_fields(run_id, sequence, flat)
-
-    @staticmethod
-    def _decode_fields(run_id: str, sequence: int, flat: list[bytes]) -> Event:
-        """:meth:`_decode_entry` for an entry in any field order."""
-        fields = dict(zip(flat[::2], flat[1::2], strict=True))
-        return EventLog._event(
-            run_id,
-            sequence,
-            fields[b"t"],
-            fields[b"p"],
-            fields[b"r"],
-            fields.get(b"o"),
-            fields.get(b"i"),
-        )
-
-    @staticmethod
-    def _event(
-        run_id: str,
-        sequence: int,
-        event_type: bytes,
-        payload: bytes,
-        recorded_at: bytes,
-        occurrence: bytes | None,
-        stored_id: bytes | None,
-    ) -> Event:
-        """The event of one stored entry's field values."""
-        kind = event_type.decode()
-        payload_json = payload.decode()
-        occurrence_id = occurrence.decode() if occurrence is not None else None
-        # The id hashes the stored payload as is.
-        event_id = (
-            stored_id.decode()
-            if stored_id is not None
-            else event_id_for_payload_json(run_id, sequence, kind, payload_json, occurrence_id)
-        )
-        return recorded_event(
-            event_id,
-            run_id,
-            sequence,
-            kind,
-            occurrence_id,
-            recorded_at.decode(),
-            _parse_payload(payload_json)[0],
-        )
-
-    def _decode_entries(self, run_id: str, entries: list[Any]) -> list[Event]:
-        """Decode raw ``XRANGE`` entries (``[id, [field, value, ...]]``, from ``_raw``)."""
-        decode = self._decode_entry
-        return [decode(run_id, int(entry_id.split(b"-", 1)[0]), flat) for entry_id, flat in entries]
-
-    def _decode_partly(
-        self,
-        run_id: str,
-        entries: list[Any],
-        decode: frozenset[str],
-        skip: Collection[int] = (),
-    ) -> list[Event | UndecodedEvent]:
-        """:meth:`_decode_entries`, except that an entry in the append's own layout is handed
-        back as an :class:`UndecodedEvent`, with its payload parsed if its type is in
-        ``decode``; and the sequences in ``skip`` are left out."""
-        wanted = _type_names(decode)
-        out: list[Event | UndecodedEvent] = []
-        for entry_id, flat in entries:
-            sequence = int(entry_id.split(b"-", 1)[0])
-            if skip and sequence in skip:
-                continue
-            # (the append's own layout starts t, p, r; any other is decoded whole)
-            own_layout = len(flat) >= 6 and flat[0] == b"t" and flat[4] == b"r"
-            if not own_layout:
-                out.append(self._decode_entry(run_id, sequence, flat))
-                continue
-            # A folded type's payload is parsed; no event id is derived (hashing the entry
-            # when its append guessed the sequence wrong) nor model built: the fold reads
-            # neither, and decode() makes the event if anyone asks.
-            out.append(
-                UndecodedEvent(
-                    run_id,
-                    sequence,
-                    flat[1].decode(),
-                    flat[5].decode(),
-                    functools.partial(self._decode_entry, run_id, sequence, flat),
-                    _parse_payload(flat[3].decode())[0] if flat[1] in wanted else None,
-                )
-            )
-        return out
-
     def stream_events(self, run_id: str, after: int, limit: int | None) -> list[Event]:
         """The events still in the run's stream after ``after`` (none once it expired)."""
         with redis_errors(f"read of {run_id}"):
             entries: Any = self._raw.xrange(
                 self._keys.run(run_id).events, min=f"{after + 1}-0", max="+", count=limit
             )
-        return self._decode_entries(run_id, entries or [])
+        return decode_entries(run_id, entries or [])
 
     def _stream_gone_but_sealed(self, run_id: str) -> bool:
         keys = self._keys.run(run_id)
@@ -653,7 +530,7 @@ class EventLog:
         entries = self._stream_range(run_id, after, limit, forgotten=True)
         if entries is None:
             return self._archived_after(run_id, after, limit)
-        return self._decode_entries(run_id, entries)
+        return decode_entries(run_id, entries)
 
     def list_events_partly(
         self,
@@ -673,7 +550,7 @@ class EventLog:
         if entries is None:
             archived = self._archived_after(run_id, after, None)
             return [event for event in archived if event.sequence not in skip]
-        return self._decode_partly(run_id, entries, decode, skip)
+        return decode_partly(run_id, entries, decode, skip)
 
     def _stream_range(
         self,
@@ -719,7 +596,7 @@ class EventLog:
     ) -> Iterator[Event]:
         validate_run_id(run_id)
         check_event_window(after, None)
-        return self._follow(run_id, after, timeout, self.list_events)
+        return self._watch.follow(run_id, after, timeout, self.list_events)
 
     def follow_partly(
         self, run_id: str, *, after: int = 0, timeout: float | None = None, decode: frozenset[str]
@@ -730,116 +607,12 @@ class EventLog:
         def read(run_id: str, *, after: int) -> list[Event | UndecodedEvent]:
             return self.list_events_partly(run_id, after=after, decode=decode)
 
-        return self._follow(run_id, after, timeout, read)
-
-    def _follow(
-        self, run_id: str, after: int, timeout: float | None, read: Callable[..., list[Any]]
-    ) -> Iterator[Any]:
-        keys = self._keys.run(run_id)
-        stream = keys.events
-        last = after
-        deadline = None if timeout is None else time.monotonic() + timeout
-        ended = False
-        # Catch up first (from the archive if the stream is gone), then block on the stream.
-        backlog = read(run_id, after=last)
-        while True:
-            for event in backlog:
-                yield event
-                last = event.sequence
-                ended = ended or event.type in RUN_END_EVENT_TYPES
-            if backlog and timeout is not None:
-                deadline = time.monotonic() + timeout
-            block_ms = self._follow_block_ms
-            if deadline is not None:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return
-                block_ms = max(1, min(block_ms, int(remaining * 1000)))
-            with redis_errors(f"follow of {run_id}"):
-                # Woken by the next append (count=1: only to learn that one came), ...
-                reply: Any = self._redis.xread({stream: f"{last}-0"}, count=1, block=block_ms)
-                if reply and not ended:
-                    # ... then let a busy run's appends gather for a moment, unless its end
-                    # is announced meanwhile: a follower reads the log a batch at a time,
-                    # not once per append (which costs Redis and the run's workers too).
-                    self._redis.xread({keys.ended: "0-0"}, count=1, block=_FOLLOW_LINGER_MS)
-            if reply:
-                backlog = read(run_id, after=last)
-            elif self._stream_gone_but_sealed(run_id):
-                # Archived (and expired) while we waited: the archive has the rest.
-                backlog = read(run_id, after=last)
-            else:
-                backlog = []
+        return self._watch.follow(run_id, after, timeout, read)
 
     def wait_for_end(self, run_id: str, timeout: float | None) -> bool:
-        """Block on the run's end wake-up entry (see ``append_batch``), not on its stream.
-
-        The log itself confirms the end: a wake-up entry only says "look". It is also looked
-        at first (an end recorded before a wake-up entry existed, or archived after it
-        expired) and again now and then, less and less often (an entry lost with a Redis
-        that died between the append and the entry). Each look reads only the event types
-        recorded since the last one.
-        """
+        """See :meth:`~little_dist.world.redis_s3.watching.RunWatch.wait_for_end`."""
         validate_run_id(run_id)
-        ended_key = self._keys.run(run_id).ended
-        deadline = None if timeout is None else time.monotonic() + timeout
-        seen = 0  # events whose types were looked at
-        woken_after = "0-0"  # the last wake-up entry read
-        look_at = time.monotonic()
-        look_every = _END_LOOK_FIRST_S
-        while True:
-            now = time.monotonic()
-            if now >= look_at:
-                ended, seen = self._ends_after(run_id, seen)
-                if ended:
-                    return True
-                look_at = now + look_every
-                look_every = min(look_every * 2, _END_LOOK_MAX_S)
-            until = look_at if deadline is None else min(look_at, deadline)
-            if deadline is not None and now >= deadline:
-                return False
-            block_ms = max(1, min(self._follow_block_ms, int((until - now) * 1000)))
-            with redis_errors(f"wait for the end of {run_id}"):
-                reply: Any = self._redis.xread({ended_key: woken_after}, count=1, block=block_ms)
-            if reply:
-                woken_after = reply[0][1][-1][0].decode()
-                look_at = time.monotonic()  # look now
-
-    def _ends_after(self, run_id: str, after: int) -> tuple[bool, int]:
-        """Whether the events after ``after`` hold the run's end; the last sequence read.
-
-        The engine records every end under occurrence ``run-end``: the occurrence index
-        finds it in one round trip, without reading the run's (maybe thousands of) entries
-        since the last look. An end recorded without it (another writer) is found by
-        reading the entries' type fields (the archive's events, once the stream is gone).
-        """
-        keys = self._keys.run(run_id)
-        with redis_errors(f"read of {run_id}"):
-            recorded = self._redis.hget(keys.occurrences, _RUN_END_OCCURRENCE)
-            if recorded is not None:
-                sequence = int(recorded)
-                entry: Any = self._raw.xrange(keys.events, min=f"{sequence}-0", max=f"{sequence}-0")
-                if entry and _entry_type(entry[0][1]) in RUN_END_EVENT_TYPES:
-                    return True, after
-        while True:
-            with redis_errors(f"read of {run_id}"):
-                entries: Any = self._raw.xrange(
-                    keys.events, min=f"{after + 1}-0", max="+", count=_PAGE
-                )
-            if not entries:
-                break
-            for entry_id, flat in entries:
-                if _entry_type(flat) in RUN_END_EVENT_TYPES:
-                    return True, after
-                after = int(entry_id.split(b"-", 1)[0])
-            if len(entries) < _PAGE:
-                return False, after
-        if self._stream_gone_but_sealed(run_id):
-            tail = self.list_events(run_id, after=after)
-            if any(event.type in RUN_END_EVENT_TYPES for event in tail):
-                return True, after
-            return False, max([after, *(event.sequence for event in tail)])
-        return False, after
+        return self._watch.wait_for_end(run_id, timeout)
 
     def first_and_last_events(self, run_id: str) -> tuple[Event, Event] | None:
         validate_run_id(run_id)
@@ -852,8 +625,8 @@ class EventLog:
         if first and last:
             (first_id, first_fields), (last_id, last_fields) = first[0], last[0]
             return (
-                self._decode_entry(run_id, int(first_id.split(b"-", 1)[0]), first_fields),
-                self._decode_entry(run_id, int(last_id.split(b"-", 1)[0]), last_fields),
+                decode_entry(run_id, int(first_id.split(b"-", 1)[0]), first_fields),
+                decode_entry(run_id, int(last_id.split(b"-", 1)[0]), last_fields),
             )
         archived = self._archives.events(run_id, required=False)
         return (archived[0], archived[-1]) if archived else None

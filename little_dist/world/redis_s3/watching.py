@@ -1,0 +1,163 @@
+"""Following a run's log and waiting for its end: the blocking reads of a run's streams.
+
+A follower catches up on the log (from the archive once the stream is gone), then blocks on
+the stream for the next append; :meth:`RunWatch.wait_for_end` blocks on the run's end
+wake-up entry instead and confirms the end in the log. :class:`~little_dist.world.redis_s3.
+events.EventLog` holds one and delegates to it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, Final
+
+from little_dist import occurrences
+from little_dist.events import RUN_END_EVENT_TYPES, Event
+from little_dist.world.redis_s3.entries import entry_type
+from little_dist.world.redis_s3.keys import KeyLayout
+from little_dist.world.redis_s3.redis_calls import redis_errors
+
+__all__ = ["RunWatch"]
+
+# The occurrence id the engine records a run's end under (decide, cancel, planning).
+_RUN_END_OCCURRENCE: Final = occurrences.RUN_END
+_PAGE: Final = 1000
+# How long a follower lets a busy run's appends gather before it reads them (the run's end
+# wakes it at once).
+_FOLLOW_LINGER_MS: Final = 10
+# wait_for_end looks at the log itself after this long, then twice as long each time, to
+# at most the second figure (seconds).
+_END_LOOK_FIRST_S: Final = 1.0
+_END_LOOK_MAX_S: Final = 10.0
+
+
+class RunWatch:
+    """Blocking reads of runs' streams (see the module docstring). ``sealed(run_id)`` says
+    whether a run's stream is gone because it was archived; ``list_events`` reads a run's
+    events after a sequence, from wherever they are."""
+
+    def __init__(
+        self,
+        redis: Any,
+        raw: Any,
+        keys: KeyLayout,
+        follow_block_ms: int,
+        *,
+        sealed: Callable[[str], bool],
+        list_events: Callable[..., list[Event]],
+    ) -> None:
+        self._redis = redis
+        self._raw = raw
+        self._keys = keys
+        self._follow_block_ms = follow_block_ms
+        self._sealed = sealed
+        self._list_events = list_events
+
+    def follow(
+        self, run_id: str, after: int, timeout: float | None, read: Callable[..., list[Any]]
+    ) -> Iterator[Any]:
+        keys = self._keys.run(run_id)
+        stream = keys.events
+        last = after
+        deadline = None if timeout is None else time.monotonic() + timeout
+        ended = False
+        # Catch up first (from the archive if the stream is gone), then block on the stream.
+        backlog = read(run_id, after=last)
+        while True:
+            for event in backlog:
+                yield event
+                last = event.sequence
+                ended = ended or event.type in RUN_END_EVENT_TYPES
+            if backlog and timeout is not None:
+                deadline = time.monotonic() + timeout
+            block_ms = self._follow_block_ms
+            if deadline is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                block_ms = max(1, min(block_ms, int(remaining * 1000)))
+            with redis_errors(f"follow of {run_id}"):
+                # Woken by the next append (count=1: only to learn that one came), ...
+                reply: Any = self._redis.xread({stream: f"{last}-0"}, count=1, block=block_ms)
+                if reply and not ended:
+                    # ... then let a busy run's appends gather for a moment, unless its end
+                    # is announced meanwhile: a follower reads the log a batch at a time,
+                    # not once per append (which costs Redis and the run's workers too).
+                    self._redis.xread({keys.ended: "0-0"}, count=1, block=_FOLLOW_LINGER_MS)
+            if reply:
+                backlog = read(run_id, after=last)
+            elif self._sealed(run_id):
+                # Archived (and expired) while we waited: the archive has the rest.
+                backlog = read(run_id, after=last)
+            else:
+                backlog = []
+
+    def wait_for_end(self, run_id: str, timeout: float | None) -> bool:
+        """Block on the run's end wake-up entry (see ``append_batch``), not on its stream.
+
+        The log itself confirms the end: a wake-up entry only says "look". It is also looked
+        at first (an end recorded before a wake-up entry existed, or archived after it
+        expired) and again now and then, less and less often (an entry lost with a Redis
+        that died between the append and the entry). Each look reads only the event types
+        recorded since the last one.
+        """
+        ended_key = self._keys.run(run_id).ended
+        deadline = None if timeout is None else time.monotonic() + timeout
+        seen = 0  # events whose types were looked at
+        woken_after = "0-0"  # the last wake-up entry read
+        look_at = time.monotonic()
+        look_every = _END_LOOK_FIRST_S
+        while True:
+            now = time.monotonic()
+            if now >= look_at:
+                ended, seen = self._ends_after(run_id, seen)
+                if ended:
+                    return True
+                look_at = now + look_every
+                look_every = min(look_every * 2, _END_LOOK_MAX_S)
+            until = look_at if deadline is None else min(look_at, deadline)
+            if deadline is not None and now >= deadline:
+                return False
+            block_ms = max(1, min(self._follow_block_ms, int((until - now) * 1000)))
+            with redis_errors(f"wait for the end of {run_id}"):
+                reply: Any = self._redis.xread({ended_key: woken_after}, count=1, block=block_ms)
+            if reply:
+                woken_after = reply[0][1][-1][0].decode()
+                look_at = time.monotonic()  # look now
+
+    def _ends_after(self, run_id: str, after: int) -> tuple[bool, int]:
+        """Whether the events after ``after`` hold the run's end; the last sequence read.
+
+        The engine records every end under occurrence ``run-end``: the occurrence index
+        finds it in one round trip, without reading the run's (maybe thousands of) entries
+        since the last look. An end recorded without it (another writer) is found by
+        reading the entries' type fields (the archive's events, once the stream is gone).
+        """
+        keys = self._keys.run(run_id)
+        with redis_errors(f"read of {run_id}"):
+            recorded = self._redis.hget(keys.occurrences, _RUN_END_OCCURRENCE)
+            if recorded is not None:
+                sequence = int(recorded)
+                entry: Any = self._raw.xrange(keys.events, min=f"{sequence}-0", max=f"{sequence}-0")
+                if entry and entry_type(entry[0][1]) in RUN_END_EVENT_TYPES:
+                    return True, after
+        while True:
+            with redis_errors(f"read of {run_id}"):
+                entries: Any = self._raw.xrange(
+                    keys.events, min=f"{after + 1}-0", max="+", count=_PAGE
+                )
+            if not entries:
+                break
+            for entry_id, flat in entries:
+                if entry_type(flat) in RUN_END_EVENT_TYPES:
+                    return True, after
+                after = int(entry_id.split(b"-", 1)[0])
+            if len(entries) < _PAGE:
+                return False, after
+        if self._sealed(run_id):
+            tail = self._list_events(run_id, after=after)
+            if any(event.type in RUN_END_EVENT_TYPES for event in tail):
+                return True, after
+            return False, max([after, *(event.sequence for event in tail)])
+        return False, after
