@@ -113,7 +113,7 @@ def test_a_fork_bomb_hits_the_process_limit_and_leaves_nothing_running(tmp_path:
     time.sleep(0.2)
     left = subprocess.run(["pgrep", "-f", "sleep 30"], capture_output=True, text=True)
     assert left.stdout == "", "sandboxed processes outlived the sandbox"
-    assert os.fork is not None and subprocess.run(["true"]).returncode == 0  # the host can fork
+    assert subprocess.run(["true"]).returncode == 0  # the host can still fork
 
 
 def test_memory_past_the_limit_fails_the_allocation(tmp_path: Path) -> None:
