@@ -7,7 +7,7 @@ import copy
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, TypeAdapter
@@ -30,6 +30,7 @@ from little_dist.compiler import (
 from little_dist.errors import InvalidInputError
 from little_dist.harness.types import DEFAULT_HARNESS_ID, SkillDescriptor
 from little_dist.limits import InputLimitError, InputLimits
+from little_dist.memory.layout import MemoryConfig, memory_config, workflow_memory_mounts
 from little_dist.scheduling.fast_schema import compile_check
 from little_dist.tools import Tool, ToolRegistry, tool
 
@@ -71,6 +72,7 @@ class WorkflowDefinition:
     output_adapter: TypeAdapter[Any] | None = None
     step_timeout: float | None = None
     bash: BashCapabilities | None = None
+    memory: MemoryConfig = field(default_factory=MemoryConfig)
 
     def __repr__(self) -> str:
         return f"WorkflowDefinition(id={self.id!r})"
@@ -218,6 +220,7 @@ class WorkflowDefinition:
             system=self.system,
             step_timeout=self.step_timeout,
             bash=self.bash,
+            memory_mounts=tuple(workflow_memory_mounts(self.id, self.memory)),
         )
 
     def run(self, input: Any, **options: Any) -> RunResult:
@@ -244,6 +247,7 @@ def define_workflow(
     max_revisions: int = DEFAULT_MAX_REVISIONS,
     step_timeout: float | None = None,
     bash: BashCapabilities | Mapping[str, Any] | None = None,
+    memory: MemoryConfig | Mapping[str, Any] | None = None,
 ) -> WorkflowDefinition:
     """Define a workflow (upstream's ``defineWorkflow``).
 
@@ -261,6 +265,10 @@ def define_workflow(
     :mod:`little_dist.bash_capabilities`), part of the definition's hash; given (``{}`` for
     the defaults), it offers the sandboxed ``bash`` tool to the workflow's worker and fixer
     models (:mod:`little_dist.harness.bash_tool`).
+    ``memory``: upstream's ``MemoryConfig`` (``workflow``: ``"rw"`` (default), ``"ro"`` or
+    ``"none"``; ``org``: ``"ro"`` (default), ``"rw"`` or ``"none"``; ``attach``: ``[{"id":
+    other_workflow, "mode": "ro"}]``): the memory stores the bash tool mounts under
+    ``/mnt/memory/`` (:mod:`little_dist.memory`).
     """
     if not isinstance(id, str) or not _WORKFLOW_ID.fullmatch(id):
         raise InvalidInputError(f"workflow id must match [A-Za-z0-9][A-Za-z0-9_.-]*, got {id!r}")
@@ -326,4 +334,5 @@ def define_workflow(
         output_adapter=output_adapter,
         step_timeout=None if step_timeout is None else float(step_timeout),
         bash=None if bash is None else bash_capabilities(bash, f"workflow {id!r}: bash"),
+        memory=memory_config(memory, f"workflow {id!r}: memory"),
     )

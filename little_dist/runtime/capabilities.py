@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from little_dist.bash_capabilities import BashCapabilities
 from little_dist.errors import InvalidInputError
+from little_dist.memory.layout import MemoryMountSpec
 from little_dist.tools import ToolRegistry
 
 if TYPE_CHECKING:
@@ -64,6 +65,9 @@ class Capabilities:
     max_turns: int = 8
     step_timeout: float | None = None
     bash: BashCapabilities | None = None
+    #: The memory stores the bash tool mounts (``define_workflow(memory=...)``; see
+    #: :mod:`little_dist.memory`); none when the capabilities were not made by a workflow.
+    memory_mounts: tuple[MemoryMountSpec, ...] = ()
 
     def offers_tool(self, name: object) -> bool:
         """Whether a document may name tool ``name`` for a model: a registered tool, or

@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Any
 from little_dist.compiler import WorkflowVersion
 from little_dist.errors import LeaseLostError, StorageUnavailableError
 from little_dist.events import Event, EventInput
+from little_dist.memory.attempt import MemoryLimitError
+from little_dist.memory.runtime import LazyMemory
 from little_dist.run_state import RunState
 from little_dist.runtime.capabilities import Capabilities, CapabilityError, RuntimeConfigError
 from little_dist.runtime.dead_attempts import WORKER_STEP_KINDS
@@ -100,7 +102,14 @@ def run_and_judge(
             cause_code=CAUSE_RUNTIME_CONFIG,
         )
         return [step_failed(path, step, attempt, error)]
-    with _Scratch(world, dispatch) as scratch:
+    memory = LazyMemory(
+        world,
+        capabilities.memory_mounts,
+        run_id=dispatch.run_id,
+        step_path=path,
+        attempt=attempt,
+    )
+    with memory, _Scratch(world, dispatch, extra=memory.mounts) as scratch:
         try:
             step_input = _step_input(context, state, path, step)
             output, artifact_refs = _run_harness(
@@ -141,6 +150,20 @@ def run_and_judge(
             published = scratch.changes()
         except ScratchLimitError as exc:
             return [step_failed(path, step, attempt, _envelope(exc))]
+        try:
+            # Memory lands now, ahead of the commit that records it (and only if the attempt
+            # still holds its step: see little_dist.memory.attempt).
+            remembered = memory.publish(still_held=lambda: not cancelled())
+        except MemoryLimitError as exc:
+            return [step_failed(path, step, attempt, _envelope(exc))]
+        for skipped in remembered.skipped:
+            _scratch_log.warning(
+                "run %s step %r attempt %d: memory entry %s",
+                dispatch.run_id,
+                path,
+                attempt,
+                skipped,
+            )
         stage.extend(published.artifacts)
         completed = completion_events(
             world,
@@ -155,7 +178,7 @@ def run_and_judge(
             always_artifact=where.parallel is not None,
             stage=stage,
         )
-        return [*published.events, *completed]
+        return [*published.events, *remembered.events, *completed]
 
 
 def _step_input(context: RunContext, state: RunState, path: str, step: Mapping[str, Any]) -> Any:
@@ -366,9 +389,17 @@ class _Scratch:
     """The attempt's run scratch, made when its bash tool runs a first command (see the
     module docstring); :meth:`changes` is empty when it was never made."""
 
-    def __init__(self, world: World, dispatch: StepDispatch) -> None:
+    def __init__(
+        self,
+        world: World,
+        dispatch: StepDispatch,
+        *,
+        extra: Callable[[], Sequence[Mount]] = list,
+    ) -> None:
         self._world, self._dispatch = world, dispatch
         self._made: AttemptScratch | None = None
+        self._extra = extra  # mounts made beside the scratch (the attempt's memory stores)
+        self._mounts: list[Mount] = []
 
     def mounts(self) -> list[Mount]:
         if self._made is None:
@@ -379,7 +410,8 @@ class _Scratch:
             self._made = AttemptScratch(
                 self._world, dispatch.run_id, dispatch.step_path, dispatch.attempt, files
             )
-        return self._made.mounts
+            self._mounts = [*self._made.mounts, *self._extra()]
+        return list(self._mounts)
 
     def changes(self) -> Changes:
         from little_dist.scratch import Changes

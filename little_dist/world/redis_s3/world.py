@@ -61,6 +61,8 @@ from little_dist.world.redis_s3.versions import VersionStore
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
+    from little_dist.memory.redis_s3 import RedisS3MemoryStore
+
 __all__ = [
     "DEFAULT_ARCHIVE_TTL_SECONDS",
     "DEFAULT_HOT_ARTIFACT_LIMIT",
@@ -510,6 +512,17 @@ class RedisS3World:
 
     def indexed_versions(self, definition_hash: str) -> list[str]:
         return self._versions.indexed(definition_hash)
+
+    def memory_store(self) -> RedisS3MemoryStore:
+        """This world's memory stores (:mod:`little_dist.memory.redis_s3`), on its clients."""
+        from little_dist.memory.redis_s3 import RedisS3MemoryStore
+
+        return RedisS3MemoryStore(
+            self._redis,
+            self._s3,
+            key_prefix=self._keys.redis_prefix,
+            s3_prefix=self._keys.s3_prefix,
+        )
 
     def close(self) -> None:
         """Close the clients if :meth:`from_settings` created them; borrowed ones stay open."""

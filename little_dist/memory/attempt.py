@@ -1,0 +1,262 @@
+"""One attempt's memory: its mounts made from the World's stores, its writes published at commit.
+
+:class:`AttemptMemory` copies, into a private temporary folder, each store the step sees
+(:func:`~little_dist.memory.layout.workflow_memory_mounts`) as it is when the attempt's first
+command runs, and remembers every path's version. The sandbox binds each folder at its mount
+path, writable only for an ``rw`` store (the kernel refuses a write to a read-only one:
+"Read-only file system"). Nothing the commands do is visible to anyone until
+:meth:`AttemptMemory.publish`, which the runtime calls when the attempt completes: it compares
+each writable folder with what it started from and commits the differences to the store,
+each made from the version the attempt saw, so a concurrent writer's update is never
+overwritten (:mod:`little_dist.memory.store`). A killed or failed attempt publishes nothing.
+
+What publishing returns are events for the attempt's commit: upstream's
+``harness.file.created`` / ``updated`` / ``deleted`` with ``root`` ``"memory"`` (plus the
+``store`` and the new ``version``) for each change that landed, and
+``little.memory.conflict`` for each that did not land where it was made: its bytes kept at
+``conflictPath`` (``notes.conflict-<writer>.md``), or, for a delete of a file someone changed
+meanwhile, the newer file left in place (``outcome`` ``"delete-dropped"``).
+
+Only regular files are published: a symlink, a FIFO, a socket or a device the commands made
+is skipped (:attr:`Published.skipped` names each); files are read without following links; a
+path over :data:`~little_dist.memory.store.MAX_MEMORY_PATH_BYTES` bytes, or more than
+``max_files`` files or ``max_bytes`` bytes in one store, fails the attempt
+(:class:`MemoryLimitError`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from little_dist.errors import InvalidInputError
+from little_dist.events import EventInput
+from little_dist.memory.layout import MemoryMountSpec
+from little_dist.memory.store import (
+    MAX_MEMORY_PATH_BYTES,
+    MemoryChange,
+    MemoryEntry,
+    MemoryPathError,
+    MemoryStore,
+    check_memory_path,
+)
+from little_dist.occurrences import harness_event
+from little_dist.sandbox.mounts import Mount
+
+__all__ = ["CONFLICT_EVENT", "MEMORY_ROOT_LABEL", "AttemptMemory", "MemoryLimitError", "Published"]
+
+MEMORY_ROOT_LABEL: Final = "memory"
+CONFLICT_EVENT: Final = "little.memory.conflict"
+
+
+class MemoryLimitError(InvalidInputError):
+    """An attempt's memory writes are over a limit (files, bytes, path length)."""
+
+
+@dataclass
+class Published:
+    """What :meth:`AttemptMemory.publish` did: events for the commit, entries it skipped."""
+
+    events: list[EventInput] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Mounted:
+    spec: MemoryMountSpec
+    folder: Path
+    started: dict[str, MemoryEntry]
+
+
+class AttemptMemory:
+    """The memory mounts of one attempt (see the module docstring); :meth:`close` it."""
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        specs: Sequence[MemoryMountSpec],
+        *,
+        step_path: str,
+        attempt: int,
+        writer: str,
+        max_files: int = 10_000,
+        max_bytes: int = 64 * 1024 * 1024,
+    ) -> None:
+        self.step_path, self.attempt, self.writer = step_path, attempt, writer
+        self.max_files, self.max_bytes = max_files, max_bytes
+        self._store = store
+        self._folder = tempfile.TemporaryDirectory(prefix="little-memory-")
+        root = Path(self._folder.name)
+        root.chmod(0o755)
+        self._mounted: list[_Mounted] = []
+        for index, spec in enumerate(specs):
+            folder = root / str(index)
+            folder.mkdir(mode=0o755)
+            folder.chmod(0o755)
+            entries = dict(store.entries(spec.store_id))
+            for path, entry in sorted(entries.items()):
+                if entry.exists and _safe(path):
+                    _materialize(folder, path, store.read(spec.store_id, entry))
+            self._mounted.append(_Mounted(spec, folder, entries))
+
+    @property
+    def mounts(self) -> list[Mount]:
+        """The sandbox mounts: writable for an ``rw`` store, read-only otherwise."""
+        return [Mount(m.folder, m.spec.target, writable=m.spec.mode == "rw") for m in self._mounted]
+
+    def publish(self, *, still_held: Callable[[], bool] = lambda: True) -> Published:
+        """Commit what the commands changed in every writable store; the events that say so.
+        ``still_held`` is asked right before each store's commit: False (the attempt lost its
+        lease meanwhile) publishes nothing more."""
+        published = Published()
+        pending = [(m, self._changes(m, published)) for m in self._mounted if m.spec.mode == "rw"]
+        for mounted, changes in pending:
+            if not changes or not still_held():
+                continue
+            applied = self._store.commit(mounted.spec.store_id, changes, writer=self.writer)
+            for change, result in zip(changes, applied, strict=True):
+                published.events.extend(self._events(mounted, change, result))
+        return published
+
+    def close(self) -> None:
+        self._folder.cleanup()
+
+    def __enter__(self) -> AttemptMemory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _changes(self, mounted: _Mounted, published: Published) -> list[MemoryChange]:
+        now = _scan(mounted, published, self.max_files, self.max_bytes)
+        changes: list[MemoryChange] = []
+        for path, data in sorted(now.items()):
+            before = mounted.started.get(path)
+            sha = "sha256:" + hashlib.sha256(data).hexdigest()
+            if before is not None and before.sha256 == sha:
+                continue
+            changes.append(MemoryChange(path, 0 if before is None else before.version, data))
+        for path, before in sorted(mounted.started.items()):
+            if before.exists and path not in now and _safe(path):
+                changes.append(MemoryChange(path, before.version, None))
+        return changes
+
+    def _events(self, mounted: _Mounted, change: MemoryChange, result: Any) -> list[EventInput]:
+        spec = mounted.spec
+        before = mounted.started.get(change.path)
+        shown = f"{spec.mount_path}{change.path}"
+        common = {"root": MEMORY_ROOT_LABEL, "source": "memory", "store": spec.store_id}
+        common["stepPath"] = self.step_path
+        if result.outcome in ("written", "deleted"):
+            kind = (
+                "deleted"
+                if change.data is None
+                else ("updated" if before is not None and before.exists else "created")
+            )
+            payload: dict[str, Any] = {
+                "path": shown,
+                **common,
+                "diff": {},
+                "version": result.version,
+            }
+            if before is not None and before.exists:
+                payload["before"] = {"bytes": before.size, "sha256": before.sha256}
+            if change.data is not None:
+                payload["after"] = {"bytes": result.size, "sha256": result.sha256}
+                payload["bytes"] = result.size
+            occurrence = harness_event(
+                f"memory-{kind}", self.step_path, self.attempt, spec.store_id, change.path
+            )
+            return [
+                EventInput(type=f"harness.file.{kind}", occurrence_id=occurrence, payload=payload)
+            ]
+        if result.outcome == "unchanged":
+            return []
+        conflict: dict[str, Any] = {
+            **common,
+            "path": shown,
+            "attempt": self.attempt,
+            "writer": self.writer,
+            "baseVersion": change.base,
+            "currentVersion": result.current,
+        }
+        if result.outcome == "conflict":
+            conflict["outcome"] = "kept-as-copy"
+            conflict["conflictPath"] = f"{spec.mount_path}{result.conflict_path}"
+        else:
+            conflict["outcome"] = "delete-dropped"
+        occurrence = harness_event(
+            "memory-conflict", self.step_path, self.attempt, spec.store_id, change.path
+        )
+        return [EventInput(type=CONFLICT_EVENT, occurrence_id=occurrence, payload=conflict)]
+
+
+def _safe(path: str) -> bool:
+    try:
+        check_memory_path(path)
+    except MemoryPathError:
+        return False
+    return True
+
+
+def _materialize(folder: Path, relative: str, data: bytes) -> None:
+    path = folder / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    parent = path.parent
+    while parent != folder:
+        parent.chmod(0o755)
+        parent = parent.parent
+    path.write_bytes(data)
+    path.chmod(0o644)
+
+
+_IGNORED_KINDS: Final = (
+    (stat.S_ISLNK, "a symlink"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a device"),
+    (stat.S_ISBLK, "a device"),
+)
+
+
+def _scan(
+    mounted: _Mounted, published: Published, max_files: int, max_bytes: int
+) -> dict[str, bytes]:
+    found: dict[str, bytes] = {}
+    total = 0
+    root = str(mounted.folder)
+    for top, folders, names in os.walk(root, followlinks=False):
+        linked = [f for f in folders if os.path.islink(os.path.join(top, f))]
+        for name in sorted(names) + linked:
+            path = os.path.join(top, name)
+            relative = os.path.relpath(path, root)
+            shown = f"{mounted.spec.mount_path}{relative}"
+            if len(relative.encode("utf-8", "surrogateescape")) > MAX_MEMORY_PATH_BYTES:
+                raise MemoryLimitError(
+                    f"memory file {shown[:80]!r}...: path over {MAX_MEMORY_PATH_BYTES} bytes"
+                )
+            mode = os.lstat(path).st_mode
+            if not stat.S_ISREG(mode):
+                kind = next((what for test, what in _IGNORED_KINDS if test(mode)), "not a file")
+                published.skipped.append(f"{shown} ({kind}, not published)")
+                continue
+            if not _safe(relative):
+                published.skipped.append(f"{shown} (a name a store cannot keep, not published)")
+                continue
+            descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+            with os.fdopen(descriptor, "rb") as file:
+                data = file.read()
+            total += len(data)
+            if len(found) >= max_files or total > max_bytes:
+                raise MemoryLimitError(
+                    f"memory store {mounted.spec.store_id} is over its limit ({max_files} "
+                    f"files, {max_bytes} bytes)"
+                )
+            found[relative] = data
+    return found

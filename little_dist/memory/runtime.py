@@ -1,0 +1,67 @@
+"""The memory of one step attempt as the runtime drives it: made on the first command,
+published with the commit (see :mod:`little_dist.memory.attempt`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from little_dist.memory.attempt import AttemptMemory, Published
+from little_dist.memory.layout import MemoryMountSpec
+
+if TYPE_CHECKING:
+    from little_dist.sandbox.mounts import Mount
+    from little_dist.world.base import World
+
+__all__ = ["LazyMemory", "writer_label"]
+
+
+def writer_label(run_id: str, step_path: str, attempt: int) -> str:
+    """Who wrote a change: the attempt, as a conflict copy's name shows it."""
+    return f"{run_id}-{step_path}-a{attempt}"
+
+
+class LazyMemory:
+    """An attempt's memory mounts, made when :meth:`mounts` is first called (an attempt that
+    runs no command reads no store); :meth:`publish` is empty when they were never made."""
+
+    def __init__(
+        self,
+        world: World,
+        specs: Sequence[MemoryMountSpec],
+        *,
+        run_id: str,
+        step_path: str,
+        attempt: int,
+    ) -> None:
+        self._world, self._specs = world, tuple(specs)
+        self._run_id, self._step_path, self._attempt = run_id, step_path, attempt
+        self._made: AttemptMemory | None = None
+
+    def mounts(self) -> list[Mount]:
+        if not self._specs:
+            return []
+        if self._made is None:
+            from little_dist.memory.worlds import memory_store_for
+
+            self._made = AttemptMemory(
+                memory_store_for(self._world),
+                self._specs,
+                step_path=self._step_path,
+                attempt=self._attempt,
+                writer=writer_label(self._run_id, self._step_path, self._attempt),
+            )
+        return self._made.mounts
+
+    def publish(self, *, still_held: Callable[[], bool]) -> Published:
+        if self._made is None:
+            return Published()
+        return self._made.publish(still_held=still_held)
+
+    def __enter__(self) -> LazyMemory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._made is not None:
+            self._made.close()
+            self._made = None
