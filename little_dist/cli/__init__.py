@@ -31,6 +31,7 @@ SUBCOMMANDS: tuple[tuple[str, str], ...] = (
     ("submit", "submit_cmd"),
     ("status", "status_cmd"),
     ("cancel", "cancel_cmd"),
+    ("memory", "memory_cmd"),
 )
 
 

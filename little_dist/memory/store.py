@@ -135,7 +135,7 @@ def check_memory_path(path: str) -> str:
         raise MemoryPathError(f"memory path {shown}: longer than {MAX_MEMORY_PATH_BYTES} bytes")
     if path.startswith("/"):
         raise MemoryPathError(
-            f"memory path {shown}: absolute paths are refused (give it relative to the store)"
+            f"memory path {shown}: starts with '/' (give it relative to the store)"
         )
     parts = path.split("/")
     if any(part in ("..",) for part in parts):
