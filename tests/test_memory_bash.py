@@ -14,6 +14,7 @@ import pytest
 
 from little_dist import define_workflow, model
 from little_dist.authoring.errors import RunFailedError
+from little_dist.errors import StorageUnavailableError
 from little_dist.event_types import parse_event
 from little_dist.memory import (
     AttemptMemory,
@@ -142,6 +143,11 @@ ESCAPES = [
     "ln -s .. /mnt/memory/workflow/up",
     # A FIFO is not a file a store keeps.
     "mkfifo /mnt/memory/workflow/pipe",
+    # The read-only mounts: '..', links and new files are all refused there.
+    "echo x > /mnt/memory/org/../escape.txt",
+    "ln -s /etc/hosts /mnt/memory/org/hosts",
+    "mkfifo /mnt/memory/org/pipe",
+    "echo x > /mnt/memory/org/escape.txt",
 ]
 
 
@@ -153,7 +159,8 @@ def test_a_command_cannot_put_anything_outside_the_store_into_it(
     scripted_model.on(step="shell").call_tool("bash", {"cmd": command}).then_reply_text("done")
     result = memory_workflow().run({}, world=world)
     assert result.status == "completed"
-    assert memory_store_for(world).entries(STORE) == {}
+    store = memory_store_for(world)
+    assert store.entries(STORE) == {} and store.entries("org") == {}
     assert not (tmp_path / "escape.txt").exists()
     assert not list((tmp_path / "data").rglob("escape.txt"))
 
@@ -239,3 +246,26 @@ def test_an_attempt_over_its_memory_limit_fails(tmp_path: Path) -> None:
         with pytest.raises(MemoryLimitError, match="over its limit"):
             memory.publish()
     assert store.entries(STORE) == {}
+
+
+def test_a_symlink_planted_in_a_stores_folder_is_not_followed_when_read(tmp_path: Path) -> None:
+    store = LocalMemoryStore(tmp_path / "data")
+    store.commit(STORE, [MemoryChange("notes.txt", 0, b"mine")], writer="w")
+    secret = tmp_path / "host-secret.txt"
+    secret.write_text("host secret")
+    planted = store.folder(STORE) / "notes.txt"
+    planted.unlink()
+    planted.symlink_to(secret)
+    with pytest.raises(StorageUnavailableError):
+        store.read(STORE, store.entries(STORE)["notes.txt"])
+    # A planted folder link is not walked through either.
+    store.commit(STORE, [MemoryChange("sub/inner.txt", 0, b"inner")], writer="w")
+    (store.folder(STORE) / "sub" / "inner.txt").unlink()
+    (store.folder(STORE) / "sub").rmdir()
+    (store.folder(STORE) / "sub").symlink_to(tmp_path)
+    (tmp_path / "inner.txt").write_text("outside")
+    with pytest.raises(StorageUnavailableError):
+        store.read(STORE, store.entries(STORE)["sub/inner.txt"])
+    with pytest.raises(StorageUnavailableError):
+        store.commit(STORE, [MemoryChange("sub/new.txt", 0, b"x")], writer="w")
+    assert not (tmp_path / "new.txt").exists()

@@ -18,6 +18,11 @@ events and the files' bytes as artifacts) is committed with ``StepCompleted``, a
 a failed, timed-out or killed attempt publishes nothing. Entries that are not regular files
 (a symlink, a FIFO...) are not published: a warning on the ``little_dist.scratch`` logger
 names each.
+
+Memory. The same first command also mounts the workflow's memory stores
+(:mod:`little_dist.memory`, from ``capabilities.memory_mounts``); a completing attempt that
+still holds its step publishes their changes (compare-and-set per file, a conflict kept as a
+copy) right before its commit, and the events that say so go into the commit.
 """
 
 from __future__ import annotations
