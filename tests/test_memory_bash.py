@@ -269,3 +269,19 @@ def test_a_symlink_planted_in_a_stores_folder_is_not_followed_when_read(tmp_path
     with pytest.raises(StorageUnavailableError):
         store.commit(STORE, [MemoryChange("sub/new.txt", 0, b"x")], writer="w")
     assert not (tmp_path / "new.txt").exists()
+
+
+def test_a_failed_attempts_memory_writes_are_never_published(
+    tmp_path: Path, scripted_model: ScriptedModel
+) -> None:
+    world = LocalWorld(tmp_path / "data")
+    scripted_model.on(step="shell").call_tool(
+        "bash", {"cmd": "echo half > /mnt/memory/workflow/half.txt"}
+    ).then_raise_error("auth")
+    with pytest.raises(RunFailedError):
+        memory_workflow().run({}, world=world)
+    # The command ran and wrote, but the attempt ended in StepFailed: nothing landed.
+    types = [e.type for e in world.list_events(world.list_run_ids()[0])]
+    assert "harness.runtime.command.succeeded" in types and "StepFailed" in types
+    assert "harness.file.created" not in types
+    assert memory_store_for(world).entries(STORE) == {}

@@ -155,20 +155,7 @@ def run_and_judge(
             published = scratch.changes()
         except ScratchLimitError as exc:
             return [step_failed(path, step, attempt, _envelope(exc))]
-        try:
-            # Memory lands now, ahead of the commit that records it (and only if the attempt
-            # still holds its step: see little_dist.memory.attempt).
-            remembered = memory.publish(still_held=lambda: not cancelled())
-        except MemoryLimitError as exc:
-            return [step_failed(path, step, attempt, _envelope(exc))]
-        for skipped in remembered.skipped:
-            _scratch_log.warning(
-                "run %s step %r attempt %d: memory entry %s",
-                dispatch.run_id,
-                path,
-                attempt,
-                skipped,
-            )
+        staged_before = len(stage)
         stage.extend(published.artifacts)
         completed = completion_events(
             world,
@@ -183,6 +170,21 @@ def run_and_judge(
             always_artifact=where.parallel is not None,
             stage=stage,
         )
+        try:
+            # Memory lands now, ahead of the commit that records it (and only if the attempt
+            # still holds its step: see little_dist.memory.attempt).
+            remembered = memory.publish(still_held=lambda: not cancelled())
+        except MemoryLimitError as exc:
+            del stage[staged_before:]  # the failure publishes nothing of this attempt's
+            return [step_failed(path, step, attempt, _envelope(exc))]
+        for skipped in remembered.skipped:
+            _scratch_log.warning(
+                "run %s step %r attempt %d: memory entry %s",
+                dispatch.run_id,
+                path,
+                attempt,
+                skipped,
+            )
         return [*published.events, *remembered.events, *completed]
 
 
