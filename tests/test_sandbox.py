@@ -107,11 +107,12 @@ def test_a_symlink_pointing_out_of_the_mount_leads_nowhere(tmp_path: Path) -> No
 
 
 def test_a_fork_bomb_hits_the_process_limit_and_leaves_nothing_running(tmp_path: Path) -> None:
-    result = sh("for i in $(seq 200); do sleep 30 & done; wait", tmp_path)
+    # An odd duration, matched whole: other processes on a shared machine run "sleep 300".
+    result = sh("for i in $(seq 200); do sleep 29.71 & done; wait", tmp_path)
     assert result.stopped == "timeout"
     assert "Resource temporarily unavailable" in result.stderr
     time.sleep(0.2)
-    left = subprocess.run(["pgrep", "-f", "sleep 30"], capture_output=True, text=True)
+    left = subprocess.run(["pgrep", "-fx", "sleep 29.71"], capture_output=True, text=True)
     assert left.stdout == "", "sandboxed processes outlived the sandbox"
     assert subprocess.run(["true"]).returncode == 0  # the host can still fork
 
