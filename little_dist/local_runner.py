@@ -32,7 +32,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Any, Final
 
@@ -152,6 +152,7 @@ def run_version(
     lock_wait: float | None = None,
     max_branches_cap: int | None = None,
     pricing_fallback: PriceFallback | None = None,
+    parent: Mapping[str, Any] | None = None,
 ) -> RunState:
     """Run (or resume, or just read back) one run of ``version``; return its final state.
 
@@ -161,7 +162,9 @@ def run_version(
     :class:`RunInputError` / :class:`RunMismatchError` before writing anything,
     :class:`RunnerBusyError` when the run stays held, :class:`RunStalledError` when
     ``decide`` cannot make progress. ``pricing_fallback`` prices the state's model calls the
-    bundled registry has no rates for (``None``: registry rates only).
+    bundled registry has no rates for (``None``: registry rates only). ``parent``: the link
+    of a sub-run to the run that started it (``parentRunId``, ... see
+    :mod:`little_dist.subruns`), recorded in its ``RunStarted``.
     """
     if max_workers < 1:
         raise InvalidInputError(f"max_workers must be at least 1, got {max_workers!r}")
@@ -187,6 +190,7 @@ def run_version(
         lease_ttl=lease_ttl,
         max_branches_cap=max_branches_cap,
         pricing_fallback=pricing_fallback,
+        parent=parent,
     )
     return runner.run(lock_wait=lease_ttl + 2.0 if lock_wait is None else lock_wait)
 
@@ -234,8 +238,10 @@ class _Runner:
         lease_ttl: float,
         max_branches_cap: int | None,
         pricing_fallback: PriceFallback | None,
+        parent: Mapping[str, Any] | None = None,
     ) -> None:
         self.world = world
+        self.parent = dict(parent or {})
         self.version = version
         self.run_input = run_input
         self.run_id = run_id
@@ -345,7 +351,11 @@ class _Runner:
                     EventInput(
                         type="RunStarted",
                         occurrence_id=occurrences.RUN_START,
-                        payload={"workflowVersionId": version.id, "input": self.run_input},
+                        payload={
+                            **self.parent,
+                            "workflowVersionId": version.id,
+                            "input": self.run_input,
+                        },
                     ),
                 ],
                 fence=lock.fence,

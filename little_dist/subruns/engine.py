@@ -1,0 +1,162 @@
+"""The sub-run engine in process: start (or find) a tool call's child run and wait for its end.
+
+:func:`await_sub_run` is what a workflow tool's call does, in three recorded moves (the
+events are in :mod:`little_dist.subruns.links`):
+
+1. derive the child's run id from the call (:func:`~little_dist.subruns.links.call_key`)
+   and append ``little.subrun.started`` to the parent's log, durably, before the child
+   exists — so a crash from here on leaves the parent's log naming the child;
+2. drive the child to its end: :func:`~little_dist.authoring.run_workflow` with that run
+   id, which starts it, resumes it (a parent attempt that died while its child ran), or
+   returns its recorded end without running anything (a child that already ended);
+3. append ``little.subrun.ended`` with the child's status; the caller (the tool call)
+   then records the result as the call's ``harness.tool_call.succeeded`` (or ``.failed``),
+   which the memo replays to a resumed parent without touching the child again.
+
+A child that ends failed is an outcome, not an exception here: the workflow tool turns it
+into the tool call's error (see :mod:`little_dist.subruns.workflow_tool`). Anything else
+that goes wrong (storage, another runner holding the child) raises, records no end, and a
+retry of the parent's step takes the child up where it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from little_dist import occurrences
+from little_dist.canonical import sha256_digest
+from little_dist.subruns.links import (
+    SUB_RUN_ENDED,
+    SUB_RUN_STARTED,
+    ParentLink,
+    call_key,
+    child_run_id,
+)
+
+if TYPE_CHECKING:
+    from little_dist.authoring.definition import WorkflowDefinition
+    from little_dist.harness.tool_calls import ToolCallInfo
+    from little_dist.harness.types import Harness, HarnessRole
+
+__all__ = ["SubRunOutcome", "await_sub_run", "child_run_id_for"]
+
+#: Upstream's mapping of a run's cause code to the workflow tool's (``mapWorkflowError``).
+_TOOL_CAUSES: dict[str, str] = {
+    "cancelled": "cancelled",
+    "timeout": "timeout",
+    "input_schema_error": "input_validation",
+    "step_schema_error": "input_validation",
+}
+
+
+@dataclass(frozen=True)
+class SubRunOutcome:
+    """How a sub-run ended: ``output`` (JSON) when ``completed``; else upstream's tool
+    cause code (``workflow_failed``, ``timeout``, ``cancelled``, ``input_validation``), the
+    run's own ``run_cause_code``, the failure ``message`` and the failed step's path."""
+
+    child_run_id: str
+    status: Literal["completed", "failed", "cancelled"]
+    output: Any = None
+    cause_code: str | None = None
+    run_cause_code: str | None = None
+    message: str | None = None
+    failed_step_path: str | None = None
+
+    def ended_payload(self) -> dict[str, Any]:
+        payload: dict[str, Any] = {"childRunId": self.child_run_id, "status": self.status}
+        if self.status != "completed":
+            payload["causeCode"] = self.cause_code
+            payload["runCauseCode"] = self.run_cause_code
+            payload["message"] = self.message
+            if self.failed_step_path is not None:
+                payload["failedStepPath"] = self.failed_step_path
+        return payload
+
+
+def _link(info: ToolCallInfo) -> ParentLink:
+    recorder = info.ctx.recorder
+    key = call_key(
+        info.ctx.run_id,
+        recorder.step_path,
+        info.turn,
+        info.call_index,
+        info.tool_name,
+        info.args_hash,
+    )
+    return ParentLink(
+        parent_run_id=info.ctx.run_id,
+        tool_call_id=info.call_id,
+        step_path=recorder.step_path,
+        call_key=key,
+    )
+
+
+def child_run_id_for(info: ToolCallInfo) -> str:
+    """The run id of the child the call ``info`` starts (the same in every attempt)."""
+    return child_run_id(_link(info).call_key)
+
+
+def await_sub_run(
+    info: ToolCallInfo,
+    workflow: WorkflowDefinition,
+    run_input: Any,
+    *,
+    harness: Harness | Mapping[HarnessRole, Harness] | None = None,
+    max_workers: int = 4,
+) -> SubRunOutcome:
+    """Start (or find) the call's child run of ``workflow`` on ``run_input`` (already
+    validated) and wait in this process for its end (see the module docstring)."""
+    from little_dist.authoring.errors import RunFailedError
+    from little_dist.authoring.running import run_workflow
+
+    link = _link(info)
+    child = child_run_id(link.call_key)
+    recorder = info.ctx.recorder
+    recorder.append(
+        SUB_RUN_STARTED,
+        {
+            "parentRunId": link.parent_run_id,
+            "childRunId": child,
+            "workflowId": workflow.id,
+            "toolName": info.tool_name,
+            "toolCallId": link.tool_call_id,
+            "callKey": link.call_key,
+            "stepPath": link.step_path,
+            "attempt": recorder.attempt,
+            "inputHash": sha256_digest(run_input),
+            "disposition": "await",
+        },
+        occurrences.sub_run_started(child),
+        durable=True,
+    )
+    try:
+        result = run_workflow(
+            workflow,
+            run_input,
+            world=recorder.world,
+            run_id=child,
+            harness=harness,
+            max_workers=max_workers,
+            parent=link.to_payload(),
+        )
+        outcome = SubRunOutcome(child, "completed", output=result.state.output)
+    except RunFailedError as failure:
+        cause = _TOOL_CAUSES.get(failure.cause_code, "workflow_failed")
+        outcome = SubRunOutcome(
+            child,
+            "cancelled" if cause == "cancelled" else "failed",
+            cause_code=cause,
+            run_cause_code=failure.cause_code,
+            message=str(failure) or "Workflow run failed.",
+            failed_step_path=failure.failed_step_path,
+        )
+    recorder.append(
+        SUB_RUN_ENDED,
+        {"parentRunId": link.parent_run_id, **outcome.ended_payload()},
+        occurrences.sub_run_ended(child),
+        durable=True,
+    )
+    return outcome
