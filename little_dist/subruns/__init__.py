@@ -13,7 +13,9 @@ call of a step of another run (the parent). The pieces:
   record it;
 * :mod:`.workflow_tool`: :func:`as_tool` (upstream's ``asHarnessWorkflow``), a defined
   workflow as a typed tool whose every call is a sub-run;
-* :mod:`.rollup`: the parent's children and their tokens and dollars, for ``little report``.
+* :mod:`.rollup`: the parent's children and their tokens and dollars, for ``little report``;
+* :mod:`.orchestrator`: :func:`run_orchestration` and upstream's ``plan_workflow`` /
+  ``run_workflow`` / ``start_workflow`` tools, every run a sub-run.
 
 Exactly once. The child's id is a function of (parent run, step path, model turn, call
 index, tool name, arguments digest). A parent whose step is retried (its worker died while
@@ -74,6 +76,14 @@ from little_dist.subruns.links import (
     sub_run_ends,
     sub_run_starts,
 )
+from little_dist.subruns.orchestrator import (
+    DEFAULT_MAX_CONCURRENT_SUB_RUNS,
+    OrchestrationError,
+    orchestrator_tools,
+    output_summary,
+    run_orchestration,
+    workflow_snapshots,
+)
 from little_dist.subruns.rollup import (
     SubRunRollup,
     SubRunRow,
@@ -90,9 +100,11 @@ from little_dist.subruns.workflow_tool import (
 )
 
 __all__ = [
+    "DEFAULT_MAX_CONCURRENT_SUB_RUNS",
     "MAX_WORKFLOW_OUTPUT_SUMMARY_CHARACTERS",
     "SUB_RUN_ENDED",
     "SUB_RUN_STARTED",
+    "OrchestrationError",
     "ParentLink",
     "SubRunFailedError",
     "SubRunOutcome",
@@ -105,11 +117,15 @@ __all__ = [
     "call_key",
     "child_run_id",
     "child_run_id_for",
+    "orchestrator_tools",
+    "output_summary",
     "parent_link_of",
     "render_sub_runs",
+    "run_orchestration",
     "sub_run_ends",
     "sub_run_rollup",
     "sub_run_starts",
     "sub_runs_to_json",
     "summarize_workflow_output",
+    "workflow_snapshots",
 ]

@@ -37,10 +37,12 @@ from little_dist.subruns.links import (
 
 if TYPE_CHECKING:
     from little_dist.authoring.definition import WorkflowDefinition
+    from little_dist.compiler import WorkflowVersion
     from little_dist.harness.tool_calls import ToolCallInfo
     from little_dist.harness.types import Harness, HarnessRole
+    from little_dist.run_state import RunState
 
-__all__ = ["SubRunOutcome", "await_sub_run", "child_run_id_for"]
+__all__ = ["SubRunOutcome", "await_sub_run", "child_run_id_for", "outcome_from_state"]
 
 #: Upstream's mapping of a run's cause code to the workflow tool's (``mapWorkflowError``).
 _TOOL_CAUSES: dict[str, str] = {
@@ -106,12 +108,13 @@ def await_sub_run(
     *,
     harness: Harness | Mapping[HarnessRole, Harness] | None = None,
     max_workers: int = 4,
+    version: WorkflowVersion | None = None,
 ) -> SubRunOutcome:
     """Start (or find) the call's child run of ``workflow`` on ``run_input`` (already
-    validated) and wait in this process for its end (see the module docstring)."""
-    from little_dist.authoring.errors import RunFailedError
-    from little_dist.authoring.running import run_workflow
+    validated) and wait in this process for its end (see the module docstring).
 
+    ``version``: run this WorkflowVersion (planned before, e.g. by ``plan_workflow``)
+    instead of resolving one for the input (planned, reused or the fixed ``plan=``)."""
     link = _link(info)
     child = child_run_id(link.call_key)
     recorder = info.ctx.recorder
@@ -132,27 +135,9 @@ def await_sub_run(
         occurrences.sub_run_started(child),
         durable=True,
     )
-    try:
-        result = run_workflow(
-            workflow,
-            run_input,
-            world=recorder.world,
-            run_id=child,
-            harness=harness,
-            max_workers=max_workers,
-            parent=link.to_payload(),
-        )
-        outcome = SubRunOutcome(child, "completed", output=result.state.output)
-    except RunFailedError as failure:
-        cause = _TOOL_CAUSES.get(failure.cause_code, "workflow_failed")
-        outcome = SubRunOutcome(
-            child,
-            "cancelled" if cause == "cancelled" else "failed",
-            cause_code=cause,
-            run_cause_code=failure.cause_code,
-            message=str(failure) or "Workflow run failed.",
-            failed_step_path=failure.failed_step_path,
-        )
+    outcome = _drive(
+        child, link, workflow, run_input, harness, max_workers, version, recorder.world
+    )
     recorder.append(
         SUB_RUN_ENDED,
         {"parentRunId": link.parent_run_id, **outcome.ended_payload()},
@@ -160,3 +145,80 @@ def await_sub_run(
         durable=True,
     )
     return outcome
+
+
+def _drive(
+    child: str,
+    link: ParentLink,
+    workflow: WorkflowDefinition,
+    run_input: Any,
+    harness: Harness | Mapping[HarnessRole, Harness] | None,
+    max_workers: int,
+    version: WorkflowVersion | None,
+    world: Any,
+) -> SubRunOutcome:
+    """Run (start, resume or read back) the child in this process until it ends."""
+    from little_dist.authoring.errors import RunFailedError
+    from little_dist.authoring.running import run_workflow
+
+    if version is not None:
+        from little_dist.litellm_prices import litellm_price_fallback
+        from little_dist.local_runner import run_version
+
+        state = run_version(
+            world,
+            version,
+            run_input,
+            run_id=child,
+            capabilities=workflow.capabilities(harness),
+            max_workers=max_workers,
+            pricing_fallback=litellm_price_fallback,
+            parent=link.to_payload(),
+        )
+        return outcome_from_state(child, state)
+    try:
+        result = run_workflow(
+            workflow,
+            run_input,
+            world=world,
+            run_id=child,
+            harness=harness,
+            max_workers=max_workers,
+            parent=link.to_payload(),
+        )
+    except RunFailedError as failure:
+        return _failed(child, failure.cause_code, str(failure) or None, failure.failed_step_path)
+    return SubRunOutcome(child, "completed", output=result.state.output)
+
+
+def _failed(
+    child: str, run_cause: str, message: str | None, step_path: str | None
+) -> SubRunOutcome:
+    cause = _TOOL_CAUSES.get(run_cause, "workflow_failed")
+    return SubRunOutcome(
+        child,
+        "cancelled" if cause == "cancelled" else "failed",
+        cause_code=cause,
+        run_cause_code=run_cause,
+        message=message or "Workflow run failed.",
+        failed_step_path=step_path,
+    )
+
+
+def outcome_from_state(child: str, state: RunState) -> SubRunOutcome:
+    """A child's outcome from its final folded state."""
+    if state.status == "completed":
+        return SubRunOutcome(child, "completed", output=state.output)
+    error = state.error if isinstance(state.error, Mapping) else {}
+    cause = error.get("causeCode")
+    message = error.get("message")
+    step_path = error.get("stepPath")
+    if not isinstance(step_path, str):
+        failed = [path for path, step in state.steps.items() if step.status == "failed"]
+        step_path = failed[-1] if failed else None
+    return _failed(
+        child,
+        cause if isinstance(cause, str) and cause else "step_failed",
+        f"Run {child!r} failed: {message}" if isinstance(message, str) and message else None,
+        step_path,
+    )

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from little_dist.pricing import PriceFallback, UsageTotals, format_cost, merge_usage_totals
-from little_dist.subruns.links import sub_run_starts
+from little_dist.subruns.links import sub_run_ends, sub_run_starts
 
 __all__ = ["SubRunRollup", "SubRunRow", "render_sub_runs", "sub_run_rollup", "sub_runs_to_json"]
 
@@ -80,6 +80,7 @@ def sub_run_rollup(
         nonlocal total
         if depth > MAX_DEPTH:
             return
+        ends = sub_run_ends(parent_events)
         for start in sub_run_starts(parent_events):
             child = start.child_run_id
             if child in seen:
@@ -91,6 +92,8 @@ def sub_run_rollup(
             if child_events:
                 state = _state(child_events, child, pricing_fallback)
                 usage, status = state.usage, state.status
+                if ends.get(child, {}).get("status") == "planned":
+                    status = "planned"  # a plan_workflow call's planning run
                 total = merge_usage_totals(total, usage)
             rows.append(
                 SubRunRow(
