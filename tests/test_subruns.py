@@ -6,13 +6,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from little_dist import InvalidInputError, define_workflow, model, run_workflow
+from little_dist import InvalidInputError, RunFailedError, define_workflow, model, run_workflow
 from little_dist.authoring import WorkflowDefinition
 from little_dist.subruns import (
     SUB_RUN_ENDED,
@@ -346,3 +348,42 @@ def test_little_events_shows_the_parent_and_little_report_the_children(
     assert as_json["total"]["inputTokens"] == 700  # the parent's own row is unchanged
     upstream = _little("report", "run_p5", "--data-dir", data_dir, "--upstream")
     assert "SUB-RUNS" not in upstream.stdout
+
+
+def test_cancelling_the_parent_cancels_the_running_child(
+    world: LocalWorld, scripted_model: ScriptedModel
+) -> None:
+    from little_dist.events import EventInput
+    from little_dist.fleet.engine_events import CANCEL_EVENT_TYPE
+
+    # The child's model answers slowly: the parent is cancelled while the child runs.
+    scripted_model.on(model="kid").reply_json({"value": 14}, latency=3.0)
+    scripted_model.on(model="boss", match=lambda r: bool(r.tool_results)).reply_text("late")
+    scripted_model.on(model="boss").call_tool("math__double", {"n": 7})
+    parent = parent_workflow(double_workflow())
+
+    def cancel_when_the_child_runs() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            children = [r for r in world.list_run_ids() if r.startswith("run_sub_")]
+            if children and _types(world, children[0], "harness.model.called"):
+                world.append(
+                    "run_parent6",
+                    EventInput(type=CANCEL_EVENT_TYPE, occurrence_id="cancel", payload={}),
+                )
+                return
+            time.sleep(0.05)
+
+    canceller = threading.Thread(target=cancel_when_the_child_runs)
+    canceller.start()
+    with pytest.raises(RunFailedError) as caught:
+        run_workflow(parent, {"a": 7, "b": 5}, world=world, run_id="run_parent6")
+    canceller.join()
+    assert caught.value.cause_code == "cancelled"
+    (child,) = [r for r in world.list_run_ids() if r.startswith("run_sub_")]
+    (request,) = _types(world, child, CANCEL_EVENT_TYPE)
+    assert request.payload["parentRunId"] == "run_parent6"
+    (failed,) = _types(world, child, "RunFailed")
+    assert failed.payload["error"]["causeCode"] == "cancelled"
+    # The child was stopped mid-call: its model's answer came after its end.
+    assert _types(world, child, "harness.model.responded") == []

@@ -13,6 +13,11 @@ events are in :mod:`little_dist.subruns.links`):
    then records the result as the call's ``harness.tool_call.succeeded`` (or ``.failed``),
    which the memo replays to a resumed parent without touching the child again.
 
+Cancel. While the child runs, the parent's attempt being told to stop (its run cancelled or
+done, its lease lost, its step timed out: the harness context's ``cancelled()``) appends
+``little.run.cancel_requested`` (``reason``, ``parentRunId``) to the child's log, so the
+child stops too and the call returns its ``cancelled`` end.
+
 A child that ends failed is an outcome, not an exception here: the workflow tool turns it
 into the tool call's error (see :mod:`little_dist.subruns.workflow_tool`). Anything else
 that goes wrong (storage, another runner holding the child) raises, records no end, and a
@@ -21,9 +26,10 @@ retry of the parent's step takes the child up where it is.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from little_dist import occurrences
 from little_dist.canonical import sha256_digest
@@ -135,9 +141,10 @@ def await_sub_run(
         occurrences.sub_run_started(child),
         durable=True,
     )
-    outcome = _drive(
-        child, link, workflow, run_input, harness, max_workers, version, recorder.world
-    )
+    with _CancelWatch(info, child):
+        outcome = _drive(
+            child, link, workflow, run_input, harness, max_workers, version, recorder.world
+        )
     recorder.append(
         SUB_RUN_ENDED,
         {"parentRunId": link.parent_run_id, **outcome.ended_payload()},
@@ -145,6 +152,47 @@ def await_sub_run(
         durable=True,
     )
     return outcome
+
+
+class _CancelWatch:
+    """Asks the child to stop once the calling attempt is told to (see the module docstring)."""
+
+    POLL: Final = 0.1
+
+    def __init__(self, info: ToolCallInfo, child: str) -> None:
+        self._info, self._child = info, child
+        self._done = threading.Event()
+        self._thread = threading.Thread(
+            target=self._watch, name=f"little-subrun-cancel-{child}", daemon=True
+        )
+
+    def __enter__(self) -> _CancelWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _watch(self) -> None:
+        from little_dist.errors import LittleError
+        from little_dist.events import EventInput
+        from little_dist.fleet.engine_events import CANCEL_EVENT_TYPE
+
+        ctx = self._info.ctx
+        while not self._done.wait(self.POLL):
+            if not ctx.cancelled():
+                continue
+            request = EventInput(
+                type=CANCEL_EVENT_TYPE,
+                occurrence_id=occurrences.CANCEL,
+                payload={"reason": "the parent's step was stopped", "parentRunId": ctx.run_id},
+            )
+            try:
+                ctx.recorder.world.append(self._child, request)
+            except LittleError:
+                continue  # (tried again on the next poll while the child runs)
+            return
 
 
 def _drive(
