@@ -14,7 +14,14 @@ from typing import Any
 
 import pytest
 
-from little_dist import InvalidInputError, RunFailedError, define_workflow, model, run_workflow
+from little_dist import (
+    InvalidInputError,
+    RunFailedError,
+    define_workflow,
+    model,
+    run_workflow,
+    tool,
+)
 from little_dist.authoring import WorkflowDefinition
 from little_dist.subruns import (
     SUB_RUN_ENDED,
@@ -387,3 +394,49 @@ def test_cancelling_the_parent_cancels_the_running_child(
     assert failed.payload["error"]["causeCode"] == "cancelled"
     # The child was stopped mid-call: its model's answer came after its end.
     assert _types(world, child, "harness.model.responded") == []
+
+
+def test_a_child_whose_planning_fails_still_names_its_parent(
+    world: LocalWorld, scripted_model: ScriptedModel
+) -> None:
+    @tool
+    def lookup(n: int) -> int:
+        """Look a number up."""
+        return n
+
+    # No plan=: the child's planner model drafts nothing valid, so the child fails planning.
+    unplannable = define_workflow(
+        id="math.unplannable",
+        input=NUMBER_IN,
+        output=VALUE_OUT,
+        model="scripted/kid",
+        tools=[lookup],
+        max_revisions=1,
+    )
+    scripted_model.on(model="kid").reply_text("no plan today", times=None)
+    scripted_model.on(model="boss", match=lambda r: bool(r.tool_results)).reply_text("ok")
+    scripted_model.on(model="boss").call_tool("math__unplannable", {"n": 7})
+    parent_in = {"type": "object"}
+    step = {
+        "id": "boss",
+        "uses": "ai.generate",
+        "with": {"model": "boss", "prompt": "go"},
+        "output": {"mode": "text"},
+        "_tools": ["math.unplannable"],
+    }
+    parent = define_workflow(
+        id="math.parent2",
+        input=parent_in,
+        output=str,
+        model=model("scripted/boss", id="boss"),
+        tools=[as_tool(unplannable)],
+        plan=_doc("math.parent2", parent_in, {"type": "string"}, step),
+    )
+    assert run_workflow(parent, {}, world=world, run_id="run_parent7").output == "ok"
+    (child,) = [r for r in world.list_run_ids() if r.startswith("run_sub_")]
+    (failed,) = _types(world, child, "RunFailed")
+    assert failed.payload["error"]["causeCode"] == "planner_validation_exhausted"
+    link = parent_link_of(world.list_events(child))
+    assert link is not None and link["parentRunId"] == "run_parent7"
+    (error,) = _types(world, "run_parent7", "harness.tool_call.failed")
+    assert error.payload["error"]["causeCode"] == "workflow_failed"

@@ -151,7 +151,9 @@ def run_workflow(
         from little_dist.runtime import check_grants
 
         check_grants(workflow.plan, capabilities, f"workflow {workflow.id!r}")
-    version = resolve_version(world, run_id, workflow, run_input, capabilities=capabilities)
+    version = resolve_version(
+        world, run_id, workflow, run_input, capabilities=capabilities, parent=parent
+    )
     if version is None:  # planning failed and recorded RunFailed
         events = world.list_events(run_id)
         state = materialize_run_state(events, run_id=run_id, pricing_fallback=pricing_fallback)
