@@ -2,7 +2,7 @@
 
 The public front door::
 
-    from little_dist import define_workflow, model, run_workflow, skill, tool
+    from little_dist import as_tool, define_workflow, model, run_workflow, skill, tool
 
 Names are loaded on first use, so ``import little_dist.canonical`` (or any other pure-core
 module) does not drag in the authoring layer.
@@ -29,6 +29,7 @@ if _typing.TYPE_CHECKING:
     )
     from little_dist.errors import InvalidInputError, LittleError
     from little_dist.fleet.client import Client
+    from little_dist.subruns import as_tool
     from little_dist.tools import Tool, tool
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "Tool",
     "WorkflowDefinition",
     "__version__",
+    "as_tool",
     "define_workflow",
     "model",
     "run_workflow",
@@ -63,6 +65,7 @@ _WHERE = {
     "InvalidInputError": "little_dist.errors",
     "LittleError": "little_dist.errors",
     "Tool": "little_dist.tools",
+    "as_tool": "little_dist.subruns",
     "tool": "little_dist.tools",
 }
 

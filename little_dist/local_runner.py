@@ -12,6 +12,10 @@
   :func:`~little_dist.runtime.execute_step_attempt`; wait for one to finish; repeat until
   ``decide`` says the run is done. Nothing but ``decide`` chooses what runs.
 
+A ``little.run.cancel_requested`` in the log (``little cancel``; a sub-run whose parent was
+stopped, see :mod:`little_dist.subruns`) makes ``decide`` fail the run with causeCode
+``cancelled``; attempts in flight are told to stop and waited for.
+
 Calling it again with the id of a finished run returns the recorded state and runs nothing.
 With the id of an unfinished run it resumes: attempts left *running* by a dead process are
 failed with causeCode ``lease_expired`` once their step lease is free
@@ -27,12 +31,13 @@ runner's lease expires after ``lease_ttl``) and then gives up with
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Any, Final
 
@@ -41,6 +46,7 @@ from little_dist.canonical import canonical_json
 from little_dist.compiler import WorkflowVersion
 from little_dist.errors import ConflictError, InvalidInputError, LeaseLostError, LittleError
 from little_dist.events import Event, EventInput
+from little_dist.fleet.engine_events import CANCEL_EVENT_TYPE
 from little_dist.ids import validate_run_id
 from little_dist.pricing import PriceFallback
 from little_dist.run_state import RunState, RunStateBuilder
@@ -87,6 +93,9 @@ _MEMO_TYPES: Final = frozenset(
         "HarnessToolCallSucceeded",
     }
 )
+
+#: Longest wait for an attempt before the loop reads the log again (a cancel request).
+CANCEL_POLL: Final = 0.5
 
 #: The runner holds the run's runner lease: nobody else runs its attempts, so an attempt
 #: need not read the log again once it holds its step lease.
@@ -152,6 +161,7 @@ def run_version(
     lock_wait: float | None = None,
     max_branches_cap: int | None = None,
     pricing_fallback: PriceFallback | None = None,
+    parent: Mapping[str, Any] | None = None,
 ) -> RunState:
     """Run (or resume, or just read back) one run of ``version``; return its final state.
 
@@ -161,7 +171,9 @@ def run_version(
     :class:`RunInputError` / :class:`RunMismatchError` before writing anything,
     :class:`RunnerBusyError` when the run stays held, :class:`RunStalledError` when
     ``decide`` cannot make progress. ``pricing_fallback`` prices the state's model calls the
-    bundled registry has no rates for (``None``: registry rates only).
+    bundled registry has no rates for (``None``: registry rates only). ``parent``: the link
+    of a sub-run to the run that started it (``parentRunId``, ... see
+    :mod:`little_dist.subruns`), recorded in its ``RunStarted``.
     """
     if max_workers < 1:
         raise InvalidInputError(f"max_workers must be at least 1, got {max_workers!r}")
@@ -187,6 +199,7 @@ def run_version(
         lease_ttl=lease_ttl,
         max_branches_cap=max_branches_cap,
         pricing_fallback=pricing_fallback,
+        parent=parent,
     )
     return runner.run(lock_wait=lease_ttl + 2.0 if lock_wait is None else lock_wait)
 
@@ -234,8 +247,10 @@ class _Runner:
         lease_ttl: float,
         max_branches_cap: int | None,
         pricing_fallback: PriceFallback | None,
+        parent: Mapping[str, Any] | None = None,
     ) -> None:
         self.world = world
+        self.parent = dict(parent or {})
         self.version = version
         self.run_input = run_input
         self.run_id = run_id
@@ -345,7 +360,11 @@ class _Runner:
                     EventInput(
                         type="RunStarted",
                         occurrence_id=occurrences.RUN_START,
-                        payload={"workflowVersionId": version.id, "input": self.run_input},
+                        payload={
+                            **self.parent,
+                            "workflowVersionId": version.id,
+                            "input": self.run_input,
+                        },
                     ),
                 ],
                 fence=lock.fence,
@@ -422,6 +441,9 @@ class _Runner:
             return
         self.builder.apply_all(hydrate_events(self.world, events))
         for event in events:
+            if event.type == CANCEL_EVENT_TYPE and not self.context.cancel_requested:
+                # (``little cancel``, or a sub-run's parent stopping): decide fails the run
+                self.context = dataclasses.replace(self.context, cancel_requested=True)
             if event.type in _MEMO_TYPES:
                 path = event.payload.get("stepPath")
                 if isinstance(path, str):
@@ -538,6 +560,9 @@ class _Runner:
                 )
             time.sleep(timeout)
             return
+        # Wakes at least every CANCEL_POLL seconds so that the next look reads a cancel
+        # request while a long attempt (a sub-run's parent waiting on it) runs.
+        timeout = CANCEL_POLL if timeout is None else min(timeout, CANCEL_POLL)
         done, _ = wait(list(self.in_flight), timeout=timeout, return_when=FIRST_COMPLETED)
         for future in done:
             dispatch = self.in_flight.pop(future)

@@ -27,6 +27,8 @@ a branch scheduled          ``pbranch:{branch}``         ``decide``
 a branch ends               ``pbranch-end:{branch}``     ``decide``
 a harness event             ``{kind}:{path}:{n}[:...]``  the attempt's event recorder
 the planner's session       ``planner:{kind}[:{rev}]``   the planner
+a sub-run started           ``subrun:{child}``           the parent's tool call
+a sub-run ended             ``subrun-end:{child}``       the parent's tool call
 ==========================  ===========================  ===================================
 
 ``path`` is a step path (``review``, ``fan[a].work``), ``n`` an attempt number (from 1),
@@ -53,6 +55,8 @@ __all__ = [
     "plan_failed",
     "planner",
     "scheduled",
+    "sub_run_ended",
+    "sub_run_started",
 ]
 
 VERSION_REGISTERED: Final = "version-registered"
@@ -112,3 +116,14 @@ def harness_event(kind: str, path: str, attempt: int, *parts: object, prefix: st
 def planner(kind: str, revision: int | None = None) -> str:
     """An event of the planner's session: ``planner:{kind}`` or ``planner:{kind}:{revision}``."""
     return f"planner:{kind}" if revision is None else f"planner:{kind}:{revision}"
+
+
+def sub_run_started(child_run_id: str) -> str:
+    """``little.subrun.started`` in the parent's log: one per child, whichever attempt of
+    the parent's step records it (see :mod:`little_dist.subruns`)."""
+    return f"subrun:{child_run_id}"
+
+
+def sub_run_ended(child_run_id: str) -> str:
+    """``little.subrun.ended`` in the parent's log: the child's end, recorded once."""
+    return f"subrun-end:{child_run_id}"

@@ -24,6 +24,7 @@ EXPECTED = [
     "Tool",
     "WorkflowDefinition",
     "__version__",
+    "as_tool",
     "define_workflow",
     "model",
     "run_workflow",

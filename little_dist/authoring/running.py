@@ -106,6 +106,7 @@ def run_workflow(
     progress: Callable[[Any], None] | None = None,
     limits: InputLimits | None = None,
     pricing_fallback: PriceFallback | None = litellm_price_fallback,
+    parent: Mapping[str, Any] | None = None,
 ) -> RunResult:
     """Plan (or take ``plan=``), compile and run ``workflow`` on ``input`` in this process.
 
@@ -116,6 +117,8 @@ def run_workflow(
     part way resumes. Raises :class:`RunFailedError` when the run fails.
     ``pricing_fallback`` prices the model calls in ``result.usage`` that the bundled
     registry has no rates for (default: litellm's cost map; ``None``: registry rates only).
+    ``parent``: a sub-run's link to the run that started it, recorded in its ``RunStarted``
+    (see :mod:`little_dist.subruns`; a workflow tool passes it).
     """
     from little_dist.ids import validate_run_id
     from little_dist.planner import resolve_version
@@ -148,7 +151,9 @@ def run_workflow(
         from little_dist.runtime import check_grants
 
         check_grants(workflow.plan, capabilities, f"workflow {workflow.id!r}")
-    version = resolve_version(world, run_id, workflow, run_input, capabilities=capabilities)
+    version = resolve_version(
+        world, run_id, workflow, run_input, capabilities=capabilities, parent=parent
+    )
     if version is None:  # planning failed and recorded RunFailed
         events = world.list_events(run_id)
         state = materialize_run_state(events, run_id=run_id, pricing_fallback=pricing_fallback)
@@ -164,6 +169,7 @@ def run_workflow(
         max_workers=max_workers,
         progress=progress,
         pricing_fallback=pricing_fallback,
+        parent=parent,
     )
     return _result(workflow, run_id, state)
 

@@ -3,6 +3,9 @@
 ``--type GLOB`` keeps the events whose type matches; when none does, stderr says so and
 names the types the log holds (a glob is case-sensitive: ``step*`` matches nothing), and
 the exit status is still 0.
+
+Sub-runs (:mod:`little_dist.subruns`): a child's ``RunStarted`` line names its parent run
+(``parent=run_...``), a parent's ``little.subrun.*`` lines name the child (``child=run_...``).
 """
 
 from __future__ import annotations
@@ -51,7 +54,12 @@ def register(sub: Any, name: str) -> argparse.ArgumentParser:
 def _line(event: Any) -> str:
     payload = event.payload
     where = payload.get("stepPath") or payload.get("branchPath") or ""
-    return f"{event.sequence:>6}  {event.recorded_at}  {event.type:<32} {where}".rstrip()
+    line = f"{event.sequence:>6}  {event.recorded_at}  {event.type:<32} {where}".rstrip()
+    for key, label in (("parentRunId", "parent"), ("childRunId", "child")):
+        linked = payload.get(key)
+        if isinstance(linked, str) and (key == "childRunId" or event.type == "RunStarted"):
+            line += f"  {label}={linked}"
+    return line
 
 
 def run(args: argparse.Namespace) -> int:

@@ -8,6 +8,10 @@ finished after the run had ended (its late record, see ``World.late_events``) ar
 their own and in the total, in every form. Prices come from the bundled registry, then
 litellm's local cost map for models the registry lacks (``--registry-only`` turns that off,
 as upstream prices).
+
+A run that started sub-runs (:mod:`little_dist.subruns`) gets, in our forms, a ``SUB-RUNS``
+section after the table (each descendant run with its workflow, status, tokens and dollars,
+and the total of the whole tree) and ``subRuns`` / ``totalWithSubRuns`` in the JSON.
 """
 
 from __future__ import annotations
@@ -70,17 +74,32 @@ def run(args: argparse.Namespace) -> int:
     world = open_world_for_reading(args)
     try:
         require_run(world, args.run_id)
+        events = world.list_events(args.run_id)
         report = build_run_report(
-            world.list_events(args.run_id),
+            events,
             run_id=args.run_id,
             pricing_fallback=None if args.registry_only else litellm_price_fallback,
             late=world.late_events(args.run_id),
         )
+        rollup = None
+        if not args.upstream:
+            from little_dist.subruns import sub_run_rollup
+
+            rollup = sub_run_rollup(
+                world.list_events,
+                args.run_id,
+                events=events,
+                pricing_fallback=None if args.registry_only else litellm_price_fallback,
+            )
     finally:
         world.close()
     ours = not args.upstream
     if args.json:
         data = report_to_json(report, include_timeline=ours, detailed=ours)
+        if rollup is not None:
+            from little_dist.subruns import sub_runs_to_json
+
+            data.update(sub_runs_to_json(rollup))
         json.dump(data, sys.stdout, indent=2)
         sys.stdout.write("\n")
     elif args.html:
@@ -93,4 +112,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         table = render_table(report, detailed=ours)
         sys.stdout.write(table if table.endswith("\n") else table + "\n")
+        if rollup is not None:
+            from little_dist.subruns import render_sub_runs
+
+            sys.stdout.write(render_sub_runs(rollup))
     return 0

@@ -4,6 +4,10 @@ Used by the model loop (``caller="model"``, with the model turn) and by ``tool.c
 (``caller="code"``, as upstream's workflow harness records them: upstream's event validator
 admits only ``model`` and ``code``). A failure is returned, not raised, so the model loop can
 show it to the model; a ``tool.call`` step raises it (:meth:`ToolOutcome.raise_for_error`).
+
+A tool that needs to know where it is called from (a workflow tool starts a sub-run whose id
+is derived from the call, see :mod:`little_dist.subruns`) has a ``call_in_context(arguments,
+call)`` method; it is called instead of ``call(arguments)`` with a :class:`ToolCallInfo`.
 """
 
 from __future__ import annotations
@@ -23,7 +27,22 @@ from little_dist.tools import InvalidToolInputError
 if TYPE_CHECKING:
     from little_dist.harness.types import HarnessContext
 
-__all__ = ["RecordedResult", "ToolOutcome", "run_tool_call"]
+__all__ = ["RecordedResult", "ToolCallInfo", "ToolOutcome", "run_tool_call"]
+
+
+@dataclass(frozen=True)
+class ToolCallInfo:
+    """Where one tool call happens, for a tool with ``call_in_context``: the harness
+    context (run, recorder and so the world), the call's occurrence id (``tool:{p}:{n}:{k}``,
+    ``call_id``) and its memo key (``turn``, ``call_index``, ``tool_name``, ``args_hash``),
+    which, unlike ``call_id``, is the same in every attempt that makes the same call."""
+
+    ctx: HarnessContext
+    call_id: str
+    tool_name: str
+    turn: int | None
+    call_index: int
+    args_hash: str
 
 
 @dataclass(frozen=True)
@@ -149,7 +168,14 @@ def run_tool_call(
             raise InvalidToolInputError(
                 tool_name, [("$", f"arguments must be a JSON object, got {safe_args!r}")]
             )
-        returned = tool.call(safe_args)
+        in_context = getattr(tool, "call_in_context", None)
+        if callable(in_context):
+            info = ToolCallInfo(
+                ctx, recorder.occurrence("tool", index), tool_name, memo_turn, call_index, args_hash
+            )
+            returned = in_context(safe_args, info)
+        else:
+            returned = tool.call(safe_args)
         if isinstance(returned, RecordedResult):
             returned, record = returned.value, json_safe(dict(returned.record))
         result = json_safe(returned)

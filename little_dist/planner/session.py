@@ -43,9 +43,12 @@ _UNCOMPILED: Final = "uncompiled"
 class _Session:
     """One planning session on one run: appends its events with occurrence ids."""
 
-    def __init__(self, world: World, run_id: str) -> None:
+    def __init__(
+        self, world: World, run_id: str, parent: Mapping[str, Any] | None = None
+    ) -> None:
         self.world = world
         self.run_id = run_id
+        self.parent = dict(parent or {})  # a sub-run's link, for the RunStarted of a failure
         self.recorded: dict[str, Event] = {
             event.occurrence_id: event
             for event in world.list_events(run_id)
@@ -155,19 +158,21 @@ def resolve_version(
     run_input: Any,
     *,
     capabilities: Capabilities,
+    parent: Mapping[str, Any] | None = None,
 ) -> WorkflowVersion | None:
     """The version ``run_id`` runs: recorded, reused, or planned now (see
     :mod:`little_dist.planner`).
 
     Returns ``None`` when planning failed; the run then has ``RunFailed`` recorded with
-    causeCode ``planner_validation_exhausted``.
+    causeCode ``planner_validation_exhausted``, after a ``RunStarted`` that carries
+    ``parent`` (a sub-run's link to its parent, see :mod:`little_dist.subruns`).
     """
     events = world.list_events(run_id)
     recorded = _recorded_version_id(events)
     if recorded is not None:
         return WorkflowVersion.from_json(world.get_version(recorded))
     request = orchestration_request(definition, run_input)
-    session = _Session(world, run_id)
+    session = _Session(world, run_id, parent)
     locks = request.body["locks"]
     session.append(
         "OrchestrationRequested",
@@ -327,7 +332,9 @@ def _fail(
         f"Planner did not produce valid LWIR for {definition.id!r} within {revisions} "
         f"revision(s)" + (f": {detail}" if detail else ".")
     )
-    session.append("RunStarted", occurrences.RUN_START, {"workflowVersionId": _UNCOMPILED})
+    session.append(
+        "RunStarted", occurrences.RUN_START, {**session.parent, "workflowVersionId": _UNCOMPILED}
+    )
     session.append(
         "RunFailed",
         occurrences.RUN_END,

@@ -1,0 +1,272 @@
+"""The sub-run engine in process: start (or find) a tool call's child run and wait for its end.
+
+:func:`await_sub_run` is what a workflow tool's call does, in three recorded moves (the
+events are in :mod:`little_dist.subruns.links`):
+
+1. derive the child's run id from the call (:func:`~little_dist.subruns.links.call_key`)
+   and append ``little.subrun.started`` to the parent's log, durably, before the child
+   exists — so a crash from here on leaves the parent's log naming the child;
+2. drive the child to its end: :func:`~little_dist.authoring.run_workflow` with that run
+   id, which starts it, resumes it (a parent attempt that died while its child ran), or
+   returns its recorded end without running anything (a child that already ended);
+3. append ``little.subrun.ended`` with the child's status; the caller (the tool call)
+   then records the result as the call's ``harness.tool_call.succeeded`` (or ``.failed``),
+   which the memo replays to a resumed parent without touching the child again.
+
+Cancel. While the child runs, the parent's attempt being told to stop (its run cancelled or
+done, its lease lost, its step timed out: the harness context's ``cancelled()``) appends
+``little.run.cancel_requested`` (``reason``, ``parentRunId``) to the child's log, so the
+child stops too and the call returns its ``cancelled`` end.
+
+A child that ends failed is an outcome, not an exception here: the workflow tool turns it
+into the tool call's error (see :mod:`little_dist.subruns.workflow_tool`). Anything else
+that goes wrong (storage, another runner holding the child) raises, records no end, and a
+retry of the parent's step takes the child up where it is.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+from little_dist import occurrences
+from little_dist.canonical import sha256_digest
+from little_dist.subruns.links import (
+    SUB_RUN_ENDED,
+    SUB_RUN_STARTED,
+    ParentLink,
+    call_key,
+    child_run_id,
+)
+
+if TYPE_CHECKING:
+    from little_dist.authoring.definition import WorkflowDefinition
+    from little_dist.compiler import WorkflowVersion
+    from little_dist.harness.tool_calls import ToolCallInfo
+    from little_dist.harness.types import Harness, HarnessRole
+    from little_dist.run_state import RunState
+
+__all__ = ["SubRunOutcome", "await_sub_run", "child_run_id_for", "outcome_from_state"]
+
+#: Upstream's mapping of a run's cause code to the workflow tool's (``mapWorkflowError``).
+_TOOL_CAUSES: dict[str, str] = {
+    "cancelled": "cancelled",
+    "timeout": "timeout",
+    "input_schema_error": "input_validation",
+    "step_schema_error": "input_validation",
+}
+
+
+@dataclass(frozen=True)
+class SubRunOutcome:
+    """How a sub-run ended: ``output`` (JSON) when ``completed``; else upstream's tool
+    cause code (``workflow_failed``, ``timeout``, ``cancelled``, ``input_validation``), the
+    run's own ``run_cause_code``, the failure ``message`` and the failed step's path."""
+
+    child_run_id: str
+    status: Literal["completed", "failed", "cancelled"]
+    output: Any = None
+    cause_code: str | None = None
+    run_cause_code: str | None = None
+    message: str | None = None
+    failed_step_path: str | None = None
+
+    def ended_payload(self) -> dict[str, Any]:
+        payload: dict[str, Any] = {"childRunId": self.child_run_id, "status": self.status}
+        if self.status != "completed":
+            payload["causeCode"] = self.cause_code
+            payload["runCauseCode"] = self.run_cause_code
+            payload["message"] = self.message
+            if self.failed_step_path is not None:
+                payload["failedStepPath"] = self.failed_step_path
+        return payload
+
+
+def _link(info: ToolCallInfo) -> ParentLink:
+    recorder = info.ctx.recorder
+    key = call_key(
+        info.ctx.run_id,
+        recorder.step_path,
+        info.turn,
+        info.call_index,
+        info.tool_name,
+        info.args_hash,
+    )
+    return ParentLink(
+        parent_run_id=info.ctx.run_id,
+        tool_call_id=info.call_id,
+        step_path=recorder.step_path,
+        call_key=key,
+    )
+
+
+def child_run_id_for(info: ToolCallInfo) -> str:
+    """The run id of the child the call ``info`` starts (the same in every attempt)."""
+    return child_run_id(_link(info).call_key)
+
+
+def await_sub_run(
+    info: ToolCallInfo,
+    workflow: WorkflowDefinition,
+    run_input: Any,
+    *,
+    harness: Harness | Mapping[HarnessRole, Harness] | None = None,
+    max_workers: int = 4,
+    version: WorkflowVersion | None = None,
+) -> SubRunOutcome:
+    """Start (or find) the call's child run of ``workflow`` on ``run_input`` (already
+    validated) and wait in this process for its end (see the module docstring).
+
+    ``version``: run this WorkflowVersion (planned before, e.g. by ``plan_workflow``)
+    instead of resolving one for the input (planned, reused or the fixed ``plan=``)."""
+    link = _link(info)
+    child = child_run_id(link.call_key)
+    recorder = info.ctx.recorder
+    recorder.append(
+        SUB_RUN_STARTED,
+        {
+            "parentRunId": link.parent_run_id,
+            "childRunId": child,
+            "workflowId": workflow.id,
+            "toolName": info.tool_name,
+            "toolCallId": link.tool_call_id,
+            "callKey": link.call_key,
+            "stepPath": link.step_path,
+            "attempt": recorder.attempt,
+            "inputHash": sha256_digest(run_input),
+            "disposition": "await",
+        },
+        occurrences.sub_run_started(child),
+        durable=True,
+    )
+    with _CancelWatch(info, child):
+        outcome = _drive(
+            child, link, workflow, run_input, harness, max_workers, version, recorder.world
+        )
+    recorder.append(
+        SUB_RUN_ENDED,
+        {"parentRunId": link.parent_run_id, **outcome.ended_payload()},
+        occurrences.sub_run_ended(child),
+        durable=True,
+    )
+    return outcome
+
+
+class _CancelWatch:
+    """Asks the child to stop once the calling attempt is told to (see the module docstring)."""
+
+    POLL: Final = 0.1
+
+    def __init__(self, info: ToolCallInfo, child: str) -> None:
+        self._info, self._child = info, child
+        self._done = threading.Event()
+        self._thread = threading.Thread(
+            target=self._watch, name=f"little-subrun-cancel-{child}", daemon=True
+        )
+
+    def __enter__(self) -> _CancelWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _watch(self) -> None:
+        from little_dist.errors import LittleError
+        from little_dist.events import EventInput
+        from little_dist.fleet.engine_events import CANCEL_EVENT_TYPE
+
+        ctx = self._info.ctx
+        while not self._done.wait(self.POLL):
+            if not ctx.cancelled():
+                continue
+            request = EventInput(
+                type=CANCEL_EVENT_TYPE,
+                occurrence_id=occurrences.CANCEL,
+                payload={"reason": "the parent's step was stopped", "parentRunId": ctx.run_id},
+            )
+            try:
+                ctx.recorder.world.append(self._child, request)
+            except LittleError:
+                continue  # (tried again on the next poll while the child runs)
+            return
+
+
+def _drive(
+    child: str,
+    link: ParentLink,
+    workflow: WorkflowDefinition,
+    run_input: Any,
+    harness: Harness | Mapping[HarnessRole, Harness] | None,
+    max_workers: int,
+    version: WorkflowVersion | None,
+    world: Any,
+) -> SubRunOutcome:
+    """Run (start, resume or read back) the child in this process until it ends."""
+    from little_dist.authoring.errors import RunFailedError
+    from little_dist.authoring.running import run_workflow
+
+    if version is not None:
+        from little_dist.litellm_prices import litellm_price_fallback
+        from little_dist.local_runner import run_version
+
+        state = run_version(
+            world,
+            version,
+            run_input,
+            run_id=child,
+            capabilities=workflow.capabilities(harness),
+            max_workers=max_workers,
+            pricing_fallback=litellm_price_fallback,
+            parent=link.to_payload(),
+        )
+        return outcome_from_state(child, state)
+    try:
+        result = run_workflow(
+            workflow,
+            run_input,
+            world=world,
+            run_id=child,
+            harness=harness,
+            max_workers=max_workers,
+            parent=link.to_payload(),
+        )
+    except RunFailedError as failure:
+        return _failed(child, failure.cause_code, str(failure) or None, failure.failed_step_path)
+    return SubRunOutcome(child, "completed", output=result.state.output)
+
+
+def _failed(
+    child: str, run_cause: str, message: str | None, step_path: str | None
+) -> SubRunOutcome:
+    cause = _TOOL_CAUSES.get(run_cause, "workflow_failed")
+    return SubRunOutcome(
+        child,
+        "cancelled" if cause == "cancelled" else "failed",
+        cause_code=cause,
+        run_cause_code=run_cause,
+        message=message or "Workflow run failed.",
+        failed_step_path=step_path,
+    )
+
+
+def outcome_from_state(child: str, state: RunState) -> SubRunOutcome:
+    """A child's outcome from its final folded state."""
+    if state.status == "completed":
+        return SubRunOutcome(child, "completed", output=state.output)
+    error = state.error if isinstance(state.error, Mapping) else {}
+    cause = error.get("causeCode")
+    message = error.get("message")
+    step_path = error.get("stepPath")
+    if not isinstance(step_path, str):
+        failed = [path for path, step in state.steps.items() if step.status == "failed"]
+        step_path = failed[-1] if failed else None
+    return _failed(
+        child,
+        cause if isinstance(cause, str) and cause else "step_failed",
+        f"Run {child!r} failed: {message}" if isinstance(message, str) and message else None,
+        step_path,
+    )

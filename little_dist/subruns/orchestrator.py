@@ -1,0 +1,434 @@
+"""The orchestrator role in process: :func:`run_orchestration` and upstream's three tools.
+
+An orchestrator is a model that composes several defined workflows at run time through
+upstream's tools (``orchestrator.ts``):
+
+* ``plan_workflow {workflowId, input}`` -> ``{workflowVersionId}``: plan (or reuse) a
+  WorkflowVersion of one workflow for a representative input;
+* ``run_workflow {workflowVersionId, input}``: run a planned version on a structure-compatible
+  input, as a sub-run;
+* ``start_workflow {workflowId, input}``: plan, then run, in one call (the result also
+  carries ``workflowVersionId``).
+
+:func:`run_orchestration` runs the orchestrator as a run of its own: a generated workflow
+(id ``orchestrator`` unless ``id=``) with one ``ai.generate`` step, ``orchestrate``, whose
+model is offered the three tools and is told the available workflows (upstream's snapshots:
+id, description, input and output schemas, definition hash, sorted by id). Its session is
+therefore durable as any step is: model turns and tool results are memoized, and every
+``run_workflow`` / ``start_workflow`` call is a sub-run (:mod:`little_dist.subruns.engine`)
+whose id is derived from the call — a resumed orchestrator replays finished calls and finds,
+never restarts, a child that was running. A ``plan_workflow`` call's planner session is
+recorded on a run of its own (``run_plan_...``, derived from the call the same way: the
+planner's tokens are paid once and show in the orchestrator's report as a sub-run).
+
+Results, as upstream gives a model caller without a result store: ``{runId, status,
+output, outputSummary}`` (``outputSummary``: ``kind``, ``itemCount`` or ``fieldCount`` +
+``fields`` (first 20), ``sizeBytes`` of the pretty-printed JSON, ``sha256``), plus ``error:
+{message}`` when the child failed (a failed child is a result the model reads, not a tool
+error, as upstream). Unknown ids are tool errors with upstream's messages (``Unknown
+workflow id 'x'.``, ``Unknown workflowVersionId 'x'.``).
+
+``max_concurrent_sub_runs`` (upstream's ``maxConcurrentSubRuns``, default 10, an integer
+>= 1) bounds the sub-runs running at once across the orchestrator's calls.
+
+Not yet: the output file in scratch (``outputPath``) upstream writes for large outputs; the
+orchestrator's own memory mounts; the ``little orchestrate`` command; the fleet (see the
+package docstring for how the wait suspends there).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from little_dist import occurrences
+from little_dist.canonical import sha256_digest
+from little_dist.errors import InvalidInputError, LittleError
+from little_dist.subruns.engine import await_sub_run
+from little_dist.subruns.links import SUB_RUN_ENDED, SUB_RUN_STARTED, call_key
+from little_dist.tools import InvalidToolInputError, Tool
+
+if TYPE_CHECKING:
+    from little_dist.authoring.definition import WorkflowDefinition
+    from little_dist.authoring.running import RunResult
+    from little_dist.compiler import WorkflowVersion
+    from little_dist.harness.tool_calls import ToolCallInfo
+    from little_dist.harness.types import Harness, HarnessRole
+    from little_dist.subruns.engine import SubRunOutcome
+    from little_dist.world.base import World
+
+__all__ = [
+    "DEFAULT_MAX_CONCURRENT_SUB_RUNS",
+    "OrchestrationError",
+    "orchestrator_tools",
+    "output_summary",
+    "run_orchestration",
+    "workflow_snapshots",
+]
+
+DEFAULT_MAX_CONCURRENT_SUB_RUNS: Final = 10
+
+_ANY_INPUT: Final[dict[str, Any]] = {}  # JSON Schema that accepts any value
+_OBJECT_INPUT: Final[dict[str, Any]] = {"type": "object"}
+
+
+class OrchestrationError(LittleError):
+    """A ``plan_workflow`` / ``run_workflow`` / ``start_workflow`` call that cannot proceed
+    (an unknown id, planning that failed): the tool call's error."""
+
+    def __init__(self, message: str, *, cause_code: str = "tool_error") -> None:
+        super().__init__(message)
+        self.cause_code = cause_code
+        self.retriable = False
+
+
+def workflow_snapshots(workflows: Sequence[WorkflowDefinition]) -> list[dict[str, Any]]:
+    """What the orchestrator is told about each workflow, sorted by id (upstream's
+    ``workflowSnapshotsForOrchestrator``)."""
+    return [
+        {
+            "id": wf.id,
+            "description": wf.description or "",
+            "inputSchema": wf.input_schema,
+            "outputSchema": wf.output_schema,
+            "workflowDefinitionHash": wf.definition_hash(),
+        }
+        for wf in sorted(workflows, key=lambda item: item.id)
+    ]
+
+
+def output_summary(output: Any) -> dict[str, Any]:
+    """Upstream's ``outputSummary`` of a sub-run's output (the model's compact view)."""
+    text = json.dumps(output, ensure_ascii=False, indent=2) + "\n"
+    summary: dict[str, Any] = {"sizeBytes": len(text.encode("utf-8"))}
+    if isinstance(output, list):
+        summary = {"kind": "array", "itemCount": len(output), **summary}
+    elif isinstance(output, dict):
+        fields = sorted(output)
+        summary = {"kind": "object", "fieldCount": len(fields), "fields": fields[:20], **summary}
+    else:
+        kinds = {str: "string", bool: "boolean", int: "number", float: "number"}
+        kind = "null" if output is None else kinds.get(type(output), "unknown")
+        summary = {"kind": kind, **summary}
+    summary["sha256"] = sha256_digest(output)
+    return summary
+
+
+def _tool_result(outcome: SubRunOutcome) -> dict[str, Any]:
+    if outcome.status == "completed":
+        return {
+            "runId": outcome.child_run_id,
+            "status": "completed",
+            "output": outcome.output,
+            "outputSummary": output_summary(outcome.output),
+        }
+    return {
+        "runId": outcome.child_run_id,
+        "status": "failed",
+        "error": {"message": outcome.message or "Workflow run failed."},
+    }
+
+
+class _Orchestration:
+    """The state the three tools share: the workflows, the gate, the planned versions."""
+
+    def __init__(
+        self,
+        workflows: Sequence[WorkflowDefinition],
+        *,
+        harness: Harness | Mapping[HarnessRole, Harness] | None,
+        max_concurrent_sub_runs: int,
+    ) -> None:
+        limit = max_concurrent_sub_runs
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise InvalidInputError(
+                "run_orchestration: maxConcurrentSubRuns must be an integer >= 1."
+            )
+        self.by_id: dict[str, WorkflowDefinition] = {}
+        for wf in workflows:
+            if wf.id in self.by_id:
+                raise InvalidInputError(f"run_orchestration: duplicate workflow id '{wf.id}'.")
+            self.by_id[wf.id] = wf
+        self.by_hash = {wf.definition_hash(): wf for wf in reversed(list(workflows))}
+        self.harness = harness
+        self.gate = threading.BoundedSemaphore(limit)
+        self.planned: dict[str, tuple[WorkflowDefinition, WorkflowVersion]] = {}
+        self.lock = threading.Lock()
+
+    def workflow(self, workflow_id: Any) -> WorkflowDefinition:
+        found = self.by_id.get(workflow_id) if isinstance(workflow_id, str) else None
+        if found is None:
+            raise OrchestrationError(f"Unknown workflow id '{workflow_id}'.")
+        return found
+
+    def checked_input(self, name: str, wf: WorkflowDefinition, value: Any) -> Any:
+        from little_dist.authoring.errors import InputValidationError
+        from little_dist.settings import load_limits
+
+        try:
+            return wf.validate_input(value, limits=load_limits())
+        except InputValidationError as error:
+            problems = [
+                (f"input{path[5:]}" if path.startswith("input") else path, msg)
+                for path, msg in error.problems
+            ]
+            raise InvalidToolInputError(name, problems) from error
+        except InvalidInputError as error:
+            raise InvalidToolInputError(name, [("input", str(error))]) from error
+
+    # -- plan_workflow ------------------------------------------------------------------------
+
+    def plan(self, info: ToolCallInfo, wf: WorkflowDefinition, run_input: Any) -> WorkflowVersion:
+        """Plan (or reuse) a version of ``wf`` for ``run_input`` on the call's planning run."""
+        from little_dist.planner import resolve_version
+        from little_dist.run_state import materialize_run_state
+
+        recorder = info.ctx.recorder
+        key = call_key(
+            info.ctx.run_id,
+            recorder.step_path,
+            info.turn,
+            info.call_index,
+            info.tool_name,
+            info.args_hash,
+        )
+        plan_run = f"run_plan_{key.split(':', 1)[-1][:32]}"
+        base = {"parentRunId": info.ctx.run_id, "childRunId": plan_run}
+        recorder.append(
+            SUB_RUN_STARTED,
+            {
+                **base,
+                "workflowId": wf.id,
+                "toolName": info.tool_name,
+                "toolCallId": info.call_id,
+                "callKey": key,
+                "stepPath": recorder.step_path,
+                "attempt": recorder.attempt,
+                "inputHash": sha256_digest(run_input),
+                "disposition": "plan",
+            },
+            occurrences.sub_run_started(plan_run),
+            durable=True,
+        )
+        world: World = recorder.world
+        version = resolve_version(
+            world, plan_run, wf, run_input, capabilities=wf.capabilities(self.harness)
+        )
+        if version is None:
+            state = materialize_run_state(world.list_events(plan_run), run_id=plan_run)
+            error = state.error if isinstance(state.error, Mapping) else {}
+            message = str(error.get("message") or f"planning {wf.id!r} failed")
+            recorder.append(
+                SUB_RUN_ENDED,
+                {
+                    **base,
+                    "status": "failed",
+                    "causeCode": error.get("causeCode"),
+                    "message": message,
+                },
+                occurrences.sub_run_ended(plan_run),
+                durable=True,
+            )
+            raise OrchestrationError(message, cause_code="planner_validation_exhausted")
+        recorder.append(
+            SUB_RUN_ENDED,
+            {**base, "status": "planned", "workflowVersionId": version.id},
+            occurrences.sub_run_ended(plan_run),
+            durable=True,
+        )
+        with self.lock:
+            self.planned[version.id] = (wf, version)
+        return version
+
+    def version(self, world: World, version_id: Any) -> tuple[WorkflowDefinition, WorkflowVersion]:
+        """A planned version and its workflow: planned in this process, or read back from
+        the world and matched by its lock's definition hash (a resumed orchestrator)."""
+        from little_dist.compiler import WorkflowVersion
+
+        if isinstance(version_id, str):
+            with self.lock:
+                known = self.planned.get(version_id)
+            if known is not None:
+                return known
+            try:
+                version = WorkflowVersion.from_json(world.get_version(version_id))
+            except LittleError:
+                version = None
+            wf = (
+                None
+                if version is None
+                else self.by_hash.get(str(version.lock.get("workflowDefinitionHash")))
+            )
+            if version is not None and wf is not None:
+                with self.lock:
+                    self.planned[version_id] = (wf, version)
+                return wf, version
+        raise OrchestrationError(f"Unknown workflowVersionId '{version_id}'.")
+
+    def run(
+        self, info: ToolCallInfo, wf: WorkflowDefinition, version: WorkflowVersion, run_input: Any
+    ) -> dict[str, Any]:
+        from little_dist.planner import input_structure_compatible
+
+        planned = version.lock.get("plannedInputStructure")
+        if isinstance(planned, Mapping) and not input_structure_compatible(planned, run_input):
+            raise InvalidToolInputError(
+                info.tool_name,
+                [
+                    (
+                        "input",
+                        f"does not have the structure of the input {version.id} was "
+                        "planned for; use start_workflow for a differently shaped input",
+                    )
+                ],
+            )
+        with self.gate:
+            outcome = await_sub_run(info, wf, run_input, harness=self.harness, version=version)
+        return _tool_result(outcome)
+
+
+class _OrchestratorTool(Tool):
+    """One of the three tools; its calls go to the shared :class:`_Orchestration`."""
+
+    def __init__(self, name: str, description: str, key: str, orchestration: _Orchestration):
+        super().__init__(
+            name,
+            None,
+            description=description,
+            input_schema={
+                "type": "object",
+                "required": [key, "input"],
+                "properties": {key: {"type": "string"}, "input": _ANY_INPUT},
+            },
+        )
+        self.orchestration = orchestration
+
+    def call(self, arguments: Mapping[str, Any]) -> Any:
+        raise InvalidInputError(f"tool {self.name!r} is called by an orchestrator's model only")
+
+    def call_in_context(self, arguments: Mapping[str, Any], info: ToolCallInfo) -> Any:
+        args = self.validate(arguments)
+        o = self.orchestration
+        world = info.ctx.recorder.world
+        if self.name == "run_workflow":
+            wf, version = o.version(world, args["workflowVersionId"])
+            return o.run(info, wf, version, o.checked_input(self.name, wf, args["input"]))
+        wf = o.workflow(args["workflowId"])
+        run_input = o.checked_input(self.name, wf, args["input"])
+        version = o.plan(info, wf, run_input)
+        if self.name == "plan_workflow":
+            return {"workflowVersionId": version.id}
+        return {"workflowVersionId": version.id, **o.run(info, wf, version, run_input)}
+
+
+_DESCRIPTIONS: Final = {
+    "plan_workflow": (
+        "Plan one workflow for a representative input and return a workflowVersionId to run "
+        "many times with run_workflow on inputs of the same shape.",
+        "workflowId",
+    ),
+    "run_workflow": (
+        "Run a workflowVersionId from plan_workflow on an input of the same shape as the one "
+        "it was planned for; the run is a sub-run with its own log. Use start_workflow when "
+        "the input's shape differs.",
+        "workflowVersionId",
+    ),
+    "start_workflow": (
+        "Plan and run a workflow for this input in one call.",
+        "workflowId",
+    ),
+}
+
+
+def orchestrator_tools(
+    workflows: Sequence[WorkflowDefinition],
+    *,
+    harness: Harness | Mapping[HarnessRole, Harness] | None = None,
+    max_concurrent_sub_runs: int = DEFAULT_MAX_CONCURRENT_SUB_RUNS,
+) -> list[Tool]:
+    """Upstream's ``plan_workflow``, ``run_workflow`` and ``start_workflow`` over
+    ``workflows`` (see the module docstring), to offer any step's model."""
+    shared = _Orchestration(
+        workflows, harness=harness, max_concurrent_sub_runs=max_concurrent_sub_runs
+    )
+    return [
+        _OrchestratorTool(name, description, key, shared)
+        for name, (description, key) in _DESCRIPTIONS.items()
+    ]
+
+
+_SYSTEM: Final = (
+    "You orchestrate workflows. Call them with the tools: plan_workflow once per workflow "
+    "shape then run_workflow for each same-shaped input, or start_workflow for a one-off. "
+    "When you have what the task needs, answer without calling a tool.\n"
+    "Available workflows (JSON):\n"
+)
+
+
+def run_orchestration(
+    workflows: Sequence[WorkflowDefinition],
+    input: Any,
+    *,
+    model: Any,
+    id: str = "orchestrator",
+    input_schema: Any = _OBJECT_INPUT,
+    output: Any = str,
+    system: str | None = None,
+    world: World | None = None,
+    run_id: str | None = None,
+    harness: Harness | Mapping[HarnessRole, Harness] | None = None,
+    max_concurrent_sub_runs: int = DEFAULT_MAX_CONCURRENT_SUB_RUNS,
+) -> RunResult:
+    """Run an orchestrator model over ``workflows`` on ``input`` in this process (see the
+    module docstring); returns the orchestrator run's result (its output is the model's
+    final answer: text, or ``output``'s type/schema). ``input_schema`` (default: any
+    object) is the orchestrator's input (a pydantic model, a type or a JSON Schema).
+
+    ``model``: the orchestrator's model (a litellm string or ``model(...)``); ``system``:
+    text put before the generated instructions; ``harness``: the sub-runs' harness.
+    """
+    from little_dist.authoring import define_workflow, run_workflow
+
+    if not workflows:
+        raise InvalidInputError("run_orchestration needs at least one workflow")
+    tools = orchestrator_tools(
+        workflows, harness=harness, max_concurrent_sub_runs=max_concurrent_sub_runs
+    )
+    instructions = _SYSTEM + json.dumps(workflow_snapshots(workflows), sort_keys=True)
+    shell = define_workflow(id=id, input=input_schema, output=output, model=model)
+    slot = next(iter(shell.models))
+    step: dict[str, Any] = {
+        "id": "orchestrate",
+        "uses": "ai.generate",
+        "with": {
+            "model": slot,
+            "prompt": "{{ input }}",
+            "tools": [item.name for item in tools],
+        },
+        "output": (
+            {"mode": "text"}
+            if shell.output_schema == {"type": "string"}
+            else {"mode": "object", "schema": shell.output_schema}
+        ),
+    }
+    plan = {
+        "apiVersion": "littleworkflow.dev/v0.1",
+        "kind": "Workflow",
+        "metadata": {"name": id, "version": "1.0.0"},
+        "input": {"schema": shell.input_schema},
+        "output": {"schema": shell.output_schema},
+        "permissions": {"models": [slot], "tools": [item.name for item in tools]},
+        "steps": [step],
+    }
+    orchestrator = define_workflow(
+        id=id,
+        input=input_schema,
+        output=output,
+        model=model,
+        tools=tools,
+        system=(system + "\n\n" if system else "") + instructions,
+        plan=plan,
+    )
+    return run_workflow(orchestrator, input, world=world, run_id=run_id)

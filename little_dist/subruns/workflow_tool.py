@@ -1,0 +1,206 @@
+"""Workflows as tools (upstream's ``asHarnessWorkflow``): :func:`as_tool`.
+
+``as_tool(workflow)`` is a :class:`~little_dist.tools.Tool` named after the workflow (its
+``id``, or ``name=``), described by its description, whose input schema is the workflow's
+input schema (an input that is not an object is wrapped: the tool takes ``{"input": ...}``)
+and whose result carries the workflow's output. Register it like any tool
+(``define_workflow(tools=[as_tool(child)])``): an ``ai.generate`` step's model or a
+``tool.call`` step calls it, and each call is a sub-run (:mod:`little_dist.subruns.engine`).
+
+What the caller gets, as upstream's ``HarnessWorkflowExecution``:
+
+* completed: ``{"protocolVersion": 1, "status": "completed", "runId", "output", "summary"}``
+  where ``summary`` is the output rendered as text (a string as is, anything else as JSON),
+  cut at 4,096 characters with upstream's ``…[truncated: N of M characters; the full value is
+  recorded in run <id>]`` marker;
+* failed, cancelled: the tool call fails (``harness.tool_call.failed``), so the model sees
+  ``{"error": "tool '<name>' failed: ..."}`` naming the child run, its cause and the failed
+  step. The error's ``causeCode`` is upstream's (``workflow_failed``, ``timeout``,
+  ``cancelled``, ``input_validation``) and it is not retriable: a retry of the parent's
+  step would find the same ended child.
+
+Arguments that break the input schema fail the call with ``tool_input_error`` naming each
+offending field, before anything is recorded or started.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from little_dist.errors import InvalidInputError, LittleError
+from little_dist.tools import InvalidToolInputError, Tool
+
+if TYPE_CHECKING:
+    from little_dist.authoring.definition import WorkflowDefinition
+    from little_dist.harness.tool_calls import ToolCallInfo
+    from little_dist.harness.types import Harness, HarnessRole
+    from little_dist.subruns.engine import SubRunOutcome
+
+__all__ = [
+    "MAX_WORKFLOW_OUTPUT_SUMMARY_CHARACTERS",
+    "SubRunFailedError",
+    "WorkflowTool",
+    "as_tool",
+    "summarize_workflow_output",
+]
+
+#: Upstream's cap on the summary handed back to the calling model.
+MAX_WORKFLOW_OUTPUT_SUMMARY_CHARACTERS: Final = 4096
+
+
+class SubRunFailedError(LittleError):
+    """A workflow tool's sub-run ended failed or cancelled: the tool call's error.
+
+    ``cause_code`` is upstream's workflow-tool cause; ``run_id`` the child run."""
+
+    retryable = False
+
+    def __init__(self, message: str, *, run_id: str, cause_code: str) -> None:
+        super().__init__(message)
+        self.run_id = run_id
+        self.cause_code = cause_code
+        self.retriable = False
+
+
+def summarize_workflow_output(
+    output: Any, run_id: str, max_characters: int = MAX_WORKFLOW_OUTPUT_SUMMARY_CHARACTERS
+) -> str:
+    """The output as text for the calling model, bounded (upstream's
+    ``summarizeWorkflowOutput``)."""
+    if isinstance(output, str):
+        text = output
+    else:
+        try:
+            text = json.dumps(output, ensure_ascii=False, separators=(",", ":"))
+        except (TypeError, ValueError):
+            text = str(output)
+    if len(text) <= max_characters:
+        return text
+    head = text[:max_characters]
+    return (
+        f"{head}…[truncated: {len(head)} of {len(text)} characters; "
+        f"the full value is recorded in run {run_id}]"
+    )
+
+
+def _wraps(schema: Any) -> bool:
+    """Whether the workflow's input is passed as ``{"input": ...}`` (not an object schema)."""
+    return not (isinstance(schema, Mapping) and schema.get("type") == "object")
+
+
+class WorkflowTool(Tool):
+    """A defined workflow as a tool (see the module docstring); made by :func:`as_tool`."""
+
+    def __init__(
+        self,
+        workflow: WorkflowDefinition,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        harness: Harness | Mapping[HarnessRole, Harness] | None = None,
+        max_workers: int = 4,
+    ) -> None:
+        self.workflow = workflow
+        self.harness = harness
+        self.max_workers = max_workers
+        self.wrapped = _wraps(workflow.input_schema)
+        schema: dict[str, Any]
+        if self.wrapped:
+            inner = workflow.input_schema if isinstance(workflow.input_schema, Mapping) else {}
+            schema = {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["input"],
+                "properties": {"input": dict(inner)},
+            }
+        else:
+            schema = dict(workflow.input_schema)
+        #: The workflow's output schema: what ``output`` holds in a completed call's result.
+        self.output_schema: Any = workflow.output_schema
+        text = description if description is not None else workflow.description
+        super().__init__(
+            name if name is not None else workflow.id,
+            None,
+            description=text or f"Run the workflow {workflow.id!r} as a sub-run.",
+            input_schema=schema,
+        )
+
+    def __repr__(self) -> str:
+        return f"WorkflowTool({self.name!r}, workflow={self.workflow.id!r})"
+
+    def call(self, arguments: Mapping[str, Any]) -> Any:
+        raise InvalidInputError(
+            f"tool {self.name!r} runs workflow {self.workflow.id!r} as a sub-run of the step "
+            "that calls it; offer it to a step (define_workflow(tools=[...])) instead of "
+            "calling it directly"
+        )
+
+    def run_input(self, arguments: Mapping[str, Any]) -> Any:
+        """The workflow's run input from the call's arguments, checked against the input
+        schema and the input limits; :class:`InvalidToolInputError` names what is wrong."""
+        from little_dist.authoring.errors import InputValidationError
+        from little_dist.limits import InputLimitError
+        from little_dist.settings import load_limits
+
+        checked = self.validate(arguments)
+        value = checked["input"] if self.wrapped else checked
+        try:
+            return self.workflow.validate_input(value, limits=load_limits())
+        except InputValidationError as error:
+            raise InvalidToolInputError(self.name, error.problems) from error
+        except InputLimitError as error:
+            raise InvalidToolInputError(self.name, [("$", str(error))]) from error
+
+    def call_in_context(self, arguments: Mapping[str, Any], info: ToolCallInfo) -> Any:
+        """Run the workflow as a sub-run of the calling step (see the module docstring)."""
+        from little_dist.subruns.engine import await_sub_run
+
+        run_input = self.run_input(arguments)
+        outcome = await_sub_run(
+            info, self.workflow, run_input, harness=self.harness, max_workers=self.max_workers
+        )
+        if outcome.status == "completed":
+            return {
+                "protocolVersion": 1,
+                "status": "completed",
+                "runId": outcome.child_run_id,
+                "output": outcome.output,
+                "summary": summarize_workflow_output(outcome.output, outcome.child_run_id),
+            }
+        raise _failure(self.workflow.id, outcome)
+
+
+def _failure(workflow_id: str, outcome: SubRunOutcome) -> SubRunFailedError:
+    where = f" at step {outcome.failed_step_path!r}" if outcome.failed_step_path is not None else ""
+    detail = outcome.message or "Workflow run failed."
+    message = (
+        f"workflow {workflow_id!r} {outcome.status}{where} in sub-run {outcome.child_run_id} "
+        f"({outcome.cause_code}): {detail}"
+    )
+    return SubRunFailedError(
+        message, run_id=outcome.child_run_id, cause_code=outcome.cause_code or "workflow_failed"
+    )
+
+
+def as_tool(
+    workflow: WorkflowDefinition,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    harness: Harness | Mapping[HarnessRole, Harness] | None = None,
+    max_workers: int = 4,
+) -> WorkflowTool:
+    """``workflow`` as a typed tool whose every call is a sub-run (upstream's
+    ``asHarnessWorkflow``). ``name`` defaults to the workflow's id, ``description`` to its
+    description; ``harness`` is the sub-runs' harness (as ``run_workflow(harness=...)``)."""
+    from little_dist.authoring.definition import WorkflowDefinition
+
+    if not isinstance(workflow, WorkflowDefinition):
+        raise InvalidInputError(
+            f"as_tool expects a workflow from define_workflow(), got {type(workflow).__name__}"
+        )
+    return WorkflowTool(
+        workflow, name=name, description=description, harness=harness, max_workers=max_workers
+    )
