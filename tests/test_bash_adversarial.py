@@ -210,6 +210,7 @@ def test_a_fleet_worker_survives_the_hostile_commands_and_serves_the_next_step(
         app="tests.bash_fleet_app",
         concurrency=1,
         env={"LITTLE_TEST_SECRET": SECRET},
+        timeout=90,
     )
     client = fleet_env.client()
     run_id = client.submit(attacks, {})
