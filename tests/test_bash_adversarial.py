@@ -56,7 +56,7 @@ def hostile(host: Host) -> list[dict[str, Any]]:
             "echo x > /mnt/scratch/from-planner/x; echo x > /dev/sda; echo done"
         },
         {"cmd": f"ln -s {host.bystander} out && cat out && echo changed > out"},
-        {"cmd": "bomb() { bomb | bomb & }; bomb; sleep 30", "timeoutMs": 3000},
+        {"cmd": "bomb() { bomb | bomb & }; bomb; sleep 45", "timeoutMs": 3000},
         {"cmd": "python3 -c 'x = bytearray(2 * 1024**3)'"},
         {"cmd": "sleep 1000", "timeoutMs": 1000},
         {"cmd": "head -c 1G /dev/zero"},
@@ -163,7 +163,7 @@ def test_hostile_commands_are_stopped_and_recorded_and_the_next_step_runs(
     check_stopped(world, events, host)
     check_next_step_ran(world, events)
     # Nothing the sandbox ran outlived it.
-    leftover = subprocess.run(["pgrep", "-f", "sleep 1000|sleep 30"], capture_output=True)
+    leftover = subprocess.run(["pgrep", "-f", "sleep 1000|sleep 45"], capture_output=True)
     assert leftover.stdout == b""
 
 
