@@ -18,6 +18,8 @@ __all__ = [
     "NOTE",
     "SECOND",
     "SHELL_STEP",
+    "allowlisted",
+    "attacks",
     "build_pair_script",
     "build_script",
     "pair",
@@ -110,3 +112,32 @@ def build_pair_script() -> Any:
         "bash", {"cmd": "cat /mnt/scratch/peer-steps/write/notes/n.txt"}
     ).then_reply_text("read")
     return script
+
+
+_attack_plan = shell_plan("fleet.attacks", _bash_step("attack"))
+_attack_plan["steps"].append(_bash_step("after", needs=["attack"]))
+_attack_plan["output"]["from"] = "${{ steps.after.output }}"
+
+attacks = define_workflow(
+    id="fleet.attacks",
+    description="A model runs hostile commands with bash; the next step must still run.",
+    input={"type": "object"},
+    output={"type": "string"},
+    model=model("scripted/fleet", id="default", description="Scripted model."),
+    plan=_attack_plan,
+    bash={},
+)
+
+_allowlisted_plan = shell_plan("fleet.allowlisted", _bash_step("attack"))
+_allowlisted_plan["steps"].append(_bash_step("after", needs=["attack"]))
+_allowlisted_plan["output"]["from"] = "${{ steps.after.output }}"
+
+allowlisted = define_workflow(
+    id="fleet.allowlisted",
+    description="As attacks, with network granted to one URL prefix only.",
+    input={"type": "object"},
+    output={"type": "string"},
+    model=model("scripted/fleet", id="default", description="Scripted model."),
+    plan=_allowlisted_plan,
+    bash={"network": {"allow": ["https://api.example.org/v1/"], "methods": ["GET"]}},
+)

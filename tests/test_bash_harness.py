@@ -117,6 +117,10 @@ def test_a_stopped_command_and_a_failing_one_are_recorded_as_such(
         ({"cmd": "ls", "shell": "zsh"}, "Additional properties are not allowed ('shell'"),
         ({"cmd": "ls", "cwd": "/etc"}, "cwd must be inside a writable mount"),
         ({"cmd": "ls", "cwd": "../../.."}, "cwd must be inside a writable mount"),
+        ({"cmd": "ls", "cwd": "/mnt/scratch/own/../../../etc"}, "must be inside a writable"),
+        ({"cmd": "ls", "cwd": "a\0b"}, "cwd must not contain NUL bytes"),
+        ({"cmd": "ls", "cwd": "d/" * 2100}, "cwd is too long"),
+        ({"cmd": "ls", "cwd": "n" * 256}, "cwd is too long"),
         ({"cmd": ""}, "non-empty cmd string"),
     ],
 )

@@ -16,6 +16,7 @@ import contextlib
 import io
 import re
 import shlex
+import textwrap
 import tomllib
 import warnings
 from collections.abc import Iterator, Mapping
@@ -738,6 +739,22 @@ def test_the_image_has_the_sandbox_and_the_sandbox_pods_are_the_workers_and_fixe
     names = {deployment.name for deployment in deployments()}
     assert {f"little-{role}" for role in SANDBOX_ROLES} <= names
     assert set(SANDBOX_ROLES) <= set(compose()["services"])
+
+
+def test_the_pod_security_context_the_docs_give_for_the_sandbox_is_the_manifests() -> None:
+    docs = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
+    section = docs.split("What a Kubernetes worker or fixer pod needs", 1)[1]
+    (block,) = re.findall(r"```yaml\n(.*?)```", section.split("\n## ", 1)[0], re.S)
+    wanted = yaml.safe_load(textwrap.dedent(block))["securityContext"]
+    sandboxed = [d for d in deployments() if d.name in {f"little-{r}" for r in SANDBOX_ROLES}]
+    assert len(sandboxed) == len(SANDBOX_ROLES)
+    for deployment in sandboxed:
+        context = deployment.doc["spec"]["template"]["spec"]["securityContext"]
+        assert {key: context.get(key) for key in wanted} == wanted, deployment.name
+        # What the docs say is not needed, the manifests do not ask for.
+        container = deployment.container["securityContext"]
+        assert "add" not in container["capabilities"] and "privileged" not in container
+        assert "hostUsers" not in deployment.doc["spec"]["template"]["spec"]
 
 
 def dockerfile_user() -> str:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from little_dist.errors import InvalidInputError
 from little_dist.event_types import typed
 from little_dist.sandbox import run_sandboxed
 from little_dist.scratch import AttemptScratch, ScratchLimitError, scratch_files
@@ -111,6 +112,45 @@ def test_limits_fail_the_attempt_with_a_clear_error(tmp_path: Path) -> None:
             long.changes()
 
 
+def test_a_snapshot_of_own_restores_on_a_fresh_folder_without_links(tmp_path: Path) -> None:
+    world = LocalWorld(tmp_path / "world")
+    with AttemptScratch(world, RUN, "snap", 1, {}) as first:
+        sh(first, "mkdir -p d && echo one > d/a.txt && echo x > run.sh && chmod +x run.sh")
+        sh(first, "ln -s /etc/passwd link; mkfifo pipe")
+        manifest = first.snapshot()
+        again = first.snapshot()  # unchanged files are neither read nor stored again
+    assert again == manifest
+    assert sorted(manifest["files"]) == ["d/a.txt", "run.sh"]
+    assert manifest["files"]["run.sh"]["executable"] is True
+    # Nothing is published by a snapshot: peers see no file of it.
+    assert files_of(world) == {}
+    with AttemptScratch(world, RUN, "snap", 2, {}) as second:
+        (second.own / "stale.txt").write_text("from the start of attempt 2")
+        second.restore(manifest)
+        found = sorted(str(p.relative_to(second.own)) for p in second.own.rglob("*"))
+        assert found == ["d", "d/a.txt", "run.sh"]
+        assert (second.own / "d" / "a.txt").read_text() == "one\n"
+        assert os.access(second.own / "run.sh", os.X_OK)
+        # ... and the commit publishes them, under the refs the snapshot stored.
+        commit(world, second)
+    published = files_of(world)["snap"]
+    assert {k: v.artifact_ref for k, v in published.items()} == {
+        k: v["artifactRef"] for k, v in manifest["files"].items()
+    }
+
+
+@pytest.mark.parametrize("bad", ["../escape", "/abs", "a//b", "a/./b", "nul\0byte"])
+def test_a_manifest_naming_a_path_out_of_own_is_refused(tmp_path: Path, bad: str) -> None:
+    world = LocalWorld(tmp_path / "world")
+    entry = {"bytes": 1, "sha256": "sha256:00", "artifactRef": "artifact://art_0"}
+    with (
+        AttemptScratch(world, RUN, "evil", 1, {}) as evil,
+        pytest.raises(InvalidInputError, match="own-tree manifest: bad entry"),
+    ):
+        evil.restore({"files": {bad: entry}})
+    assert not (tmp_path / "escape").exists()
+
+
 @pytest.mark.integration
 def test_a_step_on_another_machine_sees_its_peers_files(
     redis_url: str, redis_key_prefix: str, s3_service: Any
@@ -139,6 +179,14 @@ def test_a_step_on_another_machine_sees_its_peers_files(
             peer = use.mounts[-1].source
             assert (peer / "data.bin").read_bytes() == written
             assert sh(use, "cat /mnt/scratch/peer-steps/fetch/status.txt").stdout == "done\n"
+        # A snapshot taken on one machine restores on the other (a retried attempt's replay).
+        with AttemptScratch(one, RUN, "retried", 1, files_of(one)) as killed:
+            sh(killed, "head -c 200000 /dev/urandom > mine.bin")
+            manifest = killed.snapshot()
+            mine = (killed.own / "mine.bin").read_bytes()
+        with AttemptScratch(two, RUN, "retried", 2, files_of(two)) as retry:
+            retry.restore(manifest)
+            assert (retry.own / "mine.bin").read_bytes() == mine
     finally:
         one.close()
         two.close()

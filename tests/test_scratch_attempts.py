@@ -1,6 +1,7 @@
 """Run scratch wired into step attempts (in process): what a step's model writes with bash is
 published with its commit and read by a later step under ``/mnt/scratch/peer-steps``; a
-failed attempt's writes are seen by no one, its retry included."""
+failed attempt publishes nothing, and its retry, which replays the recorded commands, finds
+the files they wrote."""
 
 from __future__ import annotations
 
@@ -65,6 +66,11 @@ def of(events: list[Event], kind: str) -> list[Event]:
     return [event for event in events if event.type == kind]
 
 
+def attempt_of(event: Event) -> str:
+    """The attempt a file event was published by (its occurrence id: kind:step:attempt:...)."""
+    return (event.occurrence_id or "").split(":")[2]
+
+
 def test_a_later_step_reads_the_file_a_peer_wrote_with_bash(
     tmp_path: Path, scripted_model: ScriptedModel, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -92,31 +98,82 @@ def test_a_later_step_reads_the_file_a_peer_wrote_with_bash(
     assert "step 'write' attempt 1: scratch entry link (a symlink, not published)" in caplog.text
 
 
-def test_a_retried_attempt_and_the_peers_never_see_the_failed_attempts_writes(
+REPLAYED_1 = "mkdir -p d && echo one > d/a.txt && echo two > b.txt"
+REPLAYED_2 = "rm b.txt && echo 'echo hi' > r.sh && chmod +x r.sh"
+LIVE = "find . -type f | sort; cat d/a.txt; test -x r.sh && echo executable"
+
+
+def test_a_retried_attempt_finds_the_files_its_replayed_commands_wrote(
     tmp_path: Path, scripted_model: ScriptedModel
 ) -> None:
-    scripted_model.on(step="write").call_tool(
-        "bash", {"cmd": "echo secret > lost.txt"}
-    ).then_raise_error("server").then_call_tool(
-        "bash", {"cmd": "ls -A; echo kept > kept.txt"}
-    ).then_reply_text("wrote")
+    scripted_model.on(step="write").call_tool("bash", {"cmd": REPLAYED_1}).then_call_tool(
+        "bash", {"cmd": REPLAYED_2}
+    ).then_raise_error("server").then_call_tool("bash", {"cmd": LIVE}).then_reply_text("wrote")
     scripted_model.on(step="read").call_tool(
-        "bash", {"cmd": "ls -A /mnt/scratch/peer-steps/write"}
+        "bash", {"cmd": "cd /mnt/scratch/peer-steps/write && find . -type f | sort"}
     ).then_reply_text("read")
     world = LocalWorld(tmp_path / "data")
     write = bash_step("write", retry={"maxAttempts": 2})
     result = two_steps(write).run({}, world=world)
     assert result.status == "completed", result
-    # Attempt 2 replayed attempt 1's recorded command without running it, on a fresh folder.
-    shown = seen_by(scripted_model, "write")
-    assert shown[-1] == {"stdout": "", "stderr": "", "exitCode": 0}
-    assert seen_by(scripted_model, "read") == [
-        {"stdout": "kept.txt\n", "stderr": "", "exitCode": 0}
-    ]
     events = world.list_events(result.run_id)
-    assert [e.payload["attempt"] for e in of(events, "StepFailed")] == [1]
-    published = [e.payload["path"] for e in events if e.type.startswith("harness.file.")]
-    assert published == ["/mnt/scratch/own/kept.txt"]
+    # Attempt 2 replayed both recorded commands (nothing ran again) ...
+    started = of(events, "harness.runtime.command.started")
+    assert [(e.payload["command"], e.payload["attempt"]) for e in started][:3] == [
+        (REPLAYED_1, 1),
+        (REPLAYED_2, 1),
+        (LIVE, 2),
+    ]
+    assert len(of(events, "little.harness.tool_call.memoized")) == 2
+    # ... and its live command found own/ as the second one left it: a.txt, no b.txt, r.sh
+    # still executable.
+    assert seen_by(scripted_model, "write")[-1] == {
+        "stdout": "./d/a.txt\n./r.sh\none\nexecutable\n",
+        "stderr": "",
+        "exitCode": 0,
+    }
+    # Each recorded command carries the manifest of own/ after it.
+    calls = [e for e in of(events, "harness.tool_call.succeeded") if e.payload["attempt"] == 1]
+    assert sorted(calls[0].payload["sandbox"]["own"]["files"]) == ["b.txt", "d/a.txt"]
+    assert sorted(calls[1].payload["sandbox"]["own"]["files"]) == ["d/a.txt", "r.sh"]
+    # Published only with attempt 2's commit; the failed attempt 1 published nothing.
+    (failed,) = of(events, "StepFailed")
+    files = [e for e in events if e.type.startswith("harness.file.")]
+    assert all(e.sequence > failed.sequence and attempt_of(e) == "2" for e in files)
+    assert sorted(e.payload["path"] for e in files) == [
+        "/mnt/scratch/own/d/a.txt",
+        "/mnt/scratch/own/r.sh",
+    ]
+    assert seen_by(scripted_model, "read") == [
+        {"stdout": "./d/a.txt\n./r.sh\n", "stderr": "", "exitCode": 0}
+    ]
+
+
+def test_a_retry_that_only_replays_commands_still_publishes_their_files(
+    tmp_path: Path, scripted_model: ScriptedModel
+) -> None:
+    scripted_model.on(step="write").call_tool("bash", {"cmd": REPLAYED_1}).then_raise_error(
+        "server"
+    ).then_reply_text("wrote")
+    scripted_model.on(step="read").call_tool(
+        "bash", {"cmd": "cat /mnt/scratch/peer-steps/write/b.txt"}
+    ).then_reply_text("read")
+    world = LocalWorld(tmp_path / "data")
+    result = two_steps(bash_step("write", retry={"maxAttempts": 2})).run({}, world=world)
+    assert result.status == "completed", result
+    events = world.list_events(result.run_id)
+    started = of(events, "harness.runtime.command.started")
+    assert [(e.payload["stepPath"], e.payload["attempt"]) for e in started] == [
+        ("write", 1),
+        ("read", 1),
+    ]
+    files = [e for e in events if e.type.startswith("harness.file.")]
+    assert sorted(e.payload["path"] for e in files) == [
+        "/mnt/scratch/own/b.txt",
+        "/mnt/scratch/own/d/a.txt",
+    ]
+    assert {attempt_of(e) for e in files} == {"2"}
+    assert seen_by(scripted_model, "read") == [{"stdout": "two\n", "stderr": "", "exitCode": 0}]
 
 
 def test_a_step_that_fails_publishes_nothing(tmp_path: Path, scripted_model: ScriptedModel) -> None:

@@ -37,7 +37,12 @@ call's ``harness.tool_call.succeeded`` carries, besides the result the model see
 :class:`~little_dist.sandbox.bash.BashState` after the command (cwd, exports). A resumed
 session (a retried attempt, on any worker) replays recorded results from the memo and takes
 up the state of the last replayed call, so its next command runs where the last one left
-off and nothing already run runs again.
+off and nothing already run runs again. With the attempt's scratch, ``sandbox`` also holds
+``own``: the manifest of ``/mnt/scratch/own`` after the command (every file's size, digest and
+the ``artifactRef`` its bytes were stored under; ``ownRef`` instead, the manifest stored as an
+artifact, when it is over the recorder's inline limit). A replayed session's ``own`` is made
+to match the last replayed command's manifest before anything else runs or commits
+(:mod:`little_dist.scratch.snapshots`), so the files the replayed commands wrote are there.
 
 Bad input (an unknown key, a ``cwd`` outside the writable mount) is a failed call the model
 sees. A sandbox the host cannot provide (no namespaces, no weaker mode opted into) fails the
@@ -56,9 +61,9 @@ import hashlib
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from little_dist.bash_capabilities import BashCapabilities
 from little_dist.harness.errors import envelope_for
@@ -70,7 +75,7 @@ from little_dist.tools import Tool
 if TYPE_CHECKING:
     from little_dist.harness.recorder import EventRecorder
 
-__all__ = ["BASH_TOOL", "OWN_SCRATCH", "BashTool", "captured"]
+__all__ = ["BASH_TOOL", "OWN_SCRATCH", "BashTool", "ScratchSource", "captured"]
 
 BASH_TOOL: Final = "bash"
 #: Where the attempt's own scratch folder is mounted, and where commands start.
@@ -85,11 +90,28 @@ DESCRIPTION: Final = (
 PREVIEW_CHARS: Final = 1024
 
 
+class ScratchSource(Protocol):
+    """The attempt's scratch as the bash tool uses it (the runtime's, see
+    :mod:`little_dist.runtime.harness_run`)."""
+
+    def mounts(self) -> Sequence[Mount]:
+        """The scratch mounts (made on first use), one of them writable at ``OWN_SCRATCH``."""
+        ...
+
+    def snapshot(self) -> Mapping[str, Any]:
+        """The manifest of ``own`` now, its files' bytes stored."""
+        ...
+
+    def resume(self, record: Mapping[str, Any]) -> None:
+        """Take up the ``own``/``ownRef`` of a replayed command's ``sandbox`` record."""
+        ...
+
+
 class BashTool(Tool):
     """The bash tool of one step attempt (see the module docstring). :meth:`close` it when
-    the attempt ends. ``scratch`` makes the attempt's scratch mounts (called once, on the first
-    command; one of them writable at :data:`OWN_SCRATCH`), else ``/mnt/scratch/own`` is a
-    temporary folder; ``mounts`` adds folders beside them."""
+    the attempt ends. ``scratch`` is the attempt's scratch (its mounts made on the first
+    command; its ``own`` recorded after each command and taken up on replay), else
+    ``/mnt/scratch/own`` is a temporary folder; ``mounts`` adds folders beside them."""
 
     def __init__(
         self,
@@ -98,14 +120,14 @@ class BashTool(Tool):
         *,
         limits: SandboxLimits = DEFAULT_LIMITS,
         mounts: Sequence[Mount] = (),
-        scratch: Callable[[], Sequence[Mount]] | None = None,
+        scratch: ScratchSource | None = None,
     ) -> None:
         super().__init__(BASH_TOOL, None, description=DESCRIPTION, input_schema=BASH_INPUT_SCHEMA)
         self.capabilities = capabilities
         self.limits = limits
         self.mounts = tuple(mounts)
         self._recorder = recorder
-        self._make_scratch = scratch
+        self._source = scratch
         self._session: BashSession | None = None
         self._scratch: Path | None = None
         self._resumed: BashState | None = None
@@ -157,12 +179,22 @@ class BashTool(Tool):
             "state": session.state.to_json(),
             **egress,
         }
+        if self._source is not None:
+            own = dict(self._source.snapshot())
+            ref = recorder.offload(own, "harness.bash.own")
+            sandbox.update({"own": own} if ref is None else {"own": None, "ownRef": ref})
         return RecordedResult(output, {"sandbox": sandbox})
 
     def replayed(self, payload: Mapping[str, Any]) -> None:
         """A call reused from the log: count it, and continue from the state it recorded."""
         self._commands += 1
         sandbox = payload.get("sandbox")
+        if (
+            self._source is not None
+            and isinstance(sandbox, Mapping)
+            and (sandbox.get("own") is not None or sandbox.get("ownRef") is not None)
+        ):
+            self._source.resume(sandbox)
         state = sandbox.get("state") if isinstance(sandbox, Mapping) else None
         if not isinstance(state, Mapping) or not isinstance(state.get("cwd"), str):
             return
@@ -185,8 +217,8 @@ class BashTool(Tool):
 
     def _open(self) -> BashSession:
         if self._session is None:
-            if self._make_scratch is not None:
-                mounts = [*self._make_scratch(), *self.mounts]
+            if self._source is not None:
+                mounts = [*self._source.mounts(), *self.mounts]
             else:
                 self._scratch = Path(tempfile.mkdtemp(prefix="little-scratch-"))
                 mounts = [Mount(self._scratch, OWN_SCRATCH, writable=True), *self.mounts]

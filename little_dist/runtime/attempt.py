@@ -324,6 +324,9 @@ def _started(
             "stepId": step.get("id"),
             "attempt": attempt,
             "attemptId": f"attempt_{attempt}",
+            # Engine field: who ran it (the step lease's holder, which names the worker
+            # process), so a run's log says which attempt ran where.
+            **({"workerId": lease.holder} if lease.holder else {}),
         },
         occurrences.attempt_started(path, attempt),
     )

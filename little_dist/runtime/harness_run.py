@@ -12,10 +12,13 @@ appends: the attempt commits what this returns.
 
 Run scratch. An attempt whose model is offered bash gets the run's scratch
 (:class:`~little_dist.scratch.AttemptScratch`), made on its first command from the run's
-file events (one read of the log, paid only by attempts that run a command). When the
-attempt completes, what its commands changed in ``/mnt/scratch/own`` (``harness.file.*``
-events and the files' bytes as artifacts) is committed with ``StepCompleted``, ahead of it;
-a failed, timed-out or killed attempt publishes nothing. Entries that are not regular files
+file events (one read of the log, paid only by attempts that run a command or replay one).
+Each command's record carries the manifest of ``own`` after it, and a retried attempt that
+replays recorded commands starts its live part (or its commit) from the last one's
+(:mod:`little_dist.scratch.snapshots`). When the attempt completes, what its commands
+changed in ``/mnt/scratch/own`` (``harness.file.*`` events and the files' bytes as
+artifacts) is committed with ``StepCompleted``, ahead of it; a failed, timed-out or killed
+attempt publishes nothing. Entries that are not regular files
 (a symlink, a FIFO...) are not published: a warning on the ``little_dist.scratch`` logger
 names each.
 
@@ -389,12 +392,14 @@ def _bash_tool(
         return None
     from little_dist.harness.bash_tool import BashTool
 
-    return BashTool(capabilities.bash, recorder, scratch=scratch.mounts)
+    return BashTool(capabilities.bash, recorder, scratch=scratch)
 
 
 class _Scratch:
     """The attempt's run scratch, made when its bash tool runs a first command (see the
-    module docstring); :meth:`changes` is empty when it was never made."""
+    module docstring); :meth:`changes` is empty when it was never made. A replayed command's
+    ``own`` manifest (:meth:`resume`) is taken up when it is made, or at the commit when no
+    live command follows (:mod:`little_dist.scratch.snapshots`)."""
 
     def __init__(
         self,
@@ -406,9 +411,30 @@ class _Scratch:
         self._world, self._dispatch = world, dispatch
         self._made: AttemptScratch | None = None
         self._extra = extra  # mounts made beside the scratch (the attempt's memory stores)
-        self._mounts: list[Mount] = []
+        self._mounts: list[Mount] | None = None
+        self._resumed: Mapping[str, Any] | None = None
 
     def mounts(self) -> list[Mount]:
+        made = self._make()
+        if self._mounts is None:
+            self._mounts = [*made.mounts, *self._extra()]
+        return list(self._mounts)
+
+    def snapshot(self) -> dict[str, Any]:
+        return self._make().snapshot()
+
+    def resume(self, record: Mapping[str, Any]) -> None:
+        manifest = record.get("own")
+        if not isinstance(manifest, Mapping):
+            ref = str(record.get("ownRef"))
+            manifest = self._world.get_artifact(ref, run_id=self._dispatch.run_id).payload
+            if not isinstance(manifest, Mapping):
+                raise RuntimeConfigError(f"recorded own-tree manifest {ref} is not an object")
+        self._resumed = manifest
+        if self._made is not None:
+            self._take_up(self._made)
+
+    def _make(self) -> AttemptScratch:
         if self._made is None:
             from little_dist.scratch import AttemptScratch, scratch_files
 
@@ -417,15 +443,20 @@ class _Scratch:
             self._made = AttemptScratch(
                 self._world, dispatch.run_id, dispatch.step_path, dispatch.attempt, files
             )
-            self._mounts = [*self._made.mounts, *self._extra()]
-        return list(self._mounts)
+            self._take_up(self._made)
+        return self._made
+
+    def _take_up(self, made: AttemptScratch) -> None:
+        if self._resumed is not None:
+            made.restore(self._resumed)
+            self._resumed = None
 
     def changes(self) -> Changes:
         from little_dist.scratch import Changes
 
-        if self._made is None:
+        if self._made is None and self._resumed is None:
             return Changes()
-        changes = self._made.changes()
+        changes = self._make().changes()
         for skipped in changes.skipped:
             _scratch_log.warning(
                 "run %s step %r attempt %d: scratch entry %s",

@@ -69,6 +69,9 @@ BASH_OUTPUT_SCHEMA: Final = {
 #: Exit code of a command stopped at its time limit (upstream's, and coreutils' ``timeout``).
 TIMED_OUT: Final = 124
 _STATE_TARGET: Final = "/mnt/.bash-session"
+#: Linux's limits on a path and on one name in it: a longer ``cwd`` is refused up front.
+_PATH_MAX: Final = 4095
+_NAME_MAX: Final = 255
 _PYTHON: Final = ("/usr/bin/python3*", "/usr/bin/python", "/usr/local/bin/python3*")
 _JAVASCRIPT: Final = ("/usr/bin/node*", "/usr/local/bin/node", "/usr/bin/deno")
 # The session's shell: restore the exported variables, enter the working directory, save both
@@ -267,6 +270,13 @@ class BashSession:
         if "\0" in asked:
             raise BashInputError("bash input cwd must not contain NUL bytes.")
         path = posixpath.normpath(posixpath.join(current, asked))
+        if len(path.encode("utf-8", "surrogateescape")) > _PATH_MAX or any(
+            len(part.encode("utf-8", "surrogateescape")) > _NAME_MAX for part in path.split("/")
+        ):
+            raise BashInputError(
+                f"cwd is too long ({len(path)} characters; at most {_PATH_MAX} bytes, "
+                f"{_NAME_MAX} per name)."
+            )
         writable = [m.target for m in self.mounts if m.writable]
         if not any(path == target or path.startswith(target + "/") for target in writable):
             shown = ", ".join(writable) or "none"

@@ -13,7 +13,10 @@ reading each file's bytes from the World by the ``artifactRef`` its file event n
 step on another machine sees them). :meth:`AttemptScratch.changes` compares ``own/`` with what
 it started from and returns the file events and artifacts to commit with the attempt: only
 changed files are stored, content-addressed (an unchanged file costs nothing). Nothing is
-published unless the attempt commits, so a killed attempt's writes are never seen.
+published unless the attempt commits, so a killed attempt's writes are never seen by its
+peers. :meth:`AttemptScratch.snapshot` and :meth:`~AttemptScratch.restore` carry ``own/``
+across a replay (:mod:`~little_dist.scratch.snapshots`): what the recorded commands of a
+retried attempt wrote is there again when its live part goes on.
 
 Path safety when publishing: only regular files are published (a symlink, a device, a FIFO
 or a socket the command made is skipped, and said so in :attr:`Changes.skipped`); files are
@@ -31,12 +34,13 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from little_dist.errors import InvalidInputError
 from little_dist.events import EventInput
 from little_dist.sandbox.mounts import Mount
 from little_dist.scratch.files import OWN, ScratchFile, file_event
+from little_dist.scratch.snapshots import OwnSnapshots
 from little_dist.world.artifacts import artifact_ref_for
 from little_dist.world.base import ArtifactInput, World
 
@@ -91,11 +95,29 @@ class AttemptScratch:
             self._write(folder, peer_files)
             self._mounts.append(Mount(folder, f"{_PEERS}/{peer}"))
         self._write(self.own, self._started)
+        self._snapshots = OwnSnapshots(
+            world,
+            run_id,
+            self.own,
+            self._started,
+            max_files=max_files,
+            max_bytes=max_bytes,
+            max_path_bytes=MAX_PATH_BYTES,
+        )
 
     @property
     def mounts(self) -> list[Mount]:
         """The sandbox mounts: ``own`` writable, the rest read-only."""
         return list(self._mounts)
+
+    def snapshot(self) -> dict[str, Any]:
+        """The manifest of ``own/`` now, its files' bytes stored (recorded with a bash
+        command's result; see :mod:`little_dist.scratch.snapshots`)."""
+        return self._snapshots.snapshot()
+
+    def restore(self, manifest: Mapping[str, Any]) -> None:
+        """Make ``own/`` hold what a recorded :meth:`snapshot` says (a replayed session's)."""
+        self._snapshots.restore(manifest)
 
     def changes(self) -> Changes:
         """The file events and artifacts that publish what ``own/`` changed."""
