@@ -202,7 +202,12 @@ class EventLog:
         )[0]
 
     def claim_and_append(
-        self, run_id: str, input_hash: str, events: Sequence[EventInput], *, signal: bool
+        self,
+        run_id: str,
+        input_hash: str,
+        events: Sequence[EventInput | PreparedEvent],
+        *,
+        signal: bool,
     ) -> tuple[list[Event], bool]:
         """A submission's start: claim ``input_hash`` for the run (as
         :meth:`~little_dist.world.base.World.claim_submission`) and append ``events`` in one
@@ -212,7 +217,10 @@ class EventLog:
         return self._append_batch(run_id, events, signal=signal, claim=input_hash)
 
     def claim_and_append_many(
-        self, starts: Sequence[tuple[str, str, Sequence[EventInput]]], *, signal: bool
+        self,
+        starts: Sequence[tuple[str, str, Sequence[EventInput | PreparedEvent]]],
+        *,
+        signal: bool,
     ) -> list[str | None]:
         """Several submissions' starts ``(run id, input hash, events)``, each as
         :meth:`claim_and_append`, in one pipeline (one round trip for them all). Per start:

@@ -40,7 +40,7 @@ from little_dist.world.base import (
     LeaseRequest,
     UndecodedEvent,
 )
-from little_dist.world.defaults import check_submission
+from little_dist.world.defaults import PreparedEvent, check_submission
 from little_dist.world.redis_s3.archive import (
     DEFAULT_ARCHIVE_MARKER_TTL_SECONDS,
     DEFAULT_ARCHIVE_TTL_SECONDS,
@@ -427,7 +427,12 @@ class RedisS3World:
         return input_hash if recorded is None else text(recorded)
 
     def start_submission(
-        self, run_id: str, input_hash: str, events: Sequence[EventInput], *, signal: bool = True
+        self,
+        run_id: str,
+        input_hash: str,
+        events: Sequence[EventInput | PreparedEvent],
+        *,
+        signal: bool = True,
     ) -> tuple[str, list[Event], bool]:
         """:meth:`claim_submission` and the append of the run's first ``events``, in one
         atomic step and one round trip (what submitting a run needs when it knows what to
@@ -442,7 +447,10 @@ class RedisS3World:
         return input_hash, recorded, new
 
     def start_submissions(
-        self, starts: Sequence[tuple[str, str, Sequence[EventInput]]], *, signal: bool = True
+        self,
+        starts: Sequence[tuple[str, str, Sequence[EventInput | PreparedEvent]]],
+        *,
+        signal: bool = True,
     ) -> list[str | None]:
         """:meth:`start_submission` for several runs ``(run id, input hash, events)`` in one
         round trip; per run ``None`` when its events were all appended now, else the hash
