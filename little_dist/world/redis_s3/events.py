@@ -260,7 +260,7 @@ class EventLog:
     def _append_batch(
         self,
         run_id: str,
-        events: Sequence[EventInput],
+        events: Sequence[EventInput | PreparedEvent],
         *,
         expected_sequence: int | None = None,
         fence: Fence | None = None,
