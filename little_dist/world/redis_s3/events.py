@@ -77,8 +77,11 @@ __all__ = ["EventLog", "recorded_at_now"]
 # Runs whose script keys this process keeps (about 350 bytes each: at most ~3.5 MB); a run
 # is forgotten once this process appends its end, and all are when the count is reached.
 _RUN_CACHE_SIZE = 10_000
-# How long the end's wake-up key stays.
+# How long a run's end marker stays (its archive shortens it to the log's TTL).
 _ENDED_TTL_MS = 24 * 3600 * 1000
+# The shared stream of ends: entries kept (about), and how long it stays after the last end.
+_ENDS_KEPT = 1000
+_ENDS_TTL_MS = 60_000
 
 
 #: ``recordedAt`` of an append (see :data:`~little_dist.world.artifacts.now_iso`).
@@ -136,11 +139,13 @@ class EventLog:
         now_ms: Callable[[], int | str],
     ) -> None:
         self._redis = client
-        # The same connections, with XRANGE answered as Redis sends it: redis-py's parsing
-        # into (id, dict) pairs, in Python, costs more than decoding the fields does.
+        # The same connections, with XRANGE (XREVRANGE, XREAD) answered as Redis sends it:
+        # redis-py's parsing into (id, dict) pairs, in Python, costs more than decoding the
+        # fields does.
         self._raw = redis.Redis(connection_pool=client.connection_pool)
         self._raw.set_response_callback("XRANGE", _as_sent)
         self._raw.set_response_callback("XREVRANGE", _as_sent)
+        self._raw.set_response_callback("XREAD", _as_sent)
         self._keys = keys
         self._archives = archives
         self._late = late
@@ -311,11 +316,12 @@ class EventLog:
                     # The run index lives outside the run's slot; same round trip.
                     pipe.zadd(self._keys.run_index, {run_id: time.time()}, nx=True)
                 if ends:
-                    # Wakes the run's followers now (after the append, in the same round
-                    # trip): they read the log in batches instead of on every append.
-                    ended = self._keys.run(run_id).ended
-                    pipe.xadd(ended, {"seq": 0}, maxlen=1)
-                    pipe.pexpire(ended, _ENDED_TTL_MS)
+                    # Marks the end and wakes the run's followers and waiters now (after
+                    # the append, in the same round trip): they read the log in batches
+                    # instead of on every append.
+                    pipe.set(self._keys.run(run_id).ended, 1, px=_ENDED_TTL_MS)
+                    pipe.xadd(self._keys.ends, {"run": run_id}, maxlen=_ENDS_KEPT, approximate=True)
+                    pipe.pexpire(self._keys.ends, _ENDS_TTL_MS)
                 if then is not None:
                     then.queue(pipe)
                 replies = execute_pipeline(pipe, idempotent=resend)

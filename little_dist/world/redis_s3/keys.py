@@ -12,8 +12,13 @@ run's leases all live in one cluster slot and one Lua script may touch them toge
     <prefix>{run_x}:submitted     string, the input hash the run was first submitted with
                                   (SET NX: concurrent submitters agree on one); expires
                                   with the run's stream
-    <prefix>{run_x}:ended         stream of one entry, added with the run's RunCompleted or
-                                  RunFailed: wakes followers (a hint; the log is the truth)
+    <prefix>{run_x}:ended         string "1", set with the run's RunCompleted or RunFailed
+                                  (a hint; the log is the truth); expires with the log
+    <prefix>ended                 stream, one entry ``run=<run id>`` per run end: what
+                                  waiters for an end block on (one stream for every run,
+                                  so no run keeps a stream of its own for it); capped at
+                                  about a thousand entries and gone a minute after the
+                                  last end
     <prefix>art:<artifactId>      hash, a small artifact of a live run (hot tier): field
                                   ``manifest`` (its manifest JSON, as in S3) and ``data``
                                   (the stored bytes); copied to S3 by the run's archive,
@@ -120,6 +125,11 @@ class KeyLayout:
 
     def version(self, version_id: str) -> str:
         return f"{self.redis_prefix}version:{version_id}"
+
+    @property
+    def ends(self) -> str:
+        """The stream every run's end is announced on (see the module docstring)."""
+        return f"{self.redis_prefix}ended"
 
     @property
     def run_index(self) -> str:
