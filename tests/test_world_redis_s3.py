@@ -452,7 +452,6 @@ def test_a_follower_reads_a_busy_run_in_batches_and_wakes_on_its_end(
 def test_wait_for_end_blocks_on_the_end_hint_and_trusts_only_the_log(
     world: RedisS3World, raw_redis: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    keys = _keys(world).run(RUN)
     reads: list[int] = []
     client = world._events._raw
     real_xrange = client.xrange
