@@ -99,6 +99,7 @@ class Key:
     size: int
     ttl_ms: int  # -1: none
     run: str | None
+    kind: str = "?"  # its Redis type (string, hash, stream, ...)
 
 
 def snapshot(redis: Any, prefix: str) -> list[Key]:
@@ -111,14 +112,19 @@ def snapshot(redis: Any, prefix: str) -> list[Key]:
         for name in chunk:
             pipe.execute_command("MEMORY", "USAGE", name, "SAMPLES", "0")
             pipe.pttl(name)
+            pipe.type(name)
         replies = pipe.execute()
         for index, name in enumerate(chunk):
-            size, ttl = replies[2 * index], replies[2 * index + 1]
+            size, ttl, kind = replies[3 * index : 3 * index + 3]
             if size is None or ttl == -2:  # gone meanwhile
                 continue
             tag = _RUN_TAG.search(name)
-            keys.append(Key(name, int(size), int(ttl), tag.group(1) if tag else None))
+            keys.append(Key(name, int(size), int(ttl), tag.group(1) if tag else None, _text(kind)))
     return keys
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _kind(name: str) -> str:
@@ -379,9 +385,38 @@ def say_redis(
     ttls = [k.ttl_ms / 1000 for k in after if k.run in batch_ids and k.ttl_ms > 0]
     if ttls:
         report.say(
-            f"    the longest TTL left on an archived run's key: {max(ttls) / 3600:,.1f} h "
-            "(its archive marker, LITTLE_ARCHIVE_MARKER_TTL)"
+            f"    the longest TTL left on an archived run's own key: {max(ttls):,.0f} s "
+            f"(LITTLE_ARCHIVE_TTL {archive_ttl:g} s, its seal marker a little longer)"
         )
+    say_run_keys(report, live, after, batch_ids, archive_ttl)
+
+
+def say_run_keys(
+    report: Report, live: list[Key], after: list[Key], batch_ids: set[str], archive_ttl: float
+) -> None:
+    """The issue's rows on two of a run's keys: its ``:ended`` marker (a key, not a stream)
+    and its lease-token counters (expiring with the run)."""
+    runs = len(batch_ids)
+    ended = [k for k in live if k.run in batch_ids and k.name.endswith(":ended")]
+    ended_after = [k for k in after if k.run in batch_ids and k.name.endswith(":ended")]
+    limit_ms = (archive_ttl + 60) * 1000
+    if ended:
+        kinds = sorted({k.kind for k in ended})
+        ok = kinds == ["string"] and all(0 < k.ttl_ms <= limit_ms for k in ended_after)
+        report.say(
+            f"`:ended` marker: {kinds}, {sum(k.size for k in ended) / len(ended):,.0f} B per "
+            f"ended run, the longest TTL once archived "
+            f"{max((k.ttl_ms for k in ended_after), default=0) / 1000:,.0f} s "
+            f"(target: a key, not a stream, that expires with the log) {verdict(ok)}"
+        )
+    tokens = [k for k in after if k.run in batch_ids and k.name.endswith(":tokens")]
+    counters = [k for k in after if "lease-token:" in k.name and k.ttl_ms == -1]
+    ok = all(0 < k.ttl_ms <= limit_ms for k in tokens) and not counters
+    report.say(
+        f"lease-token counters: {len(tokens) / runs:.2f} hash per run once archived, the "
+        f"longest TTL {max((k.ttl_ms for k in tokens), default=0) / 1000:,.0f} s; "
+        f"{len(counters)} counters without a TTL (target: expire with their run) {verdict(ok)}"
+    )
 
 
 def say_s3(report: Report, batch: Batch, label: str, per_step_put_target: float) -> None:

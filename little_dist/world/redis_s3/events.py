@@ -148,6 +148,7 @@ class EventLog:
         self._raw.set_response_callback("XREAD", _as_sent)
         self._keys = keys
         self._archives = archives
+        self._marks = archives.marks
         self._late = late
         self._signal_stream = signal_stream
         self._follow_block_ms = follow_block_ms
@@ -416,10 +417,9 @@ class EventLog:
             )
             guessed_ids.append(event_id)
             args += (item.type, item.payload_json, item.occurrence_id or "", event_id)
-        script_keys = run.script_keys
+        script_keys = [*run.script_keys, *self._marks.keys_of(run_id)]
         script = self._append_script
         if fence is not None or self._signal_stream or claim is not None:
-            script_keys = list(script_keys)
             if claim is not None:  # (a submission's start is never fenced)
                 assert fence is None
                 script = self._claim_script
@@ -522,8 +522,9 @@ class EventLog:
             pipe = self._redis.pipeline(transaction=False)
             pipe.exists(keys.events)
             pipe.exists(keys.archived)
-            stream_exists, sealed = pipe.execute()
-        return not stream_exists and bool(sealed)
+            self._marks.queue_lookup(pipe, run_id)
+            stream_exists, sealed, *archived = pipe.execute()
+        return not stream_exists and (bool(sealed) or self._marks.found(archived) is not None)
 
     def last_sequence(self, run_id: str) -> int:
         validate_run_id(run_id)
@@ -532,9 +533,19 @@ class EventLog:
             pipe = self._redis.pipeline(transaction=False)
             pipe.xlen(keys.events)
             pipe.get(keys.archived)
-            length, sealed = pipe.execute()
-        # A sealed run takes no more events; the marker holds its last sequence for good.
-        return int(sealed) if sealed is not None else int(length)
+            self._marks.queue_lookup(pipe, run_id)
+            length, sealed, *archived = pipe.execute()
+        # A sealed run takes no more events; its marker, then its bucket field, holds its
+        # last sequence (and S3 once Redis forgot it).
+        if sealed is not None:
+            return int(sealed)
+        if length:
+            return int(length)
+        remembered = self._marks.found(archived)
+        if remembered is not None:
+            return remembered
+        archived_events = self._archives.events(run_id, required=False)
+        return archived_events[-1].sequence if archived_events else 0
 
     def list_events(self, run_id: str, *, after: int = 0, limit: int | None = None) -> list[Event]:
         validate_run_id(run_id)
@@ -590,11 +601,12 @@ class EventLog:
                 pipe.xrange(keys.events, min=f"{first}-0", max=maximum, count=limit)
             pipe.exists(keys.events)
             pipe.exists(keys.archived)
-            *ranges, stream_exists, sealed = pipe.execute()
+            self._marks.queue_lookup(pipe, run_id)
+            *ranges, stream_exists, sealed, old, now, next_ = pipe.execute()
         entries = [entry for found in ranges for entry in found or ()]
         if entries or stream_exists:
             return entries
-        if sealed:
+        if sealed or self._marks.found([old, now, next_]) is not None:
             return None
         if forgotten and self._archives.events(run_id, required=False) is not None:
             return None
@@ -653,14 +665,12 @@ class EventLog:
         """Runs Redis knows: not archived yet, or archived within the marker TTL."""
         live = self.list_unarchived_run_ids()
         with redis_errors("listing runs"):
-            archived = [text(m) for m in self._redis.zrange(self._keys.archived_index, 0, -1)]
             pipe = self._redis.pipeline(transaction=False)
-            for run_id in archived:
-                pipe.exists(self._keys.run(run_id).archived)
-            marked = pipe.execute() if archived else []
-        # An archived run whose marker expired is forgotten (its entry goes at the next
-        # archive's trim): only S3 knows it now.
-        return sorted({*live, *(r for r, m in zip(archived, marked, strict=True) if m)})
+            for key in self._marks.every_key():
+                pipe.hkeys(key)
+            buckets = pipe.execute()
+        # An archived run whose bucket expired is forgotten: only S3 knows it now.
+        return sorted({*live, *(text(r) for bucket in buckets for r in bucket)})
 
     def list_unarchived_run_ids(self) -> list[str]:
         """Runs whose archive has not completed: live runs, and ended ones the scheduler
@@ -673,14 +683,15 @@ class EventLog:
             for run_id in run_ids:
                 keys = self._keys.run(run_id)
                 pipe.exists(keys.events, keys.archived)
-                pipe.zscore(self._keys.archived_index, run_id)
+                self._marks.queue_lookup(pipe, run_id)
             replies = pipe.execute() if run_ids else []
             found, archived = [], []
-            for run_id, present, score in zip(run_ids, replies[::2], replies[1::2], strict=True):
+            for position, run_id in enumerate(run_ids):
+                present, *marked = replies[4 * position : 4 * position + 4]
                 # The index is written beside a run's first append, even one that was
                 # refused: a run never written (left out), or a late writer's append to an
                 # archived run, whose entry goes (archived is for good, so no race).
-                if score is not None:
+                if self._marks.found(marked) is not None:
                     archived.append(run_id)
                 elif present:
                     found.append(run_id)

@@ -7,7 +7,7 @@ run's leases all live in one cluster slot and one Lua script may touch them toge
     <prefix>{run_x}:events        stream, entry id "<sequence>-0" (the id IS the sequence)
     <prefix>{run_x}:occ           hash occurrenceId -> sequence
     <prefix>{run_x}:archived      string, the last sequence; set once the log is sealed,
-                                  expires ``archive_marker_ttl`` after the archive
+                                  expires with the run's stream (a little after it)
     <prefix>{run_x}:artifacts     set of the run's artifact ids held in the hot tier
     <prefix>{run_x}:submitted     string, the input hash the run was first submitted with
                                   (SET NX: concurrent submitters agree on one); expires
@@ -33,9 +33,10 @@ run's leases all live in one cluster slot and one Lua script may touch them toge
     <prefix>version:<id>          sha256 of the registered version document (the CAS)
     <prefix>runs                  sorted set of run ids not archived yet, by first append
                                   (the index behind list_unarchived_run_ids)
-    <prefix>runs-archived         sorted set of archived run ids, by archive time; entries
-                                  older than ``archive_marker_ttl`` are trimmed (with
-                                  ``runs``, the index behind list_run_ids)
+    <prefix>archived:<gen>:<n>    hash run id -> last sequence: the archived runs Redis
+                                  remembers once their keys are gone, in bucket hashes
+                                  that expire by generation (see .archived); with
+                                  ``runs``, the index behind list_run_ids
 
 S3 (under an optional object-key prefix)::
 
@@ -135,9 +136,9 @@ class KeyLayout:
     def run_index(self) -> str:
         return f"{self.redis_prefix}runs"
 
-    @property
-    def archived_index(self) -> str:
-        return f"{self.redis_prefix}runs-archived"
+    def archived_bucket(self, generation: int, bucket: int) -> str:
+        """A hash of archived runs (see :mod:`little_dist.world.redis_s3.archived`)."""
+        return f"{self.redis_prefix}archived:{generation}:{bucket}"
 
     # -- S3 -------------------------------------------------------------------------------
     def blob(self, sha256_hex: str) -> str:

@@ -48,6 +48,7 @@ from little_dist.world.redis_s3.archive import (
     RunNotEndedError,
     RunSealedError,
 )
+from little_dist.world.redis_s3.archived import DEFAULT_ARCHIVE_MARKER_BUCKETS
 from little_dist.world.redis_s3.artifact_store import ArtifactStore
 from little_dist.world.redis_s3.events import ClaimedError, EventLog
 from little_dist.world.redis_s3.hot_artifacts import DEFAULT_HOT_ARTIFACT_LIMIT, HotArtifacts
@@ -76,6 +77,7 @@ URL_OPTIONS = frozenset(
         "s3_prefix",
         "archive_ttl",
         "archive_marker_ttl",
+        "archive_marker_buckets",
         "signal_stream",
         "hot_artifact_limit",
     }
@@ -93,8 +95,9 @@ class RedisS3World:
     every Redis key and ``s3_prefix`` every object key, so several worlds (or test sessions)
     can share one server and bucket. ``archive_ttl_seconds`` is how long a run's Redis keys
     outlive its archive (0: deleted at once); ``archive_marker_ttl_seconds`` how long Redis
-    remembers the run was archived (its seal marker and run-index entry; at least the
-    former), after which the run is read from its S3 archive alone. ``signal_stream``, when
+    remembers the run was archived (one to two of it: a field in one of
+    ``archive_marker_buckets`` hashes, see :mod:`~little_dist.world.redis_s3.archived`),
+    after which the run is read from its S3 archive alone. ``signal_stream``, when
     set, names a Redis stream that every append writing a new event also appends
     ``run=<run id>, seq=<last>`` to, in the same atomic script (the scheduler's readiness
     signal; on a Redis cluster the signal stream lives in another slot, so use it with a
@@ -121,6 +124,7 @@ class RedisS3World:
         s3_prefix: str = "",
         archive_ttl_seconds: float = DEFAULT_ARCHIVE_TTL_SECONDS,
         archive_marker_ttl_seconds: float = DEFAULT_ARCHIVE_MARKER_TTL_SECONDS,
+        archive_marker_buckets: int = DEFAULT_ARCHIVE_MARKER_BUCKETS,
         signal_stream: str | None = None,
         signal_maxlen: int = 100_000,
         follow_block_ms: int = 1000,
@@ -141,6 +145,7 @@ class RedisS3World:
             archive_ttl_seconds,
             hot_artifacts=hot,
             marker_ttl_seconds=archive_marker_ttl_seconds,
+            marker_buckets=archive_marker_buckets,
         )
         self._events = EventLog(
             redis_client,
@@ -171,6 +176,7 @@ class RedisS3World:
         s3_prefix: str = "",
         archive_ttl_seconds: float = DEFAULT_ARCHIVE_TTL_SECONDS,
         archive_marker_ttl_seconds: float = DEFAULT_ARCHIVE_MARKER_TTL_SECONDS,
+        archive_marker_buckets: int = DEFAULT_ARCHIVE_MARKER_BUCKETS,
         signal_stream: str | None = None,
         hot_artifact_limit: int = DEFAULT_HOT_ARTIFACT_LIMIT,
         clock: Callable[[], float] | None = None,
@@ -212,6 +218,7 @@ class RedisS3World:
             s3_prefix=s3_prefix,
             archive_ttl_seconds=archive_ttl_seconds,
             archive_marker_ttl_seconds=archive_marker_ttl_seconds,
+            archive_marker_buckets=archive_marker_buckets,
             signal_stream=signal_stream,
             hot_artifact_limit=hot_artifact_limit,
             clock=clock,
@@ -234,7 +241,8 @@ class RedisS3World:
 
         The URL may carry this world's own options as query parameters, which are taken out
         before redis-py sees the URL: ``key_prefix``, ``s3_prefix``, ``archive_ttl`` and
-        ``archive_marker_ttl`` (seconds), ``signal_stream`` and ``hot_artifact_limit`` (bytes); e.g.
+        ``archive_marker_ttl`` (seconds), ``archive_marker_buckets``, ``signal_stream`` and
+        ``hot_artifact_limit`` (bytes); e.g.
         ``redis://host:6379/0?key_prefix=tenant-a:``. A spec is then enough for another
         process to open the same world.
         """
@@ -257,6 +265,12 @@ class RedisS3World:
             raise InvalidInputError(
                 f"hot_artifact_limit in {url!r} must be a whole number of bytes"
             ) from error
+        try:
+            buckets = int(ours.get("archive_marker_buckets", DEFAULT_ARCHIVE_MARKER_BUCKETS))
+        except ValueError as error:
+            raise InvalidInputError(
+                f"archive_marker_buckets in {url!r} must be a whole number"
+            ) from error
         return cls.from_settings(
             redis_url,
             s3_endpoint,
@@ -268,6 +282,7 @@ class RedisS3World:
             s3_prefix=ours.get("s3_prefix", ""),
             archive_ttl_seconds=archive_ttl,
             archive_marker_ttl_seconds=marker_ttl,
+            archive_marker_buckets=buckets,
             signal_stream=ours.get("signal_stream") or None,
             hot_artifact_limit=hot_limit,
             clock=clock,
@@ -399,7 +414,8 @@ class RedisS3World:
         return self._events.wait_for_end(run_id, timeout)
 
     def list_run_ids(self) -> list[str]:
-        """Runs Redis knows: not archived yet, or archived within ``archive_marker_ttl``."""
+        """Runs Redis knows: not archived yet, or archived within ``archive_marker_ttl``
+        (to twice that)."""
         return self._events.list_run_ids()
 
     def first_and_last_events(self, run_id: str) -> tuple[Event, Event] | None:
