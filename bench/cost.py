@@ -127,6 +127,12 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def _shared_kind(name: str) -> str:
+    """A key of no run by its kind: its name without the prefix and trailing numbers."""
+    head = name.split(":", 1)[1] if ":" in name else name
+    return re.sub(r"(:[0-9]+)+$", ":N", head)
+
+
 def _kind(name: str) -> str:
     """A key's kind: its name without the prefix, run id and step path (``lease-token:``)."""
     tag = _RUN_TAG.search(name)
@@ -370,11 +376,29 @@ def say_redis(
 
     left = sum(k.size for k in lasting(after)) - sum(k.size for k in lasting(before))
     kinds = Counter(_kind(k.name) for k in lasting(after) if k.run in batch_ids)
+    # Keys of no run, by kind (an archived-run bucket, a broker's hash), and their growth.
+    # Streams of no run are capped rings (the scheduler's signal stream: 100,000
+    # entries, the stream of run ends: ~1,000): they fill up to their cap and stay there,
+    # whatever the runs archived since; shown, but not counted per archived run.
+    shared: Counter[str] = Counter()
+    capped = 0
+    for sign, keys in ((1, lasting(after)), (-1, lasting(before))):
+        for k in keys:
+            if k.run is None:
+                shared[_shared_kind(k.name)] += sign * k.size
+                capped += sign * k.size if k.kind == "stream" else 0
+    kept = left - capped
     report.say(
-        f"Redis per run left once that TTL passed: {left / runs:,.0f} B, "
+        f"Redis per run left once that TTL passed: {kept / runs:,.0f} B, "
         f"{(len(lasting(after)) - len(lasting(before))) / runs:.2f} keys (target <= 64 B) "
-        f"{verdict(left / runs <= 64)}; the run's own: "
+        f"{verdict(kept / runs <= 64)}, and {capped / runs:,.0f} B a run of capped streams "
+        "filling up; the run's own: "
         + (", ".join(f"{kind} {n / runs:.1f}" for kind, n in kinds.most_common(4)) or "none")
+        + "; growth of keys of no run: "
+        + (
+            ", ".join(f"{kind} {n / runs:+,.0f} B" for kind, n in shared.most_common(4) if n)
+            or "none"
+        )
     )
     report.say(
         f"Redis keys without a TTL per run: {(len(no_ttl) - no_ttl_before) / runs:.2f} "
