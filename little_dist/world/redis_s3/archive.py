@@ -50,7 +50,7 @@ from little_dist.events import Event
 from little_dist.ids import artifact_ref, validate_run_id
 from little_dist.world.base import RunNotFoundError
 from little_dist.world.redis_s3 import scripts
-from little_dist.world.redis_s3.archived import DEFAULT_ARCHIVE_MARKER_BUCKETS, ArchivedMarks
+from little_dist.world.redis_s3.archived import ArchivedMarks
 from little_dist.world.redis_s3.hot_artifacts import HotArtifacts, parse_manifest
 from little_dist.world.redis_s3.keys import KeyLayout
 from little_dist.world.redis_s3.redis_calls import LuaScript, redis_errors
@@ -113,14 +113,13 @@ class RunArchives:
         objects: S3Objects,
         keys: KeyLayout,
         ttl_seconds: float,
+        marks: ArchivedMarks,
         hot_artifacts: HotArtifacts | None = None,
-        marker_ttl_seconds: float = DEFAULT_ARCHIVE_MARKER_TTL_SECONDS,
-        marker_buckets: int = DEFAULT_ARCHIVE_MARKER_BUCKETS,
     ) -> None:
         if ttl_seconds < 0:
             raise InvalidInputError("archive_ttl_seconds must be >= 0")
         #: Where archived runs are remembered once their keys are gone.
-        self.marks = ArchivedMarks(keys, marker_ttl_seconds, marker_buckets)
+        self.marks = marks
         self._redis = client
         self._s3 = objects
         self._keys = keys

@@ -48,7 +48,7 @@ from little_dist.world.redis_s3.archive import (
     RunNotEndedError,
     RunSealedError,
 )
-from little_dist.world.redis_s3.archived import DEFAULT_ARCHIVE_MARKER_BUCKETS
+from little_dist.world.redis_s3.archived import DEFAULT_ARCHIVE_MARKER_BUCKETS, ArchivedMarks
 from little_dist.world.redis_s3.artifact_store import ArtifactStore
 from little_dist.world.redis_s3.events import ClaimedError, EventLog
 from little_dist.world.redis_s3.hot_artifacts import DEFAULT_HOT_ARTIFACT_LIMIT, HotArtifacts
@@ -137,15 +137,10 @@ class RedisS3World:
         self._s3 = S3Objects(s3_client, bucket)
         self._clock = clock
         self._owns_clients = owns_clients
-        hot = HotArtifacts(redis_client, self._keys, hot_artifact_limit)
+        marks = ArchivedMarks(self._keys, archive_marker_ttl_seconds, archive_marker_buckets)
+        hot = HotArtifacts(redis_client, self._keys, hot_artifact_limit, marks)
         self._archives = RunArchives(
-            redis_client,
-            self._s3,
-            self._keys,
-            archive_ttl_seconds,
-            hot_artifacts=hot,
-            marker_ttl_seconds=archive_marker_ttl_seconds,
-            marker_buckets=archive_marker_buckets,
+            redis_client, self._s3, self._keys, archive_ttl_seconds, marks, hot_artifacts=hot
         )
         self._events = EventLog(
             redis_client,
