@@ -234,6 +234,7 @@ class EventLog:
         another input's (nothing was appended), or its own (submitted before: the caller
         reads the log)."""
         pipe = self._redis.pipeline(transaction=False)
+        recorded_at = recorded_at_now()  # (one append's time for the batch, as one append)
         for run_id, input_hash, events in starts:
             validate_run_id(run_id)
             script, keys, args, _ = self._call(
@@ -241,7 +242,7 @@ class EventLog:
                 _Run(self._keys, run_id),
                 prepare_events(events),
                 1,
-                recorded_at_now(),
+                recorded_at,
                 expected_sequence=None,
                 fence=None,
                 release=False,
