@@ -99,6 +99,7 @@ class Key:
     size: int
     ttl_ms: int  # -1: none
     run: str | None
+    kind: str = "?"  # its Redis type (string, hash, stream, ...)
 
 
 def snapshot(redis: Any, prefix: str) -> list[Key]:
@@ -111,14 +112,25 @@ def snapshot(redis: Any, prefix: str) -> list[Key]:
         for name in chunk:
             pipe.execute_command("MEMORY", "USAGE", name, "SAMPLES", "0")
             pipe.pttl(name)
+            pipe.type(name)
         replies = pipe.execute()
         for index, name in enumerate(chunk):
-            size, ttl = replies[2 * index], replies[2 * index + 1]
+            size, ttl, kind = replies[3 * index : 3 * index + 3]
             if size is None or ttl == -2:  # gone meanwhile
                 continue
             tag = _RUN_TAG.search(name)
-            keys.append(Key(name, int(size), int(ttl), tag.group(1) if tag else None))
+            keys.append(Key(name, int(size), int(ttl), tag.group(1) if tag else None, _text(kind)))
     return keys
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _shared_kind(name: str) -> str:
+    """A key of no run by its kind: its name without the prefix and trailing numbers."""
+    head = name.split(":", 1)[1] if ":" in name else name
+    return re.sub(r"(:[0-9]+)+$", ":N", head)
 
 
 def _kind(name: str) -> str:
@@ -364,11 +376,29 @@ def say_redis(
 
     left = sum(k.size for k in lasting(after)) - sum(k.size for k in lasting(before))
     kinds = Counter(_kind(k.name) for k in lasting(after) if k.run in batch_ids)
+    # Keys of no run, by kind (an archived-run bucket, a broker's hash), and their growth.
+    # Streams of no run are capped rings (the scheduler's signal stream: 100,000
+    # entries, the stream of run ends: ~1,000): they fill up to their cap and stay there,
+    # whatever the runs archived since; shown, but not counted per archived run.
+    shared: Counter[str] = Counter()
+    capped = 0
+    for sign, keys in ((1, lasting(after)), (-1, lasting(before))):
+        for k in keys:
+            if k.run is None:
+                shared[_shared_kind(k.name)] += sign * k.size
+                capped += sign * k.size if k.kind == "stream" else 0
+    kept = left - capped
     report.say(
-        f"Redis per run left once that TTL passed: {left / runs:,.0f} B, "
+        f"Redis per run left once that TTL passed: {kept / runs:,.0f} B, "
         f"{(len(lasting(after)) - len(lasting(before))) / runs:.2f} keys (target <= 64 B) "
-        f"{verdict(left / runs <= 64)}; the run's own: "
+        f"{verdict(kept / runs <= 64)}, and {capped / runs:,.0f} B a run of capped streams "
+        "filling up; the run's own: "
         + (", ".join(f"{kind} {n / runs:.1f}" for kind, n in kinds.most_common(4)) or "none")
+        + "; growth of keys of no run: "
+        + (
+            ", ".join(f"{kind} {n / runs:+,.0f} B" for kind, n in shared.most_common(4) if n)
+            or "none"
+        )
     )
     report.say(
         f"Redis keys without a TTL per run: {(len(no_ttl) - no_ttl_before) / runs:.2f} "
@@ -379,9 +409,38 @@ def say_redis(
     ttls = [k.ttl_ms / 1000 for k in after if k.run in batch_ids and k.ttl_ms > 0]
     if ttls:
         report.say(
-            f"    the longest TTL left on an archived run's key: {max(ttls) / 3600:,.1f} h "
-            "(its archive marker, LITTLE_ARCHIVE_MARKER_TTL)"
+            f"    the longest TTL left on an archived run's own key: {max(ttls):,.0f} s "
+            f"(LITTLE_ARCHIVE_TTL {archive_ttl:g} s, its seal marker a little longer)"
         )
+    say_run_keys(report, live, after, batch_ids, archive_ttl)
+
+
+def say_run_keys(
+    report: Report, live: list[Key], after: list[Key], batch_ids: set[str], archive_ttl: float
+) -> None:
+    """The issue's rows on two of a run's keys: its ``:ended`` marker (a key, not a stream)
+    and its lease-token counters (expiring with the run)."""
+    runs = len(batch_ids)
+    ended = [k for k in live if k.run in batch_ids and k.name.endswith(":ended")]
+    ended_after = [k for k in after if k.run in batch_ids and k.name.endswith(":ended")]
+    limit_ms = (archive_ttl + 60) * 1000
+    if ended:
+        kinds = sorted({k.kind for k in ended})
+        ok = kinds == ["string"] and all(0 < k.ttl_ms <= limit_ms for k in ended_after)
+        report.say(
+            f"`:ended` marker: {kinds}, {sum(k.size for k in ended) / len(ended):,.0f} B per "
+            f"ended run, the longest TTL once archived "
+            f"{max((k.ttl_ms for k in ended_after), default=0) / 1000:,.0f} s "
+            f"(target: a key, not a stream, that expires with the log) {verdict(ok)}"
+        )
+    tokens = [k for k in after if k.run in batch_ids and k.name.endswith(":tokens")]
+    counters = [k for k in after if "lease-token:" in k.name and k.ttl_ms == -1]
+    ok = all(0 < k.ttl_ms <= limit_ms for k in tokens) and not counters
+    report.say(
+        f"lease-token counters: {len(tokens) / runs:.2f} hash per run once archived, the "
+        f"longest TTL {max((k.ttl_ms for k in tokens), default=0) / 1000:,.0f} s; "
+        f"{len(counters)} counters without a TTL (target: expire with their run) {verdict(ok)}"
+    )
 
 
 def say_s3(report: Report, batch: Batch, label: str, per_step_put_target: float) -> None:

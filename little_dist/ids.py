@@ -24,6 +24,7 @@ __all__ = [
     "artifact_ref",
     "event_id_for",
     "event_id_for_payload_json",
+    "json_string",
     "short_id",
     "step_path_for",
     "validate_run_id",
@@ -90,11 +91,11 @@ def event_id_for_payload_json(
     ``payload_json`` must be ``canonical_json`` of the payload; the result then equals
     ``event_id_for(run_id, sequence, event_type, payload, occurrence_id)``.
     """
-    head = "{" if occurrence_id is None else f'{{"occurrenceId":{_json_string(occurrence_id)},'
+    head = "{" if occurrence_id is None else f'{{"occurrenceId":{json_string(occurrence_id)},'
     number = str(sequence) if type(sequence) is int and 0 <= sequence < 2**53 else None
     text = (
-        f'{head}"payload":{payload_json},"runId":{_json_string(run_id)}'
-        f',"sequence":{number or canonical_json(sequence)},"type":{_json_string(event_type)}}}'
+        f'{head}"payload":{payload_json},"runId":{json_string(run_id)}'
+        f',"sequence":{number or canonical_json(sequence)},"type":{json_string(event_type)}}}'
     )
     return short_id("evt_", "sha256:" + sha256_hex_text(text))
 
@@ -102,7 +103,7 @@ def event_id_for_payload_json(
 _encode_ascii_string = json.JSONEncoder(ensure_ascii=True).encode
 
 
-def _json_string(value: str) -> str:
+def json_string(value: str) -> str:
     """``canonical_json(value)`` for a string, without the general serializer for ASCII text."""
     # ASCII text has no surrogates to join or refuse, and its escapes are canonical's.
     if type(value) is str and value.isascii():

@@ -390,8 +390,8 @@ class Settings(LimitSettings):
     # Redis let go fall through to the archive): minutes, not days, or Redis holds every
     # run of the last days (~31 KB a small run).
     archive_ttl: float = _seconds("LITTLE_ARCHIVE_TTL", 300.0, allow_zero=True)
-    # How long Redis remembers an archived run (its seal marker, its run-index entry); then
-    # only its S3 archive knows it. At least archive_ttl (the world takes the longer).
+    # How long Redis remembers an archived run once its keys are gone (one to two of it: a
+    # field of a bucket hash, see world/redis_s3/archived.py); then only S3 knows it.
     archive_marker_ttl: float = _seconds("LITTLE_ARCHIVE_MARKER_TTL", 30 * 24 * 3600.0)
     # How long after a run ends the scheduler starts copying it to S3: the clients that wake
     # on the end read the log first, without that copy competing for the machine.

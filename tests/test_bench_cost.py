@@ -41,6 +41,7 @@ def test_snapshot_attributes_keys_to_runs_with_their_bytes_and_ttls(redis_url: s
     assert keys["{run_a}:events"].run == "run_a" and keys["version:v1"].run is None
     assert keys["{run_a}:events"].size > 100
     assert keys["version:v1"].ttl_ms == -1 and 0 < keys["{run_a}:ended"].ttl_ms <= 60_000
+    assert (keys["{run_a}:events"].kind, keys["{run_a}:ended"].kind) == ("stream", "string")
 
 
 def test_archive_throughput_is_the_drain_rate_against_the_completion_rate() -> None:

@@ -89,3 +89,42 @@ def test_a_batch_of_inputs_validates_the_lwir_once(monkeypatch: pytest.MonkeyPat
         versions.add(planned.version.id)
     assert 0 < once <= 2 and len(validated) == once
     assert len(versions) == 200  # each input its own version id, as upstream's
+
+
+@pytest.mark.parametrize(("definition", "run_input"), INPUTS)
+def test_a_fixed_plan_start_prints_the_bytes_the_slow_path_prepares(
+    definition: Any, run_input: Any
+) -> None:
+    from little_dist.fleet.submission import _bound_start, _Planned, _Request, _start_events
+    from little_dist.planner.fixed import fixed_plan_start
+    from little_dist.world.defaults import prepare_events
+
+    # A first input prints the templates; the ones after fill them.
+    assert fixed_plan_start(definition, {"keys": ["first"]}) is not None
+    slow = fixed_plan_events(definition, run_input)
+    fast = fixed_plan_start(definition, run_input)
+    assert slow is not None and fast is not None
+    assert fast.version.to_json() == slow.version.to_json()
+    assert fast.shared_part == slow.shared_part
+    expected = prepare_events(slow.events)
+    assert [(e.type, e.occurrence_id, e.payload_json) for e in fast.events] == [
+        (e.type, e.occurrence_id, e.payload_json) for e in expected
+    ]
+    assert [e.payload for e in fast.events] == [e.payload for e in expected]
+
+    # The run's start (the version's binding, the input) as well.
+    class Parts:
+        def put_version_part(self, body: str) -> str:
+            return "sha256:" + body[:0]
+
+    request = _Request("run_x", json.loads(canonical_json(run_input)), definition=definition)
+    printed = _bound_start(
+        Parts(),  # type: ignore[arg-type]
+        _Planned(fast.version, fast.events, fast.shared_part),
+        request,
+    )
+    _, binding = split_version(slow.version, slow.shared_part)
+    expected += prepare_events(_start_events(slow.version, request.run_input, binding))
+    assert [(e.type, e.occurrence_id, e.payload_json) for e in printed] == [
+        (e.type, e.occurrence_id, e.payload_json) for e in expected
+    ]

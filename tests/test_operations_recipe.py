@@ -112,7 +112,9 @@ SENDER = textwrap.dedent(
         time.sleep(0.1)
     submit({"ticket": "T-1"})
     submit({"ticket": "T-2"})
-    r.xread({ended: "0-0"}, block=60000)  # woken by the run's end
+    # Woken by the run's end, announced on the stream of every run's end; its marker says.
+    while not r.exists(ended):
+        r.xread({prefix + "ended": "$"}, block=1000)
     types, end = [], None
     for entry_id, fields in r.xrange(stream):
         kind = fields[b"t"].decode()

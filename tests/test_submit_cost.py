@@ -37,14 +37,15 @@ def world(world_spec: Callable[[], str], s3_env: S3Service) -> Iterator[RedisS3W
 
 
 @contextmanager
-def counted(world: RedisS3World) -> Iterator[dict[str, int]]:
-    """Redis round trips (packed sends) and S3 requests this thread makes in the block."""
+def counted(world: RedisS3World, *, any_thread: bool = False) -> Iterator[dict[str, int]]:
+    """Redis round trips (packed sends) and S3 requests this thread (``any_thread``: every
+    thread) makes in the block."""
     counts = {"redis": 0, "s3": 0}
     me = threading.get_ident()
     send = redis.connection.AbstractConnection.send_packed_command
 
     def counting_send(self: Any, command: Any, check_health: bool = True) -> None:
-        if threading.get_ident() == me:
+        if any_thread or threading.get_ident() == me:
             counts["redis"] += 1
         send(self, command, check_health)
 
@@ -113,16 +114,17 @@ def test_start_submission_appends_nothing_under_another_claim(world: RedisS3Worl
     assert again[0] == theirs and again[1] == recorded and again[2] is False
 
 
-def test_submit_runs_starts_a_batch_in_one_round_trip(world: RedisS3World) -> None:
-    from little_dist.fleet.submission import submit_runs
+def test_submit_runs_starts_a_batch_in_a_round_trip_per_chunk(world: RedisS3World) -> None:
+    from little_dist.fleet.submission import _SEND_EVERY, submit_runs
     from tests.fleet_app import chain5
 
-    submit_run(world, chain5, {"n": 0})  # the workflow's shared part is stored
-    inputs = [{"n": n} for n in range(1, 51)]
+    # The workflow's shared part is stored, the sending thread's connection opened.
+    submit_runs(world, chain5, [{"n": 0}], run_ids=[f"run_many_first_{uuid.uuid4().hex[:6]}"])
+    inputs = [{"n": n} for n in range(1, 2 * _SEND_EVERY + 1)]
     run_ids = [f"run_many_{n}_{uuid.uuid4().hex[:6]}" for n in range(len(inputs))]
-    with counted(world) as counts:
+    with counted(world, any_thread=True) as counts:
         assert submit_runs(world, chain5, inputs, run_ids=run_ids) == run_ids
-    assert counts == {"redis": 1, "s3": 0}
+    assert counts == {"redis": 2, "s3": 0}
     for run_id, run_input in zip(run_ids, inputs, strict=True):
         started = [e for e in world.list_events(run_id) if e.type == "RunStarted"]
         assert [e.payload["input"] for e in started] == [run_input]
@@ -134,6 +136,42 @@ def test_submit_runs_starts_a_batch_in_one_round_trip(world: RedisS3World) -> No
         submit_runs(world, chain5, [{"n": 99}, {"n": 100}], run_ids=[fresh, run_ids[1]])
     assert world.list_events(run_ids[1]) == before
     assert [e.type for e in world.list_events(fresh)][-1] == "RunStarted"
+
+
+def test_a_batch_writes_the_bytes_of_the_slow_path(
+    world: RedisS3World,
+    world_spec: Callable[[], str],
+    s3_env: S3Service,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The starts a batch prints from templates are, byte for byte, the stream entries
+    (ids, payloads, everything) the slow path's events are appended as, same ids, same
+    clock."""
+    from little_dist.fleet.submission import _start_events, submit_runs
+    from little_dist.fleet.versions import split_version
+    from little_dist.planner.fixed import fixed_plan_events
+    from little_dist.world.redis_s3 import events as event_log
+    from tests.fleet_app import chain5
+
+    monkeypatch.setattr(event_log, "recorded_at_now", lambda: "2026-01-02T03:04:05.678Z")
+    inputs: list[Any] = [{"n": 1}, {"n": 2.5, "z": [1, "x"], "é": {"😀": None}}, {"a": "\u0000"}]
+    run_ids = [f"run_bytes_{n}_{uuid.uuid4().hex[:6]}" for n in range(len(inputs))]
+    submit_runs(world, chain5, inputs, run_ids=run_ids)
+    slow_world = _open(world_spec(), s3_env)
+    try:
+        for run_id, run_input in zip(run_ids, inputs, strict=True):
+            planned = fixed_plan_events(chain5, run_input)
+            assert planned is not None
+            _, binding = split_version(planned.version, planned.shared_part)
+            slow_world.append_batch(
+                run_id, [*planned.events, *_start_events(planned.version, run_input, binding)]
+            )
+            fast = world._redis.xrange(world._keys.run(run_id).events)
+            slow = slow_world._redis.xrange(slow_world._keys.run(run_id).events)
+            assert len(fast) == 6
+            assert fast == slow
+    finally:
+        slow_world.close()
 
 
 def test_the_archive_of_a_small_run_is_one_s3_put_whatever_its_outputs(

@@ -424,3 +424,19 @@ def test_a_small_output_of_an_archived_run_reads_back_from_its_archive(
     hydrated = hydrate_events(world, world.list_events(RUN))
     outputs = [e["payload"]["output"] for e in hydrated if isinstance(e, dict)]
     assert outputs == [{"answer": 42}]
+
+
+def test_a_late_artifact_of_an_archived_run_goes_to_s3_once_its_marker_is_gone(
+    world: RedisS3World, raw: redis.Redis, bucket: Callable[[], set[str]]
+) -> None:
+    """A zombie's small output for a run archived minutes ago (its seal marker gone with its
+    stream; a field of its bucket of archived runs remembers it) is not kept in Redis, where
+    nothing would archive it or let it expire."""
+    _start_run(world)
+    _end_run(world)
+    world.archive_run(RUN, ttl_seconds=0)
+    layout = _layout(world)
+    raw.delete(layout.run(RUN).archived)  # the seal marker expired
+    late = world.put_artifact(_artifact({"late": True}))
+    assert raw.exists(layout.hot_artifact(late.artifact_id), layout.run(RUN).artifacts) == 0
+    assert _s3_keys(late) <= bucket()

@@ -120,11 +120,15 @@ def test_a_long_log_is_streamed_to_s3_in_parts(
         world.close()
 
 
-def test_markers_and_index_entries_expire_and_a_forgotten_run_is_read_from_s3(
+def test_an_archived_run_is_remembered_in_a_bucket_field_then_read_from_s3(
     world_spec: Callable[[], str], s3_env: S3Service, raw_redis: redis.Redis
 ) -> None:
+    """Once its keys are gone, an archived run is a field of a bucket hash (~40 bytes, not a
+    key of its own): it still refuses a late writer and sends reads to S3; the bucket
+    expires by generation, then only S3 knows the run."""
     spec = _with(world_spec(), archive_marker_ttl="3600")
     world = _open(spec, s3_env)
+    late = _open(spec, s3_env)  # a process that never wrote to the run
     try:
         written = world.append_batch(
             RUN, [_ev("RunStarted", "run-start"), _ev("RunCompleted", "run-end")]
@@ -133,28 +137,37 @@ def test_markers_and_index_entries_expire_and_a_forgotten_run_is_read_from_s3(
         assert world.archive_run(RUN, ttl_seconds=0) == 2
         keys = world._keys
         marker = keys.run(RUN).archived
-        assert 0 < raw_redis.pttl(marker) <= 3600_000  # the marker goes in time
+        assert 0 < raw_redis.pttl(marker) <= 10_000  # the seal marker goes with the stream
+        buckets = world._archives.marks.keys_of(RUN)
+        (bucket,) = [key for key in buckets if raw_redis.exists(key)]
+        assert raw_redis.hget(bucket, RUN) == b"2"
+        assert raw_redis.object("encoding", bucket) == b"listpack"
+        assert 3600_000 < raw_redis.pttl(bucket) <= 7200_000  # one to two marker TTLs
         assert world.list_run_ids() == ["run_archive", "run_live"]
         assert world.list_unarchived_run_ids() == ["run_live"]
-        # Index entries of archived runs leave with their markers: older ones are trimmed
-        # at the next archive.
-        raw_redis.zadd(keys.archived_index, {"run_archived_long_ago": 1.0})
-        world.append_batch(
-            "run_other", [_ev("RunStarted", "run-start"), _ev("RunCompleted", "run-end")]
-        )
-        world.archive_run("run_other", ttl_seconds=0)
-        assert raw_redis.zscore(keys.archived_index, "run_archived_long_ago") is None
         assert raw_redis.zscore(keys.run_index, RUN) is None
 
-        raw_redis.delete(marker)  # the marker expired: Redis has forgotten the run
+        raw_redis.delete(marker)  # the seal marker expired: the bucket still knows the run
+        with pytest.raises(RunSealedError):
+            late.append(RUN, _ev(stepPath="late"))
+        assert late.append(RUN, _ev("RunCompleted", "run-end")) == written[1]
+        assert raw_redis.exists(keys.run(RUN).events) == 0  # no fresh log under the id
+        assert late.last_sequence(RUN) == 2
+        assert late.list_events(RUN) == written
+        assert world.archive_run(RUN) == 2  # archiving again: idempotent
+        assert world.list_run_ids() == ["run_archive", "run_live"]
+
+        raw_redis.delete(*buckets)  # the bucket's generation expired: Redis forgot the run
         reader = _open(spec, s3_env)
         try:
             assert reader.list_events(RUN) == written
             assert reader.list_events(RUN, after=1) == written[1:]
+            assert reader.last_sequence(RUN) == 2
             assert RUN not in reader.list_run_ids()
         finally:
             reader.close()
     finally:
+        late.close()
         world.close()
 
 

@@ -402,15 +402,22 @@ def test_a_follower_reads_a_busy_run_in_batches_and_wakes_on_its_end(
 ) -> None:
     events_key = _keys(world).run(RUN).events
     wakes: list[int] = []
-    client = world._events._redis
-    real_xread = client.xread
+    client = world._events._raw
+    real_pipeline = client.pipeline
 
-    def counting(streams: Any, **options: Any) -> Any:
-        if events_key in streams:
-            wakes.append(1)
-        return real_xread(streams, **options)
+    def counting(*args: Any, **options: Any) -> Any:
+        pipe = real_pipeline(*args, **options)
+        real_xread = pipe.xread
 
-    monkeypatch.setattr(client, "xread", counting)
+        def xread(streams: Any, **options: Any) -> Any:
+            if events_key in streams:
+                wakes.append(1)
+            return real_xread(streams, **options)
+
+        pipe.xread = xread
+        return pipe
+
+    monkeypatch.setattr(client, "pipeline", counting)
     world.append(RUN, _ev(stepPath="first"))
 
     def write() -> None:
@@ -432,14 +439,19 @@ def test_a_follower_reads_a_busy_run_in_batches_and_wakes_on_its_end(
     assert seen == world.list_events(RUN)
     # Not a wake-up per append: the follower lets a busy run's appends gather.
     assert len(wakes) < 50
-    # The end left its wake-up hint, which expires on its own.
-    assert raw_redis.pttl(_keys(world).run(RUN).ended) > 0
+    assert len(wakes) > 0
+    # The end left its marker, a plain key which expires on its own, and its announcement
+    # on the stream shared by every run's ends (capped, and gone soon after the last end).
+    keys = _keys(world)
+    assert raw_redis.type(keys.run(RUN).ended) == b"string"
+    assert raw_redis.pttl(keys.run(RUN).ended) > 0
+    assert raw_redis.xrange(keys.ends)[-1][1] == {b"run": RUN.encode()}
+    assert 0 < raw_redis.pttl(keys.ends) <= 60_000
 
 
 def test_wait_for_end_blocks_on_the_end_hint_and_trusts_only_the_log(
     world: RedisS3World, raw_redis: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    keys = _keys(world).run(RUN)
     reads: list[int] = []
     client = world._events._raw
     real_xrange = client.xrange
@@ -450,8 +462,8 @@ def test_wait_for_end_blocks_on_the_end_hint_and_trusts_only_the_log(
 
     monkeypatch.setattr(client, "xrange", counting)
     world.append(RUN, _ev(stepPath="first"))
-    # A wake-up entry with no end in the log (an end append that was refused): not the end.
-    raw_redis.xadd(keys.ended, {"seq": 0})
+    # An announcement with no end in the log (an end append that was refused): not the end.
+    threading.Timer(0.1, lambda: raw_redis.xadd(_keys(world).ends, {"run": RUN})).start()
     started = time.monotonic()
     assert world.wait_for_end(RUN, timeout=0.5) is False
     assert time.monotonic() - started >= 0.5
@@ -486,7 +498,7 @@ def test_wait_for_end_finds_an_end_whose_hint_was_lost_and_an_archived_end(
     waiter.start()
     time.sleep(0.1)
     world.append(RUN, EventInput(type="RunFailed", occurrence_id="run-end", payload={}))
-    raw_redis.delete(keys.ended)  # as if Redis had lost it
+    raw_redis.delete(keys.ended, _keys(world).ends)  # as if Redis had lost them
     lost = time.monotonic()
     waiter.join(15)
     assert woke, "the end was never found"

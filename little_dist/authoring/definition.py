@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -163,6 +164,11 @@ class WorkflowDefinition:
 
     # -- inputs, outputs, capabilities --------------------------------------------------------
 
+    @functools.cached_property
+    def _input_check(self) -> Callable[[Any], bool] | None:
+        # Compiled once per definition: a batch of submissions checks every input.
+        return compile_check(self.input_schema)
+
     def validate_input(self, value: Any, *, limits: InputLimits | None = None) -> Any:
         """The run input as JSON, checked against the input schema (before anything is
         written); raises :class:`InputValidationError` naming the offending fields, and
@@ -176,7 +182,7 @@ class WorkflowDefinition:
             raise
         except InvalidInputError as error:
             raise InputValidationError(self.id, [("input", str(error))]) from error
-        quick = compile_check(self.input_schema)
+        quick = self._input_check
         if quick is not None and quick(data):
             return data  # (draft-07's answer, sooner; a "no" gets jsonschema's messages)
         import jsonschema

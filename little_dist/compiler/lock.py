@@ -29,6 +29,7 @@ __all__ = [
     "LOCK_SEED_KEYS",
     "SHARED_LOCK_KEYS",
     "compiled_version_identity",
+    "compiler_validation_document",
     "compiler_validation_hash",
     "concrete_input_structure",
     "lock_seed_from",
@@ -96,28 +97,58 @@ def compiler_validation_hash(
 ) -> str:
     """The digest that records "this LWIR passed validation bound to this request"."""
     return sha256_digest(
-        {
-            "algorithm": COMPILER_VALIDATION_ALGORITHM,
-            "valid": True,
-            "findings": [],
-            "lwirVersionId": lwir_version_id,
-            "lwirHash": lwir_hash,
-            "canonicalizer": canonicalizer,
-            "requestId": request_id,
+        compiler_validation_document(
+            lwir_version_id=lwir_version_id,
+            lwir_hash=lwir_hash,
+            request_id=request_id,
+            request_hash=request_hash,
+            input_hash=input_hash,
+            planned_input_structure_hash=planned_input_structure_hash,
+            workflow_definition_hash=workflow_definition_hash,
+            input_schema_hash=input_schema_hash,
+            requested_output_hash=requested_output_hash,
+            capability_manifest_hash=capability_manifest_hash,
+            canonicalizer=canonicalizer,
+        )
+    )
+
+
+def compiler_validation_document(
+    *,
+    lwir_version_id: str,
+    lwir_hash: str,
+    request_id: str,
+    request_hash: str,
+    input_hash: str,
+    planned_input_structure_hash: str,
+    workflow_definition_hash: str,
+    input_schema_hash: str,
+    requested_output_hash: str,
+    capability_manifest_hash: str,
+    canonicalizer: str = CANONICALIZER,
+) -> dict[str, Any]:
+    """What :func:`compiler_validation_hash` is the digest of."""
+    return {
+        "algorithm": COMPILER_VALIDATION_ALGORITHM,
+        "valid": True,
+        "findings": [],
+        "lwirVersionId": lwir_version_id,
+        "lwirHash": lwir_hash,
+        "canonicalizer": canonicalizer,
+        "requestId": request_id,
+        "requestHash": request_hash,
+        "inputHash": input_hash,
+        "plannedInputStructureHash": planned_input_structure_hash,
+        "requestBinding": {
             "requestHash": request_hash,
             "inputHash": input_hash,
             "plannedInputStructureHash": planned_input_structure_hash,
-            "requestBinding": {
-                "requestHash": request_hash,
-                "inputHash": input_hash,
-                "plannedInputStructureHash": planned_input_structure_hash,
-                "workflowDefinitionHash": workflow_definition_hash,
-                "inputSchemaHash": input_schema_hash,
-                "requestedOutputHash": requested_output_hash,
-                "capabilityManifestHash": capability_manifest_hash,
-            },
-        }
-    )
+            "workflowDefinitionHash": workflow_definition_hash,
+            "inputSchemaHash": input_schema_hash,
+            "requestedOutputHash": requested_output_hash,
+            "capabilityManifestHash": capability_manifest_hash,
+        },
+    }
 
 
 def compiled_version_identity(

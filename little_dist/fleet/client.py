@@ -320,8 +320,9 @@ class Client:
         run_ids: Sequence[str] | None = None,
     ) -> list[str]:
         """Submit one run per input (``run_ids``: their ids, else new ones); their ids, in
-        order. For batches: the starts of them all are one round trip, and the scheduler
-        makes each run's first decision (its start signals it). Idempotent per run id as
+        order. For batches: every input is checked first, then the starts go a few dozen
+        to a round trip, printed from per-workflow templates, and the scheduler makes each
+        run's first decision (its start signals it). Idempotent per run id as
         :meth:`submit` (see :func:`~little_dist.fleet.submission.submit_runs`)."""
         self._load_registry()
         return submit_runs(

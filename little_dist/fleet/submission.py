@@ -38,12 +38,19 @@ missing (:func:`_start_step_by_step`).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from little_dist import occurrences
-from little_dist.canonical import NonHashableValueError, canonical_json, sha256_digest
+from little_dist.canonical import (
+    NonHashableValueError,
+    canonical_json,
+    sha256_digest,
+    sha256_hex_text,
+)
 from little_dist.compiler import WorkflowVersion, compile_lwir
 from little_dist.errors import InvalidInputError
 from little_dist.events import Event, EventInput
@@ -52,12 +59,13 @@ from little_dist.fleet.engine_events import SUBMITTED_EVENT_TYPE
 from little_dist.fleet.run_tracker import RunTracker
 from little_dist.fleet.sending import dispatch_plan
 from little_dist.fleet.versions import BINDING_FIELD, VersionCache, split_version
-from little_dist.ids import validate_run_id
+from little_dist.ids import json_string, validate_run_id
 from little_dist.limits import InputLimits
 from little_dist.local_runner import RunMismatchError, check_run_input, new_run_id
 from little_dist.runtime import check_grants
 from little_dist.settings import Settings
 from little_dist.world.base import World
+from little_dist.world.defaults import PreparedEvent
 
 if TYPE_CHECKING:
     from little_dist.authoring import WorkflowDefinition
@@ -68,6 +76,8 @@ if TYPE_CHECKING:
 __all__ = ["RunMismatchError", "submit_run", "submit_runs"]
 
 _UNCOMPILED: Final = "uncompiled"
+#: Runs of a batch whose starts go in one pipeline (see submit_runs).
+_SEND_EVERY: Final = 25
 
 
 def _recorded_input(events: list[Event]) -> tuple[bool, Any, str | None]:
@@ -169,9 +179,14 @@ class _Request:
     #: A workflow the planner plans (a definition without a plan, or a registered id).
     planner_path: str | None = None
 
-    @property
+    @functools.cached_property
+    def input_text(self) -> str:
+        """The input's canonical JSON, printed once."""
+        return canonical_json(self.run_input)
+
+    @functools.cached_property
     def input_hash(self) -> str:
-        return sha256_digest(self.run_input)
+        return "sha256:" + sha256_hex_text(self.input_text)
 
 
 def submit_run(
@@ -347,7 +362,7 @@ def _start_at_once(
     version = planned.version
     if announce is not None:
         announce(request.run_id)
-    events = _bound_start(world, planned, request.run_input)
+    events = _bound_start(world, planned, request)
     claimed, recorded, new = start(
         request.run_id, request.input_hash, events, signal=announce is None
     )
@@ -363,7 +378,8 @@ def _start_at_once(
 @dataclass(frozen=True)
 class _Planned:
     version: WorkflowVersion
-    planning: Sequence[EventInput] = ()  # the events the start records first
+    # The events the start records first, printed already (see fixed_plan_start).
+    planning: Sequence[PreparedEvent] = ()
     shared_part: tuple[str, str] | None = None  # its text and digest, when known
 
 
@@ -372,24 +388,37 @@ def _planned(request: _Request) -> _Planned | None:
     ``None`` for a fixed plan that is invalid for the input."""
     if request.version is not None:
         return _Planned(request.version)
-    from little_dist.planner.fixed import fixed_plan_events
+    from little_dist.planner.fixed import fixed_plan_start
 
     assert request.definition is not None
-    planned = fixed_plan_events(request.definition, request.run_input)
+    planned = fixed_plan_start(request.definition, request.run_input)
     if planned is None:
         return None
     return _Planned(planned.version, planned.events, planned.shared_part)
 
 
-def _bound_start(world: World, planned: _Planned, run_input: Any) -> list[EventInput]:
+def _bound_start(world: World, planned: _Planned, request: _Request) -> list[PreparedEvent]:
     """The start of a run on a world that keeps version parts: what runs of the workflow
     share is stored once (then remembered: no request), before the events that name it;
-    what binds this input rides with the run's start."""
+    what binds this input rides with the run's start. Printed here (the same bytes as
+    :func:`_start_events` prepared, cheaper)."""
     version = planned.version
     shared, binding = split_version(version, planned.shared_part)
     put_part: Callable[[str], str] = getattr(world, "put_version_part")  # noqa: B009
     put_part(shared)
-    return [*planned.planning, *_start_events(version, run_input, binding)]
+    registered = canonical_json(
+        {
+            "workflowVersionId": version.id,
+            "workflowVersionHash": version.hash,
+            BINDING_FIELD: binding,
+        }
+    )
+    started = f'{{"input":{request.input_text},"workflowVersionId":{json_string(version.id)}}}'
+    return [
+        *planned.planning,
+        PreparedEvent("WorkflowVersionRegistered", occurrences.VERSION_REGISTERED, registered),
+        PreparedEvent("RunStarted", occurrences.RUN_START, started),
+    ]
 
 
 def submit_runs(
@@ -404,7 +433,8 @@ def submit_runs(
     """Submit one run of ``workflow`` per input (``run_ids``: theirs; new ids without);
     their ids. Each is checked and recorded as :func:`submit_run` records it without a
     queue: its start signals the scheduler, which makes its first decision. Where the world
-    can (``RedisS3World.start_submissions``) the starts of them all are one round trip.
+    can (``RedisS3World.start_submissions``) the starts go a few dozen to a round trip,
+    sent while the next ones are printed; every input is checked before any is written.
     Idempotent per run id as :func:`submit_run`; a run id already submitted with another
     input raises :class:`RunMismatchError` once the others are recorded."""
     if run_ids is not None and len(run_ids) != len(inputs):
@@ -417,18 +447,39 @@ def submit_runs(
             submit_run(world, workflow, value, run_id=run_id, settings=settings, registry=registry)
             for run_id, value in zip(ids, inputs, strict=True)
         ]
+    # Every input is checked before anything is written (a bad one leaves the world as it
+    # was); then the starts are printed a chunk at a time, each chunk's pipeline sent by
+    # another thread while this one prints the next (Redis runs one chunk's scripts while
+    # Python prints the next chunk's events).
+    requests = [
+        _checked_request(workflow, value, run_id, registry, limits, grants=not index)
+        for index, (run_id, value) in enumerate(zip(ids, inputs, strict=True))
+    ]
     batch: list[tuple[_Request, WorkflowVersion]] = []
-    starts: list[tuple[str, str, list[EventInput]]] = []
-    for index, (run_id, value) in enumerate(zip(ids, inputs, strict=True)):
-        request = _checked_request(workflow, value, run_id, registry, limits, grants=not index)
-        planned = None if request.planner_path is not None else _planned(request)
-        if planned is None:  # the planner's, or an invalid fixed plan: one by one
-            submit_run(world, workflow, value, run_id=run_id, settings=settings, registry=registry)
-            continue
-        batch.append((request, planned.version))
-        events = _bound_start(world, planned, request.run_input)
-        starts.append((request.run_id, request.input_hash, events))
-    answers = starts_at_once(starts, signal=True) if starts else []
+    sent: list[Future[list[str | None]]] = []
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="little-submit") as sender:
+        starts: list[tuple[str, str, list[PreparedEvent]]] = []
+        for request, value in zip(requests, inputs, strict=True):
+            planned = None if request.planner_path is not None else _planned(request)
+            if planned is None:  # the planner's, or an invalid fixed plan: one by one
+                submit_run(
+                    world,
+                    workflow,
+                    value,
+                    run_id=request.run_id,
+                    settings=settings,
+                    registry=registry,
+                )
+                continue
+            batch.append((request, planned.version))
+            events = _bound_start(world, planned, request)
+            starts.append((request.run_id, request.input_hash, events))
+            if len(starts) == _SEND_EVERY:
+                sent.append(sender.submit(starts_at_once, starts, signal=True))
+                starts = []
+        if starts:
+            sent.append(sender.submit(starts_at_once, starts, signal=True))
+        answers = [answer for chunk in sent for answer in chunk.result()]
     refused: list[str] = []
     for (request, version), answer in zip(batch, answers, strict=True):
         if answer is None:

@@ -25,6 +25,7 @@ __all__ = [
     "PLANNER_STEP_TYPES",
     "OrchestrationRequest",
     "RequestTemplate",
+    "bind_compile_request",
     "bind_request",
     "orchestration_request",
     "request_template",
@@ -180,6 +181,16 @@ def request_template(definition: WorkflowDefinition) -> RequestTemplate:
 
 def bind_request(template: RequestTemplate, run_input: Any) -> OrchestrationRequest:
     """The orchestration request of ``template``'s definition for a validated input."""
+    compile_request, filled = _bind(template, run_input)
+    return OrchestrationRequest(json.loads(template.final.text(filled)), compile_request)
+
+
+def bind_compile_request(template: RequestTemplate, run_input: Any) -> CompileRequest:
+    """The compile request of :func:`bind_request` alone (its body is not read back)."""
+    return _bind(template, run_input)[0]
+
+
+def _bind(template: RequestTemplate, run_input: Any) -> tuple[CompileRequest, dict[str, str]]:
     structure = concrete_input_structure(run_input)
     input_text = canonical_json(run_input)
     structure_text = canonical_json(structure)
@@ -203,4 +214,4 @@ def bind_request(template: RequestTemplate, run_input: Any) -> OrchestrationRequ
         planned_input_structure_hash=structure_hash,
         **template.compile_fields,
     )
-    return OrchestrationRequest(json.loads(template.final.text(filled)), compile_request)
+    return compile_request, filled

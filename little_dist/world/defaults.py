@@ -6,6 +6,7 @@ protocol and its data types; this module holds what its implementations reuse.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import time
@@ -224,14 +225,21 @@ def check_event_window(after: object, limit: object) -> None:
 class PreparedEvent:
     """An :class:`EventInput` encoded once, before any lock is taken.
 
-    ``payload_json`` is the canonical JSON worlds store; ``payload`` is that text read back,
-    which is what every reader (and the event id) sees.
+    ``payload_json`` is the canonical JSON worlds store; ``payload`` is that text read back
+    (on first use: a batch of submissions never reads it), which is what every reader (and
+    the event id) sees. A writer that prints the canonical JSON itself (from a template, see
+    :func:`little_dist.planner.fixed.fixed_plan_start`) hands these to an append instead of
+    :class:`EventInput` values.
     """
 
     type: str
     occurrence_id: str | None
-    payload: dict[str, Any]
     payload_json: str
+
+    @functools.cached_property
+    def payload(self) -> dict[str, Any]:
+        value: dict[str, Any] = json.loads(self.payload_json)
+        return value
 
     def to_event(self, run_id: str, sequence: int, recorded_at: str) -> Event:
         """The envelope of this input recorded at ``sequence``."""
@@ -263,12 +271,16 @@ def late_events_of(
     ]
 
 
-def prepare_events(events: Sequence[EventInput]) -> list[PreparedEvent]:
-    """Encode inputs for an append; a payload with no canonical JSON form raises here."""
+def prepare_events(events: Sequence[EventInput | PreparedEvent]) -> list[PreparedEvent]:
+    """Encode inputs for an append; a payload with no canonical JSON form raises here. An
+    input already prepared is taken as it is."""
     prepared: list[PreparedEvent] = []
     for event in events:
+        if type(event) is PreparedEvent:
+            prepared.append(event)
+            continue
         if not isinstance(event, EventInput):
             raise InvalidInputError(f"Append takes EventInput values, got {type(event).__name__}")
         text = canonical_json(event.payload)
-        prepared.append(PreparedEvent(event.type, event.occurrence_id, json.loads(text), text))
+        prepared.append(PreparedEvent(event.type, event.occurrence_id, text))
     return prepared

@@ -14,9 +14,9 @@ ids still resolve, and reads fall back to the archive once the stream has expire
 
 Nothing about a run stays in Redis forever: its stream, occurrence index, submission claim,
 end marker and lease token counters expire ``ttl_seconds`` (default five minutes) after the
-archive, its marker ``marker_ttl_seconds`` after it (at least as long), and it moves from
-the run index to the archived-run index, whose entries older than the marker TTL are
-trimmed at each archive. A run Redis has forgotten is read from S3.
+archive, its seal marker a little later, and it leaves the run index for a field of a bucket
+hash of archived runs (:mod:`~little_dist.world.redis_s3.archived`, ~40 bytes), which Redis
+keeps for one to two ``marker_ttl_seconds``. A run Redis has forgotten is read from S3.
 
 The run's small artifacts held in Redis (the hot tier, see
 :mod:`~little_dist.world.redis_s3.hot_artifacts`) ride inside the archive, after the events:
@@ -33,7 +33,6 @@ from __future__ import annotations
 import base64
 import json
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -51,6 +50,7 @@ from little_dist.events import Event
 from little_dist.ids import artifact_ref, validate_run_id
 from little_dist.world.base import RunNotFoundError
 from little_dist.world.redis_s3 import scripts
+from little_dist.world.redis_s3.archived import ArchivedMarks
 from little_dist.world.redis_s3.hot_artifacts import HotArtifacts, parse_manifest
 from little_dist.world.redis_s3.keys import KeyLayout
 from little_dist.world.redis_s3.redis_calls import LuaScript, redis_errors
@@ -70,6 +70,8 @@ DEFAULT_ARCHIVE_MARKER_TTL_SECONDS = 30 * 24 * 3600
 _CACHE_SIZE = 32
 _PAGE = 1000
 _KEYS_PER_COMMAND = 1000
+#: How much longer than the run's stream its seal marker stays.
+_MARKER_MARGIN_MS = 10_000
 #: What the seal script answers for a log that holds no end.
 _NOT_ENDED = -2
 #: The archive's upload part (S3 takes 5 MiB at least): what archiving holds in memory.
@@ -111,18 +113,17 @@ class RunArchives:
         objects: S3Objects,
         keys: KeyLayout,
         ttl_seconds: float,
+        marks: ArchivedMarks,
         hot_artifacts: HotArtifacts | None = None,
-        marker_ttl_seconds: float = DEFAULT_ARCHIVE_MARKER_TTL_SECONDS,
     ) -> None:
         if ttl_seconds < 0:
             raise InvalidInputError("archive_ttl_seconds must be >= 0")
-        if not marker_ttl_seconds > 0:
-            raise InvalidInputError("archive_marker_ttl_seconds must be > 0")
+        #: Where archived runs are remembered once their keys are gone.
+        self.marks = marks
         self._redis = client
         self._s3 = objects
         self._keys = keys
         self._ttl = ttl_seconds
-        self._marker_ttl = marker_ttl_seconds
         self._hot = hot_artifacts
         # A second seal answers the sequence the first one stored.
         self._seal_script = LuaScript(client, scripts.SEAL_RUN, idempotent=True)
@@ -142,7 +143,12 @@ class RunArchives:
             raise InvalidInputError("ttl_seconds must be >= 0")
         keys = self._keys.run(run_id)
         with redis_errors(f"archive of {run_id}"):
-            last = int(self._seal_script([keys.events, keys.archived, keys.occurrences], []))
+            last = int(
+                self._seal_script(
+                    [keys.events, keys.archived, keys.occurrences, *self.marks.keys_of(run_id)],
+                    [run_id],
+                )
+            )
         if last == _NOT_ENDED:
             raise RunNotEndedError(run_id)
         if last < 0:
@@ -157,10 +163,9 @@ class RunArchives:
         else:
             # The stream is already gone: only a finished earlier archive can explain that.
             self.events(run_id, required=True)
-        now = time.time()
-        # The marker outlives the stream: it is what refuses new events while the stream
-        # is there, and what sends reads to S3 once it is gone.
-        marker_ttl = max(self._marker_ttl, ttl)
+        # The run's seal marker outlives its stream a little (it refuses new events while
+        # the stream is there); its bucket field, written in the same transaction, says
+        # "archived at `last`" for a marker TTL once both are gone.
         with redis_errors(f"archive of {run_id}"):
             pipe = self._redis.pipeline(transaction=True)
             if ttl == 0:
@@ -170,10 +175,9 @@ class RunArchives:
                 ttl_ms = max(1, int(ttl * 1000))
                 for key in expiring:
                     pipe.pexpire(key, ttl_ms)
-            pipe.pexpire(keys.archived, max(1, int(marker_ttl * 1000)))
+            pipe.pexpire(keys.archived, max(1, int(ttl * 1000)) + _MARKER_MARGIN_MS)
+            self.marks.mark(pipe, run_id, last)
             pipe.zrem(self._keys.run_index, run_id)
-            pipe.zadd(self._keys.archived_index, {run_id: now})
-            pipe.zremrangebyscore(self._keys.archived_index, "-inf", now - marker_ttl)
             pipe.execute()
         return last
 

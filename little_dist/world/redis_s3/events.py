@@ -77,8 +77,11 @@ __all__ = ["EventLog", "recorded_at_now"]
 # Runs whose script keys this process keeps (about 350 bytes each: at most ~3.5 MB); a run
 # is forgotten once this process appends its end, and all are when the count is reached.
 _RUN_CACHE_SIZE = 10_000
-# How long the end's wake-up key stays.
+# How long a run's end marker stays (its archive shortens it to the log's TTL).
 _ENDED_TTL_MS = 24 * 3600 * 1000
+# The shared stream of ends: entries kept (about), and how long it stays after the last end.
+_ENDS_KEPT = 1000
+_ENDS_TTL_MS = 60_000
 
 
 #: ``recordedAt`` of an append (see :data:`~little_dist.world.artifacts.now_iso`).
@@ -136,13 +139,16 @@ class EventLog:
         now_ms: Callable[[], int | str],
     ) -> None:
         self._redis = client
-        # The same connections, with XRANGE answered as Redis sends it: redis-py's parsing
-        # into (id, dict) pairs, in Python, costs more than decoding the fields does.
+        # The same connections, with XRANGE (XREVRANGE, XREAD) answered as Redis sends it:
+        # redis-py's parsing into (id, dict) pairs, in Python, costs more than decoding the
+        # fields does.
         self._raw = redis.Redis(connection_pool=client.connection_pool)
         self._raw.set_response_callback("XRANGE", _as_sent)
         self._raw.set_response_callback("XREVRANGE", _as_sent)
+        self._raw.set_response_callback("XREAD", _as_sent)
         self._keys = keys
         self._archives = archives
+        self._marks = archives.marks
         self._late = late
         self._signal_stream = signal_stream
         self._follow_block_ms = follow_block_ms
@@ -202,7 +208,12 @@ class EventLog:
         )[0]
 
     def claim_and_append(
-        self, run_id: str, input_hash: str, events: Sequence[EventInput], *, signal: bool
+        self,
+        run_id: str,
+        input_hash: str,
+        events: Sequence[EventInput | PreparedEvent],
+        *,
+        signal: bool,
     ) -> tuple[list[Event], bool]:
         """A submission's start: claim ``input_hash`` for the run (as
         :meth:`~little_dist.world.base.World.claim_submission`) and append ``events`` in one
@@ -212,7 +223,10 @@ class EventLog:
         return self._append_batch(run_id, events, signal=signal, claim=input_hash)
 
     def claim_and_append_many(
-        self, starts: Sequence[tuple[str, str, Sequence[EventInput]]], *, signal: bool
+        self,
+        starts: Sequence[tuple[str, str, Sequence[EventInput | PreparedEvent]]],
+        *,
+        signal: bool,
     ) -> list[str | None]:
         """Several submissions' starts ``(run id, input hash, events)``, each as
         :meth:`claim_and_append`, in one pipeline (one round trip for them all). Per start:
@@ -220,6 +234,7 @@ class EventLog:
         another input's (nothing was appended), or its own (submitted before: the caller
         reads the log)."""
         pipe = self._redis.pipeline(transaction=False)
+        recorded_at = recorded_at_now()  # (one append's time for the batch, as one append)
         for run_id, input_hash, events in starts:
             validate_run_id(run_id)
             script, keys, args, _ = self._call(
@@ -227,7 +242,7 @@ class EventLog:
                 _Run(self._keys, run_id),
                 prepare_events(events),
                 1,
-                recorded_at_now(),
+                recorded_at,
                 expected_sequence=None,
                 fence=None,
                 release=False,
@@ -252,7 +267,7 @@ class EventLog:
     def _append_batch(
         self,
         run_id: str,
-        events: Sequence[EventInput],
+        events: Sequence[EventInput | PreparedEvent],
         *,
         expected_sequence: int | None = None,
         fence: Fence | None = None,
@@ -303,11 +318,12 @@ class EventLog:
                     # The run index lives outside the run's slot; same round trip.
                     pipe.zadd(self._keys.run_index, {run_id: time.time()}, nx=True)
                 if ends:
-                    # Wakes the run's followers now (after the append, in the same round
-                    # trip): they read the log in batches instead of on every append.
-                    ended = self._keys.run(run_id).ended
-                    pipe.xadd(ended, {"seq": 0}, maxlen=1)
-                    pipe.pexpire(ended, _ENDED_TTL_MS)
+                    # Marks the end and wakes the run's followers and waiters now (after
+                    # the append, in the same round trip): they read the log in batches
+                    # instead of on every append.
+                    pipe.set(self._keys.run(run_id).ended, 1, px=_ENDED_TTL_MS)
+                    pipe.xadd(self._keys.ends, {"run": run_id}, maxlen=_ENDS_KEPT, approximate=True)
+                    pipe.pexpire(self._keys.ends, _ENDS_TTL_MS)
                 if then is not None:
                     then.queue(pipe)
                 replies = execute_pipeline(pipe, idempotent=resend)
@@ -402,10 +418,9 @@ class EventLog:
             )
             guessed_ids.append(event_id)
             args += (item.type, item.payload_json, item.occurrence_id or "", event_id)
-        script_keys = run.script_keys
+        script_keys = [*run.script_keys, *self._marks.keys_of(run_id)]
         script = self._append_script
         if fence is not None or self._signal_stream or claim is not None:
-            script_keys = list(script_keys)
             if claim is not None:  # (a submission's start is never fenced)
                 assert fence is None
                 script = self._claim_script
@@ -508,8 +523,9 @@ class EventLog:
             pipe = self._redis.pipeline(transaction=False)
             pipe.exists(keys.events)
             pipe.exists(keys.archived)
-            stream_exists, sealed = pipe.execute()
-        return not stream_exists and bool(sealed)
+            self._marks.queue_lookup(pipe, run_id)
+            stream_exists, sealed, *archived = pipe.execute()
+        return not stream_exists and (bool(sealed) or self._marks.found(archived) is not None)
 
     def last_sequence(self, run_id: str) -> int:
         validate_run_id(run_id)
@@ -518,9 +534,19 @@ class EventLog:
             pipe = self._redis.pipeline(transaction=False)
             pipe.xlen(keys.events)
             pipe.get(keys.archived)
-            length, sealed = pipe.execute()
-        # A sealed run takes no more events; the marker holds its last sequence for good.
-        return int(sealed) if sealed is not None else int(length)
+            self._marks.queue_lookup(pipe, run_id)
+            length, sealed, *archived = pipe.execute()
+        # A sealed run takes no more events; its marker, then its bucket field, holds its
+        # last sequence (and S3 once Redis forgot it).
+        if sealed is not None:
+            return int(sealed)
+        if length:
+            return int(length)
+        remembered = self._marks.found(archived)
+        if remembered is not None:
+            return remembered
+        archived_events = self._archives.events(run_id, required=False)
+        return archived_events[-1].sequence if archived_events else 0
 
     def list_events(self, run_id: str, *, after: int = 0, limit: int | None = None) -> list[Event]:
         validate_run_id(run_id)
@@ -576,11 +602,12 @@ class EventLog:
                 pipe.xrange(keys.events, min=f"{first}-0", max=maximum, count=limit)
             pipe.exists(keys.events)
             pipe.exists(keys.archived)
-            *ranges, stream_exists, sealed = pipe.execute()
+            self._marks.queue_lookup(pipe, run_id)
+            *ranges, stream_exists, sealed, old, now, next_ = pipe.execute()
         entries = [entry for found in ranges for entry in found or ()]
         if entries or stream_exists:
             return entries
-        if sealed:
+        if sealed or self._marks.found([old, now, next_]) is not None:
             return None
         if forgotten and self._archives.events(run_id, required=False) is not None:
             return None
@@ -639,14 +666,12 @@ class EventLog:
         """Runs Redis knows: not archived yet, or archived within the marker TTL."""
         live = self.list_unarchived_run_ids()
         with redis_errors("listing runs"):
-            archived = [text(m) for m in self._redis.zrange(self._keys.archived_index, 0, -1)]
             pipe = self._redis.pipeline(transaction=False)
-            for run_id in archived:
-                pipe.exists(self._keys.run(run_id).archived)
-            marked = pipe.execute() if archived else []
-        # An archived run whose marker expired is forgotten (its entry goes at the next
-        # archive's trim): only S3 knows it now.
-        return sorted({*live, *(r for r, m in zip(archived, marked, strict=True) if m)})
+            for key in self._marks.every_key():
+                pipe.hkeys(key)
+            buckets = pipe.execute()
+        # An archived run whose bucket expired is forgotten: only S3 knows it now.
+        return sorted({*live, *(text(r) for bucket in buckets for r in bucket)})
 
     def list_unarchived_run_ids(self) -> list[str]:
         """Runs whose archive has not completed: live runs, and ended ones the scheduler
@@ -659,14 +684,15 @@ class EventLog:
             for run_id in run_ids:
                 keys = self._keys.run(run_id)
                 pipe.exists(keys.events, keys.archived)
-                pipe.zscore(self._keys.archived_index, run_id)
+                self._marks.queue_lookup(pipe, run_id)
             replies = pipe.execute() if run_ids else []
             found, archived = [], []
-            for run_id, present, score in zip(run_ids, replies[::2], replies[1::2], strict=True):
+            for position, run_id in enumerate(run_ids):
+                present, *marked = replies[4 * position : 4 * position + 4]
                 # The index is written beside a run's first append, even one that was
                 # refused: a run never written (left out), or a late writer's append to an
                 # archived run, whose entry goes (archived is for good, so no race).
-                if score is not None:
+                if self._marks.found(marked) is not None:
                     archived.append(run_id)
                 elif present:
                     found.append(run_id)

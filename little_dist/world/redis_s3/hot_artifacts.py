@@ -32,6 +32,7 @@ from little_dist.errors import InvalidInputError
 from little_dist.ids import artifact_ref
 from little_dist.world.artifacts import payload_sha256
 from little_dist.world.base import ArtifactCorruptError, ArtifactManifest
+from little_dist.world.redis_s3.archived import ArchivedMarks
 from little_dist.world.redis_s3.keys import KeyLayout
 from little_dist.world.redis_s3.redis_calls import LuaScript, redis_errors, text
 
@@ -49,8 +50,9 @@ _PAGE = 500  # artifacts read per pipeline while archiving
 _ENCODINGS = ("json", "utf-8", "binary")
 
 PUT_HOT_ARTIFACT = """
--- KEYS: 1 the artifact's hash, 2 the run's hot set, 3 the run's archived marker
--- ARGV: 1 manifest JSON, 2 the stored bytes, 3 artifact id
+-- KEYS: 1 the artifact's hash, 2 the run's hot set, 3 the run's archived marker, 4-6 the
+-- run's buckets of archived runs (once its marker is gone)
+-- ARGV: 1 manifest JSON, 2 the stored bytes, 3 artifact id, 4 run id
 -- Result: 1 stored; 0 the run is sealed and nothing was written (the caller uses S3);
 -- or the manifest JSON already stored under this id (the first writer's, kept).
 local existing = redis.call('HGET', KEYS[1], 'manifest')
@@ -59,6 +61,11 @@ if existing then
 end
 if redis.call('EXISTS', KEYS[3]) == 1 then
   return 0
+end
+for i = 4, 6 do
+  if redis.call('HEXISTS', KEYS[i], ARGV[4]) == 1 then
+    return 0
+  end
 end
 redis.call('HSET', KEYS[1], 'manifest', ARGV[1], 'data', ARGV[2])
 redis.call('SADD', KEYS[2], ARGV[3])
@@ -73,7 +80,9 @@ HotPut = bool | bytes | None
 class HotArtifacts:
     """Small artifacts of live runs in Redis (see the module docstring). Thread-safe."""
 
-    def __init__(self, client: redis.Redis, keys: KeyLayout, limit: int) -> None:
+    def __init__(
+        self, client: redis.Redis, keys: KeyLayout, limit: int, marks: ArchivedMarks
+    ) -> None:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
             raise InvalidInputError(
                 f"hot_artifact_limit must be a whole number of bytes >= 0, got {limit!r}"
@@ -81,10 +90,20 @@ class HotArtifacts:
         self.limit = limit
         self._redis = client
         self._keys = keys
+        self._marks = marks
         # Put-if-absent by artifact id: a second run answers the stored manifest.
         self._put_script = LuaScript(client, PUT_HOT_ARTIFACT, idempotent=True)
         # Typed here once: redis-py leaves execute_command unannotated.
         self._execute: Callable[..., Any] = client.execute_command
+
+    def _script_keys(self, manifest: ArtifactManifest) -> list[str]:
+        keys = self._keys.run(manifest.run_id)
+        return [
+            self._keys.hot_artifact(manifest.artifact_id),
+            keys.artifacts,
+            keys.archived,
+            *self._marks.keys_of(manifest.run_id),
+        ]
 
     def accepts(self, size: int) -> bool:
         """Whether an artifact of ``size`` stored bytes belongs in this tier."""
@@ -92,11 +111,10 @@ class HotArtifacts:
 
     def put(self, manifest: ArtifactManifest, body: bytes, data: bytes) -> HotPut:
         """Store ``data`` and its manifest JSON ``body`` unless the id is taken or sealed."""
-        keys = self._keys.run(manifest.run_id)
         with redis_errors(f"put of artifact {manifest.artifact_id}"):
             result = self._put_script(
-                [self._keys.hot_artifact(manifest.artifact_id), keys.artifacts, keys.archived],
-                [body, data, manifest.artifact_id],
+                self._script_keys(manifest),
+                [body, data, manifest.artifact_id, manifest.run_id],
             )
         if isinstance(result, bytes):
             return result
@@ -105,11 +123,10 @@ class HotArtifacts:
     def queued_put(self, manifest: ArtifactManifest, body: bytes, data: bytes) -> QueuedHotPut:
         """:meth:`put`, to be queued on a pipeline ahead of other commands (an attempt's
         commit): same script, one round trip with the rest."""
-        keys = self._keys.run(manifest.run_id)
         return QueuedHotPut(
             self._put_script,
-            [self._keys.hot_artifact(manifest.artifact_id), keys.artifacts, keys.archived],
-            [body, data, manifest.artifact_id],
+            self._script_keys(manifest),
+            [body, data, manifest.artifact_id, manifest.run_id],
         )
 
     def get(self, artifact_id: str) -> tuple[bytes | None, bytes | None] | None:

@@ -7,13 +7,18 @@ run's leases all live in one cluster slot and one Lua script may touch them toge
     <prefix>{run_x}:events        stream, entry id "<sequence>-0" (the id IS the sequence)
     <prefix>{run_x}:occ           hash occurrenceId -> sequence
     <prefix>{run_x}:archived      string, the last sequence; set once the log is sealed,
-                                  expires ``archive_marker_ttl`` after the archive
+                                  expires with the run's stream (a little after it)
     <prefix>{run_x}:artifacts     set of the run's artifact ids held in the hot tier
     <prefix>{run_x}:submitted     string, the input hash the run was first submitted with
                                   (SET NX: concurrent submitters agree on one); expires
                                   with the run's stream
-    <prefix>{run_x}:ended         stream of one entry, added with the run's RunCompleted or
-                                  RunFailed: wakes followers (a hint; the log is the truth)
+    <prefix>{run_x}:ended         string "1", set with the run's RunCompleted or RunFailed
+                                  (a hint; the log is the truth); expires with the log
+    <prefix>ended                 stream, one entry ``run=<run id>`` per run end: what
+                                  waiters for an end block on (one stream for every run,
+                                  so no run keeps a stream of its own for it); capped at
+                                  about a thousand entries and gone a minute after the
+                                  last end
     <prefix>art:<artifactId>      hash, a small artifact of a live run (hot tier): field
                                   ``manifest`` (its manifest JSON, as in S3) and ``data``
                                   (the stored bytes); copied to S3 by the run's archive,
@@ -28,9 +33,10 @@ run's leases all live in one cluster slot and one Lua script may touch them toge
     <prefix>version:<id>          sha256 of the registered version document (the CAS)
     <prefix>runs                  sorted set of run ids not archived yet, by first append
                                   (the index behind list_unarchived_run_ids)
-    <prefix>runs-archived         sorted set of archived run ids, by archive time; entries
-                                  older than ``archive_marker_ttl`` are trimmed (with
-                                  ``runs``, the index behind list_run_ids)
+    <prefix>archived:<gen>:<n>    hash run id -> last sequence: the archived runs Redis
+                                  remembers once their keys are gone, in bucket hashes
+                                  that expire by generation (see .archived); with
+                                  ``runs``, the index behind list_run_ids
 
 S3 (under an optional object-key prefix)::
 
@@ -122,12 +128,17 @@ class KeyLayout:
         return f"{self.redis_prefix}version:{version_id}"
 
     @property
+    def ends(self) -> str:
+        """The stream every run's end is announced on (see the module docstring)."""
+        return f"{self.redis_prefix}ended"
+
+    @property
     def run_index(self) -> str:
         return f"{self.redis_prefix}runs"
 
-    @property
-    def archived_index(self) -> str:
-        return f"{self.redis_prefix}runs-archived"
+    def archived_bucket(self, generation: int, bucket: int) -> str:
+        """A hash of archived runs (see :mod:`little_dist.world.redis_s3.archived`)."""
+        return f"{self.redis_prefix}archived:{generation}:{bucket}"
 
     # -- S3 -------------------------------------------------------------------------------
     def blob(self, sha256_hex: str) -> str:

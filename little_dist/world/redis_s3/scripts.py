@@ -38,7 +38,7 @@ def append_script(*, signal_maxlen: int | None = None, claim: bool = False) -> s
     the signal stream's length) is written into the script rather than sent with every
     append: on the hot path each argument costs the client time to encode.
 
-    ``claim``: the variant a submission's start is appended with. It takes no fence; KEYS[4]
+    ``claim``: the variant a submission's start is appended with. It takes no fence; KEYS[7]
     is the run's ``submitted`` key and the last head argument the submitted input's hash,
     claimed (``SET NX GET``) before anything else: when another hash is recorded, nothing is
     appended and the answer is ``{'mismatch', recorded}``. Claim and start in one step.
@@ -48,7 +48,7 @@ def append_script(*, signal_maxlen: int | None = None, claim: bool = False) -> s
     claiming = ""
     if claim:
         claiming = f"""
-local claimed = redis.call('SET', KEYS[4], ARGV[{head}], 'NX', 'GET')
+local claimed = redis.call('SET', KEYS[7], ARGV[{head}], 'NX', 'GET')
 if claimed and claimed ~= ARGV[{head}] then
   return {{'mismatch', claimed}}
 end
@@ -65,7 +65,8 @@ end
 """
     return (
         f"""
--- KEYS: 1 events stream, 2 occurrence hash, 3 archived marker, then the fence's lease hash
+-- KEYS: 1 events stream, 2 occurrence hash, 3 archived marker, 4-6 the run's buckets of
+--       archived runs (see archived.py), then the fence's lease hash (or the submitted key)
 --       when ARGV[2] is set{signal_key}
 -- ARGV: 1 expected last sequence or '', 2 fence: '' or its token, or token@now-in-ms when
 --       the world has its own clock (tests; otherwise Redis TIME judges the lease), then
@@ -80,6 +81,15 @@ end
 --         that input's index); or {{'archived'}}, {{'ended', {{i, ...}}}} (the run has
 --         ended: the indexes of the inputs it refused), {{'fenced'}}, {{'conflict', last}}.
 local head = {head}
+-- A run whose stream is gone may have been archived: its seal marker (a while), then a
+-- field of one of its buckets of archived runs, say so; nothing is claimed or appended.
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  local run = string.match(KEYS[1], '{{(.-)}}')
+  if redis.call('EXISTS', KEYS[3]) == 1 or redis.call('HEXISTS', KEYS[4], run) == 1
+      or redis.call('HEXISTS', KEYS[5], run) == 1 or redis.call('HEXISTS', KEYS[6], run) == 1 then
+    return {{'archived'}}
+  end
+end
 """
         + claiming
         + """-- A fence ending in '!' also releases its lease when the script is done (whatever it
@@ -92,9 +102,9 @@ if ARGV[2] ~= '' then
 end
 local function done(result)
   if release then
-    local held = redis.call('HMGET', KEYS[4], 'token', 'holder')
+    local held = redis.call('HMGET', KEYS[7], 'token', 'holder')
     if held[1] == token and (holder == '' or held[2] == holder) then
-      redis.call('DEL', KEYS[4])
+      redis.call('DEL', KEYS[7])
     end
   end
   return result
@@ -154,7 +164,7 @@ if token then
     local t = redis.call('TIME')
     now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   end
-  local lease = redis.call('HMGET', KEYS[4], 'token', 'exp', 'holder')
+  local lease = redis.call('HMGET', KEYS[7], 'token', 'exp', 'holder')
   if lease[1] ~= token or tonumber(lease[2]) <= now or (holder ~= '' and lease[3] ~= holder) then
     return done({'fenced'})
   end
@@ -211,7 +221,8 @@ return done({'ok', last, results})
 APPEND = append_script()
 
 SEAL_RUN = """
--- KEYS: 1 events stream, 2 archived marker, 3 occurrence hash. Result: the run's last
+-- KEYS: 1 events stream, 2 archived marker, 3 occurrence hash, 4-6 the run's buckets of
+-- archived runs. ARGV: 1 the run id. Result: the run's last
 -- sequence, or -1 if the run has no events and was never sealed, or -2 if its log holds no
 -- end (no 'run-end' occurrence, and its last event is no RunCompleted or RunFailed): a run
 -- whose end a Redis crash lost must stay open to finish again, not be sealed unfinished.
@@ -222,6 +233,12 @@ if sealed then
 end
 local last = redis.call('XLEN', KEYS[1])
 if last == 0 then
+  for i = 4, 6 do
+    local archived = redis.call('HGET', KEYS[i], ARGV[1])
+    if archived then
+      return tonumber(archived)
+    end
+  end
   return -1
 end
 if not redis.call('HGET', KEYS[3], 'run-end') then

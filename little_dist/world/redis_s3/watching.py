@@ -1,9 +1,9 @@
 """Following a run's log and waiting for its end: the blocking reads of a run's streams.
 
 A follower catches up on the log (from the archive once the stream is gone), then blocks on
-the stream for the next append; :meth:`RunWatch.wait_for_end` blocks on the run's end
-wake-up entry instead and confirms the end in the log. :class:`~little_dist.world.redis_s3.
-events.EventLog` holds one and delegates to it.
+the stream for the next append; :meth:`RunWatch.wait_for_end` blocks on the stream every
+run's end is announced on instead and confirms the end in the log.
+:class:`~little_dist.world.redis_s3.events.EventLog` holds one and delegates to it.
 """
 
 from __future__ import annotations
@@ -78,13 +78,17 @@ class RunWatch:
                     return
                 block_ms = max(1, min(block_ms, int(remaining * 1000)))
             with redis_errors(f"follow of {run_id}"):
-                # Woken by the next append (count=1: only to learn that one came), ...
-                reply: Any = self._redis.xread({stream: f"{last}-0"}, count=1, block=block_ms)
-                if reply and not ended:
-                    # ... then let a busy run's appends gather for a moment, unless its end
-                    # is announced meanwhile: a follower reads the log a batch at a time,
-                    # not once per append (which costs Redis and the run's workers too).
-                    self._redis.xread({keys.ended: "0-0"}, count=1, block=_FOLLOW_LINGER_MS)
+                # Woken by the next append (count=1: only to learn that one came), and told
+                # in the same round trip whether the run's end is marked, ...
+                pipe = self._raw.pipeline(transaction=False)
+                pipe.xread({stream: f"{last}-0"}, count=1, block=block_ms)
+                pipe.exists(keys.ended)
+                reply, marked = pipe.execute()
+                if reply and not ended and not marked:
+                    # ... then let a busy run's appends gather for a moment, unless a run
+                    # ends meanwhile (this one, likely): a follower reads the log a batch
+                    # at a time, not once per append (which costs Redis and the workers).
+                    self._redis.xread({self._keys.ends: "$"}, count=1, block=_FOLLOW_LINGER_MS)
             if reply:
                 backlog = read(run_id, after=last)
             elif self._sealed(run_id):
@@ -94,20 +98,25 @@ class RunWatch:
                 backlog = []
 
     def wait_for_end(self, run_id: str, timeout: float | None) -> bool:
-        """Block on the run's end wake-up entry (see ``append_batch``), not on its stream.
+        """Block on the stream every run's end is announced on (see ``append_batch``), not
+        on the run's own stream: a busy run's appends do not wake the waiter.
 
-        The log itself confirms the end: a wake-up entry only says "look". It is also looked
-        at first (an end recorded before a wake-up entry existed, or archived after it
-        expired) and again now and then, less and less often (an entry lost with a Redis
-        that died between the append and the entry). Each look reads only the event types
-        recorded since the last one.
+        The log itself confirms the end: an announcement only says "look". The log is also
+        looked at first (an end recorded before, or archived after the announcement went)
+        and again now and then, less and less often (an announcement lost with a Redis that
+        died between the append and it, or trimmed before the waiter read it). Each look
+        reads only the event types recorded since the last one.
         """
-        ended_key = self._keys.run(run_id).ended
+        ends = self._keys.ends
+        with redis_errors(f"wait for the end of {run_id}"):
+            # Where the announcements are now, before the first look: none is missed after.
+            newest: Any = self._raw.xrevrange(ends, count=1)
+        woken_after = newest[0][0].decode() if newest else "0-0"
         deadline = None if timeout is None else time.monotonic() + timeout
         seen = 0  # events whose types were looked at
-        woken_after = "0-0"  # the last wake-up entry read
         look_at = time.monotonic()
         look_every = _END_LOOK_FIRST_S
+        wanted = run_id.encode()
         while True:
             now = time.monotonic()
             if now >= look_at:
@@ -121,10 +130,12 @@ class RunWatch:
                 return False
             block_ms = max(1, min(self._follow_block_ms, int((until - now) * 1000)))
             with redis_errors(f"wait for the end of {run_id}"):
-                reply: Any = self._redis.xread({ended_key: woken_after}, count=1, block=block_ms)
-            if reply:
-                woken_after = reply[0][1][-1][0].decode()
-                look_at = time.monotonic()  # look now
+                reply: Any = self._raw.xread({ends: woken_after}, count=_PAGE, block=block_ms)
+            entries = _read_entries(reply)
+            if entries:
+                woken_after = entries[-1][0].decode()
+                if any(wanted in flat for _, flat in entries):
+                    look_at = time.monotonic()  # this run's end: look now
 
     def _ends_after(self, run_id: str, after: int) -> tuple[bool, int]:
         """Whether the events after ``after`` hold the run's end; the last sequence read.
@@ -161,3 +172,13 @@ class RunWatch:
                 return True, after
             return False, max([after, *(event.sequence for event in tail)])
         return False, after
+
+
+def _read_entries(reply: Any) -> list[Any]:
+    """The entries of an XREAD of one stream as Redis sends them (a map under RESP3, a
+    list of ``[name, entries]`` under RESP2; nothing on a timeout)."""
+    if not reply:
+        return []
+    if isinstance(reply, dict):
+        return list(next(iter(reply.values())))
+    return list(reply[0][1])

@@ -40,7 +40,7 @@ from little_dist.world.base import (
     LeaseRequest,
     UndecodedEvent,
 )
-from little_dist.world.defaults import check_submission
+from little_dist.world.defaults import PreparedEvent, check_submission
 from little_dist.world.redis_s3.archive import (
     DEFAULT_ARCHIVE_MARKER_TTL_SECONDS,
     DEFAULT_ARCHIVE_TTL_SECONDS,
@@ -48,6 +48,7 @@ from little_dist.world.redis_s3.archive import (
     RunNotEndedError,
     RunSealedError,
 )
+from little_dist.world.redis_s3.archived import DEFAULT_ARCHIVE_MARKER_BUCKETS, ArchivedMarks
 from little_dist.world.redis_s3.artifact_store import ArtifactStore
 from little_dist.world.redis_s3.events import ClaimedError, EventLog
 from little_dist.world.redis_s3.hot_artifacts import DEFAULT_HOT_ARTIFACT_LIMIT, HotArtifacts
@@ -78,6 +79,7 @@ URL_OPTIONS = frozenset(
         "s3_prefix",
         "archive_ttl",
         "archive_marker_ttl",
+        "archive_marker_buckets",
         "signal_stream",
         "hot_artifact_limit",
     }
@@ -95,8 +97,9 @@ class RedisS3World:
     every Redis key and ``s3_prefix`` every object key, so several worlds (or test sessions)
     can share one server and bucket. ``archive_ttl_seconds`` is how long a run's Redis keys
     outlive its archive (0: deleted at once); ``archive_marker_ttl_seconds`` how long Redis
-    remembers the run was archived (its seal marker and run-index entry; at least the
-    former), after which the run is read from its S3 archive alone. ``signal_stream``, when
+    remembers the run was archived (one to two of it: a field in one of
+    ``archive_marker_buckets`` hashes, see :mod:`~little_dist.world.redis_s3.archived`),
+    after which the run is read from its S3 archive alone. ``signal_stream``, when
     set, names a Redis stream that every append writing a new event also appends
     ``run=<run id>, seq=<last>`` to, in the same atomic script (the scheduler's readiness
     signal; on a Redis cluster the signal stream lives in another slot, so use it with a
@@ -123,6 +126,7 @@ class RedisS3World:
         s3_prefix: str = "",
         archive_ttl_seconds: float = DEFAULT_ARCHIVE_TTL_SECONDS,
         archive_marker_ttl_seconds: float = DEFAULT_ARCHIVE_MARKER_TTL_SECONDS,
+        archive_marker_buckets: int = DEFAULT_ARCHIVE_MARKER_BUCKETS,
         signal_stream: str | None = None,
         signal_maxlen: int = 100_000,
         follow_block_ms: int = 1000,
@@ -135,14 +139,10 @@ class RedisS3World:
         self._s3 = S3Objects(s3_client, bucket)
         self._clock = clock
         self._owns_clients = owns_clients
-        hot = HotArtifacts(redis_client, self._keys, hot_artifact_limit)
+        marks = ArchivedMarks(self._keys, archive_marker_ttl_seconds, archive_marker_buckets)
+        hot = HotArtifacts(redis_client, self._keys, hot_artifact_limit, marks)
         self._archives = RunArchives(
-            redis_client,
-            self._s3,
-            self._keys,
-            archive_ttl_seconds,
-            hot_artifacts=hot,
-            marker_ttl_seconds=archive_marker_ttl_seconds,
+            redis_client, self._s3, self._keys, archive_ttl_seconds, marks, hot_artifacts=hot
         )
         self._events = EventLog(
             redis_client,
@@ -173,6 +173,7 @@ class RedisS3World:
         s3_prefix: str = "",
         archive_ttl_seconds: float = DEFAULT_ARCHIVE_TTL_SECONDS,
         archive_marker_ttl_seconds: float = DEFAULT_ARCHIVE_MARKER_TTL_SECONDS,
+        archive_marker_buckets: int = DEFAULT_ARCHIVE_MARKER_BUCKETS,
         signal_stream: str | None = None,
         hot_artifact_limit: int = DEFAULT_HOT_ARTIFACT_LIMIT,
         clock: Callable[[], float] | None = None,
@@ -214,6 +215,7 @@ class RedisS3World:
             s3_prefix=s3_prefix,
             archive_ttl_seconds=archive_ttl_seconds,
             archive_marker_ttl_seconds=archive_marker_ttl_seconds,
+            archive_marker_buckets=archive_marker_buckets,
             signal_stream=signal_stream,
             hot_artifact_limit=hot_artifact_limit,
             clock=clock,
@@ -236,7 +238,8 @@ class RedisS3World:
 
         The URL may carry this world's own options as query parameters, which are taken out
         before redis-py sees the URL: ``key_prefix``, ``s3_prefix``, ``archive_ttl`` and
-        ``archive_marker_ttl`` (seconds), ``signal_stream`` and ``hot_artifact_limit`` (bytes); e.g.
+        ``archive_marker_ttl`` (seconds), ``archive_marker_buckets``, ``signal_stream`` and
+        ``hot_artifact_limit`` (bytes); e.g.
         ``redis://host:6379/0?key_prefix=tenant-a:``. A spec is then enough for another
         process to open the same world.
         """
@@ -259,6 +262,12 @@ class RedisS3World:
             raise InvalidInputError(
                 f"hot_artifact_limit in {url!r} must be a whole number of bytes"
             ) from error
+        try:
+            buckets = int(ours.get("archive_marker_buckets", DEFAULT_ARCHIVE_MARKER_BUCKETS))
+        except ValueError as error:
+            raise InvalidInputError(
+                f"archive_marker_buckets in {url!r} must be a whole number"
+            ) from error
         return cls.from_settings(
             redis_url,
             s3_endpoint,
@@ -270,6 +279,7 @@ class RedisS3World:
             s3_prefix=ours.get("s3_prefix", ""),
             archive_ttl_seconds=archive_ttl,
             archive_marker_ttl_seconds=marker_ttl,
+            archive_marker_buckets=buckets,
             signal_stream=ours.get("signal_stream") or None,
             hot_artifact_limit=hot_limit,
             clock=clock,
@@ -401,7 +411,8 @@ class RedisS3World:
         return self._events.wait_for_end(run_id, timeout)
 
     def list_run_ids(self) -> list[str]:
-        """Runs Redis knows: not archived yet, or archived within ``archive_marker_ttl``."""
+        """Runs Redis knows: not archived yet, or archived within ``archive_marker_ttl``
+        (to twice that)."""
         return self._events.list_run_ids()
 
     def first_and_last_events(self, run_id: str) -> tuple[Event, Event] | None:
@@ -429,7 +440,12 @@ class RedisS3World:
         return input_hash if recorded is None else text(recorded)
 
     def start_submission(
-        self, run_id: str, input_hash: str, events: Sequence[EventInput], *, signal: bool = True
+        self,
+        run_id: str,
+        input_hash: str,
+        events: Sequence[EventInput | PreparedEvent],
+        *,
+        signal: bool = True,
     ) -> tuple[str, list[Event], bool]:
         """:meth:`claim_submission` and the append of the run's first ``events``, in one
         atomic step and one round trip (what submitting a run needs when it knows what to
@@ -444,7 +460,10 @@ class RedisS3World:
         return input_hash, recorded, new
 
     def start_submissions(
-        self, starts: Sequence[tuple[str, str, Sequence[EventInput]]], *, signal: bool = True
+        self,
+        starts: Sequence[tuple[str, str, Sequence[EventInput | PreparedEvent]]],
+        *,
+        signal: bool = True,
     ) -> list[str | None]:
         """:meth:`start_submission` for several runs ``(run id, input hash, events)`` in one
         round trip; per run ``None`` when its events were all appended now, else the hash
