@@ -267,6 +267,7 @@ def _run_harness(
         manifest=_manifest(dispatch, step=step, version=version),
         max_turns=capabilities.max_turns,
         deadline=deadline,
+        permissions=capabilities.permissions,
     )
     try:
         result = capabilities.harness_registry().run(task, ctx)
