@@ -30,6 +30,7 @@ from little_dist.compiler import (
 from little_dist.errors import InvalidInputError
 from little_dist.harness.types import DEFAULT_HARNESS_ID, SkillDescriptor
 from little_dist.limits import InputLimitError, InputLimits
+from little_dist.mcp.config import McpServerConfig, mcp_servers
 from little_dist.memory.layout import MemoryConfig, memory_config, workflow_memory_mounts
 from little_dist.permissions import ToolPermissions, tool_permissions
 from little_dist.scheduling.fast_schema import compile_check
@@ -75,6 +76,7 @@ class WorkflowDefinition:
     bash: BashCapabilities | None = None
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     permissions: ToolPermissions = field(default_factory=ToolPermissions)
+    mcp: tuple[McpServerConfig, ...] = ()
 
     def __repr__(self) -> str:
         return f"WorkflowDefinition(id={self.id!r})"
@@ -252,6 +254,7 @@ def define_workflow(
     bash: BashCapabilities | Mapping[str, Any] | None = None,
     memory: MemoryConfig | Mapping[str, Any] | None = None,
     permissions: ToolPermissions | Mapping[str, Any] | Sequence[Any] | None = None,
+    mcp: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
 ) -> WorkflowDefinition:
     """Define a workflow (upstream's ``defineWorkflow``).
 
@@ -279,6 +282,11 @@ def define_workflow(
     ``ask`` goes to ``run_workflow(on_ask=...)`` and is denied without one (always on the
     fleet). Recorded in each session's manifest, not in the definition's hash (upstream
     keeps them out of it too).
+    ``mcp``: MCP servers (upstream's ``{"servers": [{"id", "description", "transport":
+    {"type": "stdio", "command", "args"?} | {"type": "http", "url"}}]}``, or the list of
+    servers), offered to models through upstream's gateway tools ``mcp_list_tools`` and
+    ``mcp_call_tool`` (registered tools; see :mod:`little_dist.mcp`); nothing connects until
+    a session uses them.
     """
     if not isinstance(id, str) or not _WORKFLOW_ID.fullmatch(id):
         raise InvalidInputError(f"workflow id must match [A-Za-z0-9][A-Za-z0-9_.-]*, got {id!r}")
@@ -317,6 +325,17 @@ def define_workflow(
     registry = ToolRegistry()
     for item in tools:
         registry.register(item if isinstance(item, Tool) else tool(item))
+    servers = mcp_servers(mcp, f"workflow {id!r}: mcp")
+    if servers:
+        from little_dist.mcp.gateway import McpGateway, gateway_tools
+
+        for gateway_tool in gateway_tools(McpGateway(servers)):
+            if gateway_tool.name in registry:
+                raise InvalidInputError(
+                    f"workflow {id!r}: tool {gateway_tool.name!r} is already registered; "
+                    "the MCP gateway needs that name"
+                )
+            registry.register(gateway_tool)
     skill_list = tuple(skills)
     for given_skill in skill_list:
         if not isinstance(given_skill, SkillDescriptor):
@@ -352,4 +371,5 @@ def define_workflow(
         bash=None if bash is None else bash_capabilities(bash, f"workflow {id!r}: bash"),
         memory=memory_config(memory, f"workflow {id!r}: memory"),
         permissions=rules,
+        mcp=servers,
     )
