@@ -123,7 +123,9 @@ PERMISSION_EVENT_TYPES: tuple[str, ...] = ("harness.permission.decided",)
 
 #: Every event type a run log may hold (upstream's, then little-dist's own harness events).
 EVENT_TYPES: tuple[str, ...] = (
-    WORLD_EVENT_TYPES + HARNESS_TRACE_EVENT_TYPES + SIDE_CHANNEL_EVENT_TYPES
+    WORLD_EVENT_TYPES
+    + HARNESS_TRACE_EVENT_TYPES
+    + SIDE_CHANNEL_EVENT_TYPES
     + PERMISSION_EVENT_TYPES
 )
 
