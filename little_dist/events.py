@@ -29,6 +29,7 @@ __all__ = [
     "HARNESS_EVENT_TYPES",
     "HARNESS_TRACE_EVENT_TYPES",
     "LEGACY_HARNESS_EVENT_TYPES",
+    "PERMISSION_EVENT_TYPES",
     "QUIET_EVENT_TYPES",
     "RUN_END_EVENT_TYPES",
     "SCHEDULE_EVENT_TYPES",
@@ -115,9 +116,17 @@ HARNESS_TRACE_EVENT_TYPES: tuple[str, ...] = (
 #: ``HARNESS_SIDE_CHANNEL_EVENT_TYPES``); never an input to the run they describe.
 SIDE_CHANNEL_EVENT_TYPES: tuple[str, ...] = ("outcome.reported",)
 
-#: Every event type upstream can record on a run.
+#: Harness events of little-dist's own under upstream's ``harness.`` prefix (upstream has no
+#: name for them): a tool-permission decision (see :mod:`little_dist.permissions`). Typed
+#: like the others, and the fold counts them without reading them.
+PERMISSION_EVENT_TYPES: tuple[str, ...] = ("harness.permission.decided",)
+
+#: Every event type a run log may hold (upstream's, then little-dist's own harness events).
 EVENT_TYPES: tuple[str, ...] = (
-    WORLD_EVENT_TYPES + HARNESS_TRACE_EVENT_TYPES + SIDE_CHANNEL_EVENT_TYPES
+    WORLD_EVENT_TYPES
+    + HARNESS_TRACE_EVENT_TYPES
+    + SIDE_CHANNEL_EVENT_TYPES
+    + PERMISSION_EVENT_TYPES
 )
 
 HARNESS_EVENT_TYPES: frozenset[str] = frozenset(t for t in EVENT_TYPES if t.startswith("harness."))

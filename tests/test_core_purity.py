@@ -21,8 +21,13 @@ PURE_MODULES = [
     "little_dist.pricing",
     "little_dist.limits",
     "little_dist.lru",
+    "little_dist.permissions",
+    "little_dist.mcp.config",
 ]
-FORBIDDEN = {"litellm", "celery", "kombu", "boto3", "botocore", "redis", "sqlite3", "_sqlite3"}
+FORBIDDEN = {
+    *("litellm", "celery", "kombu", "boto3", "botocore", "redis", "sqlite3", "_sqlite3"),
+    *("mcp", "httpx2", "anyio"),  # the MCP SDK and its transport
+}
 
 
 @pytest.mark.parametrize("module", PURE_MODULES)

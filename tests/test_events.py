@@ -32,6 +32,7 @@ from little_dist.events import (
     HARNESS_EVENT_TYPES,
     HARNESS_TRACE_EVENT_TYPES,
     LEGACY_HARNESS_EVENT_TYPES,
+    PERMISSION_EVENT_TYPES,
     SIDE_CHANNEL_EVENT_TYPES,
     WORLD_EVENT_TYPES,
     Event,
@@ -184,6 +185,14 @@ MINIMAL: dict[str, dict[str, Any]] = {
     "harness.tool_call.succeeded": {"callId": "c", "result": None},
     "harness.tool_call.failed": {"callId": "c", "error": ERROR},
     **TRACE_MINIMAL,
+    "harness.permission.decided": {
+        "callId": "c",
+        "toolName": "bash",
+        "caller": "model",
+        "action": "deny",
+        "decision": "deny",
+        "reason": "rule",
+    },
 }
 
 
@@ -208,14 +217,21 @@ def vector_events() -> list[dict[str, Any]]:
 def test_catalogue_names_agree() -> None:
     assert len(WORLD_EVENT_TYPES) == 39
     assert len(HARNESS_TRACE_EVENT_TYPES) == 20
-    assert EVENT_TYPES == WORLD_EVENT_TYPES + HARNESS_TRACE_EVENT_TYPES + SIDE_CHANNEL_EVENT_TYPES
-    assert len(EVENT_TYPES) == len(set(EVENT_TYPES)) == 60
+    assert PERMISSION_EVENT_TYPES == ("harness.permission.decided",)
+    assert (
+        EVENT_TYPES
+        == WORLD_EVENT_TYPES
+        + HARNESS_TRACE_EVENT_TYPES
+        + SIDE_CHANNEL_EVENT_TYPES
+        + PERMISSION_EVENT_TYPES
+    )
+    assert len(EVENT_TYPES) == len(set(EVENT_TYPES)) == 61
     assert tuple(PAYLOAD_MODELS) == EVENT_TYPES
     assert tuple(EVENT_CLASSES) == EVENT_TYPES
     # Only the workflow's own harness events ever had PascalCase names.
     assert set(LEGACY_HARNESS_EVENT_TYPES.values()) == HARNESS_EVENT_TYPES - set(
         HARNESS_TRACE_EVENT_TYPES
-    )
+    ) - set(PERMISSION_EVENT_TYPES)
     assert {t for t in EVENT_TYPES if t.startswith("harness.")} == HARNESS_EVENT_TYPES
     assert set(TRACE_MINIMAL) == {*HARNESS_TRACE_EVENT_TYPES, *SIDE_CHANNEL_EVENT_TYPES}
 

@@ -31,7 +31,9 @@ from little_dist.compiler import (
 from little_dist.errors import InvalidInputError
 from little_dist.harness.types import DEFAULT_HARNESS_ID, SkillDescriptor
 from little_dist.limits import InputLimitError, InputLimits
+from little_dist.mcp.config import McpServerConfig, mcp_servers
 from little_dist.memory.layout import MemoryConfig, memory_config, workflow_memory_mounts
+from little_dist.permissions import ToolPermissions, tool_permissions
 from little_dist.scheduling.fast_schema import compile_check
 from little_dist.tools import Tool, ToolRegistry, tool
 
@@ -74,6 +76,8 @@ class WorkflowDefinition:
     step_timeout: float | None = None
     bash: BashCapabilities | None = None
     memory: MemoryConfig = field(default_factory=MemoryConfig)
+    permissions: ToolPermissions = field(default_factory=ToolPermissions)
+    mcp: tuple[McpServerConfig, ...] = ()
 
     def __repr__(self) -> str:
         return f"WorkflowDefinition(id={self.id!r})"
@@ -227,6 +231,7 @@ class WorkflowDefinition:
             step_timeout=self.step_timeout,
             bash=self.bash,
             memory_mounts=tuple(workflow_memory_mounts(self.id, self.memory)),
+            permissions=self.permissions or None,
         )
 
     def run(self, input: Any, **options: Any) -> RunResult:
@@ -254,6 +259,8 @@ def define_workflow(
     step_timeout: float | None = None,
     bash: BashCapabilities | Mapping[str, Any] | None = None,
     memory: MemoryConfig | Mapping[str, Any] | None = None,
+    permissions: ToolPermissions | Mapping[str, Any] | Sequence[Any] | None = None,
+    mcp: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
 ) -> WorkflowDefinition:
     """Define a workflow (upstream's ``defineWorkflow``).
 
@@ -275,6 +282,17 @@ def define_workflow(
     ``"none"``; ``org``: ``"ro"`` (default), ``"rw"`` or ``"none"``; ``attach``: ``[{"id":
     other_workflow, "mode": "ro"}]``): the memory stores the bash tool mounts under
     ``/mnt/memory/`` (:mod:`little_dist.memory`).
+    ``permissions``: runtime tool-call rules (upstream's ``[{"tool": GLOB, "action":
+    "allow"|"deny"|"ask"}]``, little-dist adds ``"args": {NAME: GLOB}``; see
+    :mod:`little_dist.permissions`) deciding every tool call of every run, bash included; an
+    ``ask`` goes to ``run_workflow(on_ask=...)`` and is denied without one (always on the
+    fleet). Recorded in each session's manifest, not in the definition's hash (upstream
+    keeps them out of it too).
+    ``mcp``: MCP servers (upstream's ``{"servers": [{"id", "description", "transport":
+    {"type": "stdio", "command", "args"?} | {"type": "http", "url"}}]}``, or the list of
+    servers), offered to models through upstream's gateway tools ``mcp_list_tools`` and
+    ``mcp_call_tool`` (registered tools; see :mod:`little_dist.mcp`); nothing connects until
+    a session uses them.
     """
     if not isinstance(id, str) or not _WORKFLOW_ID.fullmatch(id):
         raise InvalidInputError(f"workflow id must match [A-Za-z0-9][A-Za-z0-9_.-]*, got {id!r}")
@@ -313,6 +331,17 @@ def define_workflow(
     registry = ToolRegistry()
     for item in tools:
         registry.register(item if isinstance(item, Tool) else tool(item))
+    servers = mcp_servers(mcp, f"workflow {id!r}: mcp")
+    if servers:
+        from little_dist.mcp.gateway import McpGateway, gateway_tools
+
+        for gateway_tool in gateway_tools(McpGateway(servers)):
+            if gateway_tool.name in registry:
+                raise InvalidInputError(
+                    f"workflow {id!r}: tool {gateway_tool.name!r} is already registered; "
+                    "the MCP gateway needs that name"
+                )
+            registry.register(gateway_tool)
     skill_list = tuple(skills)
     for given_skill in skill_list:
         if not isinstance(given_skill, SkillDescriptor):
@@ -322,6 +351,12 @@ def define_workflow(
             )
     if plan is not None and not isinstance(plan, Mapping):
         raise InvalidInputError(f"workflow {id!r}: plan must be an LWIR document (a dict)")
+    rules = tool_permissions(permissions, f"workflow {id!r}: permissions")
+    if rules.on_ask is not None:
+        raise InvalidInputError(
+            f"workflow {id!r}: permissions take rules only here; pass the approver to "
+            "run_workflow(on_ask=...) (a fleet worker has none: 'ask' is denied there)"
+        )
     return WorkflowDefinition(
         id=id,
         description=description,
@@ -341,4 +376,6 @@ def define_workflow(
         step_timeout=None if step_timeout is None else float(step_timeout),
         bash=None if bash is None else bash_capabilities(bash, f"workflow {id!r}: bash"),
         memory=memory_config(memory, f"workflow {id!r}: memory"),
+        permissions=rules,
+        mcp=servers,
     )

@@ -18,7 +18,9 @@ from little_dist.pricing import PriceFallback, UsageTotals
 if TYPE_CHECKING:
     from little_dist.harness.types import Harness, HarnessRole
     from little_dist.limits import InputLimits
+    from little_dist.permissions import Approver, ToolPermissions
     from little_dist.run_state import RunState
+    from little_dist.runtime.capabilities import Capabilities
     from little_dist.world.base import World
 
 __all__ = ["RunResult", "run_workflow"]
@@ -35,6 +37,28 @@ class RunResult:
     usage: UsageTotals
     state: RunState
     workflow_version_id: str | None
+
+
+def _with_permissions(
+    workflow: WorkflowDefinition,
+    capabilities: Capabilities,
+    permissions: ToolPermissions | Mapping[str, Any] | Sequence[Any] | None,
+    on_ask: Approver | None,
+) -> Capabilities:
+    """The run's capabilities with its permission rules: the workflow's, then the run's."""
+    if permissions is None and on_ask is None:
+        return capabilities
+    import dataclasses
+
+    from little_dist.permissions import ToolPermissions, tool_permissions
+
+    if on_ask is not None and not callable(on_ask):
+        raise InvalidInputError(f"run_workflow: on_ask must be callable, got {on_ask!r}")
+    given = tool_permissions(permissions, "run_workflow: permissions")
+    merged = ToolPermissions(
+        (*workflow.permissions.ruleset, *given.ruleset), on_ask if on_ask else given.on_ask
+    )
+    return dataclasses.replace(capabilities, permissions=merged if merged.ruleset else None)
 
 
 def _new_run_id() -> str:
@@ -107,6 +131,8 @@ def run_workflow(
     limits: InputLimits | None = None,
     pricing_fallback: PriceFallback | None = litellm_price_fallback,
     parent: Mapping[str, Any] | None = None,
+    permissions: ToolPermissions | Mapping[str, Any] | Sequence[Any] | None = None,
+    on_ask: Approver | None = None,
 ) -> RunResult:
     """Plan (or take ``plan=``), compile and run ``workflow`` on ``input`` in this process.
 
@@ -119,6 +145,11 @@ def run_workflow(
     registry has no rates for (default: litellm's cost map; ``None``: registry rates only).
     ``parent``: a sub-run's link to the run that started it, recorded in its ``RunStarted``
     (see :mod:`little_dist.subruns`; a workflow tool passes it).
+    ``permissions``: upstream's runtime tool-call rules for this run (a list of rules, or
+    ``{"ruleset": [...], "onAsk": fn}``), added after the workflow's own
+    (``define_workflow(permissions=...)``; a deny anywhere wins). ``on_ask``: upstream's
+    ``onAsk``, the approver of ``ask`` decisions: called in this process with
+    ``{"tool": name, "args": args}``, true allows the call; without one an ``ask`` is denied.
     """
     from little_dist.ids import validate_run_id
     from little_dist.planner import resolve_version
@@ -146,7 +177,7 @@ def run_workflow(
         state = materialize_run_state(events, run_id=run_id, pricing_fallback=pricing_fallback)
         if state.status in ("completed", "failed"):
             return _result(workflow, run_id, state)
-    capabilities = workflow.capabilities(harness)
+    capabilities = _with_permissions(workflow, workflow.capabilities(harness), permissions, on_ask)
     if workflow.plan is not None:
         from little_dist.runtime import check_grants
 

@@ -1,4 +1,5 @@
-"""The catalogue: the payload model of every event type upstream can record."""
+"""The catalogue: the payload model of every event type a run log may hold (upstream's,
+then little-dist's own ``harness.permission.decided``)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ from little_dist.event_types.harness_trace_payloads import (
     HarnessRuntimeTierUnavailablePayload,
     OutcomeReportedPayload,
 )
+from little_dist.event_types.permission_payloads import HarnessPermissionDecidedPayload
 from little_dist.event_types.workflow_payloads import (
     ArtifactCreatedPayload,
     ModelCallCompletedPayload,
@@ -136,5 +138,6 @@ PAYLOAD_MODELS: dict[str, type[Payload]] = {
     "harness.persistent_dir.commit.succeeded": HarnessPersistentDirCommitSucceededPayload,
     "harness.persistent_dir.commit.failed": HarnessPersistentDirCommitFailedPayload,
     "outcome.reported": OutcomeReportedPayload,
+    "harness.permission.decided": HarnessPermissionDecidedPayload,
 }
 assert tuple(PAYLOAD_MODELS) == EVENT_TYPES  # the catalogue and the names agree

@@ -126,6 +126,8 @@ class HarnessRegistry:
             "allowedToolsHash": _pairs_digest(tools),
             "skillsHash": _pairs_digest(skills),
         }
+        if ctx.permissions:  # rules change what the session may do: part of its manifest
+            manifest["permissionsHash"] = ctx.permissions.ruleset_hash()
         manifest.update(json_safe(dict(ctx.manifest)))
         manifest["harnessId"] = harness_id_of(harness)
         return manifest

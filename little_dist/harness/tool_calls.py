@@ -1,5 +1,10 @@
 """One tool call: memo first, then the tool, recorded as ``harness.tool_call.*``.
 
+When the workflow has permission rules (:mod:`little_dist.permissions`), every call that
+is not replayed from the memo is decided first and the decision recorded as
+``harness.permission.decided``; a denied call ends as ``harness.tool_call.failed`` with
+causeCode ``permission_denied`` (the model sees why and may choose another way).
+
 Used by the model loop (``caller="model"``, with the model turn) and by ``tool.call`` steps
 (``caller="code"``, as upstream's workflow harness records them: upstream's event validator
 admits only ``model`` and ``code``). A failure is returned, not raised, so the model loop can
@@ -27,7 +32,18 @@ from little_dist.tools import InvalidToolInputError
 if TYPE_CHECKING:
     from little_dist.harness.types import HarnessContext
 
-__all__ = ["RecordedResult", "ToolCallInfo", "ToolOutcome", "run_tool_call"]
+__all__ = [
+    "CAUSE_DENIED",
+    "PERMISSION_DECIDED",
+    "RecordedResult",
+    "ToolCallInfo",
+    "ToolOutcome",
+    "run_tool_call",
+]
+
+#: The event of a permission decision, and the causeCode of a call it denied.
+PERMISSION_DECIDED = "harness.permission.decided"
+CAUSE_DENIED = "permission_denied"
 
 
 @dataclass(frozen=True)
@@ -156,6 +172,10 @@ def run_tool_call(
     }
     recorder.tool_started(index, **fields)
     started = time.monotonic()
+    denied = _permission_gate(ctx, index, fields) if ctx.permissions else None
+    if denied is not None:
+        recorder.tool_failed(index, denied, duration_ms=_elapsed_ms(started), **fields)
+        return ToolOutcome(False, error=denied)
     record: Mapping[str, Any] | None = None
     try:
         if tool is None:
@@ -192,6 +212,41 @@ def run_tool_call(
         index, result, duration_ms=_elapsed_ms(started), durable=not last, extra=record, **fields
     )
     return ToolOutcome(True, result)
+
+
+def _permission_gate(
+    ctx: HarnessContext, index: int, fields: Mapping[str, Any]
+) -> dict[str, Any] | None:
+    """Decide the call against the workflow's permission rules (asking the approver for an
+    ``ask``) and record ``harness.permission.decided``; the error envelope of a denial, or
+    ``None`` to go on. A denial is the model's to react to, never retried as is."""
+    from little_dist.permissions import decide_tool_call
+
+    assert ctx.permissions is not None
+    recorder, tool_name = ctx.recorder, fields["tool_name"]
+    decision = decide_tool_call(ctx.permissions, tool_name, fields["args"])
+    payload: dict[str, Any] = {
+        "callId": recorder.occurrence("tool", index),
+        "toolName": tool_name,
+        "caller": fields["caller"],
+        "action": decision.action,
+        "decision": decision.decision,
+        "reason": decision.reason,
+        "argsHash": fields["args_hash"],
+        "callIndex": fields["call_index"],
+        "stepPath": recorder.step_path,
+        "attempt": recorder.attempt,
+    }
+    if fields["caller"] == "model":
+        payload["turn"] = fields["turn"]
+    if decision.rule is not None:
+        payload["rule"] = decision.rule.to_json()
+    recorder.append(
+        PERMISSION_DECIDED, payload, recorder.occurrence("permission", index), durable=True
+    )
+    if decision.allowed:
+        return None
+    return _failure("ToolPermissionDeniedError", decision.message(tool_name), CAUSE_DENIED, False)
 
 
 def _elapsed_ms(started: float) -> float:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, runtime_che
 if TYPE_CHECKING:
     from little_dist.harness.memo import Memo
     from little_dist.harness.recorder import EventRecorder
+    from little_dist.permissions import ToolPermissions
     from little_dist.tools import Tool
 
 __all__ = [
@@ -267,6 +268,8 @@ class HarnessContext:
     holds the recorded model turns and tool results of earlier tries of the same step path;
     ``cancelled()`` turns true when the attempt must stop (lease lost, run cancelled).
     ``manifest`` is what ``harness.session.started`` records (its hash is computed).
+    ``permissions``: the runtime tool-call rules every call is decided against (see
+    :mod:`little_dist.permissions`; ``None`` or empty: every call allowed).
     ``deadline``: the ``time.monotonic()`` by which the attempt must be over (its step
     timeout; ``None``: no limit); model calls pass what is left as litellm's ``timeout``.
     """
@@ -285,6 +288,7 @@ class HarnessContext:
     parent_run_id: str | None = None
     max_turns: int = 8
     deadline: float | None = None
+    permissions: ToolPermissions | None = None
 
 
 @runtime_checkable

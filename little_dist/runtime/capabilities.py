@@ -16,6 +16,7 @@ from little_dist.tools import ToolRegistry
 if TYPE_CHECKING:
     from little_dist.harness.registry import HarnessRegistry
     from little_dist.harness.types import Harness, HarnessRole, ResolvedModel, SkillDescriptor
+    from little_dist.permissions import ToolPermissions
 
 __all__ = [
     "Capabilities",
@@ -53,7 +54,8 @@ class Capabilities:
     step attempt may run before it fails with causeCode ``timeout`` (``None``: the engine's
     setting). ``bash``: the workflow's bash capabilities when it enables the bash tool
     (``define_workflow(bash=...)``; see :mod:`little_dist.harness.bash_tool`); ``None``: no
-    model is offered bash.
+    model is offered bash. ``permissions``: the runtime tool-call rules and approver (see
+    :mod:`little_dist.permissions`; ``None``: every call allowed).
     """
 
     tools: ToolRegistry = field(default_factory=ToolRegistry)
@@ -68,6 +70,7 @@ class Capabilities:
     #: The memory stores the bash tool mounts (``define_workflow(memory=...)``; see
     #: :mod:`little_dist.memory`); none when the capabilities were not made by a workflow.
     memory_mounts: tuple[MemoryMountSpec, ...] = ()
+    permissions: ToolPermissions | None = None
 
     def offers_tool(self, name: object) -> bool:
         """Whether a document may name tool ``name`` for a model: a registered tool, or

@@ -264,9 +264,10 @@ def _run_harness(
         tools=tools,
         skills=tuple(capabilities.skills),
         cancelled=cancelled,
-        manifest=_manifest(dispatch, step=step, version=version),
+        manifest=_manifest(dispatch, step=step, version=version, tools=tools),
         max_turns=capabilities.max_turns,
         deadline=deadline,
+        permissions=capabilities.permissions,
     )
     try:
         result = capabilities.harness_registry().run(task, ctx)
@@ -477,14 +478,28 @@ class _Scratch:
 
 
 def _manifest(
-    dispatch: StepDispatch, *, step: Mapping[str, Any], version: WorkflowVersion
+    dispatch: StepDispatch,
+    *,
+    step: Mapping[str, Any],
+    version: WorkflowVersion,
+    tools: Mapping[str, Any],
 ) -> dict[str, Any]:
     """What this engine adds to the session manifest (the harness registry adds the rest:
-    step path, model slot, tools and skills digests, harness id)."""
+    step path, model slot, tools and skills digests, harness id), and the MCP servers' tool
+    lists when the session is offered the MCP gateway (listed now: see
+    :mod:`little_dist.mcp.gateway`)."""
     from little_dist.harness.recorder import frozen_digest
+    from little_dist.mcp.gateway import session_manifest
 
     # Step objects come from the scheduling plan, cached per version: hashed once each.
-    return {"workflowVersionId": version.id, "stepConfigHash": frozen_digest(step)}
+    manifest: dict[str, Any] = {
+        "workflowVersionId": version.id,
+        "stepConfigHash": frozen_digest(step),
+    }
+    mcp = session_manifest(tools)
+    if mcp is not None:
+        manifest["mcp"] = mcp
+    return manifest
 
 
 # StepPlan objects are cached with their version's plan, so the same object recurs for every

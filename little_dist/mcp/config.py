@@ -1,0 +1,172 @@
+"""The ``mcp`` option read into typed server configs (upstream's ``HarnessMcpConfig``).
+
+Upstream's shape, field for field: ``{"servers": [{"id", "description", "transport",
+"tools"?}]}`` or just the list of servers; a transport is ``{"type": "stdio", "command",
+"args"?, "cwd"?, "env"?}`` or ``{"type": "http", "url", "headers"?}`` (streamable HTTP).
+``tools`` is upstream's tool policy limited to ``include`` / ``exclude`` (source names).
+Upstream's ``guide`` skills, ``rename``, configured ``schemas``, ``sse`` transport and gateway
+name overrides are not supported: a config naming them is refused, never half-read.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
+
+from little_dist.errors import InvalidInputError
+
+__all__ = [
+    "CALL_TOOL_NAME",
+    "LIST_TOOL_NAME",
+    "McpServerConfig",
+    "McpTransport",
+    "mcp_servers",
+]
+
+#: Upstream's default gateway tool names.
+LIST_TOOL_NAME = "mcp_list_tools"
+CALL_TOOL_NAME = "mcp_call_tool"
+
+_SERVER_ID = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+@dataclass(frozen=True)
+class McpTransport:
+    """How to reach one server: a process over stdio, or streamable HTTP at ``url``."""
+
+    type: Literal["stdio", "http"]
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    cwd: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    url: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+    def manifest(self) -> dict[str, Any]:
+        """Upstream's ``HarnessMcpTransportManifest``: no env, no headers, no URL secrets."""
+        if self.type == "stdio":
+            data: dict[str, Any] = {"type": "stdio", "command": self.command}
+            if self.args:
+                data["args"] = list(self.args)
+            if self.cwd is not None:
+                data["cwd"] = self.cwd
+            return data
+        assert self.url is not None
+        parts = urlsplit(self.url)
+        host = parts.netloc.rpartition("@")[2]
+        return {"type": self.type, "url": urlunsplit((parts.scheme, host, parts.path, "", ""))}
+
+
+@dataclass(frozen=True)
+class McpServerConfig:
+    """One MCP server: its id (what ``mcp_call_tool`` names), description, transport, and
+    which of its tools are visible (``include``: only these; ``exclude``: not these)."""
+
+    id: str
+    description: str
+    transport: McpTransport
+    include: tuple[str, ...] | None = None
+    exclude: tuple[str, ...] = ()
+
+    def visible(self, tool_name: str) -> bool:
+        if self.include is not None and tool_name not in self.include:
+            return False
+        return tool_name not in self.exclude
+
+
+def _strings(value: Any, where: str) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        raise InvalidInputError(f"{where} must be a list of strings, got {value!r}")
+    items = tuple(value)
+    if not all(isinstance(item, str) for item in items):
+        raise InvalidInputError(f"{where} must be a list of strings, got {value!r}")
+    return items
+
+
+def _string_map(value: Any, where: str) -> dict[str, str]:
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise InvalidInputError(f"{where} must map strings to strings")
+    return dict(value)
+
+
+def _known(value: Mapping[str, Any], allowed: set[str], where: str) -> None:
+    extra = set(value) - allowed
+    if extra:
+        raise InvalidInputError(f"{where}: unsupported field(s) {sorted(extra)}")
+
+
+def _transport(value: Any, where: str) -> McpTransport:
+    if not isinstance(value, Mapping):
+        raise InvalidInputError(f"{where} must be an object, got {value!r}")
+    kind = value.get("type")
+    if kind == "stdio":
+        _known(value, {"type", "command", "args", "cwd", "env"}, where)
+        command = value.get("command")
+        if not isinstance(command, str) or not command:
+            raise InvalidInputError(f"{where}.command must be a non-empty string")
+        cwd = value.get("cwd")
+        if cwd is not None and not isinstance(cwd, str):
+            raise InvalidInputError(f"{where}.cwd must be a string")
+        return McpTransport(
+            "stdio",
+            command=command,
+            args=_strings(value.get("args", ()), f"{where}.args"),
+            cwd=cwd,
+            env=_string_map(value.get("env", {}), f"{where}.env"),
+        )
+    if kind == "http":
+        _known(value, {"type", "url", "headers"}, where)
+        url = value.get("url")
+        if not isinstance(url, str) or urlsplit(url).scheme not in ("http", "https"):
+            raise InvalidInputError(f"{where}.url must be an http(s) URL, got {url!r}")
+        headers = _string_map(value.get("headers", {}), f"{where}.headers")
+        return McpTransport("http", url=url, headers=headers)
+    raise InvalidInputError(f"{where}.type must be 'stdio' or 'http', got {kind!r}")
+
+
+def _server(value: Any, where: str) -> McpServerConfig:
+    if not isinstance(value, Mapping):
+        raise InvalidInputError(f"{where} must be an object, got {value!r}")
+    _known(value, {"id", "description", "transport", "tools"}, where)
+    server_id = value.get("id")
+    if not isinstance(server_id, str) or not _SERVER_ID.fullmatch(server_id):
+        raise InvalidInputError(f"{where}.id must match [A-Za-z0-9_-]+, got {server_id!r}")
+    description = value.get("description")
+    if not isinstance(description, str) or not description.strip():
+        raise InvalidInputError(f"{where}.description is required (server {server_id!r})")
+    policy = value.get("tools", {})
+    if not isinstance(policy, Mapping):
+        raise InvalidInputError(f"{where}.tools must be an object")
+    _known(policy, {"include", "exclude"}, f"{where}.tools")
+    include = policy.get("include")
+    return McpServerConfig(
+        id=server_id,
+        description=description,
+        transport=_transport(value.get("transport"), f"{where}.transport"),
+        include=None if include is None else _strings(include, f"{where}.tools.include"),
+        exclude=_strings(policy.get("exclude", ()), f"{where}.tools.exclude"),
+    )
+
+
+def mcp_servers(value: Any, where: str) -> tuple[McpServerConfig, ...]:
+    """The servers of an ``mcp`` option (a list of servers, or ``{"servers": [...]}``)."""
+    if value is None:
+        return ()
+    if isinstance(value, Mapping):
+        _known(value, {"servers"}, where)
+        value = value.get("servers", ())
+        where = f"{where}.servers"
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+        raise InvalidInputError(f"{where} must be a list of MCP servers, got {value!r}")
+    servers = tuple(_server(item, f"{where}[{index}]") for index, item in enumerate(value))
+    seen: set[str] = set()
+    for server in servers:
+        if server.id in seen:
+            raise InvalidInputError(f"{where}: MCP server ids must be unique ({server.id!r})")
+        seen.add(server.id)
+    return servers

@@ -1,0 +1,167 @@
+"""Upstream's MCP gateway: two tools through which a model reaches every configured server.
+
+``mcp_list_tools`` (``{"server"?}``) lists the servers and their visible tools (name,
+description, input schema and its hash); ``mcp_call_tool`` (``{"server", "tool", "args"?}``)
+calls one, returning MCP's result (``content``, ``structuredContent``, ``isError``). They are
+ordinary registered tools: a step is offered them like any tool (``with.tools``,
+``permissions.tools``), a ``tool.call`` step may call ``mcp_call_tool``, every call goes
+through :func:`~little_dist.harness.tool_calls.run_tool_call` — memoized, so a retried or
+resumed attempt replays a recorded MCP call instead of calling the server again — and the
+workflow's permission rules decide it (match MCP calls with argument globs:
+``{"tool": "mcp_call_tool", "args": {"server": "crm", "tool": "delete_*"}, "action": "deny"}``).
+
+:func:`session_manifest` lists every server's tools live when a session starts, in upstream's
+``HarnessMcpCapabilityManifest`` shape, for the session manifest (and so its
+``manifestHash``): a server whose tools changed between two attempts changes the hash.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from little_dist.canonical import sha256_digest
+from little_dist.errors import InvalidInputError
+from little_dist.mcp import client
+from little_dist.mcp.config import CALL_TOOL_NAME, LIST_TOOL_NAME, McpServerConfig
+from little_dist.tools import Tool
+
+__all__ = ["GatewayTool", "McpGateway", "gateway_tools", "session_manifest"]
+
+_LIST_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"server": {"type": "string", "description": "Only this server's tools."}},
+    "additionalProperties": False,
+}
+_CALL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "server": {"type": "string", "description": "The MCP server id."},
+        "tool": {"type": "string", "description": "The tool's name on that server."},
+        "args": {"type": "object", "description": "The tool's arguments."},
+    },
+    "required": ["server", "tool"],
+    "additionalProperties": False,
+}
+
+
+class McpGateway:
+    """The configured servers, and what the gateway tools do with them."""
+
+    def __init__(self, servers: Sequence[McpServerConfig], *, timeout: float | None = None):
+        self.servers: dict[str, McpServerConfig] = {server.id: server for server in servers}
+        self.timeout = client.DEFAULT_TIMEOUT if timeout is None else timeout
+
+    def _server(self, server_id: object) -> McpServerConfig:
+        server = self.servers.get(server_id) if isinstance(server_id, str) else None
+        if server is None:
+            known = ", ".join(sorted(self.servers)) or "none"
+            raise InvalidInputError(f"unknown MCP server {server_id!r} (servers: {known})")
+        return server
+
+    def tool_manifests(self, server: McpServerConfig) -> list[dict[str, Any]]:
+        """The server's visible tools now, as upstream's ``HarnessMcpToolManifest``."""
+        entries = []
+        for item in client.list_tools(server, timeout=self.timeout):
+            if not server.visible(item.name):
+                continue
+            entry: dict[str, Any] = {"name": item.name}
+            if item.description is not None:
+                entry["description"] = item.description
+            schemas = (("input", item.input_schema), ("output", item.output_schema))
+            for kind, schema in schemas:
+                if schema is not None:
+                    entry[f"{kind}SchemaHash"] = sha256_digest(schema)
+            for kind, schema in schemas:
+                if schema is not None:
+                    entry[f"{kind}Schema"] = schema
+            entries.append(entry)
+        return entries
+
+    def server_manifest(self, server: McpServerConfig) -> dict[str, Any]:
+        return {
+            "id": server.id,
+            "description": server.description,
+            "transport": server.transport.manifest(),
+            "tools": self.tool_manifests(server),
+        }
+
+    def capability_manifest(self) -> dict[str, Any]:
+        """Upstream's ``HarnessMcpCapabilityManifest``, listed live."""
+        return {
+            "gateway": {"listToolName": LIST_TOOL_NAME, "callToolName": CALL_TOOL_NAME},
+            "servers": [self.server_manifest(server) for server in self.servers.values()],
+        }
+
+    def list(self, server: str | None = None) -> dict[str, Any]:
+        chosen = list(self.servers.values()) if server is None else [self._server(server)]
+        return {
+            "servers": [
+                {"id": item.id, "description": item.description, "tools": self.tool_manifests(item)}
+                for item in chosen
+            ]
+        }
+
+    def call(self, server: str, tool: str, args: Any = None) -> dict[str, Any]:
+        config = self._server(server)
+        if not isinstance(tool, str) or not tool or not config.visible(tool):
+            raise InvalidInputError(f"MCP server {server!r} has no visible tool {tool!r}")
+        if args is None:
+            args = {}
+        if not isinstance(args, Mapping):
+            raise InvalidInputError(f"mcp_call_tool: args must be an object, got {args!r}")
+        return client.call_tool(config, tool, args, timeout=self.timeout)
+
+    def summary(self) -> str:
+        return "; ".join(f"{item.id}: {item.description}" for item in self.servers.values())
+
+
+class GatewayTool(Tool):
+    """A gateway tool; ``mcp_gateway`` is what :func:`session_manifest` finds it by."""
+
+    def __init__(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        *,
+        description: str,
+        input_schema: Mapping[str, Any],
+        gateway: McpGateway,
+    ) -> None:
+        super().__init__(name, fn, description=description, input_schema=input_schema)
+        self.mcp_gateway = gateway
+
+
+def gateway_tools(gateway: McpGateway) -> list[Tool]:
+    """``mcp_list_tools`` and ``mcp_call_tool`` over ``gateway``. Their descriptions name
+    the configured servers (fixed by the config: part of the workflow's definition hash);
+    the servers' tool lists are read live (:func:`session_manifest`, ``mcp_list_tools``)."""
+    servers = gateway.summary()
+    return [
+        GatewayTool(
+            LIST_TOOL_NAME,
+            gateway.list,
+            description=f"List configured MCP servers and their visible tools. Servers: {servers}",
+            input_schema=_LIST_SCHEMA,
+            gateway=gateway,
+        ),
+        GatewayTool(
+            CALL_TOOL_NAME,
+            gateway.call,
+            description=(
+                "Call one configured MCP tool by server id and tool name, with its arguments "
+                f"as args. Servers: {servers}"
+            ),
+            input_schema=_CALL_SCHEMA,
+            gateway=gateway,
+        ),
+    ]
+
+
+def session_manifest(tools: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The ``mcp`` entry of a session manifest: the capability manifest of the gateway
+    behind the session's gateway tools (listed live), or ``None`` when it has none."""
+    for item in tools.values():
+        if isinstance(item, GatewayTool):
+            return item.mcp_gateway.capability_manifest()
+    return None

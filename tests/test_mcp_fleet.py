@@ -1,0 +1,52 @@
+"""MCP on the fleet: a real ``little worker`` process starts the test MCP server over stdio,
+lists its tools into the session manifest and calls one through the gateway; an ``ask``
+rule is denied there, as no approver runs on a worker."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.fleet_processes import FleetEnv, fleet_env, start_scheduler, start_worker
+from tests.mcp_fleet_app import CALLS_ENV, build_script, mcp_sum
+from tests.mcp_server import calls
+
+__all__ = ["fleet_env"]  # the fixture, re-exported for pytest
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
+
+
+def test_a_fleet_worker_calls_an_mcp_tool_and_denies_an_ask(
+    fleet_env: FleetEnv, tmp_path: Path
+) -> None:
+    served = tmp_path / "served"
+    script = build_script().save(tmp_path / "script.json")
+    fleet_env.env.update(
+        {
+            "LITTLE_APP": "tests.mcp_fleet_app",
+            "LITTLE_SCRIPTED_MODEL": str(script),
+            CALLS_ENV: str(served),
+        }
+    )
+    start_scheduler(fleet_env)
+    start_worker(fleet_env, app="tests.mcp_fleet_app")
+    client = fleet_env.client()
+    run_id = client.submit(mcp_sum, {})
+    state = client.wait(run_id, timeout=90)
+    assert state.status == "completed", state
+    assert state.output == "5"
+    assert calls(served) == ["add"]  # the denied call never reached the server
+    events = fleet_env.world().list_events(run_id)
+    decided = [e.payload for e in events if e.type == "harness.permission.decided"]
+    assert [(d["action"], d["decision"], d["reason"]) for d in decided] == [
+        ("ask", "deny", "no_approver"),
+        ("allow", "allow", "no_rule"),
+    ]
+    (result,) = [e for e in events if e.type == "harness.tool_call.succeeded"]
+    assert result.payload["result"]["structuredContent"] == {"result": 5}
+    (session,) = [e for e in events if e.type == "harness.session.started"]
+    (server,) = session.payload["manifest"]["mcp"]["servers"]
+    assert [tool["name"] for tool in server["tools"]] == ["add", "delete_account"]
+    failed = [e for e in events if e.type == "harness.tool_call.failed"]
+    assert "no approver is set" in failed[0].payload["error"]["message"]
