@@ -82,9 +82,12 @@ __all__ = [
 #: ``little run`` can be resumed within seconds; heartbeats renew every third of it.
 DEFAULT_LEASE_TTL: Final = 15.0
 
-# Event types whose payload the harness memo reads, indexed per step path as they are folded.
+# Event types whose payload the harness memo reads, indexed per step path as they are folded
+# (session starts: the recorded capability manifests a resumed session is checked against).
 _MEMO_TYPES: Final = frozenset(
     {
+        "harness.session.started",
+        "HarnessSessionStarted",
         "harness.model.called",
         "harness.model.responded",
         "harness.tool_call.succeeded",

@@ -13,6 +13,10 @@ every model call and tool call the default harness asks the memo:
   calls that no model made, such as a ``tool.call`` step). Only *succeeded* calls are reused:
   a failed tool call runs again on retry, which is what a retry is for.
 
+The memo also keeps the capability manifest of the first ``harness.session.started`` of each
+session scope (role, and whether the session is a delegated default harness), which a
+session that starts again is checked against (:mod:`little_dist.harness.drift`).
+
 Events of every earlier attempt of the step path count, and so do the current attempt's (an
 in-process resume of the same attempt). When several match, the latest recorded wins.
 A hit is recorded by the harness as ``little.harness.model.memoized`` /
@@ -35,6 +39,8 @@ from little_dist.world.base import ArtifactCorruptError, World
 __all__ = ["Memo", "MemoHit"]
 
 _ToolKey = tuple[int, int, str, str]
+#: (role, delegated): the scope of a session's manifest.
+SessionScope = tuple[str, bool]
 
 
 @dataclass(frozen=True)
@@ -54,9 +60,11 @@ class Memo:
         tool_results: dict[_ToolKey, Event] | None = None,
         *,
         world: World | None = None,
+        sessions: dict[SessionScope, Event] | None = None,
     ) -> None:
         self._model_turns = dict(model_turns or {})
         self._tool_results = dict(tool_results or {})
+        self._sessions = dict(sessions or {})
         self._world = world
 
     @classmethod
@@ -71,12 +79,17 @@ class Memo:
         prompts: dict[str, tuple[int, str]] = {}  # callId -> (turn, promptHash)
         model_turns: dict[tuple[int, str], Event] = {}
         tool_results: dict[_ToolKey, Event] = {}
+        sessions: dict[SessionScope, Event] = {}
         for event in sorted(events, key=lambda item: item.sequence):
             payload = event.payload
             if payload.get("stepPath") != step_path:
                 continue
             kind = normalize_event_type(event.type)
-            if kind == "harness.model.called":
+            if kind == "harness.session.started":
+                role = payload.get("role")
+                if isinstance(role, str) and isinstance(payload.get("manifest"), dict):
+                    sessions.setdefault((role, _delegated(event)), event)
+            elif kind == "harness.model.called":
                 call_id, turn, digest = (
                     payload.get("callId"),
                     payload.get("turn"),
@@ -92,10 +105,24 @@ class Memo:
                 tool_key = _tool_key(payload)
                 if tool_key is not None:
                     tool_results[tool_key] = event
-        return cls(model_turns, tool_results, world=world)
+        return cls(model_turns, tool_results, world=world, sessions=sessions)
 
     def __len__(self) -> int:
         return len(self._model_turns) + len(self._tool_results)
+
+    def recorded_manifest(
+        self, role: str, *, delegated: bool = False
+    ) -> tuple[dict[str, Any], str | None] | None:
+        """The manifest (and its recorded ``manifestHash``) of the step's first session of
+        this scope, if one was recorded."""
+        event = self._sessions.get((role, delegated))
+        if event is None:
+            return None
+        recorded_hash = event.payload.get("manifestHash")
+        return (
+            dict(event.payload["manifest"]),
+            recorded_hash if isinstance(recorded_hash, str) else None,
+        )
 
     def model_turn(self, turn: int, prompt_hash: str) -> MemoHit | None:
         """The recorded response of turn ``turn`` for this exact request, if any."""
@@ -135,6 +162,11 @@ class Memo:
             # not a miss: it fails the attempt (raised), whose retry replays the result
             # once storage is back, instead of paying for the call twice.
             return None
+
+
+def _delegated(event: Event) -> bool:
+    """A delegated default harness's session (occurrence ``session:{path}:{n}:default``)."""
+    return (event.occurrence_id or "").endswith(":default")
 
 
 def _tool_key(payload: dict[str, Any]) -> _ToolKey | None:

@@ -4,7 +4,10 @@ The runtime runs every task through :meth:`HarnessRegistry.run`:
 
 1. the harness for ``ctx.role`` is the custom one given for that role, else the default;
 2. ``harness.session.started`` is recorded with the manifest (``ctx.manifest`` plus the
-   harness's ``harnessId``, the step path, model slot, tools and skills digests);
+   harness's ``harnessId``, the step path, model slot and model digest, tools and skills
+   digests); a session of a step that an earlier attempt already started is first checked
+   against that attempt's recorded manifest (:mod:`.drift`): any difference records
+   ``little.harness.capability_drift`` and fails the attempt, cause ``capability_drift``;
 3. the harness runs; a :class:`~.types.DelegateToDefault` answer records a second
    ``harness.session.started`` (the default's ``harnessId``) and runs the default harness;
 4. for ``ai.generate`` steps, the output is checked against the step's output contract and,
@@ -29,6 +32,11 @@ from typing import Any
 from little_dist.canonical import sha256_digest
 from little_dist.errors import LeaseLostError
 from little_dist.harness.default import DefaultHarness
+from little_dist.harness.drift import (
+    CAPABILITY_DRIFT_EVENT,
+    CapabilityDriftError,
+    check_manifest_drift,
+)
 from little_dist.harness.errors import HarnessConfigError, StepSchemaError, envelope_for
 from little_dist.harness.output_modes import output_findings, output_spec, repair_note
 from little_dist.harness.recorder import frozen_digest, json_safe
@@ -75,6 +83,38 @@ def _schema_digest(tool: object) -> str:
     return frozen_digest(schema) if isinstance(schema, dict) else sha256_digest(json_safe(schema))
 
 
+def _description_digest(tool: object) -> str:
+    description = getattr(tool, "description", None)
+    return _text_digest(description if isinstance(description, str) else "")
+
+
+@functools.lru_cache(maxsize=1024)
+def _text_digest(text: str) -> str:
+    return sha256_digest(text)
+
+
+def _skill_identity(skill: object) -> tuple[str, ...]:
+    name, description = getattr(skill, "name", ""), getattr(skill, "description", "")
+    body = getattr(skill, "body", "")
+    content = getattr(skill, "content_hash", "")
+    # An inline skill is its text; a folder skill also its files' content hash.
+    if content:
+        return (name, description, body, content, ",".join(getattr(skill, "allowed_tools", ())))
+    return (name, description, body)
+
+
+def _model_digest(model: object) -> str:
+    return sha256_digest(
+        json_safe(
+            {
+                "litellmModel": getattr(model, "litellm_model", None),
+                "pricingKey": getattr(model, "pricing_key", None),
+                "settings": getattr(model, "settings", None),
+            }
+        )
+    )
+
+
 @functools.lru_cache(maxsize=256)
 def _pairs_digest(items: tuple[tuple[str, ...], ...]) -> str:
     """Digest of sorted (name, ...) tuples as a list of lists: the same few per process."""
@@ -118,11 +158,17 @@ class HarnessRegistry:
 
     def manifest_for(self, harness: object, ctx: HarnessContext) -> dict[str, Any]:
         """The session manifest: defaults first, ``ctx.manifest`` over them, our harness id."""
-        tools = tuple(sorted((name, _schema_digest(tool)) for name, tool in ctx.tools.items()))
-        skills = tuple(sorted((skill.name, skill.description, skill.body) for skill in ctx.skills))
+        tools = tuple(
+            sorted(
+                (name, _schema_digest(tool), _description_digest(tool))
+                for name, tool in ctx.tools.items()
+            )
+        )
+        skills = tuple(sorted(_skill_identity(skill) for skill in ctx.skills))
         manifest: dict[str, Any] = {
             "stepPath": ctx.recorder.step_path,
             "modelSlotId": ctx.model.slot_id,
+            "modelHash": _model_digest(ctx.model),
             "allowedToolsHash": _pairs_digest(tools),
             "skillsHash": _pairs_digest(skills),
         }
@@ -177,10 +223,36 @@ class HarnessRegistry:
         if id(harness) in started:
             return
         started.add(id(harness))
+        manifest = json_safe(self.manifest_for(harness, ctx))
+        recorded = ctx.memo.recorded_manifest(ctx.role, delegated=delegated)
+        if recorded is not None:
+            try:
+                check_manifest_drift(
+                    recorded[0],
+                    recorded[1],
+                    manifest,
+                    where=f"run {ctx.run_id} step {ctx.recorder.step_path} ({ctx.role})",
+                )
+            except CapabilityDriftError as drift:
+                recorder = ctx.recorder
+                recorder.append(
+                    CAPABILITY_DRIFT_EVENT,
+                    {
+                        "runId": ctx.run_id,
+                        "stepPath": recorder.step_path,
+                        "attempt": recorder.attempt,
+                        "role": ctx.role,
+                        **drift.event_payload(),
+                    },
+                    recorder.occurrence("capability-drift", "default")
+                    if delegated
+                    else recorder.occurrence("capability-drift"),
+                )
+                raise
         ctx.recorder.session_started(
             role=ctx.role,
             task_kind=task.kind,
-            manifest=self.manifest_for(harness, ctx),
+            manifest=manifest,
             delegated=delegated,
             parent_run_id=ctx.parent_run_id,
         )
