@@ -6,9 +6,12 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import os
 import re
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, TypeAdapter
@@ -100,11 +103,13 @@ class WorkflowDefinition:
         )
 
     def skill_identities(self) -> list[SkillIdentity]:
-        # Our skills are text in the prompt, so the body is part of what the model sees.
+        # A folder skill is upstream's {name, frontmatterHash}; a text skill is in the
+        # prompt, so its body is part of what the model sees.
         return [
             SkillIdentity(
                 name=item.name,
-                frontmatter_hash=sha256_digest(
+                frontmatter_hash=item.frontmatter_hash
+                or sha256_digest(
                     {"name": item.name, "description": item.description, "body": item.body}
                 ),
             )
@@ -241,6 +246,27 @@ class WorkflowDefinition:
         return run_workflow(self, input, **options)
 
 
+def _with_found_skills(
+    declared: tuple[SkillDescriptor, ...],
+    org: object,
+    discover: Sequence[str],
+    caller_file: object,
+) -> tuple[SkillDescriptor, ...]:
+    """The declared skills, then the org and discovered ones (upstream's precedence)."""
+    from little_dist.authoring.slots import caller_dir
+    from little_dist.skills import choose_skills, discover_skills, org_skills
+
+    base = caller_dir(caller_file)
+    org_dir = None
+    if org is not None:
+        if not isinstance(org, str | os.PathLike):
+            raise InvalidInputError(f"org_skills must be a folder path, got {org!r}")
+        org_dir = Path(org) if Path(org).is_absolute() else base / org
+    if isinstance(discover, str) or not all(isinstance(item, str) for item in discover):
+        raise InvalidInputError(f"discover_skills must be a list of folder names, got {discover!r}")
+    return choose_skills(declared, org_skills(org_dir), discover_skills(base, list(discover)))
+
+
 # Long for its docstring (the public API's reference); the code is about 60 lines.
 def define_workflow(
     *,
@@ -261,6 +287,8 @@ def define_workflow(
     memory: MemoryConfig | Mapping[str, Any] | None = None,
     permissions: ToolPermissions | Mapping[str, Any] | Sequence[Any] | None = None,
     mcp: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+    org_skills: str | os.PathLike[str] | None = None,
+    discover_skills: Sequence[str] = (),
 ) -> WorkflowDefinition:
     """Define a workflow (upstream's ``defineWorkflow``).
 
@@ -293,6 +321,10 @@ def define_workflow(
     servers), offered to models through upstream's gateway tools ``mcp_list_tools`` and
     ``mcp_call_tool`` (registered tools; see :mod:`little_dist.mcp`); nothing connects until
     a session uses them.
+    ``org_skills``: a folder of skill folders every role gets (a workflow skill of the same
+    name wins); ``discover_skills``: folder names (``".agents/skills"``) searched for skills
+    from this file's folder up to the git root, lowest precedence (:mod:`little_dist.skills`;
+    relative paths are taken from the folder of the file that calls ``define_workflow``).
     """
     if not isinstance(id, str) or not _WORKFLOW_ID.fullmatch(id):
         raise InvalidInputError(f"workflow id must match [A-Za-z0-9][A-Za-z0-9_.-]*, got {id!r}")
@@ -349,6 +381,10 @@ def define_workflow(
             raise InvalidInputError(
                 f"workflow {id!r}: skills must be made with skill(), got {kind}"
             )
+    if org_skills is not None or discover_skills:
+        skill_list = _with_found_skills(
+            skill_list, org_skills, discover_skills, sys._getframe(1).f_globals.get("__file__")
+        )
     if plan is not None and not isinstance(plan, Mapping):
         raise InvalidInputError(f"workflow {id!r}: plan must be an LWIR document (a dict)")
     rules = tool_permissions(permissions, f"workflow {id!r}: permissions")

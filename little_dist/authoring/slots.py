@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from little_dist.canonical import sha256_digest
@@ -86,14 +89,55 @@ def model(
     return ModelSlot(litellm_model, id, description, pricing, dict(settings))
 
 
-def skill(name: str, description: str, body: str = "") -> SkillDescriptor:
-    """A text skill: its name and description (and body) go into the model's prompt."""
+def skill(
+    name: str | os.PathLike[str],
+    description: str | None = None,
+    body: str = "",
+    *,
+    base_dir: str | os.PathLike[str] | None = None,
+) -> SkillDescriptor:
+    """A skill for the workflow's models, in one of two forms.
+
+    ``skill("skills/refund-policy")`` (upstream's ``skill(path)``): a folder holding
+    ``SKILL.md`` (front matter ``name``, ``description``, optional ``allowed-tools``) and any
+    files beside it, or a single ``.md`` file; its files are read now (see
+    :mod:`little_dist.skills`). A relative path is taken from ``base_dir``, by default the
+    folder of the file that calls ``skill()`` (so an app module finds its skills wherever it
+    is imported from). ``skill(name, description, body)``: a text skill, whose name and
+    description (and body) go into the model's prompt.
+    """
+    if description is None and not body:
+        return _folder_skill(name, base_dir, sys._getframe(1).f_globals.get("__file__"))
+    if not isinstance(name, str):
+        raise InvalidInputError(f"skill name must be a non-empty string, got {name!r}")
     for label, value in (("name", name), ("description", description)):
         if not isinstance(value, str) or not value.strip():
             raise InvalidInputError(f"skill {label} must be a non-empty string, got {value!r}")
     if not isinstance(body, str):
         raise InvalidInputError(f"skill {name!r}: body must be a string")
+    assert description is not None
     return SkillDescriptor(name=name, description=description, body=body)
+
+
+def caller_dir(caller_file: object) -> Path:
+    """The folder of the calling module's file (the working folder when there is none)."""
+    if isinstance(caller_file, str) and caller_file:
+        return Path(caller_file).resolve().parent
+    return Path.cwd()
+
+
+def _folder_skill(source: object, base_dir: object, caller_file: object) -> SkillDescriptor:
+    from little_dist.skills import load_skill
+
+    if not isinstance(source, str | os.PathLike) or not str(source).strip():
+        raise InvalidInputError(f"skill() needs a skill folder or .md file, got {source!r}")
+    path = Path(source)
+    if not path.is_absolute():
+        base = (
+            Path(base_dir) if isinstance(base_dir, str | os.PathLike) else caller_dir(caller_file)
+        )
+        path = base / path
+    return load_skill(path, "workflow")
 
 
 def derive_slot_id(slot: ModelSlot, index: int, taken: set[str]) -> str:

@@ -5,7 +5,9 @@ Gemini on marked prefixes), so the order of the parts decides what a second call
 The system message is built from the most stable part to the least:
 
 1. the role's system text (the workflow's or the worker's default),
-2. the skills offered (sorted by name),
+2. the skills offered (sorted by name: a text skill's instructions; a folder skill's name,
+   description and the ``cat /mnt/skills/<name>/SKILL.md`` that reads it when the model has
+   the bash tool, else its ``SKILL.md``),
 3. the tools offered (sorted by name),
 4. the step's output contract (mode and schema),
 
@@ -35,20 +37,62 @@ DEFAULT_WORKER_SYSTEM = (
 )
 
 
-def _skills_section(skills: Sequence[SkillDescriptor]) -> str | None:
-    if not skills:
-        return None
-    lines = [
-        "Skills are specialized instructions for specific tasks. When the task matches a "
-        "skill's description, follow that skill.",
-        "<available_skills>",
-    ]
-    for skill in sorted(skills, key=lambda item: item.name):
-        lines.append(f"<skill name={canonical_json(skill.name)}>")
-        lines.append(f"<description>{skill.description}</description>")
+#: Said before the skills when some are folders the model reads with bash (upstream's text,
+#: with our mount path).
+_READ_SKILLS = (
+    "A skill lives in its own folder under {root}/ — read its SKILL.md with bash before acting "
+    "on it, and resolve any relative paths it mentions (e.g. references/, scripts/) against "
+    "that folder."
+)
+
+
+def _skill_entry(skill: SkillDescriptor, readable: bool) -> list[str]:
+    if not skill.files:  # a text skill
+        lines = [
+            f"<skill name={canonical_json(skill.name)}>",
+            f"<description>{skill.description}</description>",
+        ]
         if skill.body:
             lines.append(f"<instructions>\n{skill.body}\n</instructions>")
-        lines.append("</skill>")
+        return [*lines, "</skill>"]
+    from little_dist.skills.mounts import skill_path
+
+    lines = [
+        f"<skill name={canonical_json(skill.name)}>",
+        f"<description>{_escape(skill.description)}</description>",
+    ]
+    if readable:
+        folder = skill_path(skill.name)
+        lines.append(f"<read>cat {folder}/SKILL.md</read>")
+        more = sum(1 for path, _data in skill.files if path != "SKILL.md")
+        if more:
+            lines.append(
+                f"<bundled_files>{more} more file(s) — list with: ls -R {folder}/</bundled_files>"
+            )
+    else:  # no bash to read it with: the instructions are given here
+        text = dict(skill.files).get("SKILL.md", b"").decode("utf-8", "replace")
+        lines.append(f"<instructions>\n{text}\n</instructions>")
+    return [*lines, "</skill>"]
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _skills_section(skills: Sequence[SkillDescriptor], readable: bool = False) -> str | None:
+    if not skills:
+        return None
+    header = (
+        "Skills are specialized instructions for specific tasks. When the task matches a "
+        "skill's description, follow that skill."
+    )
+    if readable and any(skill.files for skill in skills):
+        from little_dist.skills.mounts import SKILLS_ROOT
+
+        header += " " + _READ_SKILLS.format(root=SKILLS_ROOT)
+    lines = [header, "<available_skills>"]
+    for skill in sorted(skills, key=lambda item: item.name):
+        lines.extend(_skill_entry(skill, readable))
     lines.append("</available_skills>")
     return "\n".join(lines)
 
@@ -74,7 +118,7 @@ def system_prompt(
     """The system message, stable parts first (see the module docstring)."""
     parts = [system if system else DEFAULT_WORKER_SYSTEM]
     for section in (
-        _skills_section(skills),
+        _skills_section(skills, readable="bash" in (tools or {})),
         _tools_section(tools or {}),
         None if output is None else "Output contract:\n" + instructions(output),
         extra,

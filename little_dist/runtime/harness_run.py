@@ -253,6 +253,11 @@ def _run_harness(
     bash = _bash_tool(step, capabilities, tools, recorder, scratch)
     if bash is not None:
         tools[bash.name] = bash
+    offered = tools
+    if capabilities.skills and step.get("uses") != "tool.call":
+        from little_dist.skills import restrict_tools
+
+        tools = restrict_tools(tools, capabilities.skills)  # allowed-tools (little_dist.skills)
     ctx = HarnessContext(
         run_id=dispatch.run_id,
         role=role,
@@ -264,7 +269,7 @@ def _run_harness(
         tools=tools,
         skills=tuple(capabilities.skills),
         cancelled=cancelled,
-        manifest=_manifest(dispatch, step=step, version=version, tools=tools),
+        manifest=_manifest(dispatch, step=step, version=version, tools=offered, bash=bash),
         max_turns=capabilities.max_turns,
         deadline=deadline,
         permissions=capabilities.permissions,
@@ -392,8 +397,11 @@ def _bash_tool(
     if isinstance(listed, list) and "bash" not in listed:
         return None
     from little_dist.harness.bash_tool import BashTool
+    from little_dist.skills import skill_mounts
 
-    return BashTool(capabilities.bash, recorder, scratch=scratch)
+    # The skills' files, read-only at /mnt/skills/<name>/ (little_dist.skills.mounts).
+    mounts = skill_mounts(capabilities.skills)
+    return BashTool(capabilities.bash, recorder, mounts=mounts, scratch=scratch)
 
 
 class _Scratch:
@@ -483,11 +491,14 @@ def _manifest(
     step: Mapping[str, Any],
     version: WorkflowVersion,
     tools: Mapping[str, Any],
+    bash: BashTool | None = None,
 ) -> dict[str, Any]:
     """What this engine adds to the session manifest (the harness registry adds the rest:
     step path, model slot, tools and skills digests, harness id), and the MCP servers' tool
     lists when the session is offered the MCP gateway (listed now: see
-    :mod:`little_dist.mcp.gateway`)."""
+    :mod:`little_dist.mcp.gateway`); upstream's ``bashCapabilitiesHash`` when the model is
+    offered bash."""
+    from little_dist.canonical import sha256_digest
     from little_dist.harness.recorder import frozen_digest
     from little_dist.mcp.gateway import session_manifest
 
@@ -499,6 +510,8 @@ def _manifest(
     mcp = session_manifest(tools)
     if mcp is not None:
         manifest["mcp"] = mcp
+    if bash is not None:
+        manifest["bashCapabilitiesHash"] = sha256_digest(bash.capabilities.normalized())
     return manifest
 
 
