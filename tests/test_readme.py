@@ -98,3 +98,22 @@ def test_the_python_snippets_run_as_pasted_offline(tmp_path: Path) -> None:
     assert re.search(r" run_\w+ None$", planned)  # (scripted calls are unpriced)
     assert re.search(r" run_\w+$", fixed)
     assert (tmp_path / ".little-workflow").is_dir()
+
+
+@pytest.mark.slow
+def test_the_skills_snippet_runs_as_pasted_offline(tmp_path: Path) -> None:
+    (block,) = re.findall(r"^```python\n(.*?)^```$", _section(README, "## Skills"), re.S | re.M)
+    env = {k: v for k, v in os.environ.items() if k not in ("LITTLE_MODEL", "PYTHONPATH")}
+    result = subprocess.run(
+        [sys.executable, "-c", block],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    answer, shown = result.stdout.splitlines()
+    assert answer == "Refunded: 30 EUR."
+    assert "Refund orders under 50 EUR without asking" in shown
+    assert (tmp_path / "skills" / "refund-policy" / "SKILL.md").is_file()
