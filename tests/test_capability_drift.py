@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from little_dist.compiler import compile_lwir
+from little_dist.event_types import parse_event
 from little_dist.events import Event
 from little_dist.harness.drift import (
     CapabilityDriftError,
@@ -18,6 +19,7 @@ from little_dist.harness.drift import (
     manifest_diff,
 )
 from little_dist.local_runner import run_version
+from little_dist.run_state import materialize_run_state
 from little_dist.runtime import Capabilities
 from little_dist.testing import ScriptedModel, ToolCall
 from little_dist.tools import Tool, ToolRegistry
@@ -144,6 +146,12 @@ def test_a_changed_tool_description_fails_the_resumed_step_with_capability_drift
     assert drift.payload["manifestHash"] != started.payload["manifestHash"]
     # The model was not called again with the other tool.
     assert len(scripted_model.calls) == calls_before
+    # The log reads back typed (the drift event under the engine prefix) and folds.
+    for event in events:
+        parse_event(event.model_dump(by_alias=True))
+    assert materialize_run_state(events).steps["answer"].attempts[-1].error == (
+        failed.payload["error"]
+    )
 
 
 def test_a_changed_tool_schema_or_model_is_drift_too(

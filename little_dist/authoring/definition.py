@@ -297,8 +297,9 @@ def define_workflow(
     ``model``: a litellm model string, a :func:`model` slot, or several (the first is the
     default; the planner picks among them per step). ``planner_model`` defaults to the first.
     ``tools``: :class:`~little_dist.tools.Tool` objects or plain typed functions. ``skills``:
-    :func:`skill` texts given to every model. ``plan``: a fixed LWIR, used as is (no planner
-    model call). ``harness``: one harness for every role, or a mapping role -> harness.
+    :func:`skill` folders (``SKILL.md``) or texts given to every model. ``plan``: a fixed
+    LWIR, used as is (no planner model call). ``harness``: one harness for every role, or a
+    mapping role -> harness.
     ``system``: extra instructions for the planner. ``max_revisions``: planner drafts before
     giving up. ``step_timeout``: seconds one step attempt may run before it fails with
     causeCode ``timeout`` (default: ``LITTLE_STEP_TIMEOUT`` on the fleet, 900 s in process).
