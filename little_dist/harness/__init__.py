@@ -31,7 +31,8 @@ maps to upstream's envelope ``{name, message, causeCode, retriable}`` with
 :func:`envelope_for` (harness errors carry ``cause_code`` and ``retriable`` attributes).
 
 Modules: :mod:`.types` (the contract), :mod:`.recorder` (events and their occurrence ids),
-:mod:`.memo` (memoized resume), :mod:`.registry`, :mod:`.default` (the default harness),
+:mod:`.memo` (memoized resume), :mod:`.drift` (a resumed session's capabilities checked
+against the recorded manifest), :mod:`.registry`, :mod:`.default` (the default harness),
 :mod:`.ai_generate`, :mod:`.model_calls`, :mod:`.tool_calls`, :mod:`.output_modes`,
 :mod:`.prompts`, :mod:`.fixer`, :mod:`.errors`, :mod:`.bash_tool` (the sandboxed ``bash``
 tool a workflow may offer its models). Nothing here imports litellm until a model is called.
@@ -40,6 +41,7 @@ tool a workflow may offer its models). Nothing here imports litellm until a mode
 from __future__ import annotations
 
 from little_dist.harness.default import DefaultHarness
+from little_dist.harness.drift import CapabilityDriftError
 from little_dist.harness.errors import (
     HarnessCancelled,
     HarnessConfigError,
@@ -82,6 +84,7 @@ __all__ = [
     "DEFAULT_HARNESS_ID",
     "DEFAULT_INLINE_LIMIT",
     "HARNESS_ROLES",
+    "CapabilityDriftError",
     "DefaultHarness",
     "DelegateToDefault",
     "EventRecorder",

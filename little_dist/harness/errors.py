@@ -9,6 +9,7 @@
         ├── StepSchemaError           output still invalid after self-repair
         ├── TurnLimitError            the tool loop ran out of turns
         ├── HarnessCancelled          the attempt was cancelled (lease lost, run cancelled)
+        ├── CapabilityDriftError      a resumed session's capabilities changed (:mod:`.drift`)
         └── HarnessConfigError        cannot run as configured (``code.run``, wrong result kind)
 
 Cause codes and retriability (the runtime reads the ``cause_code``/``retriable`` attributes):
@@ -26,6 +27,7 @@ tool arguments invalid                      ``tool_input_error``    no
 output invalid after self-repair            ``step_schema_error``   no
 turn limit                                  ``max_turns_exceeded``  no
 cancelled                                   ``cancelled``           no
+resumed with other tools, models or skills  ``capability_drift``    no
 ``code.run`` in the default harness,        ``runtime_config_error`` no
 unknown tool, wrong result kind
 ==========================================  ======================  =========
