@@ -80,7 +80,9 @@ def caps(tool: Tool, model: str = "scripted/demo") -> Capabilities:
     return Capabilities(tools=registry, models={"model.fast": model})
 
 
-def crash_after_the_model_turn(world: LocalWorld, scripted: ScriptedModel) -> None:
+def crash_after_the_model_turn(
+    world: LocalWorld, scripted: ScriptedModel, capabilities: Capabilities | None = None
+) -> None:
     """Run until the first model turn (asking for ``lookup``) is recorded, then 'die' at the
     next append (the tool call's start), leaving the attempt running."""
     scripted.on(step="answer").call_tools(
@@ -102,7 +104,7 @@ def crash_after_the_model_turn(world: LocalWorld, scripted: ScriptedModel) -> No
                 version,
                 {},
                 run_id=RUN,
-                capabilities=caps(lookup_tool()),
+                capabilities=capabilities or caps(lookup_tool()),
                 lease_ttl=LEASE_TTL,
             )
     finally:
@@ -149,8 +151,9 @@ def test_a_changed_tool_description_fails_the_resumed_step_with_capability_drift
     # The log reads back typed (the drift event under the engine prefix) and folds.
     for event in events:
         parse_event(event.model_dump(by_alias=True))
-    assert materialize_run_state(events).steps["answer"].attempts[-1].error == (
-        failed.payload["error"]
+    assert (
+        materialize_run_state(events).steps["answer"].attempts[-1].error
+        == (failed.payload["error"])
     )
 
 
@@ -201,3 +204,26 @@ def test_manifest_diff_is_upstreams_line_format() -> None:
         check_manifest_drift(recorded, None, current, where="run r step s")
     assert caught.value.cause_code == "capability_drift"
     assert "allowedToolsHash, mcp, memoryStoreIds" in str(caught.value)
+
+
+def test_other_memory_mounts_are_drift_too(
+    world: LocalWorld, scripted_model: ScriptedModel
+) -> None:
+    from dataclasses import replace
+
+    from little_dist.bash_capabilities import BashCapabilities
+    from little_dist.memory.layout import MemoryMountSpec
+
+    def with_memory(mode: Any) -> Capabilities:
+        spec = MemoryMountSpec("workflow:tests.drift", "/mnt/memory/workflow/", mode)
+        return replace(caps(lookup_tool()), bash=BashCapabilities(), memory_mounts=(spec,))
+
+    crash_after_the_model_turn(world, scripted_model, with_memory("rw"))
+
+    state = resume(world, with_memory("ro"))
+
+    assert state.status == "failed"
+    (started,) = of_type(world.list_events(RUN), "harness.session.started")
+    assert started.payload["manifest"]["memoryStoreIds"] == ["workflow:tests.drift"]
+    (drift,) = of_type(world.list_events(RUN), "little.harness.capability_drift")
+    assert [change["section"] for change in drift.payload["changes"]] == ["memoryMountsHash"]

@@ -72,6 +72,7 @@ if TYPE_CHECKING:
         HarnessRole,
         ResolvedModel,
     )
+    from little_dist.memory.layout import MemoryMountSpec
     from little_dist.sandbox import Mount
     from little_dist.scratch import AttemptScratch, Changes
 
@@ -269,7 +270,14 @@ def _run_harness(
         tools=tools,
         skills=tuple(capabilities.skills),
         cancelled=cancelled,
-        manifest=_manifest(dispatch, step=step, version=version, tools=offered, bash=bash),
+        manifest=_manifest(
+            dispatch,
+            step=step,
+            version=version,
+            tools=offered,
+            bash=bash,
+            memory=capabilities.memory_mounts,
+        ),
         max_turns=capabilities.max_turns,
         deadline=deadline,
         permissions=capabilities.permissions,
@@ -492,12 +500,15 @@ def _manifest(
     version: WorkflowVersion,
     tools: Mapping[str, Any],
     bash: BashTool | None = None,
+    memory: Sequence[MemoryMountSpec] = (),
 ) -> dict[str, Any]:
     """What this engine adds to the session manifest (the harness registry adds the rest:
     step path, model slot, tools and skills digests, harness id), and the MCP servers' tool
     lists when the session is offered the MCP gateway (listed now: see
-    :mod:`little_dist.mcp.gateway`); upstream's ``bashCapabilitiesHash`` when the model is
-    offered bash."""
+    :mod:`little_dist.mcp.gateway`); when the model is offered bash, upstream's
+    ``bashCapabilitiesHash`` and ``memoryStoreIds``, and the memory mounts (store, path, mode)
+    as ``memoryMountsHash`` (a resumed session compares them all:
+    :mod:`little_dist.harness.drift`)."""
     from little_dist.canonical import sha256_digest
     from little_dist.harness.recorder import frozen_digest
     from little_dist.mcp.gateway import session_manifest
@@ -512,6 +523,10 @@ def _manifest(
         manifest["mcp"] = mcp
     if bash is not None:
         manifest["bashCapabilitiesHash"] = sha256_digest(bash.capabilities.normalized())
+        manifest["memoryStoreIds"] = sorted({spec.store_id for spec in memory})
+        manifest["memoryMountsHash"] = sha256_digest(
+            sorted([spec.store_id, spec.mount_path, str(spec.mode)] for spec in memory)
+        )
     return manifest
 
 
