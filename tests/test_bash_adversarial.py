@@ -47,8 +47,17 @@ def host_of(tmp_path: Path) -> Host:
     return Host(secret, bystander)
 
 
+def sleeps(host: Host) -> tuple[str, str]:
+    """The two sleeps the hostile commands leave behind if the sandbox let them, with
+    durations no other process on a shared machine runs (the fleet variant of this test may
+    run at the same time): a leftover check matches exactly these."""
+    salt = f"{abs(hash(str(host.secret_file))) % 10**6:06d}"
+    return f"sleep 45.{salt}", f"sleep 1000.{salt}"
+
+
 def hostile(host: Host) -> list[dict[str, Any]]:
     """The commands, in order (upstream's bash input; ``timeoutMs`` where it would run on)."""
+    bomb_sleep, long_sleep = sleeps(host)
     return [
         {"cmd": f"env; tr '\\0' '\\n' < /proc/1/environ; cat {host.secret_file}; ls /root /work"},
         {
@@ -56,9 +65,9 @@ def hostile(host: Host) -> list[dict[str, Any]]:
             "echo x > /mnt/scratch/from-planner/x; echo x > /dev/sda; echo done"
         },
         {"cmd": f"ln -s {host.bystander} out && cat out && echo changed > out"},
-        {"cmd": "bomb() { bomb | bomb & }; bomb; sleep 45", "timeoutMs": 3000},
+        {"cmd": f"bomb() {{ bomb | bomb & }}; bomb; {bomb_sleep}", "timeoutMs": 3000},
         {"cmd": "python3 -c 'x = bytearray(2 * 1024**3)'"},
-        {"cmd": "sleep 1000", "timeoutMs": 1000},
+        {"cmd": long_sleep, "timeoutMs": 1000},
         {"cmd": "head -c 1G /dev/zero"},
         {
             "cmd": "exec 3<>/dev/tcp/1.1.1.1/80 && echo connected; "
@@ -163,7 +172,7 @@ def test_hostile_commands_are_stopped_and_recorded_and_the_next_step_runs(
     check_stopped(world, events, host)
     check_next_step_ran(world, events)
     # Nothing the sandbox ran outlived it.
-    leftover = subprocess.run(["pgrep", "-f", "sleep 1000|sleep 45"], capture_output=True)
+    leftover = subprocess.run(["pgrep", "-fx", "|".join(sleeps(host))], capture_output=True)
     assert leftover.stdout == b""
 
 
