@@ -16,8 +16,10 @@ and a Redis index on the fleet), say whether the ticket is a known issue, and ap
 when it is new. What the command writes there is published with the step's commit (a
 ``harness.file.created`` event, root ``memory``), so the next run (on this machine or on any
 worker) reads it. ``/mnt/memory/org/`` (the organisation's notes) is mounted read-only beside
-it. In the offline script the first run finds no notes and records the issue; a later run
-finds it and answers that it is known.
+it. The skill folder ``examples/skills/known-issues/`` says how the list is kept; the model
+reads its ``SKILL.md`` at ``/mnt/skills/known-issues/`` (read-only). In the offline script the
+first run finds no notes and records the issue; a later run finds it and answers that it is
+known.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from pydantic import BaseModel, Field
 
 from examples._common import SLOT, install_script, model_slot
 from examples._common import main as run_main
-from little_dist import WorkflowDefinition, define_workflow
+from little_dist import WorkflowDefinition, define_workflow, skill
 
 __all__ = [
     "ISSUE",
@@ -38,6 +40,7 @@ __all__ = [
     "SAMPLE_INPUT",
     "SCRIPT",
     "SKILLS",
+    "SKILL_FILE",
     "Ticket",
     "build_script",
     "build_workflow",
@@ -51,9 +54,11 @@ NOTES = "/mnt/memory/workflow/known-issues.md"
 #: The issue the sample ticket is about (the offline script's answer).
 ISSUE = "csv-export-timeout"
 
-#: The skill folder the triage step reads its notes convention from goes here, once skills
-#: are loaded from SKILL.md folders (``examples/skills/known-issues/``); none yet.
-SKILLS: tuple[Any, ...] = ()
+#: Where the triage step's model reads the team's notes convention: the skill folder
+#: ``examples/skills/known-issues/`` (its ``SKILL.md``), mounted read-only for bash.
+SKILLS: tuple[Any, ...] = (skill("skills/known-issues"),)
+#: The skill's instructions, as the model's bash sees them.
+SKILL_FILE = "/mnt/skills/known-issues/SKILL.md"
 
 
 class Ticket(BaseModel):
@@ -120,7 +125,7 @@ SAMPLE_INPUT: dict[str, Any] = {
     "body": "Exporting the yearly report to CSV spins for a minute, then fails.",
 }
 
-_READ = f"cat {NOTES} 2>/dev/null || echo '(no known issues yet)'"
+_READ = f"cat {SKILL_FILE}; cat {NOTES} 2>/dev/null || echo '(no known issues yet)'"
 _RECORD = f"echo '- {ISSUE}: CSV export of large reports times out' >> {NOTES}"
 NEW_ANSWER = f"New issue {ISSUE}: recorded in known-issues.md for the next runs."
 KNOWN_ANSWER = f"Known issue {ISSUE} (recorded by an earlier run): CSV export of large reports."
@@ -148,7 +153,7 @@ def build_script() -> Any:
     script.on(step="triage", match=lambda r: len(_results(r)) == 1).reply_text(
         KNOWN_ANSWER, usage=usage, times=None
     )
-    # First: read the notes.
+    # First: read the skill's convention and the notes.
     script.on(step="triage").call_tool("bash", {"cmd": _READ}, usage=usage, times=None)
     return script
 

@@ -111,3 +111,14 @@ def test_on_the_fleet_a_run_on_another_worker_reads_what_the_first_wrote(
         little(fleet_env, "memory", "cat", "--workflow", "support.known-issues", "known-issues.md")
     )
     assert notes == f"- {known_issues.ISSUE}: CSV export of large reports times out\n"
+
+
+def test_the_model_reads_the_skill_folder(example: ModuleType, tmp_path: Path) -> None:
+    world = LocalWorld(tmp_path / "data")
+    run = run_workflow(example.workflow, example.SAMPLE_INPUT, world=world)
+    events = world.list_events(run.run_id)
+    first = next(e for e in events if e.type == "harness.tool_call.succeeded")
+    assert first.payload["args"]["cmd"].startswith(f"cat {example.SKILL_FILE};")
+    skill_text = (ROOT / "examples/skills/known-issues/SKILL.md").read_text()
+    assert first.payload["result"]["exitCode"] == 0
+    assert first.payload["result"]["stdout"].startswith(skill_text)
