@@ -106,7 +106,13 @@ def run_ai_generate(
     tools = tools_for_step(step, ctx)
     config = step.get("with")
     note = config.get("outputRepairNote") if isinstance(config, Mapping) else None
-    system_text = system_prompt(system=ctx.system, skills=ctx.skills, tools=tools, output=spec)
+    system_text = system_prompt(
+        system=ctx.system,
+        skills=ctx.skills,
+        tools=tools,
+        output=spec,
+        memory=ctx.memory_mounts,
+    )
     messages = step_messages(
         system_text, task.step_input, repair_note=note if isinstance(note, str) else None
     )

@@ -85,7 +85,11 @@ def run_fix_step(
     if code:
         extra += "\n\n" + CODE_FIXER_INSTRUCTIONS
     system_text = system_prompt(
-        system=_fixer_system(task, ctx), skills=ctx.skills, tools=ctx.tools, extra=extra
+        system=_fixer_system(task, ctx),
+        skills=ctx.skills,
+        tools=ctx.tools,
+        extra=extra,
+        memory=ctx.memory_mounts,
     )
     request = {
         "step": json_safe(dict(task.step)),
@@ -157,7 +161,9 @@ def run_model_task(
     extra = None
     if isinstance(task, PlanTask) and task.system_message:
         extra = task.system_message
-    system_text = system_prompt(system=ctx.system, skills=ctx.skills, tools=ctx.tools, extra=extra)
+    system_text = system_prompt(
+        system=ctx.system, skills=ctx.skills, tools=ctx.tools, extra=extra, memory=ctx.memory_mounts
+    )
     body: dict[str, Any] = {"kind": task.kind, "input": json_safe(task.input)}
     if isinstance(task, PlanTask):
         body["workflowSnapshot"] = json_safe(dict(task.workflow_snapshot))

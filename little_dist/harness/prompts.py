@@ -8,8 +8,10 @@ The system message is built from the most stable part to the least:
 2. the skills offered (sorted by name: a text skill's instructions; a folder skill's name,
    description and the ``cat /mnt/skills/<name>/SKILL.md`` that reads it when the model has
    the bash tool, else its ``SKILL.md``),
-3. the tools offered (sorted by name),
-4. the step's output contract (mode and schema),
+3. the memory stores, when the model is offered bash and the workflow has some (sorted by
+   mount path: each store's path and mode, ``rw`` or ``ro``; see :mod:`little_dist.memory`),
+4. the tools offered (sorted by name),
+5. the step's output contract (mode and schema),
 
 and the user message that follows holds the step input (the rendered prompt), which changes
 from run to run. Two steps of one workflow therefore share the prefix up to their output
@@ -27,6 +29,7 @@ from little_dist.harness.recorder import json_safe
 
 if TYPE_CHECKING:
     from little_dist.harness.types import SkillDescriptor
+    from little_dist.memory.layout import MemoryMountSpec
     from little_dist.tools import Tool
 
 __all__ = ["DEFAULT_WORKER_SYSTEM", "render_input", "step_messages", "system_prompt"]
@@ -97,6 +100,26 @@ def _skills_section(skills: Sequence[SkillDescriptor], readable: bool = False) -
     return "\n".join(lines)
 
 
+#: Said before the memory stores (only to a model offered bash, which reaches them).
+_MEMORY_STORES = (
+    "Memory stores are folders of files kept across runs; reach them with bash. Read what a "
+    "store holds before acting; write what a later run should know only to a store mounted "
+    "rw (ro stores refuse writes)."
+)
+
+
+def _memory_section(mounts: Sequence[MemoryMountSpec]) -> str | None:
+    if not mounts:
+        return None
+    lines = [_MEMORY_STORES, "<memory_stores>"]
+    for mount in sorted(mounts, key=lambda item: (item.mount_path, item.mode)):
+        lines.append(
+            f"<store path={canonical_json(mount.mount_path)} mode={canonical_json(mount.mode)}/>"
+        )
+    lines.append("</memory_stores>")
+    return "\n".join(lines)
+
+
 def _tools_section(tools: Mapping[str, Tool]) -> str | None:
     if not tools:
         return None
@@ -114,11 +137,15 @@ def system_prompt(
     tools: Mapping[str, Tool] | None = None,
     output: Mapping[str, Any] | None = None,
     extra: str | None = None,
+    memory: Sequence[MemoryMountSpec] = (),
 ) -> str:
-    """The system message, stable parts first (see the module docstring)."""
+    """The system message, stable parts first (see the module docstring). ``memory``: the
+    memory stores mounted beside the bash tool, listed only when ``tools`` has ``bash``."""
+    bash = "bash" in (tools or {})
     parts = [system if system else DEFAULT_WORKER_SYSTEM]
     for section in (
-        _skills_section(skills, readable="bash" in (tools or {})),
+        _skills_section(skills, readable=bash),
+        _memory_section(memory) if bash else None,
         _tools_section(tools or {}),
         None if output is None else "Output contract:\n" + instructions(output),
         extra,

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, runtime_che
 if TYPE_CHECKING:
     from little_dist.harness.memo import Memo
     from little_dist.harness.recorder import EventRecorder
+    from little_dist.memory.layout import MemoryMountSpec
     from little_dist.permissions import ToolPermissions
     from little_dist.tools import Tool
 
@@ -286,6 +287,8 @@ class HarnessContext:
     :mod:`little_dist.permissions`; ``None`` or empty: every call allowed).
     ``deadline``: the ``time.monotonic()`` by which the attempt must be over (its step
     timeout; ``None``: no limit); model calls pass what is left as litellm's ``timeout``.
+    ``memory_mounts``: the workflow's memory stores the bash tool sees (path and mode), listed
+    in the system prompt when the model is offered bash; empty without bash.
     """
 
     run_id: str
@@ -303,6 +306,7 @@ class HarnessContext:
     max_turns: int = 8
     deadline: float | None = None
     permissions: ToolPermissions | None = None
+    memory_mounts: Sequence[MemoryMountSpec] = ()
 
 
 @runtime_checkable

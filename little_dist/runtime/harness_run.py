@@ -281,6 +281,8 @@ def _run_harness(
         max_turns=capabilities.max_turns,
         deadline=deadline,
         permissions=capabilities.permissions,
+        # (the stores are mounted beside the bash tool's scratch: without bash, none)
+        memory_mounts=capabilities.memory_mounts if bash is not None else (),
     )
     try:
         result = capabilities.harness_registry().run(task, ctx)

@@ -13,6 +13,13 @@ events are in :mod:`little_dist.subruns.links`):
    then records the result as the call's ``harness.tool_call.succeeded`` (or ``.failed``),
    which the memo replays to a resumed parent without touching the child again.
 
+Permissions. The child runs under every ``deny`` of the calling attempt's effective rules
+ahead of its own workflow's rules (upstream's ``inheritPermissions`` at its sub-run delegate,
+see :func:`~little_dist.permissions.inherit_permissions`): a sub-run can never call a tool
+its parent was denied, whatever its own rules allow. As upstream, the parent's approver
+(``on_ask``) passes down with the denies (it answers the child's own ``ask`` rules when the
+child has no approver of its own), while the parent's ``allow`` and ``ask`` rules do not.
+
 Cancel. While the child runs, the parent's attempt being told to stop (its run cancelled or
 done, its lease lost, its step timed out: the harness context's ``cancelled()``) appends
 ``little.run.cancel_requested`` (``reason``, ``parentRunId``) to the child's log, so the
@@ -46,6 +53,7 @@ if TYPE_CHECKING:
     from little_dist.compiler import WorkflowVersion
     from little_dist.harness.tool_calls import ToolCallInfo
     from little_dist.harness.types import Harness, HarnessRole
+    from little_dist.permissions import ToolPermissions
     from little_dist.run_state import RunState
 
 __all__ = ["SubRunOutcome", "await_sub_run", "child_run_id_for", "outcome_from_state"]
@@ -141,9 +149,10 @@ def await_sub_run(
         occurrences.sub_run_started(child),
         durable=True,
     )
+    child_workflow = _with_parent_denies(workflow, info.ctx.permissions)
     with _CancelWatch(info, child):
         outcome = _drive(
-            child, link, workflow, run_input, harness, max_workers, version, recorder.world
+            child, link, child_workflow, run_input, harness, max_workers, version, recorder.world
         )
     recorder.append(
         SUB_RUN_ENDED,
@@ -152,6 +161,26 @@ def await_sub_run(
         durable=True,
     )
     return outcome
+
+
+def _with_parent_denies(
+    workflow: WorkflowDefinition, parent: ToolPermissions | None
+) -> WorkflowDefinition:
+    """``workflow`` with the parent's denies ahead of its own rules and, when it has none of
+    its own, the parent's approver (see the module docstring)."""
+    if parent is None:
+        return workflow
+    from little_dist.permissions import ToolPermissions, inherit_permissions
+
+    own = workflow.permissions
+    merged = ToolPermissions(
+        inherit_permissions(parent.ruleset, own.ruleset), own.on_ask or parent.on_ask
+    )
+    if merged == own:
+        return workflow
+    import dataclasses
+
+    return dataclasses.replace(workflow, permissions=merged)
 
 
 class _CancelWatch:
