@@ -92,21 +92,24 @@ class SubRunOutcome:
         return payload
 
 
-def _link(info: ToolCallInfo) -> ParentLink:
-    recorder = info.ctx.recorder
-    key = call_key(
+def call_key_of(info: ToolCallInfo) -> str:
+    """The key (:func:`~little_dist.subruns.links.call_key`) of the tool call ``info``."""
+    return call_key(
         info.ctx.run_id,
-        recorder.step_path,
+        info.ctx.recorder.step_path,
         info.turn,
         info.call_index,
         info.tool_name,
         info.args_hash,
     )
+
+
+def _link(info: ToolCallInfo) -> ParentLink:
     return ParentLink(
         parent_run_id=info.ctx.run_id,
         tool_call_id=info.call_id,
-        step_path=recorder.step_path,
-        call_key=key,
+        step_path=info.ctx.recorder.step_path,
+        call_key=call_key_of(info),
     )
 
 

@@ -46,8 +46,8 @@ from typing import TYPE_CHECKING, Any, Final
 from little_dist import occurrences
 from little_dist.canonical import sha256_digest
 from little_dist.errors import InvalidInputError, LittleError
-from little_dist.subruns.engine import await_sub_run
-from little_dist.subruns.links import SUB_RUN_ENDED, SUB_RUN_STARTED, call_key
+from little_dist.subruns.engine import await_sub_run, call_key_of
+from little_dist.subruns.links import SUB_RUN_ENDED, SUB_RUN_STARTED
 from little_dist.tools import InvalidToolInputError, Tool
 
 if TYPE_CHECKING:
@@ -186,14 +186,7 @@ class _Orchestration:
         from little_dist.run_state import materialize_run_state
 
         recorder = info.ctx.recorder
-        key = call_key(
-            info.ctx.run_id,
-            recorder.step_path,
-            info.turn,
-            info.call_index,
-            info.tool_name,
-            info.args_hash,
-        )
+        key = call_key_of(info)
         plan_run = f"run_plan_{key.split(':', 1)[-1][:32]}"
         base = {"parentRunId": info.ctx.run_id, "childRunId": plan_run}
         recorder.append(
