@@ -169,6 +169,7 @@ class AttemptMemory:
             base = {
                 path: [entry.version, entry.sha256, entry.size]
                 for path, entry in sorted(mounted.started.items())
+                if _safe(path)  # a path no folder can hold is never written or deleted
             }
             found[mounted.spec.store_id] = {**mounted.snapshots.snapshot(), "base": base}
         return found
@@ -193,7 +194,8 @@ class AttemptMemory:
                         f"{str(path)[:80]!r}"
                     )
                 version, sha, size = entry
-                started[path] = MemoryEntry(path, int(version), sha and str(sha), int(size))
+                digest = None if sha is None else str(sha)
+                started[path] = MemoryEntry(path, int(version), digest, int(size))
             mounted.snapshots.restore(manifest)
             mounted.started = started
 
