@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -285,3 +286,108 @@ def test_a_failed_attempts_memory_writes_are_never_published(
     assert "harness.runtime.command.succeeded" in types and "StepFailed" in types
     assert "harness.file.created" not in types
     assert memory_store_for(world).entries(STORE) == {}
+
+
+@pytest.fixture(params=["local", pytest.param("redis_s3", marks=pytest.mark.integration)])
+def replay_world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """A World for the replay tests: LocalWorld, and RedisS3World (real Redis, SeaweedFS)."""
+    if request.param == "local":
+        yield LocalWorld(tmp_path / "data")
+        return
+    from tests.test_memory_stores import _redis_s3_world
+
+    prefix: str = request.getfixturevalue("redis_key_prefix") + f"{tmp_path.name}:"
+    world: Any = _redis_s3_world(
+        request.getfixturevalue("redis_url"), prefix, request.getfixturevalue("s3_service")
+    )
+    yield world
+    world.close()
+
+
+def test_a_retry_that_replays_a_memory_write_still_commits_it(
+    replay_world: Any, scripted_model: ScriptedModel
+) -> None:
+    """Command 1 writes memory and is recorded; the attempt dies; the retry replays command 1
+    (it does not run again) and its commit publishes the write the replay stands for."""
+    from tests.bash_fleet_app import SHELL_STEP
+
+    world = replay_world
+    write = "echo 'replayed lesson' > /mnt/memory/workflow/notes.md"
+    scripted_model.on(step="shell", run="run_replay").call_tool(
+        "bash", {"cmd": write}
+    ).then_raise_error("server").then_reply_text("done")
+    step = {**SHELL_STEP, "retry": {"maxAttempts": 2}}
+    flow = define_workflow(
+        id="memory.demo",
+        input={"type": "object"},
+        output={"type": "string"},
+        model=model("scripted/memory", id="default"),
+        plan=shell_plan("memory.demo", step),
+        bash={},
+    )
+    result = flow.run({}, world=world, run_id="run_replay")
+    assert result.status == "completed", result
+    events = world.list_events(result.run_id)
+    started = [e for e in events if e.type == "harness.runtime.command.started"]
+    assert [e.payload["attempt"] for e in started] == [1]  # replayed, never run again
+    store = memory_store_for(world)
+    entries = store.entries(STORE)
+    assert store.read(STORE, entries["notes.md"]) == b"replayed lesson\n"
+    (created,) = [e for e in events if e.type == "harness.file.created"]
+    assert created.payload["path"] == "/mnt/memory/workflow/notes.md"
+    assert created.occurrence_id is not None and ":2:" in created.occurrence_id
+
+
+def test_a_replayed_write_is_published_from_the_version_its_recorded_session_saw(
+    replay_world: Any,
+) -> None:
+    """A retry takes up a recorded memory snapshot: its commit is the one the dead attempt
+    would have made, compare-and-set against the versions that attempt started from. A
+    writer that committed in between keeps its file (the replayed change becomes a conflict
+    copy), and a file it created is neither shown nor deleted."""
+    from little_dist.memory.attempt import CONFLICT_EVENT
+
+    world = replay_world
+    store = memory_store_for(world)
+    store.commit(
+        STORE,
+        [MemoryChange("shared.md", 0, b"base\n"), MemoryChange("old.md", 0, b"old\n")],
+        writer="seed",
+    )
+    specs = workflow_memory_mounts("memory.demo", MemoryConfig())
+
+    def attempt(number: int) -> AttemptMemory:
+        return AttemptMemory(
+            store,
+            specs,
+            step_path="s",
+            attempt=number,
+            writer=f"r-s-a{number}",
+            world=world,
+            run_id="run_r",
+        )
+
+    with attempt(1) as first:  # its commands run, are recorded, then it dies unpublished
+        folder = first.mounts[0].source
+        (folder / "notes.md").write_text("replayed lesson\n")
+        (folder / "shared.md").write_text("mine\n")
+        (folder / "old.md").unlink()
+        recorded = json.loads(json.dumps(first.snapshot()))  # as the log keeps it
+    store.commit(STORE, [MemoryChange("shared.md", 1, b"theirs\n")], writer="peer")
+    store.commit(STORE, [MemoryChange("late.md", 0, b"late\n")], writer="peer")
+    with attempt(2) as retry:
+        retry.restore(recorded)
+        folder = retry.mounts[0].source
+        assert sorted(p.name for p in folder.iterdir()) == ["notes.md", "shared.md"]
+        published = retry.publish()
+    entries = store.entries(STORE)
+    read = {path: store.read(STORE, e) for path, e in entries.items() if e.exists}
+    copy = "shared.conflict-r-s-a2.md"
+    assert read == {
+        "notes.md": b"replayed lesson\n",
+        "shared.md": b"theirs\n",  # the peer's write is never overwritten ...
+        copy: b"mine\n",  # ... the replayed one is kept beside it
+        "late.md": b"late\n",
+    }
+    (conflict,) = [e for e in published.events if e.type == CONFLICT_EVENT]
+    assert conflict.payload["baseVersion"] == 1 and conflict.payload["currentVersion"] == 2

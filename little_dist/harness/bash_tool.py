@@ -43,6 +43,9 @@ the ``artifactRef`` its bytes were stored under; ``ownRef`` instead, the manifes
 artifact, when it is over the recorder's inline limit). A replayed session's ``own`` is made
 to match the last replayed command's manifest before anything else runs or commits
 (:mod:`little_dist.scratch.snapshots`), so the files the replayed commands wrote are there.
+When the workflow mounts a read-write memory store, the manifest also holds ``memory``: each
+such store's folder after the command, taken up the same way and published with the retry's
+commit (:mod:`little_dist.memory.attempt`).
 
 Bad input (an unknown key, a ``cwd`` outside the writable mount) is a failed call the model
 sees. A sandbox the host cannot provide (no namespaces, no weaker mode opted into) fails the

@@ -17,6 +17,19 @@ What publishing returns are events for the attempt's commit: upstream's
 ``conflictPath`` (``notes.conflict-<writer>.md``), or, for a delete of a file someone changed
 meanwhile, the newer file left in place (``outcome`` ``"delete-dropped"``).
 
+Replay. A bash command's record carries :meth:`AttemptMemory.snapshot`: for each ``rw`` store,
+the manifest of its folder after the command (every file's digest, its bytes stored through
+the World as ``memory/<sha256>``, by :class:`~little_dist.scratch.snapshots.OwnSnapshots`)
+and ``base``, the version of every path the attempt started from. A retried attempt that
+replays the command (it does not run again) takes both up (:meth:`AttemptMemory.restore`)
+before its first live command or its commit: the folder holds the recorded files, and the
+versions its publish is made from are the recorded ones, so the commit is the one the first
+attempt would have made. A writer that committed to a path in between is never overwritten
+silently: the replayed change comes from the older version, so it loses (a conflict copy, or a
+dropped delete), as a concurrent write does. The restored folder is the one the recorded
+session saw: a file another writer created or changed meanwhile is not shown to the retry's
+live commands, nor published over (it is not among the attempt's changes).
+
 Only regular files are published: a symlink, a FIFO, a socket or a device the commands made
 is skipped (:attr:`Published.skipped` names each); files are read without following links; a
 path over :data:`~little_dist.memory.store.MAX_MEMORY_PATH_BYTES` bytes, or more than
@@ -30,10 +43,10 @@ import hashlib
 import os
 import stat
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from little_dist.errors import InvalidInputError
 from little_dist.events import EventInput
@@ -48,6 +61,10 @@ from little_dist.memory.store import (
 )
 from little_dist.occurrences import harness_event
 from little_dist.sandbox.mounts import Mount
+from little_dist.scratch.snapshots import OwnSnapshots
+
+if TYPE_CHECKING:
+    from little_dist.world.base import World
 
 __all__ = ["CONFLICT_EVENT", "MEMORY_ROOT_LABEL", "AttemptMemory", "MemoryLimitError", "Published"]
 
@@ -72,6 +89,7 @@ class _Mounted:
     spec: MemoryMountSpec
     folder: Path
     started: dict[str, MemoryEntry]
+    snapshots: OwnSnapshots | None = None
 
 
 class AttemptMemory:
@@ -87,6 +105,8 @@ class AttemptMemory:
         writer: str,
         max_files: int = 10_000,
         max_bytes: int = 64 * 1024 * 1024,
+        world: World | None = None,
+        run_id: str = "",
     ) -> None:
         self.step_path, self.attempt, self.writer = step_path, attempt, writer
         self.max_files, self.max_bytes = max_files, max_bytes
@@ -103,7 +123,21 @@ class AttemptMemory:
             for path, entry in sorted(entries.items()):
                 if entry.exists and _safe(path):
                     _materialize(folder, path, store.read(spec.store_id, entry))
-            self._mounted.append(_Mounted(spec, folder, entries))
+            mounted = _Mounted(spec, folder, entries)
+            if world is not None and spec.mode == "rw":
+                mounted.snapshots = OwnSnapshots(
+                    world,
+                    run_id,
+                    folder,
+                    {},
+                    max_files=max_files,
+                    max_bytes=max_bytes,
+                    max_path_bytes=MAX_MEMORY_PATH_BYTES,
+                    name="memory",
+                    label=f"of store {spec.store_id}",
+                    limit_error=MemoryLimitError,
+                )
+            self._mounted.append(mounted)
 
     @property
     def mounts(self) -> list[Mount]:
@@ -123,6 +157,47 @@ class AttemptMemory:
             for change, result in zip(changes, applied, strict=True):
                 published.events.extend(self._events(mounted, change, result))
         return published
+
+    def snapshot(self) -> dict[str, Any]:
+        """Each ``rw`` store's folder now and the versions it started from, by store id,
+        its files' bytes stored (recorded with a bash command: see the module docstring).
+        Empty when the attempt was made without a World."""
+        found: dict[str, Any] = {}
+        for mounted in self._mounted:
+            if mounted.snapshots is None:
+                continue
+            base = {
+                path: [entry.version, entry.sha256, entry.size]
+                for path, entry in sorted(mounted.started.items())
+                if _safe(path)  # a path no folder can hold is never written or deleted
+            }
+            found[mounted.spec.store_id] = {**mounted.snapshots.snapshot(), "base": base}
+        return found
+
+    def restore(self, recorded: Mapping[str, Any]) -> None:
+        """Take up a recorded :meth:`snapshot`: each ``rw`` store it names gets the recorded
+        files, and publishes from the recorded versions."""
+        for mounted in self._mounted:
+            manifest = recorded.get(mounted.spec.store_id)
+            if mounted.snapshots is None or manifest is None:
+                continue
+            base = manifest.get("base") if isinstance(manifest, Mapping) else None
+            if not isinstance(base, Mapping):
+                raise InvalidInputError(
+                    f"recorded memory of store {mounted.spec.store_id}: expected 'base'"
+                )
+            started: dict[str, MemoryEntry] = {}
+            for path, entry in base.items():
+                if not (isinstance(entry, list) and len(entry) == 3 and _safe(str(path))):
+                    raise InvalidInputError(
+                        f"recorded memory of store {mounted.spec.store_id}: bad base entry "
+                        f"{str(path)[:80]!r}"
+                    )
+                version, sha, size = entry
+                digest = None if sha is None else str(sha)
+                started[path] = MemoryEntry(path, int(version), digest, int(size))
+            mounted.snapshots.restore(manifest)
+            mounted.started = started
 
     def close(self) -> None:
         self._folder.cleanup()

@@ -25,7 +25,11 @@ names each.
 Memory. The same first command also mounts the workflow's memory stores
 (:mod:`little_dist.memory`, from ``capabilities.memory_mounts``); a completing attempt that
 still holds its step publishes their changes (compare-and-set per file, a conflict kept as a
-copy) right before its commit, and the events that say so go into the commit.
+copy) right before its commit, and the events that say so go into the commit. The ``own``
+manifest a command's record carries also holds, under ``memory``, each read-write store's
+folder after the command and the versions it started from; a replay takes them up like
+``own``'s, so the retry's commit publishes what the replayed commands wrote, from the
+versions the recorded session saw (:mod:`little_dist.memory.attempt`).
 """
 
 from __future__ import annotations
@@ -118,7 +122,7 @@ def run_and_judge(
         step_path=path,
         attempt=attempt,
     )
-    with memory, _Scratch(world, dispatch, extra=memory.mounts) as scratch:
+    with memory, _Scratch(world, dispatch, memory=memory) as scratch:
         try:
             step_input = _step_input(context, state, path, step)
             output, artifact_refs = _run_harness(
@@ -418,29 +422,35 @@ class _Scratch:
     """The attempt's run scratch, made when its bash tool runs a first command (see the
     module docstring); :meth:`changes` is empty when it was never made. A replayed command's
     ``own`` manifest (:meth:`resume`) is taken up when it is made, or at the commit when no
-    live command follows (:mod:`little_dist.scratch.snapshots`)."""
+    live command follows (:mod:`little_dist.scratch.snapshots`); so are the attempt's memory
+    stores' folders recorded with it (``memory``)."""
 
     def __init__(
         self,
         world: World,
         dispatch: StepDispatch,
         *,
-        extra: Callable[[], Sequence[Mount]] = list,
+        memory: LazyMemory | None = None,
     ) -> None:
         self._world, self._dispatch = world, dispatch
         self._made: AttemptScratch | None = None
-        self._extra = extra  # mounts made beside the scratch (the attempt's memory stores)
+        self._memory = memory  # mounted beside the scratch, recorded and replayed with own
         self._mounts: list[Mount] | None = None
         self._resumed: Mapping[str, Any] | None = None
 
     def mounts(self) -> list[Mount]:
         made = self._make()
         if self._mounts is None:
-            self._mounts = [*made.mounts, *self._extra()]
+            extra = self._memory.mounts() if self._memory is not None else []
+            self._mounts = [*made.mounts, *extra]
         return list(self._mounts)
 
     def snapshot(self) -> dict[str, Any]:
-        return self._make().snapshot()
+        manifest = self._make().snapshot()
+        remembered = self._memory.snapshot() if self._memory is not None else {}
+        if remembered:
+            manifest["memory"] = remembered
+        return manifest
 
     def resume(self, record: Mapping[str, Any]) -> None:
         manifest = record.get("own")
@@ -449,6 +459,9 @@ class _Scratch:
             manifest = self._world.get_artifact(ref, run_id=self._dispatch.run_id).payload
             if not isinstance(manifest, Mapping):
                 raise RuntimeConfigError(f"recorded own-tree manifest {ref} is not an object")
+        remembered = manifest.get("memory")
+        if self._memory is not None and isinstance(remembered, Mapping):
+            self._memory.resume(remembered)
         self._resumed = manifest
         if self._made is not None:
             self._take_up(self._made)

@@ -1,4 +1,5 @@
-"""What ``own/`` held after each recorded bash command, so a replayed session finds it again.
+"""What a writable folder held after each recorded bash command, so a replayed session finds it
+again: ``own/`` of the run scratch, and each read-write memory store's working folder.
 
 A bash command's result is recorded (``harness.tool_call.succeeded``) and a retried attempt,
 or a resumed session on any worker, replays it from the log instead of running it again. The
@@ -9,7 +10,9 @@ file's bytes stored through the World's artifact store, content-addressed like t
 commit publishes (``scratch/<sha256>``, the same refs: a file stored here costs nothing when
 the attempt commits it). Before a replayed session's first live command, or its commit when
 none follows, ``own/`` is made to match the last replayed command's manifest
-(:meth:`OwnSnapshots.restore`).
+(:meth:`OwnSnapshots.restore`). The same machinery keeps an attempt's read-write memory
+folders (:mod:`little_dist.memory.attempt`): ``name`` ``"memory"`` stores their bytes as
+``memory/<sha256>`` and names a memory limit in its errors.
 
 Nothing here publishes: the stored bytes are named only by the tool call's record, which no
 peer reads; a step's files become visible to others only with its commit
@@ -24,7 +27,7 @@ import hashlib
 import os
 import shutil
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -40,11 +43,15 @@ _MODE_BITS: Final = 0o755
 
 
 class OwnSnapshots:
-    """Manifests of one ``own/`` folder (see the module docstring).
+    """Manifests of one writable folder, ``own/`` or a memory store's (see the module
+    docstring).
 
     ``known`` are files already in the World (the step's files as of its last completed
     attempt): their bytes are not stored again. ``max_files``, ``max_bytes`` and
-    ``max_path_bytes`` bound a scan as they bound a publish.
+    ``max_path_bytes`` bound a scan as they bound a publish; ``name`` prefixes the stored
+    bytes' artifact names, ``label`` names the folder in errors, and ``limit_error`` makes
+    the error a scan over a bound raises (the scratch's
+    :class:`~little_dist.scratch.attempt.ScratchLimitError` by default).
     """
 
     def __init__(
@@ -57,16 +64,24 @@ class OwnSnapshots:
         max_files: int,
         max_bytes: int,
         max_path_bytes: int,
+        name: str = "scratch",
+        label: str | None = None,
+        limit_error: Callable[[str], Exception] | None = None,
     ) -> None:
         self._world, self._run_id, self._own = world, run_id, own
+        self._name, self._limit_error = name, limit_error
+        self._label = label if label is not None else f"{own.name}/"
         self._limits = (max_files, max_bytes, max_path_bytes)
         self._stored = {file.sha256: file.artifact_ref for file in known.values()}
         self._seen: dict[str, tuple[_Seen, ScratchFile]] = {}
 
     def snapshot(self) -> dict[str, Any]:
         """The manifest of ``own/`` now, every file's bytes stored first."""
-        from little_dist.scratch.attempt import ScratchLimitError
+        limit_error = self._limit_error
+        if limit_error is None:
+            from little_dist.scratch.attempt import ScratchLimitError
 
+            limit_error = ScratchLimitError
         max_files, max_bytes, max_path_bytes = self._limits
         files: dict[str, ScratchFile] = {}
         total = 0
@@ -75,16 +90,16 @@ class OwnSnapshots:
                 path = os.path.join(top, name)
                 relative = os.path.relpath(path, self._own)
                 if len(relative.encode("utf-8", "surrogateescape")) > max_path_bytes:
-                    raise ScratchLimitError(
-                        f"scratch file {relative[:60]!r}...: path over {max_path_bytes} bytes"
+                    raise limit_error(
+                        f"{self._name} file {relative[:60]!r}...: path over {max_path_bytes} bytes"
                     )
                 info = os.lstat(path)
                 if not stat.S_ISREG(info.st_mode):
                     continue  # links, devices, FIFOs: never published, never restored
                 total += info.st_size
                 if len(files) >= max_files or total > max_bytes:
-                    raise ScratchLimitError(
-                        f"scratch folder {self._own.name}/ is over its limit "
+                    raise limit_error(
+                        f"{self._name} folder {self._label} is over its limit "
                         f"({max_files} files, {max_bytes} bytes)"
                     )
                 files[relative] = self._file(relative, path, info)
@@ -126,7 +141,7 @@ class OwnSnapshots:
         if ref is None:
             artifact = ArtifactInput(
                 run_id=self._run_id,
-                name=f"scratch/{sha[7:]}",
+                name=f"{self._name}/{sha[7:]}",
                 payload=data,
                 content_type="application/octet-stream",
             )
