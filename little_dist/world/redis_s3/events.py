@@ -65,6 +65,7 @@ from little_dist.world.redis_s3.redis_calls import (
     text,
     to_storage_error,
 )
+from little_dist.world.redis_s3.run_listing import RunListing
 from little_dist.world.redis_s3.watching import RunWatch
 
 
@@ -170,6 +171,7 @@ class EventLog:
             idempotent=False,
         )
         self._runs: dict[str, _Run] = {}
+        self._listing = RunListing(client, keys, self._marks)
         self._watch = RunWatch(
             client,
             self._raw,
@@ -663,42 +665,12 @@ class EventLog:
         return self._late.read(run_id)
 
     def list_run_ids(self) -> list[str]:
-        """Runs Redis knows: not archived yet, or archived within the marker TTL."""
-        live = self.list_unarchived_run_ids()
-        with redis_errors("listing runs"):
-            pipe = self._redis.pipeline(transaction=False)
-            for key in self._marks.every_key():
-                pipe.hkeys(key)
-            buckets = pipe.execute()
-        # An archived run whose bucket expired is forgotten: only S3 knows it now.
-        return sorted({*live, *(text(r) for bucket in buckets for r in bucket)})
+        """See :meth:`~little_dist.world.redis_s3.run_listing.RunListing.every`."""
+        return self._listing.every()
 
     def list_unarchived_run_ids(self) -> list[str]:
-        """Runs whose archive has not completed: live runs, and ended ones the scheduler
-        still has to archive. Read from the run index, which holds only those (archived
-        runs leave it), so the cost follows the live runs, not the history."""
-        index = self._keys.run_index
-        with redis_errors("listing runs"):
-            run_ids = [text(m) for m in self._redis.zrange(index, 0, -1)]
-            pipe = self._redis.pipeline(transaction=False)
-            for run_id in run_ids:
-                keys = self._keys.run(run_id)
-                pipe.exists(keys.events, keys.archived)
-                self._marks.queue_lookup(pipe, run_id)
-            replies = pipe.execute() if run_ids else []
-            found, archived = [], []
-            for position, run_id in enumerate(run_ids):
-                present, *marked = replies[4 * position : 4 * position + 4]
-                # The index is written beside a run's first append, even one that was
-                # refused: a run never written (left out), or a late writer's append to an
-                # archived run, whose entry goes (archived is for good, so no race).
-                if self._marks.found(marked) is not None:
-                    archived.append(run_id)
-                elif present:
-                    found.append(run_id)
-            if archived:
-                self._redis.zrem(index, *archived)
-        return sorted(found)
+        """See :meth:`~little_dist.world.redis_s3.run_listing.RunListing.unarchived`."""
+        return self._listing.unarchived()
 
 
 #: At most this many ranges are read around the sequences a reader skips; past that, one
