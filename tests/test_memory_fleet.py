@@ -1,19 +1,27 @@
 """Memory on the fleet: two runs of one workflow, on two real worker processes, write the same
 memory file at the same time, and neither write is lost (one is the file, the other its
-conflict copy, and the loser's run log says so); an operator sees both with ``little memory``."""
+conflict copy, and the loser's run log says so); an operator sees both with ``little memory``.
+A worker killed after its command wrote memory leaves the write to the retry on another
+worker, which replays the command and publishes the recorded bytes once."""
 
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from little_dist.memory import memory_store_for
+from little_dist.testing import ScriptedModel
 from tests.fleet_processes import (
     ROOT,
     FleetEnv,
+    FleetProcess,
     fleet_env,
     little_argv,
     start_scheduler,
@@ -85,3 +93,80 @@ def test_two_workers_writing_one_memory_file_at_once_lose_nothing(
     assert sorted(json.loads(line)["path"] for line in listed.stdout.splitlines()) == sorted(
         contents
     )
+
+
+def test_a_memory_write_replayed_on_another_worker_is_published_once_as_recorded(
+    fleet_env: FleetEnv, tmp_path: Path
+) -> None:
+    """A worker process is SIGKILLed after its bash command wrote /mnt/memory/workflow/ (the
+    command's result recorded, with the folder's snapshot) and before its commit (it waits
+    for the model's next turn). The retry runs on another worker: it replays the command
+    from the log (never runs it again), takes up the recorded files, and its commit
+    publishes the write once, with the bytes the killed attempt's command wrote."""
+    # The command writes a value no second run could repeat: the store must hold this one.
+    write = 't=$(date +%s%N); echo "lesson $t" > /mnt/memory/workflow/notes.md; echo token=$t'
+    script = ScriptedModel()
+    script.on(step="shell").call_tool("bash", {"cmd": write}).then_reply_text(
+        "never answered", latency=60
+    )
+    fleet_env.env.update(
+        {
+            "LITTLE_APP": "tests.memory_fleet_app",
+            "LITTLE_SCRIPTED_MODEL": str(script.save(tmp_path / "script.json")),
+        }
+    )
+    start_scheduler(fleet_env)
+    one = start_worker(fleet_env, app="tests.memory_fleet_app")
+    client = fleet_env.client()
+    world = fleet_env.world()
+    run_id = client.submit(writer, {}, run_id="run_memory_kill")
+    # The command's result is recorded and the model's second turn is under way: kill there.
+    _wait_for(lambda: len(_of(world.list_events(run_id), "harness.model.called")) == 2)
+    one.kill()
+    (recorded,) = _of(world.list_events(run_id), "harness.tool_call.succeeded")
+    token = recorded.payload["result"]["stdout"].strip().removeprefix("token=")
+    store = memory_store_for(world)
+    assert store.entries(STORE) == {}  # nothing published by the killed attempt
+    after = ScriptedModel()
+    after.on(step="shell").reply_text("wrote")
+    two = start_worker(
+        fleet_env,
+        app="tests.memory_fleet_app",
+        env={"LITTLE_SCRIPTED_MODEL": str(after.save(tmp_path / "after.json"))},
+    )
+    state = client.wait(run_id, timeout=120)
+    assert state.status == "completed", state
+    events = world.list_events(run_id)
+    first, second = [e.payload["workerId"] for e in events if e.type == "StepAttemptStarted"]
+    assert first.startswith(_names(one)) and second.startswith(_names(two))
+    (lost,) = _of(events, "StepFailed")
+    assert lost.payload["error"]["causeCode"] == "lease_expired"
+    started = _of(events, "harness.runtime.command.started")
+    assert [e.payload["attempt"] for e in started] == [1]  # replayed, never run again
+    # Published once, by the retry's commit, with the recorded bytes.
+    entries = store.entries(STORE)
+    assert sorted(entries) == ["notes.md"] and entries["notes.md"].version == 1
+    assert store.read(STORE, entries["notes.md"]) == f"lesson {token}\n".encode()
+    (created,) = _of(events, "harness.file.created")
+    assert created.payload["path"] == "/mnt/memory/workflow/notes.md"
+    assert created.occurrence_id is not None and ":2:" in created.occurrence_id
+    assert _of(events, "little.memory.conflict") == []
+    assert two.alive()
+
+
+def _of(events: list[Any], kind: str) -> list[Any]:
+    return [e for e in events if e.type == kind]
+
+
+def _names(worker: FleetProcess) -> str:
+    """The prefix of the ``workerId`` of every attempt ``worker`` runs (it names its pid)."""
+    return f"worker:{socket.gethostname()}:{worker.pid}:"
+
+
+def _wait_for(check: Callable[[], object], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.1)
+    pytest.fail(f"waited {timeout:g}s in vain")

@@ -35,7 +35,12 @@ from little_dist.errors import InvalidInputError
 from little_dist.harness.types import DEFAULT_HARNESS_ID, SkillDescriptor
 from little_dist.limits import InputLimitError, InputLimits
 from little_dist.mcp.config import McpServerConfig, mcp_servers
-from little_dist.memory.layout import MemoryConfig, memory_config, workflow_memory_mounts
+from little_dist.memory.layout import (
+    MemoryConfig,
+    MemoryMountSpec,
+    memory_config,
+    workflow_memory_mounts,
+)
 from little_dist.permissions import ToolPermissions, tool_permissions
 from little_dist.scheduling.fast_schema import compile_check
 from little_dist.tools import Tool, ToolRegistry, tool
@@ -81,6 +86,9 @@ class WorkflowDefinition:
     memory: MemoryConfig = field(default_factory=MemoryConfig)
     permissions: ToolPermissions = field(default_factory=ToolPermissions)
     mcp: tuple[McpServerConfig, ...] = ()
+    #: The memory stores to mount instead of those ``memory`` names (an orchestrating
+    #: session's: :func:`~little_dist.memory.layout.orchestrator_memory_mounts`).
+    memory_mounts: tuple[MemoryMountSpec, ...] | None = None
 
     def __repr__(self) -> str:
         return f"WorkflowDefinition(id={self.id!r})"
@@ -235,7 +243,11 @@ class WorkflowDefinition:
             system=self.system,
             step_timeout=self.step_timeout,
             bash=self.bash,
-            memory_mounts=tuple(workflow_memory_mounts(self.id, self.memory)),
+            memory_mounts=(
+                tuple(workflow_memory_mounts(self.id, self.memory))
+                if self.memory_mounts is None
+                else self.memory_mounts
+            ),
             permissions=self.permissions or None,
         )
 

@@ -64,7 +64,7 @@ from little_dist.sandbox.mounts import Mount
 from little_dist.scratch.snapshots import OwnSnapshots
 
 if TYPE_CHECKING:
-    from little_dist.world.base import World
+    from little_dist.world.base import Fence, World
 
 __all__ = ["CONFLICT_EVENT", "MEMORY_ROOT_LABEL", "AttemptMemory", "MemoryLimitError", "Published"]
 
@@ -144,16 +144,22 @@ class AttemptMemory:
         """The sandbox mounts: writable for an ``rw`` store, read-only otherwise."""
         return [Mount(m.folder, m.spec.target, writable=m.spec.mode == "rw") for m in self._mounted]
 
-    def publish(self, *, still_held: Callable[[], bool] = lambda: True) -> Published:
+    def publish(
+        self, *, still_held: Callable[[], bool] = lambda: True, fence: Fence | None = None
+    ) -> Published:
         """Commit what the commands changed in every writable store; the events that say so.
         ``still_held`` is asked right before each store's commit: False (the attempt lost its
-        lease meanwhile) publishes nothing more."""
+        lease meanwhile) publishes nothing more. ``fence`` (the attempt's step lease) makes
+        each commit conditional on that lease, atomically: a zombie attempt's commit is
+        refused with :class:`~little_dist.errors.LeaseLostError`, nothing of it stored."""
         published = Published()
         pending = [(m, self._changes(m, published)) for m in self._mounted if m.spec.mode == "rw"]
         for mounted, changes in pending:
             if not changes or not still_held():
                 continue
-            applied = self._store.commit(mounted.spec.store_id, changes, writer=self.writer)
+            applied = self._store.commit(
+                mounted.spec.store_id, changes, writer=self.writer, fence=fence
+            )
             for change, result in zip(changes, applied, strict=True):
                 published.events.extend(self._events(mounted, change, result))
         return published

@@ -32,6 +32,7 @@ __all__ = [
     "available_workflow_memory_mounts",
     "memory_config",
     "memory_store_key",
+    "orchestrator_memory_mounts",
     "pipeline_key",
     "pipeline_memory_mounts",
     "workflow_memory_mounts",
@@ -171,6 +172,20 @@ def available_workflow_memory_mounts(workflow_ids: Iterable[str]) -> list[Memory
     return [
         MemoryMountSpec(f"workflow:{key}", f"/mnt/memory/available-workflows/{key}/", "ro")
         for key in keys
+    ]
+
+
+def orchestrator_memory_mounts(
+    workflows: Iterable[tuple[str, str]],
+) -> list[MemoryMountSpec]:
+    """What an orchestrating session over ``workflows`` (``(id, definition hash)`` pairs)
+    sees, as upstream mounts it: their pipeline store ``rw`` (keyed by the definition
+    hashes, so the next orchestration of the same workflows finds it), the org store
+    read-only, and each workflow's own store read-only under ``available-workflows/``."""
+    pairs = list(workflows)
+    return [
+        *pipeline_memory_mounts(definition_hash for _, definition_hash in pairs),
+        *available_workflow_memory_mounts(workflow_id for workflow_id, _ in pairs),
     ]
 
 

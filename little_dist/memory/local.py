@@ -7,6 +7,10 @@ its row with a NULL digest). :meth:`LocalMemoryStore.commit` runs in one ``BEGIN
 transaction, so two processes committing to one store take turns and the second sees the
 first's versions: the compare-and-set of :mod:`little_dist.memory.store`.
 
+A fenced commit runs inside ``fenced`` (the World's ``while_fenced``: the lease checked in
+a ``BEGIN IMMEDIATE`` transaction of the World's database, held until the commit is done),
+so no lease can be taken over or expire between the check and the commit.
+
 The files are written inside that transaction, each to a temporary name then renamed over
 the old one; folders are walked without following symlinks (a link planted in a store's
 folder cannot send a write outside it). Change memory through this store (``little memory
@@ -18,11 +22,12 @@ from __future__ import annotations
 import hashlib
 import os
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from little_dist.errors import StorageUnavailableError
+from little_dist.errors import InvalidInputError, StorageUnavailableError
 from little_dist.memory.store import (
     Applied,
     MemoryChange,
@@ -33,7 +38,14 @@ from little_dist.memory.store import (
     conflict_path,
 )
 
-__all__ = ["LocalMemoryStore"]
+if TYPE_CHECKING:
+    from little_dist.world.base import Fence
+
+__all__ = ["Fenced", "LocalMemoryStore"]
+
+#: Runs a commit while a fence's lease is held (raising LeaseLostError, the commit not run,
+#: when it is not): a World's ``while_fenced``.
+Fenced = Callable[["Fence", Callable[[], list[Applied]]], list[Applied]]
 
 _SCHEMA = """CREATE TABLE IF NOT EXISTS memory (
     store TEXT NOT NULL,
@@ -46,11 +58,19 @@ _SCHEMA = """CREATE TABLE IF NOT EXISTS memory (
 
 
 class LocalMemoryStore:
-    """The memory stores under ``data_dir/memory`` (see the module docstring)."""
+    """The memory stores under ``data_dir/memory`` (see the module docstring); without
+    ``fenced``, a fenced commit is refused."""
 
-    def __init__(self, data_dir: str | os.PathLike[str], *, busy_timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str],
+        *,
+        busy_timeout: float = 30.0,
+        fenced: Fenced | None = None,
+    ) -> None:
         self.root = Path(data_dir) / "memory"
         self._busy_timeout = busy_timeout
+        self._fenced = fenced
 
     def folder(self, store_id: str) -> Path:
         """The folder holding ``store_id``'s files (upstream's backing path)."""
@@ -85,8 +105,20 @@ class LocalMemoryStore:
             ) from error
 
     def commit(
-        self, store_id: str, changes: Sequence[MemoryChange], *, writer: str
+        self,
+        store_id: str,
+        changes: Sequence[MemoryChange],
+        *,
+        writer: str,
+        fence: Fence | None = None,
     ) -> list[Applied]:
+        if fence is None:
+            return self._commit(store_id, changes, writer)
+        if self._fenced is None:
+            raise InvalidInputError(f"memory {store_id}: this store cannot check a fence")
+        return self._fenced(fence, lambda: self._commit(store_id, changes, writer))
+
+    def _commit(self, store_id: str, changes: Sequence[MemoryChange], writer: str) -> list[Applied]:
         folder = self.folder(store_id)
         for change in changes:
             check_memory_path(change.path)

@@ -12,7 +12,7 @@ from little_dist.memory.layout import MemoryMountSpec
 
 if TYPE_CHECKING:
     from little_dist.sandbox.mounts import Mount
-    from little_dist.world.base import World
+    from little_dist.world.base import Fence, World
 
 __all__ = ["LazyMemory", "writer_label"]
 
@@ -79,12 +79,12 @@ class LazyMemory:
             made.restore(self._resumed)
             self._resumed = None
 
-    def publish(self, *, still_held: Callable[[], bool]) -> Published:
+    def publish(self, *, still_held: Callable[[], bool], fence: Fence | None = None) -> Published:
         if self._made is None and (self._resumed is None or not self._specs):
             return Published()
         self._make()
         assert self._made is not None
-        return self._made.publish(still_held=still_held)
+        return self._made.publish(still_held=still_held, fence=fence)
 
     def __enter__(self) -> LazyMemory:
         return self

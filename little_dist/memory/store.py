@@ -10,13 +10,19 @@ version its writer started from (``base``); where the path still holds that vers
 change lands, else the change is a *conflict* and its bytes land under
 :func:`conflict_path` instead (``notes.conflict-<writer>.md``), so the other writer's update
 stays and neither is lost. A change that writes what the path already holds is a no-op
-(a retried attempt re-publishing its own change). Implementations:
+(a retried attempt re-publishing its own change). A commit made with a ``fence`` (the
+step lease of the attempt that made the changes) lands only while that lease is held with
+that token: the check is atomic with the commit, so an attempt that was superseded or lost
+its lease (a zombie) publishes nothing, and :class:`~little_dist.errors.LeaseLostError`
+says so. Implementations:
 
 * :class:`~little_dist.memory.local.LocalMemoryStore` — files under the data directory
   (upstream's layout: ``memory/workflows/<key>/``, ``memory/org/``,
-  ``memory/pipelines/<key>/``), versions in an SQLite index changed in one transaction;
+  ``memory/pipelines/<key>/``), versions in an SQLite index changed in one transaction
+  (a fenced one inside the World's lease check: see :mod:`~little_dist.memory.local`);
 * :class:`~little_dist.memory.redis_s3.RedisS3MemoryStore` — content-addressed S3 objects
-  and a Redis hash per store (path -> sha256, size, version) changed by one script.
+  and a Redis hash per store (path -> sha256, size, version) changed by one script, which
+  also checks the fence's lease.
 
 Errors: :class:`MemoryPathError` (a path that is not a plain relative path inside its store:
 ``..``, absolute, NUL, too long), :class:`MemoryNotFoundError`.
@@ -28,9 +34,12 @@ import posixpath
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final, Literal, Protocol
+from typing import TYPE_CHECKING, Final, Literal, Protocol
 
 from little_dist.errors import InvalidInputError, NotFoundError
+
+if TYPE_CHECKING:
+    from little_dist.world.base import Fence
 
 __all__ = [
     "MAX_MEMORY_PATH_BYTES",
@@ -111,9 +120,16 @@ class MemoryStore(Protocol):
         ...
 
     def commit(
-        self, store_id: str, changes: Sequence[MemoryChange], *, writer: str
+        self,
+        store_id: str,
+        changes: Sequence[MemoryChange],
+        *,
+        writer: str,
+        fence: Fence | None = None,
     ) -> list[Applied]:
-        """Apply ``changes`` atomically, conflicts kept under :func:`conflict_path`."""
+        """Apply ``changes`` atomically, conflicts kept under :func:`conflict_path`; with
+        ``fence``, only while its lease is held (else
+        :class:`~little_dist.errors.LeaseLostError` and nothing changes)."""
         ...
 
 

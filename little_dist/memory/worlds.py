@@ -1,9 +1,10 @@
 """Which :class:`~little_dist.memory.store.MemoryStore` a World keeps its memory in.
 
 A :class:`~little_dist.world.local.LocalWorld` keeps it under its data directory, a
-:class:`~little_dist.world.redis_s3.RedisS3World` in its Redis and bucket (its
-``memory_store()``); the process-local ``MemoryWorld`` of unit tests in a temporary folder
-that lives as long as the world object.
+:class:`~little_dist.world.redis_s3.RedisS3World` in its Redis and bucket (each world's
+``memory_store()``, whose fenced commits are checked against that world's leases); the
+process-local ``MemoryWorld`` of unit tests in a temporary folder that lives as long as the
+world object.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ def memory_store_for(world: World) -> MemoryStore:
         held = _scratch_stores.get(world)
         if held is None:
             folder = tempfile.TemporaryDirectory(prefix="little-memory-")
-            held = (folder, LocalMemoryStore(folder.name))
+            held = (folder, LocalMemoryStore(folder.name, fenced=world.while_fenced))
             _scratch_stores[world] = held
         return held[1]
     raise InvalidInputError(f"{type(world).__name__} keeps no memory stores")

@@ -25,7 +25,8 @@ names each.
 Memory. The same first command also mounts the workflow's memory stores
 (:mod:`little_dist.memory`, from ``capabilities.memory_mounts``); a completing attempt that
 still holds its step publishes their changes (compare-and-set per file, a conflict kept as a
-copy) right before its commit, and the events that say so go into the commit. The ``own``
+copy) right before its commit, each store's commit fenced by the step lease (a zombie
+attempt's is refused, atomically), and the events that say so go into the commit. The ``own``
 manifest a command's record carries also holds, under ``memory``, each read-write store's
 folder after the command and the versions it started from; a replay takes them up like
 ``own``'s, so the retry's commit publishes what the replayed commands wrote, from the
@@ -179,9 +180,10 @@ def run_and_judge(
             stage=stage,
         )
         try:
-            # Memory lands now, ahead of the commit that records it (and only if the attempt
-            # still holds its step: see little_dist.memory.attempt).
-            remembered = memory.publish(still_held=lambda: not cancelled())
+            # Memory lands now, ahead of the commit that records it, and only while the
+            # attempt holds its step: each store's commit checks the step lease's fence
+            # atomically, so a zombie attempt publishes nothing (LeaseLostError: superseded).
+            remembered = memory.publish(still_held=lambda: not cancelled(), fence=recorder.fence)
         except MemoryLimitError as exc:
             del stage[staged_before:]  # the failure publishes nothing of this attempt's
             return [step_failed(path, step, attempt, _envelope(exc))]

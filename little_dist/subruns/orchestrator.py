@@ -31,9 +31,17 @@ workflow id 'x'.``, ``Unknown workflowVersionId 'x'.``).
 ``max_concurrent_sub_runs`` (upstream's ``maxConcurrentSubRuns``, default 10, an integer
 >= 1) bounds the sub-runs running at once across the orchestrator's calls.
 
+Memory, as upstream mounts it for an orchestrating session (:func:`with_orchestrator_memory`):
+with ``bash=`` the orchestrator's model is offered the bash tool and sees
+``/mnt/memory/pipeline/`` (``rw``: the store of this set of workflows, keyed by their
+definition hashes, so the next orchestration of the same workflows reads what this one
+wrote), ``/mnt/memory/org/`` read-only and ``/mnt/memory/available-workflows/<key>/``
+read-only, each available workflow's own memory (:mod:`little_dist.memory.layout`).
+
 Not yet: the output file in scratch (``outputPath``) upstream writes for large outputs; the
-orchestrator's own memory mounts; the ``little orchestrate`` command; the fleet (see the
-package docstring for how the wait suspends there).
+pipeline store mounted read-only in the sub-runs' sessions (upstream does); the
+``little orchestrate`` command; the fleet (see the package docstring for how the wait
+suspends there).
 """
 
 from __future__ import annotations
@@ -65,6 +73,7 @@ __all__ = [
     "orchestrator_tools",
     "output_summary",
     "run_orchestration",
+    "with_orchestrator_memory",
     "workflow_snapshots",
 ]
 
@@ -360,6 +369,20 @@ _SYSTEM: Final = (
 )
 
 
+def with_orchestrator_memory(
+    orchestrator: WorkflowDefinition, workflows: Sequence[WorkflowDefinition]
+) -> WorkflowDefinition:
+    """``orchestrator`` mounting what an orchestrating session over ``workflows`` sees
+    (:func:`~little_dist.memory.layout.orchestrator_memory_mounts`) instead of its own
+    workflow memory."""
+    import dataclasses
+
+    from little_dist.memory.layout import orchestrator_memory_mounts
+
+    mounts = orchestrator_memory_mounts((wf.id, wf.definition_hash()) for wf in workflows)
+    return dataclasses.replace(orchestrator, memory_mounts=tuple(mounts))
+
+
 def run_orchestration(
     workflows: Sequence[WorkflowDefinition],
     input: Any,
@@ -373,6 +396,7 @@ def run_orchestration(
     run_id: str | None = None,
     harness: Harness | Mapping[HarnessRole, Harness] | None = None,
     max_concurrent_sub_runs: int = DEFAULT_MAX_CONCURRENT_SUB_RUNS,
+    bash: Any = None,
 ) -> RunResult:
     """Run an orchestrator model over ``workflows`` on ``input`` in this process (see the
     module docstring); returns the orchestrator run's result (its output is the model's
@@ -380,7 +404,9 @@ def run_orchestration(
     object) is the orchestrator's input (a pydantic model, a type or a JSON Schema).
 
     ``model``: the orchestrator's model (a litellm string or ``model(...)``); ``system``:
-    text put before the generated instructions; ``harness``: the sub-runs' harness.
+    text put before the generated instructions; ``harness``: the sub-runs' harness;
+    ``bash``: the orchestrator's bash capabilities (as ``define_workflow(bash=...)``; None:
+    no bash tool), through which it sees its memory mounts (see the module docstring).
     """
     from little_dist.authoring import define_workflow, run_workflow
 
@@ -398,7 +424,7 @@ def run_orchestration(
         "with": {
             "model": slot,
             "prompt": "{{ input }}",
-            "tools": [item.name for item in tools],
+            "tools": [item.name for item in tools] + ([] if bash is None else ["bash"]),
         },
         "output": (
             {"mode": "text"}
@@ -423,5 +449,7 @@ def run_orchestration(
         tools=tools,
         system=(system + "\n\n" if system else "") + instructions,
         plan=plan,
+        bash=bash,
     )
+    orchestrator = with_orchestrator_memory(orchestrator, workflows)
     return run_workflow(orchestrator, input, world=world, run_id=run_id)

@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from little_dist.canonical import canonical_json
 from little_dist.errors import ConflictError, InvalidInputError, LeaseLostError, RunEndedError
@@ -57,6 +57,8 @@ from little_dist.world.defaults import (
 )
 
 __all__ = ["MemoryWorld"]
+
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -320,6 +322,13 @@ class MemoryWorld(
             ):
                 state.holder = None
                 state.expires_at = 0.0
+
+    def while_fenced(self, fence: Fence, body: Callable[[], _T]) -> _T:
+        """``body()`` while ``fence``'s lease is held (checked under the world's lock, held
+        until ``body`` returns); LeaseLostError, ``body`` not run, when it is not."""
+        with self._changed:
+            self._check_fence(fence)
+            return body()
 
     def _check_fence(self, fence: Fence, now: float | None = None) -> None:
         state = self._leases.get(fence.key)

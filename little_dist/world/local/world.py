@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from little_dist.errors import RunEndedError, StorageUnavailableError
 from little_dist.events import Event, EventInput
@@ -39,14 +40,20 @@ from little_dist.world.local.database import EventDatabase
 from little_dist.world.local.event_log import (
     EVENT_COLUMNS,
     append_prepared,
+    check_fence,
     late_events,
     row_to_event,
 )
 from little_dist.world.local.files import FileStore
 
+if TYPE_CHECKING:
+    from little_dist.memory.local import LocalMemoryStore
+
 __all__ = ["DEFAULT_DATA_DIR", "LocalWorld"]
 
 DEFAULT_DATA_DIR: Final = ".little-workflow"
+
+_T = TypeVar("_T")
 
 _FOLLOW_MIN_SLEEP: Final = 0.02
 _FOLLOW_MAX_SLEEP: Final = 0.2
@@ -284,6 +291,25 @@ class LocalWorld(
             (definition_hash,),
         )
         return [version_id for (version_id,) in rows]
+
+    # -- memory -------------------------------------------------------------------------
+    def while_fenced(self, fence: Fence, body: Callable[[], _T]) -> _T:
+        """``body()`` while ``fence``'s lease is held: checked in a write transaction held
+        until ``body`` returns, so the lease cannot change hands meanwhile; LeaseLostError,
+        ``body`` not run, when it is not held."""
+
+        def checked(conn: sqlite3.Connection) -> _T:
+            check_fence(conn, fence, self._clock())
+            return body()
+
+        return self._db.write(checked)
+
+    def memory_store(self) -> LocalMemoryStore:
+        """This world's memory stores (:mod:`little_dist.memory.local`), fenced commits
+        checked against its leases."""
+        from little_dist.memory.local import LocalMemoryStore
+
+        return LocalMemoryStore(self.data_dir, fenced=self.while_fenced)
 
     def close(self) -> None:
         self._db.close()

@@ -541,6 +541,8 @@ class RedisS3World:
             self._s3,
             key_prefix=self._keys.redis_prefix,
             s3_prefix=self._keys.s3_prefix,
+            lease_key=lambda name: self._keys.lease(name)[0],
+            now_ms=self._now_ms_arg,
         )
 
     def close(self) -> None:
