@@ -289,3 +289,24 @@ def test_a_late_commit_to_an_archived_run_keeps_its_usage_and_the_bounds_come_fr
         assert world.last_sequence(RUN) == 3
     finally:
         world.close()
+
+
+def test_archiving_a_run_drops_what_the_process_kept_of_it(
+    world_spec: Callable[[], str], s3_env: S3Service
+) -> None:
+    """A scheduler appends to every run but seldom its end: the runs it archives must not
+    stay in its per-run cache (its memory grew with every run, up to the cache's cap)."""
+    spec = world_spec()
+    world, worker = _open(spec, s3_env), _open(spec, s3_env)
+    try:
+        run_ids = [f"run_kept{index}" for index in range(5)]
+        for run_id in run_ids:
+            world.append(run_id, _ev("RunStarted", "run-start"))
+            worker.append(run_id, _ev("RunCompleted", "run-end"))  # the end: another's
+        assert sorted(world._events._runs) == run_ids
+        for run_id in run_ids:
+            world.archive_run(run_id, ttl_seconds=0)
+        assert not world._events._runs
+    finally:
+        worker.close()
+        world.close()

@@ -82,8 +82,8 @@ def _as_sent(response: Any, **_options: Any) -> Any:
 
 __all__ = ["EventLog", "recorded_at_now"]
 
-# Runs whose script keys this process keeps (about 350 bytes each: at most ~3.5 MB); a run
-# is forgotten once this process appends its end, and all are when the count is reached.
+# Runs whose script keys this process keeps (~450 bytes each: at most ~4.5 MB); a run is
+# forgotten once this process appends its end or archives it, all when the count is reached.
 _RUN_CACHE_SIZE = 10_000
 # How long a run's end marker stays (its archive shortens it to the log's TTL).
 _ENDED_TTL_MS = 24 * 3600 * 1000
@@ -230,9 +230,8 @@ class EventLog:
         :meth:`~little_dist.world.base.World.claim_submission`) and append ``events`` in one
         step, one round trip; ``(events, new)``, ``new`` when every event was appended (not
         answered from the log). :class:`ClaimedError` when another hash is recorded: nothing
-        is appended then. ``fresh``: the run id was made up by the caller, so it has no
-        archive (else S3 is asked before a log is started under it: an archived run is
-        never started again)."""
+        is appended then. ``fresh``: the caller made the run id up: it has no archive (else
+        S3 is asked first: an archived run never starts again)."""
         return self._append_batch(run_id, events, signal=signal, claim=input_hash, fresh=fresh)
 
     def claim_and_append_many(
@@ -246,8 +245,8 @@ class EventLog:
         :meth:`claim_and_append`, in one pipeline (one round trip for them all). Per start:
         ``None`` when every event was appended now; else the hash recorded for the run:
         another input's (nothing was appended), or its own (submitted before: the caller
-        reads the log). ``fresh`` as :meth:`claim_and_append`; without it, a run Redis has
-        no log of is started one by one, after S3 was asked (:meth:`claim_and_append`)."""
+        reads the log). ``fresh`` as :meth:`claim_and_append` (without it, a run Redis has no
+        log of is started alone, after S3 was asked)."""
         pipe = self._redis.pipeline(transaction=False)
         recorded_at = recorded_at_now()  # (one append's time for the batch, as one append)
         for run_id, input_hash, events in starts:
@@ -407,8 +406,7 @@ class EventLog:
                         keys = self._keys.run(run_id)
                         self._end_with_log([keys.ended, keys.events], [])
                 return self._recorded_in_archive(run_id, prepared, recorded_at), False
-            # No archive either: a new run (nothing was written: the same append again,
-            # now allowed to start the log).
+            # No archive either: a new run (nothing was written), started now.
             return self._append_batch(
                 run_id,
                 events,
@@ -531,6 +529,10 @@ class EventLog:
         self._remember(run_id, run, last)
         return out
 
+    def forget(self, run_id: str) -> None:
+        """Drop what this process keeps of the run (archived: it takes no new events)."""
+        self._runs.pop(run_id, None)
+
     def _remember(self, run_id: str, run: _Run, last: int) -> None:
         run.last = last
         if run_id not in self._runs:
@@ -573,8 +575,7 @@ class EventLog:
             pipe.exists(keys.archived)
             stream_exists, sealed = pipe.execute()
         if stream_exists:
-            return False
-        # Gone from Redis (or never there): the seal marker, then S3, knows whether archived.
+            return False  # (else the seal marker, then S3, knows whether it was archived)
         return bool(sealed) or self._archives.events(run_id, required=False) is not None
 
     def last_sequence(self, run_id: str) -> int:

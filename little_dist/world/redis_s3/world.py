@@ -495,7 +495,9 @@ class RedisS3World:
         world's ``archive_ttl_seconds``) is how long the Redis keys stay; 0 deletes them now.
         Idempotent; returns the run's last sequence.
         """
-        return self._archives.archive(run_id, ttl_seconds, self._events.stream_events)
+        last = self._archives.archive(run_id, ttl_seconds, self._events.stream_events)
+        self._events.forget(run_id)  # (the scheduler's cache holds no finished run)
+        return last
 
     # -- artifacts ------------------------------------------------------------------------
     def put_artifact(self, artifact: ArtifactInput) -> ArtifactManifest:
