@@ -165,8 +165,7 @@ class EventLog:
             client,
             scripts.append_script(signal_maxlen=signal_maxlen if signal_stream else None),
             # Decided per call: an append is idempotent only when every event carries an
-            # occurrence id (a second run answers the recorded events); one without would
-            # be recorded twice.
+            # occurrence id (a second run answers them); one without would be recorded twice.
             idempotent=False,
         )
         # A submission's start: the claim of its input hash and the append in one step.
@@ -276,8 +275,11 @@ class EventLog:
             if isinstance(reply, int):
                 answers.append(None)
             elif reply[0] == b"absent":  # no log in Redis: archived, or new (S3 says which)
+                new_run = not self._archives.has_archive(run_id)
                 try:
-                    _, new = self.claim_and_append(run_id, input_hash, events, signal=signal)
+                    _, new = self.claim_and_append(
+                        run_id, input_hash, events, signal=signal, fresh=new_run
+                    )
                 except ClaimedError as claimed:
                     answers.append(claimed.recorded)
                 else:
@@ -574,9 +576,7 @@ class EventLog:
             pipe.exists(keys.events)
             pipe.exists(keys.archived)
             stream_exists, sealed = pipe.execute()
-        if stream_exists:
-            return False  # (else the seal marker, then S3, knows whether it was archived)
-        return bool(sealed) or self._archives.events(run_id, required=False) is not None
+        return not stream_exists and (bool(sealed) or self._archives.has_archive(run_id))
 
     def last_sequence(self, run_id: str) -> int:
         validate_run_id(run_id)
