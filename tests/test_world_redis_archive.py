@@ -310,3 +310,24 @@ def test_archiving_a_run_drops_what_the_process_kept_of_it(
     finally:
         worker.close()
         world.close()
+
+
+def test_a_lease_taken_after_the_archive_keeps_the_run_counters_no_longer_than_its_log(
+    world_spec: Callable[[], str], s3_env: S3Service, raw_redis: redis.Redis
+) -> None:
+    """A delayed task takes a run's lease after the run was archived: the run's token
+    counters must still go with its log, not stay 30 days (bench/cost.py found one)."""
+    world = _open(world_spec(), s3_env)
+    try:
+        world.append_batch(RUN, [_ev("RunStarted", "run-start"), _ev("RunCompleted", "run-end")])
+        lease = world.acquire_lease(f"{{{RUN}}}:step:s", "worker-1", 30)
+        assert lease is not None
+        tokens = world._keys.run(RUN).tokens
+        assert raw_redis.pttl(tokens) > 3600_000  # a live run's: long
+        world.archive_run(RUN, ttl_seconds=60)
+        assert 0 < raw_redis.pttl(tokens) <= 60_000
+        late = world.acquire_lease(f"{{{RUN}}}:step:t", "worker-2", 30)
+        assert late is not None and late.token == 1
+        assert 0 < raw_redis.pttl(tokens) <= 60_000  # not 30 days again
+    finally:
+        world.close()

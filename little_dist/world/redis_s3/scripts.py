@@ -262,7 +262,8 @@ return last
 ACQUIRE_LEASE = (
     """
 -- KEYS: 1 lease hash, 2 token counter (a string; or, with ARGV[5], the hash of the run's
--- counters), 3 with ARGV[5]: the lease's counter of old (a string, taken over once).
+-- counters), 3 with ARGV[5]: the lease's counter of old (a string, taken over once), 4 with
+-- ARGV[5]: the run's events stream.
 -- ARGV: 1 holder, 2 ttl ms, 3 counter ttl ms, 4 now in ms or '' (Redis TIME), 5 the field
 -- of this lease's counter in KEYS[2] or ''. Result: {token, expires ms}, or false if another
 -- holds it.
@@ -294,7 +295,16 @@ if ARGV[5] ~= '' then
 else
   token = redis.call('INCR', KEYS[2])
 end
-redis.call('PEXPIRE', KEYS[2], ARGV[3])
+local keep = tonumber(ARGV[3])
+if ARGV[5] ~= '' then
+  -- A run's counters go with its log: once its archive gave the log a TTL, a lease taken
+  -- late (a delayed task) does not keep them for ARGV[3] again.
+  local left = redis.call('PTTL', KEYS[4])
+  if left > 0 then
+    keep = math.max(left, ttl)
+  end
+end
+redis.call('PEXPIRE', KEYS[2], keep)
 redis.call('HSET', KEYS[1], 'holder', ARGV[1], 'token', token, 'exp', string.format('%d', exp))
 redis.call('PEXPIRE', KEYS[1], ttl)
 return {token, exp}
