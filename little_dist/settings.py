@@ -37,7 +37,6 @@ variable                            field                          default
 ``LITTLE_SIGNAL_GROUP``             ``signal_group``               ``little-schedulers``
 ``LITTLE_SIGNAL_CLAIM_IDLE``        ``signal_claim_idle``          ``60`` s
 ``LITTLE_ARCHIVE_TTL``              ``archive_ttl``                ``300`` s (5 minutes)
-``LITTLE_ARCHIVE_MARKER_TTL``       ``archive_marker_ttl``         ``2592000`` s (30 days)
 ``LITTLE_ARCHIVE_DELAY``            ``archive_delay``              ``2`` s
 ``LITTLE_MAX_BRANCHES_CAP``         ``max_branches_cap``           unset (upstream's 100)
 ``LITTLE_BRANCH_WINDOW``            ``branch_window``              ``fleet``
@@ -390,9 +389,6 @@ class Settings(LimitSettings):
     # Redis let go fall through to the archive): minutes, not days, or Redis holds every
     # run of the last days (~31 KB a small run).
     archive_ttl: float = _seconds("LITTLE_ARCHIVE_TTL", 300.0, allow_zero=True)
-    # How long Redis remembers an archived run once its keys are gone (one to two of it: a
-    # field of a bucket hash, see world/redis_s3/archived.py); then only S3 knows it.
-    archive_marker_ttl: float = _seconds("LITTLE_ARCHIVE_MARKER_TTL", 30 * 24 * 3600.0)
     # How long after a run ends the scheduler starts copying it to S3: the clients that wake
     # on the end read the log first, without that copy competing for the machine.
     archive_delay: float = _seconds("LITTLE_ARCHIVE_DELAY", 2.0, allow_zero=True)

@@ -6,7 +6,8 @@ import uuid
 
 import pytest
 
-from bench.cost import archive_rates, parse_s3_requests, snapshot
+from bench.cost import archive_rates, parse_s3_requests, say_rss, snapshot
+from bench.fleet import Report
 
 METRICS = """# HELP SeaweedFS_s3_request_total Counter of s3 requests.
 # TYPE SeaweedFS_s3_request_total counter
@@ -54,3 +55,25 @@ def test_archive_throughput_is_the_drain_rate_against_the_completion_rate() -> N
     assert completion == pytest.approx(20.0) and archive == pytest.approx(30.0)
     assert archive_rates(samples, [(0, 0.1)], archive_delay=2.0) is None  # nothing waited
     assert archive_rates([(0.0, 0, 0, 0)], [(9, 3.0)], archive_delay=2.0) is None
+
+
+def test_rss_is_judged_on_the_later_window_not_the_warm_up() -> None:
+    # KiB at: start, after 640 runs, after 2,000 more, after 2,000 more. The scheduler grows
+    # 16 MiB while warming up, then 0.5 MiB a 1,000 runs: flat. A worker that keeps growing
+    # 3 MiB a 1,000 runs in the later window misses the target.
+    mib = 1024
+    start, measured, half, end = (
+        [100 * mib, 200 * mib],
+        [110 * mib, 210 * mib],
+        [116 * mib, 216 * mib],
+        [117 * mib, 222 * mib],
+    )
+    report = Report()
+    say_rss(report, ["scheduler", "worker-0"], [start, measured, half, end], 640, 2000)
+    (line,) = report.lines
+    assert "scheduler 117.0 MiB (warm-up: +15.62 over the first 640" in line
+    assert "then +0.50 MiB/1,000 runs" in line and "then +3.00 MiB/1,000 runs" in line
+    assert line.endswith("MISSED")
+    report = Report()
+    say_rss(report, ["scheduler"], [[start[0]], [measured[0]], [half[0]], [end[0]]], 640, 2000)
+    assert report.lines[0].endswith("OK")

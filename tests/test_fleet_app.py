@@ -275,10 +275,7 @@ def test_the_world_spec_gets_the_settings_signal_stream() -> None:
         **S3,
     )
     spec = fleet_world_spec(s)
-    assert spec == (
-        "redis://h:6379/0?key_prefix=t%3A&signal_stream=sig%3Ax&archive_ttl=60"
-        "&archive_marker_ttl=2592000"
-    )
+    assert spec == ("redis://h:6379/0?key_prefix=t%3A&signal_stream=sig%3Ax&archive_ttl=60")
 
 
 def test_the_redis_url_of_a_world_spec_has_none_of_the_worlds_options() -> None:
@@ -287,7 +284,7 @@ def test_the_redis_url_of_a_world_spec_has_none_of_the_worlds_options() -> None:
     from little_dist.world.factory import redis_url_of
 
     spec = (
-        "redis://h:6379/0?key_prefix=t:&s3_prefix=p/&archive_ttl=1&archive_marker_ttl=2"
+        "redis://h:6379/0?key_prefix=t:&s3_prefix=p/&archive_ttl=1"
         "&signal_stream=s&hot_artifact_limit=0&socket_timeout=5"
     )
     assert redis_url_of(spec) == "redis://h:6379/0?socket_timeout=5"

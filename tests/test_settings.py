@@ -70,12 +70,6 @@ def test_default_archive_ttl_matches_the_world() -> None:
     assert load_settings({}).archive_ttl == DEFAULT_ARCHIVE_TTL_SECONDS
 
 
-def test_default_archive_marker_ttl_matches_the_world() -> None:
-    from little_dist.world.redis_s3.archive import DEFAULT_ARCHIVE_MARKER_TTL_SECONDS
-
-    assert load_settings({}).archive_marker_ttl == DEFAULT_ARCHIVE_MARKER_TTL_SECONDS
-
-
 # env var -> (raw value, field, parsed value)
 EVERY_VAR: dict[str, tuple[str, str, Any]] = {
     "LITTLE_REDIS_URL": ("redis://redis:6379/2", "redis_url", "redis://redis:6379/2"),
@@ -110,7 +104,6 @@ EVERY_VAR: dict[str, tuple[str, str, Any]] = {
     "LITTLE_SIGNAL_GROUP": ("t1-schedulers", "signal_group", "t1-schedulers"),
     "LITTLE_SIGNAL_CLAIM_IDLE": ("30", "signal_claim_idle", 30.0),
     "LITTLE_ARCHIVE_TTL": ("0", "archive_ttl", 0.0),
-    "LITTLE_ARCHIVE_MARKER_TTL": ("86400", "archive_marker_ttl", 86400.0),
     "LITTLE_ARCHIVE_DELAY": ("0.5", "archive_delay", 0.5),
     "LITTLE_MAX_BRANCHES_CAP": ("1000", "max_branches_cap", 1000),
     "LITTLE_BRANCH_WINDOW": ("declared", "branch_window", "declared"),

@@ -4,7 +4,10 @@ A submit of a fresh run whose workflow version this process registered before is
 round trip to Redis and no S3 request: the input's claim and the run's start are recorded
 in one atomic step (``RedisS3World.start_submission``), without reading the empty log
 first. The semantics stay: the same run id twice is one run, another input is refused and
-leaves the log as it was (see also tests/test_fleet_submit_race.py).
+leaves the log as it was (see also tests/test_fleet_submit_race.py). A run id the caller
+gives costs one look at S3 and a second round trip: Redis keeps nothing of an archived run,
+so the archives are asked whether the run ran before; an archived run is never started
+again.
 """
 
 from __future__ import annotations
@@ -65,21 +68,25 @@ def counted(world: RedisS3World, *, any_thread: bool = False) -> Iterator[dict[s
 def test_a_fresh_submit_of_a_registered_version_is_one_round_trip(world: RedisS3World) -> None:
     doc = wf.single_tool_lwir("add", {"a": 1, "b": 2})
     submit_run(world, doc, {"x": 1})  # registers the version
-    run_id = f"run_cheap_{uuid.uuid4().hex[:8]}"
     with counted(world) as counts:
-        assert submit_run(world, doc, {"x": 1}, run_id=run_id) == run_id
+        run_id = submit_run(world, doc, {"x": 1})
     assert counts == {"redis": 1, "s3": 0}
     types = [event.type for event in world.list_events(run_id)]
     assert types == ["WorkflowVersionRegistered", "RunStarted"]
+    # An id given by the caller: is there an archive of it? One S3 read, then the start.
+    given = f"run_cheap_{uuid.uuid4().hex[:8]}"
+    with counted(world) as counts:
+        assert submit_run(world, doc, {"x": 1}, run_id=given) == given
+    assert counts == {"redis": 2, "s3": 1}
+    assert [event.type for event in world.list_events(given)] == types
 
 
 def test_a_fixed_plan_submit_reads_nothing_back(world: RedisS3World) -> None:
     from tests.fleet_app import chain5
 
     submit_run(world, chain5, {"n": 1})
-    run_id = f"run_cheap_{uuid.uuid4().hex[:8]}"
     with counted(world) as counts:
-        submit_run(world, chain5, {"n": 1}, run_id=run_id)
+        run_id = submit_run(world, chain5, {"n": 1})
     assert counts == {"redis": 1, "s3": 0}
     assert [event.type for event in world.list_events(run_id)][-2:] == [
         "WorkflowVersionRegistered",
@@ -121,10 +128,10 @@ def test_submit_runs_starts_a_batch_in_a_round_trip_per_chunk(world: RedisS3Worl
     # The workflow's shared part is stored, the sending thread's connection opened.
     submit_runs(world, chain5, [{"n": 0}], run_ids=[f"run_many_first_{uuid.uuid4().hex[:6]}"])
     inputs = [{"n": n} for n in range(1, 2 * _SEND_EVERY + 1)]
-    run_ids = [f"run_many_{n}_{uuid.uuid4().hex[:6]}" for n in range(len(inputs))]
     with counted(world, any_thread=True) as counts:
-        assert submit_runs(world, chain5, inputs, run_ids=run_ids) == run_ids
+        run_ids = submit_runs(world, chain5, inputs)
     assert counts == {"redis": 2, "s3": 0}
+    assert len(set(run_ids)) == len(inputs)
     for run_id, run_input in zip(run_ids, inputs, strict=True):
         started = [e for e in world.list_events(run_id) if e.type == "RunStarted"]
         assert [e.payload["input"] for e in started] == [run_input]
@@ -193,3 +200,38 @@ def test_the_archive_of_a_small_run_is_one_s3_put_whatever_its_outputs(
     assert [world.get_artifact(m.artifact_ref, run_id=run_id).payload for m in refs] == [
         {"n": n} for n in range(20)
     ]
+
+
+def test_a_run_archived_and_gone_from_redis_is_not_started_again(
+    world: RedisS3World, s3_env: S3Service
+) -> None:
+    """Redis holds nothing of the run any more; a submit under its id (one or a batch) asks
+    S3, finds the archive and starts nothing: the same input answers the id, another input
+    is refused, and Redis still holds nothing of the run."""
+    from little_dist.events import EventInput
+    from little_dist.fleet.submission import submit_runs
+
+    doc = wf.single_tool_lwir("add", {"a": 1, "b": 2})
+    run_id = submit_run(world, doc, {"x": 1})
+    end = EventInput(type="RunFailed", occurrence_id="run-end", payload={"error": "stop"})
+    world.append(run_id, end)
+    archived = world.list_events(run_id)
+    world.archive_run(run_id, ttl_seconds=0)
+    raw = world._redis
+    raw.delete(world._keys.run(run_id).archived)  # its seal marker expired too
+    prefix = world._keys.redis_prefix
+
+    def held() -> list[bytes]:
+        return list(raw.scan_iter(match=f"{prefix}*{run_id}*"))
+
+    assert held() == []
+    assert submit_run(world, doc, {"x": 1}, run_id=run_id) == run_id
+    assert submit_runs(world, doc, [{"x": 1}], run_ids=[run_id]) == [run_id]
+    with pytest.raises(RunMismatchError, match="different input"):
+        submit_run(world, doc, {"x": 2}, run_id=run_id)
+    with pytest.raises(RunMismatchError, match=run_id):
+        submit_runs(world, doc, [{"x": 2}], run_ids=[run_id])
+    assert held() == []  # no fresh log, no claim, no index entry
+    assert raw.zscore(world._keys.run_index, run_id) is None
+    assert world.list_events(run_id) == archived
+    assert world.claim_submission(run_id, "sha256:" + "2" * 64) != "sha256:" + "2" * 64

@@ -430,8 +430,8 @@ def test_a_late_artifact_of_an_archived_run_goes_to_s3_once_its_marker_is_gone(
     world: RedisS3World, raw: redis.Redis, bucket: Callable[[], set[str]]
 ) -> None:
     """A zombie's small output for a run archived minutes ago (its seal marker gone with its
-    stream; a field of its bucket of archived runs remembers it) is not kept in Redis, where
-    nothing would archive it or let it expire."""
+    stream: Redis holds nothing of the run, S3 is asked) is not kept in Redis, where nothing
+    would archive it or let it expire."""
     _start_run(world)
     _end_run(world)
     world.archive_run(RUN, ttl_seconds=0)

@@ -4,9 +4,10 @@
   EventLogCorruptError (the same content again is fine: archiving is idempotent).
 * The log is streamed to S3 a part at a time (a multipart upload, conditional on the key
   being absent), never built whole in memory.
-* The run's ``:archived`` marker expires (``archive_marker_ttl``), and the run index keeps
-  live runs apart from archived ones, which leave it after the same time: neither grows
-  forever. A run Redis has forgotten is read from its archive.
+* Once an archived run's keys have expired Redis holds nothing of it (no key, no byte): its
+  log is read from its archive, an append to it is refused (S3 is asked before a log is
+  started under a run id Redis holds no log of), and a submission with its id does not
+  start it again. The run index holds only runs not archived yet.
 """
 
 from __future__ import annotations
@@ -65,7 +66,18 @@ def test_an_archive_with_other_content_is_refused(
         first.append_batch(RUN, [_ev("RunStarted", "run-start"), _ev("RunCompleted", "run-end")])
         assert first.archive_run(RUN, ttl_seconds=60) == 2
         assert first.archive_run(RUN, ttl_seconds=60) == 2  # the same content again: fine
-        other.append_batch(RUN, [_ev("RunStarted", "run-start"), _ev("RunFailed", "run-end")])
+        # Only a start that wrongly vouches for the id (fresh: made up here) can write a
+        # second log under it: an append asks S3 first and is answered from the archive.
+        answered = other.append_batch(
+            RUN, [_ev("RunStarted", "run-start"), _ev("RunFailed", "run-end")]
+        )
+        assert [e.type for e in answered] == ["RunStarted", "RunCompleted"]
+        other.start_submission(
+            RUN,
+            "sha256:" + "0" * 64,
+            [_ev("RunStarted", "run-start"), _ev("RunFailed", "run-end")],
+            fresh=True,
+        )
         with pytest.raises(EventLogCorruptError, match="archive"):
             other.archive_run(RUN, ttl_seconds=60)
         # What S3 holds is the first log, untouched.
@@ -120,54 +132,113 @@ def test_a_long_log_is_streamed_to_s3_in_parts(
         world.close()
 
 
-def test_an_archived_run_is_remembered_in_a_bucket_field_then_read_from_s3(
+def _keys_of(raw_redis: redis.Redis, prefix: str) -> tuple[int, int]:
+    """How many keys under ``prefix`` and their bytes (MEMORY USAGE)."""
+    keys = list(raw_redis.scan_iter(match=f"{prefix}*", count=1000))
+    return len(keys), sum(raw_redis.memory_usage(key) or 0 for key in keys)
+
+
+def test_redis_holds_nothing_of_an_archived_run_once_its_keys_expire(
     world_spec: Callable[[], str], s3_env: S3Service, raw_redis: redis.Redis
 ) -> None:
-    """Once its keys are gone, an archived run is a field of a bucket hash (~40 bytes, not a
-    key of its own): it still refuses a late writer and sends reads to S3; the bucket
-    expires by generation, then only S3 knows the run."""
-    spec = _with(world_spec(), archive_marker_ttl="3600")
+    """Not a key, not a byte: whatever the number of archived runs, Redis's share of them is
+    zero once their keys have expired (S3 holds them); reads go to S3."""
+    spec = world_spec()
+    world = _open(spec, s3_env)
+    prefix = world._keys.redis_prefix
+    try:
+        written = {}
+        for index in range(20):
+            run_id = f"run_gone{index}"
+            written[run_id] = world.append_batch(
+                run_id, [_ev("RunStarted", "run-start"), _ev("RunCompleted", "run-end")]
+            )
+        world.append("run_live", _ev("RunStarted", "run-start"))
+        live_keys, live_bytes = _keys_of(raw_redis, prefix)
+        for run_id in written:
+            assert world.archive_run(run_id, ttl_seconds=1) == 2
+        assert world.list_unarchived_run_ids() == ["run_live"]
+        # The short TTL (the seal marker a little longer): expire it now rather than wait.
+        for run_id in written:
+            keys = world._keys.run(run_id)
+            assert 0 < raw_redis.pttl(keys.events) <= 1000
+            raw_redis.delete(keys.archived)
+            raw_redis.delete(keys.events, keys.occurrences, keys.submitted, keys.ended)
+        keys_left = list(raw_redis.scan_iter(match=f"{prefix}*", count=1000))
+        assert not [key for key in keys_left if b"run_gone" in key]
+        # Nothing else grew per archived run either (what is left is the live run's and
+        # the shared keys: the run index, the stream of ends).
+        count, size = _keys_of(raw_redis, prefix)
+        assert count <= live_keys
+        assert raw_redis.zrange(world._keys.run_index, 0, -1) == [b"run_live"]
+        assert size <= live_bytes + 64  # (the index and the ends stream shrank or stayed)
+
+        reader = _open(spec, s3_env)  # a process that never saw the runs
+        try:
+            for run_id, events in written.items():
+                assert reader.list_events(run_id) == events
+                assert reader.list_events(run_id, after=1) == events[1:]
+                assert reader.last_sequence(run_id) == 2
+            assert reader.list_run_ids() == sorted([*written, "run_live"])
+            assert world.archive_run("run_gone0") == 2  # archiving again: idempotent
+        finally:
+            reader.close()
+        assert _keys_of(raw_redis, prefix)[0] == count  # reads wrote nothing
+    finally:
+        world.close()
+
+
+def test_an_append_to_an_archived_run_gone_from_redis_is_refused(
+    world_spec: Callable[[], str], s3_env: S3Service, raw_redis: redis.Redis
+) -> None:
+    spec = world_spec()
     world = _open(spec, s3_env)
     late = _open(spec, s3_env)  # a process that never wrote to the run
     try:
         written = world.append_batch(
             RUN, [_ev("RunStarted", "run-start"), _ev("RunCompleted", "run-end")]
         )
-        world.append("run_live", _ev("RunStarted", "run-start"))
-        assert world.archive_run(RUN, ttl_seconds=0) == 2
-        keys = world._keys
-        marker = keys.run(RUN).archived
-        assert 0 < raw_redis.pttl(marker) <= 10_000  # the seal marker goes with the stream
-        buckets = world._archives.marks.keys_of(RUN)
-        (bucket,) = [key for key in buckets if raw_redis.exists(key)]
-        assert raw_redis.hget(bucket, RUN) == b"2"
-        assert raw_redis.object("encoding", bucket) == b"listpack"
-        assert 3600_000 < raw_redis.pttl(bucket) <= 7200_000  # one to two marker TTLs
-        assert world.list_run_ids() == ["run_archive", "run_live"]
-        assert world.list_unarchived_run_ids() == ["run_live"]
-        assert raw_redis.zscore(keys.run_index, RUN) is None
-
-        raw_redis.delete(marker)  # the seal marker expired: the bucket still knows the run
-        with pytest.raises(RunSealedError):
+        world.archive_run(RUN, ttl_seconds=0)
+        raw_redis.delete(world._keys.run(RUN).archived)  # the seal marker expired too
+        with pytest.raises(RunSealedError, match=f"Run {RUN} is archived; its event log"):
             late.append(RUN, _ev(stepPath="late"))
+        with pytest.raises(RunSealedError):  # a start too: an archived run never restarts
+            late.append_batch(RUN, [_ev("RunStarted"), _ev("RunCompleted", "end-again")])
+        # What the log recorded is answered (an append sent again after a lost reply).
+        assert late.append(RUN, _ev("RunStarted", "run-start", again=True)) == written[0]
         assert late.append(RUN, _ev("RunCompleted", "run-end")) == written[1]
-        assert raw_redis.exists(keys.run(RUN).events) == 0  # no fresh log under the id
-        assert late.last_sequence(RUN) == 2
+        assert raw_redis.exists(world._keys.run(RUN).events) == 0  # no fresh log
+        assert not list(raw_redis.scan_iter(match=f"{world._keys.redis_prefix}*{RUN}*"))
+        assert raw_redis.zscore(world._keys.run_index, RUN) is None
         assert late.list_events(RUN) == written
-        assert world.archive_run(RUN) == 2  # archiving again: idempotent
-        assert world.list_run_ids() == ["run_archive", "run_live"]
-
-        raw_redis.delete(*buckets)  # the bucket's generation expired: Redis forgot the run
-        reader = _open(spec, s3_env)
-        try:
-            assert reader.list_events(RUN) == written
-            assert reader.list_events(RUN, after=1) == written[1:]
-            assert reader.last_sequence(RUN) == 2
-            assert RUN not in reader.list_run_ids()
-        finally:
-            reader.close()
     finally:
         late.close()
+        world.close()
+
+
+def test_a_new_run_id_given_by_its_caller_starts_after_s3_was_asked(
+    world_spec: Callable[[], str], s3_env: S3Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world = _open(world_spec(), s3_env)
+    asked: list[str] = []
+    real_get = world._s3.get
+
+    def get(key: str) -> bytes | None:
+        asked.append(key)
+        return real_get(key)
+
+    monkeypatch.setattr(world._s3, "get", get)
+    try:
+        (started,) = world.append_batch("run_given", [_ev("RunStarted", "run-start")])
+        assert started.sequence == 1
+        assert asked == [world._keys.archive("run_given")]
+        world.append("run_given", _ev(stepPath="s"))  # the log is there: S3 is not asked
+        _, recorded, new = world.start_submission(
+            "run_made_up", "sha256:" + "1" * 64, [_ev("RunStarted", "run-start")], fresh=True
+        )
+        assert new and [e.sequence for e in recorded] == [1]
+        assert asked == [world._keys.archive("run_given")]  # a made-up id: no S3 request
+    finally:
         world.close()
 
 
@@ -216,5 +287,47 @@ def test_a_late_commit_to_an_archived_run_keeps_its_usage_and_the_bounds_come_fr
             response.payload,
         )
         assert world.last_sequence(RUN) == 3
+    finally:
+        world.close()
+
+
+def test_archiving_a_run_drops_what_the_process_kept_of_it(
+    world_spec: Callable[[], str], s3_env: S3Service
+) -> None:
+    """A scheduler appends to every run but seldom its end: the runs it archives must not
+    stay in its per-run cache (its memory grew with every run, up to the cache's cap)."""
+    spec = world_spec()
+    world, worker = _open(spec, s3_env), _open(spec, s3_env)
+    try:
+        run_ids = [f"run_kept{index}" for index in range(5)]
+        for run_id in run_ids:
+            world.append(run_id, _ev("RunStarted", "run-start"))
+            worker.append(run_id, _ev("RunCompleted", "run-end"))  # the end: another's
+        assert sorted(world._events._runs) == run_ids
+        for run_id in run_ids:
+            world.archive_run(run_id, ttl_seconds=0)
+        assert not world._events._runs
+    finally:
+        worker.close()
+        world.close()
+
+
+def test_a_lease_taken_after_the_archive_keeps_the_run_counters_no_longer_than_its_log(
+    world_spec: Callable[[], str], s3_env: S3Service, raw_redis: redis.Redis
+) -> None:
+    """A delayed task takes a run's lease after the run was archived: the run's token
+    counters must still go with its log, not stay 30 days (bench/cost.py found one)."""
+    world = _open(world_spec(), s3_env)
+    try:
+        world.append_batch(RUN, [_ev("RunStarted", "run-start"), _ev("RunCompleted", "run-end")])
+        lease = world.acquire_lease(f"{{{RUN}}}:step:s", "worker-1", 30)
+        assert lease is not None
+        tokens = world._keys.run(RUN).tokens
+        assert raw_redis.pttl(tokens) > 3600_000  # a live run's: long
+        world.archive_run(RUN, ttl_seconds=60)
+        assert 0 < raw_redis.pttl(tokens) <= 60_000
+        late = world.acquire_lease(f"{{{RUN}}}:step:t", "worker-2", 30)
+        assert late is not None and late.token == 1
+        assert 0 < raw_redis.pttl(tokens) <= 60_000  # not 30 days again
     finally:
         world.close()

@@ -863,7 +863,8 @@ def test_entries_in_another_field_order_read_the_same(
 
 
 def test_a_partial_read_asks_redis_only_for_the_ranges_around_what_the_reader_holds() -> None:
-    from little_dist.world.redis_s3.events import _MAX_GAPS, _gaps
+    from little_dist.world.redis_s3.entries import MAX_GAPS as _MAX_GAPS
+    from little_dist.world.redis_s3.entries import gaps_around as _gaps
 
     assert _gaps(1, {3, 4, 6}) == [(2, 2), (5, 5), (7, None)]
     assert _gaps(0, {1, 2}) == [(3, None)]

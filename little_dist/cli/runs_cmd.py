@@ -4,8 +4,8 @@ Columns: run id, workflow, status (``running``, ``completed``, ``failed``, ``can
 start, duration and cost. ``--status`` and ``--workflow`` (a glob, e.g. ``'support.*'``)
 filter, ``--limit`` (default 20, 0 for all) keeps the newest, ``--json`` prints a JSON
 array. Works on any world (``--data-dir``/``--world``, default ``$LITTLE_WORLD``): a
-LocalWorld lists every run; the fleet's lists the runs Redis knows, live or archived within
-``LITTLE_ARCHIVE_MARKER_TTL`` (older ones are in S3 only, ``archives/RUN_ID.ndjson``).
+LocalWorld lists every run; the fleet's lists the runs in Redis (live, not archived yet)
+and the archives in S3 (``archives/RUN_ID.ndjson``; an archived run is read from there).
 
 Cheap on purpose: each run costs its first and last events
 (:meth:`~little_dist.world.base.World.first_and_last_events`), which give its workflow,

@@ -178,6 +178,9 @@ class _Request:
     definition: WorkflowDefinition | None = None
     #: A workflow the planner plans (a definition without a plan, or a registered id).
     planner_path: str | None = None
+    #: The run id was made up here: no archive can hold it (a given one costs a look at S3
+    #: before its log starts, so an archived run is never started again).
+    fresh: bool = False
 
     @functools.cached_property
     def input_text(self) -> str:
@@ -248,9 +251,24 @@ def _checked_request(
     """What is submitted, checked against the limits and the registry's capabilities
     before anything is read or written (``grants=False``: a fixed plan's grants were
     checked for an earlier input of the batch; they do not depend on the input)."""
+    fresh = run_id is None
+    run_id = new_run_id() if run_id is None else validate_run_id(run_id)
+    request = _request(workflow, run_input, run_id, registry, limits, grants=grants)
+    request.fresh = fresh
+    return request
+
+
+def _request(
+    workflow: WorkflowDefinition | WorkflowVersion | Mapping[str, Any] | str,
+    run_input: Any,
+    run_id: str,
+    registry: AppRegistry | None,
+    limits: InputLimits,
+    *,
+    grants: bool,
+) -> _Request:
     from little_dist.authoring import WorkflowDefinition
 
-    run_id = new_run_id() if run_id is None else validate_run_id(run_id)
     if isinstance(workflow, str) and registry is not None:
         workflow = registry.get(workflow) or workflow
     if isinstance(workflow, WorkflowDefinition):
@@ -364,7 +382,7 @@ def _start_at_once(
         announce(request.run_id)
     events = _bound_start(world, planned, request)
     claimed, recorded, new = start(
-        request.run_id, request.input_hash, events, signal=announce is None
+        request.run_id, request.input_hash, events, signal=announce is None, fresh=request.fresh
     )
     if claimed != request.input_hash:
         raise RunMismatchError(f"run {request.run_id} was submitted with a different input")
@@ -441,6 +459,7 @@ def submit_runs(
         raise InvalidInputError(f"{len(run_ids)} run ids for {len(inputs)} inputs")
     limits = settings.limits if settings is not None else InputLimits()
     ids = list(run_ids) if run_ids is not None else [new_run_id() for _ in inputs]
+    fresh = run_ids is None  # (ids made up here: no archive can hold them)
     starts_at_once = getattr(world, "start_submissions", None)
     if starts_at_once is None or not hasattr(world, "put_version_part"):
         return [
@@ -475,10 +494,10 @@ def submit_runs(
             events = _bound_start(world, planned, request)
             starts.append((request.run_id, request.input_hash, events))
             if len(starts) == _SEND_EVERY:
-                sent.append(sender.submit(starts_at_once, starts, signal=True))
+                sent.append(sender.submit(starts_at_once, starts, signal=True, fresh=fresh))
                 starts = []
         if starts:
-            sent.append(sender.submit(starts_at_once, starts, signal=True))
+            sent.append(sender.submit(starts_at_once, starts, signal=True, fresh=fresh))
         answers = [answer for chunk in sent for answer in chunk.result()]
     refused: list[str] = []
     for (request, version), answer in zip(batch, answers, strict=True):

@@ -30,10 +30,9 @@ the next sweep.
 
 The spec is ``LITTLE_WORLD`` (default: ``LITTLE_REDIS_URL`` when an S3 bucket is set). For a
 ``redis://`` spec the world's own options (``key_prefix``, ``s3_prefix``, ``archive_ttl``,
-``archive_marker_ttl``, ``signal_stream``, ``hot_artifact_limit``) may be given in the
-query; ``signal_stream``, ``archive_ttl`` and ``archive_marker_ttl`` are added from the
-settings when absent, and a ``signal_stream`` that differs from the settings' is
-refused. S3 comes from the settings (``LITTLE_S3_*``, ``AWS_*``).
+``signal_stream``, ``hot_artifact_limit``) may be given in the query; ``signal_stream`` and
+``archive_ttl`` are added from the settings when absent, and a ``signal_stream`` that
+differs from the settings' is refused. S3 comes from the settings (``LITTLE_S3_*``, ``AWS_*``).
 """
 
 from __future__ import annotations
@@ -124,8 +123,6 @@ def fleet_world_spec(settings: Settings) -> str:
         query.append(("signal_stream", settings.signal_stream))
     if "archive_ttl" not in given:
         query.append(("archive_ttl", _format_seconds(settings.archive_ttl)))
-    if "archive_marker_ttl" not in given:
-        query.append(("archive_marker_ttl", _format_seconds(settings.archive_marker_ttl)))
     return urlunsplit(parts._replace(query=urlencode(query)))
 
 

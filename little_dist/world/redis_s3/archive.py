@@ -12,11 +12,12 @@ Sealing (the run's ``archived`` marker, set by one script) comes first: from
 then on appends of new events fail with :class:`RunSealedError`, already-recorded occurrence
 ids still resolve, and reads fall back to the archive once the stream has expired.
 
-Nothing about a run stays in Redis forever: its stream, occurrence index, submission claim,
-end marker and lease token counters expire ``ttl_seconds`` (default five minutes) after the
-archive, its seal marker a little later, and it leaves the run index for a field of a bucket
-hash of archived runs (:mod:`~little_dist.world.redis_s3.archived`, ~40 bytes), which Redis
-keeps for one to two ``marker_ttl_seconds``. A run Redis has forgotten is read from S3.
+Nothing about a run stays in Redis: its stream, occurrence index, submission claim, end
+marker and lease token counters expire ``ttl_seconds`` (default five minutes) after the
+archive, its seal marker a little later, and it leaves the run index at once. Then Redis
+holds not a byte of the run, however many runs the fleet has archived: a run without a
+stream is read from S3, and no append starts a log under its id without first asking S3
+whether it was archived (:mod:`~little_dist.world.redis_s3.events`).
 
 The run's small artifacts held in Redis (the hot tier, see
 :mod:`~little_dist.world.redis_s3.hot_artifacts`) ride inside the archive, after the events:
@@ -50,14 +51,12 @@ from little_dist.events import Event
 from little_dist.ids import artifact_ref, validate_run_id
 from little_dist.world.base import RunNotFoundError
 from little_dist.world.redis_s3 import scripts
-from little_dist.world.redis_s3.archived import ArchivedMarks
 from little_dist.world.redis_s3.hot_artifacts import HotArtifacts, parse_manifest
 from little_dist.world.redis_s3.keys import KeyLayout
 from little_dist.world.redis_s3.redis_calls import LuaScript, redis_errors
 from little_dist.world.redis_s3.s3 import S3Objects
 
 __all__ = [
-    "DEFAULT_ARCHIVE_MARKER_TTL_SECONDS",
     "DEFAULT_ARCHIVE_TTL_SECONDS",
     "RunArchives",
     "RunNotEndedError",
@@ -66,7 +65,6 @@ __all__ = [
 ]
 
 DEFAULT_ARCHIVE_TTL_SECONDS = 300
-DEFAULT_ARCHIVE_MARKER_TTL_SECONDS = 30 * 24 * 3600
 _CACHE_SIZE = 32
 _PAGE = 1000
 _KEYS_PER_COMMAND = 1000
@@ -113,13 +111,10 @@ class RunArchives:
         objects: S3Objects,
         keys: KeyLayout,
         ttl_seconds: float,
-        marks: ArchivedMarks,
         hot_artifacts: HotArtifacts | None = None,
     ) -> None:
         if ttl_seconds < 0:
             raise InvalidInputError("archive_ttl_seconds must be >= 0")
-        #: Where archived runs are remembered once their keys are gone.
-        self.marks = marks
         self._redis = client
         self._s3 = objects
         self._keys = keys
@@ -143,16 +138,15 @@ class RunArchives:
             raise InvalidInputError("ttl_seconds must be >= 0")
         keys = self._keys.run(run_id)
         with redis_errors(f"archive of {run_id}"):
-            last = int(
-                self._seal_script(
-                    [keys.events, keys.archived, keys.occurrences, *self.marks.keys_of(run_id)],
-                    [run_id],
-                )
-            )
+            last = int(self._seal_script([keys.events, keys.archived, keys.occurrences], [run_id]))
         if last == _NOT_ENDED:
             raise RunNotEndedError(run_id)
         if last < 0:
-            raise RunNotFoundError(run_id)
+            # Nothing in Redis: archived before and gone from Redis since, or never written.
+            archived = self.events(run_id, required=False)
+            if not archived:
+                raise RunNotFoundError(run_id)
+            return archived[-1].sequence
         expiring = [keys.events, keys.occurrences, keys.submitted, keys.ended, keys.tokens]
         # Sealed above, so no artifact joins the run's hot set any more: they all ride in.
         hot_keys, artifacts = self._hot.archived(run_id) if self._hot else ([], iter(()))
@@ -164,8 +158,7 @@ class RunArchives:
             # The stream is already gone: only a finished earlier archive can explain that.
             self.events(run_id, required=True)
         # The run's seal marker outlives its stream a little (it refuses new events while
-        # the stream is there); its bucket field, written in the same transaction, says
-        # "archived at `last`" for a marker TTL once both are gone.
+        # the stream is there); once both are gone, S3 alone says the run was archived.
         with redis_errors(f"archive of {run_id}"):
             pipe = self._redis.pipeline(transaction=True)
             if ttl == 0:
@@ -176,7 +169,6 @@ class RunArchives:
                 for key in expiring:
                     pipe.pexpire(key, ttl_ms)
             pipe.pexpire(keys.archived, max(1, int(ttl * 1000)) + _MARKER_MARGIN_MS)
-            self.marks.mark(pipe, run_id, last)
             pipe.zrem(self._keys.run_index, run_id)
             pipe.execute()
         return last
@@ -230,6 +222,19 @@ class RunArchives:
                 "both are kept as they are"
             )
 
+    def archived_run_ids(self) -> list[str]:
+        """Every run S3 holds an archive of (one list request a thousand runs)."""
+        prefix = self._keys.archive("")[: -len(_ARCHIVE_SUFFIX)]
+        return [
+            key[len(prefix) : -len(_ARCHIVE_SUFFIX)]
+            for key in self._s3.list_keys(prefix)
+            if key.endswith(_ARCHIVE_SUFFIX)
+        ]
+
+    def has_archive(self, run_id: str) -> bool:
+        """Whether S3 holds the run's archive (read and cached when it does)."""
+        return self._archived(run_id) is not None
+
     def events(self, run_id: str, *, required: bool) -> list[Event] | None:
         """The archived log of ``run_id``; None if it has none (an error if ``required``)."""
         archived = self._archived(run_id)
@@ -272,6 +277,8 @@ class RunArchives:
                 self._cache.popitem(last=False)
         return archived
 
+
+_ARCHIVE_SUFFIX = ".ndjson"
 
 #: The fields of an artifact's line in an archive (see the module docstring).
 _MANIFEST_FIELD = "artifactManifest"

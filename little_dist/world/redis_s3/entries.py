@@ -12,13 +12,20 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Collection
-from typing import Any
+from typing import Any, Final
 
 from little_dist.events import Event, recorded_event
 from little_dist.ids import event_id_for_payload_json
 from little_dist.world.base import UndecodedEvent
 
-__all__ = ["decode_entries", "decode_entry", "decode_partly", "entry_type"]
+__all__ = [
+    "MAX_GAPS",
+    "decode_entries",
+    "decode_entry",
+    "decode_partly",
+    "entry_type",
+    "gaps_around",
+]
 
 _parse_payload = json.JSONDecoder().raw_decode
 
@@ -142,3 +149,23 @@ def decode_partly(
             )
         )
     return out
+
+
+#: At most this many ranges are read around the sequences a reader skips; past that, one
+#: range from the start (the skipped entries are then read, and dropped undecoded).
+MAX_GAPS: Final = 16
+
+
+def gaps_around(after: int, skip: Collection[int]) -> list[tuple[int, int | None]] | None:
+    """The ranges of sequences after ``after`` outside ``skip``, (first, last) with last
+    ``None`` for the open end; ``None`` when that takes more than :data:`MAX_GAPS`."""
+    gaps: list[tuple[int, int | None]] = []
+    start = after + 1
+    for sequence in sorted(s for s in skip if s > after):
+        if sequence > start:
+            if len(gaps) >= MAX_GAPS:
+                return None
+            gaps.append((start, sequence - 1))
+        start = sequence + 1
+    gaps.append((start, None))
+    return gaps

@@ -7,6 +7,12 @@ finished run is archived to S3 whole, then its keys expire; see
 script (:data:`~little_dist.world.redis_s3.scripts.APPEND`) that checks occurrence ids, the
 archive marker, the fence and the expected sequence, then appends: atomic, one round trip.
 
+Redis keeps nothing of an archived run once its keys expire, so a run without a stream is
+new or archived. The script starts a log only for a caller that knows there is no archive
+(a submission under a run id it made up, ``fresh``); else it answers ``absent`` and S3 is
+asked: an archived run refuses new events (recorded ones are answered), a new one is
+appended to again with the start flag (one S3 read, for a run this process did not make).
+
 Event ids hash the sequence (:func:`little_dist.ids.event_id_for`), which Lua cannot do. The
 client guesses the next sequence (cached per run), hashes the ids for that guess and sends
 them along; the script assigns the true sequence atomically and keeps a sent id only where
@@ -26,7 +32,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
-from typing import Any, Final, Protocol
+from typing import Any, Protocol
 
 import redis
 
@@ -40,7 +46,7 @@ from little_dist.events import (
 )
 from little_dist.ids import event_id_for_payload_json, validate_run_id
 from little_dist.world.artifacts import now_iso
-from little_dist.world.base import Fence, LateEvent, SequenceConflictError, UndecodedEvent
+from little_dist.world.base import Fence, SequenceConflictError, UndecodedEvent
 from little_dist.world.defaults import (
     PreparedEvent,
     check_event_window,
@@ -54,6 +60,7 @@ from little_dist.world.redis_s3.entries import (
     decode_entries,
     decode_entry,
     decode_partly,
+    gaps_around,
 )
 from little_dist.world.redis_s3.keys import KeyLayout
 from little_dist.world.redis_s3.late import LateRecords
@@ -75,8 +82,8 @@ def _as_sent(response: Any, **_options: Any) -> Any:
 
 __all__ = ["EventLog", "recorded_at_now"]
 
-# Runs whose script keys this process keeps (about 350 bytes each: at most ~3.5 MB); a run
-# is forgotten once this process appends its end, and all are when the count is reached.
+# Runs whose script keys this process keeps (~450 bytes each: at most ~4.5 MB); a run is
+# forgotten once this process appends its end or archives it, all when the count is reached.
 _RUN_CACHE_SIZE = 10_000
 # How long a run's end marker stays (its archive shortens it to the log's TTL).
 _ENDED_TTL_MS = 24 * 3600 * 1000
@@ -133,6 +140,7 @@ class EventLog:
         keys: KeyLayout,
         archives: RunArchives,
         late: LateRecords,
+        listing: RunListing,
         *,
         signal_stream: str | None,
         signal_maxlen: int,
@@ -149,7 +157,6 @@ class EventLog:
         self._raw.set_response_callback("XREAD", _as_sent)
         self._keys = keys
         self._archives = archives
-        self._marks = archives.marks
         self._late = late
         self._signal_stream = signal_stream
         self._follow_block_ms = follow_block_ms
@@ -158,8 +165,7 @@ class EventLog:
             client,
             scripts.append_script(signal_maxlen=signal_maxlen if signal_stream else None),
             # Decided per call: an append is idempotent only when every event carries an
-            # occurrence id (a second run answers the recorded events); one without would
-            # be recorded twice.
+            # occurrence id (a second run answers them); one without would be recorded twice.
             idempotent=False,
         )
         # A submission's start: the claim of its input hash and the append in one step.
@@ -170,8 +176,9 @@ class EventLog:
             ),
             idempotent=False,
         )
+        self._end_with_log = LuaScript(client, scripts.END_WITH_LOG, idempotent=True)
         self._runs: dict[str, _Run] = {}
-        self._listing = RunListing(client, keys, self._marks)
+        self._listing = listing
         self._watch = RunWatch(
             client,
             self._raw,
@@ -216,25 +223,29 @@ class EventLog:
         events: Sequence[EventInput | PreparedEvent],
         *,
         signal: bool,
+        fresh: bool = False,
     ) -> tuple[list[Event], bool]:
         """A submission's start: claim ``input_hash`` for the run (as
         :meth:`~little_dist.world.base.World.claim_submission`) and append ``events`` in one
         step, one round trip; ``(events, new)``, ``new`` when every event was appended (not
         answered from the log). :class:`ClaimedError` when another hash is recorded: nothing
-        is appended then."""
-        return self._append_batch(run_id, events, signal=signal, claim=input_hash)
+        is appended then. ``fresh``: the caller made the run id up: it has no archive (else
+        S3 is asked first: an archived run never starts again)."""
+        return self._append_batch(run_id, events, signal=signal, claim=input_hash, fresh=fresh)
 
     def claim_and_append_many(
         self,
         starts: Sequence[tuple[str, str, Sequence[EventInput | PreparedEvent]]],
         *,
         signal: bool,
+        fresh: bool = False,
     ) -> list[str | None]:
         """Several submissions' starts ``(run id, input hash, events)``, each as
         :meth:`claim_and_append`, in one pipeline (one round trip for them all). Per start:
         ``None`` when every event was appended now; else the hash recorded for the run:
         another input's (nothing was appended), or its own (submitted before: the caller
-        reads the log)."""
+        reads the log). ``fresh`` as :meth:`claim_and_append` (without it, a run Redis has no
+        log of is started alone, after S3 was asked)."""
         pipe = self._redis.pipeline(transaction=False)
         recorded_at = recorded_at_now()  # (one append's time for the batch, as one append)
         for run_id, input_hash, events in starts:
@@ -250,6 +261,7 @@ class EventLog:
                 release=False,
                 signal=signal,
                 claim=input_hash,
+                fresh=fresh,
             )
             script.queue(pipe, keys, args)
             pipe.zadd(self._keys.run_index, {run_id: time.time()}, nx=True)
@@ -259,9 +271,19 @@ class EventLog:
         except redis.exceptions.RedisError as exc:
             raise to_storage_error(exc, "the start of submitted runs") from exc
         answers: list[str | None] = []
-        for (_, input_hash, _), reply in zip(starts, replies[::2], strict=True):
+        for (run_id, input_hash, events), reply in zip(starts, replies[::2], strict=True):
             if isinstance(reply, int):
                 answers.append(None)
+            elif reply[0] == b"absent":  # no log in Redis: archived, or new (S3 says which)
+                new_run = not self._archives.has_archive(run_id)
+                try:
+                    _, new = self.claim_and_append(
+                        run_id, input_hash, events, signal=signal, fresh=new_run
+                    )
+                except ClaimedError as claimed:
+                    answers.append(claimed.recorded)
+                else:
+                    answers.append(None if new else input_hash)
             else:
                 answers.append(text(reply[1]) if reply[0] == b"mismatch" else input_hash)
         return answers
@@ -278,9 +300,10 @@ class EventLog:
         then: PipelineTail | None = None,
         before: Sequence[PipelineTail] = (),
         claim: str | None = None,
+        fresh: bool = False,
     ) -> tuple[list[Event], bool]:
-        """:meth:`append_batch`, and whether every event was new; ``claim``: see
-        :meth:`claim_and_append`."""
+        """:meth:`append_batch`, and whether every event was new; ``claim`` and ``fresh``:
+        see :meth:`claim_and_append`."""
         # A run id this process already wrote to was validated then (an unhashable one
         # cannot be a key: it goes to the validation, which refuses it).
         run = self._runs.get(run_id) if type(run_id) is str else None
@@ -306,6 +329,7 @@ class EventLog:
             release=release,
             signal=signal,
             claim=claim,
+            fresh=fresh,
         )
         ends = any(item.type in RUN_END_EVENT_TYPES for item in prepared)
         # Sent again after a lost reply only if running it twice records nothing twice.
@@ -375,8 +399,28 @@ class EventLog:
             refused = [prepared[int(index) - 1] for index in result[1]]
             self._late.keep(run_id, late_events_of(run_id, refused, recorded_at))
             raise RunEndedError(run_id)
-        if status == b"archived":
-            return self._recorded_in_archive(run_id, prepared, recorded_at), False
+        if status in (b"archived", b"absent"):
+            if status == b"archived" or self._archives.has_archive(run_id):
+                if first_touch:  # (the pipeline indexed the run: it must not stay there)
+                    self._listing.forget(run_id)
+                if ends:  # (and marked it ended for a day: it goes with the log instead)
+                    with redis_errors(f"append to {run_id}"):
+                        keys = self._keys.run(run_id)
+                        self._end_with_log([keys.ended, keys.events], [])
+                return self._recorded_in_archive(run_id, prepared, recorded_at), False
+            # No archive either: a new run (nothing was written), started now.
+            return self._append_batch(
+                run_id,
+                events,
+                expected_sequence=expected_sequence,
+                fence=fence,
+                signal=signal,
+                release=release,
+                then=then,
+                before=before,
+                claim=claim,
+                fresh=True,
+            )
         recorded = self._decode_append(
             run_id, run, prepared, guess, guessed_ids, recorded_at, result
         )
@@ -397,6 +441,7 @@ class EventLog:
         release: bool,
         signal: bool,
         claim: str | None,
+        fresh: bool,
     ) -> tuple[LuaScript, list[str], list[Arg], list[str]]:
         """The append script to run for an append, its keys and arguments, and the event
         ids guessed (hashed for the sequences from ``guess`` on)."""
@@ -413,6 +458,7 @@ class EventLog:
             args.append(run_id if wakes else "")
         if claim is not None:
             args.append(claim)
+        args.append("1" if fresh else "")
         guessed_ids: list[str] = []
         for index, item in enumerate(prepared):
             event_id = event_id_for_payload_json(
@@ -420,7 +466,7 @@ class EventLog:
             )
             guessed_ids.append(event_id)
             args += (item.type, item.payload_json, item.occurrence_id or "", event_id)
-        script_keys = [*run.script_keys, *self._marks.keys_of(run_id)]
+        script_keys = list(run.script_keys)
         script = self._append_script
         if fence is not None or self._signal_stream or claim is not None:
             if claim is not None:  # (a submission's start is never fenced)
@@ -485,6 +531,10 @@ class EventLog:
         self._remember(run_id, run, last)
         return out
 
+    def forget(self, run_id: str) -> None:
+        """Drop what this process keeps of the run (archived: it takes no new events)."""
+        self._runs.pop(run_id, None)
+
     def _remember(self, run_id: str, run: _Run, last: int) -> None:
         run.last = last
         if run_id not in self._runs:
@@ -525,9 +575,8 @@ class EventLog:
             pipe = self._redis.pipeline(transaction=False)
             pipe.exists(keys.events)
             pipe.exists(keys.archived)
-            self._marks.queue_lookup(pipe, run_id)
-            stream_exists, sealed, *archived = pipe.execute()
-        return not stream_exists and (bool(sealed) or self._marks.found(archived) is not None)
+            stream_exists, sealed = pipe.execute()
+        return not stream_exists and (bool(sealed) or self._archives.has_archive(run_id))
 
     def last_sequence(self, run_id: str) -> int:
         validate_run_id(run_id)
@@ -536,17 +585,13 @@ class EventLog:
             pipe = self._redis.pipeline(transaction=False)
             pipe.xlen(keys.events)
             pipe.get(keys.archived)
-            self._marks.queue_lookup(pipe, run_id)
-            length, sealed, *archived = pipe.execute()
-        # A sealed run takes no more events; its marker, then its bucket field, holds its
-        # last sequence (and S3 once Redis forgot it).
+            length, sealed = pipe.execute()
+        # A sealed run takes no more events; its marker holds its last sequence (and S3 once
+        # Redis let go of the run).
         if sealed is not None:
             return int(sealed)
         if length:
             return int(length)
-        remembered = self._marks.found(archived)
-        if remembered is not None:
-            return remembered
         archived_events = self._archives.events(run_id, required=False)
         return archived_events[-1].sequence if archived_events else 0
 
@@ -555,7 +600,7 @@ class EventLog:
         check_event_window(after, limit)
         if limit == 0:
             return []
-        entries = self._stream_range(run_id, after, limit, forgotten=True)
+        entries = self._stream_range(run_id, after, limit)
         if entries is None:
             return self._archived_after(run_id, after, limit)
         return decode_entries(run_id, entries)
@@ -573,7 +618,7 @@ class EventLog:
         without the sequences in ``skip`` (not even read, when they lie in a few runs)."""
         validate_run_id(run_id)
         check_event_window(after, None)
-        gaps = _gaps(after, skip) if skip else None
+        gaps = gaps_around(after, skip) if skip else None
         entries = self._stream_range(run_id, after, gaps=gaps)
         if entries is None:
             archived = self._archived_after(run_id, after, None)
@@ -586,16 +631,13 @@ class EventLog:
         after: int,
         limit: int | None = None,
         gaps: Sequence[tuple[int, int | None]] | None = None,
-        *,
-        forgotten: bool = False,
     ) -> list[Any] | None:
         """The raw stream entries after ``after`` (at most ``limit``, for a read without
         gaps), or only those in ``gaps`` (ranges of sequences: first, last or ``None`` for
         the open end); ``None`` when the stream is gone and the run sealed (its events are
         in the archive). One round trip: the ranges, and whether an empty answer means an
-        archived run. ``forgotten``: ``None`` also when Redis has nothing of the run but
-        S3 has its archive (its marker expired; one S3 read, only for a run Redis does
-        not know)."""
+        archived run; then, only for a run Redis has nothing of, whether S3 has its archive
+        (one S3 read, cached when found)."""
         keys = self._keys.run(run_id)
         with redis_errors(f"read of {run_id}"):
             pipe = self._raw.pipeline(transaction=False)
@@ -604,14 +646,11 @@ class EventLog:
                 pipe.xrange(keys.events, min=f"{first}-0", max=maximum, count=limit)
             pipe.exists(keys.events)
             pipe.exists(keys.archived)
-            self._marks.queue_lookup(pipe, run_id)
-            *ranges, stream_exists, sealed, old, now, next_ = pipe.execute()
+            *ranges, stream_exists, sealed = pipe.execute()
         entries = [entry for found in ranges for entry in found or ()]
         if entries or stream_exists:
             return entries
-        if sealed or self._marks.found([old, now, next_]) is not None:
-            return None
-        if forgotten and self._archives.events(run_id, required=False) is not None:
+        if sealed or self._archives.events(run_id, required=False) is not None:
             return None
         return entries
 
@@ -659,35 +698,3 @@ class EventLog:
             )
         archived = self._archives.events(run_id, required=False)
         return (archived[0], archived[-1]) if archived else None
-
-    def late_events(self, run_id: str) -> list[LateEvent]:
-        validate_run_id(run_id)
-        return self._late.read(run_id)
-
-    def list_run_ids(self) -> list[str]:
-        """See :meth:`~little_dist.world.redis_s3.run_listing.RunListing.every`."""
-        return self._listing.every()
-
-    def list_unarchived_run_ids(self) -> list[str]:
-        """See :meth:`~little_dist.world.redis_s3.run_listing.RunListing.unarchived`."""
-        return self._listing.unarchived()
-
-
-#: At most this many ranges are read around the sequences a reader skips; past that, one
-#: range from the start (the skipped entries are then read, and dropped undecoded).
-_MAX_GAPS: Final = 16
-
-
-def _gaps(after: int, skip: Collection[int]) -> list[tuple[int, int | None]] | None:
-    """The ranges of sequences after ``after`` outside ``skip``, (first, last) with last
-    ``None`` for the open end; ``None`` when that takes more than :data:`_MAX_GAPS`."""
-    gaps: list[tuple[int, int | None]] = []
-    start = after + 1
-    for sequence in sorted(s for s in skip if s > after):
-        if sequence > start:
-            if len(gaps) >= _MAX_GAPS:
-                return None
-            gaps.append((start, sequence - 1))
-        start = sequence + 1
-    gaps.append((start, None))
-    return gaps

@@ -12,9 +12,13 @@ blob and one manifest per artifact; the Redis keys expire only once the archive 
 The put script writes only if the artifact is absent (the first writer's manifest and
 ``createdAt`` win, as with S3) and only while the run is not sealed: once the archive has
 sealed the run, it reads the run's hot set, so a later put must go to S3 instead or it would
-never be archived. The artifact's hash is named by the artifact id alone (a reader has only
-the ref), so the script touches two cluster slots: like the signal stream, the hot tier wants
-a single Redis server (``hot_artifact_limit=0`` on a cluster).
+never be archived. Once the run's keys have expired Redis keeps nothing of it, so a put for
+a run without a stream in Redis asks S3 first (``has_archive``): an archived run's late
+artifact goes to S3, where nothing needs to expire it.
+
+The artifact's hash is named by the artifact id alone (a reader has only the ref), so the
+script touches two cluster slots: like the signal stream, the hot tier wants a single Redis
+server (``hot_artifact_limit=0`` on a cluster).
 
 Bytes are kept per artifact, not content-addressed: two artifacts with the same small payload
 hold two copies in Redis and in the archive.
@@ -32,7 +36,6 @@ from little_dist.errors import InvalidInputError
 from little_dist.ids import artifact_ref
 from little_dist.world.artifacts import payload_sha256
 from little_dist.world.base import ArtifactCorruptError, ArtifactManifest
-from little_dist.world.redis_s3.archived import ArchivedMarks
 from little_dist.world.redis_s3.keys import KeyLayout
 from little_dist.world.redis_s3.redis_calls import LuaScript, redis_errors, text
 
@@ -50,11 +53,13 @@ _PAGE = 500  # artifacts read per pipeline while archiving
 _ENCODINGS = ("json", "utf-8", "binary")
 
 PUT_HOT_ARTIFACT = """
--- KEYS: 1 the artifact's hash, 2 the run's hot set, 3 the run's archived marker, 4-6 the
--- run's buckets of archived runs (once its marker is gone)
--- ARGV: 1 manifest JSON, 2 the stored bytes, 3 artifact id, 4 run id
--- Result: 1 stored; 0 the run is sealed and nothing was written (the caller uses S3);
--- or the manifest JSON already stored under this id (the first writer's, kept).
+-- KEYS: 1 the artifact's hash, 2 the run's hot set, 3 the run's archived marker, 4 the
+-- run's events stream
+-- ARGV: 1 manifest JSON, 2 the stored bytes, 3 artifact id, 4 '1': the run is known to have
+-- no archive (S3 was asked)
+-- Result: 1 stored; 0 the run is sealed and nothing was written (the caller uses S3); -1
+-- the run has no stream and ARGV[4] is not '1' (archived and gone, or not started: the
+-- caller asks S3); or the manifest JSON already stored under this id (the first writer's).
 local existing = redis.call('HGET', KEYS[1], 'manifest')
 if existing then
   return existing
@@ -62,10 +67,8 @@ end
 if redis.call('EXISTS', KEYS[3]) == 1 then
   return 0
 end
-for i = 4, 6 do
-  if redis.call('HEXISTS', KEYS[i], ARGV[4]) == 1 then
-    return 0
-  end
+if ARGV[4] ~= '1' and redis.call('EXISTS', KEYS[4]) == 0 then
+  return -1
 end
 redis.call('HSET', KEYS[1], 'manifest', ARGV[1], 'data', ARGV[2])
 redis.call('SADD', KEYS[2], ARGV[3])
@@ -81,8 +84,13 @@ class HotArtifacts:
     """Small artifacts of live runs in Redis (see the module docstring). Thread-safe."""
 
     def __init__(
-        self, client: redis.Redis, keys: KeyLayout, limit: int, marks: ArchivedMarks
+        self,
+        client: redis.Redis,
+        keys: KeyLayout,
+        limit: int,
+        has_archive: Callable[[str], bool],
     ) -> None:
+        """``has_archive(run_id)``: whether S3 holds the run's archive."""
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
             raise InvalidInputError(
                 f"hot_artifact_limit must be a whole number of bytes >= 0, got {limit!r}"
@@ -90,7 +98,7 @@ class HotArtifacts:
         self.limit = limit
         self._redis = client
         self._keys = keys
-        self._marks = marks
+        self._has_archive = has_archive
         # Put-if-absent by artifact id: a second run answers the stored manifest.
         self._put_script = LuaScript(client, PUT_HOT_ARTIFACT, idempotent=True)
         # Typed here once: redis-py leaves execute_command unannotated.
@@ -102,7 +110,7 @@ class HotArtifacts:
             self._keys.hot_artifact(manifest.artifact_id),
             keys.artifacts,
             keys.archived,
-            *self._marks.keys_of(manifest.run_id),
+            keys.events,
         ]
 
     def accepts(self, size: int) -> bool:
@@ -111,22 +119,27 @@ class HotArtifacts:
 
     def put(self, manifest: ArtifactManifest, body: bytes, data: bytes) -> HotPut:
         """Store ``data`` and its manifest JSON ``body`` unless the id is taken or sealed."""
-        with redis_errors(f"put of artifact {manifest.artifact_id}"):
-            result = self._put_script(
-                self._script_keys(manifest),
-                [body, data, manifest.artifact_id, manifest.run_id],
-            )
-        if isinstance(result, bytes):
-            return result
-        return True if int(result) == 1 else None
+        keys, checked = self._script_keys(manifest), ""
+        while True:
+            with redis_errors(f"put of artifact {manifest.artifact_id}"):
+                result = self._put_script(keys, [body, data, manifest.artifact_id, checked])
+            if isinstance(result, bytes):
+                return result
+            if int(result) != -1 or checked:
+                return True if int(result) == 1 else None
+            # No log of the run in Redis: an archived run's (S3 then), or one not started.
+            if self._has_archive(manifest.run_id):
+                return None
+            checked = "1"
 
     def queued_put(self, manifest: ArtifactManifest, body: bytes, data: bytes) -> QueuedHotPut:
         """:meth:`put`, to be queued on a pipeline ahead of other commands (an attempt's
-        commit): same script, one round trip with the rest."""
+        commit): same script, one round trip with the rest; for a run without a stream in
+        Redis it answers None (S3), without asking S3 whether the run was archived."""
         return QueuedHotPut(
             self._put_script,
             self._script_keys(manifest),
-            [body, data, manifest.artifact_id, manifest.run_id],
+            [body, data, manifest.artifact_id, ""],
         )
 
     def get(self, artifact_id: str) -> tuple[bytes | None, bytes | None] | None:

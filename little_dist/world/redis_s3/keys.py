@@ -32,11 +32,11 @@ run's leases all live in one cluster slot and one Lua script may touch them toge
                                   run, which expires with the run's log after its archive
     <prefix>version:<id>          sha256 of the registered version document (the CAS)
     <prefix>runs                  sorted set of run ids not archived yet, by first append
-                                  (the index behind list_unarchived_run_ids)
-    <prefix>archived:<gen>:<n>    hash run id -> last sequence: the archived runs Redis
-                                  remembers once their keys are gone, in bucket hashes
-                                  that expire by generation (see .archived); with
-                                  ``runs``, the index behind list_run_ids
+                                  (the index behind list_unarchived_run_ids; with the
+                                  archives in S3, behind list_run_ids)
+
+Once a run's keys expired after its archive, Redis holds nothing of it: the archive in S3
+is the only record that it ran (see .events for how an append learns that).
 
 S3 (under an optional object-key prefix)::
 
@@ -135,10 +135,6 @@ class KeyLayout:
     @property
     def run_index(self) -> str:
         return f"{self.redis_prefix}runs"
-
-    def archived_bucket(self, generation: int, bucket: int) -> str:
-        """A hash of archived runs (see :mod:`little_dist.world.redis_s3.archived`)."""
-        return f"{self.redis_prefix}archived:{generation}:{bucket}"
 
     # -- S3 -------------------------------------------------------------------------------
     def blob(self, sha256_hex: str) -> str:

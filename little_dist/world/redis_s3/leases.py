@@ -91,7 +91,10 @@ class LeaseStore:
         args: list[str | int] = [holder, ms(ttl_seconds), _COUNTER_TTL_MS, self._now_ms(), field]
         # A run's lease counts in the run's hash; its counter of old (before the hash) is
         # taken over once, so a token is never handed out twice across the change.
-        return ([lease_key, counter, old_counter] if field else [lease_key, counter]), args
+        if not field:
+            return [lease_key, counter], args
+        run = self._keys.run(key[1 : key.index("}")])  # (a run's lease: named {run_x}:...)
+        return [lease_key, counter, old_counter, run.events], args
 
     def renew(self, lease: Lease, ttl_seconds: float) -> Lease:
         check_lease_request(lease.key, lease.holder, ttl_seconds)

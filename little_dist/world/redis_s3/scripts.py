@@ -12,6 +12,7 @@ from __future__ import annotations
 __all__ = [
     "ACQUIRE_LEASE",
     "APPEND",
+    "END_WITH_LOG",
     "INDEX_VERSION",
     "RELEASE_LEASE",
     "RENEW_LEASE",
@@ -38,18 +39,20 @@ def append_script(*, signal_maxlen: int | None = None, claim: bool = False) -> s
     the signal stream's length) is written into the script rather than sent with every
     append: on the hot path each argument costs the client time to encode.
 
-    ``claim``: the variant a submission's start is appended with. It takes no fence; KEYS[7]
-    is the run's ``submitted`` key and the last head argument the submitted input's hash,
+    ``claim``: the variant a submission's start is appended with. It takes no fence; KEYS[4]
+    is the run's ``submitted`` key and the head argument before the start flag the submitted
+    input's hash,
     claimed (``SET NX GET``) before anything else: when another hash is recorded, nothing is
     appended and the answer is ``{'mismatch', recorded}``. Claim and start in one step.
     """
     signalling = signal_maxlen is not None
-    head = (5 if signalling else 4) + (1 if claim else 0)
+    # The head arguments: 4, the run id to signal, the claimed hash, then the start flag.
+    head = (5 if signalling else 4) + (1 if claim else 0) + 1
     claiming = ""
     if claim:
         claiming = f"""
-local claimed = redis.call('SET', KEYS[7], ARGV[{head}], 'NX', 'GET')
-if claimed and claimed ~= ARGV[{head}] then
+local claimed = redis.call('SET', KEYS[4], ARGV[{head - 1}], 'NX', 'GET')
+if claimed and claimed ~= ARGV[{head - 1}] then
   return {{'mismatch', claimed}}
 end
 """
@@ -65,29 +68,34 @@ end
 """
     return (
         f"""
--- KEYS: 1 events stream, 2 occurrence hash, 3 archived marker, 4-6 the run's buckets of
---       archived runs (see archived.py), then the fence's lease hash (or the submitted key)
---       when ARGV[2] is set{signal_key}
+-- KEYS: 1 events stream, 2 occurrence hash, 3 archived (seal) marker, then the fence's
+--       lease hash (or the submitted key) when ARGV[2] is set{signal_key}
 -- ARGV: 1 expected last sequence or '', 2 fence: '' or its token, or token@now-in-ms when
 --       the world has its own clock (tests; otherwise Redis TIME judges the lease), then
 --       '!' to release the lease at the end, then '|' and the holder the lease must have
 --       (a token alone is not enough once Redis lost writes and handed it out again),
 --       3 guessed first sequence, 4 recordedAt,{signal_arg}
+--       (the claimed input hash,) then the start flag: '1' when the run may start here,
+--       its id known to have no archive (a new id, or S3 was asked), else '';
 --       then per event: type, payload JSON, occurrence id or '', guessed event id
 -- Result: last_before (an integer) when every input was appended (input i got
 --         last_before + i); {{'ok', last_before, per-event {{kind, sequence, fields}}}}
 --         otherwise, with kind 'n' (new), 'e' (already recorded; fields are the stored
 --         entry) or 'd' (same occurrence id as an earlier input of this batch; sequence is
---         that input's index); or {{'archived'}}, {{'ended', {{i, ...}}}} (the run has
---         ended: the indexes of the inputs it refused), {{'fenced'}}, {{'conflict', last}}.
+--         that input's index); or {{'archived'}}, {{'absent'}} (no log in Redis and no
+--         start flag: ask S3 whether the run was archived), {{'ended', {{i, ...}}}} (the run
+--         has ended: the indexes of the inputs it refused), {{'fenced'}}, {{'conflict', last}}.
 local head = {head}
--- A run whose stream is gone may have been archived: its seal marker (a while), then a
--- field of one of its buckets of archived runs, say so; nothing is claimed or appended.
+-- A run without a stream is new, or archived and gone from Redis (Redis keeps nothing of
+-- it then): its seal marker says so for a while; after that only S3 knows. So a log is
+-- started only by an append whose caller knows the run has no archive; any other is
+-- answered 'absent', nothing claimed or appended, and the caller asks S3.
 if redis.call('EXISTS', KEYS[1]) == 0 then
-  local run = string.match(KEYS[1], '{{(.-)}}')
-  if redis.call('EXISTS', KEYS[3]) == 1 or redis.call('HEXISTS', KEYS[4], run) == 1
-      or redis.call('HEXISTS', KEYS[5], run) == 1 or redis.call('HEXISTS', KEYS[6], run) == 1 then
+  if redis.call('EXISTS', KEYS[3]) == 1 then
     return {{'archived'}}
+  end
+  if ARGV[head] ~= '1' then
+    return {{'absent'}}
   end
 end
 """
@@ -102,9 +110,9 @@ if ARGV[2] ~= '' then
 end
 local function done(result)
   if release then
-    local held = redis.call('HMGET', KEYS[7], 'token', 'holder')
+    local held = redis.call('HMGET', KEYS[4], 'token', 'holder')
     if held[1] == token and (holder == '' or held[2] == holder) then
-      redis.call('DEL', KEYS[7])
+      redis.call('DEL', KEYS[4])
     end
   end
   return result
@@ -164,7 +172,7 @@ if token then
     local t = redis.call('TIME')
     now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   end
-  local lease = redis.call('HMGET', KEYS[7], 'token', 'exp', 'holder')
+  local lease = redis.call('HMGET', KEYS[4], 'token', 'exp', 'holder')
   if lease[1] ~= token or tonumber(lease[2]) <= now or (holder ~= '' and lease[3] ~= holder) then
     return done({'fenced'})
   end
@@ -221,9 +229,9 @@ return done({'ok', last, results})
 APPEND = append_script()
 
 SEAL_RUN = """
--- KEYS: 1 events stream, 2 archived marker, 3 occurrence hash, 4-6 the run's buckets of
--- archived runs. ARGV: 1 the run id. Result: the run's last
--- sequence, or -1 if the run has no events and was never sealed, or -2 if its log holds no
+-- KEYS: 1 events stream, 2 archived marker, 3 occurrence hash. Result: the run's last
+-- sequence, or -1 if Redis has no events of the run and no seal (a run never written, or
+-- archived and gone from Redis: the caller asks S3), or -2 if its log holds no
 -- end (no 'run-end' occurrence, and its last event is no RunCompleted or RunFailed): a run
 -- whose end a Redis crash lost must stay open to finish again, not be sealed unfinished.
 -- Sealing blocks every later append of a new event.
@@ -233,12 +241,6 @@ if sealed then
 end
 local last = redis.call('XLEN', KEYS[1])
 if last == 0 then
-  for i = 4, 6 do
-    local archived = redis.call('HGET', KEYS[i], ARGV[1])
-    if archived then
-      return tonumber(archived)
-    end
-  end
   return -1
 end
 if not redis.call('HGET', KEYS[3], 'run-end') then
@@ -260,7 +262,8 @@ return last
 ACQUIRE_LEASE = (
     """
 -- KEYS: 1 lease hash, 2 token counter (a string; or, with ARGV[5], the hash of the run's
--- counters), 3 with ARGV[5]: the lease's counter of old (a string, taken over once).
+-- counters), 3 with ARGV[5]: the lease's counter of old (a string, taken over once), 4 with
+-- ARGV[5]: the run's events stream.
 -- ARGV: 1 holder, 2 ttl ms, 3 counter ttl ms, 4 now in ms or '' (Redis TIME), 5 the field
 -- of this lease's counter in KEYS[2] or ''. Result: {token, expires ms}, or false if another
 -- holds it.
@@ -292,7 +295,16 @@ if ARGV[5] ~= '' then
 else
   token = redis.call('INCR', KEYS[2])
 end
-redis.call('PEXPIRE', KEYS[2], ARGV[3])
+local keep = tonumber(ARGV[3])
+if ARGV[5] ~= '' then
+  -- A run's counters go with its log: once its archive gave the log a TTL, a lease taken
+  -- late (a delayed task) does not keep them for ARGV[3] again.
+  local left = redis.call('PTTL', KEYS[4])
+  if left > 0 then
+    keep = math.max(left, ttl)
+  end
+end
+redis.call('PEXPIRE', KEYS[2], keep)
 redis.call('HSET', KEYS[1], 'holder', ARGV[1], 'token', token, 'exp', string.format('%d', exp))
 redis.call('PEXPIRE', KEYS[1], ttl)
 return {token, exp}
@@ -335,4 +347,16 @@ if not redis.call('LPOS', KEYS[1], ARGV[1]) then
   redis.call('RPUSH', KEYS[1], ARGV[1])
 end
 return 1
+"""
+
+#: A refused end's marker expires with the run's log (now, when the log is gone from Redis).
+END_WITH_LOG = """
+-- KEYS: 1 the run's end marker, 2 its stream.
+local ttl = redis.call('PTTL', KEYS[2])
+if ttl == -2 then
+  return redis.call('DEL', KEYS[1])
+elseif ttl > 0 then
+  return redis.call('PEXPIRE', KEYS[1], ttl)
+end
+return 0
 """

@@ -28,8 +28,10 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from little_dist.canonical import sha256_digest
 from little_dist.errors import InvalidInputError
 from little_dist.events import Event, EventInput
+from little_dist.ids import validate_run_id
 from little_dist.world.base import (
     ArtifactInput,
     ArtifactManifest,
@@ -42,20 +44,19 @@ from little_dist.world.base import (
 )
 from little_dist.world.defaults import PreparedEvent, check_submission
 from little_dist.world.redis_s3.archive import (
-    DEFAULT_ARCHIVE_MARKER_TTL_SECONDS,
     DEFAULT_ARCHIVE_TTL_SECONDS,
     RunArchives,
     RunNotEndedError,
     RunSealedError,
 )
-from little_dist.world.redis_s3.archived import DEFAULT_ARCHIVE_MARKER_BUCKETS, ArchivedMarks
 from little_dist.world.redis_s3.artifact_store import ArtifactStore
 from little_dist.world.redis_s3.events import ClaimedError, EventLog
 from little_dist.world.redis_s3.hot_artifacts import DEFAULT_HOT_ARTIFACT_LIMIT, HotArtifacts
 from little_dist.world.redis_s3.keys import KeyLayout
 from little_dist.world.redis_s3.late import LateRecords
 from little_dist.world.redis_s3.leases import LeaseStore
-from little_dist.world.redis_s3.redis_calls import redis_errors, text
+from little_dist.world.redis_s3.redis_calls import LuaScript, redis_errors, text
+from little_dist.world.redis_s3.run_listing import RunListing
 from little_dist.world.redis_s3.s3 import S3Objects
 from little_dist.world.redis_s3.versions import VersionStore
 
@@ -78,8 +79,6 @@ URL_OPTIONS = frozenset(
         "key_prefix",
         "s3_prefix",
         "archive_ttl",
-        "archive_marker_ttl",
-        "archive_marker_buckets",
         "signal_stream",
         "hot_artifact_limit",
     }
@@ -96,10 +95,10 @@ class RedisS3World:
     re-send is harmless, without one it would record the event twice. ``key_prefix`` namespaces
     every Redis key and ``s3_prefix`` every object key, so several worlds (or test sessions)
     can share one server and bucket. ``archive_ttl_seconds`` is how long a run's Redis keys
-    outlive its archive (0: deleted at once); ``archive_marker_ttl_seconds`` how long Redis
-    remembers the run was archived (one to two of it: a field in one of
-    ``archive_marker_buckets`` hashes, see :mod:`~little_dist.world.redis_s3.archived`),
-    after which the run is read from its S3 archive alone. ``signal_stream``, when
+    outlive its archive (0: deleted at once), after which Redis holds nothing of the run:
+    it is read from its S3 archive, and S3 is asked before a log is started under a run
+    id this process did not make up, so an archived run is never started again or
+    appended to (see :mod:`~little_dist.world.redis_s3.events`). ``signal_stream``, when
     set, names a Redis stream that every append writing a new event also appends
     ``run=<run id>, seq=<last>`` to, in the same atomic script (the scheduler's readiness
     signal; on a Redis cluster the signal stream lives in another slot, so use it with a
@@ -125,8 +124,6 @@ class RedisS3World:
         key_prefix: str = "little:",
         s3_prefix: str = "",
         archive_ttl_seconds: float = DEFAULT_ARCHIVE_TTL_SECONDS,
-        archive_marker_ttl_seconds: float = DEFAULT_ARCHIVE_MARKER_TTL_SECONDS,
-        archive_marker_buckets: int = DEFAULT_ARCHIVE_MARKER_BUCKETS,
         signal_stream: str | None = None,
         signal_maxlen: int = 100_000,
         follow_block_ms: int = 1000,
@@ -139,22 +136,31 @@ class RedisS3World:
         self._s3 = S3Objects(s3_client, bucket)
         self._clock = clock
         self._owns_clients = owns_clients
-        marks = ArchivedMarks(self._keys, archive_marker_ttl_seconds, archive_marker_buckets)
-        hot = HotArtifacts(redis_client, self._keys, hot_artifact_limit, marks)
-        self._archives = RunArchives(
-            redis_client, self._s3, self._keys, archive_ttl_seconds, marks, hot_artifacts=hot
+        hot = HotArtifacts(
+            redis_client,
+            self._keys,
+            hot_artifact_limit,
+            has_archive=lambda run_id: self._archives.has_archive(run_id),
         )
+        self._archives = RunArchives(
+            redis_client, self._s3, self._keys, archive_ttl_seconds, hot_artifacts=hot
+        )
+        self._late = LateRecords(self._s3, self._keys)
+        self._listing = RunListing(redis_client, self._keys, self._archives)
         self._events = EventLog(
             redis_client,
             self._keys,
             self._archives,
-            LateRecords(self._s3, self._keys),
+            self._late,
+            self._listing,
             signal_stream=signal_stream,
             signal_maxlen=signal_maxlen,
             follow_block_ms=self._safe_block_ms(redis_client, follow_block_ms),
             now_ms=self._now_ms_arg,
         )
         self._leases = LeaseStore(redis_client, self._keys, self._now_ms_arg)
+        # Claimed once: sent again after a lost reply, it answers the hash it set.
+        self._claim_script = LuaScript(redis_client, _CLAIM, idempotent=True)
         self._versions = VersionStore(redis_client, self._s3, self._keys)
         self._artifacts = ArtifactStore(self._s3, self._keys, hot, self._archives.artifact)
 
@@ -172,8 +178,6 @@ class RedisS3World:
         key_prefix: str = "little:",
         s3_prefix: str = "",
         archive_ttl_seconds: float = DEFAULT_ARCHIVE_TTL_SECONDS,
-        archive_marker_ttl_seconds: float = DEFAULT_ARCHIVE_MARKER_TTL_SECONDS,
-        archive_marker_buckets: int = DEFAULT_ARCHIVE_MARKER_BUCKETS,
         signal_stream: str | None = None,
         hot_artifact_limit: int = DEFAULT_HOT_ARTIFACT_LIMIT,
         clock: Callable[[], float] | None = None,
@@ -214,8 +218,6 @@ class RedisS3World:
             key_prefix=key_prefix,
             s3_prefix=s3_prefix,
             archive_ttl_seconds=archive_ttl_seconds,
-            archive_marker_ttl_seconds=archive_marker_ttl_seconds,
-            archive_marker_buckets=archive_marker_buckets,
             signal_stream=signal_stream,
             hot_artifact_limit=hot_artifact_limit,
             clock=clock,
@@ -237,9 +239,8 @@ class RedisS3World:
         """A world from a world spec (``open_world``): a Redis URL plus S3 settings.
 
         The URL may carry this world's own options as query parameters, which are taken out
-        before redis-py sees the URL: ``key_prefix``, ``s3_prefix``, ``archive_ttl`` and
-        ``archive_marker_ttl`` (seconds), ``archive_marker_buckets``, ``signal_stream`` and
-        ``hot_artifact_limit`` (bytes); e.g.
+        before redis-py sees the URL: ``key_prefix``, ``s3_prefix``, ``archive_ttl``
+        (seconds), ``signal_stream`` and ``hot_artifact_limit`` (bytes); e.g.
         ``redis://host:6379/0?key_prefix=tenant-a:``. A spec is then enough for another
         process to open the same world.
         """
@@ -251,22 +252,13 @@ class RedisS3World:
         )
         try:
             archive_ttl = float(ours.get("archive_ttl", DEFAULT_ARCHIVE_TTL_SECONDS))
-            marker_ttl = float(ours.get("archive_marker_ttl", DEFAULT_ARCHIVE_MARKER_TTL_SECONDS))
         except ValueError as error:
-            raise InvalidInputError(
-                f"archive_ttl and archive_marker_ttl in {url!r} must be numbers"
-            ) from error
+            raise InvalidInputError(f"archive_ttl in {url!r} must be a number") from error
         try:
             hot_limit = int(ours.get("hot_artifact_limit", DEFAULT_HOT_ARTIFACT_LIMIT))
         except ValueError as error:
             raise InvalidInputError(
                 f"hot_artifact_limit in {url!r} must be a whole number of bytes"
-            ) from error
-        try:
-            buckets = int(ours.get("archive_marker_buckets", DEFAULT_ARCHIVE_MARKER_BUCKETS))
-        except ValueError as error:
-            raise InvalidInputError(
-                f"archive_marker_buckets in {url!r} must be a whole number"
             ) from error
         return cls.from_settings(
             redis_url,
@@ -278,8 +270,6 @@ class RedisS3World:
             key_prefix=ours.get("key_prefix", "little:"),
             s3_prefix=ours.get("s3_prefix", ""),
             archive_ttl_seconds=archive_ttl,
-            archive_marker_ttl_seconds=marker_ttl,
-            archive_marker_buckets=buckets,
             signal_stream=ours.get("signal_stream") or None,
             hot_artifact_limit=hot_limit,
             clock=clock,
@@ -411,9 +401,9 @@ class RedisS3World:
         return self._events.wait_for_end(run_id, timeout)
 
     def list_run_ids(self) -> list[str]:
-        """Runs Redis knows: not archived yet, or archived within ``archive_marker_ttl``
-        (to twice that)."""
-        return self._events.list_run_ids()
+        """Every run: not archived yet (the run index in Redis), or archived (the archives
+        in S3, listed: one request a thousand runs)."""
+        return self._listing.every()
 
     def first_and_last_events(self, run_id: str) -> tuple[Event, Event] | None:
         """Two stream entries in one round trip; a run whose stream is gone, from its S3
@@ -422,22 +412,32 @@ class RedisS3World:
 
     def late_events(self, run_id: str) -> list[LateEvent]:
         """The run's late record (``late/RUN_ID/`` in S3: one list call)."""
-        return self._events.late_events(run_id)
+        return self._late.read(validate_run_id(run_id))
 
     def list_unarchived_run_ids(self) -> list[str]:
         """Runs whose archive has not completed (live, or ended and waiting for it): what the
         scheduler's active set is rebuilt from, at a cost that follows them, not history."""
-        return self._events.list_unarchived_run_ids()
+        return self._listing.unarchived()
 
     # -- submissions ----------------------------------------------------------------------
     def claim_submission(self, run_id: str, input_hash: str) -> str:
+        """See :meth:`~little_dist.world.base.World.claim_submission`. A run Redis holds no
+        log of may be archived and gone from Redis: S3 is asked before the claim is
+        written, and an archived run answers the hash of the input its archive records
+        (nothing is written: Redis keeps nothing of an archived run)."""
         check_submission(run_id, input_hash)
-        key = self._keys.run(run_id).submitted
-        with redis_errors(f"submission of {run_id}"):
-            # SET NX GET (Redis 7): set if absent and answer what was there, in one step.
-            # Sent again after a lost reply, it answers the hash it set.
-            recorded = self._redis.set(key, input_hash, nx=True, get=True)
-        return input_hash if recorded is None else text(recorded)
+        keys = self._keys.run(run_id)
+        checked = ""
+        while True:
+            with redis_errors(f"submission of {run_id}"):
+                # Sent again after a lost reply, it answers the hash it set.
+                recorded = self._claim_script([keys.submitted, keys.events], [input_hash, checked])
+            if recorded != 0:
+                return input_hash if recorded == 1 else text(recorded)
+            archived = self._archives.events(run_id, required=False)
+            if archived is not None:
+                return _input_hash_of(archived) or input_hash
+            checked = "1"  # no archive: a new run
 
     def start_submission(
         self,
@@ -446,15 +446,20 @@ class RedisS3World:
         events: Sequence[EventInput | PreparedEvent],
         *,
         signal: bool = True,
+        fresh: bool = False,
     ) -> tuple[str, list[Event], bool]:
         """:meth:`claim_submission` and the append of the run's first ``events``, in one
         atomic step and one round trip (what submitting a run needs when it knows what to
         record): ``(recorded hash, events, new)``. With another hash recorded nothing is
         appended (``[]``); ``new``: every event was appended now, none answered from the log
-        (a submission made before)."""
+        (a submission made before, or an archived run's). ``fresh``: the caller made the run
+        id up, so it cannot have an archive; otherwise a run Redis holds no log of costs a
+        look at S3 first (an archived run is never started again)."""
         check_submission(run_id, input_hash)
         try:
-            recorded, new = self._events.claim_and_append(run_id, input_hash, events, signal=signal)
+            recorded, new = self._events.claim_and_append(
+                run_id, input_hash, events, signal=signal, fresh=fresh
+            )
         except ClaimedError as claimed:
             return claimed.recorded, [], False
         return input_hash, recorded, new
@@ -464,13 +469,15 @@ class RedisS3World:
         starts: Sequence[tuple[str, str, Sequence[EventInput | PreparedEvent]]],
         *,
         signal: bool = True,
+        fresh: bool = False,
     ) -> list[str | None]:
         """:meth:`start_submission` for several runs ``(run id, input hash, events)`` in one
         round trip; per run ``None`` when its events were all appended now, else the hash
-        recorded for it (another input's: nothing appended; its own: submitted before)."""
+        recorded for it (another input's: nothing appended; its own: submitted before).
+        ``fresh``: every run id was made up by the caller (see :meth:`start_submission`)."""
         for run_id, input_hash, _ in starts:
             check_submission(run_id, input_hash)
-        return self._events.claim_and_append_many(starts, signal=signal)
+        return self._events.claim_and_append_many(starts, signal=signal, fresh=fresh)
 
     # -- archive --------------------------------------------------------------------------
     def archive_run(self, run_id: str, *, ttl_seconds: float | None = None) -> int:
@@ -488,7 +495,9 @@ class RedisS3World:
         world's ``archive_ttl_seconds``) is how long the Redis keys stay; 0 deletes them now.
         Idempotent; returns the run's last sequence.
         """
-        return self._archives.archive(run_id, ttl_seconds, self._events.stream_events)
+        last = self._archives.archive(run_id, ttl_seconds, self._events.stream_events)
+        self._events.forget(run_id)  # (the scheduler's cache holds no finished run)
+        return last
 
     # -- artifacts ------------------------------------------------------------------------
     def put_artifact(self, artifact: ArtifactInput) -> ArtifactManifest:
@@ -551,3 +560,33 @@ class RedisS3World:
             with redis_errors("close"):
                 self._redis.close()
             self._s3.close()
+
+
+#: A submission's claim (SET NX GET of the run's ``submitted`` key), unless Redis holds no
+#: log of the run and ARGV[2] is not '1' (S3 not asked yet): then 0, nothing written.
+_CLAIM = """
+-- KEYS: 1 the run's submitted key, 2 its stream. ARGV: 1 the input hash,
+-- 2 '1' when S3 holds no archive of the run. Result: 1 claimed now, the hash recorded
+-- before, or 0 (ask S3).
+local claimed = redis.call('GET', KEYS[1])
+if claimed then
+  return claimed
+end
+if ARGV[2] ~= '1' and redis.call('EXISTS', KEYS[2]) == 0 then
+  return 0
+end
+redis.call('SET', KEYS[1], ARGV[1])
+return 1
+"""
+
+#: The events whose payload's ``input`` is what a run was submitted with.
+_INPUT_EVENTS = frozenset({"RunStarted", "little.run.submitted"})
+
+
+def _input_hash_of(events: Sequence[Event]) -> str | None:
+    """The hash of the input an archived run was submitted with (as a submission claims
+    it), if its log records one."""
+    for event in events:
+        if event.type in _INPUT_EVENTS and "input" in event.payload:
+            return sha256_digest(event.payload["input"])
+    return None
