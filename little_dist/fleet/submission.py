@@ -114,7 +114,10 @@ def _check_same(run_id: str, events: list[Event], run_input: Any, version_id: st
 
 
 def _start_events(
-    version: WorkflowVersion, run_input: Any, binding: dict[str, Any] | None = None
+    version: WorkflowVersion,
+    run_input: Any,
+    binding: dict[str, Any] | None = None,
+    parent: Mapping[str, Any] | None = None,
 ) -> list[EventInput]:
     """``binding``: the version's (:func:`~little_dist.fleet.versions.split_version`), when
     the version is stored as a shared part and this binding rather than whole."""
@@ -133,7 +136,7 @@ def _start_events(
         EventInput(
             type="RunStarted",
             occurrence_id=occurrences.RUN_START,
-            payload={"workflowVersionId": version.id, "input": run_input},
+            payload={**(parent or {}), "workflowVersionId": version.id, "input": run_input},
         ),
     ]
 
@@ -146,13 +149,14 @@ def _start(
     planning: Sequence[EventInput] = (),
     *,
     signal: bool = True,
+    parent: Mapping[str, Any] | None = None,
 ) -> list[Event]:
     """Record the run's start (after ``planning``, its planning session's events) in one
     append; the recorded events. ``signal=False``: the caller advances the run itself."""
     # Stored before the events that name it, so a reader never finds a dangling id.
     world.register_version(version.id, version.to_json())
     return world.append_batch(
-        run_id, [*planning, *_start_events(version, run_input)], signal=signal
+        run_id, [*planning, *_start_events(version, run_input, parent=parent)], signal=signal
     )
 
 
@@ -178,6 +182,8 @@ class _Request:
     definition: WorkflowDefinition | None = None
     #: A workflow the planner plans (a definition without a plan, or a registered id).
     planner_path: str | None = None
+    #: A sub-run's link to its parent run, recorded in its ``RunStarted``.
+    parent: Mapping[str, Any] | None = None
 
     @functools.cached_property
     def input_text(self) -> str:
@@ -201,8 +207,13 @@ def submit_run(
     holder: str = "client",
     window: FanoutWindow | None = None,
     announce: Callable[[str], None] | None = None,
+    parent: Mapping[str, Any] | None = None,
 ) -> str:
     """Submit one run (see the module docstring); its run id.
+
+    ``parent``: a sub-run's link to the run that started it (``parentRunId``, ... see
+    :mod:`little_dist.subruns.links`), recorded in its ``RunStarted``; only for a version
+    compiled or resolved here (a workflow the planner plans cannot be a sub-run yet).
 
     ``queue`` + ``settings`` let it send tasks (the planner's, the first steps'); without them
     the run is only recorded and the scheduler, signalled by the append, takes it from there.
@@ -223,6 +234,13 @@ def submit_run(
     """
     limits = settings.limits if settings is not None else InputLimits()
     request = _checked_request(workflow, run_input, run_id, registry, limits)
+    if parent:
+        if request.planner_path is not None:
+            raise InvalidInputError(
+                f"workflow {request.planner_path!r} is planned by the fleet's planner: it "
+                "cannot be started as a sub-run there yet (give it a fixed plan=)"
+            )
+        request.parent = dict(parent)
     if request.planner_path is not None:
         _submit_to_planner(world, request, request.planner_path, queue, settings, holder)
         return request.run_id
@@ -413,7 +431,12 @@ def _bound_start(world: World, planned: _Planned, request: _Request) -> list[Pre
             BINDING_FIELD: binding,
         }
     )
-    started = f'{{"input":{request.input_text},"workflowVersionId":{json_string(version.id)}}}'
+    if request.parent:
+        started = canonical_json(
+            {**request.parent, "input": request.run_input, "workflowVersionId": version.id}
+        )
+    else:
+        started = f'{{"input":{request.input_text},"workflowVersionId":{json_string(version.id)}}}'
     return [
         *planned.planning,
         PreparedEvent("WorkflowVersionRegistered", occurrences.VERSION_REGISTERED, registered),
@@ -519,7 +542,15 @@ def _start_step_by_step(
         planned = fixed_plan_events(definition, run_input)
         if planned is not None:
             version = planned.version
-            recorded = _start(world, run_id, version, run_input, planned.events, signal=not quiet)
+            recorded = _start(
+                world,
+                run_id,
+                version,
+                run_input,
+                planned.events,
+                signal=not quiet,
+                parent=request.parent,
+            )
     if version is None and definition is not None:
         from little_dist.planner import resolve_version
 
@@ -530,7 +561,14 @@ def _start_step_by_step(
             return None
     assert version is not None
     if not recorded and not any(event.type == "RunStarted" for event in events):
-        _start(world, run_id, version, run_input, signal=not (quiet and not events))
+        _start(
+            world,
+            run_id,
+            version,
+            run_input,
+            signal=not (quiet and not events),
+            parent=request.parent,
+        )
     return _Started(run_id, version, recorded)
 
 

@@ -3,8 +3,10 @@
 Per turn the loop asks the memo, else calls the model (:func:`~.model_calls.call_model`);
 each tool call the model makes runs through :func:`~.tool_calls.run_tool_call` (memoized,
 recorded, errors shown to the model as ``{"error": ...}``); the loop ends at the first reply
-without tool calls, whose text is parsed per the step's output mode. More than ``max_turns``
-turns raise :class:`~.errors.TurnLimitError`.
+without tool calls, whose text is parsed per the step's output mode. Calls that start
+sub-runs to be waited for elsewhere (:class:`~.errors.SubRunPending`) do not stop the turn's
+other calls; once all ran, the turn raises one ``SubRunPending`` for all their sub-runs.
+More than ``max_turns`` turns raise :class:`~.errors.TurnLimitError`.
 
 Which tools a step is offered: the step's ``with.tools`` list when it has one (limited to the
 tools the context allows); otherwise all the context's tools for a ``text`` step and none for
@@ -17,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from little_dist.harness.errors import TurnLimitError
+from little_dist.harness.errors import SubRunPending, TurnLimitError
 from little_dist.harness.model_calls import Completion, ModelReply, call_model
 from little_dist.harness.output_modes import output_spec, parse_output
 from little_dist.harness.prompts import step_messages, system_prompt
@@ -77,19 +79,27 @@ def tool_loop(
         if not reply.tool_calls:
             return reply
         conversation.append(reply.assistant_message())
+        waiting: list[str] = []
         for position, call in enumerate(reply.tool_calls, start=1):
-            outcome = run_tool_call(
-                ctx,
-                tool_name=call.name,
-                args=call.args,
-                caller="model",
-                turn=reply.turn,
-                call_index=position,
-                scope=scope,
-            )
+            try:
+                outcome = run_tool_call(
+                    ctx,
+                    tool_name=call.name,
+                    args=call.args,
+                    caller="model",
+                    turn=reply.turn,
+                    call_index=position,
+                    scope=scope,
+                )
+            except SubRunPending as pending:
+                # The turn's other calls start their sub-runs too: one suspension for all.
+                waiting += pending.child_run_ids
+                continue
             conversation.append(
                 {"role": "tool", "tool_call_id": call.id, "content": outcome.content_for_model()}
             )
+        if waiting:
+            raise SubRunPending(waiting)
     raise TurnLimitError(f"Workflow {task_kind} task exceeded {max_turns} model turns.")
 
 
