@@ -18,7 +18,7 @@ from little_dist.events import Event
 from little_dist.subruns import SUB_RUN_ENDED, SUB_RUN_STARTED
 from little_dist.subruns.links import STEP_SUSPENDED
 from tests.fleet_processes import FleetEnv, fleet_env, start_scheduler, start_worker
-from tests.subrun_fleet_app import DONE, FX_PREFIX_ENV, SCRIPT_ENV, kid_key
+from tests.subrun_fleet_app import DONE, FX_PREFIX_ENV, SCRIPT_ENV, kid_key, slow_key
 
 __all__ = ["fleet_env"]  # the fixture, re-exported for pytest
 
@@ -111,3 +111,190 @@ def test_a_parent_suspends_while_its_child_runs_and_resumes_with_its_result(
     assert len(_types(events, "harness.model.responded")) == 2
     for step in ("first", "second"):
         assert _count(fleet_env, kid_key(fleet_env.key_prefix, 1, step)) == 1
+
+
+def _completed(fleet: FleetEnv, parent: str, timeout: float = 150) -> list[Event]:
+    state = fleet.client().wait(parent, timeout=timeout)
+    assert state.status == "completed", state.error
+    assert state.output == DONE
+    return fleet.world().list_events(parent)
+
+
+def _ended_runs(fleet: FleetEnv, runs: list[str]) -> bool:
+    world = fleet.world()
+    for run in runs:
+        events = world.list_events(run, after=max(0, world.last_sequence(run) - 1))
+        if not events or events[-1].type not in ("RunCompleted", "RunFailed"):
+            return False
+    return True
+
+
+def _every_call_answered(events: list[Event], calls: int) -> None:
+    """Each child's result reached its tool call, once."""
+    succeeded = _types(events, "harness.tool_call.succeeded")
+    kids = [e for e in succeeded if e.payload["toolName"] == "sub.kid"]
+    assert len(kids) == calls
+    assert len({e.payload["result"]["runId"] for e in kids}) == calls
+    for event in kids:
+        n = event.payload["args"]["n"]
+        assert event.payload["result"]["output"] == {"n": n, "step": "second", "value": 2 * n}
+
+
+def _suspended_and_children_running(fleet: FleetEnv, parent: str) -> Callable[[], bool]:
+    def check() -> bool:
+        world = fleet.world()
+        if not _types(world.list_events(parent), STEP_SUSPENDED):
+            return False
+        children = _children(fleet, parent)
+        return bool(children) and all(
+            _types(events, "StepAttemptStarted") for events in children.values()
+        )
+
+    return check
+
+
+def test_two_slots_complete_two_parents_that_each_wait_on_ten_children(
+    fleet_env: FleetEnv,
+) -> None:
+    # One worker, two slots, two parents: were a waiting parent to hold its slot, the two
+    # would hold both and their twenty children could never run.
+    _configure(fleet_env)
+    start_scheduler(fleet_env)
+    start_worker(fleet_env, app=APP, concurrency=2)
+    parents = [_submit(fleet_env, "ten"), _submit(fleet_env, "ten")]
+    for parent in parents:
+        events = _completed(fleet_env, parent)
+        (suspended,) = _types(events, STEP_SUSPENDED)
+        # the ten calls of one model turn started their children, then the attempt
+        # suspended once for all of them
+        children = _check_children(fleet_env, parent, 10)
+        assert suspended.payload["waitingFor"] == list(children)
+        _every_call_answered(events, 10)
+        for child_events in children.values():
+            assert len(_types(child_events, "StepCompleted")) == 2
+    for n in range(1, 11):
+        for step in ("first", "second"):
+            assert _count(fleet_env, kid_key(fleet_env.key_prefix, n, step)) == 2
+
+
+def test_sigkill_of_the_worker_running_the_children_loses_no_result_and_starts_none_twice(
+    fleet_env: FleetEnv,
+) -> None:
+    # The one worker ran the parent's attempt (suspended) and runs its children: killed
+    # while they run, a new worker finishes them and the parent resumes.
+    _configure(fleet_env)
+    start_scheduler(fleet_env)
+    worker = start_worker(fleet_env, app=APP, concurrency=4)
+    parent = _submit(fleet_env, "slow")
+    _wait_until("children running", _suspended_and_children_running(fleet_env, parent))
+    worker.kill()
+    start_worker(fleet_env, app=APP, concurrency=4)
+    events = _completed(fleet_env, parent)
+    children = _check_children(fleet_env, parent, 3)
+    _every_call_answered(events, 3)
+    for child_events in children.values():
+        # the killed attempt was swept and retried: each step completed once
+        completed = [e.payload["stepPath"] for e in _types(child_events, "StepCompleted")]
+        assert completed == ["first", "second"]
+    assert len(_types(events, STEP_SUSPENDED)) == 1
+
+
+def test_sigkill_of_the_parents_worker_before_its_suspension_commits(
+    fleet_env: FleetEnv,
+) -> None:
+    # The parent's model turn starts a child, then calls a slow tool: the worker dies in that
+    # call, the attempt's suspension never committed. The sweeper fails the attempt; its
+    # retry replays the turn, finds the started child (the same id) and starts no other.
+    _configure(fleet_env)
+    start_scheduler(fleet_env)
+    worker = start_worker(fleet_env, app=APP, concurrency=4)
+    parent = _submit(fleet_env, "before-suspend")
+
+    def in_slow_tool() -> bool:
+        if _count(fleet_env, slow_key(fleet_env.key_prefix)) < 1:
+            return False  # (its write-ahead record comes before the call itself)
+        events = fleet_env.world().list_events(parent)
+        return any(
+            e.type == "harness.tool_call.started" and e.payload.get("toolName") == "slow_tool"
+            for e in events
+        )
+
+    _wait_until("the slow tool running", in_slow_tool)
+    worker.kill()
+    start_worker(fleet_env, app=APP, concurrency=4)
+    events = _completed(fleet_env, parent)
+    _check_children(fleet_env, parent, 1)
+    _every_call_answered(events, 1)
+    failed = _types(events, "StepFailed")
+    assert [e.payload["error"]["causeCode"] for e in failed] == ["lease_expired"]
+    assert len(_types(events, SUB_RUN_STARTED)) == 1
+    assert _count(fleet_env, slow_key(fleet_env.key_prefix)) == 2  # killed in it, then again
+
+
+def test_a_scheduler_killed_before_it_noticed_the_childrens_end_leaves_it_to_the_next(
+    fleet_env: FleetEnv,
+) -> None:
+    _configure(fleet_env)
+    scheduler = start_scheduler(fleet_env)
+    start_worker(fleet_env, app=APP, concurrency=4)
+    parent = _submit(fleet_env, "slow")
+    _wait_until("children running", _suspended_and_children_running(fleet_env, parent))
+    scheduler.kill()
+    children = list(_children(fleet_env, parent))
+    # The workers run the children to their ends without a scheduler; nobody tells the
+    # parent meanwhile.
+    _wait_until("the children's ends", lambda: _ended_runs(fleet_env, children), timeout=90)
+    time.sleep(1.0)
+    assert _types(fleet_env.world().list_events(parent), SUB_RUN_ENDED) == []
+    start_scheduler(fleet_env)
+    events = _completed(fleet_env, parent)
+    assert len(_types(events, SUB_RUN_ENDED)) == 3
+    _check_children(fleet_env, parent, 3)
+    _every_call_answered(events, 3)
+
+
+def test_cancelling_a_parent_cancels_its_running_children(fleet_env: FleetEnv) -> None:
+    _configure(fleet_env)
+    start_scheduler(fleet_env)
+    start_worker(fleet_env, app=APP, concurrency=4)
+    parent = _submit(fleet_env, "slow")
+    _wait_until("children running", _suspended_and_children_running(fleet_env, parent))
+    client = fleet_env.client()
+    assert client.cancel(parent, reason="enough")
+    state = client.wait(parent, timeout=60)
+    assert state.status == "failed"
+    assert state.error["causeCode"] == "cancelled"
+    children = list(_check_children(fleet_env, parent, 3))
+    _wait_until("the children's ends", lambda: _ended_runs(fleet_env, children), timeout=60)
+    for child, events in _children(fleet_env, parent).items():
+        (cancel,) = _types(events, "little.run.cancel_requested")
+        assert cancel.payload["parentRunId"] == parent
+        (end,) = _types(events, "RunFailed")
+        assert end.payload["error"]["causeCode"] == "cancelled", child
+    for n in range(1, 4):  # cancelled in their first steps: no second step ever ran
+        assert _count(fleet_env, kid_key(fleet_env.key_prefix, n, "second")) == 0
+
+
+def test_a_child_that_fails_is_its_tool_calls_error(fleet_env: FleetEnv) -> None:
+    _configure(fleet_env)
+    start_scheduler(fleet_env)
+    start_worker(fleet_env, app=APP, concurrency=4)
+    parent = _submit(fleet_env, "fail")
+    events = _completed(fleet_env, parent)
+    children = _check_children(fleet_env, parent, 2)
+    (failed,) = _types(events, "harness.tool_call.failed")
+    assert failed.payload["args"] == {"n": -1, "sleep": 0.1}
+    error = failed.payload["error"]
+    (bad,) = [c for c, ev in children.items() if _types(ev, "RunFailed")]
+    assert bad in error["message"]
+    assert "failed at step 'first'" in error["message"]
+    assert error["causeCode"] == "workflow_failed"
+    assert error["retriable"] is False
+    (ok,) = [
+        e
+        for e in _types(events, "harness.tool_call.succeeded")
+        if e.payload["toolName"] == "sub.kid"
+    ]
+    assert ok.payload["result"]["output"]["value"] == 2
+    ends = {e.payload["childRunId"]: e.payload["status"] for e in _types(events, SUB_RUN_ENDED)}
+    assert ends[bad] == "failed"
