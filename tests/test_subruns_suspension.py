@@ -178,3 +178,49 @@ def test_a_child_run_knows_its_parent_from_its_run_started() -> None:
     )
     view = builder.snapshot().sub_runs
     assert (view.parent_run_id, view.parent_step_path) == ("run_parent", "boss")
+
+
+def test_a_branch_step_of_a_parallel_step_suspends_and_resumes_the_same_way() -> None:
+    from tests.test_scheduling_sim import parallel
+
+    items = [{"id": "x"}, {"id": "y"}]
+    sim = Sim(
+        lwir_doc([parallel("fan", [tool("work")], max_concurrency=2)]),
+        {"items": items},
+    )
+    decision = sim.decide()
+    branches = sorted(decision.dispatch, key=lambda d: d.step_path)
+    assert len(branches) == 2
+    for dispatch in branches:
+        sim.start(dispatch)
+    first, second = branches
+    child = f"run_sub_{first.step_path}"
+    sim.append(
+        [
+            EventInput(
+                type=SUB_RUN_STARTED,
+                payload={"childRunId": child, "stepPath": first.step_path},
+                occurrence_id=f"subrun:{child}",
+            ),
+            step_suspended(first.step_path, {"id": "work"}, 1, [child]),
+        ]
+    )
+    sim.finish(second, ("ok", {"y": True}))
+    # The other branch's end is settled; the suspended one stays in flight.
+    assert all(d.step_path != first.step_path for d in sim.decide().dispatch)
+    assert sim.state.status == "running"
+    sim.append(
+        [
+            EventInput(
+                type=SUB_RUN_ENDED,
+                payload={"childRunId": child, "stepPath": first.step_path, "status": "completed"},
+                occurrence_id=f"subrun-end:{child}",
+            )
+        ]
+    )
+    (resume,) = [d for d in sim.decide().dispatch if d.step_path == first.step_path]
+    assert resume.attempt == 2
+    sim.start(resume)
+    sim.finish(resume, ("ok", {"x": True}))
+    assert sim.decide().done
+    assert sim.state.status == "completed"
