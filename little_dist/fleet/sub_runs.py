@@ -3,9 +3,10 @@ scheduler does when a run that has a parent or children ends.
 
 The design is told in :mod:`little_dist.subruns` ("How the fleet suspends and resumes"):
 
-* :class:`FleetSubRuns` is the worker's :class:`~little_dist.subruns.engine.SubRunHost`: a
-  workflow tool's call submits its child as any client would (:func:`submit_run` with the
-  derived run id and the parent link: idempotent), then the attempt suspends;
+* :class:`FleetSubRuns` is the worker's :class:`~little_dist.subruns.engine.SubRunHost`: the
+  children the calls of a model turn recorded are submitted as any client would, in batches
+  (:func:`submit_runs` with the derived run ids and the parent links: idempotent), then the
+  attempt suspends; a retried attempt's call submits its child again alone (:func:`submit_run`);
 * :func:`notice_run_end` is the scheduler's part, at every run end it sees: a child's end is
   recorded in its parent's log (``little.subrun.ended``, occurrence ``subrun-end:{child}``,
   which signals the parent), and the children a run started and that have not ended are
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from little_dist.authoring import WorkflowDefinition
     from little_dist.fleet.worker import WorkerRuntime
     from little_dist.runtime import Capabilities
+    from little_dist.subruns.engine import ChildToStart
 
 __all__ = ["FleetSubRuns", "notice_run_end", "with_fleet_sub_runs"]
 
@@ -64,6 +66,27 @@ class FleetSubRuns:
             window=runtime.window,
             parent=parent,
         )
+
+    def start_many(self, starts: list[ChildToStart]) -> None:
+        """Submit every child of ``starts`` (the calls of one model turn), a workflow's
+        children in one batch (:func:`submit_runs`: a few dozen starts per round trip; the
+        scheduler makes each child's first decision, its start signals it)."""
+        from little_dist.fleet.submission import submit_runs
+
+        runtime = self._runtime
+        by_workflow: dict[str, list[ChildToStart]] = {}
+        for start in starts:
+            by_workflow.setdefault(start.workflow.id, []).append(start)
+        for group in by_workflow.values():
+            submit_runs(
+                runtime.world,
+                group[0].workflow,
+                [start.run_input for start in group],
+                run_ids=[start.child_run_id for start in group],
+                settings=runtime.settings,
+                registry=runtime.registry,
+                parents=[start.parent for start in group],
+            )
 
 
 def with_fleet_sub_runs(

@@ -76,6 +76,10 @@ if TYPE_CHECKING:
 __all__ = ["RunMismatchError", "submit_run", "submit_runs"]
 
 _UNCOMPILED: Final = "uncompiled"
+_PLANNED_CHILD: Final = (
+    "workflow {!r} is planned by the fleet's planner: it cannot be started as a sub-run "
+    "there yet (give it a fixed plan=)"
+)
 #: Runs of a batch whose starts go in one pipeline (see submit_runs).
 _SEND_EVERY: Final = 25
 
@@ -236,10 +240,7 @@ def submit_run(
     request = _checked_request(workflow, run_input, run_id, registry, limits)
     if parent:
         if request.planner_path is not None:
-            raise InvalidInputError(
-                f"workflow {request.planner_path!r} is planned by the fleet's planner: it "
-                "cannot be started as a sub-run there yet (give it a fixed plan=)"
-            )
+            raise InvalidInputError(_PLANNED_CHILD.format(request.planner_path))
         request.parent = dict(parent)
     if request.planner_path is not None:
         _submit_to_planner(world, request, request.planner_path, queue, settings, holder)
@@ -452,6 +453,7 @@ def submit_runs(
     run_ids: Sequence[str] | None = None,
     settings: Settings | None = None,
     registry: AppRegistry | None = None,
+    parents: Sequence[Mapping[str, Any]] | None = None,
 ) -> list[str]:
     """Submit one run of ``workflow`` per input (``run_ids``: theirs; new ids without);
     their ids. Each is checked and recorded as :func:`submit_run` records it without a
@@ -459,16 +461,30 @@ def submit_runs(
     can (``RedisS3World.start_submissions``) the starts go a few dozen to a round trip,
     sent while the next ones are printed; every input is checked before any is written.
     Idempotent per run id as :func:`submit_run`; a run id already submitted with another
-    input raises :class:`RunMismatchError` once the others are recorded."""
+    input raises :class:`RunMismatchError` once the others are recorded. ``parents``: each
+    run's parent link when they are sub-runs (see :func:`submit_run`)."""
     if run_ids is not None and len(run_ids) != len(inputs):
         raise InvalidInputError(f"{len(run_ids)} run ids for {len(inputs)} inputs")
+    if parents is not None and len(parents) != len(inputs):
+        raise InvalidInputError(f"{len(parents)} parent links for {len(inputs)} inputs")
+    links: list[Mapping[str, Any] | None] = (
+        list(parents) if parents is not None else [None] * len(inputs)
+    )
     limits = settings.limits if settings is not None else InputLimits()
     ids = list(run_ids) if run_ids is not None else [new_run_id() for _ in inputs]
     starts_at_once = getattr(world, "start_submissions", None)
     if starts_at_once is None or not hasattr(world, "put_version_part"):
         return [
-            submit_run(world, workflow, value, run_id=run_id, settings=settings, registry=registry)
-            for run_id, value in zip(ids, inputs, strict=True)
+            submit_run(
+                world,
+                workflow,
+                value,
+                run_id=run_id,
+                settings=settings,
+                registry=registry,
+                parent=link,
+            )
+            for run_id, value, link in zip(ids, inputs, links, strict=True)
         ]
     # Every input is checked before anything is written (a bad one leaves the world as it
     # was); then the starts are printed a chunk at a time, each chunk's pipeline sent by
@@ -478,6 +494,11 @@ def submit_runs(
         _checked_request(workflow, value, run_id, registry, limits, grants=not index)
         for index, (run_id, value) in enumerate(zip(ids, inputs, strict=True))
     ]
+    for request, link in zip(requests, links, strict=True):
+        if link:
+            if request.planner_path is not None:
+                raise InvalidInputError(_PLANNED_CHILD.format(request.planner_path))
+            request.parent = dict(link)
     batch: list[tuple[_Request, WorkflowVersion]] = []
     sent: list[Future[list[str | None]]] = []
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="little-submit") as sender:
@@ -492,6 +513,7 @@ def submit_runs(
                     run_id=request.run_id,
                     settings=settings,
                     registry=registry,
+                    parent=request.parent,
                 )
                 continue
             batch.append((request, planned.version))

@@ -80,6 +80,7 @@ def tool_loop(
             return reply
         conversation.append(reply.assistant_message())
         waiting: list[str] = []
+        starts: list[Any] = []
         for position, call in enumerate(reply.tool_calls, start=1):
             try:
                 outcome = run_tool_call(
@@ -94,12 +95,13 @@ def tool_loop(
             except SubRunPending as pending:
                 # The turn's other calls start their sub-runs too: one suspension for all.
                 waiting += pending.child_run_ids
+                starts += pending.starts
                 continue
             conversation.append(
                 {"role": "tool", "tool_call_id": call.id, "content": outcome.content_for_model()}
             )
         if waiting:
-            raise SubRunPending(waiting)
+            raise SubRunPending(waiting, starts)
     raise TurnLimitError(f"Workflow {task_kind} task exceeded {max_turns} model turns.")
 
 

@@ -148,7 +148,12 @@ def run_and_judge(
             # Not the step's failure: the attempt stops without an end (see the module docs).
             raise
         except SubRunPending as pending:
-            # Its calls started sub-runs that run elsewhere: the attempt ends waiting.
+            # Its calls started sub-runs that run elsewhere: the attempt ends waiting, once
+            # the children its calls recorded are submitted (after those records are in the
+            # log: a crash in between leaves them named, and a retry submits them again).
+            if pending.starts:
+                recorder.flush()
+                capabilities.sub_runs.start_many(pending.starts)
             return [step_suspended(path, step, attempt, pending.child_run_ids)]
         except Exception as exc:  # the attempt fails; the runner and the log carry on
             from little_dist.harness.errors import reraise_guard_error

@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from little_dist.run_state import RunState
 
 __all__ = [
+    "ChildToStart",
     "SubRunHost",
     "SubRunOutcome",
     "await_sub_run",
@@ -69,11 +70,24 @@ __all__ = [
 ]
 
 
+@dataclass(frozen=True)
+class ChildToStart:
+    """A child to submit: its run id, workflow, input and parent link (``RunStarted``)."""
+
+    child_run_id: str
+    workflow: WorkflowDefinition
+    run_input: Any
+    parent: Mapping[str, Any]
+
+
 class SubRunHost(Protocol):
     """Where a fleet worker's workflow tools start their sub-runs (the fleet's is
     :class:`little_dist.fleet.sub_runs.FleetSubRuns`): ``start`` submits the child run
     ``child_run_id`` of ``workflow`` on ``run_input`` with the parent link ``parent`` in its
-    ``RunStarted``, idempotently (the same id again is a no-op), and returns at once."""
+    ``RunStarted``, idempotently (the same id again is a no-op), and returns at once;
+    ``start_many`` submits several the same way, in as few round trips as it can."""
+
+    def start_many(self, starts: list[ChildToStart]) -> None: ...
 
     def start(
         self,
@@ -172,9 +186,16 @@ def await_sub_run(
 
 
 def _record_started(
-    info: ToolCallInfo, link: ParentLink, child: str, workflow: WorkflowDefinition, run_input: Any
+    info: ToolCallInfo,
+    link: ParentLink,
+    child: str,
+    workflow: WorkflowDefinition,
+    run_input: Any,
+    *,
+    durable: bool = True,
 ) -> None:
-    """``little.subrun.started`` in the parent's log, durably (step 1)."""
+    """``little.subrun.started`` in the parent's log (step 1): durably, or with the
+    attempt's next write (``durable=False``: before the child is submitted)."""
     recorder = info.ctx.recorder
     recorder.append(
         SUB_RUN_STARTED,
@@ -191,7 +212,7 @@ def _record_started(
             "disposition": "await",
         },
         occurrences.sub_run_started(child),
-        durable=True,
+        durable=durable,
     )
 
 
@@ -233,11 +254,14 @@ def start_elsewhere(
         recorded = outcome_from_ended(world, child, ended)
         if recorded is not None:
             return recorded
-    started_before = memo.sub_run_started(child)
-    if not started_before:
-        _record_started(info, link, child, workflow, run_input)
-    host.start(child, workflow, run_input, link.to_payload())
-    outcome = read_outcome(world, child) if started_before else None
+    parent = link.to_payload()
+    if not memo.sub_run_started(child):
+        # Recorded with the turn's other calls' (written before any child is submitted);
+        # the attempt submits them all at once before it suspends.
+        _record_started(info, link, child, workflow, run_input, durable=False)
+        raise SubRunPending([child], [ChildToStart(child, workflow, run_input, parent)])
+    host.start(child, workflow, run_input, parent)
+    outcome = read_outcome(world, child)
     if outcome is None:
         raise SubRunPending([child])
     _record_ended(info, link, outcome)

@@ -97,6 +97,11 @@ def _wraps(schema: Any) -> bool:
 class WorkflowTool(Tool):
     """A defined workflow as a tool (see the module docstring); made by :func:`as_tool`."""
 
+    #: Its call records its sub-run durably before starting it, and a retry takes the
+    #: result again from the sub-run's recorded end: the call's own events need no round
+    #: trip of their own (see :mod:`little_dist.harness.tool_calls`).
+    records_lazily = True
+
     def __init__(
         self,
         workflow: WorkflowDefinition,
