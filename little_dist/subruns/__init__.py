@@ -38,10 +38,11 @@ call is :func:`~little_dist.subruns.engine.start_elsewhere`; tests in
 
 1. *Suspend.* On a fleet worker the tool call records ``little.subrun.started`` and raises a
    :class:`~little_dist.harness.errors.SubRunPending` signal instead of waiting; the model
-   loop lets the turn's other calls do the same (parallel calls of one model turn), then
-   the attempt writes their records, submits every child (``submit_runs`` with the derived
-   run ids and the parent links, a few dozen per round trip: idempotent, ``RunStarted`` is
-   put-if-absent), and commits, fenced, an engine event ``little.step.suspended``
+   loop lets the turn's other calls do the same (parallel calls of one model turn). Their
+   records are written, then their children submitted (``submit_runs`` with the derived
+   run ids and the parent links, 25 at a time as the turn goes on, the rest as the attempt
+   ends: idempotent, ``RunStarted`` is put-if-absent), and the attempt commits, fenced, an
+   engine event ``little.step.suspended``
    (``stepPath``, ``attempt``, ``waitingFor: [childRunId...]``, occurrence
    ``end:{path}:{n}``) in place of ``StepCompleted`` / ``StepFailed``, releasing its
    lease: the worker slot is free, no thread waits.
