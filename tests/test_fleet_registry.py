@@ -69,6 +69,23 @@ def test_module_attribute_names_one_workflow(
     assert registry.modules == (f"{name}:triage",)
 
 
+def test_a_workflow_brings_the_workflows_its_workflow_tools_run_as_sub_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body = (
+        APP
+        + "\nfrom little_dist import as_tool\n"
+        + (
+            "parent = define_workflow(id='parent', model='scripted/p', tools=[as_tool(triage)])\n"
+            "WORKFLOWS = [parent]\n"
+        )
+    )
+    registry = load_registry(_module(tmp_path, monkeypatch, body))
+    # The worker that runs the parent's calls also runs the children's steps.
+    assert list(registry.workflows) == ["parent", "triage"]
+    assert [t.name for t in registry.capabilities_for_workflow("triage").tools] == ["lookup"]
+
+
 def test_runs_find_their_workflow_by_the_lwir_name(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

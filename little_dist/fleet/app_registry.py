@@ -6,7 +6,8 @@ them:
 
 * **workflows** — an explicit ``WORKFLOWS = [...]`` list (or tuple) of
   :class:`~little_dist.authoring.WorkflowDefinition`, else every ``WorkflowDefinition`` that
-  is a top-level attribute of the module. A run whose LWIR ``metadata.name`` is a
+  is a top-level attribute of the module; with each, the workflows its workflow tools
+  (``as_tool``) run as sub-runs. A run whose LWIR ``metadata.name`` is a
   workflow's id runs with that workflow's :meth:`~WorkflowDefinition.capabilities`: the
   document selects among them and may not name any other
   (:meth:`AppRegistry.check_version`, :mod:`little_dist.runtime.grants`).
@@ -162,6 +163,22 @@ def _module_capabilities(module: ModuleType) -> Capabilities | None:
     )
 
 
+def _with_tool_workflows(found: list[WorkflowDefinition]) -> list[WorkflowDefinition]:
+    """``found`` and, after each, the workflows its workflow tools (``as_tool``) run, and
+    theirs: a worker runs those sub-runs' steps too (see :mod:`little_dist.subruns`)."""
+    from little_dist.subruns.workflow_tool import WorkflowTool
+
+    seen: dict[str, WorkflowDefinition] = {}
+    pending = list(found)
+    while pending:
+        definition = pending.pop(0)
+        if definition.id in seen:
+            continue
+        seen[definition.id] = definition
+        pending += [item.workflow for item in definition.tools if isinstance(item, WorkflowTool)]
+    return list(seen.values())
+
+
 def load_registry(modules: str | Iterable[str] | None) -> AppRegistry:
     """Import the app module(s) and collect their workflows and capabilities.
 
@@ -193,7 +210,7 @@ def load_registry(modules: str | Iterable[str] | None) -> AppRegistry:
             found = _workflows_in(module.WORKFLOWS, f"{module_name}.WORKFLOWS")
         else:
             found = [v for v in vars(module).values() if isinstance(v, WorkflowDefinition)]
-        for definition in found:
+        for definition in _with_tool_workflows(found):
             workflows.setdefault(definition.id, definition)
         capabilities = _module_capabilities(module)
         if capabilities is not None:

@@ -23,7 +23,9 @@ One loop, one thread:
    (``lease_expired``), a few runs per loop turn so signals are still served in between. A
    run whose log grew since the last sweep looked at it is left to the workers moving it on,
    never twice in a row (:meth:`~little_dist.fleet.followed_runs.FollowedRuns.moving`).
-4. **The end of a run**: once ``RunCompleted``/``RunFailed`` is recorded the run is dropped
+4. **The end of a run**: once ``RunCompleted``/``RunFailed`` is recorded, the runs linked to
+   it hear of it (:func:`~little_dist.fleet.sub_runs.notice_run_end`: a sub-run's parent gets
+   ``little.subrun.ended``, a parent's open children a cancel request), then it is dropped
    from the cache and archived on a background thread (``world.archive_run`` where the world
    has it), then removed from the active set. A look that would have more than
    ``_UNREAD_END_PEEK`` unread events to fold (a wide run the workers ran to its end on the
@@ -64,11 +66,13 @@ from little_dist.fleet.scheduler_log import log_event as _log
 from little_dist.fleet.sending import dispatch_plan, dispatch_ready
 from little_dist.fleet.signals import Signal, SignalReader
 from little_dist.fleet.slots import fanout_window
+from little_dist.fleet.sub_runs import notice_run_end
 from little_dist.fleet.sweeper import ActiveRuns, SweepRound, fail_dead_attempts
 from little_dist.fleet.versions import VersionCache
 from little_dist.run_state import RunState
 from little_dist.scheduling import Decision, RunContext, StepDispatch, decide
 from little_dist.settings import Settings
+from little_dist.subruns.links import SUB_RUN_ID_PREFIX
 from little_dist.world.base import World
 
 if TYPE_CHECKING:
@@ -368,6 +372,9 @@ class Scheduler:
                 ms=round((time.perf_counter() - started) * 1000, 3),
             )
         if state.status in _TERMINAL:
+            # Before the run is finished (and its signal acknowledged): a scheduler that
+            # dies here leaves the signal to the next one, which notices again.
+            notice_run_end(self.world, run_id, state)
             self._finish(run_id, state.status, state.event_count)
         return result
 
@@ -408,6 +415,8 @@ class Scheduler:
         tail = self.world.list_events(run_id, after=last - 1)
         if not tail or tail[-1].type not in _END_STATUS:
             return False
+        if tail[-1].type == "RunFailed" or run_id.startswith(SUB_RUN_ID_PREFIX):
+            return False  # its end may concern its children or its parent: fold it
         self._finish(run_id, _END_STATUS[tail[-1].type], tail[-1].sequence)
         return True
 

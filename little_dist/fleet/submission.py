@@ -76,6 +76,10 @@ if TYPE_CHECKING:
 __all__ = ["RunMismatchError", "submit_run", "submit_runs"]
 
 _UNCOMPILED: Final = "uncompiled"
+_PLANNED_CHILD: Final = (
+    "workflow {!r} is planned by the fleet's planner: it cannot be started as a sub-run "
+    "there yet (give it a fixed plan=)"
+)
 #: Runs of a batch whose starts go in one pipeline (see submit_runs).
 _SEND_EVERY: Final = 25
 
@@ -114,7 +118,10 @@ def _check_same(run_id: str, events: list[Event], run_input: Any, version_id: st
 
 
 def _start_events(
-    version: WorkflowVersion, run_input: Any, binding: dict[str, Any] | None = None
+    version: WorkflowVersion,
+    run_input: Any,
+    binding: dict[str, Any] | None = None,
+    parent: Mapping[str, Any] | None = None,
 ) -> list[EventInput]:
     """``binding``: the version's (:func:`~little_dist.fleet.versions.split_version`), when
     the version is stored as a shared part and this binding rather than whole."""
@@ -133,7 +140,7 @@ def _start_events(
         EventInput(
             type="RunStarted",
             occurrence_id=occurrences.RUN_START,
-            payload={"workflowVersionId": version.id, "input": run_input},
+            payload={**(parent or {}), "workflowVersionId": version.id, "input": run_input},
         ),
     ]
 
@@ -146,13 +153,14 @@ def _start(
     planning: Sequence[EventInput] = (),
     *,
     signal: bool = True,
+    parent: Mapping[str, Any] | None = None,
 ) -> list[Event]:
     """Record the run's start (after ``planning``, its planning session's events) in one
     append; the recorded events. ``signal=False``: the caller advances the run itself."""
     # Stored before the events that name it, so a reader never finds a dangling id.
     world.register_version(version.id, version.to_json())
     return world.append_batch(
-        run_id, [*planning, *_start_events(version, run_input)], signal=signal
+        run_id, [*planning, *_start_events(version, run_input, parent=parent)], signal=signal
     )
 
 
@@ -181,6 +189,8 @@ class _Request:
     #: The run id was made up here: no archive can hold it (a given one costs a look at S3
     #: before its log starts, so an archived run is never started again).
     fresh: bool = False
+    #: A sub-run's link to its parent run, recorded in its ``RunStarted``.
+    parent: Mapping[str, Any] | None = None
 
     @functools.cached_property
     def input_text(self) -> str:
@@ -204,8 +214,13 @@ def submit_run(
     holder: str = "client",
     window: FanoutWindow | None = None,
     announce: Callable[[str], None] | None = None,
+    parent: Mapping[str, Any] | None = None,
 ) -> str:
     """Submit one run (see the module docstring); its run id.
+
+    ``parent``: a sub-run's link to the run that started it (``parentRunId``, ... see
+    :mod:`little_dist.subruns.links`), recorded in its ``RunStarted``; only for a version
+    compiled or resolved here (a workflow the planner plans cannot be a sub-run yet).
 
     ``queue`` + ``settings`` let it send tasks (the planner's, the first steps'); without them
     the run is only recorded and the scheduler, signalled by the append, takes it from there.
@@ -226,6 +241,10 @@ def submit_run(
     """
     limits = settings.limits if settings is not None else InputLimits()
     request = _checked_request(workflow, run_input, run_id, registry, limits)
+    if parent:
+        if request.planner_path is not None:
+            raise InvalidInputError(_PLANNED_CHILD.format(request.planner_path))
+        request.parent = dict(parent)
     if request.planner_path is not None:
         _submit_to_planner(world, request, request.planner_path, queue, settings, holder)
         return request.run_id
@@ -431,7 +450,12 @@ def _bound_start(world: World, planned: _Planned, request: _Request) -> list[Pre
             BINDING_FIELD: binding,
         }
     )
-    started = f'{{"input":{request.input_text},"workflowVersionId":{json_string(version.id)}}}'
+    if request.parent:
+        started = canonical_json(
+            {**request.parent, "input": request.run_input, "workflowVersionId": version.id}
+        )
+    else:
+        started = f'{{"input":{request.input_text},"workflowVersionId":{json_string(version.id)}}}'
     return [
         *planned.planning,
         PreparedEvent("WorkflowVersionRegistered", occurrences.VERSION_REGISTERED, registered),
@@ -447,6 +471,7 @@ def submit_runs(
     run_ids: Sequence[str] | None = None,
     settings: Settings | None = None,
     registry: AppRegistry | None = None,
+    parents: Sequence[Mapping[str, Any]] | None = None,
 ) -> list[str]:
     """Submit one run of ``workflow`` per input (``run_ids``: theirs; new ids without);
     their ids. Each is checked and recorded as :func:`submit_run` records it without a
@@ -454,17 +479,31 @@ def submit_runs(
     can (``RedisS3World.start_submissions``) the starts go a few dozen to a round trip,
     sent while the next ones are printed; every input is checked before any is written.
     Idempotent per run id as :func:`submit_run`; a run id already submitted with another
-    input raises :class:`RunMismatchError` once the others are recorded."""
+    input raises :class:`RunMismatchError` once the others are recorded. ``parents``: each
+    run's parent link when they are sub-runs (see :func:`submit_run`)."""
     if run_ids is not None and len(run_ids) != len(inputs):
         raise InvalidInputError(f"{len(run_ids)} run ids for {len(inputs)} inputs")
+    if parents is not None and len(parents) != len(inputs):
+        raise InvalidInputError(f"{len(parents)} parent links for {len(inputs)} inputs")
+    links: list[Mapping[str, Any] | None] = (
+        list(parents) if parents is not None else [None] * len(inputs)
+    )
     limits = settings.limits if settings is not None else InputLimits()
     ids = list(run_ids) if run_ids is not None else [new_run_id() for _ in inputs]
     fresh = run_ids is None  # (ids made up here: no archive can hold them)
     starts_at_once = getattr(world, "start_submissions", None)
     if starts_at_once is None or not hasattr(world, "put_version_part"):
         return [
-            submit_run(world, workflow, value, run_id=run_id, settings=settings, registry=registry)
-            for run_id, value in zip(ids, inputs, strict=True)
+            submit_run(
+                world,
+                workflow,
+                value,
+                run_id=run_id,
+                settings=settings,
+                registry=registry,
+                parent=link,
+            )
+            for run_id, value, link in zip(ids, inputs, links, strict=True)
         ]
     # Every input is checked before anything is written (a bad one leaves the world as it
     # was); then the starts are printed a chunk at a time, each chunk's pipeline sent by
@@ -474,6 +513,11 @@ def submit_runs(
         _checked_request(workflow, value, run_id, registry, limits, grants=not index)
         for index, (run_id, value) in enumerate(zip(ids, inputs, strict=True))
     ]
+    for request, link in zip(requests, links, strict=True):
+        if link:
+            if request.planner_path is not None:
+                raise InvalidInputError(_PLANNED_CHILD.format(request.planner_path))
+            request.parent = dict(link)
     batch: list[tuple[_Request, WorkflowVersion]] = []
     sent: list[Future[list[str | None]]] = []
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="little-submit") as sender:
@@ -488,6 +532,7 @@ def submit_runs(
                     run_id=request.run_id,
                     settings=settings,
                     registry=registry,
+                    parent=request.parent,
                 )
                 continue
             batch.append((request, planned.version))
@@ -538,7 +583,15 @@ def _start_step_by_step(
         planned = fixed_plan_events(definition, run_input)
         if planned is not None:
             version = planned.version
-            recorded = _start(world, run_id, version, run_input, planned.events, signal=not quiet)
+            recorded = _start(
+                world,
+                run_id,
+                version,
+                run_input,
+                planned.events,
+                signal=not quiet,
+                parent=request.parent,
+            )
     if version is None and definition is not None:
         from little_dist.planner import resolve_version
 
@@ -549,7 +602,14 @@ def _start_step_by_step(
             return None
     assert version is not None
     if not recorded and not any(event.type == "RunStarted" for event in events):
-        _start(world, run_id, version, run_input, signal=not (quiet and not events))
+        _start(
+            world,
+            run_id,
+            version,
+            run_input,
+            signal=not (quiet and not events),
+            parent=request.parent,
+        )
     return _Started(run_id, version, recorded)
 
 

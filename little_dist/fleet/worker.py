@@ -26,6 +26,7 @@ from little_dist.fleet.fastpath import FastPath
 from little_dist.fleet.run_cache import RunCache
 from little_dist.fleet.run_tracker import RunTracker
 from little_dist.fleet.sending import schedule_occurrence
+from little_dist.fleet.sub_runs import FleetSubRuns, with_fleet_sub_runs
 from little_dist.fleet.versions import VersionCache
 from little_dist.ids import InvalidIdError, validate_run_id
 from little_dist.run_state import RunState
@@ -93,6 +94,9 @@ class WorkerRuntime:
         self.runs = RunCache(self)
         #: What this worker does beyond one attempt per task (see :mod:`~.fastpath`).
         self.fastpath = FastPath(self)
+        #: Where its workflow tools start their sub-runs (on the fleet: the attempt suspends).
+        self.sub_runs = FleetSubRuns(self)
+        self._with_sub_runs: dict[int, tuple[Any, Any]] = {}
 
     @property
     def world(self) -> World:
@@ -206,7 +210,9 @@ class WorkerRuntime:
             if events:
                 last_recorded = max(last_recorded, events[-1].sequence)
 
-        capabilities = self.registry.capabilities_for(ctx.version)
+        capabilities = with_fleet_sub_runs(
+            self.registry.capabilities_for(ctx.version), self.sub_runs, self._with_sub_runs
+        )
         outcome = execute_step_attempt(
             self.world,
             dispatch,
@@ -224,7 +230,11 @@ class WorkerRuntime:
         )
         how = " (inline)" if continued is not None else ""
         _log.info("%s %s %s#%d%s: %s", kind, run_id, step_path, attempt, how, outcome.value)
-        committed = outcome in (AttemptOutcome.completed, AttemptOutcome.failed)
+        committed = outcome in (
+            AttemptOutcome.completed,
+            AttemptOutcome.failed,
+            AttemptOutcome.suspended,
+        )
         # The tracker folded the commit: if nothing else came in between, it is as current
         # as a read right after the commit would make it.
         current = tracker.last_sequence == last_recorded

@@ -3,8 +3,11 @@
 Per turn the loop asks the memo, else calls the model (:func:`~.model_calls.call_model`);
 each tool call the model makes runs through :func:`~.tool_calls.run_tool_call` (memoized,
 recorded, errors shown to the model as ``{"error": ...}``); the loop ends at the first reply
-without tool calls, whose text is parsed per the step's output mode. More than ``max_turns``
-turns raise :class:`~.errors.TurnLimitError`.
+without tool calls, whose text is parsed per the step's output mode. Calls that start
+sub-runs to be waited for elsewhere (:class:`~.errors.SubRunPending`) do not stop the turn's
+other calls (their children are submitted :data:`START_EVERY` at a time meanwhile); once all
+ran, the turn raises one ``SubRunPending`` for all their sub-runs.
+More than ``max_turns`` turns raise :class:`~.errors.TurnLimitError`.
 
 Which tools a step is offered: the step's ``with.tools`` list when it has one (limited to the
 tools the context allows); otherwise all the context's tools for a ``text`` step and none for
@@ -17,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from little_dist.harness.errors import TurnLimitError
+from little_dist.harness.errors import SubRunPending, TurnLimitError
 from little_dist.harness.model_calls import Completion, ModelReply, call_model
 from little_dist.harness.output_modes import output_spec, parse_output
 from little_dist.harness.prompts import step_messages, system_prompt
@@ -27,7 +30,11 @@ if TYPE_CHECKING:
     from little_dist.harness.types import ExecuteStepTask, HarnessContext
     from little_dist.tools import Tool
 
-__all__ = ["run_ai_generate", "tool_loop", "tools_for_step", "wire_tools"]
+__all__ = ["START_EVERY", "run_ai_generate", "tool_loop", "tools_for_step", "wire_tools"]
+
+#: Sub-runs a model turn's calls start per batch while the turn goes on (the last batch is
+#: started by the attempt as it suspends).
+START_EVERY = 25
 
 
 def tools_for_step(step: Mapping[str, Any], ctx: HarnessContext) -> dict[str, Tool]:
@@ -77,19 +84,34 @@ def tool_loop(
         if not reply.tool_calls:
             return reply
         conversation.append(reply.assistant_message())
+        waiting: list[str] = []
+        starts: list[Any] = []
         for position, call in enumerate(reply.tool_calls, start=1):
-            outcome = run_tool_call(
-                ctx,
-                tool_name=call.name,
-                args=call.args,
-                caller="model",
-                turn=reply.turn,
-                call_index=position,
-                scope=scope,
-            )
+            try:
+                outcome = run_tool_call(
+                    ctx,
+                    tool_name=call.name,
+                    args=call.args,
+                    caller="model",
+                    turn=reply.turn,
+                    call_index=position,
+                    scope=scope,
+                )
+            except SubRunPending as pending:
+                # The turn's other calls start their sub-runs too: one suspension for all.
+                waiting += pending.child_run_ids
+                starts += pending.starts
+                if len(starts) >= START_EVERY and ctx.sub_runs is not None:
+                    # A wide turn's children start running while its later calls are made.
+                    ctx.recorder.flush()
+                    ctx.sub_runs.start_many(starts)
+                    starts = []
+                continue
             conversation.append(
                 {"role": "tool", "tool_call_id": call.id, "content": outcome.content_for_model()}
             )
+        if waiting:
+            raise SubRunPending(waiting, starts)
     raise TurnLimitError(f"Workflow {task_kind} task exceeded {max_turns} model turns.")
 
 

@@ -49,6 +49,7 @@ __all__ = [
     "HarnessError",
     "ModelCallError",
     "StepSchemaError",
+    "SubRunPending",
     "ToolCallError",
     "TurnLimitError",
     "envelope_for",
@@ -113,6 +114,22 @@ class HarnessCancelled(HarnessError):
 class HarnessConfigError(HarnessError):
     cause_code = "runtime_config_error"
     retriable = False
+
+
+class SubRunPending(BaseException):
+    """Not a failure: tool calls of the attempt started sub-runs (``child_run_ids``) that run
+    elsewhere (a fleet worker suspends instead of waiting: :mod:`little_dist.subruns`).
+
+    A ``BaseException`` so that no handler meant for errors turns it into a tool's or a
+    step's failure: the model loop lets the other calls of the same turn start theirs, then
+    raises one for all of them, and the attempt commits ``little.step.suspended``."""
+
+    def __init__(self, child_run_ids: list[str], starts: list[Any] | None = None) -> None:
+        super().__init__(f"waiting for sub-runs {', '.join(child_run_ids)}")
+        self.child_run_ids = list(child_run_ids)
+        #: Children to start before the attempt suspends (recorded in the parent's log, not
+        #: submitted yet: the attempt submits them all at once; see little_dist.subruns).
+        self.starts = list(starts or [])
 
 
 # litellm exception class names (checked along the MRO, most specific first) -> cause.

@@ -13,6 +13,10 @@ every model call and tool call the default harness asks the memo:
   calls that no model made, such as a ``tool.call`` step). Only *succeeded* calls are reused:
   a failed tool call runs again on retry, which is what a retry is for.
 
+The memo also keeps, per sub-run the step started (``little.subrun.started``), its
+``little.subrun.ended`` payload once recorded: a workflow tool's call on a fleet resumes
+from them (:func:`little_dist.subruns.engine.start_elsewhere`).
+
 The memo also keeps the capability manifest of the first ``harness.session.started`` of each
 session scope (role, and whether the session is a delegated default harness), which a
 session that starts again is checked against (:mod:`little_dist.harness.drift`).
@@ -39,6 +43,10 @@ from little_dist.world.base import ArtifactCorruptError, World
 __all__ = ["Memo", "MemoHit"]
 
 _ToolKey = tuple[int, int, str, str]
+# The sub-run links a step's log holds (see little_dist.subruns): a workflow tool's call on
+# a fleet asks whether its child was started, or ended, before this attempt.
+_SUB_RUN_STARTED = "little.subrun.started"
+_SUB_RUN_ENDED = "little.subrun.ended"
 #: (role, delegated): the scope of a session's manifest.
 SessionScope = tuple[str, bool]
 
@@ -61,11 +69,14 @@ class Memo:
         *,
         world: World | None = None,
         sessions: dict[SessionScope, Event] | None = None,
+        sub_runs: dict[str, dict[str, Any] | None] | None = None,
     ) -> None:
         self._model_turns = dict(model_turns or {})
         self._tool_results = dict(tool_results or {})
         self._sessions = dict(sessions or {})
         self._world = world
+        # child run id -> its little.subrun.ended payload (None: started, no end recorded)
+        self._sub_runs = dict(sub_runs or {})
 
     @classmethod
     def empty(cls) -> Memo:
@@ -80,6 +91,7 @@ class Memo:
         model_turns: dict[tuple[int, str], Event] = {}
         tool_results: dict[_ToolKey, Event] = {}
         sessions: dict[SessionScope, Event] = {}
+        sub_runs: dict[str, dict[str, Any] | None] = {}
         for event in sorted(events, key=lambda item: item.sequence):
             payload = event.payload
             if payload.get("stepPath") != step_path:
@@ -105,7 +117,12 @@ class Memo:
                 tool_key = _tool_key(payload)
                 if tool_key is not None:
                     tool_results[tool_key] = event
-        return cls(model_turns, tool_results, world=world, sessions=sessions)
+            elif kind in (_SUB_RUN_STARTED, _SUB_RUN_ENDED):
+                child = payload.get("childRunId")
+                if isinstance(child, str):
+                    ended = payload if kind == _SUB_RUN_ENDED else None
+                    sub_runs[child] = sub_runs.get(child) or ended
+        return cls(model_turns, tool_results, world=world, sessions=sessions, sub_runs=sub_runs)
 
     def __len__(self) -> int:
         return len(self._model_turns) + len(self._tool_results)
@@ -123,6 +140,14 @@ class Memo:
             dict(event.payload["manifest"]),
             recorded_hash if isinstance(recorded_hash, str) else None,
         )
+
+    def sub_run_started(self, child_run_id: str) -> bool:
+        """Whether the step's log names sub-run ``child_run_id`` (started or ended)."""
+        return child_run_id in self._sub_runs
+
+    def sub_run_end(self, child_run_id: str) -> dict[str, Any] | None:
+        """The ``little.subrun.ended`` payload of sub-run ``child_run_id``, if recorded."""
+        return self._sub_runs.get(child_run_id)
 
     def model_turn(self, turn: int, prompt_hash: str) -> MemoHit | None:
         """The recorded response of turn ``turn`` for this exact request, if any."""

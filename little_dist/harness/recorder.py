@@ -515,15 +515,17 @@ class EventRecorder:
         self._field(payload, "args", safe_args, "harness.tool_call.args", args_size)
         return payload
 
-    def tool_started(self, index: int, **fields: Any) -> Event | None:
+    def tool_started(self, index: int, *, durable: bool = True, **fields: Any) -> Event | None:
         """Write-ahead: durable (with everything pending) before the tool is called.
 
         ``args_hash`` / ``args_size`` (digest and canonical size of the JSON-safe args) may
         be passed when the caller computed them, here and to the call's ending.
+        ``durable=False``: pending, for a tool that makes its own side effect durable first
+        (a workflow tool records its sub-run before starting it).
         """
         payload = self._tool_fields(index, **fields)
         return self.append(
-            "harness.tool_call.started", payload, self.occurrence("tool", index), durable=True
+            "harness.tool_call.started", payload, self.occurrence("tool", index), durable=durable
         )
 
     def tool_succeeded(

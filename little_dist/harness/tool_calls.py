@@ -10,6 +10,11 @@ Used by the model loop (``caller="model"``, with the model turn) and by ``tool.c
 admits only ``model`` and ``code``). A failure is returned, not raised, so the model loop can
 show it to the model; a ``tool.call`` step raises it (:meth:`ToolOutcome.raise_for_error`).
 
+A tool with ``records_lazily = True`` (a workflow tool) makes its own side effects durable
+(it records its sub-run before starting it) and its result is cheap to take again (from the
+sub-run's recorded end): its call's ``started`` and ``succeeded`` events go with the
+attempt's next write instead of one round trip each.
+
 A tool that needs to know where it is called from (a workflow tool starts a sub-run whose id
 is derived from the call, see :mod:`little_dist.subruns`) has a ``call_in_context(arguments,
 call)`` method; it is called instead of ``call(arguments)`` with a :class:`ToolCallInfo`.
@@ -170,7 +175,10 @@ def run_tool_call(
         "args_hash": args_hash,
         "args_size": args_size,
     }
-    recorder.tool_started(index, **fields)
+    # A tool whose result is cheap to take again (a workflow tool's: its sub-run's recorded
+    # end) records its call with the attempt's next write instead of a round trip of its own.
+    lazy = getattr(tool, "records_lazily", False) is True
+    recorder.tool_started(index, durable=not lazy, **fields)
     started = time.monotonic()
     denied = _permission_gate(ctx, index, fields) if ctx.permissions else None
     if denied is not None:
@@ -209,7 +217,12 @@ def run_tool_call(
             raise  # not for the model to work around (e.g. the sandbox cannot run here)
         return ToolOutcome(False, error=error, exception=exc)
     recorder.tool_succeeded(
-        index, result, duration_ms=_elapsed_ms(started), durable=not last, extra=record, **fields
+        index,
+        result,
+        duration_ms=_elapsed_ms(started),
+        durable=not (last or lazy),
+        extra=record,
+        **fields,
     )
     return ToolOutcome(True, result)
 

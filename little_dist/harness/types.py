@@ -307,6 +307,10 @@ class HarnessContext:
     deadline: float | None = None
     permissions: ToolPermissions | None = None
     memory_mounts: Sequence[MemoryMountSpec] = ()
+    #: Where sub-runs are started when they run elsewhere (a fleet worker's
+    #: :class:`~little_dist.subruns.SubRunHost`): a workflow tool's call then suspends the
+    #: attempt instead of waiting. ``None``: the call drives its child in this process.
+    sub_runs: Any = None
 
 
 @runtime_checkable

@@ -17,6 +17,11 @@ model validation per event; handlers are found by ``type`` in a dict):
   fallback for models the registry lacks (ours; upstream has none).
   ``harness.session.completed`` usage is a rollup of those calls and is not counted again.
   Legacy ``Harness*`` type names are normalized.
+- Sub-runs (engine extension, :mod:`._subruns`): ``RunStarted.parentRunId`` links a child
+  to its parent; ``little.subrun.started`` / ``.ended`` name a parent's children and their
+  ends; ``little.step.suspended`` ends the step's last attempt as ``suspended`` (the step
+  stays running) waiting for the children of its ``waitingFor`` not yet ended, and each
+  ``little.subrun.ended`` takes its child off every waiting step.
 - ``RunCompleted``/``RunFailed`` finish the run. ``Parallel*`` events feed the engine's
   parallel-group view (``_parallel``), which is not part of upstream's JSON. Every other
   type (engine-only events included) only counts.
@@ -30,6 +35,7 @@ holds before it changes it, so snapshots never change and folding onto an old st
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeAlias
 
@@ -39,6 +45,13 @@ from little_dist.pricing import PriceFallback
 from little_dist.run_state._parallel import ParallelGroupState, apply_parallel
 from little_dist.run_state._parallel import is_artifact_ref as _is_ref
 from little_dist.run_state._state import ABSENT, RunState, StepAttempt, StepState
+from little_dist.run_state._subruns import (
+    EMPTY_SUB_RUNS,
+    STEP_SUSPENDED,
+    SUB_RUN_ENDED,
+    SUB_RUN_STARTED,
+    SubRunView,
+)
 from little_dist.run_state._usage import (
     Pricer,
     Totals,
@@ -110,6 +123,7 @@ class RunStateBuilder:
         "_status",
         "_steps",
         "_steps_shared",
+        "_sub_runs",
         "_usage",
         "_workflow_version_id",
     )
@@ -143,6 +157,7 @@ class RunStateBuilder:
         self._parallel: dict[str, ParallelGroupState] = {}
         self._parallel_shared = False
         self._parallel_owned: set[str] = set()
+        self._sub_runs: SubRunView = EMPTY_SUB_RUNS
 
     @classmethod
     def from_state(cls, state: RunState) -> RunStateBuilder:
@@ -168,6 +183,7 @@ class RunStateBuilder:
         builder._event_count = state._event_count
         builder._parallel = state._parallel
         builder._parallel_shared = True
+        builder._sub_runs = state._sub_runs
         return builder
 
     @property
@@ -196,6 +212,7 @@ class RunStateBuilder:
         state._event_count = self._event_count
         state._parallel = self._parallel
         state._pricer = self._pricer
+        state._sub_runs = self._sub_runs
         # From now on the snapshot shares these: copy before the next change.
         self._steps_shared = True
         self._owned.clear()
@@ -304,6 +321,14 @@ class RunStateBuilder:
         if event_type == "RunStarted":
             self._status = "running"
             self._started_at = at
+            parent = payload.get("parentRunId")
+            if parent.__class__ is str:
+                step_path = payload.get("parentStepPath")
+                self._sub_runs = dataclasses.replace(
+                    self._sub_runs,
+                    parent_run_id=parent,
+                    parent_step_path=step_path if step_path.__class__ is str else None,
+                )
 
     def _on_step_scheduled(self, payload: dict[str, Any], at: Any, event_type: str) -> None:
         path = payload.get("stepPath")
@@ -319,6 +344,10 @@ class RunStateBuilder:
         step._error = ABSENT
         step._output = ABSENT
         step._output_ref = None
+        if step._waiting:
+            step._waiting = frozenset()
+            view = self._sub_runs
+            self._sub_runs = dataclasses.replace(view, suspended=view.suspended - {path})
         attempt_id = payload.get("attemptId")
         if attempt_id.__class__ is not str:
             attempt_id = f"attempt_{len(step._attempts) + 1}"
@@ -399,6 +428,48 @@ class RunStateBuilder:
         else:
             attempts.append(StepAttempt("attempt_1", at, at, "failed", error))
 
+    def _on_step_suspended(self, payload: dict[str, Any], at: Any, event_type: str) -> None:
+        path = payload.get("stepPath")
+        if path.__class__ is not str:
+            return
+        step = self._step(path)
+        attempts = step._attempts
+        if not attempts or attempts[-1]._status != "running":
+            return  # (an attempt ends once: its end occurrence id says so)
+        last = attempts[-1]
+        attempts[-1] = StepAttempt(last._attempt_id, last._started_at, at, "suspended")
+        waiting = payload.get("waitingFor")
+        view = self._sub_runs
+        children = frozenset(
+            child
+            for child in (waiting if waiting.__class__ is list else ())
+            if child.__class__ is str
+        )
+        step._waiting = children - view.ended
+        if step._waiting:
+            self._sub_runs = dataclasses.replace(view, suspended=view.suspended | {path})
+
+    def _on_sub_run_started(self, payload: dict[str, Any], at: Any, event_type: str) -> None:
+        child = payload.get("childRunId")
+        view = self._sub_runs
+        if child.__class__ is str and child not in view.started:
+            self._sub_runs = dataclasses.replace(view, started=(*view.started, child))
+
+    def _on_sub_run_ended(self, payload: dict[str, Any], at: Any, event_type: str) -> None:
+        child = payload.get("childRunId")
+        view = self._sub_runs
+        if child.__class__ is not str or child in view.ended:
+            return
+        still: set[str] = set()
+        for path in view.suspended:
+            step = self._step(path)
+            step._waiting = step._waiting - {child}
+            if step._waiting:
+                still.add(path)
+        self._sub_runs = dataclasses.replace(
+            view, ended=view.ended | {child}, suspended=frozenset(still)
+        )
+
     def _on_run_completed(self, payload: dict[str, Any], at: Any, event_type: str) -> None:
         self._status = "completed"
         self._finished_at = at
@@ -435,6 +506,9 @@ _HANDLERS: dict[str, _Handler] = {
     "StepFailed": RunStateBuilder._on_step_failed,
     "RunCompleted": RunStateBuilder._on_run_completed,
     "RunFailed": RunStateBuilder._on_run_failed,
+    STEP_SUSPENDED: RunStateBuilder._on_step_suspended,
+    SUB_RUN_STARTED: RunStateBuilder._on_sub_run_started,
+    SUB_RUN_ENDED: RunStateBuilder._on_sub_run_ended,
     "ParallelGroupStarted": apply_parallel,
     "ParallelBranchScheduled": apply_parallel,
     "ParallelBranchCompleted": apply_parallel,

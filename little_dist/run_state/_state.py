@@ -17,6 +17,7 @@ from typing import Any, Final, Literal, TypeAlias
 
 from little_dist.pricing import UsageTotals
 from little_dist.run_state._parallel import ParallelGroupState, parallel_view
+from little_dist.run_state._subruns import SubRunView
 from little_dist.run_state._usage import Pricer, Totals, empty_totals, totals_json
 
 __all__ = [
@@ -28,7 +29,9 @@ __all__ = [
 ]
 
 RunStatus: TypeAlias = Literal["pending", "running", "completed", "failed"]
-StepStatus: TypeAlias = Literal["pending", "running", "completed", "failed"]
+#: ``suspended``: an attempt that ended waiting for sub-runs (``little.step.suspended``); its
+#: step stays ``running`` until an attempt after it ends (engine extension).
+StepStatus: TypeAlias = Literal["pending", "running", "completed", "failed", "suspended"]
 
 
 class _Absent:
@@ -147,6 +150,7 @@ class StepState(_RecordsOutput):
         "_path",
         "_status",
         "_usage",
+        "_waiting",
     )
 
     def __init__(self, path: str) -> None:
@@ -159,6 +163,7 @@ class StepState(_RecordsOutput):
         self._artifact_refs: list[str] = []
         self._metadata: dict[str, Any] | None = None
         self._error: Any = ABSENT
+        self._waiting: frozenset[str] = frozenset()
 
     def _copy(self) -> StepState:
         clone = StepState.__new__(StepState)
@@ -171,7 +176,14 @@ class StepState(_RecordsOutput):
         clone._artifact_refs = self._artifact_refs.copy()
         clone._metadata = self._metadata
         clone._error = self._error
+        clone._waiting = self._waiting
         return clone
+
+    @property
+    def waiting_for(self) -> frozenset[str]:
+        """The sub-runs the step's suspended last attempt still waits for (empty when it
+        waits for none, or its last attempt is not suspended); engine extension."""
+        return self._waiting
 
     @property
     def step_path(self) -> str:
@@ -249,6 +261,7 @@ class RunState(_RecordsOutput):
         "_started_at",
         "_status",
         "_steps",
+        "_sub_runs",
         "_usage",
         "_workflow_version_id",
     )
@@ -268,6 +281,7 @@ class RunState(_RecordsOutput):
     _event_count: int
     _parallel: dict[str, ParallelGroupState]
     _pricer: Pricer  # where the fold's rates came from; fold_events continues with it
+    _sub_runs: SubRunView
 
     @property
     def run_id(self) -> str:
@@ -317,6 +331,12 @@ class RunState(_RecordsOutput):
     def parallel_groups(self) -> Mapping[str, ParallelGroupState]:
         """Parallel groups by step path (engine extension; not in :meth:`to_json`)."""
         return MappingProxyType(self._parallel)
+
+    @property
+    def sub_runs(self) -> SubRunView:
+        """The run's parent, its children and its steps waiting for them (engine extension;
+        not in :meth:`to_json`)."""
+        return self._sub_runs
 
     @property
     def usage(self) -> UsageTotals:

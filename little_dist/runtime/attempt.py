@@ -19,8 +19,9 @@ The sequence (every write fenced with the step's lease, every event with an occu
    durable before the call runs, and appends a call's result as soon as it has it;
 5. validate the output against the step's output contract, then commit the recorder's
    pending events, ``[ArtifactCreated]``, ``StepOutputValidated`` and ``StepCompleted`` — or
-   ``StepFailed`` — in one fenced batch whose last event has occurrence ``end:{path}:{n}``:
-   an attempt ends once;
+   ``StepFailed``, or ``little.step.suspended`` when its tool calls started sub-runs that
+   run elsewhere (a fleet worker: :mod:`little_dist.subruns`) — in one fenced batch whose
+   last event has occurrence ``end:{path}:{n}``: an attempt ends once;
 6. release the lease (the commit's append does it in the same call).
 
 In the code: :func:`execute_step_attempt` takes the lease (1.), catches up (2.,
@@ -57,6 +58,7 @@ from little_dist.compiler import WorkflowVersion
 from little_dist.errors import LeaseLostError, LittleError, StorageUnavailableError
 from little_dist.events import RUN_END_EVENT_TYPES, Event, EventInput
 from little_dist.run_state import RunState, RunStateBuilder
+from little_dist.run_state._subruns import STEP_SUSPENDED
 from little_dist.runtime.capabilities import Capabilities
 from little_dist.runtime.continuation import PLAIN, Continuation
 from little_dist.runtime.dead_attempts import step_lease_key
@@ -90,6 +92,7 @@ class AttemptOutcome(enum.Enum):
     busy = "busy"  # another holder has the step lease: nothing was done
     already_done = "already_done"  # the attempt had ended (or the run is over): nothing done
     superseded = "superseded"  # the lease was taken over: nothing more was written
+    suspended = "suspended"  # this call committed little.step.suspended (waits for sub-runs)
 
 
 def run_input_of(events: Sequence[Event]) -> Any:
@@ -218,6 +221,8 @@ def execute_step_attempt(
             on_recorded(recorded)
         if recorded[-1].type == "StepCompleted":
             return AttemptOutcome.completed
+        if recorded[-1].type == STEP_SUSPENDED:
+            return AttemptOutcome.suspended
         return AttemptOutcome.failed
     except LeaseLostError:
         return AttemptOutcome.superseded

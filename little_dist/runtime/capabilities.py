@@ -71,6 +71,9 @@ class Capabilities:
     #: :mod:`little_dist.memory`); none when the capabilities were not made by a workflow.
     memory_mounts: tuple[MemoryMountSpec, ...] = ()
     permissions: ToolPermissions | None = None
+    #: Where the workflow tools' sub-runs start when they run elsewhere (set by a fleet
+    #: worker: :class:`~little_dist.subruns.SubRunHost`); ``None``: in this process.
+    sub_runs: Any = None
 
     def offers_tool(self, name: object) -> bool:
         """Whether a document may name tool ``name`` for a model: a registered tool, or

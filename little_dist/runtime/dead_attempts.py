@@ -66,6 +66,9 @@ def running_worker_attempts(
     for path, step_state in state.steps.items():
         if step_state.status != "running":
             continue
+        attempts = step_state.attempts
+        if attempts and attempts[-1].status != "running":
+            continue  # (suspended: it ended waiting for sub-runs, no worker holds it)
         try:
             step = locate_step(plan, path).step
         except StepPathError:

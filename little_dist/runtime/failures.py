@@ -27,6 +27,7 @@ __all__ = [
     "TERMINAL_CAUSES",
     "error_envelope",
     "step_failed",
+    "step_suspended",
     "timeout_envelope",
 ]
 
@@ -107,5 +108,25 @@ def step_failed(
             "attempt": attempt,
             "attemptId": f"attempt_{attempt}",
             "error": error,
+        },
+    )
+
+
+def step_suspended(
+    path: str, step: Mapping[str, Any], attempt: int, waiting_for: list[str]
+) -> EventInput:
+    """The ``little.step.suspended`` that ends attempt ``attempt`` of ``path`` waiting for the
+    sub-runs ``waiting_for`` (same occurrence as the attempt's other ends: it ends once)."""
+    from little_dist.run_state._subruns import STEP_SUSPENDED
+
+    return EventInput(
+        type=STEP_SUSPENDED,
+        occurrence_id=occurrences.attempt_ended(path, attempt),
+        payload={
+            "stepPath": path,
+            "stepId": step.get("id"),
+            "attempt": attempt,
+            "attemptId": f"attempt_{attempt}",
+            "waitingFor": list(dict.fromkeys(waiting_for)),
         },
     )

@@ -6,8 +6,10 @@ input, build the task and context for the role that runs it (the worker's harnes
 fixer's for a ``fix_step`` attempt), with the tools it may call, the model slot it names and
 a :class:`~little_dist.harness.memo.Memo` of the step's earlier events; run the harness;
 then judge what came back: an exception, a result past the deadline or an output that
-breaks the step's contract ends the attempt with ``StepFailed``, anything else with the
-completion events (:func:`~little_dist.runtime.outputs.completion_events`). Nothing here
+breaks the step's contract ends the attempt with ``StepFailed``, a harness that started
+sub-runs to wait for (:class:`~little_dist.harness.errors.SubRunPending`) with
+``little.step.suspended``, anything else with the completion events
+(:func:`~little_dist.runtime.outputs.completion_events`). Nothing here
 appends: the attempt commits what this returns.
 
 Run scratch. An attempt whose model is offered bash gets the run's scratch
@@ -44,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 from little_dist.compiler import WorkflowVersion
 from little_dist.errors import LeaseLostError, StorageUnavailableError
 from little_dist.events import Event, EventInput
+from little_dist.harness.errors import SubRunPending
 from little_dist.memory.attempt import MemoryLimitError
 from little_dist.memory.runtime import LazyMemory
 from little_dist.run_state import RunState
@@ -54,6 +57,7 @@ from little_dist.runtime.failures import (
     CAUSE_STEP_SCHEMA,
     error_envelope,
     step_failed,
+    step_suspended,
     timeout_envelope,
 )
 from little_dist.runtime.outputs import completion_events
@@ -144,6 +148,14 @@ def run_and_judge(
         except (LeaseLostError, StorageUnavailableError):
             # Not the step's failure: the attempt stops without an end (see the module docs).
             raise
+        except SubRunPending as pending:
+            # Its calls started sub-runs that run elsewhere: the attempt ends waiting, once
+            # the children its calls recorded are submitted (after those records are in the
+            # log: a crash in between leaves them named, and a retry submits them again).
+            if pending.starts:
+                recorder.flush()
+                capabilities.sub_runs.start_many(pending.starts)
+            return [step_suspended(path, step, attempt, pending.child_run_ids)]
         except Exception as exc:  # the attempt fails; the runner and the log carry on
             from little_dist.harness.errors import reraise_guard_error
 
@@ -289,6 +301,7 @@ def _run_harness(
         permissions=capabilities.permissions,
         # (the stores are mounted beside the bash tool's scratch: without bash, none)
         memory_mounts=capabilities.memory_mounts if bash is not None else (),
+        sub_runs=capabilities.sub_runs,
     )
     try:
         result = capabilities.harness_registry().run(task, ctx)

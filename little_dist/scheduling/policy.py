@@ -13,6 +13,10 @@ without recording it anywhere:
 - otherwise a retriable error (``retriable`` not false, cause not terminal) is retried while
   worker attempts stay under ``retry.maxAttempts`` (or the run's default);
 - anything else ends the step with its last error.
+
+An attempt that ended ``suspended`` (it waits for sub-runs, ``little.step.suspended``) is
+neither a failure nor a crash: the attempt after it, once its sub-runs have ended, runs as
+the same kind, free of the step's budget and of the crash budget.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from little_dist.scheduling.types import DispatchKind
 
 __all__ = [
     "CAUSE_LEASE_EXPIRED",
+    "SUSPENDED",
     "TERMINAL_CAUSES",
     "AttemptLike",
     "GiveUp",
@@ -35,6 +40,8 @@ __all__ = [
 ]
 
 CAUSE_LEASE_EXPIRED: Final = "lease_expired"
+#: The status of an attempt that ended waiting for sub-runs.
+SUSPENDED: Final = "suspended"
 
 #: Causes that are never retried (upstream's ``isTerminalRuntimeCauseEnvelope`` list).
 TERMINAL_CAUSES: Final = frozenset(
@@ -93,6 +100,8 @@ def next_action(
     worker_used = fixes_used = crashes = 0
     error: Any = None
     for attempt in attempts:
+        if attempt.status == SUSPENDED:
+            continue  # waited for sub-runs: the next attempt takes the call up, free
         error = attempt.error
         cause = cause_of(error)
         if cause == CAUSE_LEASE_EXPIRED:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from little_dist.scheduling.context import StepLookup, StepView
-from little_dist.scheduling.policy import GiveUp, NextAttempt
+from little_dist.scheduling.policy import SUSPENDED, GiveUp, NextAttempt
 from little_dist.scheduling.step_graph import END, ScopePlan, StepPlan
 
 __all__ = ["FrontierItem", "ScopeOutcome", "settle"]
@@ -85,6 +85,14 @@ def _classify(
         return FrontierItem(step, path, visit, view, "ready", action)
     if attempts and attempts[-1].status == "running":
         return FrontierItem(step, path, visit, view, "running")
+    if attempts and attempts[-1].status == SUSPENDED:
+        # Waiting for sub-runs: in flight until the last of them ended, then due again.
+        if getattr(view, "waiting_for", None):
+            return FrontierItem(step, path, visit, view, "running")
+        action = policy(step, view)
+        if isinstance(action, GiveUp):
+            return (path, action.error)
+        return FrontierItem(step, path, visit, view, "ready", action)
     return FrontierItem(
         step, path, visit, view, "ready", NextAttempt(len(attempts) + 1, "execute_step")
     )

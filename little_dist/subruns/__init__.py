@@ -28,38 +28,52 @@ look at the child at all.
 Waiting is written down, not held. Everything the parent knows about a child is in its own
 log: ``little.subrun.started`` (before the child exists) says "this call waits for that
 run", ``little.subrun.ended`` then the call's result say how it ended. In process (the
-local runner, this slice) the calling thread drives the child to its end in between, as
-upstream's in-process ``runWorkflow`` does. Nothing in the records depends on that thread.
+local runner) the calling thread drives the child to its end in between, as upstream's
+in-process ``runWorkflow`` does. Nothing in the records depends on that thread.
 
-How the fleet will suspend and resume on this design (not built yet):
+How the fleet suspends and resumes on this design (a fleet worker gives its attempts a
+:class:`~little_dist.subruns.engine.SubRunHost`, :mod:`little_dist.fleet.sub_runs`; the
+call is :func:`~little_dist.subruns.engine.start_elsewhere`; tests in
+``tests/test_subruns_fleet.py``):
 
-1. *Suspend.* On a fleet worker the tool call does step 1 of :func:`await_sub_run`
-   (``little.subrun.started``, durable), submits the child (``Client.submit`` with the
-   derived run id and the parent link: idempotent, ``RunStarted`` is put-if-absent), then
-   raises a ``SubRunPending`` signal instead of waiting. The attempt catches it and commits,
-   fenced, an engine event ``little.step.suspended`` (``stepPath``, ``attempt``,
-   ``waitingFor: [childRunId...]``) in place of ``StepCompleted`` / ``StepFailed``, and
-   releases its lease: the worker slot is free, no thread waits. Parallel calls of one
-   model turn start all their children before the attempt suspends once for all of them.
+1. *Suspend.* On a fleet worker the tool call records ``little.subrun.started`` and raises a
+   :class:`~little_dist.harness.errors.SubRunPending` signal instead of waiting; the model
+   loop lets the turn's other calls do the same (parallel calls of one model turn). Their
+   records are written, then their children submitted (``submit_runs`` with the derived
+   run ids and the parent links, 25 at a time as the turn goes on, the rest as the attempt
+   ends: idempotent, ``RunStarted`` is put-if-absent), and the attempt commits, fenced, an
+   engine event ``little.step.suspended``
+   (``stepPath``, ``attempt``, ``waitingFor: [childRunId...]``, occurrence
+   ``end:{path}:{n}``) in place of ``StepCompleted`` / ``StepFailed``, releasing its
+   lease: the worker slot is free, no thread waits.
 2. *Notice.* A child's ``RunCompleted`` / ``RunFailed`` append signals the scheduler like
    any run end; the scheduler reads the child's ``parentRunId`` from its ``RunStarted``
-   and appends ``little.subrun.ended`` (occurrence ``subrun-end:{child}``: whoever records
-   it first wins, a second scheduler records nothing) to the parent's log, which signals
-   the parent.
+   (the fold keeps it) and appends ``little.subrun.ended`` (occurrence
+   ``subrun-end:{child}``: whoever records it first wins, a second scheduler records
+   nothing; with the parent's ``stepPath`` and the child's output or its ref) to the
+   parent's log, which signals the parent.
 3. *Resume.* The pure fold treats a suspended step whose every ``waitingFor`` child has a
    ``little.subrun.ended`` as ready, and ``decide`` schedules its next attempt as for a
    retry, without counting it against ``maxAttempts``; any worker may take it. The new
    attempt replays its model turns from the memo, reaches the same tool call, derives the
-   same child id, finds the child ended (its log; ``little.subrun.ended`` says so without
-   a read) and returns the result at once, which is recorded as the call's result.
+   same child id, finds the child ended (``little.subrun.ended`` in its step's events says
+   so without a read of the child) and returns the result at once, which is recorded as
+   the call's result.
 4. *Crashes.* A worker killed before the suspension commits leaves a running attempt the
-   sweeper fails; its retry finds ``little.subrun.started`` and the child (same id) and
-   does not start it twice. A scheduler killed between a child's end and
+   sweeper fails; its retry finds ``little.subrun.started``, submits the child again
+   (idempotent: a no-op when it exists, its start when the killed attempt died before its
+   submit) and reads its log for an end. A scheduler killed between a child's end and
    ``little.subrun.ended`` leaves the child's end-signal pending in its consumer group; the
    next scheduler claims it and records the end. Nothing is lost because every fact is an
    idempotent append, and no fact lives only in a thread.
-5. *Cancel.* Cancelling a parent appends ``CancelRequested`` to every child named by a
-   ``little.subrun.started`` without an end (the children's own cancellation does the rest).
+5. *Cancel.* When a parent ends (cancelled, failed or completed), the scheduler appends
+   ``little.run.cancel_requested`` to every child named by a ``little.subrun.started``
+   without an end (the children's own cancellation does the rest).
+
+Not on the fleet yet: a child whose workflow the fleet's planner plans (submitting it as a
+sub-run is refused: give it a fixed ``plan=``), the parent's permission denies passed down
+to the child (in process only), and the orchestrator's tools (they still wait in the
+worker's thread).
 """
 
 from __future__ import annotations

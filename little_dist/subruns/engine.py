@@ -36,7 +36,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 from little_dist import occurrences
 from little_dist.canonical import sha256_digest
@@ -56,7 +56,47 @@ if TYPE_CHECKING:
     from little_dist.permissions import ToolPermissions
     from little_dist.run_state import RunState
 
-__all__ = ["SubRunOutcome", "await_sub_run", "child_run_id_for", "outcome_from_state"]
+__all__ = [
+    "ChildToStart",
+    "SubRunHost",
+    "SubRunOutcome",
+    "await_sub_run",
+    "child_run_id_for",
+    "ended_payload_of",
+    "outcome_from_ended",
+    "outcome_from_state",
+    "read_outcome",
+    "start_elsewhere",
+]
+
+
+@dataclass(frozen=True)
+class ChildToStart:
+    """A child to submit: its run id, workflow, input and parent link (``RunStarted``)."""
+
+    child_run_id: str
+    workflow: WorkflowDefinition
+    run_input: Any
+    parent: Mapping[str, Any]
+
+
+class SubRunHost(Protocol):
+    """Where a fleet worker's workflow tools start their sub-runs (the fleet's is
+    :class:`little_dist.fleet.sub_runs.FleetSubRuns`): ``start`` submits the child run
+    ``child_run_id`` of ``workflow`` on ``run_input`` with the parent link ``parent`` in its
+    ``RunStarted``, idempotently (the same id again is a no-op), and returns at once;
+    ``start_many`` submits several the same way, in as few round trips as it can."""
+
+    def start_many(self, starts: list[ChildToStart]) -> None: ...
+
+    def start(
+        self,
+        child_run_id: str,
+        workflow: WorkflowDefinition,
+        run_input: Any,
+        parent: Mapping[str, Any],
+    ) -> None: ...
+
 
 #: Upstream's mapping of a run's cause code to the workflow tool's (``mapWorkflowError``).
 _TOOL_CAUSES: dict[str, str] = {
@@ -135,6 +175,28 @@ def await_sub_run(
     link = _link(info)
     child = child_run_id(link.call_key)
     recorder = info.ctx.recorder
+    _record_started(info, link, child, workflow, run_input)
+    child_workflow = _with_parent_denies(workflow, info.ctx.permissions)
+    with _CancelWatch(info, child):
+        outcome = _drive(
+            child, link, child_workflow, run_input, harness, max_workers, version, recorder.world
+        )
+    _record_ended(info, link, outcome)
+    return outcome
+
+
+def _record_started(
+    info: ToolCallInfo,
+    link: ParentLink,
+    child: str,
+    workflow: WorkflowDefinition,
+    run_input: Any,
+    *,
+    durable: bool = True,
+) -> None:
+    """``little.subrun.started`` in the parent's log (step 1): durably, or with the
+    attempt's next write (``durable=False``: before the child is submitted)."""
+    recorder = info.ctx.recorder
     recorder.append(
         SUB_RUN_STARTED,
         {
@@ -150,20 +212,120 @@ def await_sub_run(
             "disposition": "await",
         },
         occurrences.sub_run_started(child),
-        durable=True,
+        durable=durable,
     )
-    child_workflow = _with_parent_denies(workflow, info.ctx.permissions)
-    with _CancelWatch(info, child):
-        outcome = _drive(
-            child, link, child_workflow, run_input, harness, max_workers, version, recorder.world
-        )
-    recorder.append(
+
+
+def _record_ended(info: ToolCallInfo, link: ParentLink, outcome: SubRunOutcome) -> None:
+    """``little.subrun.ended`` in the parent's log, durably (step 3; whoever records it first
+    wins: the scheduler noticing the child's end on the fleet, or this call)."""
+    info.ctx.recorder.append(
         SUB_RUN_ENDED,
-        {"parentRunId": link.parent_run_id, **outcome.ended_payload()},
-        occurrences.sub_run_ended(child),
+        {
+            "parentRunId": link.parent_run_id,
+            "stepPath": link.step_path,
+            **outcome.ended_payload(),
+        },
+        occurrences.sub_run_ended(outcome.child_run_id),
         durable=True,
     )
+
+
+def start_elsewhere(
+    info: ToolCallInfo, workflow: WorkflowDefinition, run_input: Any, host: SubRunHost
+) -> SubRunOutcome:
+    """The call's child run on a fleet (``host`` starts it there): its outcome once it
+    ended, else raise :class:`~little_dist.harness.errors.SubRunPending` after starting it
+    (the attempt suspends; see the package docstring, "How the fleet suspends").
+
+    The parent's memo (this step's earlier events) says how far the call got: the child's
+    end recorded (``little.subrun.ended``, by the scheduler that noticed it, or an earlier
+    attempt): its outcome, without reading the child; the child started by an earlier
+    attempt: started again (idempotent: that attempt may have died between its record and
+    its submit) and its log read for an end; neither: recorded, started, pending."""
+    from little_dist.harness.errors import SubRunPending
+
+    link = _link(info)
+    child = child_run_id(link.call_key)
+    memo = info.ctx.memo
+    world = info.ctx.recorder.world
+    ended = memo.sub_run_end(child)
+    if ended is not None:
+        recorded = outcome_from_ended(world, child, ended)
+        if recorded is not None:
+            return recorded
+    parent = link.to_payload()
+    if not memo.sub_run_started(child):
+        # Recorded with the turn's other calls' (written before any child is submitted);
+        # the attempt submits them all at once before it suspends.
+        _record_started(info, link, child, workflow, run_input, durable=False)
+        raise SubRunPending([child], [ChildToStart(child, workflow, run_input, parent)])
+    host.start(child, workflow, run_input, parent)
+    outcome = read_outcome(world, child)
+    if outcome is None:
+        raise SubRunPending([child])
+    _record_ended(info, link, outcome)
     return outcome
+
+
+def read_outcome(world: Any, child: str) -> SubRunOutcome | None:
+    """The child's outcome from its log, or ``None`` while it has not ended."""
+    from little_dist.run_state import RunStateBuilder
+    from little_dist.runtime.outputs import hydrate_events
+
+    events = world.list_events(child)
+    if not events or events[-1].type not in ("RunCompleted", "RunFailed"):
+        return None
+    builder = RunStateBuilder(child)
+    builder.apply_all(hydrate_events(world, events))
+    state = builder.snapshot()
+    outcome = outcome_from_state(child, state)
+    if outcome.status == "completed" and not state.has_output and state.output_ref:
+        output = world.get_artifact(state.output_ref, run_id=child).payload
+        return SubRunOutcome(child, "completed", output=output)
+    return outcome
+
+
+def outcome_from_ended(world: Any, child: str, payload: Mapping[str, Any]) -> SubRunOutcome | None:
+    """The outcome a ``little.subrun.ended`` payload records; ``None`` when it lacks the
+    completed child's output (recorded in process, without it): read the child then."""
+    status = payload.get("status")
+    if status == "completed":
+        if "output" in payload:
+            return SubRunOutcome(child, "completed", output=payload["output"])
+        ref = payload.get("outputRef")
+        if isinstance(ref, str):
+            output = world.get_artifact(ref, run_id=child).payload
+            return SubRunOutcome(child, "completed", output=output)
+        return read_outcome(world, child)
+    if status not in ("failed", "cancelled"):
+        return read_outcome(world, child)
+
+    def text(name: str) -> str | None:
+        value = payload.get(name)
+        return value if isinstance(value, str) else None
+
+    return SubRunOutcome(
+        child,
+        "cancelled" if status == "cancelled" else "failed",
+        cause_code=text("causeCode") or "workflow_failed",
+        run_cause_code=text("runCauseCode"),
+        message=text("message") or "Workflow run failed.",
+        failed_step_path=text("failedStepPath"),
+    )
+
+
+def ended_payload_of(child: str, state: RunState) -> dict[str, Any]:
+    """What ``little.subrun.ended`` records of a child that ended in ``state`` (its output
+    inline, or by reference when the child recorded it so), without the parent's fields."""
+    outcome = outcome_from_state(child, state)
+    payload = outcome.ended_payload()
+    if outcome.status == "completed":
+        if state.has_output:
+            payload["output"] = state.output
+        elif state.output_ref is not None:
+            payload["outputRef"] = state.output_ref
+    return payload
 
 
 def _with_parent_denies(

@@ -1,16 +1,22 @@
 """The links between a parent run and its sub-runs, as recorded in the two logs (pure).
 
-Parent's log (engine events; the run-state fold ignores them):
+Parent's log (engine events; the run-state fold keeps only what scheduling needs of them,
+:mod:`little_dist.run_state._subruns`):
 
 * ``little.subrun.started`` (occurrence ``subrun:{child}``), appended durably before the
   child is started: ``childRunId``, ``workflowId``, ``toolName``, ``toolCallId`` (the
   call's occurrence id, ``tool:{p}:{n}:{k}``, of the attempt that first made the call),
   ``callKey`` (what the child's id is derived from), ``stepPath``, ``attempt``,
   ``inputHash``, ``disposition`` (``await``: the call waits for the child's end);
-* ``little.subrun.ended`` (occurrence ``subrun-end:{child}``): ``childRunId``, ``status``
-  (``completed`` | ``failed`` | ``cancelled``), ``causeCode`` and ``message`` when it did
-  not complete. The tool call's own ``harness.tool_call.succeeded`` / ``.failed`` follows
-  with the result the model sees.
+* ``little.subrun.ended`` (occurrence ``subrun-end:{child}``): ``childRunId``, ``stepPath``
+  (the parent's step), ``status`` (``completed`` | ``failed`` | ``cancelled``),
+  ``causeCode`` and ``message`` when it did not complete; on the fleet (recorded by the
+  scheduler that noticed the child's end) the completed child's ``output`` or
+  ``outputRef`` too. The tool call's own ``harness.tool_call.succeeded`` / ``.failed``
+  follows with the result the model sees;
+* ``little.step.suspended`` (occurrence ``end:{path}:{n}``, the attempt's end): ``stepPath``,
+  ``attempt``, ``waitingFor`` (child run ids): the attempt ended waiting for those children
+  (on a fleet worker); the step is due again once all of them ended.
 
 Child's log: its ``RunStarted`` carries upstream's ``parentRunId`` plus ``parentToolCallId``,
 ``parentStepPath`` and ``parentCallKey``.
@@ -28,9 +34,12 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from little_dist.canonical import sha256_digest
+from little_dist.run_state._subruns import STEP_SUSPENDED, SUB_RUN_ENDED, SUB_RUN_STARTED
 
 __all__ = [
+    "STEP_SUSPENDED",
     "SUB_RUN_ENDED",
+    "SUB_RUN_ID_PREFIX",
     "SUB_RUN_STARTED",
     "ParentLink",
     "SubRunStart",
@@ -41,8 +50,8 @@ __all__ = [
     "sub_run_starts",
 ]
 
-SUB_RUN_STARTED: Final = "little.subrun.started"
-SUB_RUN_ENDED: Final = "little.subrun.ended"
+#: Every sub-run's id starts so (:func:`child_run_id`).
+SUB_RUN_ID_PREFIX: Final = "run_sub_"
 
 
 def call_key(
@@ -71,7 +80,7 @@ def call_key(
 def child_run_id(key: str) -> str:
     """The sub-run's id for the call ``key`` (:func:`call_key`): ``run_sub_`` + 32 hex."""
     digest = key.split(":", 1)[-1]
-    return f"run_sub_{digest[:32]}"
+    return f"{SUB_RUN_ID_PREFIX}{digest[:32]}"
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,10 @@ What the caller gets, as upstream's ``HarnessWorkflowExecution``:
   ``cancelled``, ``input_validation``) and it is not retriable: a retry of the parent's
   step would find the same ended child.
 
+On a fleet worker (the harness context has a ``sub_runs`` host) the call does not wait: it
+starts its child on the fleet and the attempt suspends until the child ended, then a later
+attempt takes the child's end (:func:`~little_dist.subruns.engine.start_elsewhere`).
+
 Arguments that break the input schema fail the call with ``tool_input_error`` naming each
 offending field, before anything is recorded or started.
 """
@@ -93,6 +97,11 @@ def _wraps(schema: Any) -> bool:
 class WorkflowTool(Tool):
     """A defined workflow as a tool (see the module docstring); made by :func:`as_tool`."""
 
+    #: Its call records its sub-run durably before starting it, and a retry takes the
+    #: result again from the sub-run's recorded end: the call's own events need no round
+    #: trip of their own (see :mod:`little_dist.harness.tool_calls`).
+    records_lazily = True
+
     def __init__(
         self,
         workflow: WorkflowDefinition,
@@ -155,12 +164,17 @@ class WorkflowTool(Tool):
 
     def call_in_context(self, arguments: Mapping[str, Any], info: ToolCallInfo) -> Any:
         """Run the workflow as a sub-run of the calling step (see the module docstring)."""
-        from little_dist.subruns.engine import await_sub_run
+        from little_dist.subruns.engine import await_sub_run, start_elsewhere
 
         run_input = self.run_input(arguments)
-        outcome = await_sub_run(
-            info, self.workflow, run_input, harness=self.harness, max_workers=self.max_workers
-        )
+        host = info.ctx.sub_runs
+        if host is not None:
+            # On a fleet worker: start the child there and suspend (or take its end).
+            outcome = start_elsewhere(info, self.workflow, run_input, host)
+        else:
+            outcome = await_sub_run(
+                info, self.workflow, run_input, harness=self.harness, max_workers=self.max_workers
+            )
         if outcome.status == "completed":
             return {
                 "protocolVersion": 1,

@@ -1,0 +1,195 @@
+"""The ``--app`` module of the sub-run fleet tests (``tests/test_subruns_fleet.py``) and of
+``bench/subruns.py``. Fleet workers import it, so it imports nothing from pytest.
+
+* ``kid`` (``sub.kid``): a child workflow of two ``tool.call`` steps (``first``, ``second``),
+  each a call of ``kid_work``, which counts itself in Redis (``{prefix}kid:{n}:{step}``,
+  prefix from ``$LITTLE_FLEET_FX_PREFIX``, Redis from ``$LITTLE_FLEET_FX_REDIS``), sleeps
+  ``sleep`` seconds and fails (not retriable) for a negative ``n``.
+* ``boss`` (``sub.boss``): a parent of one ``ai.generate`` step whose model (``scripted/boss``)
+  calls ``kid`` as a tool: the prompt names a scenario (:data:`SCENARIOS`), which says which
+  calls the model makes in its first turn (all in one turn: parallel calls); once it sees
+  tool results it answers :data:`DONE`. ``slow_tool`` sleeps (a parent's worker can be
+  killed while its attempt is in it, after a child was started).
+
+The boss's script is installed at import when ``$LITTLE_SUBRUN_APP_SCRIPT`` is set (the test
+fleet's workers), with rules that look at the request (not at their order): a worker that
+resumes the step replays its first turn from the memo and asks only for the answer.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any
+
+from little_dist import as_tool, define_workflow, model
+from little_dist.errors import InvalidInputError
+from little_dist.tools import tool
+
+__all__ = [
+    "DONE",
+    "SCENARIOS",
+    "boss",
+    "kid",
+    "kid_key",
+    "kid_work",
+    "slow_key",
+    "slow_tool",
+]
+
+FX_REDIS_ENV = "LITTLE_FLEET_FX_REDIS"
+FX_PREFIX_ENV = "LITTLE_FLEET_FX_PREFIX"
+SCRIPT_ENV = "LITTLE_SUBRUN_APP_SCRIPT"
+DONE = "all children answered"
+KID_TOOL = "sub__kid"  # the wire name of the sub.kid tool
+
+
+def _kid(n: int, sleep: float) -> tuple[str, dict[str, Any]]:
+    return (KID_TOOL, {"n": n, "sleep": sleep})
+
+
+#: scenario -> the calls of the boss's first turn.
+SCENARIOS: dict[str, list[tuple[str, dict[str, Any]]]] = {
+    "one": [_kid(1, 0.2)],
+    "ten": [_kid(n, 0.3) for n in range(1, 11)],
+    "slow": [_kid(n, 4.0) for n in range(1, 4)],
+    "before-suspend": [_kid(1, 0.2), ("slow_tool", {"seconds": 8.0})],
+    "fail": [_kid(1, 0.1), _kid(-1, 0.1)],
+    "bench": [_kid(n, 0.0) for n in range(1, 1001)],
+}
+
+_lock = threading.Lock()
+_client: Any = None
+
+
+def _redis() -> Any:
+    global _client
+    with _lock:
+        if _client is None:
+            import redis
+
+            _client = redis.Redis.from_url(
+                os.environ.get(FX_REDIS_ENV, "redis://127.0.0.1:6379/15"), socket_timeout=10
+            )
+        return _client
+
+
+def _prefix() -> str:
+    return os.environ.get(FX_PREFIX_ENV, "little-subrun-test:")
+
+
+def kid_key(prefix: str, n: int, step: str) -> str:
+    return f"{prefix}kid:{n}:{step}"
+
+
+def slow_key(prefix: str) -> str:
+    return f"{prefix}slow"
+
+
+@tool
+def kid_work(n: int, step: str, sleep: float = 0.0) -> dict[str, Any]:
+    """Count one real call for (n, step), sleep, and fail for a negative n."""
+    _redis().incr(kid_key(_prefix(), n, step))
+    if sleep:
+        time.sleep(sleep)
+    if n < 0:
+        raise InvalidInputError(f"kid {n} cannot work on a negative number")
+    return {"n": n, "step": step, "value": 2 * n}
+
+
+@tool
+def slow_tool(seconds: float) -> dict[str, Any]:
+    """Count one real call, then sleep ``seconds``."""
+    _redis().incr(slow_key(_prefix()))
+    time.sleep(seconds)
+    return {"slept": seconds}
+
+
+_KID_IN = {
+    "type": "object",
+    "required": ["n", "sleep"],
+    "additionalProperties": False,
+    "properties": {"n": {"type": "integer"}, "sleep": {"type": "number"}},
+}
+_OBJECT = {"type": "object"}
+
+
+def _kid_step(step_id: str, needs: list[str]) -> dict[str, Any]:
+    return {
+        "id": step_id,
+        "uses": "tool.call",
+        "needs": needs,
+        "with": {
+            "tool": "kid_work",
+            "args": {"n": "{{ input.n }}", "step": step_id, "sleep": "{{ input.sleep }}"},
+        },
+        "output": {"mode": "object", "schema": _OBJECT},
+    }
+
+
+kid = define_workflow(
+    id="sub.kid",
+    description="Two counted steps.",
+    input=_KID_IN,
+    output=_OBJECT,
+    model="scripted/kid",
+    tools=[kid_work],
+    plan={
+        "apiVersion": "littleworkflow.dev/v0.1",
+        "kind": "Workflow",
+        "metadata": {"name": "sub.kid", "version": "1.0.0"},
+        "input": {"schema": _KID_IN},
+        "output": {"schema": _OBJECT},
+        "permissions": {"tools": ["kid_work"]},
+        "steps": [_kid_step("first", []), _kid_step("second", ["first"])],
+    },
+)
+
+_BOSS_IN = {
+    "type": "object",
+    "required": ["scenario"],
+    "properties": {"scenario": {"type": "string"}},
+}
+
+boss = define_workflow(
+    id="sub.boss",
+    description="A model that calls the kid workflow as a tool.",
+    input=_BOSS_IN,
+    output=str,
+    model=model("scripted/boss", id="boss", description="Scripted boss."),
+    tools=[as_tool(kid), slow_tool],
+    plan={
+        "apiVersion": "littleworkflow.dev/v0.1",
+        "kind": "Workflow",
+        "metadata": {"name": "sub.boss", "version": "1.0.0"},
+        "input": {"schema": _BOSS_IN},
+        "output": {"schema": {"type": "string"}},
+        "permissions": {"models": ["boss"], "tools": ["sub.kid", "slow_tool"]},
+        "steps": [
+            {
+                "id": "boss",
+                "uses": "ai.generate",
+                "with": {"model": "boss", "prompt": "scenario:{{ input.scenario }}"},
+                "output": {"mode": "text"},
+            }
+        ],
+    },
+)
+
+
+def build_script() -> Any:
+    """The boss's script (see the module docstring)."""
+    from little_dist.testing import ScriptedModel
+
+    script = ScriptedModel()
+    script.on(model="boss", match=lambda request: bool(request.tool_results)).reply_text(
+        DONE, times=None
+    )
+    for name, calls in SCENARIOS.items():
+        script.on(model="boss", contains=f"scenario:{name}").call_tools(calls, times=None)
+    return script
+
+
+if os.environ.get(SCRIPT_ENV):
+    build_script().install(model="boss")
