@@ -220,3 +220,8 @@ def test_flower_shows_which_run_started_a_sub_runs_step_tasks(fleet_env: FleetEn
     for step in ("s0", "s1"):
         assert seen[(child, step)]["kwargs"] == f"{{'parentRunId': '{PARENT}'}}"
         assert seen[(top, step)]["kwargs"] == "{}"
+    # Flower's search finds a parent's children's tasks by the note.
+    found = _get(port, f"/api/tasks?search=kwargs:parentRunId={PARENT}", auth)
+    assert sorted(task["uuid"] for task in found.values()) == sorted(
+        seen[(child, step)]["uuid"] for step in ("s0", "s1")
+    )
