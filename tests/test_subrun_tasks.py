@@ -132,13 +132,13 @@ def test_the_scheduler_sends_a_sub_runs_steps_with_the_parent(fleet: Fleet) -> N
     scheduler.start()
     spin(scheduler, lambda: {task.run_id for task in app.sent} >= {child, top})
     sent = {task.run_id: task for task in app.take()}
-    assert sent[child].note == {"parentRunId": PARENT}
-    assert sent[top].note is None
+    assert app.note_of(sent[child]) == {"parentRunId": PARENT}
+    assert app.note_of(sent[top]) is None
     # The child's next step, decided after the first one's commit, names the parent too.
     execute(fleet.world, version, sent[child])
     spin(scheduler, lambda: any(task.step_path == "s1" for task in app.sent))
     (second,) = [task for task in app.take() if task.run_id == child]
-    assert (second.step_path, second.note) == ("s1", {"parentRunId": PARENT})
+    assert (second.step_path, app.note_of(second)) == ("s1", {"parentRunId": PARENT})
 
 
 def _flower(fleet: FleetEnv, port: int, auth: str) -> FleetProcess:

@@ -93,7 +93,6 @@ class SentTask(NamedTuple):
     name: str
     args: tuple[Any, ...]
     role: Role
-    note: Mapping[str, str] | None = None
 
     @property
     def run_id(self) -> Any:
@@ -110,20 +109,28 @@ class SentTask(NamedTuple):
 
 class MemoryQueue:
     """:class:`TaskQueue` in memory: what was sent waits in :attr:`sent` until
-    :meth:`take`; ``depth`` counts what waits (``None`` when ``sized`` is false)."""
+    :meth:`take`; ``depth`` counts what waits (``None`` when ``sized`` is false);
+    :meth:`note_of` tells a task's note."""
 
     def __init__(self, *, sized: bool = True) -> None:
         self.sent: list[SentTask] = []
+        self._notes: dict[SentTask, Mapping[str, str]] = {}
         self._sized = sized
         self._lock = threading.Lock()
 
     def send(
         self, task: str, args: Sequence[Any], role: Role, *, note: Mapping[str, str] | None = None
     ) -> None:
+        sent = SentTask(task, tuple(args), role)
         with self._lock:
-            self.sent.append(
-                SentTask(task, tuple(args), role, None if note is None else dict(note))
-            )
+            self.sent.append(sent)
+            if note is not None:
+                self._notes[sent] = dict(note)
+
+    def note_of(self, task: SentTask) -> Mapping[str, str] | None:
+        """The note ``task`` was sent with, if any (kept after :meth:`take`)."""
+        with self._lock:
+            return self._notes.get(task)
 
     def depth(self, role: Role) -> int | None:
         if not self._sized:
