@@ -7,6 +7,8 @@ Run it offline (scripted model, local world)::
     little events RUN_ID      # little.subrun.started / .ended name each child run
 
 Set ``LITTLE_MODEL=openai/gpt-4o-mini`` (and ``OPENAI_API_KEY``) to use a real model.
+Offline, every reply is canned for the sample input (``examples/inputs/research_digest.json``):
+the scripted orchestrator passes the sample's sources to both tools whatever ``--input`` says.
 
 Three workflows, each defined with ``define_workflow`` and a fixed plan:
 
