@@ -147,14 +147,44 @@ def main(
     cost = "unpriced" if usage.cost_usd is None else f"${usage.cost_usd:.6f}"
     where_flag = "" if args.data_dir == ".little-workflow" else f" --data-dir {args.data_dir}"
     little = _little_command()
+    sub_runs = _sub_runs_line(args.data_dir, result.run_id)
     print(
         f"\nrun id: {result.run_id}\n"
         f"tokens: {usage.input_tokens} in ({usage.cached_input_tokens} cached), "
-        f"{usage.output_tokens} out; cost {cost}\n"
-        f"Try:  {little} report {result.run_id}{where_flag}   (per-step tokens and dollars)\n"
+        f"{usage.output_tokens} out; cost {cost}{' (this run)' if sub_runs else ''}\n"
+        f"{sub_runs}"
+        f"Try:  {little} report {result.run_id}{where_flag}   (per-step tokens and dollars"
+        f"{'; the sub-runs and the rolled-up total' if sub_runs else ''})\n"
         f"      {little} events {result.run_id}{where_flag}   (the event log)",
     )
     return 0
+
+
+def _sub_runs_line(data_dir: str, run_id: str) -> str:
+    """The run's sub-runs and the tokens and dollars of the whole tree (as ``little report``
+    rolls them up), or ``""`` when it started none."""
+    from little_dist.litellm_prices import litellm_price_fallback
+    from little_dist.subruns import sub_run_rollup
+    from little_dist.world.local import LocalWorld
+
+    world = LocalWorld(data_dir)
+    try:
+        rollup = sub_run_rollup(world.list_events, run_id, pricing_fallback=litellm_price_fallback)
+    finally:
+        world.close()
+    if rollup is None:
+        return ""
+    children = "".join(
+        f"{'sub-runs:' if index == 0 else '':<10}{row.run_id}  {row.workflow_id} ({row.status})\n"
+        for index, row in enumerate(rollup.rows)
+    )
+    total = rollup.total
+    cost = "unpriced" if total.cost_usd is None else f"${total.cost_usd:.6f}"
+    return (
+        f"{children}"
+        f"with sub-runs: {total.input_tokens} in ({total.cached_input_tokens} cached), "
+        f"{total.output_tokens} out; cost {cost}\n"
+    )
 
 
 def _interruptible(call: Callable[[], RunResult]) -> RunResult:

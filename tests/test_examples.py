@@ -20,7 +20,13 @@ from little_dist.authoring import run_workflow
 from little_dist.world.memory import MemoryWorld
 
 ROOT = Path(__file__).parent.parent
-EXAMPLES = ["support_triage", "candidate_screening", "draft_review", "order_totals"]
+EXAMPLES = [
+    "support_triage",
+    "candidate_screening",
+    "draft_review",
+    "order_totals",
+    "research_digest",
+]
 
 
 @pytest.fixture(params=EXAMPLES)

@@ -54,12 +54,17 @@ def register(sub: Any, name: str) -> argparse.ArgumentParser:
 def _line(event: Any) -> str:
     payload = event.payload
     where = payload.get("stepPath") or payload.get("branchPath") or ""
-    line = f"{event.sequence:>6}  {event.recorded_at}  {event.type:<32} {where}".rstrip()
-    for key, label in (("parentRunId", "parent"), ("childRunId", "child")):
-        linked = payload.get(key)
-        if isinstance(linked, str) and (key == "childRunId" or event.type == "RunStarted"):
-            line += f"  {label}={linked}"
-    return line
+    head = f"{event.sequence:>6}  {event.recorded_at}  {event.type:<32}"
+    links = [
+        f"  {label}={linked}"
+        for key, label in (("parentRunId", "parent"), ("childRunId", "child"))
+        if isinstance(linked := payload.get(key), str)
+        and (key == "childRunId" or event.type == "RunStarted")
+    ]
+    if not links:
+        return f"{head} {where}".rstrip()
+    # Without a step, the links start in the step's column rather than against the type.
+    return f"{head} {where}{''.join(links)}" if where else f"{head} {''.join(links).lstrip()}"
 
 
 def run(args: argparse.Namespace) -> int:

@@ -12,13 +12,20 @@ all :class:`TaskQueue` is:
 
 Nothing in the fleet reaches into Celery or kombu but :class:`CeleryQueue` (and the worker
 process itself, which Celery runs).
+
+A task may also carry a ``note``: a few ``name: value`` strings for people, not for the task
+(which never sees them). :class:`CeleryQueue` puts a note in the message's ``kwargsrepr``
+header, which Celery's task events, and so Flower's task list and task page, show as the
+task's keyword arguments: the steps of a sub-run are sent with ``{'parentRunId': ...}`` (see
+:func:`~little_dist.fleet.sending.send_dispatch`), so Flower links them to the run that
+started them.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from little_dist.settings import Role, Settings
@@ -34,8 +41,12 @@ _log = logging.getLogger("little.fleet")
 class TaskQueue(Protocol):
     """Sends the fleet's tasks; see the module docstring."""
 
-    def send(self, task: str, args: Sequence[Any], role: Role) -> None:
-        """Send task ``task`` with ``args`` to ``role``'s queue (results are never read)."""
+    def send(
+        self, task: str, args: Sequence[Any], role: Role, *, note: Mapping[str, str] | None = None
+    ) -> None:
+        """Send task ``task`` with ``args`` to ``role``'s queue (results are never read);
+        ``note``: what to show with the task (see the module docstring). Senders pass
+        ``note`` only when they have one."""
         ...
 
     def depth(self, role: Role) -> int | None:
@@ -50,8 +61,11 @@ class CeleryQueue:
         self.app = app
         self._settings = settings
 
-    def send(self, task: str, args: Sequence[Any], role: Role) -> None:
-        self.app.send_task(task, args=tuple(args), queue=self._settings.queue_for(role))
+    def send(
+        self, task: str, args: Sequence[Any], role: Role, *, note: Mapping[str, str] | None = None
+    ) -> None:
+        shown = {} if note is None else {"kwargsrepr": repr(dict(note))}
+        self.app.send_task(task, args=tuple(args), queue=self._settings.queue_for(role), **shown)
 
     def depth(self, role: Role) -> int | None:
         try:
@@ -95,16 +109,28 @@ class SentTask(NamedTuple):
 
 class MemoryQueue:
     """:class:`TaskQueue` in memory: what was sent waits in :attr:`sent` until
-    :meth:`take`; ``depth`` counts what waits (``None`` when ``sized`` is false)."""
+    :meth:`take`; ``depth`` counts what waits (``None`` when ``sized`` is false);
+    :meth:`note_of` tells a task's note."""
 
     def __init__(self, *, sized: bool = True) -> None:
         self.sent: list[SentTask] = []
+        self._notes: dict[SentTask, Mapping[str, str]] = {}
         self._sized = sized
         self._lock = threading.Lock()
 
-    def send(self, task: str, args: Sequence[Any], role: Role) -> None:
+    def send(
+        self, task: str, args: Sequence[Any], role: Role, *, note: Mapping[str, str] | None = None
+    ) -> None:
+        sent = SentTask(task, tuple(args), role)
         with self._lock:
-            self.sent.append(SentTask(task, tuple(args), role))
+            self.sent.append(sent)
+            if note is not None:
+                self._notes[sent] = dict(note)
+
+    def note_of(self, task: SentTask) -> Mapping[str, str] | None:
+        """The note ``task`` was sent with, if any (kept after :meth:`take`)."""
+        with self._lock:
+            return self._notes.get(task)
 
     def depth(self, role: Role) -> int | None:
         if not self._sized:

@@ -114,6 +114,7 @@ class RunTracker:
         # The version's binding when its start carries one (little_dist.fleet.versions).
         self._version_binding: dict[str, Any] | None = None
         self._run_input: Any = None
+        self._parent_run_id: str | None = None  # a sub-run's parent (RunStarted)
         self._started = False
         self._submitted = False
         self._cancel_requested = False
@@ -250,6 +251,7 @@ class RunTracker:
         self._version_id = None
         self._version_binding = None
         self._run_input = None
+        self._parent_run_id = None
         self._started = self._submitted = self._cancel_requested = False
         self._context = None
         self._last_mark = None
@@ -376,6 +378,8 @@ class RunTracker:
                 version_id = payload.get("workflowVersionId")
                 self._version_id = version_id if isinstance(version_id, str) else None
                 self._run_input = payload.get("input")
+                parent = payload.get("parentRunId")
+                self._parent_run_id = parent if isinstance(parent, str) else None
                 changed = True
             elif kind == "WorkflowVersionRegistered":
                 binding = payload.get(BINDING_FIELD)
@@ -417,6 +421,7 @@ class RunTracker:
             max_branches_cap=self.max_branches_cap,
             max_in_flight=self._window.max_in_flight() if self._window is not None else None,
             cancel_requested=self._cancel_requested,
+            parent_run_id=self._parent_run_id,
         )
 
 

@@ -13,7 +13,8 @@ could still be delivered:
 * a task delivered twice finds the step lease held (``busy``) or the attempt over
   (``already_done``): :func:`~little_dist.runtime.execute_step_attempt` fences every write.
 
-Tasks carry ids only and go through a :class:`~little_dist.fleet.queue.TaskQueue`.
+Tasks carry ids only and go through a :class:`~little_dist.fleet.queue.TaskQueue`; a
+sub-run's step tasks also name the parent run for Flower (:func:`send_dispatch`).
 """
 
 from __future__ import annotations
@@ -64,12 +65,17 @@ def task_name_for(dispatch: StepDispatch) -> str:
 
 
 def send_dispatch(queue: TaskQueue, dispatch: StepDispatch) -> None:
-    """Send ``dispatch``'s task by name to its role's queue (ids only: no lease taken)."""
-    queue.send(
-        task_name_for(dispatch),
-        (dispatch.run_id, dispatch.step_path, dispatch.attempt),
-        dispatch.role,
-    )
+    """Send ``dispatch``'s task by name to its role's queue (ids only: no lease taken).
+
+    The task of a sub-run's step also carries the note ``{'parentRunId': ...}`` (shown by
+    Flower as its keyword arguments; the task takes none, see
+    :mod:`~little_dist.fleet.queue`)."""
+    args = (dispatch.run_id, dispatch.step_path, dispatch.attempt)
+    if dispatch.parent_run_id is None:
+        queue.send(task_name_for(dispatch), args, dispatch.role)
+    else:
+        note = {"parentRunId": dispatch.parent_run_id}
+        queue.send(task_name_for(dispatch), args, dispatch.role, note=note)
 
 
 def dispatch_ready(

@@ -310,6 +310,7 @@ class WorkerRuntime:
             attempt=attempt,
             role="fixer" if kind == "fix_step" else "worker",
             kind=kind,
+            parent_run_id=ctx.parent_run_id,
         )
         if inline is None and not _sent_by_the_engine(ctx, state, step, step_events, dispatch):
             _log.warning(

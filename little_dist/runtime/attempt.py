@@ -103,6 +103,16 @@ def run_input_of(events: Sequence[Event]) -> Any:
     return None
 
 
+def _parent_run_id_of(events: Sequence[Event]) -> str | None:
+    """``RunStarted.payload.parentRunId`` of a sub-run's events (``None`` for a run that no
+    other run started, or before RunStarted)."""
+    for event in events:
+        if event.type == "RunStarted":
+            parent = event.payload.get("parentRunId")
+            return parent if isinstance(parent, str) else None
+    return None
+
+
 # Long for its docstring (every caller's contract); the code, about 75 lines, is the walk of
 # one attempt top to bottom, its parts named below.
 def execute_step_attempt(
@@ -291,6 +301,7 @@ def _read_run(
             run_input=run_input_of(events),
             run_id=run_id,
             max_branches_cap=max_branches_cap,
+            parent_run_id=_parent_run_id_of(events),
         )
     return state, context, events if prior_events is None else prior_events
 

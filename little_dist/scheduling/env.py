@@ -125,6 +125,7 @@ class Env:
             attempt=attempt,
             role="fixer" if kind == "fix_step" else "worker",
             kind=kind,
+            parent_run_id=self.ctx.parent_run_id,
         )
         self.dispatch.append(dispatch)
         if new:

@@ -12,7 +12,7 @@ may ride with (:attr:`Decision.left`, :attr:`Decision.rider`).
 from __future__ import annotations
 
 from collections.abc import Set
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from little_dist.compiler import WorkflowVersion
@@ -66,6 +66,9 @@ class RunContext:
       that did not change between calls (see :mod:`little_dist.scheduling.branch_cache`); the
       decisions are the same either way. ``False`` re-drives every branch on every call (the
       reference the differential tests and ``bench/decide.py`` compare against).
+    - ``parent_run_id``: the run that started this one as a sub-run (its ``RunStarted``'s
+      ``parentRunId``), or ``None``. ``decide`` only copies it onto the attempts it
+      dispatches, so that their tasks name the parent where operators look (Flower).
     """
 
     version: WorkflowVersion
@@ -77,11 +80,16 @@ class RunContext:
     max_in_flight: int | None = None
     cancel_requested: bool = False
     memoize: bool = True
+    parent_run_id: str | None = None
 
 
 @dataclass(frozen=True)
 class StepDispatch:
-    """ "Execute this attempt", carried as ids only (the fleet sends these as task args)."""
+    """ "Execute this attempt", carried as ids only (the fleet sends these as task args).
+
+    ``parent_run_id`` (a sub-run's parent, from :attr:`RunContext.parent_run_id`) is shown
+    with the task, never one of its arguments; it takes no part in comparisons: the same
+    attempt is the same dispatch whoever built it."""
 
     run_id: str
     step_path: str
@@ -89,6 +97,7 @@ class StepDispatch:
     attempt: int
     role: DispatchRole
     kind: DispatchKind
+    parent_run_id: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
