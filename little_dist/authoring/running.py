@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from little_dist.runtime.capabilities import Capabilities
     from little_dist.world.base import World
 
-__all__ = ["RunResult", "run_workflow"]
+__all__ = ["RunResult", "run_workflow", "run_workflow_cycle"]
 
 
 @dataclass(frozen=True)
@@ -151,6 +151,79 @@ def run_workflow(
     ``onAsk``, the approver of ``ask`` decisions: called in this process with
     ``{"tool": name, "args": args}``, true allows the call; without one an ``ask`` is denied.
     """
+    return _run(
+        workflow,
+        input,
+        world=world,
+        run_id=run_id,
+        harness=harness,
+        max_workers=max_workers,
+        progress=progress,
+        limits=limits,
+        pricing_fallback=pricing_fallback,
+        parent=parent,
+        permissions=permissions,
+        on_ask=on_ask,
+    )
+
+
+def run_workflow_cycle(
+    workflow: WorkflowDefinition,
+    input: Any,
+    *,
+    world: World,
+    run_id: str,
+    outer_loop_id: str,
+    outer_loop: Mapping[str, Any],
+    prompt_note: str | None = None,
+    harness: Harness | Mapping[HarnessRole, Harness] | None = None,
+    max_workers: int = 8,
+    progress: Callable[[Any], None] | None = None,
+    limits: InputLimits | None = None,
+    pricing_fallback: PriceFallback | None = litellm_price_fallback,
+    permissions: ToolPermissions | Mapping[str, Any] | Sequence[Any] | None = None,
+    on_ask: Approver | None = None,
+) -> RunResult:
+    """One cycle of an outer loop (upstream's ``runWorkflowCycle``): :func:`run_workflow`
+    whose planner sees the cycle's ``outer_loop`` context and the supervisor's
+    ``prompt_note`` (see :func:`~little_dist.planner.request.orchestration_request`), and
+    whose ``RunStarted`` carries ``outerLoopId``. A ``run_id`` already ended returns its
+    recorded result without planning again."""
+    return _run(
+        workflow,
+        input,
+        world=world,
+        run_id=run_id,
+        harness=harness,
+        max_workers=max_workers,
+        progress=progress,
+        limits=limits,
+        pricing_fallback=pricing_fallback,
+        parent={"outerLoopId": outer_loop_id},
+        permissions=permissions,
+        on_ask=on_ask,
+        outer_loop=outer_loop,
+        prompt_note=prompt_note,
+    )
+
+
+def _run(
+    workflow: WorkflowDefinition,
+    input: Any,
+    *,
+    world: World | None,
+    run_id: str | None,
+    harness: Harness | Mapping[HarnessRole, Harness] | None,
+    max_workers: int,
+    progress: Callable[[Any], None] | None,
+    limits: InputLimits | None,
+    pricing_fallback: PriceFallback | None,
+    parent: Mapping[str, Any] | None,
+    permissions: ToolPermissions | Mapping[str, Any] | Sequence[Any] | None,
+    on_ask: Approver | None,
+    outer_loop: Mapping[str, Any] | None = None,
+    prompt_note: str | None = None,
+) -> RunResult:
     from little_dist.ids import validate_run_id
     from little_dist.planner import resolve_version
     from little_dist.run_state import materialize_run_state
@@ -183,7 +256,14 @@ def run_workflow(
 
         check_grants(workflow.plan, capabilities, f"workflow {workflow.id!r}")
     version = resolve_version(
-        world, run_id, workflow, run_input, capabilities=capabilities, parent=parent
+        world,
+        run_id,
+        workflow,
+        run_input,
+        capabilities=capabilities,
+        parent=parent,
+        outer_loop=outer_loop,
+        prompt_note=prompt_note,
     )
     if version is None:  # planning failed and recorded RunFailed
         events = world.list_events(run_id)

@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
     from little_dist.memory.redis_s3 import RedisS3MemoryStore
+    from little_dist.outer_loop.redis_s3 import RedisS3ManifestStore
 
 __all__ = [
     "DEFAULT_ARCHIVE_TTL_SECONDS",
@@ -537,6 +538,17 @@ class RedisS3World:
         from little_dist.memory.redis_s3 import RedisS3MemoryStore
 
         return RedisS3MemoryStore(
+            self._redis,
+            self._s3,
+            key_prefix=self._keys.redis_prefix,
+            s3_prefix=self._keys.s3_prefix,
+        )
+
+    def outer_loop_manifests(self) -> RedisS3ManifestStore:
+        """This world's outer-loop manifests (:mod:`little_dist.outer_loop.redis_s3`)."""
+        from little_dist.outer_loop.redis_s3 import RedisS3ManifestStore
+
+        return RedisS3ManifestStore(
             self._redis,
             self._s3,
             key_prefix=self._keys.redis_prefix,
