@@ -436,3 +436,58 @@ def test_an_outer_loop_event_after_the_run_end_is_recorded_once(world: LocalWorl
     assert world.append("run_sealed0000000001", event) == world.append(
         "run_sealed0000000001", event
     )
+
+
+@pytest.mark.integration
+def test_a_loop_on_redis_s3_keeps_its_manifest_in_redis_and_archives_each_decided_cycle(
+    redis_url: str,
+    redis_key_prefix: str,
+    s3_service: Any,
+    tmp_path: Path,
+    scripted_model: ScriptedModel,
+) -> None:
+    from urllib.parse import quote
+
+    from little_dist.outer_loop.manifest import manifest_text
+    from little_dist.outer_loop.redis_s3 import RedisS3ManifestStore
+    from little_dist.world.redis_s3 import RedisS3World
+
+    world = RedisS3World.from_url(
+        f"{redis_url}?key_prefix={quote(redis_key_prefix + tmp_path.name + ':')}"
+        f"&s3_prefix={quote(s3_service.prefix + tmp_path.name + '/')}",
+        s3_endpoint=s3_service.endpoint,
+        s3_bucket=s3_service.bucket,
+        aws_access_key_id=s3_service.access_key_id,
+        aws_secret_access_key=s3_service.secret_access_key,
+    )
+    try:
+        script_planner(scripted_model)
+        script_decisions(
+            scripted_model,
+            {"kind": "continue", "promptNote": "again"},
+            {"kind": "done", "finalOutput": {"result": "on redis"}},
+        )
+        result = run_outer_loop(
+            simple_workflow(), INPUT, max_outer_cycles=3, world=world, outer_loop_id="ol_redis"
+        )
+        assert result.output == {"result": "on redis"}
+        store = manifest_store_for(world)
+        assert isinstance(store, RedisS3ManifestStore)
+        stored = store.read("ol_redis")
+        assert stored is not None and stored.manifest.done and stored.etag == "4"
+        # Four writes (pending, cycle 1, pending, done), each revision mirrored to S3.
+        last = world._s3.get(  # type: ignore[attr-defined]
+            store.mirror_key("ol_redis", 4, manifest_text(stored.manifest).encode())
+        )
+        assert last == manifest_text(stored.manifest).encode()
+        for number, cycle in enumerate(stored.manifest.cycles, start=1):
+            archived = world._s3.get(  # type: ignore[attr-defined]
+                f"{s3_service.prefix}{tmp_path.name}/archives/{cycle.run_id}.ndjson"
+            )
+            assert archived is not None, "the decided cycle's run was archived"
+            lines = [json.loads(line) for line in archived.decode().splitlines()]
+            events = [line for line in lines if "type" in line]
+            assert events[-1]["type"] == "OuterLoopCycleCompleted"
+            assert events[-1]["payload"]["cycleNumber"] == number
+    finally:
+        world.close()

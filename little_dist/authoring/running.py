@@ -188,7 +188,8 @@ def run_workflow_cycle(
     whose planner sees the cycle's ``outer_loop`` context and the supervisor's
     ``prompt_note`` (see :func:`~little_dist.planner.request.orchestration_request`), and
     whose ``RunStarted`` carries ``outerLoopId``. A ``run_id`` already ended returns its
-    recorded result without planning again."""
+    recorded result without planning again. The finished run is not archived: the loop
+    appends its ``OuterLoopCycleCompleted`` first, then archives it."""
     return _run(
         workflow,
         input,
@@ -204,6 +205,7 @@ def run_workflow_cycle(
         on_ask=on_ask,
         outer_loop=outer_loop,
         prompt_note=prompt_note,
+        archive=False,
     )
 
 
@@ -223,6 +225,7 @@ def _run(
     on_ask: Approver | None,
     outer_loop: Mapping[str, Any] | None = None,
     prompt_note: str | None = None,
+    archive: bool = True,
 ) -> RunResult:
     from little_dist.ids import validate_run_id
     from little_dist.planner import resolve_version
@@ -281,6 +284,7 @@ def _run(
         progress=progress,
         pricing_fallback=pricing_fallback,
         parent=parent,
+        archive=archive,
     )
     return _result(workflow, run_id, state)
 

@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from little_dist.authoring.definition import WorkflowDefinition
 from little_dist.authoring.errors import RunFailedError
 from little_dist.authoring.running import RunResult, run_workflow_cycle
-from little_dist.errors import InvalidInputError
+from little_dist.errors import InvalidInputError, LittleError
 from little_dist.events import EventInput
 from little_dist.litellm_prices import litellm_price_fallback
 from little_dist.outer_loop.decisions import (
@@ -242,6 +243,7 @@ def run_outer_loop(
                 payload=cycle_completed_payload(loop_id, number, decision),
             ),
         )
+        _archive(world, run_id)
         if isinstance(decision, Done):
             etag = store.write(
                 manifest(done=True, final_output=decision.final_output), expected=etag
@@ -299,6 +301,17 @@ def _run_cycle(
         ),
         result,
     )
+
+
+def _archive(world: World, run_id: str) -> None:
+    """Hand the cycle's run to the world's archive once its decision is on it (a world that
+    archives, RedisS3World, seals an archived log even to ``OuterLoopCycleCompleted``). A
+    failed archive changes nothing of the loop: the run stays readable where it is."""
+    archive = getattr(world, "archive_run", None)
+    if archive is None:
+        return
+    with suppress(LittleError):
+        archive(run_id)
 
 
 def _run_state(world: World, run_id: str, pricing_fallback: PriceFallback | None) -> Any:
