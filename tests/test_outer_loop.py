@@ -491,3 +491,40 @@ def test_a_loop_on_redis_s3_keeps_its_manifest_in_redis_and_archives_each_decide
             assert events[-1]["payload"]["cycleNumber"] == number
     finally:
         world.close()
+
+
+def test_when_another_process_records_the_cycles_decision_first_that_one_holds(
+    world: LocalWorld, scripted_model: ScriptedModel
+) -> None:
+    # Two processes resuming one cycle may both ask a supervisor; the decision appended
+    # first is the cycle's, and the loop that lost the race follows it.
+    script_planner(scripted_model)
+
+    def supervise(state: dict[str, Any]) -> dict[str, Any]:
+        run_id = state["cycles"][-1]["runId"]
+        world.append(
+            run_id,
+            EventInput(
+                type="OuterLoopCycleCompleted",
+                occurrence_id="outer-loop:cycle:1",
+                payload={
+                    "outerLoopId": "ol_race",
+                    "cycleNumber": 1,
+                    "supervise": {"kind": "done", "finalOutput": {"result": "the other's"}},
+                },
+            ),
+        )
+        return {"kind": "continue", "promptNote": "mine"}
+
+    result = run_outer_loop(
+        simple_workflow(),
+        INPUT,
+        max_outer_cycles=3,
+        world=world,
+        outer_loop_id="ol_race",
+        supervise=supervise,
+    )
+    assert result.output == {"result": "the other's"}
+    manifest = manifest_json(world, "ol_race")
+    assert manifest["result"]["finalOutput"] == {"result": "the other's"}
+    assert len(manifest["cycles"]) == 1 and "summary" not in manifest["cycles"][0]

@@ -232,17 +232,20 @@ def run_outer_loop(
         cycles.append(cycle)
         decision = recorded_decision(world.list_events(run_id), number)
         if decision is None:
-            decision = decision_from(supervisor(supervise_state(goal, cycles)))
+            decided = decision_from(supervisor(supervise_state(goal, cycles)))
+            recorded = world.append(
+                run_id,
+                EventInput(
+                    type=CYCLE_COMPLETED,
+                    occurrence_id=cycle_occurrence_id(number),
+                    payload=cycle_completed_payload(loop_id, number, decided),
+                ),
+            )
+            # Another process resuming the same cycle may have recorded its decision first:
+            # the recorded one is the decision, whichever process made it.
+            decision = decision_from(recorded.payload["supervise"], f"recorded {CYCLE_COMPLETED}")
         if isinstance(decision, Continue) and decision.prompt_note is not None:
             cycles[-1] = replace(cycle, summary=decision.prompt_note)
-        world.append(
-            run_id,
-            EventInput(
-                type=CYCLE_COMPLETED,
-                occurrence_id=cycle_occurrence_id(number),
-                payload=cycle_completed_payload(loop_id, number, decision),
-            ),
-        )
         _archive(world, run_id)
         if isinstance(decision, Done):
             etag = store.write(
