@@ -528,3 +528,15 @@ def test_when_another_process_records_the_cycles_decision_first_that_one_holds(
     manifest = manifest_json(world, "ol_race")
     assert manifest["result"]["finalOutput"] == {"result": "the other's"}
     assert len(manifest["cycles"]) == 1 and "summary" not in manifest["cycles"][0]
+
+
+def test_a_supervisor_that_is_not_callable_is_upstreams_config_error(world: LocalWorld) -> None:
+    with pytest.raises(OuterLoopError, match="outer_loop_requested_without_supervise_adapter"):
+        run_outer_loop(
+            simple_workflow(),
+            INPUT,
+            max_outer_cycles=2,
+            world=world,
+            supervise="yes",  # type: ignore[arg-type]
+        )
+    assert world.list_run_ids() == []

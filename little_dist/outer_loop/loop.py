@@ -118,13 +118,15 @@ def goal_of(workflow: WorkflowDefinition) -> OuterLoopGoal:
     return OuterLoopGoal(workflow.definition_hash(), workflow.description or workflow.id)
 
 
-def _supervisor_for(workflow: WorkflowDefinition, supervise: Supervisor | None) -> Supervisor:
+def _supervisor_for(
+    workflow: WorkflowDefinition, supervise: Supervisor | None, loop_id: str
+) -> Supervisor:
     if supervise is None:
         model = workflow.planner_model.resolved(workflow.planner_slot_id)
         return ModelSupervisor(model, system=workflow.system)
     if not callable(supervise):
         raise _config_error(
-            "-",
+            loop_id,
             "runtime_config_error: outer_loop_requested_without_supervise_adapter — "
             f"supervise must be callable, got {type(supervise).__name__}.",
         )
@@ -199,7 +201,7 @@ def run_outer_loop(
     cycles = list(existing.cycles) if existing is not None else []
     # A loop resumed after a `continue`: that cycle's note is its summary.
     note = cycles[-1].summary if cycles else None
-    supervisor = _supervisor_for(workflow, supervise)
+    supervisor = _supervisor_for(workflow, supervise, loop_id)
     resume_run_id = None if existing is None else existing.pending_cycle_run_id
 
     def manifest(**fields: Any) -> OuterLoopManifest:
