@@ -540,3 +540,57 @@ def test_a_supervisor_that_is_not_callable_is_upstreams_config_error(world: Loca
             supervise="yes",  # type: ignore[arg-type]
         )
     assert world.list_run_ids() == []
+
+
+# -- through run_workflow (upstream's runWorkflow({maxOuterCycles})) ------------------------
+
+
+def test_run_workflow_with_max_outer_cycles_runs_an_outer_loop(
+    world: LocalWorld, scripted_model: ScriptedModel
+) -> None:
+    from little_dist import run_workflow
+
+    script_planner(scripted_model)
+    script_decisions(
+        scripted_model,
+        {"kind": "continue"},
+        {"kind": "done", "finalOutput": {"result": "looped"}},
+    )
+    result = run_workflow(
+        simple_workflow(), INPUT, world=world, max_outer_cycles=3, outer_loop_id="ol_viarun"
+    )
+    assert result.output == {"result": "looped"}
+    assert len(manifest_json(world, "ol_viarun")["cycles"]) == 2
+
+
+def test_run_workflow_with_one_cycle_is_a_plain_run(
+    world: LocalWorld, scripted_model: ScriptedModel
+) -> None:
+    from little_dist import run_workflow
+
+    script_planner(scripted_model)
+    result = run_workflow(simple_workflow(), INPUT, world=world, max_outer_cycles=1)
+    assert result.output == {"result": "processed:hello"}
+    (started,) = event_payloads(world, result.run_id, "RunStarted")
+    assert "outerLoopId" not in started
+    assert supervisor_calls(scripted_model) == []
+    assert not (world.data_dir / "outer-loops").exists()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"max_outer_cycles": 0}, "max_outer_cycles must be a positive integer"),
+        ({"max_outer_cycles": 2.0}, "max_outer_cycles must be a positive integer"),
+        ({"max_outer_cycles": 2, "run_id": "run_x0000000000"}, "not run_id or parent"),
+        ({"outer_loop_id": "ol_x"}, "need max_outer_cycles > 1"),
+    ],
+)
+def test_run_workflow_refuses_outer_loop_options_that_do_not_fit(
+    world: LocalWorld, options: dict[str, Any], message: str
+) -> None:
+    from little_dist import run_workflow
+
+    with pytest.raises(InvalidInputError, match=message):
+        run_workflow(simple_workflow(), INPUT, world=world, **options)
+    assert world.list_run_ids() == []

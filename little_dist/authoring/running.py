@@ -133,6 +133,9 @@ def run_workflow(
     parent: Mapping[str, Any] | None = None,
     permissions: ToolPermissions | Mapping[str, Any] | Sequence[Any] | None = None,
     on_ask: Approver | None = None,
+    max_outer_cycles: int | None = None,
+    outer_loop_id: str | None = None,
+    supervise: Callable[[Mapping[str, Any]], Any] | None = None,
 ) -> RunResult:
     """Plan (or take ``plan=``), compile and run ``workflow`` on ``input`` in this process.
 
@@ -150,7 +153,47 @@ def run_workflow(
     (``define_workflow(permissions=...)``; a deny anywhere wins). ``on_ask``: upstream's
     ``onAsk``, the approver of ``ask`` decisions: called in this process with
     ``{"tool": name, "args": args}``, true allows the call; without one an ``ask`` is denied.
+    ``max_outer_cycles`` above 1 (upstream's ``maxOuterCycles``): an outer loop of up to that
+    many planned-and-run cycles under ``supervise`` (:func:`~little_dist.run_outer_loop`,
+    which ``outer_loop_id`` resumes); ``run_id`` and ``parent`` are then not taken.
     """
+    if max_outer_cycles is not None:
+        if (
+            isinstance(max_outer_cycles, bool)
+            or not isinstance(max_outer_cycles, int)
+            or (max_outer_cycles < 1)
+        ):
+            raise InvalidInputError(
+                "run_workflow: max_outer_cycles must be a positive integer >= 1 "
+                f"(got {max_outer_cycles!r})."
+            )
+        if max_outer_cycles > 1:
+            if run_id is not None or parent is not None:
+                raise InvalidInputError(
+                    "run_workflow: an outer loop (max_outer_cycles > 1) gives each cycle a run "
+                    "of its own; pass outer_loop_id, not run_id or parent"
+                )
+            from little_dist.outer_loop.loop import run_outer_loop
+
+            return run_outer_loop(
+                workflow,
+                input,
+                max_outer_cycles=max_outer_cycles,
+                supervise=supervise,
+                world=world,
+                outer_loop_id=outer_loop_id,
+                harness=harness,
+                max_workers=max_workers,
+                progress=progress,
+                limits=limits,
+                pricing_fallback=pricing_fallback,
+                permissions=permissions,
+                on_ask=on_ask,
+            )
+    if outer_loop_id is not None or supervise is not None:
+        raise InvalidInputError(
+            "run_workflow: outer_loop_id and supervise need max_outer_cycles > 1"
+        )
     return _run(
         workflow,
         input,
