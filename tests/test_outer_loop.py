@@ -594,3 +594,30 @@ def test_run_workflow_refuses_outer_loop_options_that_do_not_fit(
     with pytest.raises(InvalidInputError, match=message):
         run_workflow(simple_workflow(), INPUT, world=world, **options)
     assert world.list_run_ids() == []
+
+
+def test_a_supervisor_model_that_fails_stops_the_loop_and_a_resume_asks_again(
+    world: LocalWorld, scripted_model: ScriptedModel
+) -> None:
+    from little_dist.outer_loop import SupervisorError
+
+    script_planner(scripted_model)
+    scripted_model.fail(step="supervisor", times=1, error="rate_limit")
+    scripted_model.on(step="supervisor").reply_text(
+        '```json\n{"kind": "done", "finalOutput": {"result": "fenced"}}\n```'
+    )
+    processed = len(PROCESSED)
+    with pytest.raises(
+        SupervisorError, match="supervisor model 'scripted/planner' failed"
+    ) as caught:
+        run_outer_loop(
+            simple_workflow(), INPUT, max_outer_cycles=2, world=world, outer_loop_id="ol_flaky"
+        )
+    assert "\n" not in str(caught.value)
+    result = run_outer_loop(
+        simple_workflow(), INPUT, max_outer_cycles=2, world=world, outer_loop_id="ol_flaky"
+    )
+    assert result.output == {"result": "fenced"}
+    assert len(PROCESSED) == processed + 1  # the cycle ran once
+    assert len(planner_calls(scripted_model)) == 1
+    assert len(supervisor_calls(scripted_model)) == 2
