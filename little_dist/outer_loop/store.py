@@ -10,8 +10,8 @@ Implementations, one per kind of World (:func:`manifest_store_for` picks one):
 
 * :class:`LocalManifestStore` (``LocalWorld``): upstream's file,
   ``<dataDir>/outer-loops/{outerLoopId}.json``, replaced atomically (written to a temporary
-  name, fsynced, renamed, the folder fsynced) while an exclusive ``flock`` on
-  ``{outerLoopId}.lock`` is held; the etag is the sha256 of the file's bytes.
+  name, fsynced, renamed, the folder fsynced) while an exclusive ``flock`` on the
+  ``outer-loops`` folder is held; the etag is the sha256 of the file's bytes.
 * :class:`~little_dist.outer_loop.redis_s3.RedisS3ManifestStore` (``RedisS3World``): a
   Redis hash changed by one Lua script (the etag is a revision that only grows), each
   revision mirrored to an immutable S3 object.
@@ -131,17 +131,18 @@ class LocalManifestStore:
 
     @contextmanager
     def _locked(self, outer_loop_id: str) -> Iterator[None]:
+        # The folder itself is the lock (flock on its descriptor): no lock files beside the
+        # manifests, which stay upstream's one file per loop. Writes are a few per cycle.
         try:
             self.root.mkdir(parents=True, exist_ok=True)
-            handle = (self.root / f"{outer_loop_id}.lock").open("ab")
+            descriptor = os.open(self.root, os.O_RDONLY)
         except OSError as error:
             raise StorageUnavailableError(f"Cannot lock {self.root}: {error}") from error
-        with handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(descriptor)  # closing the descriptor releases the lock
 
     @staticmethod
     def _parse(path: Path, data: bytes) -> StoredManifest:
