@@ -621,3 +621,15 @@ def test_a_supervisor_model_that_fails_stops_the_loop_and_a_resume_asks_again(
     assert len(PROCESSED) == processed + 1  # the cycle ran once
     assert len(planner_calls(scripted_model)) == 1
     assert len(supervisor_calls(scripted_model)) == 2
+
+
+def test_cycle_versions_are_not_offered_for_reuse_to_plain_runs(
+    world: LocalWorld, scripted_model: ScriptedModel
+) -> None:
+    # A cycle's plan answers the supervisor's note for that cycle; a later plain run of the
+    # definition plans for itself rather than reusing it.
+    script_planner(scripted_model)
+    script_decisions(scripted_model, {"kind": "done", "finalOutput": {"result": "x"}})
+    workflow = simple_workflow()
+    run_outer_loop(workflow, INPUT, max_outer_cycles=2, world=world)
+    assert world.indexed_versions(workflow.definition_hash()) == []
