@@ -29,6 +29,7 @@ if _typing.TYPE_CHECKING:
     )
     from little_dist.errors import InvalidInputError, LittleError
     from little_dist.fleet.client import Client
+    from little_dist.outer_loop import run_outer_loop
     from little_dist.subruns import as_tool
     from little_dist.tools import Tool, tool
 
@@ -46,6 +47,7 @@ __all__ = [
     "as_tool",
     "define_workflow",
     "model",
+    "run_outer_loop",
     "run_workflow",
     "skill",
     "tool",
@@ -66,6 +68,7 @@ _WHERE = {
     "LittleError": "little_dist.errors",
     "Tool": "little_dist.tools",
     "as_tool": "little_dist.subruns",
+    "run_outer_loop": "little_dist.outer_loop",
     "tool": "little_dist.tools",
 }
 

@@ -24,6 +24,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
+    "AFTER_END_EVENT_TYPES",
     "ENGINE_EVENT_PREFIX",
     "EVENT_TYPES",
     "HARNESS_EVENT_TYPES",
@@ -115,6 +116,12 @@ HARNESS_TRACE_EVENT_TYPES: tuple[str, ...] = (
 #: Facts an observer writes onto a run after the fact (upstream's
 #: ``HARNESS_SIDE_CHANNEL_EVENT_TYPES``); never an input to the run they describe.
 SIDE_CHANNEL_EVENT_TYPES: tuple[str, ...] = ("outcome.reported",)
+
+#: What a run's log still takes after its end (see :mod:`little_dist.world.base`): the
+#: side-channel observations, and an outer loop's ``OuterLoopCycleCompleted``, which
+#: upstream appends to a cycle's run once the run has ended and the supervisor decided
+#: (see :mod:`little_dist.outer_loop`). Neither is an input to the run it is written on.
+AFTER_END_EVENT_TYPES: tuple[str, ...] = (*SIDE_CHANNEL_EVENT_TYPES, "OuterLoopCycleCompleted")
 
 #: Harness events of little-dist's own under upstream's ``harness.`` prefix (upstream has no
 #: name for them): a tool-permission decision (see :mod:`little_dist.permissions`). Typed

@@ -165,6 +165,7 @@ def run_version(
     max_branches_cap: int | None = None,
     pricing_fallback: PriceFallback | None = None,
     parent: Mapping[str, Any] | None = None,
+    archive: bool = True,
 ) -> RunState:
     """Run (or resume, or just read back) one run of ``version``; return its final state.
 
@@ -176,7 +177,9 @@ def run_version(
     ``decide`` cannot make progress. ``pricing_fallback`` prices the state's model calls the
     bundled registry has no rates for (``None``: registry rates only). ``parent``: the link
     of a sub-run to the run that started it (``parentRunId``, ... see
-    :mod:`little_dist.subruns`), recorded in its ``RunStarted``.
+    :mod:`little_dist.subruns`), recorded in its ``RunStarted``. ``archive=False`` leaves a
+    finished run's log where it is (an outer loop records its cycle's decision on it first,
+    then archives it).
     """
     if max_workers < 1:
         raise InvalidInputError(f"max_workers must be at least 1, got {max_workers!r}")
@@ -203,6 +206,7 @@ def run_version(
         max_branches_cap=max_branches_cap,
         pricing_fallback=pricing_fallback,
         parent=parent,
+        archive=archive,
     )
     return runner.run(lock_wait=lease_ttl + 2.0 if lock_wait is None else lock_wait)
 
@@ -251,9 +255,11 @@ class _Runner:
         max_branches_cap: int | None,
         pricing_fallback: PriceFallback | None,
         parent: Mapping[str, Any] | None = None,
+        archive: bool = True,
     ) -> None:
         self.world = world
         self.parent = dict(parent or {})
+        self.archive_on_end = archive
         self.version = version
         self.run_input = run_input
         self.run_id = run_id
@@ -309,7 +315,8 @@ class _Runner:
             self.keeper.close()
             heartbeat.stop()
             self.world.release_lease(heartbeat.lease)
-        self._archive(state)
+        if self.archive_on_end:
+            self._archive(state)
         return state
 
     def _archive(self, state: RunState) -> None:

@@ -23,6 +23,8 @@ PURE_MODULES = [
     "little_dist.lru",
     "little_dist.permissions",
     "little_dist.mcp.config",
+    "little_dist.outer_loop.manifest",
+    "little_dist.outer_loop.decisions",
 ]
 FORBIDDEN = {
     *("litellm", "celery", "kombu", "boto3", "botocore", "redis", "sqlite3", "_sqlite3"),

@@ -27,6 +27,7 @@ EXPECTED = [
     "as_tool",
     "define_workflow",
     "model",
+    "run_outer_loop",
     "run_workflow",
     "skill",
     "tool",

@@ -606,6 +606,24 @@ class WorldConformance(VersionIndexConformance):
         with pytest.raises(RunEndedError):
             world.append_batch(RUN, [ev("outcome.reported", "outcome:2"), ev(stepPath="x")])
 
+    def test_an_outer_loop_records_its_cycle_on_an_ended_run(self, handle: WorldHandle) -> None:
+        # Upstream appends OuterLoopCycleCompleted to a cycle's run once the run has ended
+        # and the supervisor decided: the sealed log still takes it, once.
+        world = handle.world
+        self._ended_run(world)
+        cycle = ev(
+            "OuterLoopCycleCompleted",
+            "outer-loop:cycle:1",
+            outerLoopId="ol_x",
+            cycleNumber=1,
+            supervise={"kind": "continue"},
+        )
+        recorded = world.append(RUN, cycle)
+        assert recorded.sequence == 3
+        assert world.append(RUN, cycle) == recorded
+        with pytest.raises(RunEndedError):
+            world.append_batch(RUN, [ev("OuterLoopCycleCompleted", "o:2"), ev(stepPath="x")])
+
     def test_a_refused_late_commit_keeps_its_model_usage_once(self, handle: WorldHandle) -> None:
         world = handle.world
         lease = world.acquire_lease(f"{{{RUN}}}:step:s", "attempt-1", 30)

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from little_dist.runtime.capabilities import Capabilities
     from little_dist.world.base import World
 
-__all__ = ["RunResult", "run_workflow"]
+__all__ = ["RunResult", "run_workflow", "run_workflow_cycle"]
 
 
 @dataclass(frozen=True)
@@ -133,6 +133,9 @@ def run_workflow(
     parent: Mapping[str, Any] | None = None,
     permissions: ToolPermissions | Mapping[str, Any] | Sequence[Any] | None = None,
     on_ask: Approver | None = None,
+    max_outer_cycles: int | None = None,
+    outer_loop_id: str | None = None,
+    supervise: Callable[[Mapping[str, Any]], Any] | None = None,
 ) -> RunResult:
     """Plan (or take ``plan=``), compile and run ``workflow`` on ``input`` in this process.
 
@@ -150,7 +153,123 @@ def run_workflow(
     (``define_workflow(permissions=...)``; a deny anywhere wins). ``on_ask``: upstream's
     ``onAsk``, the approver of ``ask`` decisions: called in this process with
     ``{"tool": name, "args": args}``, true allows the call; without one an ``ask`` is denied.
+    ``max_outer_cycles`` above 1 (upstream's ``maxOuterCycles``): an outer loop of up to that
+    many planned-and-run cycles under ``supervise`` (:func:`~little_dist.run_outer_loop`,
+    which ``outer_loop_id`` resumes); ``run_id`` and ``parent`` are then not taken.
     """
+    if max_outer_cycles is not None:
+        if (
+            isinstance(max_outer_cycles, bool)
+            or not isinstance(max_outer_cycles, int)
+            or (max_outer_cycles < 1)
+        ):
+            raise InvalidInputError(
+                "run_workflow: max_outer_cycles must be a positive integer >= 1 "
+                f"(got {max_outer_cycles!r})."
+            )
+        if max_outer_cycles > 1:
+            if run_id is not None or parent is not None:
+                raise InvalidInputError(
+                    "run_workflow: an outer loop (max_outer_cycles > 1) gives each cycle a run "
+                    "of its own; pass outer_loop_id, not run_id or parent"
+                )
+            from little_dist.outer_loop.loop import run_outer_loop
+
+            return run_outer_loop(
+                workflow,
+                input,
+                max_outer_cycles=max_outer_cycles,
+                supervise=supervise,
+                world=world,
+                outer_loop_id=outer_loop_id,
+                harness=harness,
+                max_workers=max_workers,
+                progress=progress,
+                limits=limits,
+                pricing_fallback=pricing_fallback,
+                permissions=permissions,
+                on_ask=on_ask,
+            )
+    if outer_loop_id is not None or supervise is not None:
+        raise InvalidInputError(
+            "run_workflow: outer_loop_id and supervise need max_outer_cycles > 1"
+        )
+    return _run(
+        workflow,
+        input,
+        world=world,
+        run_id=run_id,
+        harness=harness,
+        max_workers=max_workers,
+        progress=progress,
+        limits=limits,
+        pricing_fallback=pricing_fallback,
+        parent=parent,
+        permissions=permissions,
+        on_ask=on_ask,
+    )
+
+
+def run_workflow_cycle(
+    workflow: WorkflowDefinition,
+    input: Any,
+    *,
+    world: World,
+    run_id: str,
+    outer_loop_id: str,
+    outer_loop: Mapping[str, Any],
+    prompt_note: str | None = None,
+    harness: Harness | Mapping[HarnessRole, Harness] | None = None,
+    max_workers: int = 8,
+    progress: Callable[[Any], None] | None = None,
+    limits: InputLimits | None = None,
+    pricing_fallback: PriceFallback | None = litellm_price_fallback,
+    permissions: ToolPermissions | Mapping[str, Any] | Sequence[Any] | None = None,
+    on_ask: Approver | None = None,
+) -> RunResult:
+    """One cycle of an outer loop (upstream's ``runWorkflowCycle``): :func:`run_workflow`
+    whose planner sees the cycle's ``outer_loop`` context and the supervisor's
+    ``prompt_note`` (see :func:`~little_dist.planner.request.orchestration_request`), and
+    whose ``RunStarted`` carries ``outerLoopId``. A ``run_id`` already ended returns its
+    recorded result without planning again. The finished run is not archived: the loop
+    appends its ``OuterLoopCycleCompleted`` first, then archives it."""
+    return _run(
+        workflow,
+        input,
+        world=world,
+        run_id=run_id,
+        harness=harness,
+        max_workers=max_workers,
+        progress=progress,
+        limits=limits,
+        pricing_fallback=pricing_fallback,
+        parent={"outerLoopId": outer_loop_id},
+        permissions=permissions,
+        on_ask=on_ask,
+        outer_loop=outer_loop,
+        prompt_note=prompt_note,
+        archive=False,
+    )
+
+
+def _run(
+    workflow: WorkflowDefinition,
+    input: Any,
+    *,
+    world: World | None,
+    run_id: str | None,
+    harness: Harness | Mapping[HarnessRole, Harness] | None,
+    max_workers: int,
+    progress: Callable[[Any], None] | None,
+    limits: InputLimits | None,
+    pricing_fallback: PriceFallback | None,
+    parent: Mapping[str, Any] | None,
+    permissions: ToolPermissions | Mapping[str, Any] | Sequence[Any] | None,
+    on_ask: Approver | None,
+    outer_loop: Mapping[str, Any] | None = None,
+    prompt_note: str | None = None,
+    archive: bool = True,
+) -> RunResult:
     from little_dist.ids import validate_run_id
     from little_dist.planner import resolve_version
     from little_dist.run_state import materialize_run_state
@@ -183,7 +302,14 @@ def run_workflow(
 
         check_grants(workflow.plan, capabilities, f"workflow {workflow.id!r}")
     version = resolve_version(
-        world, run_id, workflow, run_input, capabilities=capabilities, parent=parent
+        world,
+        run_id,
+        workflow,
+        run_input,
+        capabilities=capabilities,
+        parent=parent,
+        outer_loop=outer_loop,
+        prompt_note=prompt_note,
     )
     if version is None:  # planning failed and recorded RunFailed
         events = world.list_events(run_id)
@@ -201,6 +327,7 @@ def run_workflow(
         progress=progress,
         pricing_fallback=pricing_fallback,
         parent=parent,
+        archive=archive,
     )
     return _result(workflow, run_id, state)
 

@@ -14,7 +14,7 @@ from little_dist.planner.request import OrchestrationRequest, step_output
 if TYPE_CHECKING:
     from little_dist.authoring import WorkflowDefinition
 
-__all__ = ["planning_context", "repair_note", "synthesize_simple_lwir"]
+__all__ = ["outer_loop_text", "planning_context", "repair_note", "synthesize_simple_lwir"]
 
 
 def synthesize_simple_lwir(request: OrchestrationRequest) -> dict[str, Any] | None:
@@ -86,6 +86,30 @@ def planning_context(request: OrchestrationRequest, definition: WorkflowDefiniti
         )
         lines.append(json.dumps(reference, indent=2))
     return "\n".join(lines)
+
+
+def outer_loop_text(request: OrchestrationRequest) -> str:
+    """What the planner is told of its outer-loop cycle: which cycle of how many, what the
+    earlier cycles produced, and the supervisor's note (upstream's ``messages.system``,
+    with its separator); ``""`` outside an outer loop."""
+    loop = request.body.get("outerLoop")
+    lines: list[str] = []
+    if isinstance(loop, dict):
+        final = " (the final cycle)" if loop.get("isFinalCycle") else ""
+        lines.append("")
+        lines.append(
+            f"Outer loop: this is cycle {loop.get('cycleNumber')} of at most "
+            f"{loop.get('maxCycles')}{final}. A supervisor reviews each cycle's output."
+        )
+        for prior in loop.get("priorCycles") or []:
+            lines.append(
+                f"- cycle {prior.get('cycleNumber')} ({prior.get('status')}): "
+                f"output {canonical_json(prior.get('output'))}"
+                + (f"; note: {prior['summary']}" if prior.get("summary") else "")
+            )
+    system = request.body["messages"].get("system")
+    text = "\n".join(lines)
+    return text + system if isinstance(system, str) else text
 
 
 def repair_note(previous: Any, findings: Sequence[Finding]) -> str:

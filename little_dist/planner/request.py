@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PLANNER_STEP_TYPES",
+    "PRIOR_CYCLE_NOTE_SEPARATOR",
     "OrchestrationRequest",
     "RequestTemplate",
     "bind_compile_request",
@@ -81,9 +82,26 @@ def step_output(requested: Mapping[str, Any]) -> dict[str, Any]:
     return {"mode": "json", "schema": requested.get("schema", True)}
 
 
-def orchestration_request(definition: WorkflowDefinition, run_input: Any) -> OrchestrationRequest:
-    """The request the planner works from, for ``definition`` and a validated input."""
-    return bind_request(request_template(definition), run_input)
+#: Upstream's separator before a supervisor's note in ``messages.system`` (Spec 3.4 step 6).
+PRIOR_CYCLE_NOTE_SEPARATOR: Final = "\n\n--- Prior cycle note ---\n"
+
+
+def orchestration_request(
+    definition: WorkflowDefinition,
+    run_input: Any,
+    *,
+    outer_loop: Mapping[str, Any] | None = None,
+    prompt_note: str | None = None,
+) -> OrchestrationRequest:
+    """The request the planner works from, for ``definition`` and a validated input.
+
+    ``outer_loop``: upstream's ``outerLoop`` context of one cycle of an outer loop
+    (``cycleNumber``, ``maxCycles``, ``isFinalCycle``, ``priorCycles``); ``prompt_note``:
+    the supervisor's note for this cycle, folded into ``messages.system``. Both are part of
+    the request hash, so each cycle compiles its own WorkflowVersion.
+    """
+    template = request_template(definition, outer_loop=outer_loop, prompt_note=prompt_note)
+    return bind_request(template, run_input)
 
 
 @dataclass(frozen=True)
@@ -98,8 +116,15 @@ class RequestTemplate:
     compile_fields: Mapping[str, Any]  # the compile request's fields that are not input's
 
 
-def request_template(definition: WorkflowDefinition) -> RequestTemplate:
-    """The :class:`RequestTemplate` of ``definition``'s orchestration requests."""
+def request_template(
+    definition: WorkflowDefinition,
+    *,
+    outer_loop: Mapping[str, Any] | None = None,
+    prompt_note: str | None = None,
+) -> RequestTemplate:
+    """The :class:`RequestTemplate` of ``definition``'s orchestration requests (of one
+    outer-loop cycle when ``outer_loop`` / ``prompt_note`` are given: see
+    :func:`orchestration_request`)."""
     hole = CanonicalTemplate.hole
     models = []
     model_locks = []
@@ -145,11 +170,14 @@ def request_template(definition: WorkflowDefinition) -> RequestTemplate:
     metadata = {"name": definition.id}
     if definition.description:
         metadata["description"] = definition.description
+    messages = {"user": definition.description or definition.id}
+    if prompt_note is not None:
+        messages["system"] = PRIOR_CYCLE_NOTE_SEPARATOR + prompt_note
     body: dict[str, Any] = {
         "apiVersion": API_VERSION,
         "kind": "OrchestrationRequest",
         "metadata": metadata,
-        "messages": {"user": definition.description or definition.id},
+        "messages": messages,
         "input": hole("input"),
         "inputSchema": definition.input_schema,
         "requestedOutput": requested_output,
@@ -157,6 +185,8 @@ def request_template(definition: WorkflowDefinition) -> RequestTemplate:
         "controls": {"maxWorkflowRevisions": definition.max_revisions},
         "locks": locks,
     }
+    if outer_loop is not None:
+        body["outerLoop"] = json.loads(canonical_json(dict(outer_loop)))
     with_id = {**body, "requestId": hole("requestId")}
     return RequestTemplate(
         for_id=CanonicalTemplate(body),

@@ -25,7 +25,12 @@ from little_dist.harness.types import (
 from little_dist.lwir import Finding
 from little_dist.planner.binding import draft_findings
 from little_dist.planner.harnesses import DefaultPlanner, FixedPlan, PlannerError
-from little_dist.planner.prompts import planning_context, repair_note, synthesize_simple_lwir
+from little_dist.planner.prompts import (
+    outer_loop_text,
+    planning_context,
+    repair_note,
+    synthesize_simple_lwir,
+)
 from little_dist.planner.request import OrchestrationRequest, orchestration_request
 from little_dist.planner.reuse import reuse_brief, reuse_candidate
 
@@ -43,9 +48,7 @@ _UNCOMPILED: Final = "uncompiled"
 class _Session:
     """One planning session on one run: appends its events with occurrence ids."""
 
-    def __init__(
-        self, world: World, run_id: str, parent: Mapping[str, Any] | None = None
-    ) -> None:
+    def __init__(self, world: World, run_id: str, parent: Mapping[str, Any] | None = None) -> None:
         self.world = world
         self.run_id = run_id
         self.parent = dict(parent or {})  # a sub-run's link, for the RunStarted of a failure
@@ -159,6 +162,8 @@ def resolve_version(
     *,
     capabilities: Capabilities,
     parent: Mapping[str, Any] | None = None,
+    outer_loop: Mapping[str, Any] | None = None,
+    prompt_note: str | None = None,
 ) -> WorkflowVersion | None:
     """The version ``run_id`` runs: recorded, reused, or planned now (see
     :mod:`little_dist.planner`).
@@ -166,12 +171,18 @@ def resolve_version(
     Returns ``None`` when planning failed; the run then has ``RunFailed`` recorded with
     causeCode ``planner_validation_exhausted``, after a ``RunStarted`` that carries
     ``parent`` (a sub-run's link to its parent, see :mod:`little_dist.subruns`).
+    ``outer_loop`` / ``prompt_note``: the run is one cycle of an outer loop (see
+    :func:`~little_dist.planner.request.orchestration_request`); such a cycle is always
+    planned afresh (the supervisor asked for another plan) and its version is not indexed
+    for reuse by other runs of the definition.
     """
     events = world.list_events(run_id)
     recorded = _recorded_version_id(events)
     if recorded is not None:
         return WorkflowVersion.from_json(world.get_version(recorded))
-    request = orchestration_request(definition, run_input)
+    request = orchestration_request(
+        definition, run_input, outer_loop=outer_loop, prompt_note=prompt_note
+    )
     session = _Session(world, run_id, parent)
     locks = request.body["locks"]
     session.append(
@@ -181,7 +192,11 @@ def resolve_version(
     )
     definition_hash = locks["workflowDefinitionHash"]
     # A fixed plan is not part of the definition hash, so its versions are never reused.
-    if definition.plan is None and occurrences.planner("start", 1) not in session.recorded:
+    if (
+        definition.plan is None
+        and outer_loop is None
+        and occurrences.planner("start", 1) not in session.recorded
+    ):
         candidate = reuse_candidate(world, definition_hash, run_input)
         if candidate is not None:
             brief = reuse_brief(candidate, definition)
@@ -223,7 +238,7 @@ def _plan(
         "outputSchema": request.requested_output_schema,
         "workflowDefinitionHash": request.body["locks"]["workflowDefinitionHash"],
     }
-    context = planning_context(request, definition)
+    context = planning_context(request, definition) + outer_loop_text(request)
     base_ctx = HarnessContext(
         run_id=session.run_id,
         role="planner",
@@ -319,7 +334,7 @@ def _register(
         occurrences.planner("valid"),
         valid_payload(request, revision, sha256_digest(lwir), version),
     )
-    if definition.plan is None:
+    if definition.plan is None and "outerLoop" not in request.body:
         world.index_version(request.body["locks"]["workflowDefinitionHash"], version.id)
     return version
 

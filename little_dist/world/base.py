@@ -28,10 +28,11 @@ Guarantees every implementation keeps (checked by one shared conformance suite):
 * The version index (definition hash -> version ids) is append-only: indexing a pair again
   is a no-op, and ids come back oldest first.
 * The end of a run seals its log: once it holds ``RunCompleted`` or ``RunFailed``, an append
-  that would add an event of the run's own (any type but the side-channel observations of
-  :data:`~little_dist.events.SIDE_CHANNEL_EVENT_TYPES`, which observers write onto a run after
-  the fact) raises :class:`~little_dist.errors.RunEndedError` and writes nothing to the log: a
-  step that was in flight when the run ended commits nothing after the end. Of what it
+  that would add an event of the run's own (any type but the facts written onto a run after
+  it of :data:`~little_dist.events.AFTER_END_EVENT_TYPES`: observers' side-channel
+  observations, an outer loop's ``OuterLoopCycleCompleted``) raises
+  :class:`~little_dist.errors.RunEndedError` and writes nothing to the log: a step that was
+  in flight when the run ended commits nothing after the end. Of what it
   refused, the events that carry a model call's usage
   (:data:`~little_dist.events.USAGE_EVENT_TYPES`) are kept beside the log, in the run's late
   record (:meth:`World.late_events`; once per occurrence id), so that the report still counts

@@ -18,8 +18,8 @@ from typing import Any
 from little_dist.canonical import canonical_json
 from little_dist.errors import InvalidInputError
 from little_dist.events import (
+    AFTER_END_EVENT_TYPES,
     RUN_END_EVENT_TYPES,
-    SIDE_CHANNEL_EVENT_TYPES,
     USAGE_EVENT_TYPES,
     Event,
     EventInput,
@@ -256,8 +256,8 @@ class PreparedEvent:
 
 def refused_after_end(new: Sequence[PreparedEvent]) -> bool:
     """Whether an append of ``new`` (the inputs not recorded yet) to a run that has ended is
-    refused: it is, unless every one of them is a side-channel observation."""
-    return any(item.type not in SIDE_CHANNEL_EVENT_TYPES for item in new)
+    refused: it is, unless every one of them is of :data:`AFTER_END_EVENT_TYPES`."""
+    return any(item.type not in AFTER_END_EVENT_TYPES for item in new)
 
 
 def late_events_of(

@@ -9,6 +9,10 @@ without catching script errors.
 
 from __future__ import annotations
 
+import json
+
+from little_dist.events import AFTER_END_EVENT_TYPES
+
 __all__ = [
     "ACQUIRE_LEASE",
     "APPEND",
@@ -30,6 +34,12 @@ if not now then
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 """
+
+
+# The event types an ended run's log still takes, as a Lua set.
+_AFTER_END_TABLE = (
+    "{" + ", ".join(f"[{json.dumps(name)}] = true" for name in AFTER_END_EVENT_TYPES) + "}"
+)
 
 
 def append_script(*, signal_maxlen: int | None = None, claim: bool = False) -> str:
@@ -151,15 +161,18 @@ if redis.call('EXISTS', KEYS[3]) == 1 then
   return done({'archived'})
 end
 -- The run's end seals its log: no new event of its own after RunCompleted or RunFailed
--- (observers' side-channel facts, outcome.reported, still come). An end is in the
--- occurrence index under run-end: the engine records it so, and this script indexes an end
--- another writer recorded under another id (or none) there too, below. One HEXISTS.
+-- (facts written onto the run after it, AFTER_END_EVENT_TYPES, still come). An end is in
+-- the occurrence index under run-end: the engine records it so, and this script indexes an
+-- end another writer recorded under another id (or none) there too, below. One HEXISTS.
 if redis.call('HEXISTS', KEYS[2], 'run-end') == 1 then
   local refused, own = {}, false
+  local after_end = """
+        + _AFTER_END_TABLE
+        + """
   for i = 1, n do
     if results[i] == nil then
       refused[#refused + 1] = i
-      own = own or ARGV[head + (i - 1) * per + 1] ~= 'outcome.reported'
+      own = own or not after_end[ARGV[head + (i - 1) * per + 1]]
     end
   end
   if own then

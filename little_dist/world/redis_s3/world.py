@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
     from little_dist.memory.redis_s3 import RedisS3MemoryStore
+    from little_dist.outer_loop.redis_s3 import RedisS3ManifestStore
 
 __all__ = [
     "DEFAULT_ARCHIVE_TTL_SECONDS",
@@ -552,6 +553,17 @@ class RedisS3World:
             s3_prefix=self._keys.s3_prefix,
             lease_key=lambda name: self._keys.lease(name)[0],
             now_ms=self._now_ms_arg,
+        )
+
+    def outer_loop_manifests(self) -> RedisS3ManifestStore:
+        """This world's outer-loop manifests (:mod:`little_dist.outer_loop.redis_s3`)."""
+        from little_dist.outer_loop.redis_s3 import RedisS3ManifestStore
+
+        return RedisS3ManifestStore(
+            self._redis,
+            self._s3,
+            key_prefix=self._keys.redis_prefix,
+            s3_prefix=self._keys.s3_prefix,
         )
 
     def close(self) -> None:

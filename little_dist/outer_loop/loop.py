@@ -1,0 +1,381 @@
+"""Driving an outer loop: :func:`run_outer_loop` (upstream's ``runOuterLoop``).
+
+Per cycle ``n`` (``1..max_outer_cycles``):
+
+1. the manifest records ``pendingCycleRunId`` (a fresh run id) before anything runs;
+2. that run plans and runs (:func:`~little_dist.authoring.running.run_workflow_cycle`): the
+   planner sees the cycle's ``outerLoop`` context and the last ``continue`` note, and the
+   run's ``RunStarted`` carries ``outerLoopId``;
+3. the decision for cycle ``n``: the one recorded on the run as ``OuterLoopCycleCompleted``
+   if any, else the supervisor's, which is then appended (occurrence id
+   ``outer-loop:cycle:{n}``: appended once however often a resumed loop gets here);
+4. the manifest records the cycle (and ``result`` on ``done``), ``pendingCycleRunId`` gone.
+
+A loop started again with its ``outer_loop_id`` resumes from its manifest: a ``done`` loop
+returns its recorded output; a loop that crashed mid-cycle re-enters that cycle under the
+same run id (an ended run returns its recorded end without planning or running again), and
+a cycle whose decision is recorded never calls the supervisor again. Every manifest write is
+a compare-and-set (:mod:`little_dist.outer_loop.store`): a second process driving the same
+loop gets :class:`~little_dist.outer_loop.store.ManifestConflictError`, not a forked loop.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import suppress
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from little_dist.authoring.definition import WorkflowDefinition
+from little_dist.authoring.errors import RunFailedError
+from little_dist.authoring.running import RunResult, run_workflow_cycle
+from little_dist.errors import InvalidInputError, LittleError
+from little_dist.events import EventInput
+from little_dist.litellm_prices import litellm_price_fallback
+from little_dist.outer_loop.decisions import (
+    CYCLE_COMPLETED,
+    Continue,
+    Done,
+    cycle_completed_payload,
+    cycle_occurrence_id,
+    decision_from,
+    outer_loop_context,
+    recorded_decision,
+    supervise_state,
+)
+from little_dist.outer_loop.manifest import (
+    CycleSummary,
+    OuterLoopGoal,
+    OuterLoopManifest,
+    config_problem,
+    validate_outer_loop_id,
+)
+from little_dist.outer_loop.store import ManifestStore, manifest_store_for
+from little_dist.outer_loop.supervisor import ModelSupervisor, Supervisor
+from little_dist.pricing import PriceFallback
+
+if TYPE_CHECKING:
+    from little_dist.harness.types import Harness, HarnessRole
+    from little_dist.limits import InputLimits
+    from little_dist.permissions import Approver, ToolPermissions
+    from little_dist.world.base import World
+
+__all__ = ["OuterLoopError", "goal_of", "run_outer_loop"]
+
+_UNCOMPILED = "uncompiled"
+#: A cycle that ended so does not go to the supervisor: the loop stops with it.
+_STOPPING_CAUSES = frozenset({"cancelled", "timeout"})
+
+
+class OuterLoopError(RunFailedError):
+    """An outer loop that cannot go on (upstream's ``RunFailedError`` of a loop).
+
+    ``cause_code``: ``outer_loop_exhausted`` (``max_outer_cycles`` cycles and no ``done``;
+    ``result`` is the last cycle's run, ``last_cycle_output`` its output) or
+    ``runtime_config_error`` (the message names which: ``outer_loop_max_cycles_mismatch``,
+    ``outer_loop_goal_mismatch``, ``outer_loop_manifest_corrupt``,
+    ``outer_loop_requested_without_supervise_adapter``).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        outer_loop_id: str,
+        cause_code: str,
+        run_id: str = _UNCOMPILED,
+        workflow_version_id: str = _UNCOMPILED,
+        result: RunResult | None = None,
+        last_cycle_output: Any = None,
+    ) -> None:
+        super().__init__(
+            message,
+            run_id=run_id,
+            workflow_version_id=workflow_version_id,
+            cause_code=cause_code,
+            error={"name": "RunFailedError", "message": message, "causeCode": cause_code},
+            result=result,
+        )
+        self.outer_loop_id = outer_loop_id
+        self.last_cycle_output = last_cycle_output
+
+
+def _config_error(outer_loop_id: str, message: str) -> OuterLoopError:
+    return OuterLoopError(message, outer_loop_id=outer_loop_id, cause_code="runtime_config_error")
+
+
+def _check_max_cycles(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidInputError(
+            f"run_outer_loop: max_outer_cycles must be a positive integer >= 1 (got {value!r})."
+        )
+    return value
+
+
+def goal_of(workflow: WorkflowDefinition) -> OuterLoopGoal:
+    """The loop's goal: the workflow's definition hash and description (its id if none)."""
+    return OuterLoopGoal(workflow.definition_hash(), workflow.description or workflow.id)
+
+
+def _supervisor_for(
+    workflow: WorkflowDefinition, supervise: Supervisor | None, loop_id: str
+) -> Supervisor:
+    if supervise is None:
+        model = workflow.planner_model.resolved(workflow.planner_slot_id)
+        return ModelSupervisor(model, system=workflow.system)
+    if not callable(supervise):
+        raise _config_error(
+            loop_id,
+            "runtime_config_error: outer_loop_requested_without_supervise_adapter — "
+            f"supervise must be callable, got {type(supervise).__name__}.",
+        )
+    return supervise
+
+
+def run_outer_loop(
+    workflow: WorkflowDefinition,
+    input: Any,
+    *,
+    max_outer_cycles: int,
+    supervise: Supervisor | None = None,
+    world: World | None = None,
+    outer_loop_id: str | None = None,
+    manifests: ManifestStore | None = None,
+    harness: Harness | Mapping[HarnessRole, Harness] | None = None,
+    max_workers: int = 8,
+    progress: Callable[[Any], None] | None = None,
+    limits: InputLimits | None = None,
+    pricing_fallback: PriceFallback | None = litellm_price_fallback,
+    permissions: ToolPermissions | Mapping[str, Any] | Sequence[Any] | None = None,
+    on_ask: Approver | None = None,
+) -> RunResult:
+    """Plan and run ``workflow`` on ``input`` in cycles until the supervisor says ``done``
+    (upstream's ``runOuterLoop``; see :mod:`little_dist.outer_loop`).
+
+    ``supervise``: the supervisor (see :mod:`little_dist.outer_loop.supervisor`; default: a
+    :class:`ModelSupervisor` on the workflow's planner model). ``outer_loop_id``
+    (``ol_...``): resume that loop, or start it under that id (default: a new one).
+    ``manifests``: where the manifest is kept (default: the world's,
+    :func:`~little_dist.outer_loop.store.manifest_store_for`). The other keywords are
+    :func:`~little_dist.run_workflow`'s, for each cycle's run.
+
+    Returns the last cycle's :class:`RunResult` with the supervisor's ``finalOutput`` as its
+    ``output``. Raises :class:`OuterLoopError` (``outer_loop_exhausted`` after
+    ``max_outer_cycles`` cycles without ``done``; ``runtime_config_error`` when a resumed
+    loop was started with another ``max_outer_cycles`` or another workflow definition),
+    :class:`RunFailedError` when a cycle was cancelled, and
+    :class:`~little_dist.outer_loop.store.ManifestConflictError` when another process
+    advanced the loop meanwhile.
+    """
+    max_cycles = _check_max_cycles(max_outer_cycles)
+    if not isinstance(workflow, WorkflowDefinition):
+        raise InvalidInputError(
+            "run_outer_loop expects a workflow from define_workflow(), "
+            f"got {type(workflow).__name__}"
+        )
+    if limits is None:
+        from little_dist.settings import load_limits
+
+        limits = load_limits()
+    run_input = workflow.validate_input(input, limits=limits)
+    loop_id = validate_outer_loop_id(outer_loop_id or f"ol_{uuid.uuid4().hex}")
+    if world is None:
+        from little_dist.world.local import LocalWorld
+
+        world = LocalWorld()
+    store = manifests if manifests is not None else manifest_store_for(world)
+    goal = goal_of(workflow)
+
+    stored = store.read(loop_id)
+    existing = None if stored is None else stored.manifest
+    etag = None if stored is None else stored.etag
+    if existing is not None:
+        problem = config_problem(
+            existing, max_cycles=max_cycles, workflow_definition_hash=goal.workflow_definition_hash
+        )
+        if problem is not None:
+            raise _config_error(loop_id, problem)
+        if existing.done:
+            return _done_result(world, existing.final_output, existing.cycles[-1], pricing_fallback)
+    cycles = list(existing.cycles) if existing is not None else []
+    # A loop resumed after a `continue`: that cycle's note is its summary.
+    note = cycles[-1].summary if cycles else None
+    supervisor = _supervisor_for(workflow, supervise, loop_id)
+    resume_run_id = None if existing is None else existing.pending_cycle_run_id
+
+    def manifest(**fields: Any) -> OuterLoopManifest:
+        return OuterLoopManifest(loop_id, goal, max_cycles, tuple(cycles), **fields)
+
+    for number in range(len(cycles) + 1, max_cycles + 1):
+        run_id = resume_run_id or f"run_{uuid.uuid4().hex[:20]}"
+        if resume_run_id is None:
+            etag = store.write(manifest(pending_cycle_run_id=run_id), expected=etag)
+        resume_run_id = None
+        cycle, outcome = _run_cycle(
+            workflow,
+            run_input,
+            world=world,
+            run_id=run_id,
+            loop_id=loop_id,
+            context=outer_loop_context(number, max_cycles, cycles),
+            note=note,
+            options={
+                "harness": harness,
+                "max_workers": max_workers,
+                "progress": progress,
+                "limits": limits,
+                "pricing_fallback": pricing_fallback,
+                "permissions": permissions,
+                "on_ask": on_ask,
+            },
+            number=number,
+        )
+        cycles.append(cycle)
+        decision = recorded_decision(world.list_events(run_id), number)
+        if decision is None:
+            decided = decision_from(supervisor(supervise_state(goal, cycles)))
+            recorded = world.append(
+                run_id,
+                EventInput(
+                    type=CYCLE_COMPLETED,
+                    occurrence_id=cycle_occurrence_id(number),
+                    payload=cycle_completed_payload(loop_id, number, decided),
+                ),
+            )
+            # Another process resuming the same cycle may have recorded its decision first:
+            # the recorded one is the decision, whichever process made it.
+            decision = decision_from(recorded.payload["supervise"], f"recorded {CYCLE_COMPLETED}")
+        if isinstance(decision, Continue) and decision.prompt_note is not None:
+            cycles[-1] = replace(cycle, summary=decision.prompt_note)
+        _archive(world, run_id)
+        if isinstance(decision, Done):
+            etag = store.write(
+                manifest(done=True, final_output=decision.final_output), expected=etag
+            )
+            return _done_result(world, decision.final_output, cycle, pricing_fallback, outcome)
+        etag = store.write(manifest(), expected=etag)
+        note = decision.prompt_note
+    # Every cycle ran without `done` (or a crash came after the last cycle's manifest write).
+    raise _exhausted(world, loop_id, cycles, pricing_fallback)
+
+
+def _run_cycle(
+    workflow: WorkflowDefinition,
+    run_input: Any,
+    *,
+    world: World,
+    run_id: str,
+    loop_id: str,
+    context: dict[str, Any],
+    note: str | None,
+    options: dict[str, Any],
+    number: int,
+) -> tuple[CycleSummary, RunResult | None]:
+    try:
+        result = run_workflow_cycle(
+            workflow,
+            run_input,
+            world=world,
+            run_id=run_id,
+            outer_loop_id=loop_id,
+            outer_loop=context,
+            prompt_note=note,
+            **options,
+        )
+    except RunFailedError as error:
+        if error.cause_code in _STOPPING_CAUSES:
+            raise
+        failed = error.result
+        return (
+            CycleSummary(
+                number,
+                run_id,
+                error.workflow_version_id or _UNCOMPILED,
+                "failed",
+                None if failed is None else failed.output,
+            ),
+            None,
+        )
+    output = result.output
+    if hasattr(output, "model_dump"):  # a pydantic output: the manifest keeps its JSON
+        output = output.model_dump(mode="json")
+    return (
+        CycleSummary(
+            number, run_id, result.workflow_version_id or _UNCOMPILED, "completed", output
+        ),
+        result,
+    )
+
+
+def _archive(world: World, run_id: str) -> None:
+    """Hand the cycle's run to the world's archive once its decision is on it (a world that
+    archives, RedisS3World, seals an archived log even to ``OuterLoopCycleCompleted``). A
+    failed archive changes nothing of the loop: the run stays readable where it is."""
+    archive = getattr(world, "archive_run", None)
+    if archive is None:
+        return
+    with suppress(LittleError):
+        archive(run_id)
+
+
+def _run_state(world: World, run_id: str, pricing_fallback: PriceFallback | None) -> Any:
+    from little_dist.run_state import materialize_run_state
+
+    events = world.list_events(run_id)
+    if not events:
+        return None
+    return materialize_run_state(events, run_id=run_id, pricing_fallback=pricing_fallback)
+
+
+def _done_result(
+    world: World,
+    final_output: Any,
+    cycle: CycleSummary,
+    pricing_fallback: PriceFallback | None,
+    outcome: RunResult | None = None,
+) -> RunResult:
+    state = _run_state(world, cycle.run_id, pricing_fallback)
+    if state is None and outcome is not None:
+        state = outcome.state
+    if state is None:
+        from little_dist.run_state import materialize_run_state
+
+        state = materialize_run_state([], run_id=cycle.run_id)
+    return RunResult(
+        run_id=cycle.run_id,
+        status="completed",
+        output=final_output,
+        usage=state.usage,
+        state=state,
+        workflow_version_id=state.workflow_version_id or cycle.workflow_version_id,
+    )
+
+
+def _exhausted(
+    world: World,
+    loop_id: str,
+    cycles: Sequence[CycleSummary],
+    pricing_fallback: PriceFallback | None,
+) -> OuterLoopError:
+    last = cycles[-1]
+    state = _run_state(world, last.run_id, pricing_fallback)
+    result = None
+    if state is not None:
+        result = RunResult(
+            run_id=last.run_id,
+            status="failed",
+            output=None,
+            usage=state.usage,
+            state=state,
+            workflow_version_id=state.workflow_version_id or last.workflow_version_id,
+        )
+    return OuterLoopError(
+        f"Outer loop exhausted after {last.cycle_number} cycles (outerLoopId: {loop_id}).",
+        outer_loop_id=loop_id,
+        cause_code="outer_loop_exhausted",
+        run_id=last.run_id,
+        workflow_version_id=last.workflow_version_id,
+        result=result,
+        last_cycle_output=last.output,
+    )

@@ -1,0 +1,95 @@
+"""The supervisor: after each cycle, ``done`` (with the loop's final output) or ``continue``
+(with a note for the next plan).
+
+A supervisor is any callable taking upstream's ``SuperviseOuterLoopState`` (a dict: ``goal``
+and ``cycles``, see :func:`~little_dist.outer_loop.decisions.supervise_state`) and returning
+a :class:`~little_dist.outer_loop.decisions.Done` / ``Continue`` or upstream's JSON form of
+one (upstream's ``planner.supervise``). :class:`ModelSupervisor`, the default, asks a model
+(the workflow's planner model unless another is given) for that JSON, through litellm: the
+same code path as a real provider, so the scripted provider of :mod:`little_dist.testing`
+answers it in tests (its calls carry ``stepPath`` ``"supervisor"`` and the cycle's run id).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from little_dist.canonical import canonical_json
+from little_dist.errors import LittleError
+from little_dist.harness.types import ResolvedModel
+from little_dist.outer_loop.decisions import Decision, decision_from
+from little_dist.redaction import redact
+
+__all__ = ["SUPERVISOR_STEP_PATH", "ModelSupervisor", "Supervisor", "SupervisorError"]
+
+Supervisor = Callable[[Mapping[str, Any]], Any]
+
+#: The ``stepPath`` a supervisor's model call names in its litellm metadata.
+SUPERVISOR_STEP_PATH: Final = "supervisor"
+
+_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
+
+_SUPERVISOR_ROLE = """You are the supervisor of a little-workflow outer loop. Each cycle \
+plans and runs a workflow for the goal; you read every cycle's status and output so far and \
+decide whether the goal is met. Reply with one JSON object only, no prose:
+- {"kind": "done", "finalOutput": <the loop's final output>} when the goal is met (or the \
+best output is in hand), or
+- {"kind": "continue", "promptNote": "<what the next plan should do differently>"} to run \
+another cycle."""
+
+
+class SupervisorError(LittleError):
+    """The supervisor could not decide: its model failed or its reply was not a decision."""
+
+
+class ModelSupervisor:
+    """The default supervisor: one model call per decision (see the module docstring)."""
+
+    def __init__(self, model: ResolvedModel, *, system: str | None = None) -> None:
+        self.model = model
+        self.system = system
+
+    def __call__(self, state: Mapping[str, Any]) -> Decision:
+        from little_dist.harness.model_calls import import_litellm
+
+        cycles = state.get("cycles") or []
+        run_id = cycles[-1].get("runId") if cycles else None
+        system = "\n\n".join(part for part in (_SUPERVISOR_ROLE, self.system) if part)
+        messages = [
+            {"role": "system", "content": system},
+            {"role": "user", "content": canonical_json(dict(state))},
+        ]
+        try:
+            response = import_litellm().completion(
+                model=self.model.litellm_model,
+                messages=messages,
+                metadata={"little": {"stepPath": SUPERVISOR_STEP_PATH, "runId": run_id}},
+                **dict(self.model.settings),
+            )
+        except Exception as error:
+            raise SupervisorError(
+                f"supervisor model {self.model.litellm_model!r} failed: {redact(str(error))}"
+            ) from error
+        text = str(response.choices[0].message.content or "")
+        try:
+            return decision_from(_parse(text), f"supervisor model {self.model.litellm_model!r}")
+        except LittleError as error:
+            raise SupervisorError(str(error)) from error
+
+
+def _parse(text: str) -> Any:
+    fenced = _FENCE.match(text)
+    candidate = fenced.group(1) if fenced else text.strip()
+    try:
+        return json.loads(candidate)
+    except (json.JSONDecodeError, RecursionError):
+        start, end = candidate.find("{"), candidate.rfind("}")
+        if 0 <= start < end:
+            try:
+                return json.loads(candidate[start : end + 1])
+            except (json.JSONDecodeError, RecursionError):
+                pass
+    return text
