@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from little_dist.harness.types import Harness, HarnessRole
     from little_dist.limits import InputLimits
     from little_dist.permissions import Approver, ToolPermissions
+    from little_dist.planner.review import ReuseStrategy
     from little_dist.run_state import RunState
     from little_dist.runtime.capabilities import Capabilities
     from little_dist.world.base import World
@@ -133,6 +134,7 @@ def run_workflow(
     parent: Mapping[str, Any] | None = None,
     permissions: ToolPermissions | Mapping[str, Any] | Sequence[Any] | None = None,
     on_ask: Approver | None = None,
+    workflow_version_reuse_strategy: ReuseStrategy | None = None,
 ) -> RunResult:
     """Plan (or take ``plan=``), compile and run ``workflow`` on ``input`` in this process.
 
@@ -150,9 +152,12 @@ def run_workflow(
     (``define_workflow(permissions=...)``; a deny anywhere wins). ``on_ask``: upstream's
     ``onAsk``, the approver of ``ask`` decisions: called in this process with
     ``{"tool": name, "args": args}``, true allows the call; without one an ``ask`` is denied.
+    ``workflow_version_reuse_strategy``: upstream's call option, ``"planner_reviewed"`` or
+    ``"always_fresh"``, over the workflow's (``define_workflow``'s; default planner-reviewed).
     """
     from little_dist.ids import validate_run_id
     from little_dist.planner import resolve_version
+    from little_dist.planner.review import reuse_strategy
     from little_dist.run_state import materialize_run_state
 
     if not isinstance(workflow, WorkflowDefinition):
@@ -183,7 +188,15 @@ def run_workflow(
 
         check_grants(workflow.plan, capabilities, f"workflow {workflow.id!r}")
     version = resolve_version(
-        world, run_id, workflow, run_input, capabilities=capabilities, parent=parent
+        world,
+        run_id,
+        workflow,
+        run_input,
+        capabilities=capabilities,
+        parent=parent,
+        reuse_strategy=reuse_strategy(
+            workflow_version_reuse_strategy, f"run_workflow({workflow.id!r})"
+        ),
     )
     if version is None:  # planning failed and recorded RunFailed
         events = world.list_events(run_id)

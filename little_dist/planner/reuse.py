@@ -8,15 +8,12 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from little_dist.canonical import canonical_json
-from little_dist.compiler import WorkflowVersion
 from little_dist.compiler.lock import concrete_input_structure
-from little_dist.errors import LittleError
 
 if TYPE_CHECKING:
-    from little_dist.authoring import WorkflowDefinition
-    from little_dist.world.base import World
+    pass
 
-__all__ = ["input_structure_compatible", "reuse_brief", "reuse_candidate"]
+__all__ = ["input_structure_compatible"]
 
 _ITEMS_FROM_INPUT = re.compile(r"^\{\{\s*input((?:\.[A-Za-z_$][A-Za-z0-9_$-]*)*)\s*\}\}$")
 
@@ -90,36 +87,3 @@ def _array_length_at(value: Any, path: tuple[str, ...]) -> int | None:
             return None
         value = value.get(part)
     return len(value) if isinstance(value, list) else None
-
-
-def reuse_candidate(world: World, definition_hash: str, run_input: Any) -> WorkflowVersion | None:
-    for version_id in reversed(world.indexed_versions(definition_hash)):
-        try:
-            version = WorkflowVersion.from_json(world.get_version(version_id))
-        except LittleError:
-            continue  # unreadable or altered: never reuse it
-        lock = version.lock
-        if lock.get("workflowDefinitionHash") != definition_hash:
-            continue
-        planned = lock.get("plannedInputStructure")
-        if isinstance(planned, Mapping) and input_structure_compatible(
-            planned, run_input, _adaptive_array_paths(version.lwir)
-        ):
-            return version
-    return None
-
-
-def reuse_brief(version: WorkflowVersion, definition: WorkflowDefinition) -> str:
-    steps = [
-        str(step.get("id")) for step in version.lwir.get("steps", []) if isinstance(step, Mapping)
-    ]
-    return "\n".join(
-        [
-            "# Planner Reuse Candidate",
-            "",
-            f"Candidate WorkflowVersion: {version.id}",
-            f"Workflow ID: {definition.id}",
-            f"Definition hash: {version.lock.get('workflowDefinitionHash')}",
-            f"Steps: {' -> '.join(steps) or '(none)'}",
-        ]
-    )
