@@ -306,3 +306,30 @@ def test_decision_validation_follows_upstream(scripted_model: ScriptedModel) -> 
         "reuse_unchanged is blocked: tool 'x' unavailable",
         blocks=["tool 'x' unavailable"],
     )
+
+
+def test_version_reuse_policies_follow_upstream(scripted_model: ScriptedModel) -> None:
+    from little_dist.compiler import WorkflowVersion
+    from little_dist.planner.reuse import VersionReuseError, check_version_input
+
+    world = MemoryWorld()
+    first = first_run(world, scripted_model)
+    version = WorkflowVersion.from_json(world.get_version(first.workflow_version_id))
+    reshaped = {**INPUT, "extra": 1}
+
+    check_version_input(version, "exact", INPUT)
+    check_version_input(version, "structure", OTHER)
+    check_version_input(version, "any", reshaped)
+    for policy, value, message in [
+        ("never", INPUT, "WorkflowVersion reuse is disabled."),
+        ("exact", OTHER, "WorkflowVersion planned input hash does not match run input."),
+        (
+            "structure",
+            reshaped,
+            "WorkflowVersion planned input structure does not match run input.",
+        ),
+        ("sometimes", INPUT, 'Unknown WorkflowVersion reuse policy "sometimes".'),
+    ]:
+        with pytest.raises(VersionReuseError) as caught:
+            check_version_input(version, policy, value)
+        assert str(caught.value) == message

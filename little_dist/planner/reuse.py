@@ -1,5 +1,9 @@
-"""Version reuse: upstream's ``structure`` rule picks a registered version whose planned
-input has this input's structure (``planner-reuse.ts``, ``workflow-version-reuse.ts``)."""
+"""Running a planned version on another input: upstream's ``WorkflowVersionReusePolicy``
+(``workflow-version-reuse.ts``): ``never`` (the default: no reuse), ``exact`` (the very input
+it was planned for), ``structure`` (an input of the same structure: same fields and kinds;
+an array a top-level parallel step fans out over may change length up to its
+``maxBranches``; what the orchestrator's ``run_workflow`` uses) or ``any``.
+:func:`check_version_input` raises upstream's errors."""
 
 from __future__ import annotations
 
@@ -7,13 +11,47 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from little_dist.canonical import canonical_json
+from little_dist.canonical import canonical_json, sha256_digest
 from little_dist.compiler.lock import concrete_input_structure
+from little_dist.errors import InvalidInputError
 
 if TYPE_CHECKING:
-    pass
+    from little_dist.compiler import WorkflowVersion
 
-__all__ = ["input_structure_compatible"]
+__all__ = [
+    "REUSE_POLICIES",
+    "VersionReuseError",
+    "check_version_input",
+    "input_structure_compatible",
+]
+
+REUSE_POLICIES = ("never", "exact", "structure", "any")
+
+
+class VersionReuseError(InvalidInputError):
+    """A version may not run this input under the reuse policy (upstream's message)."""
+
+
+def check_version_input(version: WorkflowVersion, policy: str, run_input: Any) -> None:
+    """Upstream's ``assertWorkflowVersionInputCompatible`` for ``version``'s lock."""
+    lock = version.lock
+    if policy == "never":
+        raise VersionReuseError("WorkflowVersion reuse is disabled.")
+    if policy == "exact":
+        if sha256_digest(run_input) != lock.get("inputHash"):
+            raise VersionReuseError("WorkflowVersion planned input hash does not match run input.")
+        return
+    if policy == "structure":
+        planned = lock.get("plannedInputStructure")
+        if not isinstance(planned, Mapping) or not input_structure_compatible(
+            planned, run_input, _adaptive_array_paths(version.lwir)
+        ):
+            raise VersionReuseError(
+                "WorkflowVersion planned input structure does not match run input."
+            )
+        return
+    if policy != "any":
+        raise VersionReuseError(f'Unknown WorkflowVersion reuse policy "{policy}".')
 
 _ITEMS_FROM_INPUT = re.compile(r"^\{\{\s*input((?:\.[A-Za-z_$][A-Za-z0-9_$-]*)*)\s*\}\}$")
 

@@ -6,7 +6,8 @@ upstream's tools (``orchestrator.ts``):
 * ``plan_workflow {workflowId, input}`` -> ``{workflowVersionId}``: plan (or reuse) a
   WorkflowVersion of one workflow for a representative input;
 * ``run_workflow {workflowVersionId, input}``: run a planned version on a structure-compatible
-  input, as a sub-run;
+  input (upstream's ``structure`` reuse policy, :mod:`little_dist.planner.reuse`), as a
+  sub-run;
 * ``start_workflow {workflowId, input}``: plan, then run, in one call (the result also
   carries ``workflowVersionId``).
 
@@ -304,20 +305,13 @@ class _Orchestration:
     def run(
         self, info: ToolCallInfo, wf: WorkflowDefinition, version: WorkflowVersion, run_input: Any
     ) -> dict[str, Any]:
-        from little_dist.planner import input_structure_compatible
+        from little_dist.planner.reuse import VersionReuseError, check_version_input
 
-        planned = version.lock.get("plannedInputStructure")
-        if isinstance(planned, Mapping) and not input_structure_compatible(planned, run_input):
-            raise InvalidToolInputError(
-                info.tool_name,
-                [
-                    (
-                        "input",
-                        f"does not have the structure of the input {version.id} was "
-                        "planned for; use start_workflow for a differently shaped input",
-                    )
-                ],
-            )
+        try:
+            # upstream's run_workflow runs a planned version under the "structure" policy
+            check_version_input(version, "structure", run_input)
+        except VersionReuseError as error:
+            raise OrchestrationError(str(error)) from error
         with self.gate:
             outcome = await_sub_run(info, wf, run_input, harness=self.harness, version=version)
         return _tool_result(outcome, info)
