@@ -38,9 +38,7 @@ def test_a_model_offered_bash_is_told_each_store_with_its_mode_in_path_order(
     tmp_path: Path, scripted_model: ScriptedModel
 ) -> None:
     scripted_model.on(step="shell").reply_text("done")
-    workflow = prompted_workflow(
-        bash={}, memory={"attach": [{"id": "Other_Flow", "mode": "ro"}]}
-    )
+    workflow = prompted_workflow(bash={}, memory={"attach": [{"id": "Other_Flow", "mode": "ro"}]})
     workflow.run({}, world=LocalWorld(tmp_path / "data"))
     text = _system_text(scripted_model)
     assert (

@@ -246,56 +246,6 @@ def test_a_crashed_planning_session_resumes_without_paying_twice(
 # -- reuse ------------------------------------------------------------------------------------
 
 
-def test_a_later_run_of_the_same_definition_reuses_the_version_without_the_planner(
-    scripted_model: ScriptedModel,
-) -> None:
-    world = MemoryWorld()
-    scripted_model.on(step="planner").reply_json(valid_lwir())
-    first = plan(world, "run_reuse_first", ticket_workflow())
-    assert len(scripted_model.calls) == 1
-
-    other_input = {"ticketId": "T-2", "body": "Cannot import receipts."}
-    second = plan(world, "run_reuse_second", ticket_workflow(), other_input)
-
-    assert second == first
-    assert len(scripted_model.calls) == 1
-    assert types_of(world, "run_reuse_second") == [
-        "OrchestrationRequested",
-        "PlannerReuseDecisionRecorded",
-    ]
-    (decision,) = payload_of(world, "run_reuse_second", "PlannerReuseDecisionRecorded")
-    assert decision["decisionKind"] == "reuse_unchanged"
-    assert decision["candidateWorkflowVersionId"] == first.id
-    assert decision["resultingWorkflowVersionId"] == first.id
-    assert decision["acknowledgedWarnings"] == []
-    assert decision["inputHash"] == sha256_digest(other_input)
-    assert decision["inputStructure"] == concrete_input_structure(other_input)
-    assert decision["candidateBriefHash"].startswith("sha256:")
-    assert decision["rationale"]
-
-
-def test_a_changed_definition_or_input_structure_plans_again(
-    scripted_model: ScriptedModel,
-) -> None:
-    world = MemoryWorld()
-    loose = {**TICKET_SCHEMA, "additionalProperties": True}
-    scripted_model.on(step="planner").reply_json(valid_lwir(), times=2)
-    scripted_model.on(step="planner").reply_json(valid_lwir(input={"schema": loose}), times=2)
-    plan(world, "run_replan_1", ticket_workflow())
-    # Another description: another definition hash.
-    changed = ticket_workflow(description="Summarize a ticket in one line.")
-    assert changed.definition_hash() != ticket_workflow().definition_hash()
-    plan(world, "run_replan_2", changed)
-    assert len(scripted_model.calls) == 2
-    # Same definition, an input with another structure (an extra field).
-    wf = ticket_workflow(input=loose)
-    plan(world, "run_replan_3", wf)
-    assert len(scripted_model.calls) == 3
-    plan(world, "run_replan_4", wf, {**INPUT, "priority": "high"})
-    assert len(scripted_model.calls) == 4
-    assert "PlannerReuseDecisionRecorded" not in types_of(world, "run_replan_4")
-
-
 def test_a_fixed_plan_needs_no_model_and_is_never_reused() -> None:
     world = MemoryWorld()
     wf = ticket_workflow(plan=valid_lwir())

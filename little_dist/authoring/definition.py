@@ -48,6 +48,7 @@ from little_dist.tools import Tool, ToolRegistry, tool
 if TYPE_CHECKING:
     from little_dist.authoring.running import RunResult
     from little_dist.harness.types import Harness, HarnessRole
+    from little_dist.planner.review import ReuseStrategy
     from little_dist.runtime.capabilities import Capabilities
 
 __all__ = ["DEFAULT_MAX_REVISIONS", "WorkflowDefinition", "define_workflow"]
@@ -89,6 +90,7 @@ class WorkflowDefinition:
     #: The memory stores to mount instead of those ``memory`` names (an orchestrating
     #: session's: :func:`~little_dist.memory.layout.orchestrator_memory_mounts`).
     memory_mounts: tuple[MemoryMountSpec, ...] | None = None
+    workflow_version_reuse_strategy: ReuseStrategy | None = None
 
     def __repr__(self) -> str:
         return f"WorkflowDefinition(id={self.id!r})"
@@ -279,6 +281,12 @@ def _with_found_skills(
     return choose_skills(declared, org_skills(org_dir), discover_skills(base, list(discover)))
 
 
+def _reuse_strategy(value: Any, where: str) -> ReuseStrategy | None:
+    from little_dist.planner.review import reuse_strategy
+
+    return reuse_strategy(value, where)
+
+
 # Long for its docstring (the public API's reference); the code is about 60 lines.
 def define_workflow(
     *,
@@ -301,6 +309,7 @@ def define_workflow(
     mcp: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
     org_skills: str | os.PathLike[str] | None = None,
     discover_skills: Sequence[str] = (),
+    workflow_version_reuse_strategy: ReuseStrategy | None = None,
 ) -> WorkflowDefinition:
     """Define a workflow (upstream's ``defineWorkflow``).
 
@@ -338,6 +347,10 @@ def define_workflow(
     name wins); ``discover_skills``: folder names (``".agents/skills"``) searched for skills
     from this file's folder up to the git root, lowest precedence (:mod:`little_dist.skills`;
     relative paths are taken from the folder of the file that calls ``define_workflow``).
+    ``workflow_version_reuse_strategy``: upstream's ``"planner_reviewed"`` (the default: a
+    later run shows the planner the newest completed run's version, and the planner reuses it,
+    adapts it or drafts afresh) or ``"always_fresh"`` (always a fresh draft); not part of the
+    definition's hash (see :mod:`little_dist.planner.review`).
     """
     if not isinstance(id, str) or not _WORKFLOW_ID.fullmatch(id):
         raise InvalidInputError(f"workflow id must match [A-Za-z0-9][A-Za-z0-9_.-]*, got {id!r}")
@@ -427,4 +440,7 @@ def define_workflow(
         memory=memory_config(memory, f"workflow {id!r}: memory"),
         permissions=rules,
         mcp=servers,
+        workflow_version_reuse_strategy=_reuse_strategy(
+            workflow_version_reuse_strategy, f"workflow {id!r}"
+        ),
     )

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from little_dist.harness.types import Harness, HarnessRole
     from little_dist.limits import InputLimits
     from little_dist.permissions import Approver, ToolPermissions
+    from little_dist.planner.review import ReuseStrategy
     from little_dist.run_state import RunState
     from little_dist.runtime.capabilities import Capabilities
     from little_dist.world.base import World
@@ -136,6 +137,7 @@ def run_workflow(
     max_outer_cycles: int | None = None,
     outer_loop_id: str | None = None,
     supervise: Callable[[Mapping[str, Any]], Any] | None = None,
+    workflow_version_reuse_strategy: ReuseStrategy | None = None,
 ) -> RunResult:
     """Plan (or take ``plan=``), compile and run ``workflow`` on ``input`` in this process.
 
@@ -156,6 +158,8 @@ def run_workflow(
     ``max_outer_cycles`` above 1 (upstream's ``maxOuterCycles``): an outer loop of up to that
     many planned-and-run cycles under ``supervise`` (:func:`~little_dist.run_outer_loop`,
     which ``outer_loop_id`` resumes); ``run_id`` and ``parent`` are then not taken.
+    ``workflow_version_reuse_strategy``: upstream's call option, ``"planner_reviewed"`` or
+    ``"always_fresh"``, over the workflow's (``define_workflow``'s; default planner-reviewed).
     """
     if max_outer_cycles is not None:
         if (
@@ -207,6 +211,7 @@ def run_workflow(
         parent=parent,
         permissions=permissions,
         on_ask=on_ask,
+        workflow_version_reuse_strategy=workflow_version_reuse_strategy,
     )
 
 
@@ -269,9 +274,11 @@ def _run(
     outer_loop: Mapping[str, Any] | None = None,
     prompt_note: str | None = None,
     archive: bool = True,
+    workflow_version_reuse_strategy: ReuseStrategy | None = None,
 ) -> RunResult:
     from little_dist.ids import validate_run_id
     from little_dist.planner import resolve_version
+    from little_dist.planner.review import reuse_strategy
     from little_dist.run_state import materialize_run_state
 
     if not isinstance(workflow, WorkflowDefinition):
@@ -310,6 +317,11 @@ def _run(
         parent=parent,
         outer_loop=outer_loop,
         prompt_note=prompt_note,
+        reuse_strategy=(
+            "always_fresh"
+            if outer_loop is not None
+            else reuse_strategy(workflow_version_reuse_strategy, f"run_workflow({workflow.id!r})")
+        ),
     )
     if version is None:  # planning failed and recorded RunFailed
         events = world.list_events(run_id)

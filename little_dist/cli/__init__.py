@@ -32,6 +32,7 @@ SUBCOMMANDS: tuple[tuple[str, str], ...] = (
     ("status", "status_cmd"),
     ("cancel", "cancel_cmd"),
     ("memory", "memory_cmd"),
+    ("orchestrate", "orchestrate_cmd"),
 )
 
 

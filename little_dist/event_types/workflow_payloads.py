@@ -101,6 +101,7 @@ class PlannerReuseDecisionRecordedPayload(Payload):
     input_structure: Any = None
     candidate_brief_hash: str | None = None
     resulting_workflow_version_id: str | None = None
+    base_workflow_version_id: str | None = None
 
 
 class WorkflowVersionRegisteredPayload(Payload):

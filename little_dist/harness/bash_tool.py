@@ -218,13 +218,24 @@ class BashTool(Tool):
             shutil.rmtree(self._scratch, ignore_errors=True)
             self._scratch = None
 
+    def own_folder(self) -> Path:
+        """The host folder its commands see at ``OWN_SCRATCH``: what another tool of the
+        attempt writes there (an orchestrator's sub-run output) they can read."""
+        if self._source is not None:
+            for mount in self._source.mounts():
+                if mount.target == OWN_SCRATCH and mount.writable:
+                    return Path(mount.source)
+            raise BashInputError(f"the attempt's scratch has no writable {OWN_SCRATCH}")
+        if self._scratch is None:
+            self._scratch = Path(tempfile.mkdtemp(prefix="little-scratch-"))
+        return self._scratch
+
     def _open(self) -> BashSession:
         if self._session is None:
             if self._source is not None:
                 mounts = [*self._source.mounts(), *self.mounts]
             else:
-                self._scratch = Path(tempfile.mkdtemp(prefix="little-scratch-"))
-                mounts = [Mount(self._scratch, OWN_SCRATCH, writable=True), *self.mounts]
+                mounts = [Mount(self.own_folder(), OWN_SCRATCH, writable=True), *self.mounts]
             self._session = BashSession(
                 mounts, OWN_SCRATCH, limits=self.limits, capabilities=self.capabilities
             )

@@ -17,7 +17,9 @@ attempt's next write instead of one round trip each.
 
 A tool that needs to know where it is called from (a workflow tool starts a sub-run whose id
 is derived from the call, see :mod:`little_dist.subruns`) has a ``call_in_context(arguments,
-call)`` method; it is called instead of ``call(arguments)`` with a :class:`ToolCallInfo`.
+call)`` method; it is called instead of ``call(arguments)`` with a :class:`ToolCallInfo`. Such
+a tool may also have ``replayed_in_context(value, ctx)``: a memo hit calls it with the
+recorded result, so what the call had left in the attempt (a file) is there again.
 """
 
 from __future__ import annotations
@@ -160,6 +162,9 @@ def run_tool_call(
         replayed = getattr(tool, "replayed", None)
         if callable(replayed):
             replayed(hit.event.payload)
+        in_context = getattr(tool, "replayed_in_context", None)
+        if callable(in_context):
+            in_context(hit.value, ctx)  # e.g. files the call had written for the model
         return ToolOutcome(True, hit.value, memoized=True)
     if ctx.cancelled():
         raise HarnessCancelled(

@@ -3,11 +3,13 @@
 Upstream's compile pipeline (``compiler.ts``, ``planner-reuse.ts``,
 ``workflow-version-reuse.ts``; docs ``foundations/planner-lifecycle.mdx``):
 
-1. **Reuse.** A definition whose hash already has a registered version (the world's version
-   index) reuses the newest one whose planned input has the same structure as this input
-   (upstream's ``structure`` rule: same fields and kinds; arrays a parallel step fans out
-   over may change length up to its ``maxBranches``). No model is called; the run records
-   ``PlannerReuseDecisionRecorded`` (``reuse_unchanged``).
+1. **Review.** With upstream's ``planner_reviewed`` reuse strategy (the default; the other
+   is ``always_fresh``), the newest completed run of the same workflow id is a candidate:
+   the planner is shown its brief (upstream's text, step graph and warnings) and may reply
+   ``reuse_unchanged`` (the candidate runs; no draft), ``adapt`` or ``draft_fresh`` (an LWIR
+   that goes on through step 2), or a plain LWIR. A decision is checked with upstream's rules
+   (a refused one goes back to the planner as a finding) and recorded as
+   ``PlannerReuseDecisionRecorded`` (:mod:`little_dist.planner.review`).
 2. **Draft -> validate -> repair.** Otherwise the planner harness (role ``planner``, task
    ``plan``) drafts an LWIR: the default one asks the planner model for one JSON object.
    Each draft is validated (``validate_lwir`` plus upstream's request binding: name,
@@ -21,8 +23,8 @@ Upstream's compile pipeline (``compiler.ts``, ``planner-reuse.ts``,
 
 Everything is recorded on the run before ``RunStarted``: ``OrchestrationRequested``,
 ``PlannerStarted``, the planner's ``harness.model.*`` calls, ``PlannerDraftedWorkflow``,
-``WorkflowValidationFailed`` | ``WorkflowValidationSucceeded`` (or
-``PlannerReuseDecisionRecorded``); the runner then records ``WorkflowVersionRegistered``.
+``WorkflowValidationFailed`` | ``WorkflowValidationSucceeded``, ``PlannerReuseDecisionRecorded``
+when the planner decided on a candidate; the runner then records ``WorkflowVersionRegistered``.
 Every event has an occurrence id and recorded drafts and model replies are reused, so a
 planning session that crashed resumes without paying for a draft twice. When no valid
 draft comes, the run fails with causeCode ``planner_validation_exhausted``.

@@ -1,5 +1,9 @@
-"""Version reuse: upstream's ``structure`` rule picks a registered version whose planned
-input has this input's structure (``planner-reuse.ts``, ``workflow-version-reuse.ts``)."""
+"""Running a planned version on another input: upstream's ``WorkflowVersionReusePolicy``
+(``workflow-version-reuse.ts``): ``never`` (the default: no reuse), ``exact`` (the very input
+it was planned for), ``structure`` (an input of the same structure: same fields and kinds;
+an array a top-level parallel step fans out over may change length up to its
+``maxBranches``; what the orchestrator's ``run_workflow`` uses) or ``any``.
+:func:`check_version_input` raises upstream's errors."""
 
 from __future__ import annotations
 
@@ -7,16 +11,47 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from little_dist.canonical import canonical_json
-from little_dist.compiler import WorkflowVersion
+from little_dist.canonical import canonical_json, sha256_digest
 from little_dist.compiler.lock import concrete_input_structure
-from little_dist.errors import LittleError
+from little_dist.errors import InvalidInputError
 
 if TYPE_CHECKING:
-    from little_dist.authoring import WorkflowDefinition
-    from little_dist.world.base import World
+    from little_dist.compiler import WorkflowVersion
 
-__all__ = ["input_structure_compatible", "reuse_brief", "reuse_candidate"]
+__all__ = [
+    "REUSE_POLICIES",
+    "VersionReuseError",
+    "check_version_input",
+    "input_structure_compatible",
+]
+
+REUSE_POLICIES = ("never", "exact", "structure", "any")
+
+
+class VersionReuseError(InvalidInputError):
+    """A version may not run this input under the reuse policy (upstream's message)."""
+
+
+def check_version_input(version: WorkflowVersion, policy: str, run_input: Any) -> None:
+    """Upstream's ``assertWorkflowVersionInputCompatible`` for ``version``'s lock."""
+    lock = version.lock
+    if policy == "never":
+        raise VersionReuseError("WorkflowVersion reuse is disabled.")
+    if policy == "exact":
+        if sha256_digest(run_input) != lock.get("inputHash"):
+            raise VersionReuseError("WorkflowVersion planned input hash does not match run input.")
+        return
+    if policy == "structure":
+        planned = lock.get("plannedInputStructure")
+        if not isinstance(planned, Mapping) or not input_structure_compatible(
+            planned, run_input, _adaptive_array_paths(version.lwir)
+        ):
+            raise VersionReuseError(
+                "WorkflowVersion planned input structure does not match run input."
+            )
+        return
+    if policy != "any":
+        raise VersionReuseError(f'Unknown WorkflowVersion reuse policy "{policy}".')
 
 _ITEMS_FROM_INPUT = re.compile(r"^\{\{\s*input((?:\.[A-Za-z_$][A-Za-z0-9_$-]*)*)\s*\}\}$")
 
@@ -90,36 +125,3 @@ def _array_length_at(value: Any, path: tuple[str, ...]) -> int | None:
             return None
         value = value.get(part)
     return len(value) if isinstance(value, list) else None
-
-
-def reuse_candidate(world: World, definition_hash: str, run_input: Any) -> WorkflowVersion | None:
-    for version_id in reversed(world.indexed_versions(definition_hash)):
-        try:
-            version = WorkflowVersion.from_json(world.get_version(version_id))
-        except LittleError:
-            continue  # unreadable or altered: never reuse it
-        lock = version.lock
-        if lock.get("workflowDefinitionHash") != definition_hash:
-            continue
-        planned = lock.get("plannedInputStructure")
-        if isinstance(planned, Mapping) and input_structure_compatible(
-            planned, run_input, _adaptive_array_paths(version.lwir)
-        ):
-            return version
-    return None
-
-
-def reuse_brief(version: WorkflowVersion, definition: WorkflowDefinition) -> str:
-    steps = [
-        str(step.get("id")) for step in version.lwir.get("steps", []) if isinstance(step, Mapping)
-    ]
-    return "\n".join(
-        [
-            "# Planner Reuse Candidate",
-            "",
-            f"Candidate WorkflowVersion: {version.id}",
-            f"Workflow ID: {definition.id}",
-            f"Definition hash: {version.lock.get('workflowDefinitionHash')}",
-            f"Steps: {' -> '.join(steps) or '(none)'}",
-        ]
-    )

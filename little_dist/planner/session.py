@@ -32,7 +32,21 @@ from little_dist.planner.prompts import (
     synthesize_simple_lwir,
 )
 from little_dist.planner.request import OrchestrationRequest, orchestration_request
-from little_dist.planner.reuse import reuse_brief, reuse_candidate
+from little_dist.planner.review import (
+    DECISION_INSTRUCTIONS,
+    DECISION_KINDS,
+    DEFAULT_REUSE_STRATEGY,
+    ReuseBrief,
+    ReuseCandidate,
+    ReuseDecisionError,
+    ReuseStrategy,
+    decision_payload,
+    planning_snapshot,
+    reuse_blocks,
+    reuse_brief,
+    select_reuse_candidates,
+    validate_reuse_decision,
+)
 
 if TYPE_CHECKING:
     from little_dist.authoring import WorkflowDefinition
@@ -164,9 +178,11 @@ def resolve_version(
     parent: Mapping[str, Any] | None = None,
     outer_loop: Mapping[str, Any] | None = None,
     prompt_note: str | None = None,
+    reuse_strategy: ReuseStrategy | None = None,
 ) -> WorkflowVersion | None:
     """The version ``run_id`` runs: recorded, reused, or planned now (see
-    :mod:`little_dist.planner`).
+    :mod:`little_dist.planner`). ``reuse_strategy`` (upstream's
+    ``workflowVersionReuseStrategy`` of the call) wins over the definition's.
 
     Returns ``None`` when planning failed; the run then has ``RunFailed`` recorded with
     causeCode ``planner_validation_exhausted``, after a ``RunStarted`` that carries
@@ -184,41 +200,76 @@ def resolve_version(
         definition, run_input, outer_loop=outer_loop, prompt_note=prompt_note
     )
     session = _Session(world, run_id, parent)
-    locks = request.body["locks"]
     session.append(
         "OrchestrationRequested",
         occurrences.planner("requested"),
         requested_payload(definition, request),
     )
-    definition_hash = locks["workflowDefinitionHash"]
-    # A fixed plan is not part of the definition hash, so its versions are never reused.
+    strategy = reuse_strategy or definition.workflow_version_reuse_strategy
+    review: _Review | None = None
     if (
-        definition.plan is None
-        and outer_loop is None
-        and occurrences.planner("start", 1) not in session.recorded
+        outer_loop is None
+        and definition.plan is None
+        and (strategy or DEFAULT_REUSE_STRATEGY) == "planner_reviewed"
     ):
-        candidate = reuse_candidate(world, definition_hash, run_input)
-        if candidate is not None:
-            brief = reuse_brief(candidate, definition)
-            session.append(
-                "PlannerReuseDecisionRecorded",
-                occurrences.planner("reuse"),
-                {
-                    "decisionKind": "reuse_unchanged",
-                    "candidateWorkflowVersionId": candidate.id,
-                    "rationale": (
-                        f"Definition {definition_hash} is unchanged since {candidate.id} was "
-                        "planned and this input has the planned input's structure."
-                    ),
-                    "acknowledgedWarnings": [],
-                    "inputHash": locks["inputHash"],
-                    "inputStructure": locks["plannedInputStructure"],
-                    "candidateBriefHash": sha256_digest(brief),
-                    "resultingWorkflowVersionId": candidate.id,
-                },
-            )
-            return candidate
-    return _plan(world, session, definition, request, run_input, capabilities)
+        review = _review(world, definition, request)
+    return _plan(world, session, definition, request, run_input, capabilities, review)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Review:
+    """The candidate the planner is shown, its brief, and what forbids reusing it as is."""
+
+    candidates: tuple[ReuseCandidate, ...]
+    brief: ReuseBrief
+    blocks: tuple[str, ...]
+
+    def note(self) -> str:
+        # Upstream hands the brief to the planner as a prompt note after the planning context.
+        return f"\n\n\n\n--- Prior cycle note ---\n{self.brief.text}\n{DECISION_INSTRUCTIONS}"
+
+
+def _review(
+    world: World, definition: WorkflowDefinition, request: OrchestrationRequest
+) -> _Review | None:
+    """The newest candidate of ``definition``'s workflow (upstream briefs one), or None."""
+    candidates = select_reuse_candidates(world, definition.id, limit=1)
+    if not candidates:
+        return None
+    locks = request.body["locks"]
+    current = planning_snapshot(requested_payload(definition, request), locks)
+    blocks = reuse_blocks(
+        candidates[0],
+        locks,
+        tools=[item.name for item in definition.tools],
+        models=list(definition.models),
+    )
+    return _Review(tuple(candidates), reuse_brief(candidates[0], current), tuple(blocks))
+
+
+def _decision(lwir: Any) -> tuple[Any, Mapping[str, Any] | None]:
+    """Upstream's ``unwrapPlannerDecision``: a reply that is a reuse decision gives its LWIR
+    (none for ``reuse_unchanged``) and the decision; any other reply is the LWIR."""
+    if isinstance(lwir, Mapping) and lwir.get("kind") in DECISION_KINDS:
+        return lwir.get("lwir"), lwir
+    return lwir, None
+
+
+def _decision_findings(
+    decision: Mapping[str, Any], review: _Review | None
+) -> tuple[dict[str, Any] | None, list[Finding]]:
+    try:
+        return (
+            validate_reuse_decision(
+                decision,
+                review.candidates if review else (),
+                warnings=review.brief.warnings if review else (),
+                blocks=review.blocks if review else (),
+            ),
+            [],
+        )
+    except ReuseDecisionError as error:
+        return None, [Finding("error", "planner_reuse_decision_invalid", "$", str(error))]
 
 
 def _plan(
@@ -228,6 +279,7 @@ def _plan(
     request: OrchestrationRequest,
     run_input: Any,
     capabilities: Capabilities,
+    review: _Review | None = None,
 ) -> WorkflowVersion | None:
     harness, default = _planner_harness(definition, capabilities)
     revisions = 1 if definition.plan is not None else definition.max_revisions
@@ -238,7 +290,11 @@ def _plan(
         "outputSchema": request.requested_output_schema,
         "workflowDefinitionHash": request.body["locks"]["workflowDefinitionHash"],
     }
-    context = planning_context(request, definition) + outer_loop_text(request)
+    context = (
+        planning_context(request, definition)
+        + outer_loop_text(request)
+        + (review.note() if review else "")
+    )
     base_ctx = HarnessContext(
         run_id=session.run_id,
         role="planner",
@@ -258,9 +314,11 @@ def _plan(
             started_payload(request, revision, repair=note is not None),
         )
         drafted = session.recorded.get(occurrences.planner("draft", revision))
-        if drafted is not None and "lwir" in drafted.payload:
-            lwir: Any = drafted.payload["lwir"]
+        if review is None and drafted is not None and "lwir" in drafted.payload:
+            reply: Any = drafted.payload["lwir"]
         else:
+            # (with a review, the reply may be a decision: the harness gives it again, the
+            # default planner from the recorded model reply)
             task = PlanTask(
                 workflow_snapshot=snapshot,
                 input=run_input,
@@ -276,12 +334,34 @@ def _plan(
                 raise PlannerError(
                     f"planner harness returned {getattr(result, 'kind', result)!r} for a plan task"
                 )
-            lwir = result.lwir
-        findings = draft_findings(lwir, request)
+            reply = result.lwir
+        lwir, raw_decision = _decision(reply)
+        decision: dict[str, Any] | None = None
+        findings: list[Finding] = []
+        if raw_decision is not None:
+            decision, findings = _decision_findings(raw_decision, review)
+        if decision is not None and decision["kind"] == "reuse_unchanged" and review:
+            return _reuse(session, review, decision, run_input)
+        if findings:
+            lwir = reply  # the refused decision is what the draft records
+        else:
+            findings = draft_findings(lwir, request)
         version = _record_draft(session, request, revision, lwir, findings)
         if version is not None:
-            return _register(world, session, definition, request, revision, lwir, version)
-        note = repair_note(lwir, findings)
+            registered = _register(world, session, definition, request, revision, lwir, version)
+            if decision is not None:
+                session.append(
+                    "PlannerReuseDecisionRecorded",
+                    occurrences.planner("reuse"),
+                    decision_payload(
+                        decision,
+                        run_input,
+                        brief_hash=review.brief.brief_hash if review else None,
+                        resulting_version_id=registered.id,
+                    ),
+                )
+            return registered
+        note = repair_note(reply, findings)
         last_findings = findings
     floor = None if definition.plan is not None else synthesize_simple_lwir(request)
     if floor is not None and not draft_findings(floor, request):
@@ -291,6 +371,25 @@ def _plan(
             return _register(world, session, definition, request, revision, floor, version)
     _fail(session, definition, revisions, last_findings)
     return None
+
+
+def _reuse(
+    session: _Session, review: _Review, decision: Mapping[str, Any], run_input: Any
+) -> WorkflowVersion:
+    """The planner chose ``reuse_unchanged``: the candidate runs, the decision recorded."""
+    version_id = decision["workflowVersionId"]
+    chosen = next(c for c in review.candidates if c.workflow_version_id == version_id)
+    session.append(
+        "PlannerReuseDecisionRecorded",
+        occurrences.planner("reuse"),
+        decision_payload(
+            decision,
+            run_input,
+            brief_hash=review.brief.brief_hash,
+            resulting_version_id=version_id,
+        ),
+    )
+    return chosen.version
 
 
 def _record_draft(

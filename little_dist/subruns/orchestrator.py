@@ -6,7 +6,8 @@ upstream's tools (``orchestrator.ts``):
 * ``plan_workflow {workflowId, input}`` -> ``{workflowVersionId}``: plan (or reuse) a
   WorkflowVersion of one workflow for a representative input;
 * ``run_workflow {workflowVersionId, input}``: run a planned version on a structure-compatible
-  input, as a sub-run;
+  input (upstream's ``structure`` reuse policy, :mod:`little_dist.planner.reuse`), as a
+  sub-run;
 * ``start_workflow {workflowId, input}``: plan, then run, in one call (the result also
   carries ``workflowVersionId``).
 
@@ -21,15 +22,23 @@ never restarts, a child that was running. A ``plan_workflow`` call's planner ses
 recorded on a run of its own (``run_plan_...``, derived from the call the same way: the
 planner's tokens are paid once and show in the orchestrator's report as a sub-run).
 
-Results, as upstream gives a model caller without a result store: ``{runId, status,
-output, outputSummary}`` (``outputSummary``: ``kind``, ``itemCount`` or ``fieldCount`` +
-``fields`` (first 20), ``sizeBytes`` of the pretty-printed JSON, ``sha256``), plus ``error:
-{message}`` when the child failed (a failed child is a result the model reads, not a tool
-error, as upstream). Unknown ids are tool errors with upstream's messages (``Unknown
-workflow id 'x'.``, ``Unknown workflowVersionId 'x'.``).
+Results, as upstream gives them (``workflowRunToolResultForCaller``): ``{runId, status,
+output}``, or ``{runId, status, error: {message}}`` when the child failed (a failed child is
+a result the model reads, not a tool error). When the calling model has bash (upstream's
+orchestrator always has its result store), a completed child's output is not inline: it is
+written to the attempt's own scratch and the model gets ``outputPath``
+(``/mnt/scratch/own/workflow-results/<runId>/output.json``, pretty-printed JSON, readable
+with bash) and ``outputSummary`` (``kind``, ``itemCount`` or ``fieldCount`` + ``fields``
+(first 20), ``sizeBytes``, ``sha256``). Upstream has no size threshold: every output goes
+to the file. The file is published with the step's scratch when it completes (a later
+step's bash reads it under ``/mnt/scratch/peer-steps/<step>/workflow-results/``) and is
+written again from the child's log when a retried attempt replays the call. Unknown ids are
+tool errors with upstream's messages (``Unknown workflow id 'x'.``, ``Unknown
+workflowVersionId 'x'.``).
 
 ``max_concurrent_sub_runs`` (upstream's ``maxConcurrentSubRuns``, default 10, an integer
->= 1) bounds the sub-runs running at once across the orchestrator's calls.
+>= 1) bounds the sub-runs running at once across the orchestrator's calls: further calls
+wait for a place (upstream's concurrency gate), none is refused.
 
 Memory, as upstream mounts it for an orchestrating session (:func:`with_orchestrator_memory`):
 with ``bash=`` the orchestrator's model is offered the bash tool and sees
@@ -38,10 +47,9 @@ definition hashes, so the next orchestration of the same workflows reads what th
 wrote), ``/mnt/memory/org/`` read-only and ``/mnt/memory/available-workflows/<key>/``
 read-only, each available workflow's own memory (:mod:`little_dist.memory.layout`).
 
-Not yet: the output file in scratch (``outputPath``) upstream writes for large outputs; the
-pipeline store mounted read-only in the sub-runs' sessions (upstream does); the
-``little orchestrate`` command; the fleet (see the package docstring for how the wait
-suspends there).
+Not yet: the pipeline store mounted read-only in the sub-runs' sessions (upstream does);
+the orchestrator's own tools on the fleet still wait in the worker's thread (see the
+package docstring for how a workflow tool's wait suspends there).
 """
 
 from __future__ import annotations
@@ -49,11 +57,14 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import quote
 
 from little_dist import occurrences
 from little_dist.canonical import sha256_digest
 from little_dist.errors import InvalidInputError, LittleError
+from little_dist.harness.bash_tool import OWN_SCRATCH
 from little_dist.subruns.engine import await_sub_run, call_key_of
 from little_dist.subruns.links import SUB_RUN_ENDED, SUB_RUN_STARTED
 from little_dist.tools import InvalidToolInputError, Tool
@@ -61,9 +72,10 @@ from little_dist.tools import InvalidToolInputError, Tool
 if TYPE_CHECKING:
     from little_dist.authoring.definition import WorkflowDefinition
     from little_dist.authoring.running import RunResult
+    from little_dist.bash_capabilities import BashCapabilities
     from little_dist.compiler import WorkflowVersion
     from little_dist.harness.tool_calls import ToolCallInfo
-    from little_dist.harness.types import Harness, HarnessRole
+    from little_dist.harness.types import Harness, HarnessContext, HarnessRole
     from little_dist.subruns.engine import SubRunOutcome
     from little_dist.world.base import World
 
@@ -125,19 +137,49 @@ def output_summary(output: Any) -> dict[str, Any]:
     return summary
 
 
-def _tool_result(outcome: SubRunOutcome) -> dict[str, Any]:
+def _tool_result(outcome: SubRunOutcome, info: ToolCallInfo) -> dict[str, Any]:
+    """The result as upstream gives it to its caller (``workflowRunToolResultForCaller``):
+    a ``tool.call`` step (caller ``code``) gets ``{runId, status, output?, error?}``; a model
+    whose step has bash gets the output written to its scratch, as ``outputPath`` plus
+    ``outputSummary``; a model without bash (no result store) gets the output inline."""
+    result: dict[str, Any] = {"runId": outcome.child_run_id, "status": outcome.status}
     if outcome.status == "completed":
-        return {
-            "runId": outcome.child_run_id,
-            "status": "completed",
-            "output": outcome.output,
-            "outputSummary": output_summary(outcome.output),
-        }
-    return {
-        "runId": outcome.child_run_id,
-        "status": "failed",
-        "error": {"message": outcome.message or "Workflow run failed."},
-    }
+        result["output"] = outcome.output
+    else:
+        result["error"] = {"message": outcome.message or "Workflow run failed."}
+    own = _result_store(info.ctx) if info.turn is not None else None
+    if own is None or "output" not in result:
+        return result
+    path, summary = write_model_facing_output(own, outcome.child_run_id, result.pop("output"))
+    return {**result, "outputPath": path, "outputSummary": summary}
+
+
+#: Where a model-facing sub-run output is written: the attempt's own scratch, as upstream's
+#: orchestrator's result store (``mountDir: "/mnt/scratch/own/workflow-results"``).
+RESULTS_DIR: Final = "workflow-results"
+
+
+def _result_store(ctx: Any) -> Path | None:
+    """The host folder of the attempt's ``/mnt/scratch/own`` when its model has bash."""
+    bash = ctx.tools.get("bash") if isinstance(ctx.tools, Mapping) else None
+    own_folder = getattr(bash, "own_folder", None)
+    return Path(own_folder()) if callable(own_folder) else None
+
+
+def _segment(run_id: str) -> str:
+    # upstream's safePathSegment: encodeURIComponent, and "." escaped too
+    return quote(run_id, safe="-_!~*'()").replace(".", "%2E")
+
+
+def write_model_facing_output(own: Path, run_id: str, output: Any) -> tuple[str, dict[str, Any]]:
+    """Write ``output`` to ``own/workflow-results/<runId>/output.json`` (pretty JSON, as
+    upstream) and return its path as the model's bash sees it, with its summary."""
+    segment = _segment(run_id)
+    folder = own / RESULTS_DIR / segment
+    folder.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(output, ensure_ascii=False, indent=2) + "\n"
+    (folder / "output.json").write_text(text, encoding="utf-8")
+    return f"{OWN_SCRATCH}/{RESULTS_DIR}/{segment}/output.json", output_summary(output)
 
 
 class _Orchestration:
@@ -272,23 +314,16 @@ class _Orchestration:
     def run(
         self, info: ToolCallInfo, wf: WorkflowDefinition, version: WorkflowVersion, run_input: Any
     ) -> dict[str, Any]:
-        from little_dist.planner import input_structure_compatible
+        from little_dist.planner.reuse import VersionReuseError, check_version_input
 
-        planned = version.lock.get("plannedInputStructure")
-        if isinstance(planned, Mapping) and not input_structure_compatible(planned, run_input):
-            raise InvalidToolInputError(
-                info.tool_name,
-                [
-                    (
-                        "input",
-                        f"does not have the structure of the input {version.id} was "
-                        "planned for; use start_workflow for a differently shaped input",
-                    )
-                ],
-            )
+        try:
+            # upstream's run_workflow runs a planned version under the "structure" policy
+            check_version_input(version, "structure", run_input)
+        except VersionReuseError as error:
+            raise OrchestrationError(str(error)) from error
         with self.gate:
             outcome = await_sub_run(info, wf, run_input, harness=self.harness, version=version)
-        return _tool_result(outcome)
+        return _tool_result(outcome, info)
 
 
 class _OrchestratorTool(Tool):
@@ -309,6 +344,22 @@ class _OrchestratorTool(Tool):
 
     def call(self, arguments: Mapping[str, Any]) -> Any:
         raise InvalidInputError(f"tool {self.name!r} is called by an orchestrator's model only")
+
+    def replayed_in_context(self, value: Any, ctx: HarnessContext) -> None:
+        """A memoized call whose output was written to scratch: write it again (a retried
+        attempt's scratch starts from the last completed one's), from the child's log."""
+        if not isinstance(value, Mapping) or not isinstance(value.get("outputPath"), str):
+            return
+        own = _result_store(ctx)
+        child = value.get("runId")
+        if own is None or not isinstance(child, str):
+            return
+        from little_dist.run_state import materialize_run_state
+
+        world = ctx.recorder.world
+        state = materialize_run_state(world.list_events(child), run_id=child)
+        if state.status == "completed":
+            write_model_facing_output(own, child, state.output)
 
     def call_in_context(self, arguments: Mapping[str, Any], info: ToolCallInfo) -> Any:
         args = self.validate(arguments)
@@ -396,7 +447,7 @@ def run_orchestration(
     run_id: str | None = None,
     harness: Harness | Mapping[HarnessRole, Harness] | None = None,
     max_concurrent_sub_runs: int = DEFAULT_MAX_CONCURRENT_SUB_RUNS,
-    bash: Any = None,
+    bash: BashCapabilities | Mapping[str, Any] | None = None,
 ) -> RunResult:
     """Run an orchestrator model over ``workflows`` on ``input`` in this process (see the
     module docstring); returns the orchestrator run's result (its output is the model's
@@ -405,8 +456,9 @@ def run_orchestration(
 
     ``model``: the orchestrator's model (a litellm string or ``model(...)``); ``system``:
     text put before the generated instructions; ``harness``: the sub-runs' harness;
-    ``bash``: the orchestrator's bash capabilities (as ``define_workflow(bash=...)``; None:
-    no bash tool), through which it sees its memory mounts (see the module docstring).
+    ``bash``: upstream's bash capabilities of the orchestrator (``{}`` for the defaults):
+    given, its model also has the sandboxed bash tool, and sub-run outputs come to it as
+    files in its scratch (``outputPath``) instead of inline.
     """
     from little_dist.authoring import define_workflow, run_workflow
 
@@ -424,7 +476,7 @@ def run_orchestration(
         "with": {
             "model": slot,
             "prompt": "{{ input }}",
-            "tools": [item.name for item in tools] + ([] if bash is None else ["bash"]),
+            "tools": [item.name for item in tools] + (["bash"] if bash is not None else []),
         },
         "output": (
             {"mode": "text"}
@@ -446,10 +498,10 @@ def run_orchestration(
         input=input_schema,
         output=output,
         model=model,
+        bash=bash,
         tools=tools,
         system=(system + "\n\n" if system else "") + instructions,
         plan=plan,
-        bash=bash,
     )
     orchestrator = with_orchestrator_memory(orchestrator, workflows)
     return run_workflow(orchestrator, input, world=world, run_id=run_id)
