@@ -228,10 +228,10 @@ def test_python_dash_m_runs_it_and_little_report_rolls_the_children_up(
         children[1],
         children[1],
     ]
-    # An end has no step: its link sits in the step's column, not against the type.
+    # An end names the step whose call waited for it, in the step's column.
     ended = [line for line in lines if " little.subrun.ended " in line]
     assert [re.sub(r"^ +\d+  \S+  ", "", line) for line in ended] == [
-        f"little.subrun.ended{' ' * 14}child={child}" for child in children
+        f"little.subrun.ended{' ' * 14}orchestrate  child={child}" for child in children
     ]
     for child in children:
         (started,) = [
