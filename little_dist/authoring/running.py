@@ -317,10 +317,8 @@ def _run(
         parent=parent,
         outer_loop=outer_loop,
         prompt_note=prompt_note,
-        reuse_strategy=(
-            "always_fresh"
-            if outer_loop is not None
-            else reuse_strategy(workflow_version_reuse_strategy, f"run_workflow({workflow.id!r})")
+        reuse_strategy=reuse_strategy(
+            workflow_version_reuse_strategy, f"run_workflow({workflow.id!r})"
         ),
     )
     if version is None:  # planning failed and recorded RunFailed
