@@ -451,6 +451,11 @@ class _Runner:
             return
         self.builder.apply_all(hydrate_events(self.world, events))
         for event in events:
+            if event.type == "RunStarted" and event.payload.get("inherited") is not None:
+                # (a sub-run: its attempts apply what it inherits, as its log records it)
+                self.context = dataclasses.replace(
+                    self.context, inherited=event.payload["inherited"]
+                )
             if event.type == CANCEL_EVENT_TYPE and not self.context.cancel_requested:
                 # (``little cancel``, or a sub-run's parent stopping): decide fails the run
                 self.context = dataclasses.replace(self.context, cancel_requested=True)

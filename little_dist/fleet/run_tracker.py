@@ -115,6 +115,7 @@ class RunTracker:
         self._version_binding: dict[str, Any] | None = None
         self._run_input: Any = None
         self._parent_run_id: str | None = None  # a sub-run's parent (RunStarted)
+        self._inherited: Any = None  # what a sub-run inherits (RunStarted, as recorded)
         self._started = False
         self._submitted = False
         self._cancel_requested = False
@@ -252,6 +253,7 @@ class RunTracker:
         self._version_binding = None
         self._run_input = None
         self._parent_run_id = None
+        self._inherited = None
         self._started = self._submitted = self._cancel_requested = False
         self._context = None
         self._last_mark = None
@@ -380,6 +382,7 @@ class RunTracker:
                 self._run_input = payload.get("input")
                 parent = payload.get("parentRunId")
                 self._parent_run_id = parent if isinstance(parent, str) else None
+                self._inherited = payload.get("inherited")
                 changed = True
             elif kind == "WorkflowVersionRegistered":
                 binding = payload.get(BINDING_FIELD)
@@ -422,6 +425,7 @@ class RunTracker:
             max_in_flight=self._window.max_in_flight() if self._window is not None else None,
             cancel_requested=self._cancel_requested,
             parent_run_id=self._parent_run_id,
+            inherited=self._inherited,
         )
 
 

@@ -9,7 +9,8 @@ Upstream (``memory.ts``) gives a workflow's steps
 * ``/mnt/memory/peer-workflows/<key>/`` — each workflow named in ``memory.attach``, read-only;
 
 an orchestrating session ``/mnt/memory/pipeline/`` (store ``pipeline:<sha256 of the sorted
-definition hashes>``, ``rw``) beside the org store read-only, and
+definition hashes>``, ``rw``; read-only in the sessions of the sub-runs it starts, see
+:mod:`little_dist.subruns.inherited`) beside the org store read-only, and
 ``/mnt/memory/available-workflows/<key>/`` (read-only) for each workflow it may start.
 ``<key>`` is a workflow id made safe for a path: ASCII lower case, ``/ . : _`` and spaces as
 ``-``, anything else dropped (:func:`memory_store_key`); two ids with one key are refused.
@@ -35,6 +36,7 @@ __all__ = [
     "orchestrator_memory_mounts",
     "pipeline_key",
     "pipeline_memory_mounts",
+    "pipeline_store_id",
     "workflow_memory_mounts",
     "workflow_store_id",
 ]
@@ -152,15 +154,16 @@ def pipeline_key(definition_hashes: Iterable[str]) -> str:
     return sha256_digest(sorted(definition_hashes))
 
 
+def pipeline_store_id(definition_hashes: Iterable[str]) -> str:
+    """The store id of the pipeline of workflows with ``definition_hashes``."""
+    return f"pipeline:{pipeline_key(definition_hashes)}"
+
+
 def pipeline_memory_mounts(
     definition_hashes: Iterable[str], *, mode: MemoryMode = "rw", include_org: bool = True
 ) -> list[MemoryMountSpec]:
     """An orchestrating session's pipeline store, and the org store read-only."""
-    mounts = [
-        MemoryMountSpec(
-            f"pipeline:{pipeline_key(definition_hashes)}", "/mnt/memory/pipeline/", mode
-        )
-    ]
+    mounts = [MemoryMountSpec(pipeline_store_id(definition_hashes), "/mnt/memory/pipeline/", mode)]
     if include_org:
         mounts.append(MemoryMountSpec(ORG_STORE, "/mnt/memory/org/", "ro"))
     return mounts

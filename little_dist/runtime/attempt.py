@@ -113,6 +113,15 @@ def _parent_run_id_of(events: Sequence[Event]) -> str | None:
     return None
 
 
+def _inherited_of(events: Sequence[Event]) -> Any:
+    """``RunStarted.payload.inherited`` of a sub-run's events, as recorded (``None`` when
+    it inherits nothing, or before RunStarted; see :mod:`little_dist.subruns.inherited`)."""
+    for event in events:
+        if event.type == "RunStarted":
+            return event.payload.get("inherited")
+    return None
+
+
 # Long for its docstring (every caller's contract); the code, about 75 lines, is the walk of
 # one attempt top to bottom, its parts named below.
 def execute_step_attempt(
@@ -302,6 +311,7 @@ def _read_run(
             run_id=run_id,
             max_branches_cap=max_branches_cap,
             parent_run_id=_parent_run_id_of(events),
+            inherited=_inherited_of(events),
         )
     return state, context, events if prior_events is None else prior_events
 

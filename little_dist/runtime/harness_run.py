@@ -33,6 +33,10 @@ manifest a command's record carries also holds, under ``memory``, each read-writ
 folder after the command and the versions it started from; a replay takes them up like
 ``own``'s, so the retry's commit publishes what the replayed commands wrote, from the
 versions the recorded session saw (:mod:`little_dist.memory.attempt`).
+
+Sub-runs. A sub-run's attempts run with what its ``RunStarted`` says it inherits
+(:mod:`little_dist.subruns.inherited`: its parent's denies, an orchestration's pipeline
+store read-only), applied to the capabilities here, whoever runs the attempt.
 """
 
 from __future__ import annotations
@@ -120,6 +124,13 @@ def run_and_judge(
             cause_code=CAUSE_RUNTIME_CONFIG,
         )
         return [step_failed(path, step, attempt, error)]
+    if context.inherited is not None:
+        from little_dist.subruns.inherited import with_inherited
+
+        try:  # a sub-run: its parent's denies and pipeline store, as its log records them
+            capabilities = with_inherited(capabilities, context.inherited)
+        except RuntimeConfigError as exc:
+            return [step_failed(path, step, attempt, _envelope(exc))]
     memory = LazyMemory(
         world,
         capabilities.memory_mounts,

@@ -69,6 +69,10 @@ class RunContext:
     - ``parent_run_id``: the run that started this one as a sub-run (its ``RunStarted``'s
       ``parentRunId``), or ``None``. ``decide`` only copies it onto the attempts it
       dispatches, so that their tasks name the parent where operators look (Flower).
+    - ``inherited``: what a sub-run inherits from its parent (its ``RunStarted``'s
+      ``inherited``, as recorded: the parent's denies, the pipeline memory store; see
+      :mod:`little_dist.subruns.inherited`), or ``None``. ``decide`` does not look at it;
+      the attempts apply it to their capabilities.
     """
 
     version: WorkflowVersion
@@ -81,6 +85,7 @@ class RunContext:
     cancel_requested: bool = False
     memoize: bool = True
     parent_run_id: str | None = None
+    inherited: Any = None
 
 
 @dataclass(frozen=True)

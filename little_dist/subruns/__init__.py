@@ -13,6 +13,9 @@ call of a step of another run (the parent). The pieces:
   record it;
 * :mod:`.workflow_tool`: :func:`as_tool` (upstream's ``asHarnessWorkflow``), a defined
   workflow as a typed tool whose every call is a sub-run;
+* :mod:`.inherited` (pure): what a child inherits from its parent — the parent's denies,
+  an orchestration's pipeline memory store read-only — recorded in its ``RunStarted`` and
+  applied by whoever runs its attempts;
 * :mod:`.rollup`: the parent's children and their tokens and dollars, for ``little report``;
 * :mod:`.orchestrator`: :func:`run_orchestration` and upstream's ``plan_workflow`` /
   ``run_workflow`` / ``start_workflow`` tools, every run a sub-run.
@@ -70,10 +73,13 @@ call is :func:`~little_dist.subruns.engine.start_elsewhere`; tests in
    ``little.run.cancel_requested`` to every child named by a ``little.subrun.started``
    without an end (the children's own cancellation does the rest).
 
+What a child inherits (its parent's permission denies, an orchestration's pipeline memory
+store read-only) is recorded in its ``RunStarted`` (:mod:`.inherited`), so it holds on
+whichever worker runs the child (``tests/test_subruns_inherit_fleet.py``).
+
 Not on the fleet yet: a child whose workflow the fleet's planner plans (submitting it as a
-sub-run is refused: give it a fixed ``plan=``), the parent's permission denies passed down
-to the child (in process only), and the orchestrator's tools (they still wait in the
-worker's thread).
+sub-run is refused: give it a fixed ``plan=``), and the orchestrator's tools (they still
+wait in the worker's thread).
 """
 
 from __future__ import annotations

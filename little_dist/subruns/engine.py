@@ -19,6 +19,10 @@ see :func:`~little_dist.permissions.inherit_permissions`): a sub-run can never c
 its parent was denied, whatever its own rules allow. As upstream, the parent's approver
 (``on_ask``) passes down with the denies (it answers the child's own ``ask`` rules when the
 child has no approver of its own), while the parent's ``allow`` and ``ask`` rules do not.
+The denies are also recorded in the child's ``RunStarted`` (``inherited``, with an
+orchestration's pipeline memory store: :mod:`little_dist.subruns.inherited`), so that the
+child's attempts apply them wherever they run: a child started on the fleet
+(:func:`start_elsewhere`) runs under them on any worker. The approver stays in process.
 
 Cancel. While the child runs, the parent's attempt being told to stop (its run cancelled or
 done, its lease lost, its step timed out: the harness context's ``cancelled()``) appends
@@ -153,6 +157,21 @@ def _link(info: ToolCallInfo) -> ParentLink:
     )
 
 
+def _parent_payload(
+    info: ToolCallInfo, link: ParentLink, pipeline_store: str | None = None
+) -> dict[str, Any]:
+    """What the child's ``RunStarted`` records of its parent: the link, and what it
+    inherits (:mod:`little_dist.subruns.inherited`), so that any process runs it so."""
+    from little_dist.subruns.inherited import INHERITED_FIELD, inherited_from
+
+    payload = link.to_payload()
+    ctx = info.ctx
+    inherited = inherited_from(ctx.permissions, ctx.memory_mounts, pipeline_store=pipeline_store)
+    if inherited:
+        payload[INHERITED_FIELD] = inherited.to_payload()
+    return payload
+
+
 def child_run_id_for(info: ToolCallInfo) -> str:
     """The run id of the child the call ``info`` starts (the same in every attempt)."""
     return child_run_id(_link(info).call_key)
@@ -166,20 +185,24 @@ def await_sub_run(
     harness: Harness | Mapping[HarnessRole, Harness] | None = None,
     max_workers: int = 4,
     version: WorkflowVersion | None = None,
+    pipeline_store: str | None = None,
 ) -> SubRunOutcome:
     """Start (or find) the call's child run of ``workflow`` on ``run_input`` (already
     validated) and wait in this process for its end (see the module docstring).
 
     ``version``: run this WorkflowVersion (planned before, e.g. by ``plan_workflow``)
-    instead of resolving one for the input (planned, reused or the fixed ``plan=``)."""
+    instead of resolving one for the input (planned, reused or the fixed ``plan=``).
+    ``pipeline_store``: the orchestration's pipeline memory store, which the child sees
+    read-only (:mod:`little_dist.subruns.inherited`)."""
     link = _link(info)
     child = child_run_id(link.call_key)
     recorder = info.ctx.recorder
     _record_started(info, link, child, workflow, run_input)
     child_workflow = _with_parent_denies(workflow, info.ctx.permissions)
+    parent = _parent_payload(info, link, pipeline_store)
     with _CancelWatch(info, child):
         outcome = _drive(
-            child, link, child_workflow, run_input, harness, max_workers, version, recorder.world
+            child, parent, child_workflow, run_input, harness, max_workers, version, recorder.world
         )
     _record_ended(info, link, outcome)
     return outcome
@@ -232,7 +255,12 @@ def _record_ended(info: ToolCallInfo, link: ParentLink, outcome: SubRunOutcome) 
 
 
 def start_elsewhere(
-    info: ToolCallInfo, workflow: WorkflowDefinition, run_input: Any, host: SubRunHost
+    info: ToolCallInfo,
+    workflow: WorkflowDefinition,
+    run_input: Any,
+    host: SubRunHost,
+    *,
+    pipeline_store: str | None = None,
 ) -> SubRunOutcome:
     """The call's child run on a fleet (``host`` starts it there): its outcome once it
     ended, else raise :class:`~little_dist.harness.errors.SubRunPending` after starting it
@@ -242,7 +270,8 @@ def start_elsewhere(
     end recorded (``little.subrun.ended``, by the scheduler that noticed it, or an earlier
     attempt): its outcome, without reading the child; the child started by an earlier
     attempt: started again (idempotent: that attempt may have died between its record and
-    its submit) and its log read for an end; neither: recorded, started, pending."""
+    its submit) and its log read for an end; neither: recorded, started, pending. The
+    child's link carries what it inherits (``pipeline_store``: as :func:`await_sub_run`)."""
     from little_dist.harness.errors import SubRunPending
 
     link = _link(info)
@@ -254,7 +283,7 @@ def start_elsewhere(
         recorded = outcome_from_ended(world, child, ended)
         if recorded is not None:
             return recorded
-    parent = link.to_payload()
+    parent = _parent_payload(info, link, pipeline_store)
     if not memo.sub_run_started(child):
         # Recorded with the turn's other calls' (written before any child is submitted);
         # the attempt submits them all at once before it suspends.
@@ -391,7 +420,7 @@ class _CancelWatch:
 
 def _drive(
     child: str,
-    link: ParentLink,
+    parent: Mapping[str, Any],
     workflow: WorkflowDefinition,
     run_input: Any,
     harness: Harness | Mapping[HarnessRole, Harness] | None,
@@ -415,7 +444,7 @@ def _drive(
             capabilities=workflow.capabilities(harness),
             max_workers=max_workers,
             pricing_fallback=litellm_price_fallback,
-            parent=link.to_payload(),
+            parent=parent,
         )
         return outcome_from_state(child, state)
     try:
@@ -426,7 +455,7 @@ def _drive(
             run_id=child,
             harness=harness,
             max_workers=max_workers,
-            parent=link.to_payload(),
+            parent=parent,
         )
     except RunFailedError as failure:
         return _failed(child, failure.cause_code, str(failure) or None, failure.failed_step_path)

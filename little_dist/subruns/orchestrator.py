@@ -45,11 +45,14 @@ with ``bash=`` the orchestrator's model is offered the bash tool and sees
 ``/mnt/memory/pipeline/`` (``rw``: the store of this set of workflows, keyed by their
 definition hashes, so the next orchestration of the same workflows reads what this one
 wrote), ``/mnt/memory/org/`` read-only and ``/mnt/memory/available-workflows/<key>/``
-read-only, each available workflow's own memory (:mod:`little_dist.memory.layout`).
+read-only, each available workflow's own memory (:mod:`little_dist.memory.layout`). The
+sub-runs the tools start see that pipeline store read-only at ``/mnt/memory/pipeline/``
+(upstream's ``pipelineWorkflowDefinitionHashes`` with mode ``ro``), with or without the
+orchestrator's ``bash=``: it is recorded in each child's ``RunStarted``, so the child's
+attempts mount it wherever they run (:mod:`little_dist.subruns.inherited`).
 
-Not yet: the pipeline store mounted read-only in the sub-runs' sessions (upstream does);
-the orchestrator's own tools on the fleet still wait in the worker's thread (see the
-package docstring for how a workflow tool's wait suspends there).
+Not yet: the orchestrator's own tools on the fleet still wait in the worker's thread (see
+the package docstring for how a workflow tool's wait suspends there).
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ from little_dist import occurrences
 from little_dist.canonical import sha256_digest
 from little_dist.errors import InvalidInputError, LittleError
 from little_dist.harness.bash_tool import OWN_SCRATCH
+from little_dist.memory.layout import pipeline_store_id
 from little_dist.subruns.engine import await_sub_run, call_key_of
 from little_dist.subruns.links import SUB_RUN_ENDED, SUB_RUN_STARTED
 from little_dist.tools import InvalidToolInputError, Tool
@@ -204,6 +208,8 @@ class _Orchestration:
             self.by_id[wf.id] = wf
         self.by_hash = {wf.definition_hash(): wf for wf in reversed(list(workflows))}
         self.harness = harness
+        #: The orchestration's pipeline memory store, mounted read-only in its sub-runs.
+        self.pipeline_store = pipeline_store_id(wf.definition_hash() for wf in workflows)
         self.gate = threading.BoundedSemaphore(limit)
         self.planned: dict[str, tuple[WorkflowDefinition, WorkflowVersion]] = {}
         self.lock = threading.Lock()
@@ -322,7 +328,14 @@ class _Orchestration:
         except VersionReuseError as error:
             raise OrchestrationError(str(error)) from error
         with self.gate:
-            outcome = await_sub_run(info, wf, run_input, harness=self.harness, version=version)
+            outcome = await_sub_run(
+                info,
+                wf,
+                run_input,
+                harness=self.harness,
+                version=version,
+                pipeline_store=self.pipeline_store,
+            )
         return _tool_result(outcome, info)
 
 
