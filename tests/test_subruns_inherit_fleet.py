@@ -64,7 +64,9 @@ def test_a_child_on_another_worker_reads_the_pipeline_store_read_only(
     fleet_env.env.update({"LITTLE_APP": APP, SCRIPT_ENV: "normal"})
     start_scheduler(fleet_env)
     # Worker one's reader model never answers: the reader's command can only run elsewhere.
-    one = start_worker(fleet_env, app=APP, concurrency=2, env={SCRIPT_ENV: "hang-reader"})
+    one = start_worker(
+        fleet_env, app=APP, concurrency=2, env={SCRIPT_ENV: "hang-reader"}, timeout=120
+    )
     client = fleet_env.client()
     world = fleet_env.world()
     # An earlier orchestration wrote the pipeline's notes (published when it completed).
@@ -78,7 +80,7 @@ def test_a_child_on_another_worker_reads_the_pipeline_store_read_only(
 
     _wait_for("the reader in its model call on worker one", child_in_its_model_call)
     one.kill()
-    two = start_worker(fleet_env, app=APP, concurrency=2)
+    two = start_worker(fleet_env, app=APP, concurrency=2, timeout=120)
     state = client.wait(parent, timeout=150)
     assert state.status == "completed", state.error
     assert state.output == "boss done"
@@ -116,7 +118,7 @@ def test_a_child_on_the_fleet_cannot_call_a_tool_its_parent_denies(fleet_env: Fl
     fleet_env.env.update({"LITTLE_APP": APP, SCRIPT_ENV: "normal"})
     start_scheduler(fleet_env)
     for _ in range(2):
-        start_worker(fleet_env, app=APP, concurrency=1)
+        start_worker(fleet_env, app=APP, concurrency=1, timeout=120)
     parent = _submit(fleet_env, guarded, "deny", "run_inherit_deny")
     state = fleet_env.client().wait(parent, timeout=120)
     assert state.status == "completed", state.error
