@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from little_dist import occurrences
-from little_dist.errors import NotFoundError, RunEndedError, StorageUnavailableError
+from little_dist.errors import NotFoundError, RunEndedError
 from little_dist.events import EventInput
 from little_dist.fleet.engine_events import CANCEL_EVENT_TYPE
 from little_dist.run_state import RunState
@@ -166,8 +166,8 @@ class ParentNotices:
 
     def __init__(self) -> None:
         self._by_parent: dict[str, list[_Notice]] = {}
-        #: The last :class:`StorageUnavailableError` :meth:`record` met, if any.
-        self.error: StorageUnavailableError | None = None
+        #: The last error :meth:`record` met (storage unavailable, mostly), if any.
+        self.error: Exception | None = None
 
     def __len__(self) -> int:
         return sum(len(notices) for notices in self._by_parent.values())
@@ -198,8 +198,8 @@ class ParentNotices:
         """Append the notices, one batch per parent (a parent that ended takes none: its
         log is closed, and its end cancelled what was open). ``(recorded, failed)``: the
         children whose notice is in their parent's log (or needs not be), as ``(run id,
-        status, last sequence)``, and those whose parent's append raised
-        :class:`StorageUnavailableError` (their signals must stay pending)."""
+        status, last sequence)``, and those whose parent's append raised (storage
+        unavailable, mostly: their signals must stay pending; :attr:`error` says why)."""
         recorded: list[tuple[str, str, int]] = []
         failed: list[str] = []
         by_parent, self._by_parent = self._by_parent, {}
@@ -208,7 +208,7 @@ class ParentNotices:
                 world.append_batch(parent, [notice.event for notice in notices])
             except RunEndedError:
                 pass
-            except StorageUnavailableError as exc:
+            except Exception as exc:  # storage down (or a bug): tell it again later
                 self.error = exc
                 failed += [notice.child_run_id for notice in notices]
                 continue
