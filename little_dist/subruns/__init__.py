@@ -34,7 +34,8 @@ in-process ``runWorkflow`` does. Nothing in the records depends on that thread.
 How the fleet suspends and resumes on this design (a fleet worker gives its attempts a
 :class:`~little_dist.subruns.engine.SubRunHost`, :mod:`little_dist.fleet.sub_runs`; the
 call is :func:`~little_dist.subruns.engine.start_elsewhere`; tests in
-``tests/test_subruns_fleet.py``):
+``tests/test_subruns_fleet.py``, ``tests/test_subrun_notices.py`` and
+``tests/test_subrun_links_fold.py``):
 
 1. *Suspend.* On a fleet worker the tool call records ``little.subrun.started`` and raises a
    :class:`~little_dist.harness.errors.SubRunPending` signal instead of waiting; the model
@@ -45,11 +46,10 @@ call is :func:`~little_dist.subruns.engine.start_elsewhere`; tests in
    otherwise costs, since a child whose start the attempt's memo did not hold was never
    submitted before and cannot be archived: see
    :meth:`~little_dist.fleet.sub_runs.FleetSubRuns.start_many`), and the attempt commits,
-   fenced, an
-   engine event ``little.step.suspended``
-   (``stepPath``, ``attempt``, ``waitingFor: [childRunId...]``, occurrence
-   ``end:{path}:{n}``) in place of ``StepCompleted`` / ``StepFailed``, releasing its
-   lease: the worker slot is free, no thread waits.
+   fenced, an engine event ``little.step.suspended`` (``stepPath``, ``attempt``,
+   ``waitingFor: [childRunId...]``, occurrence ``end:{path}:{n}``) in place of
+   ``StepCompleted`` / ``StepFailed``, releasing its lease: the worker slot is free, no
+   thread waits.
 2. *Notice.* A child's ``RunCompleted`` / ``RunFailed`` append signals the scheduler like
    any run end; the scheduler reads the child's ``parentRunId`` from its ``RunStarted``
    (the fold keeps it) and records ``little.subrun.ended`` (occurrence
