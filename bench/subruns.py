@@ -9,6 +9,9 @@ Run from the repository root (Redis on 127.0.0.1:6379 by default, db 15 unless
 It starts what it measures, as ``bench/fleet.py`` does (``weed mini``, one ``little
 scheduler``, two ``little worker`` processes with ``--app tests.subrun_fleet_app``), then:
 
+Each measurement starts once the engine is idle and the previous one's runs are archived
+(their archives, ``archive_delay`` after their ends, would land in it).
+
 * **direct**: ``Client.submit_many`` of N runs of ``sub.kid`` (two ``tool.call`` steps, no
   sleep), waited for to their ends: runs per second from the submit to the last end;
 * **sub-runs**: one run of ``sub.boss`` whose scripted model calls the ``sub.kid`` tool N
@@ -47,6 +50,7 @@ from bench.fleet import (  # noqa: E402 - after the path set-up above
     engine_env,
     start_engine,
     stop_engine,
+    wait_idle,
 )
 
 _ENDS = ("RunCompleted", "RunFailed")
@@ -85,6 +89,14 @@ def _wait_all(world: Any, runs: Sequence[str], timeout: float) -> float:
         if pending:
             time.sleep(0.2)
     return latest
+
+
+def settle(engine: Any) -> None:
+    """Until the last run's archive (``archive_delay`` after its end) is done and the
+    engine's processes are idle, so that one measurement's archives do not land in the
+    next (as ``bench/fleet.py`` waits between its own)."""
+    pids = {proc.name: proc.popen.pid for proc in [*engine.workers, engine.scheduler]}
+    wait_idle(pids, not_before=time.monotonic() + engine.archive_delay + 0.5, timeout=60)
 
 
 def measure_direct(engine: Any, children: int) -> float:
@@ -195,6 +207,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     flush=True,
                 )
                 measure_direct(engine, 20)  # warm-up: versions registered, caches filled
+                settle(engine)
                 direct_s = measure_direct(engine, args.children)
                 direct_rate = args.children / direct_s
                 print(
@@ -202,6 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"{direct_rate:.0f} runs/s",
                     flush=True,
                 )
+                settle(engine)
                 parent_s, children_s = measure_sub_runs(engine, args.children)
                 rate = args.children / parent_s
                 ratio = rate / direct_rate

@@ -24,8 +24,9 @@ One loop, one thread:
    run whose log grew since the last sweep looked at it is left to the workers moving it on,
    never twice in a row (:meth:`~little_dist.fleet.followed_runs.FollowedRuns.moving`).
 4. **The end of a run**: once ``RunCompleted``/``RunFailed`` is recorded, the runs linked to
-   it hear of it (:func:`~little_dist.fleet.sub_runs.notice_run_end`: a sub-run's parent gets
-   ``little.subrun.ended``, a parent's open children a cancel request), then it is dropped
+   it hear of it (:mod:`~little_dist.fleet.sub_runs`: a parent's open children get a cancel
+   request; a sub-run's parent gets ``little.subrun.ended``, with the other ends of the
+   batch in one append per parent, before the batch is acknowledged), then it is dropped
    from the cache and archived on a background thread (``world.archive_run`` where the world
    has it), then removed from the active set. A look that would have more than
    ``_UNREAD_END_PEEK`` unread events to fold (a wide run the workers ran to its end on the
@@ -66,7 +67,7 @@ from little_dist.fleet.scheduler_log import log_event as _log
 from little_dist.fleet.sending import dispatch_plan, dispatch_ready
 from little_dist.fleet.signals import Signal, SignalReader
 from little_dist.fleet.slots import fanout_window
-from little_dist.fleet.sub_runs import notice_run_end
+from little_dist.fleet.sub_runs import ParentNotices, cancel_open_children, notice_run_end
 from little_dist.fleet.sweeper import ActiveRuns, SweepRound, fail_dead_attempts
 from little_dist.fleet.versions import VersionCache
 from little_dist.run_state import RunState
@@ -290,18 +291,45 @@ class Scheduler:
         for signal in batch:
             by_run.setdefault(signal.run_id, []).append(signal.entry_id)
             newest[signal.run_id] = max(newest.get(signal.run_id, 0), signal.sequence)
-        done: list[str] = []
-        for run_id, entry_ids in by_run.items():
-            if run_id and run_id not in self.finished and not self._look(run_id, newest[run_id]):
+        looked: list[str] = []
+        notices = ParentNotices()
+        for run_id in by_run:
+            unread = run_id and run_id not in self.finished
+            if unread and not self._look(run_id, newest[run_id], notices):
                 continue
-            done += entry_ids
-        self.signals.ack(done)
+            looked.append(run_id)
+        # The children that ended in this batch are told to their parents (one append per
+        # parent) before their signals are acknowledged; those whose notice could not be
+        # written stay pending and unfinished: a later look notices them again.
+        failed = set(self._record_notices(notices))
+        self.signals.ack(
+            [entry for run_id in looked if run_id not in failed for entry in by_run[run_id]]
+        )
 
-    def _look(self, run_id: str, signalled: int = 0) -> bool:
+    def _record_notices(self, notices: ParentNotices) -> list[str]:
+        """Record ``notices`` (see :class:`~little_dist.fleet.sub_runs.ParentNotices`), then
+        finish the children they tell of; the children whose notice storage refused."""
+        if not len(notices):
+            return []
+        recorded, failed = notices.record(self.world)
+        for run_id, status, sequence in recorded:
+            self._finish(run_id, status, sequence)
+        for run_id in failed:
+            self.runs.forget(run_id)
+        if failed:
+            _log(
+                "notice-error",
+                level=logging.WARNING,
+                runs=failed[:8],
+                error=str(notices.error),
+            )
+        return failed
+
+    def _look(self, run_id: str, signalled: int = 0, notices: ParentNotices | None = None) -> bool:
         """:meth:`advance` that logs instead of raising; False when storage was down."""
         try:
             if not self._finished_unread(run_id, signalled):
-                self.advance(run_id)
+                self.advance(run_id, notices=notices)
         except StorageUnavailableError as exc:
             _log("run-error", level=logging.WARNING, exc_info=True, run=run_id, error=str(exc))
             return False
@@ -321,8 +349,12 @@ class Scheduler:
 
     # -- a look at one run ------------------------------------------------------------------
 
-    def advance(self, run_id: str) -> Advance:
-        """Fold, decide, append (one batch per round), dispatch; finish the run when over."""
+    def advance(self, run_id: str, *, notices: ParentNotices | None = None) -> Advance:
+        """Fold, decide, append (one batch per round), dispatch; finish the run when over.
+
+        A sub-run that is over tells its parent (``little.subrun.ended``) before it is
+        finished: now, or (``notices``) with the other ends of the caller's batch, which
+        then records them and finishes the runs (:meth:`handle`)."""
         started = time.perf_counter()
         entry = self.runs.entry(run_id)
         tracker = entry.tracker
@@ -374,7 +406,12 @@ class Scheduler:
         if state.status in _TERMINAL:
             # Before the run is finished (and its signal acknowledged): a scheduler that
             # dies here leaves the signal to the next one, which notices again.
-            notice_run_end(self.world, run_id, state)
+            if notices is None:
+                notice_run_end(self.world, run_id, state)
+            else:
+                cancel_open_children(self.world, run_id, state)
+                if notices.add(run_id, state):
+                    return result  # finished once its parent's log holds its end
             self._finish(run_id, state.status, state.event_count)
         return result
 

@@ -7,11 +7,14 @@ The design is told in :mod:`little_dist.subruns` ("How the fleet suspends and re
   children the calls of a model turn recorded are submitted as any client would, in batches
   (:func:`submit_runs` with the derived run ids and the parent links: idempotent), then the
   attempt suspends; a retried attempt's call submits its child again alone (:func:`submit_run`);
-* :func:`notice_run_end` is the scheduler's part, at every run end it sees: a child's end is
-  recorded in its parent's log (``little.subrun.ended``, occurrence ``subrun-end:{child}``,
-  which signals the parent), and the children a run started and that have not ended are
-  asked to stop (``little.run.cancel_requested``). Both are idempotent appends, so a
-  scheduler that dies before its signal is acknowledged leaves them to the next one.
+* the scheduler's part, at every run end it sees: a child's end is recorded in its
+  parent's log (``little.subrun.ended``, occurrence ``subrun-end:{child}``, which signals
+  the parent): the ends of one batch of signals by parent, one append per parent
+  (:class:`ParentNotices`), or one at once (:func:`notice_run_end`, a sweep's); and the
+  children a run started and that have not ended are asked to stop
+  (``little.run.cancel_requested``, :func:`cancel_open_children`). Both are idempotent
+  appends, so a scheduler that dies before its signals are acknowledged leaves them to the
+  next one.
 """
 
 from __future__ import annotations
@@ -35,7 +38,13 @@ if TYPE_CHECKING:
     from little_dist.runtime import Capabilities
     from little_dist.subruns.engine import ChildToStart
 
-__all__ = ["FleetSubRuns", "notice_run_end", "with_fleet_sub_runs"]
+__all__ = [
+    "FleetSubRuns",
+    "ParentNotices",
+    "cancel_open_children",
+    "notice_run_end",
+    "with_fleet_sub_runs",
+]
 
 
 class FleetSubRuns:
@@ -70,7 +79,16 @@ class FleetSubRuns:
     def start_many(self, starts: list[ChildToStart]) -> None:
         """Submit every child of ``starts`` (the calls of one model turn), a workflow's
         children in one batch (:func:`submit_runs`: a few dozen starts per round trip; the
-        scheduler makes each child's first decision, its start signals it)."""
+        scheduler makes each child's first decision, its start signals it).
+
+        Fresh: no S3 look per child. ``starts`` are the calls whose ``little.subrun.started``
+        the attempt's memo did not hold (:func:`~little_dist.subruns.engine.start_elsewhere`;
+        a call the memo shows started is submitted again by :meth:`start`, with the look).
+        Every submit of a child follows the record of its start in the parent's log, and the
+        memo holds every event of the step's earlier attempts (an attempt is due only once
+        the one before it ended, after its records, and a fenced zombie appends nothing past
+        its lease): so no earlier attempt submitted these children, no archive of them can
+        exist, and a child with no log in Redis is new. (A log in Redis is found as ever.)"""
         from little_dist.fleet.submission import submit_runs
 
         runtime = self._runtime
@@ -86,6 +104,7 @@ class FleetSubRuns:
                 settings=runtime.settings,
                 registry=runtime.registry,
                 parents=[start.parent for start in group],
+                fresh=True,
             )
 
 
@@ -104,11 +123,21 @@ def with_fleet_sub_runs(
 
 
 def notice_run_end(world: World, run_id: str, state: RunState) -> None:
-    """What the end of ``run_id`` (ended in ``state``) means to the runs linked to it: its
-    parent learns how it ended, its open children are asked to stop (see the module
-    docstring). Nothing to do (and no IO) for a run without links."""
-    links = state.sub_runs
-    for child in links.open_children:
+    """What the end of ``run_id`` (ended in ``state``) means to the runs linked to it, now:
+    its parent learns how it ended, its open children are asked to stop (see the module
+    docstring). Nothing to do (and no IO) for a run without links. The scheduler's batches
+    go through :class:`ParentNotices` instead (one append per parent per batch)."""
+    cancel_open_children(world, run_id, state)
+    notices = ParentNotices()
+    if notices.add(run_id, state):
+        _, failed = notices.record(world)
+        if failed and notices.error is not None:
+            raise notices.error
+
+
+def cancel_open_children(world: World, run_id: str, state: RunState) -> None:
+    """Ask every child ``run_id`` started and that has not ended to stop (it ended)."""
+    for child in state.sub_runs.open_children:
         request = EventInput(
             type=CANCEL_EVENT_TYPE,
             occurrence_id=occurrences.CANCEL,
@@ -116,21 +145,74 @@ def notice_run_end(world: World, run_id: str, state: RunState) -> None:
         )
         with contextlib.suppress(RunEndedError, NotFoundError):
             world.append(child, request)
-    parent = links.parent_run_id
-    if parent is None:
-        return
-    from little_dist.subruns.engine import ended_payload_of
 
-    payload: dict[str, Any] = {"parentRunId": parent}
-    if links.parent_step_path is not None:
-        payload["stepPath"] = links.parent_step_path
-    payload.update(ended_payload_of(run_id, state))
-    with contextlib.suppress(RunEndedError):
-        world.append(
-            parent,
-            EventInput(
-                type=SUB_RUN_ENDED,
-                occurrence_id=occurrences.sub_run_ended(run_id),
-                payload=payload,
-            ),
+
+@dataclasses.dataclass(frozen=True)
+class _Notice:
+    child_run_id: str
+    status: str
+    sequence: int
+    event: EventInput
+
+
+class ParentNotices:
+    """The ``little.subrun.ended`` of the children that ended in one scheduler batch, by
+    parent, recorded with one append per parent (:meth:`record`): a parent whose 1,000
+    children end in a few batches gets a few appends, signals and looks, not 1,000.
+    Each event keeps its occurrence id (``subrun-end:{child}``), so a batch recorded
+    twice (a scheduler killed before it acknowledged the children's signals) records
+    nothing twice, and one recorded in part (a scheduler killed in between) is completed
+    by whoever looks at the remaining children again."""
+
+    def __init__(self) -> None:
+        self._by_parent: dict[str, list[_Notice]] = {}
+        #: The last error :meth:`record` met (storage unavailable, mostly), if any.
+        self.error: Exception | None = None
+
+    def __len__(self) -> int:
+        return sum(len(notices) for notices in self._by_parent.values())
+
+    def add(self, run_id: str, state: RunState) -> bool:
+        """Keep the notice of ``run_id``'s end (in ``state``) for its parent; whether it has
+        a parent (without one there is nothing to keep)."""
+        links = state.sub_runs
+        parent = links.parent_run_id
+        if parent is None:
+            return False
+        from little_dist.subruns.engine import ended_payload_of
+
+        payload: dict[str, Any] = {"parentRunId": parent}
+        if links.parent_step_path is not None:
+            payload["stepPath"] = links.parent_step_path
+        payload.update(ended_payload_of(run_id, state))
+        event = EventInput(
+            type=SUB_RUN_ENDED,
+            occurrence_id=occurrences.sub_run_ended(run_id),
+            payload=payload,
         )
+        notice = _Notice(run_id, state.status, state.event_count, event)
+        self._by_parent.setdefault(parent, []).append(notice)
+        return True
+
+    def record(self, world: World) -> tuple[list[tuple[str, str, int]], list[str]]:
+        """Append the notices, one batch per parent (a parent that ended takes none: its
+        log is closed, and its end cancelled what was open). ``(recorded, failed)``: the
+        children whose notice is in their parent's log (or needs not be), as ``(run id,
+        status, last sequence)``, and those whose parent's append raised (storage
+        unavailable, mostly: their signals must stay pending; :attr:`error` says why)."""
+        recorded: list[tuple[str, str, int]] = []
+        failed: list[str] = []
+        by_parent, self._by_parent = self._by_parent, {}
+        for parent, notices in by_parent.items():
+            try:
+                world.append_batch(parent, [notice.event for notice in notices])
+            except RunEndedError:
+                pass
+            except Exception as exc:  # storage down (or a bug): tell it again later
+                self.error = exc
+                failed += [notice.child_run_id for notice in notices]
+                continue
+            recorded += [
+                (notice.child_run_id, notice.status, notice.sequence) for notice in notices
+            ]
+        return recorded, failed

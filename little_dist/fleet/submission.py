@@ -472,6 +472,7 @@ def submit_runs(
     settings: Settings | None = None,
     registry: AppRegistry | None = None,
     parents: Sequence[Mapping[str, Any]] | None = None,
+    fresh: bool = False,
 ) -> list[str]:
     """Submit one run of ``workflow`` per input (``run_ids``: theirs; new ids without);
     their ids. Each is checked and recorded as :func:`submit_run` records it without a
@@ -480,7 +481,10 @@ def submit_runs(
     sent while the next ones are printed; every input is checked before any is written.
     Idempotent per run id as :func:`submit_run`; a run id already submitted with another
     input raises :class:`RunMismatchError` once the others are recorded. ``parents``: each
-    run's parent link when they are sub-runs (see :func:`submit_run`)."""
+    run's parent link when they are sub-runs (see :func:`submit_run`). ``fresh``: the
+    caller knows that no run of ``run_ids`` was ever submitted (so none can be an archived
+    run whose Redis keys are gone): a start that finds no log in Redis writes one without
+    asking S3 first (ids made up here are fresh anyway)."""
     if run_ids is not None and len(run_ids) != len(inputs):
         raise InvalidInputError(f"{len(run_ids)} run ids for {len(inputs)} inputs")
     if parents is not None and len(parents) != len(inputs):
@@ -490,7 +494,7 @@ def submit_runs(
     )
     limits = settings.limits if settings is not None else InputLimits()
     ids = list(run_ids) if run_ids is not None else [new_run_id() for _ in inputs]
-    fresh = run_ids is None  # (ids made up here: no archive can hold them)
+    fresh = fresh or run_ids is None  # (ids made up here: no archive can hold them)
     starts_at_once = getattr(world, "start_submissions", None)
     if starts_at_once is None or not hasattr(world, "put_version_part"):
         return [

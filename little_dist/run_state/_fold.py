@@ -21,7 +21,8 @@ model validation per event; handlers are found by ``type`` in a dict):
   to its parent; ``little.subrun.started`` / ``.ended`` name a parent's children and their
   ends; ``little.step.suspended`` ends the step's last attempt as ``suspended`` (the step
   stays running) waiting for the children of its ``waitingFor`` not yet ended, and each
-  ``little.subrun.ended`` takes its child off every waiting step.
+  ``little.subrun.ended`` takes its child off every waiting step (each an O(1) change of
+  the builder's :class:`~._subruns.SubRunLinks`; the view is made once per snapshot).
 - ``RunCompleted``/``RunFailed`` finish the run. ``Parallel*`` events feed the engine's
   parallel-group view (``_parallel``), which is not part of upstream's JSON. Every other
   type (engine-only events included) only counts.
@@ -50,6 +51,7 @@ from little_dist.run_state._subruns import (
     STEP_SUSPENDED,
     SUB_RUN_ENDED,
     SUB_RUN_STARTED,
+    SubRunLinks,
     SubRunView,
 )
 from little_dist.run_state._usage import (
@@ -123,6 +125,7 @@ class RunStateBuilder:
         "_status",
         "_steps",
         "_steps_shared",
+        "_sub_links",
         "_sub_runs",
         "_usage",
         "_workflow_version_id",
@@ -158,6 +161,9 @@ class RunStateBuilder:
         self._parallel_shared = False
         self._parallel_owned: set[str] = set()
         self._sub_runs: SubRunView = EMPTY_SUB_RUNS
+        # While it folds sub-run events: their mutable form (the truth once made; _sub_runs
+        # and the steps' waiting sets are brought up to date by snapshot).
+        self._sub_links: SubRunLinks | None = None
 
     @classmethod
     def from_state(cls, state: RunState) -> RunStateBuilder:
@@ -196,7 +202,15 @@ class RunStateBuilder:
         return self._event_count
 
     def snapshot(self) -> RunState:
-        """The state so far, as an immutable :class:`RunState` (O(1) plus usage copy)."""
+        """The state so far, as an immutable :class:`RunState` (O(1) plus usage copy, plus
+        the sub-run view once after sub-run events changed it)."""
+        links = self._sub_links
+        if links is not None:
+            # (first: a step changed here is one the snapshot then holds)
+            for path in links.changed_steps:
+                self._step(path)._waiting = frozenset(links.waiting.get(path, ()))
+            links.changed_steps.clear()
+            self._sub_runs = links.view()
         state = RunState.__new__(RunState)
         state._run_id = self._run_id
         state._status = self._status  # type: ignore[assignment]
@@ -287,6 +301,15 @@ class RunStateBuilder:
             self._owned.add(path)
         return step
 
+    def _links(self) -> SubRunLinks:
+        """The sub-run links to change (made from the last view on the first change)."""
+        links = self._sub_links
+        if links is None:
+            view = self._sub_runs
+            waiting = {path: set(self._steps[path]._waiting) for path in view.suspended}
+            links = self._sub_links = SubRunLinks(view, waiting)
+        return links
+
     def _add_artifact(self, ref: str) -> None:
         if ref in self._artifact_set:
             return
@@ -324,11 +347,10 @@ class RunStateBuilder:
             parent = payload.get("parentRunId")
             if parent.__class__ is str:
                 step_path = payload.get("parentStepPath")
-                self._sub_runs = dataclasses.replace(
-                    self._sub_runs,
-                    parent_run_id=parent,
-                    parent_step_path=step_path if step_path.__class__ is str else None,
-                )
+                links = self._links()
+                links.parent_run_id = parent
+                links.parent_step_path = step_path if step_path.__class__ is str else None
+                links.changed()
 
     def _on_step_scheduled(self, payload: dict[str, Any], at: Any, event_type: str) -> None:
         path = payload.get("stepPath")
@@ -344,7 +366,13 @@ class RunStateBuilder:
         step._error = ABSENT
         step._output = ABSENT
         step._output_ref = None
-        if step._waiting:
+        links = self._sub_links
+        if links is not None:
+            if links.waiting.pop(path, None) is not None:
+                links.changed()
+            links.changed_steps.discard(path)
+            step._waiting = frozenset()
+        elif step._waiting:
             step._waiting = frozenset()
             view = self._sub_runs
             self._sub_runs = dataclasses.replace(view, suspended=view.suspended - {path})
@@ -439,36 +467,46 @@ class RunStateBuilder:
         last = attempts[-1]
         attempts[-1] = StepAttempt(last._attempt_id, last._started_at, at, "suspended")
         waiting = payload.get("waitingFor")
-        view = self._sub_runs
-        children = frozenset(
+        links = self._links()
+        children = {
             child
             for child in (waiting if waiting.__class__ is list else ())
-            if child.__class__ is str
-        )
-        step._waiting = children - view.ended
-        if step._waiting:
-            self._sub_runs = dataclasses.replace(view, suspended=view.suspended | {path})
+            if child.__class__ is str and child not in links.ended
+        }
+        step._waiting = frozenset(children)
+        links.changed_steps.discard(path)
+        if children:
+            links.waiting[path] = children
+            links.changed()
 
     def _on_sub_run_started(self, payload: dict[str, Any], at: Any, event_type: str) -> None:
         child = payload.get("childRunId")
-        view = self._sub_runs
-        if child.__class__ is str and child not in view.started:
-            self._sub_runs = dataclasses.replace(view, started=(*view.started, child))
+        if child.__class__ is not str:
+            return
+        links = self._links()
+        if child not in links.started_set:
+            links.started.append(child)
+            links.started_set.add(child)
+            links.changed()
 
     def _on_sub_run_ended(self, payload: dict[str, Any], at: Any, event_type: str) -> None:
         child = payload.get("childRunId")
-        view = self._sub_runs
-        if child.__class__ is not str or child in view.ended:
+        if child.__class__ is not str:
             return
-        still: set[str] = set()
-        for path in view.suspended:
-            step = self._step(path)
-            step._waiting = step._waiting - {child}
-            if step._waiting:
-                still.add(path)
-        self._sub_runs = dataclasses.replace(
-            view, ended=view.ended | {child}, suspended=frozenset(still)
-        )
+        links = self._links()
+        if child in links.ended:
+            return
+        links.ended.add(child)
+        links.changed()
+        done: list[str] = []
+        for path, waiting in links.waiting.items():
+            if child in waiting:
+                waiting.discard(child)
+                links.changed_steps.add(path)
+                if not waiting:
+                    done.append(path)
+        for path in done:
+            del links.waiting[path]
 
     def _on_run_completed(self, payload: dict[str, Any], at: Any, event_type: str) -> None:
         self._status = "completed"

@@ -37,24 +37,33 @@ in-process ``runWorkflow`` does. Nothing in the records depends on that thread.
 How the fleet suspends and resumes on this design (a fleet worker gives its attempts a
 :class:`~little_dist.subruns.engine.SubRunHost`, :mod:`little_dist.fleet.sub_runs`; the
 call is :func:`~little_dist.subruns.engine.start_elsewhere`; tests in
-``tests/test_subruns_fleet.py``):
+``tests/test_subruns_fleet.py``, ``tests/test_subrun_notices.py`` and
+``tests/test_subrun_links_fold.py``):
 
 1. *Suspend.* On a fleet worker the tool call records ``little.subrun.started`` and raises a
    :class:`~little_dist.harness.errors.SubRunPending` signal instead of waiting; the model
    loop lets the turn's other calls do the same (parallel calls of one model turn). Their
    records are written, then their children submitted (``submit_runs`` with the derived
    run ids and the parent links, 25 at a time as the turn goes on, the rest as the attempt
-   ends: idempotent, ``RunStarted`` is put-if-absent), and the attempt commits, fenced, an
-   engine event ``little.step.suspended``
-   (``stepPath``, ``attempt``, ``waitingFor: [childRunId...]``, occurrence
-   ``end:{path}:{n}``) in place of ``StepCompleted`` / ``StepFailed``, releasing its
-   lease: the worker slot is free, no thread waits.
+   ends: idempotent, ``RunStarted`` is put-if-absent; without the S3 look a given run id
+   otherwise costs, since a child whose start the attempt's memo did not hold was never
+   submitted before and cannot be archived: see
+   :meth:`~little_dist.fleet.sub_runs.FleetSubRuns.start_many`), and the attempt commits,
+   fenced, an engine event ``little.step.suspended`` (``stepPath``, ``attempt``,
+   ``waitingFor: [childRunId...]``, occurrence ``end:{path}:{n}``) in place of
+   ``StepCompleted`` / ``StepFailed``, releasing its lease: the worker slot is free, no
+   thread waits.
 2. *Notice.* A child's ``RunCompleted`` / ``RunFailed`` append signals the scheduler like
    any run end; the scheduler reads the child's ``parentRunId`` from its ``RunStarted``
-   (the fold keeps it) and appends ``little.subrun.ended`` (occurrence
+   (the fold keeps it) and records ``little.subrun.ended`` (occurrence
    ``subrun-end:{child}``: whoever records it first wins, a second scheduler records
-   nothing; with the parent's ``stepPath`` and the child's output or its ref) to the
-   parent's log, which signals the parent.
+   nothing; with the parent's ``stepPath`` and the child's output or its ref) in the
+   parent's log. The ends of the children in one batch of signals go to their parent in
+   one append (:class:`~little_dist.fleet.sub_runs.ParentNotices`), which signals the
+   parent once: a parent of 1,000 children is looked at once per batch, not per child,
+   and its fold of the ends is linear (:mod:`little_dist.run_state._subruns`). The
+   children's signals are acknowledged, and the children finished, only once their
+   parent's log holds their ends.
 3. *Resume.* The pure fold treats a suspended step whose every ``waitingFor`` child has a
    ``little.subrun.ended`` as ready, and ``decide`` schedules its next attempt as for a
    retry, without counting it against ``maxAttempts``; any worker may take it. The new
@@ -65,10 +74,12 @@ call is :func:`~little_dist.subruns.engine.start_elsewhere`; tests in
 4. *Crashes.* A worker killed before the suspension commits leaves a running attempt the
    sweeper fails; its retry finds ``little.subrun.started``, submits the child again
    (idempotent: a no-op when it exists, its start when the killed attempt died before its
-   submit) and reads its log for an end. A scheduler killed between a child's end and
-   ``little.subrun.ended`` leaves the child's end-signal pending in its consumer group; the
-   next scheduler claims it and records the end. Nothing is lost because every fact is an
-   idempotent append, and no fact lives only in a thread.
+   submit; with the S3 look) and reads its log for an end. A scheduler killed between a
+   child's end and ``little.subrun.ended`` (or between the appends of one batch's
+   notices) leaves the child's end-signal pending in its consumer group; the next
+   scheduler claims it and records the end (a notice already recorded is not recorded
+   again). Nothing is lost because every fact is an idempotent append, and no fact lives
+   only in a thread.
 5. *Cancel.* When a parent ends (cancelled, failed or completed), the scheduler appends
    ``little.run.cancel_requested`` to every child named by a ``little.subrun.started``
    without an end (the children's own cancellation does the rest).
