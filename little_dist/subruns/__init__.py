@@ -70,10 +70,16 @@ call is :func:`~little_dist.subruns.engine.start_elsewhere`; tests in
    ``little.run.cancel_requested`` to every child named by a ``little.subrun.started``
    without an end (the children's own cancellation does the rest).
 
-Not on the fleet yet: a child whose workflow the fleet's planner plans (submitting it as a
-sub-run is refused: give it a fixed ``plan=``), the parent's permission denies passed down
-to the child (in process only), and the orchestrator's tools (they still wait in the
-worker's thread).
+A child whose workflow has no fixed ``plan=`` is submitted to be planned, as a top-level
+run by workflow id is (``little.run.submitted``, its parent link in it): the scheduler sends
+``little.plan``, a planner worker plans it (reused or reviewed as any planned run, see
+:mod:`little_dist.fleet.planning`) and records its ``RunStarted`` with the link, then it runs;
+a planning that fails for good records ``RunFailed`` with the link, which reaches the
+parent's call as the child's error. The planner's model calls are in the child's log: its
+report counts them, and the parent's rolls them up.
+
+Not on the fleet yet: the parent's permission denies passed down to the child (in process
+only), and the orchestrator's tools (they still wait in the worker's thread).
 """
 
 from __future__ import annotations
