@@ -55,6 +55,9 @@ PLAN_ATTEMPTS = 3
 def plan(runtime: WorkerRuntime, run_id: str) -> str:
     """Plan a submitted run with its workflow's planner, then start it.
 
+    A run asked to stop before it was planned (``little.run.cancel_requested``) ends
+    failed with causeCode ``cancelled``, its planner not called.
+
     Planning that cannot succeed ends the run: a ``RunFailed`` naming the cause is
     recorded (``input_schema_error`` for an input the planned version refuses,
     ``planner_failed`` for a planner that fails for good or ``PLAN_ATTEMPTS`` times,
@@ -84,6 +87,18 @@ def plan(runtime: WorkerRuntime, run_id: str) -> str:
     workflow_id = submitted.payload.get("workflowId")
     run_input = submitted.payload.get("input")
     parent = _parent_of(submitted)
+    if tracker.cancel_requested:
+        # Asked to stop before it was planned (its parent ended, ``little cancel``): ended
+        # without a planner call; the scheduler tells the parent.
+        fail_unplanned(
+            world,
+            run_id,
+            "Run was cancelled before it was planned.",
+            name="AbortError",
+            cause="cancelled",
+            parent=parent,
+        )
+        return "cancelled"
     definition = runtime.registry.get(workflow_id) if isinstance(workflow_id, str) else None
     if definition is None:
         fail_unplanned(
