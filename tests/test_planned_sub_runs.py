@@ -44,11 +44,18 @@ class _Planner:
     def __init__(self, *, broken: bool = False) -> None:
         self.broken = broken
         self.calls = 0
+        self.reuse: str | None = None  # a version to reuse unchanged when shown one
+        self.briefed = 0
 
     def run(self, task: Any, ctx: Any) -> Any:
         self.calls += 1
         if self.broken:
             return {"kind": "shrug"}
+        if "Prior cycle note" in task.system_message:
+            self.briefed += 1
+            if self.reuse is not None:
+                decision = {"kind": "reuse_unchanged", "workflowVersionId": self.reuse}
+                return PlanResult(lwir={**decision, "rationale": "the same job"})
         step = tool_step("only", "noop", {"n": 1})
         return PlanResult(
             lwir=workflow_doc("tests.planned-child", [step], input_schema=INPUT_SCHEMA)
@@ -155,3 +162,40 @@ def test_a_child_cancelled_before_it_was_planned_ends_without_its_planner() -> N
     notice_run_end(world, child, state)
     (ended,) = _of(world, PARENT, SUB_RUN_ENDED)
     assert ended["status"] == "cancelled"
+
+
+def _complete(world: MemoryWorld, run_id: str, version: str) -> None:
+    """The run's end, as its steps would record it (only completed runs are candidates)."""
+    from little_dist import occurrences
+    from little_dist.events import EventInput
+
+    world.append(
+        run_id,
+        EventInput(
+            type="RunCompleted",
+            occurrence_id=occurrences.RUN_END,
+            payload={"workflowVersionId": version, "output": {"n": 1}},
+        ),
+    )
+
+
+def test_a_planned_sub_run_is_reviewed_for_reuse_as_any_planned_run() -> None:
+    # Before: a run planned on the fleet opens its log with little.run.submitted, and the
+    # candidates were only runs whose first event is OrchestrationRequested: never offered.
+    planner = _Planner()
+    world, runtime, workflow = _fleet(planner)
+    first = submit_run(world, workflow, {"ticket": "T-4"}, run_id="run_sub_p4", parent=_link(4))
+    assert runtime.plan(first) == "started"
+    assert planner.briefed == 0  # nothing to reuse yet
+    (version,) = {p["workflowVersionId"] for p in _of(world, first, "RunStarted")}
+    _complete(world, first, version)
+    planner.reuse = version
+    second = submit_run(world, workflow, {"ticket": "T-5"}, run_id="run_sub_p5", parent=_link(5))
+    assert runtime.plan(second) == "started"
+    assert planner.briefed == 1  # shown the first child's version, it chose to reuse it
+    (decision,) = _of(world, second, "PlannerReuseDecisionRecorded")
+    assert decision["decisionKind"] == "reuse_unchanged"
+    assert decision["candidateWorkflowVersionId"] == version
+    (started,) = _of(world, second, "RunStarted")
+    assert started["workflowVersionId"] == version
+    assert started["parentToolCallId"] == "call_5"
