@@ -19,9 +19,10 @@ What is submitted decides where the WorkflowVersion comes from:
 * a :class:`~little_dist.authoring.WorkflowDefinition` with a fixed ``plan=``: resolved
   here with :func:`~little_dist.planner.resolve_version` (no model call);
 * a definition the planner must design, or a workflow id registered in the workers'
-  ``--app`` module: ``little.run.submitted`` ``{workflowId, input}`` is appended
-  (occurrence ``submit``) and ``little.plan(run_id)`` is sent to the planner queue, whose
-  worker plans the run and starts it. Planning never happens in the client.
+  ``--app`` module: ``little.run.submitted`` ``{workflowId, input}`` (and a sub-run's
+  ``parent`` link) is appended (occurrence ``submit``) and ``little.plan(run_id)`` is sent
+  to the planner queue, whose worker plans the run and starts it. Planning never happens
+  in the client.
 
 Submitting is idempotent on the run id: the same id with the same input (and workflow)
 returns the id again; another input raises :class:`RunMismatchError`, also when the
