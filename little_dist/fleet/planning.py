@@ -6,19 +6,35 @@ is registered and ``RunStarted`` recorded, and the run is advanced. Planning tha
 succeed ends the run with ``RunFailed``; a failure that may pass is recorded
 (``little.run.plan_failed``) and the scheduler sends ``little.plan`` again (see
 :meth:`~little_dist.fleet.scheduler.Scheduler.advance`).
+
+A sub-run whose workflow the planner plans (a workflow tool's child, see
+:mod:`little_dist.subruns`) is submitted the same way, its parent link in the submission
+(``little.run.submitted``'s ``parent``): every ``RunStarted`` planning records for it, of
+the planned run or of its failure, carries that link, so the scheduler tells the parent how
+the child ended (``little.subrun.ended``) as for any child, a planning failure included.
+
+Once only. Planning holds the run's ``plan`` lease (kept alive while it works); a planner
+worker killed mid-plan leaves it to expire, and the re-sent ``little.plan`` finds what the
+session recorded (its drafts and model replies, by occurrence id: a reply recorded is not
+asked again, a version registered is not planned again). The run's start is one append
+under the occurrence ``run-start``: however often it is planned, the run starts once.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from little_dist import occurrences
 from little_dist.errors import InvalidInputError, LittleError, StorageUnavailableError
 from little_dist.events import Event, EventInput
-from little_dist.fleet.engine_events import PLAN_FAILED_EVENT_TYPE, SUBMITTED_EVENT_TYPE
+from little_dist.fleet.engine_events import (
+    PLAN_FAILED_EVENT_TYPE,
+    SUBMITTED_EVENT_TYPE,
+    SUBMITTED_PARENT_FIELD,
+)
 from little_dist.fleet.run_tracker import RunTracker
 from little_dist.ids import validate_run_id
 from little_dist.runtime import LeaseHeartbeat
@@ -38,6 +54,9 @@ PLAN_ATTEMPTS = 3
 
 def plan(runtime: WorkerRuntime, run_id: str) -> str:
     """Plan a submitted run with its workflow's planner, then start it.
+
+    A run asked to stop before it was planned (``little.run.cancel_requested``) ends
+    failed with causeCode ``cancelled``, its planner not called.
 
     Planning that cannot succeed ends the run: a ``RunFailed`` naming the cause is
     recorded (``input_schema_error`` for an input the planned version refuses,
@@ -67,6 +86,19 @@ def plan(runtime: WorkerRuntime, run_id: str) -> str:
         return "unknown_run"
     workflow_id = submitted.payload.get("workflowId")
     run_input = submitted.payload.get("input")
+    parent = _parent_of(submitted)
+    if tracker.cancel_requested:
+        # Asked to stop before it was planned (its parent ended, ``little cancel``): ended
+        # without a planner call; the scheduler tells the parent.
+        fail_unplanned(
+            world,
+            run_id,
+            "Run was cancelled before it was planned.",
+            name="AbortError",
+            cause="cancelled",
+            parent=parent,
+        )
+        return "cancelled"
     definition = runtime.registry.get(workflow_id) if isinstance(workflow_id, str) else None
     if definition is None:
         fail_unplanned(
@@ -74,6 +106,7 @@ def plan(runtime: WorkerRuntime, run_id: str) -> str:
             run_id,
             f"workflow {workflow_id!r} is not defined in the planner's app module "
             f"({', '.join(runtime.registry.modules) or 'no --app given'})",
+            parent=parent,
         )
         return "unknown_workflow"
     lease = world.acquire_lease(
@@ -86,9 +119,9 @@ def plan(runtime: WorkerRuntime, run_id: str) -> str:
     heartbeat = LeaseHeartbeat(world, lease, runtime.settings.lease_ttl).start()
     try:
         try:
-            started = _plan_and_start(runtime, run_id, definition, run_input)
+            started = _plan_and_start(runtime, run_id, definition, run_input, parent)
         except Exception as error:
-            return _planning_failed(runtime, run_id, events, error)
+            return _planning_failed(runtime, run_id, events, error, parent)
     finally:
         heartbeat.stop()
         with contextlib.suppress(LittleError):  # it expires anyway
@@ -99,9 +132,22 @@ def plan(runtime: WorkerRuntime, run_id: str) -> str:
     return "started"
 
 
-def _plan_and_start(runtime: WorkerRuntime, run_id: str, definition: Any, run_input: Any) -> bool:
-    """Resolve the run's version (planning it if need be) and record its start; False
-    when planning failed and recorded ``RunFailed`` itself."""
+def _parent_of(submitted: Event) -> dict[str, Any]:
+    """The parent link a sub-run's submission carries (empty for a top-level run)."""
+    parent = submitted.payload.get(SUBMITTED_PARENT_FIELD)
+    return dict(parent) if isinstance(parent, Mapping) else {}
+
+
+def _plan_and_start(
+    runtime: WorkerRuntime,
+    run_id: str,
+    definition: Any,
+    run_input: Any,
+    parent: Mapping[str, Any],
+) -> bool:
+    """Resolve the run's version (planning it if need be) and record its start (with the
+    sub-run's ``parent`` link); False when planning failed and recorded ``RunFailed``
+    itself."""
     from little_dist.local_runner import check_run_input
     from little_dist.planner import resolve_version
 
@@ -112,6 +158,7 @@ def _plan_and_start(runtime: WorkerRuntime, run_id: str, definition: Any, run_in
         definition,
         run_input,
         capabilities=runtime.registry.capabilities_for_workflow(definition.id),
+        parent=parent or None,
     )
     if version is None:
         return False
@@ -130,7 +177,7 @@ def _plan_and_start(runtime: WorkerRuntime, run_id: str, definition: Any, run_in
             EventInput(
                 type="RunStarted",
                 occurrence_id=occurrences.RUN_START,
-                payload={"workflowVersionId": version.id, "input": run_input},
+                payload={**parent, "workflowVersionId": version.id, "input": run_input},
             ),
         ],
     )
@@ -138,7 +185,11 @@ def _plan_and_start(runtime: WorkerRuntime, run_id: str, definition: Any, run_in
 
 
 def _planning_failed(
-    runtime: WorkerRuntime, run_id: str, events: Sequence[Event], error: Exception
+    runtime: WorkerRuntime,
+    run_id: str,
+    events: Sequence[Event],
+    error: Exception,
+    parent: Mapping[str, Any],
 ) -> str:
     """Record why planning ``run_id`` failed: ``RunFailed`` when it cannot succeed (or
     failed ``PLAN_ATTEMPTS`` times), else one ``little.run.plan_failed`` (the scheduler
@@ -169,7 +220,7 @@ def _planning_failed(
         exc_info=True,
     )
     if final or failures >= PLAN_ATTEMPTS:
-        fail_unplanned(runtime.world, run_id, message, name=name, cause=cause)
+        fail_unplanned(runtime.world, run_id, message, name=name, cause=cause, parent=parent)
         return "failed"
     runtime.world.append(
         run_id,
@@ -199,14 +250,17 @@ def fail_unplanned(
     *,
     name: str = "RuntimeConfigError",
     cause: str = "runtime_config_error",
+    parent: Mapping[str, Any] | None = None,
 ) -> None:
+    """End a run that was never planned: ``RunStarted`` (with a sub-run's ``parent`` link,
+    so its parent hears of the failure) and ``RunFailed`` naming ``cause``."""
     world.append_batch(
         run_id,
         [
             EventInput(
                 type="RunStarted",
                 occurrence_id=occurrences.RUN_START,
-                payload={"workflowVersionId": "uncompiled"},
+                payload={**(parent or {}), "workflowVersionId": "uncompiled"},
             ),
             EventInput(
                 type="RunFailed",

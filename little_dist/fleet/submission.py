@@ -19,9 +19,10 @@ What is submitted decides where the WorkflowVersion comes from:
 * a :class:`~little_dist.authoring.WorkflowDefinition` with a fixed ``plan=``: resolved
   here with :func:`~little_dist.planner.resolve_version` (no model call);
 * a definition the planner must design, or a workflow id registered in the workers'
-  ``--app`` module: ``little.run.submitted`` ``{workflowId, input}`` is appended
-  (occurrence ``submit``) and ``little.plan(run_id)`` is sent to the planner queue, whose
-  worker plans the run and starts it. Planning never happens in the client.
+  ``--app`` module: ``little.run.submitted`` ``{workflowId, input}`` (and a sub-run's
+  ``parent`` link) is appended (occurrence ``submit``) and ``little.plan(run_id)`` is sent
+  to the planner queue, whose worker plans the run and starts it. Planning never happens
+  in the client.
 
 Submitting is idempotent on the run id: the same id with the same input (and workflow)
 returns the id again; another input raises :class:`RunMismatchError`, also when the
@@ -55,7 +56,7 @@ from little_dist.compiler import WorkflowVersion, compile_lwir
 from little_dist.errors import InvalidInputError
 from little_dist.events import Event, EventInput
 from little_dist.fleet.dispatch import advance_run
-from little_dist.fleet.engine_events import SUBMITTED_EVENT_TYPE
+from little_dist.fleet.engine_events import SUBMITTED_EVENT_TYPE, SUBMITTED_PARENT_FIELD
 from little_dist.fleet.run_tracker import RunTracker
 from little_dist.fleet.sending import dispatch_plan
 from little_dist.fleet.versions import BINDING_FIELD, VersionCache, split_version
@@ -76,10 +77,6 @@ if TYPE_CHECKING:
 __all__ = ["RunMismatchError", "submit_run", "submit_runs"]
 
 _UNCOMPILED: Final = "uncompiled"
-_PLANNED_CHILD: Final = (
-    "workflow {!r} is planned by the fleet's planner: it cannot be started as a sub-run "
-    "there yet (give it a fixed plan=)"
-)
 #: Runs of a batch whose starts go in one pipeline (see submit_runs).
 _SEND_EVERY: Final = 25
 
@@ -219,8 +216,8 @@ def submit_run(
     """Submit one run (see the module docstring); its run id.
 
     ``parent``: a sub-run's link to the run that started it (``parentRunId``, ... see
-    :mod:`little_dist.subruns.links`), recorded in its ``RunStarted``; only for a version
-    compiled or resolved here (a workflow the planner plans cannot be a sub-run yet).
+    :mod:`little_dist.subruns.links`), recorded in its ``RunStarted`` (by the planner, for
+    a workflow the fleet's planner plans: the submission carries it).
 
     ``queue`` + ``settings`` let it send tasks (the planner's, the first steps'); without them
     the run is only recorded and the scheduler, signalled by the append, takes it from there.
@@ -242,8 +239,6 @@ def submit_run(
     limits = settings.limits if settings is not None else InputLimits()
     request = _checked_request(workflow, run_input, run_id, registry, limits)
     if parent:
-        if request.planner_path is not None:
-            raise InvalidInputError(_PLANNED_CHILD.format(request.planner_path))
         request.parent = dict(parent)
     if request.planner_path is not None:
         _submit_to_planner(world, request, request.planner_path, queue, settings, holder)
@@ -352,16 +347,20 @@ def _submit_to_planner(
     settings: Settings | None,
     holder: str,
 ) -> None:
-    """Record the submission for the planner and send ``little.plan`` (if not yet)."""
+    """Record the submission for the planner and send ``little.plan`` (if not yet).
+
+    A sub-run's submission carries its parent link (``parent``): the planner records it in
+    the ``RunStarted`` it appends, planned or failed (:mod:`little_dist.fleet.planning`)."""
     run_id = request.run_id
     events = _claim(world, request)
     if not _check_same(run_id, events, request.run_input, None):
+        payload: dict[str, Any] = {"workflowId": planner_path, "input": request.run_input}
+        if request.parent:
+            payload[SUBMITTED_PARENT_FIELD] = dict(request.parent)
         world.append(
             run_id,
             EventInput(
-                type=SUBMITTED_EVENT_TYPE,
-                occurrence_id=occurrences.SUBMITTED,
-                payload={"workflowId": planner_path, "input": request.run_input},
+                type=SUBMITTED_EVENT_TYPE, occurrence_id=occurrences.SUBMITTED, payload=payload
             ),
         )
     if queue is not None and settings is not None:
@@ -519,8 +518,6 @@ def submit_runs(
     ]
     for request, link in zip(requests, links, strict=True):
         if link:
-            if request.planner_path is not None:
-                raise InvalidInputError(_PLANNED_CHILD.format(request.planner_path))
             request.parent = dict(link)
     batch: list[tuple[_Request, WorkflowVersion]] = []
     sent: list[Future[list[str | None]]] = []

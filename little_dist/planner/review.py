@@ -34,6 +34,7 @@ from little_dist.canonical import sha256_digest
 from little_dist.compiler import WorkflowVersion
 from little_dist.compiler.lock import concrete_input_structure
 from little_dist.errors import InvalidInputError, LittleError
+from little_dist.fleet.engine_events import SUBMITTED_EVENT_TYPE
 from little_dist.lwir import validate_lwir
 
 if TYPE_CHECKING:
@@ -60,6 +61,9 @@ DEFAULT_REUSE_STRATEGY: Final[ReuseStrategy] = "planner_reviewed"
 #: Where upstream mounts the candidate's details for the planner (named in the brief).
 MOUNTED_ROOT: Final = "/planner/reuse"
 DECISION_KINDS: Final = ("reuse_unchanged", "adapt", "draft_fresh")
+#: Events read after a fleet run's submission to find its ``OrchestrationRequested`` (the
+#: next one, unless failed plans were noted first).
+_PLANNING_PEEK: Final = 8
 
 
 class ReuseDecisionError(InvalidInputError):
@@ -94,17 +98,24 @@ def select_reuse_candidates(
     world: World, workflow_id: str, *, limit: int | None = None
 ) -> list[ReuseCandidate]:
     """Completed runs of ``workflow_id``, newest first, one per version (upstream's
-    ``selectPlannerReuseCandidates``)."""
+    ``selectPlannerReuseCandidates``). A run planned on the fleet opens its log with its
+    submission (``little.run.submitted``) before its ``OrchestrationRequested``: read
+    after it, for the completed runs of the workflow only."""
     found: list[ReuseCandidate] = []
     for run_id in world.list_run_ids():
         ends = world.first_and_last_events(run_id)
         if ends is None:
             continue
         first, last = ends
-        if first.type != "OrchestrationRequested" or first.payload.get("workflowId") != workflow_id:
+        if first.payload.get("workflowId") != workflow_id:
             continue
         version_id = last.payload.get("workflowVersionId")
         if last.type != "RunCompleted" or not isinstance(version_id, str):
+            continue
+        if first.type == SUBMITTED_EVENT_TYPE:
+            after = world.list_events(run_id, after=first.sequence, limit=_PLANNING_PEEK)
+            first = next((e for e in after if e.type == "OrchestrationRequested"), first)
+        if first.type != "OrchestrationRequested":
             continue
         try:
             version = WorkflowVersion.from_json(world.get_version(version_id))

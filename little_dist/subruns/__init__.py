@@ -88,9 +88,17 @@ What a child inherits (its parent's permission denies, an orchestration's pipeli
 store read-only) is recorded in its ``RunStarted`` (:mod:`.inherited`), so it holds on
 whichever worker runs the child (``tests/test_subruns_inherit_fleet.py``).
 
-Not on the fleet yet: a child whose workflow the fleet's planner plans (submitting it as a
-sub-run is refused: give it a fixed ``plan=``), and the orchestrator's tools (they still
-wait in the worker's thread).
+A child whose workflow has no fixed ``plan=`` is submitted to be planned, as a top-level
+run by workflow id is (``little.run.submitted``, its parent link in it): the scheduler sends
+``little.plan``, a planner worker plans it (reused or reviewed as any planned run, see
+:mod:`little_dist.fleet.planning`) and records its ``RunStarted`` with the link, then it runs;
+a planning that fails for good records ``RunFailed`` with the link, which reaches the
+parent's call as the child's error. The planner's model calls are in the child's log: its
+report counts them, and the parent's rolls them up.
+
+Not on the fleet yet: the orchestrator's tools (they still wait in the worker's thread),
+and a planned child's inheritance (the planner's ``RunStarted`` carries the parent link
+but not yet what the child inherits).
 """
 
 from __future__ import annotations
