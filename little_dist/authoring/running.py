@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from little_dist.runtime.capabilities import Capabilities
     from little_dist.world.base import World
 
-__all__ = ["RunResult", "run_workflow", "run_workflow_cycle"]
+__all__ = ["RunResult", "run_result", "run_workflow", "run_workflow_cycle"]
 
 
 @dataclass(frozen=True)
@@ -94,6 +94,12 @@ def _failure(definition: WorkflowDefinition, run_id: str, state: RunState) -> Ru
         failed_step_path=failed_step,
         result=result,
     )
+
+
+def run_result(definition: WorkflowDefinition, run_id: str, state: RunState) -> RunResult:
+    """The :class:`RunResult` of an ended run's state (its output parsed by the workflow's
+    output schema); :class:`RunFailedError` for a failed run."""
+    return _result(definition, run_id, state)
 
 
 def _result(definition: WorkflowDefinition, run_id: str, state: RunState) -> RunResult:
