@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from little_dist import occurrences
@@ -86,7 +86,9 @@ def plan(runtime: WorkerRuntime, run_id: str) -> str:
     heartbeat = LeaseHeartbeat(world, lease, runtime.settings.lease_ttl).start()
     try:
         try:
-            started = _plan_and_start(runtime, run_id, definition, run_input)
+            started = _plan_and_start(
+                runtime, run_id, definition, run_input, **_cycle_of(submitted.payload)
+            )
         except Exception as error:
             return _planning_failed(runtime, run_id, events, error)
     finally:
@@ -99,9 +101,35 @@ def plan(runtime: WorkerRuntime, run_id: str) -> str:
     return "started"
 
 
-def _plan_and_start(runtime: WorkerRuntime, run_id: str, definition: Any, run_input: Any) -> bool:
+def _cycle_of(submitted: Mapping[str, Any]) -> dict[str, Any]:
+    """What a submitted outer-loop cycle tells its planning (see
+    :func:`~little_dist.fleet.submission.submit_run`'s ``cycle``): nothing for another run."""
+    loop_id = submitted.get("outerLoopId")
+    context = submitted.get("outerLoop")
+    if not isinstance(loop_id, str) or not isinstance(context, Mapping):
+        return {}
+    note = submitted.get("promptNote")
+    return {
+        "parent": {"outerLoopId": loop_id},
+        "outer_loop": context,
+        "prompt_note": note if isinstance(note, str) else None,
+    }
+
+
+def _plan_and_start(
+    runtime: WorkerRuntime,
+    run_id: str,
+    definition: Any,
+    run_input: Any,
+    *,
+    parent: Mapping[str, Any] | None = None,
+    outer_loop: Mapping[str, Any] | None = None,
+    prompt_note: str | None = None,
+) -> bool:
     """Resolve the run's version (planning it if need be) and record its start; False
-    when planning failed and recorded ``RunFailed`` itself."""
+    when planning failed and recorded ``RunFailed`` itself. ``parent`` / ``outer_loop`` /
+    ``prompt_note``: an outer-loop cycle's (:func:`_cycle_of`), as the in-process cycle
+    passes them."""
     from little_dist.local_runner import check_run_input
     from little_dist.planner import resolve_version
 
@@ -112,6 +140,9 @@ def _plan_and_start(runtime: WorkerRuntime, run_id: str, definition: Any, run_in
         definition,
         run_input,
         capabilities=runtime.registry.capabilities_for_workflow(definition.id),
+        parent=parent,
+        outer_loop=outer_loop,
+        prompt_note=prompt_note,
     )
     if version is None:
         return False
@@ -130,7 +161,7 @@ def _plan_and_start(runtime: WorkerRuntime, run_id: str, definition: Any, run_in
             EventInput(
                 type="RunStarted",
                 occurrence_id=occurrences.RUN_START,
-                payload={"workflowVersionId": version.id, "input": run_input},
+                payload={**(parent or {}), "workflowVersionId": version.id, "input": run_input},
             ),
         ],
     )
