@@ -10,13 +10,18 @@ drives one outer loop of that workflow against the fleet its ``LITTLE_*`` enviro
 of ``SCRIPT_FILE``; it prints ``{"output", "runId", "pid"}`` as JSON. With ``--die`` it
 SIGKILLs itself at the first manifest write that records a finished cycle: after the
 supervisor's decision for that cycle was appended to its run, before the manifest says so.
+With ``--die-before-decision`` it SIGKILLs itself when the first cycle's run has ended,
+before the supervisor is asked about it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
+from collections.abc import Mapping
+from typing import Any
 
 from little_dist.tools import tool
 from tests.outer_loop_helpers import simple_workflow
@@ -26,6 +31,10 @@ from tests.outer_loop_helpers import simple_workflow
 def process(value: str) -> dict[str, str]:
     """Process a value (the result names this process)."""
     return {"result": f"processed:{value}@{os.getpid()}"}
+
+
+def _die(state: Mapping[str, Any]) -> Any:
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 loop_workflow = simple_workflow(tools=[process])
@@ -51,6 +60,7 @@ def main(argv: list[str]) -> int:
             client=client,
             outer_loop_id=loop_id,
             manifests=store,
+            supervise=_die if "--die-before-decision" in argv else None,
             cycle_timeout=120,
         )
     print(json.dumps({"output": result.output, "runId": result.run_id, "pid": os.getpid()}))

@@ -14,6 +14,7 @@ import json
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 APP = "tests.outer_loop_fleet_app"
 LOOP = "ol_fleet_two_cycles"
+#: How long a driver or the scheduler gets to do what the test waits for (a bound on a hang,
+#: not a measured time).
+PATIENCE = 90.0
 
 
 def script(tmp_path: Path) -> tuple[Path, Path]:
@@ -50,6 +54,13 @@ def script(tmp_path: Path) -> tuple[Path, Path]:
         times=None,
     )
     return model.save(tmp_path / "script.json"), calls
+
+
+def start_fleet(fleet: FleetEnv, script_file: Path) -> Any:
+    fleet.env["LITTLE_SCRIPTED_MODEL"] = str(script_file)  # the planner workers'
+    fleet.env["LITTLE_APP"] = APP
+    start_scheduler(fleet)
+    return start_worker(fleet, app=APP, concurrency=2)
 
 
 def drive(fleet: FleetEnv, script_file: Path, *flags: str) -> subprocess.CompletedProcess[str]:
@@ -75,10 +86,7 @@ def test_cycles_run_on_the_workers_and_a_killed_driver_resumes_without_asking_ag
     fleet_env: FleetEnv, tmp_path: Path
 ) -> None:
     script_file, calls = script(tmp_path)
-    fleet_env.env["LITTLE_SCRIPTED_MODEL"] = str(script_file)  # the planner workers'
-    fleet_env.env["LITTLE_APP"] = APP
-    start_scheduler(fleet_env)
-    worker = start_worker(fleet_env, app=APP, concurrency=2)
+    worker = start_fleet(fleet_env, script_file)
 
     killed = drive(fleet_env, script_file, "--die")
     assert killed.returncode == -signal.SIGKILL, killed.stderr
@@ -134,3 +142,50 @@ def test_cycles_run_on_the_workers_and_a_killed_driver_resumes_without_asking_ag
     assert report.supervisor.cost_usd == pytest.approx(0.00102, abs=1e-12)
     assert report.supervisor.priced_calls == 2
     assert report.total.input_tokens == report.runs.input_tokens + 4000
+
+
+def test_a_cycle_run_that_ended_while_no_driver_ran_still_takes_its_decision(
+    fleet_env: FleetEnv, tmp_path: Path
+) -> None:
+    """The scheduler finishes a cycle's run as it finishes any run; it must not archive it
+    (an archived log refuses the decision the loop appends after the run's end)."""
+    from little_dist.fleet.scheduler import active_runs_key
+    from little_dist.fleet.slots import fleet_redis
+    from little_dist.fleet.sweeper import ActiveRuns
+
+    script_file, calls = script(tmp_path)
+    start_fleet(fleet_env, script_file)
+
+    killed = drive(fleet_env, script_file, "--die-before-decision")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    world = fleet_env.world()
+    store = manifest_store_for(world)
+    stored = store.read(LOOP)
+    assert stored is not None and stored.manifest.pending_cycle_run_id is not None
+    cycle1 = stored.manifest.pending_cycle_run_id
+    assert world.list_events(cycle1)[-1].type == "RunCompleted"
+    # Wait until the scheduler is done with the run (it leaves the active set once the
+    # scheduler has archived it, or decided not to).
+    redis_client = fleet_redis(fleet_env.settings())
+    try:
+        active = ActiveRuns(redis_client, active_runs_key(fleet_env.settings()))
+        deadline = time.monotonic() + PATIENCE
+        while cycle1 in active.members() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert cycle1 not in active.members()
+    finally:
+        redis_client.close()
+    assert calls_of(calls, "supervisor") == []
+
+    resumed = drive(fleet_env, script_file)
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["output"] == {"result": "finished in cycle 2"}
+    assert len(calls_of(calls, "supervisor")) == 2
+    assert len(calls_of(calls, "planner")) == 2
+    decided = [e for e in world.list_events(cycle1) if e.type == "OuterLoopCycleCompleted"]
+    assert [e.payload["supervise"]["kind"] for e in decided] == ["continue"]
+    final = store.read(LOOP)
+    assert final is not None and final.manifest.done
+    # The loop archived its cycle runs itself, once their decisions were on them.
+    unarchived = set(world.list_unarchived_run_ids())  # type: ignore[attr-defined]
+    assert not {cycle.run_id for cycle in final.manifest.cycles} & unarchived
