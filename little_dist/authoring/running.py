@@ -163,7 +163,8 @@ def run_workflow(
     ``{"tool": name, "args": args}``, true allows the call; without one an ``ask`` is denied.
     ``max_outer_cycles`` above 1 (upstream's ``maxOuterCycles``): an outer loop of up to that
     many planned-and-run cycles under ``supervise`` (:func:`~little_dist.run_outer_loop`,
-    which ``outer_loop_id`` resumes); ``run_id`` and ``parent`` are then not taken.
+    which ``outer_loop_id`` resumes); ``run_id`` and ``parent`` are then not taken. An outer
+    loop whose cycles run on a fleet is ``run_outer_loop(..., client=Client(...))``.
     ``workflow_version_reuse_strategy``: upstream's call option, ``"planner_reviewed"`` or
     ``"always_fresh"``, over the workflow's (``define_workflow``'s; default planner-reviewed).
     """

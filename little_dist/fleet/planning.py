@@ -6,6 +6,10 @@ is registered and ``RunStarted`` recorded, and the run is advanced. Planning tha
 succeed ends the run with ``RunFailed``; a failure that may pass is recorded
 (``little.run.plan_failed``) and the scheduler sends ``little.plan`` again (see
 :meth:`~little_dist.fleet.scheduler.Scheduler.advance`).
+
+An outer loop's cycle (see :mod:`little_dist.outer_loop.fleet`) is submitted so too, its
+submission carrying ``outerLoopId``, ``outerLoop`` and ``promptNote``: the planner is shown
+the cycle as in process, and ``RunStarted`` carries ``outerLoopId``.
 """
 
 from __future__ import annotations
