@@ -60,7 +60,7 @@ def start_fleet(fleet: FleetEnv, script_file: Path) -> Any:
     fleet.env["LITTLE_SCRIPTED_MODEL"] = str(script_file)  # the planner workers'
     fleet.env["LITTLE_APP"] = APP
     start_scheduler(fleet)
-    return start_worker(fleet, app=APP, concurrency=2)
+    return start_worker(fleet, app=APP, concurrency=2, timeout=120)
 
 
 def drive(fleet: FleetEnv, script_file: Path, *flags: str) -> subprocess.CompletedProcess[str]:
