@@ -633,3 +633,21 @@ def test_cycle_versions_are_not_offered_for_reuse_to_plain_runs(
     workflow = simple_workflow()
     run_outer_loop(workflow, INPUT, max_outer_cycles=2, world=world)
     assert world.indexed_versions(workflow.definition_hash()) == []
+
+
+def test_in_process_options_are_refused_with_a_fleet_client(tmp_path: Path) -> None:
+    from little_dist.fleet.client import Client
+    from little_dist.settings import load_settings
+    from little_dist.world.memory import MemoryWorld
+
+    client = Client(load_settings({}), world=MemoryWorld())
+    with pytest.raises(InvalidInputError, match="progress run cycles in this process"):
+        run_outer_loop(simple_workflow(), INPUT, max_outer_cycles=2, client=client, progress=print)
+    with pytest.raises(InvalidInputError, match="the loop's world is the client's"):
+        run_outer_loop(
+            simple_workflow(),
+            INPUT,
+            max_outer_cycles=2,
+            client=client,
+            world=LocalWorld(tmp_path / "data"),
+        )

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from little_dist.runtime.capabilities import Capabilities
     from little_dist.world.base import World
 
-__all__ = ["RunResult", "run_workflow", "run_workflow_cycle"]
+__all__ = ["RunResult", "run_result", "run_workflow", "run_workflow_cycle"]
 
 
 @dataclass(frozen=True)
@@ -96,6 +96,12 @@ def _failure(definition: WorkflowDefinition, run_id: str, state: RunState) -> Ru
     )
 
 
+def run_result(definition: WorkflowDefinition, run_id: str, state: RunState) -> RunResult:
+    """The :class:`RunResult` of an ended run's state (its output parsed by the workflow's
+    output schema); :class:`RunFailedError` for a failed run."""
+    return _result(definition, run_id, state)
+
+
 def _result(definition: WorkflowDefinition, run_id: str, state: RunState) -> RunResult:
     if state.status == "failed":
         raise _failure(definition, run_id, state)
@@ -157,7 +163,8 @@ def run_workflow(
     ``{"tool": name, "args": args}``, true allows the call; without one an ``ask`` is denied.
     ``max_outer_cycles`` above 1 (upstream's ``maxOuterCycles``): an outer loop of up to that
     many planned-and-run cycles under ``supervise`` (:func:`~little_dist.run_outer_loop`,
-    which ``outer_loop_id`` resumes); ``run_id`` and ``parent`` are then not taken.
+    which ``outer_loop_id`` resumes); ``run_id`` and ``parent`` are then not taken. An outer
+    loop whose cycles run on a fleet is ``run_outer_loop(..., client=Client(...))``.
     ``workflow_version_reuse_strategy``: upstream's call option, ``"planner_reviewed"`` or
     ``"always_fresh"``, over the workflow's (``define_workflow``'s; default planner-reviewed).
     """

@@ -12,6 +12,10 @@ as upstream prices).
 A run that started sub-runs (:mod:`little_dist.subruns`) gets, in our forms, a ``SUB-RUNS``
 section after the table (each descendant run with its workflow, status, tokens and dollars,
 and the total of the whole tree) and ``subRuns`` / ``totalWithSubRuns`` in the JSON.
+
+``little report OUTER_LOOP_ID`` (an ``ol_...`` id): the outer loop's report instead
+(:mod:`little_dist.outer_loop.report`): each cycle's run and supervisor decision with their
+tokens and dollars, and the loop's totals; table or ``--json``.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ def register(sub: Any, name: str) -> argparse.ArgumentParser:
         help="cost and usage per step",
         description="Per-step attempts, tokens, dollars and duration for a run.",
     )
-    parser.add_argument("run_id", metavar="RUN_ID")
+    parser.add_argument("run_id", metavar="RUN_ID", help="a run id, or an outer loop's id (ol_...)")
     form = parser.add_mutually_exclusive_group()
     form.add_argument(
         "--table",
@@ -71,6 +75,8 @@ def run(args: argparse.Namespace) -> int:
             "little report: --upstream applies to the table and --json, not --html", file=sys.stderr
         )
         return 2
+    if args.run_id.startswith("ol_"):
+        return _loop_report(args)
     world = open_world_for_reading(args)
     try:
         require_run(world, args.run_id)
@@ -116,4 +122,37 @@ def run(args: argparse.Namespace) -> int:
             from little_dist.subruns import render_sub_runs
 
             sys.stdout.write(render_sub_runs(rollup))
+    return 0
+
+
+def _loop_report(args: argparse.Namespace) -> int:
+    from little_dist.litellm_prices import litellm_price_fallback
+    from little_dist.outer_loop.manifest import validate_outer_loop_id
+    from little_dist.outer_loop.report import (
+        outer_loop_report,
+        outer_loop_report_to_json,
+        render_outer_loop_report,
+    )
+
+    if args.upstream or args.html:
+        print(
+            "little report: an outer loop's report is a table or --json (no --upstream, no --html)",
+            file=sys.stderr,
+        )
+        return 2
+    loop_id = validate_outer_loop_id(args.run_id)
+    world = open_world_for_reading(args)
+    try:
+        report = outer_loop_report(
+            world,
+            loop_id,
+            pricing_fallback=None if args.registry_only else litellm_price_fallback,
+        )
+    finally:
+        world.close()
+    if args.json:
+        json.dump(outer_loop_report_to_json(report), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render_outer_loop_report(report))
     return 0

@@ -131,6 +131,9 @@ class OuterLoopCycleCompletedPayload(Payload):
     outer_loop_id: str | None = None
     cycle_number: PositiveInt | None = None
     supervise: dict[str, Any] | None = None
+    #: Ours: the supervisor's model call for this decision (``{model, usage}``), when it
+    #: reported one (see :mod:`little_dist.outer_loop.decisions`).
+    supervisor_call: dict[str, Any] | None = None
 
 
 # -- steps -------------------------------------------------------------------------------------

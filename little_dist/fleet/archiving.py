@@ -6,6 +6,11 @@ one costs nothing), its backlog report cleared, and its log copied to S3 in the 
 the clients that wake on the end read the log first, without that copy competing for the
 machine. Once archived, the run leaves the active set; an archive that fails forgets the run
 as finished, so the next sweep finishes (and archives) it again.
+
+An outer loop's cycle run (its id starts ``run_olc_``, see :mod:`little_dist.outer_loop`)
+leaves the active set unarchived: its loop appends the supervisor's decision to it once it
+has ended (``OuterLoopCycleCompleted``, which an archived log would refuse), then archives
+it itself.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Final
 
 from little_dist.errors import StorageUnavailableError
+from little_dist.outer_loop.decisions import CYCLE_RUN_ID_PREFIX
 from little_dist.world.base import World
 
 if TYPE_CHECKING:
@@ -105,6 +111,8 @@ class Archiver:
         stays active and the next sweep finishes it again."""
         try:
             archive = getattr(self._world, "archive_run", None)
+            if run_id.startswith(CYCLE_RUN_ID_PREFIX):
+                archive = None  # its outer loop archives it (see the module docstring)
             if callable(archive):
                 archive(run_id)
             self._active.remove(run_id)

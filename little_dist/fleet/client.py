@@ -296,14 +296,18 @@ class Client:
         input: Any = None,
         *,
         run_id: str | None = None,
+        cycle: Mapping[str, Any] | None = None,
     ) -> str:
-        """Submit a run; its id. Idempotent on ``run_id`` (see the module docstring)."""
+        """Submit a run; its id. Idempotent on ``run_id`` (see the module docstring).
+        ``cycle``: the run is an outer-loop cycle, planned by the fleet's planner with the
+        cycle's context (see :func:`~little_dist.fleet.submission.submit_run`)."""
         self._load_registry()
         return submit_run(
             self.world,
             workflow,
             input,
             run_id=run_id,
+            cycle=cycle,
             queue=self.queue,
             settings=self.settings,
             registry=self.registry,

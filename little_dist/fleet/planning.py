@@ -18,6 +18,10 @@ worker killed mid-plan leaves it to expire, and the re-sent ``little.plan`` find
 session recorded (its drafts and model replies, by occurrence id: a reply recorded is not
 asked again, a version registered is not planned again). The run's start is one append
 under the occurrence ``run-start``: however often it is planned, the run starts once.
+
+An outer loop's cycle (see :mod:`little_dist.outer_loop.fleet`) is submitted so too, its
+submission carrying ``outerLoopId``, ``outerLoop`` and ``promptNote``: the planner is shown
+the cycle as in process, and ``RunStarted`` carries ``outerLoopId``.
 """
 
 from __future__ import annotations
@@ -119,7 +123,9 @@ def plan(runtime: WorkerRuntime, run_id: str) -> str:
     heartbeat = LeaseHeartbeat(world, lease, runtime.settings.lease_ttl).start()
     try:
         try:
-            started = _plan_and_start(runtime, run_id, definition, run_input, parent)
+            started = _plan_and_start(
+                runtime, run_id, definition, run_input, parent, **_cycle_of(submitted.payload)
+            )
         except Exception as error:
             return _planning_failed(runtime, run_id, events, error, parent)
     finally:
@@ -138,16 +144,37 @@ def _parent_of(submitted: Event) -> dict[str, Any]:
     return dict(parent) if isinstance(parent, Mapping) else {}
 
 
+def _cycle_of(submitted: Mapping[str, Any]) -> dict[str, Any]:
+    """What a submitted outer-loop cycle tells its planning (see
+    :func:`~little_dist.fleet.submission.submit_run`'s ``cycle``): nothing for another run."""
+    loop_id = submitted.get("outerLoopId")
+    context = submitted.get("outerLoop")
+    if not isinstance(loop_id, str) or not isinstance(context, Mapping):
+        return {}
+    note = submitted.get("promptNote")
+    return {
+        "cycle_parent": {"outerLoopId": loop_id},
+        "outer_loop": context,
+        "prompt_note": note if isinstance(note, str) else None,
+    }
+
+
 def _plan_and_start(
     runtime: WorkerRuntime,
     run_id: str,
     definition: Any,
     run_input: Any,
     parent: Mapping[str, Any],
+    *,
+    cycle_parent: Mapping[str, Any] | None = None,
+    outer_loop: Mapping[str, Any] | None = None,
+    prompt_note: str | None = None,
 ) -> bool:
     """Resolve the run's version (planning it if need be) and record its start (with the
-    sub-run's ``parent`` link); False when planning failed and recorded ``RunFailed``
-    itself."""
+    sub-run's ``parent`` link, or an outer-loop cycle's ``outerLoopId``); False when
+    planning failed and recorded ``RunFailed`` itself. ``outer_loop`` / ``prompt_note``:
+    an outer-loop cycle's (:func:`_cycle_of`), as the in-process cycle passes them."""
+    parent = {**parent, **(cycle_parent or {})}
     from little_dist.local_runner import check_run_input
     from little_dist.planner import resolve_version
 
@@ -159,6 +186,8 @@ def _plan_and_start(
         run_input,
         capabilities=runtime.registry.capabilities_for_workflow(definition.id),
         parent=parent or None,
+        outer_loop=outer_loop,
+        prompt_note=prompt_note,
     )
     if version is None:
         return False

@@ -212,8 +212,16 @@ def submit_run(
     window: FanoutWindow | None = None,
     announce: Callable[[str], None] | None = None,
     parent: Mapping[str, Any] | None = None,
+    cycle: Mapping[str, Any] | None = None,
 ) -> str:
     """Submit one run (see the module docstring); its run id.
+
+    ``cycle``: the run is one cycle of an outer loop (see :mod:`little_dist.outer_loop`):
+    ``{outerLoopId, outerLoop, promptNote?}``, recorded in ``little.run.submitted`` for the
+    fleet's planner, which shows the planner the cycle's context and records
+    ``outerLoopId`` in ``RunStarted``. Such a run always goes to the planner (a fixed plan
+    too: the planner worker records it without a model call, with the cycle's context, as
+    the in-process cycle does), so ``workflow`` is a definition or a registered id.
 
     ``parent``: a sub-run's link to the run that started it (``parentRunId``, ... see
     :mod:`little_dist.subruns.links`), recorded in its ``RunStarted`` (by the planner, for
@@ -238,6 +246,17 @@ def submit_run(
     """
     limits = settings.limits if settings is not None else InputLimits()
     request = _checked_request(workflow, run_input, run_id, registry, limits)
+    if cycle is not None:
+        path = request.planner_path or (
+            request.definition.id if request.definition is not None else None
+        )
+        if path is None or parent:
+            raise InvalidInputError(
+                "an outer-loop cycle is submitted with its workflow (a definition or a "
+                "registered id) and no parent link"
+            )
+        _submit_to_planner(world, request, path, queue, settings, holder, cycle=cycle)
+        return request.run_id
     if parent:
         request.parent = dict(parent)
     if request.planner_path is not None:
@@ -346,8 +365,11 @@ def _submit_to_planner(
     queue: TaskQueue | None,
     settings: Settings | None,
     holder: str,
+    *,
+    cycle: Mapping[str, Any] | None = None,
 ) -> None:
-    """Record the submission for the planner and send ``little.plan`` (if not yet).
+    """Record the submission for the planner and send ``little.plan`` (if not yet);
+    ``cycle``: an outer-loop cycle's fields, recorded beside ``workflowId`` and ``input``.
 
     A sub-run's submission carries its parent link (``parent``): the planner records it in
     the ``RunStarted`` it appends, planned or failed (:mod:`little_dist.fleet.planning`)."""
@@ -360,7 +382,9 @@ def _submit_to_planner(
         world.append(
             run_id,
             EventInput(
-                type=SUBMITTED_EVENT_TYPE, occurrence_id=occurrences.SUBMITTED, payload=payload
+                type=SUBMITTED_EVENT_TYPE,
+                occurrence_id=occurrences.SUBMITTED,
+                payload={**(cycle or {}), **payload},
             ),
         )
     if queue is not None and settings is not None:

@@ -15,8 +15,13 @@ loop's final output) or ``continue`` (with a note for the next plan), until ``do
 * :mod:`.store`: where manifests are kept, every write a compare-and-set — upstream's file
   in a LocalWorld's data directory (atomic, locked), :mod:`.redis_s3` in a RedisS3World's
   Redis (mirrored to S3), memory for a MemoryWorld;
-* :mod:`.supervisor`: supervisors; the default asks a model;
-* :mod:`.loop`: :func:`run_outer_loop`, the driver, and its crash-resume rules.
+* :mod:`.supervisor`: supervisors; the default asks a model (and reports the call's tokens,
+  recorded with its decision);
+* :mod:`.loop`: :func:`run_outer_loop`, the driver, and its crash-resume rules;
+* :mod:`.fleet`: cycles as fleet runs (``run_outer_loop(client=...)``): planned by a planner
+  worker, run by the workers, waited for by the driver;
+* :mod:`.report`: the loop's report (``little report ol_...``): each cycle's run and
+  supervisor call, priced, and the loop's totals.
 
 What is true on resume: the manifest says which cycles finished and which run was under way;
 a cycle's ``OuterLoopCycleCompleted`` (on its run's log) says what the supervisor decided
@@ -38,6 +43,8 @@ if _typing.TYPE_CHECKING:
         Continue,
         Decision,
         Done,
+        Supervised,
+        SupervisorCall,
         decision_from,
         outer_loop_context,
         supervise_state,
@@ -51,6 +58,10 @@ if _typing.TYPE_CHECKING:
         OuterLoopGoal,
         OuterLoopManifest,
         validate_outer_loop_id,
+    )
+    from little_dist.outer_loop.report import (
+        OuterLoopReport,
+        outer_loop_report,
     )
     from little_dist.outer_loop.store import (
         LocalManifestStore,
@@ -82,12 +93,16 @@ __all__ = [
     "OuterLoopError",
     "OuterLoopGoal",
     "OuterLoopManifest",
+    "OuterLoopReport",
     "StoredManifest",
+    "Supervised",
     "Supervisor",
+    "SupervisorCall",
     "SupervisorError",
     "decision_from",
     "manifest_store_for",
     "outer_loop_context",
+    "outer_loop_report",
     "run_outer_loop",
     "supervise_state",
     "validate_outer_loop_id",
@@ -98,6 +113,10 @@ _WHERE = {
     "Continue": "little_dist.outer_loop.decisions",
     "Decision": "little_dist.outer_loop.decisions",
     "Done": "little_dist.outer_loop.decisions",
+    "Supervised": "little_dist.outer_loop.decisions",
+    "SupervisorCall": "little_dist.outer_loop.decisions",
+    "OuterLoopReport": "little_dist.outer_loop.report",
+    "outer_loop_report": "little_dist.outer_loop.report",
     "decision_from": "little_dist.outer_loop.decisions",
     "outer_loop_context": "little_dist.outer_loop.decisions",
     "supervise_state": "little_dist.outer_loop.decisions",

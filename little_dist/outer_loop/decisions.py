@@ -7,6 +7,18 @@ again; the note is shown to the next cycle's planner). It is recorded on the cyc
 ``OuterLoopCycleCompleted`` (payload ``{outerLoopId, cycleNumber, supervise}``, occurrence
 id :func:`cycle_occurrence_id`), and that event is the truth on resume: a cycle whose event
 is recorded never asks the supervisor again.
+
+What the decision cost rides on the same event: a supervisor that reports its model call
+(:class:`Supervised`, as :class:`~little_dist.outer_loop.supervisor.ModelSupervisor` does)
+adds ``supervisorCall`` ``{model: {provider, modelId}, usage: {...}}`` to the payload (a
+field upstream's payload lacks; its readers keep unknown fields). One append records the
+decision and its cost together, so a cost is never lost by a crash between them nor counted
+twice: a recorded decision is never asked for again. It is priced like any model call
+(:func:`supervisor_usage`).
+
+Cycle runs get ids of their own prefix (:func:`cycle_run_id`, ``run_olc_``): the fleet's
+scheduler leaves such a run unarchived when it ends (the loop appends the decision to it
+afterwards, then archives it; an archived log takes no more events).
 """
 
 from __future__ import annotations
@@ -19,23 +31,45 @@ from typing import Any, Final
 from little_dist.canonical import canonical_json
 from little_dist.errors import InvalidInputError
 from little_dist.outer_loop.manifest import CycleSummary, OuterLoopGoal
+from little_dist.pricing import (
+    ModelIdentity,
+    ModelUsage,
+    PriceFallback,
+    UsageTotals,
+    add_priced_call,
+    empty_usage_totals,
+    price_model_call,
+)
 
 __all__ = [
     "CYCLE_COMPLETED",
+    "CYCLE_RUN_ID_PREFIX",
     "Continue",
     "Decision",
     "Done",
+    "Supervised",
+    "SupervisorCall",
     "cycle_completed_payload",
     "cycle_occurrence_id",
+    "cycle_run_id",
     "decision_from",
     "decision_payload",
     "outer_loop_context",
     "recorded_decision",
+    "recorded_supervisor_call",
     "supervise_state",
+    "supervisor_usage",
 ]
 
 #: Upstream's event type, appended to each cycle's run once its decision is made.
 CYCLE_COMPLETED: Final = "OuterLoopCycleCompleted"
+#: The prefix of a cycle's run id (see the module docstring).
+CYCLE_RUN_ID_PREFIX: Final = "run_olc_"
+
+
+def cycle_run_id(token: str) -> str:
+    """A cycle's run id from a fresh random ``token`` (hex; the caller draws it)."""
+    return CYCLE_RUN_ID_PREFIX + token
 
 
 @dataclass(frozen=True)
@@ -53,6 +87,27 @@ class Continue:
 
 
 Decision = Done | Continue
+
+
+@dataclass(frozen=True)
+class SupervisorCall:
+    """The model call a supervisor made for one decision: ``model`` (``{provider,
+    modelId}``, as model events record it) and ``usage`` (upstream's token counts)."""
+
+    model: Mapping[str, Any]
+    usage: Mapping[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"model": dict(self.model), "usage": dict(self.usage)}
+
+
+@dataclass(frozen=True)
+class Supervised:
+    """A supervisor's answer with what it cost: ``decision`` (a :data:`Decision` or its
+    JSON form) and ``call`` (``None``: no model call to report)."""
+
+    decision: Any
+    call: SupervisorCall | None = None
 
 
 def decision_from(value: Any, where: str = "supervisor") -> Decision:
@@ -93,13 +148,51 @@ def cycle_occurrence_id(cycle_number: int) -> str:
 
 
 def cycle_completed_payload(
-    outer_loop_id: str, cycle_number: int, decision: Decision
+    outer_loop_id: str,
+    cycle_number: int,
+    decision: Decision,
+    call: SupervisorCall | None = None,
 ) -> dict[str, Any]:
-    return {
+    payload: dict[str, Any] = {
         "outerLoopId": outer_loop_id,
         "cycleNumber": cycle_number,
         "supervise": decision_payload(decision),
     }
+    if call is not None:
+        payload["supervisorCall"] = call.to_json()
+    return payload
+
+
+def recorded_supervisor_call(payload: Mapping[str, Any]) -> SupervisorCall | None:
+    """The ``supervisorCall`` of an ``OuterLoopCycleCompleted`` payload, ``None`` when it
+    has none (a supervisor that reported no model call)."""
+    call = payload.get("supervisorCall")
+    if not isinstance(call, Mapping):
+        return None
+    model, usage = call.get("model"), call.get("usage")
+    if not isinstance(usage, Mapping):
+        return None
+    return SupervisorCall(model if isinstance(model, Mapping) else {}, usage)
+
+
+def supervisor_usage(
+    payloads: Iterable[Mapping[str, Any]], *, fallback: PriceFallback | None = None
+) -> UsageTotals:
+    """The tokens and dollars of the supervisor calls recorded in ``payloads``
+    (``OuterLoopCycleCompleted`` payloads), priced as the run-state fold prices a model
+    call (registry rates, then ``fallback``)."""
+    totals = empty_usage_totals()
+    for payload in payloads:
+        call = recorded_supervisor_call(payload)
+        if call is None:
+            continue
+        priced = price_model_call(
+            ModelIdentity.from_payload(call.model),
+            ModelUsage.from_payload(call.usage),
+            fallback=fallback,
+        )
+        totals = add_priced_call(totals, priced)
+    return totals
 
 
 def recorded_decision(events: Iterable[Any], cycle_number: int) -> Decision | None:

@@ -2,13 +2,19 @@
 
 Per cycle ``n`` (``1..max_outer_cycles``):
 
-1. the manifest records ``pendingCycleRunId`` (a fresh run id) before anything runs;
-2. that run plans and runs (:func:`~little_dist.authoring.running.run_workflow_cycle`): the
+1. the manifest records ``pendingCycleRunId`` (a fresh run id, ``run_olc_...``) before
+   anything runs;
+2. that run plans and runs: in this process
+   (:func:`~little_dist.authoring.running.run_workflow_cycle`), or, given a fleet
+   ``client``, on the fleet (:func:`~little_dist.outer_loop.fleet.run_fleet_cycle`: a
+   planner worker plans it, workers run its steps, this process waits); either way the
    planner sees the cycle's ``outerLoop`` context and the last ``continue`` note, and the
    run's ``RunStarted`` carries ``outerLoopId``;
 3. the decision for cycle ``n``: the one recorded on the run as ``OuterLoopCycleCompleted``
    if any, else the supervisor's, which is then appended (occurrence id
-   ``outer-loop:cycle:{n}``: appended once however often a resumed loop gets here);
+   ``outer-loop:cycle:{n}``: appended once however often a resumed loop gets here) with
+   the supervisor's model call (``supervisorCall``: its model and tokens) when it reports
+   one;
 4. the manifest records the cycle (and ``result`` on ``done``), ``pendingCycleRunId`` gone.
 
 A loop started again with its ``outer_loop_id`` resumes from its manifest: a ``done`` loop
@@ -17,6 +23,10 @@ same run id (an ended run returns its recorded end without planning or running a
 a cycle whose decision is recorded never calls the supervisor again. Every manifest write is
 a compare-and-set (:mod:`little_dist.outer_loop.store`): a second process driving the same
 loop gets :class:`~little_dist.outer_loop.store.ManifestConflictError`, not a forked loop.
+
+On the fleet, the loop's driver is the calling process (see :mod:`little_dist.outer_loop.fleet`
+for why it is not a fleet run of its own): a driver killed anywhere is resumed by calling
+again with the ``outer_loop_id``, from any process.
 """
 
 from __future__ import annotations
@@ -37,8 +47,10 @@ from little_dist.outer_loop.decisions import (
     CYCLE_COMPLETED,
     Continue,
     Done,
+    Supervised,
     cycle_completed_payload,
     cycle_occurrence_id,
+    cycle_run_id,
     decision_from,
     outer_loop_context,
     recorded_decision,
@@ -56,6 +68,7 @@ from little_dist.outer_loop.supervisor import ModelSupervisor, Supervisor
 from little_dist.pricing import PriceFallback
 
 if TYPE_CHECKING:
+    from little_dist.fleet.client import Client
     from little_dist.harness.types import Harness, HarnessRole
     from little_dist.limits import InputLimits
     from little_dist.permissions import Approver, ToolPermissions
@@ -149,6 +162,8 @@ def run_outer_loop(
     pricing_fallback: PriceFallback | None = litellm_price_fallback,
     permissions: ToolPermissions | Mapping[str, Any] | Sequence[Any] | None = None,
     on_ask: Approver | None = None,
+    client: Client | None = None,
+    cycle_timeout: float | None = None,
 ) -> RunResult:
     """Plan and run ``workflow`` on ``input`` in cycles until the supervisor says ``done``
     (upstream's ``runOuterLoop``; see :mod:`little_dist.outer_loop`).
@@ -159,6 +174,14 @@ def run_outer_loop(
     ``manifests``: where the manifest is kept (default: the world's,
     :func:`~little_dist.outer_loop.store.manifest_store_for`). The other keywords are
     :func:`~little_dist.run_workflow`'s, for each cycle's run.
+
+    ``client``: a fleet :class:`~little_dist.fleet.client.Client`: each cycle's run is
+    submitted to the fleet and waited for (see :mod:`little_dist.outer_loop.fleet`; the
+    workflow must be in the workers' ``--app`` module); ``world`` is then the client's.
+    ``harness``, ``progress``, ``permissions`` and ``on_ask`` are in-process options: the
+    fleet's workers run cycles with their app's capabilities. ``cycle_timeout``: how long
+    to wait for one cycle's run on the fleet (``None``: no limit;
+    :class:`~little_dist.fleet.client.WaitTimeoutError` after it, the loop resumable).
 
     Returns the last cycle's :class:`RunResult` with the supervisor's ``finalOutput`` as its
     ``output``. Raises :class:`OuterLoopError` (``outer_loop_exhausted`` after
@@ -180,6 +203,8 @@ def run_outer_loop(
         limits = load_limits()
     run_input = workflow.validate_input(input, limits=limits)
     loop_id = validate_outer_loop_id(outer_loop_id or f"ol_{uuid.uuid4().hex}")
+    if client is not None:
+        world = _fleet_world(client, world, harness, progress, permissions, on_ask)
     if world is None:
         from little_dist.world.local import LocalWorld
 
@@ -208,7 +233,7 @@ def run_outer_loop(
         return OuterLoopManifest(loop_id, goal, max_cycles, tuple(cycles), **fields)
 
     for number in range(len(cycles) + 1, max_cycles + 1):
-        run_id = resume_run_id or f"run_{uuid.uuid4().hex[:20]}"
+        run_id = resume_run_id or cycle_run_id(uuid.uuid4().hex[:20])
         if resume_run_id is None:
             etag = store.write(manifest(pending_cycle_run_id=run_id), expected=etag)
         resume_run_id = None
@@ -230,17 +255,23 @@ def run_outer_loop(
                 "on_ask": on_ask,
             },
             number=number,
+            client=client,
+            cycle_timeout=cycle_timeout,
         )
         cycles.append(cycle)
         decision = recorded_decision(world.list_events(run_id), number)
         if decision is None:
-            decided = decision_from(supervisor(supervise_state(goal, cycles)))
+            answer = supervisor(supervise_state(goal, cycles))
+            call = None
+            if isinstance(answer, Supervised):
+                answer, call = answer.decision, answer.call
+            decided = decision_from(answer)
             recorded = world.append(
                 run_id,
                 EventInput(
                     type=CYCLE_COMPLETED,
                     occurrence_id=cycle_occurrence_id(number),
-                    payload=cycle_completed_payload(loop_id, number, decided),
+                    payload=cycle_completed_payload(loop_id, number, decided, call),
                 ),
             )
             # Another process resuming the same cycle may have recorded its decision first:
@@ -271,18 +302,34 @@ def _run_cycle(
     note: str | None,
     options: dict[str, Any],
     number: int,
+    client: Client | None = None,
+    cycle_timeout: float | None = None,
 ) -> tuple[CycleSummary, RunResult | None]:
     try:
-        result = run_workflow_cycle(
-            workflow,
-            run_input,
-            world=world,
-            run_id=run_id,
-            outer_loop_id=loop_id,
-            outer_loop=context,
-            prompt_note=note,
-            **options,
-        )
+        if client is not None:
+            from little_dist.outer_loop.fleet import run_fleet_cycle
+
+            result = run_fleet_cycle(
+                client,
+                workflow,
+                run_input,
+                run_id=run_id,
+                outer_loop_id=loop_id,
+                outer_loop=context,
+                prompt_note=note,
+                timeout=cycle_timeout,
+            )
+        else:
+            result = run_workflow_cycle(
+                workflow,
+                run_input,
+                world=world,
+                run_id=run_id,
+                outer_loop_id=loop_id,
+                outer_loop=context,
+                prompt_note=note,
+                **options,
+            )
     except RunFailedError as error:
         if error.cause_code in _STOPPING_CAUSES:
             raise
@@ -306,6 +353,34 @@ def _run_cycle(
         ),
         result,
     )
+
+
+def _fleet_world(
+    client: Client,
+    world: World | None,
+    harness: Any,
+    progress: Any,
+    permissions: Any,
+    on_ask: Any,
+) -> World:
+    """The world of a loop on the fleet: the client's (``world``, if given, must be it)."""
+    given = {
+        "harness": harness,
+        "progress": progress,
+        "permissions": permissions,
+        "on_ask": on_ask,
+    }
+    local = [name for name, value in given.items() if value is not None]
+    if local:
+        raise InvalidInputError(
+            f"run_outer_loop: {', '.join(local)} run cycles in this process; with client= "
+            "the fleet's workers run them with their app's capabilities"
+        )
+    if world is not None and world is not client.world:
+        raise InvalidInputError(
+            "run_outer_loop: with client=, the loop's world is the client's; pass one of them"
+        )
+    return client.world
 
 
 def _archive(world: World, run_id: str) -> None:

@@ -4,10 +4,16 @@
 A supervisor is any callable taking upstream's ``SuperviseOuterLoopState`` (a dict: ``goal``
 and ``cycles``, see :func:`~little_dist.outer_loop.decisions.supervise_state`) and returning
 a :class:`~little_dist.outer_loop.decisions.Done` / ``Continue`` or upstream's JSON form of
-one (upstream's ``planner.supervise``). :class:`ModelSupervisor`, the default, asks a model
-(the workflow's planner model unless another is given) for that JSON, through litellm: the
-same code path as a real provider, so the scripted provider of :mod:`little_dist.testing`
-answers it in tests (its calls carry ``stepPath`` ``"supervisor"`` and the cycle's run id).
+one (upstream's ``planner.supervise``), or a
+:class:`~little_dist.outer_loop.decisions.Supervised` that also reports the model call it
+made (the loop records its tokens beside the decision, and the loop's report prices them).
+
+:class:`ModelSupervisor`, the default, asks a model (the workflow's planner model unless
+another is given) for that JSON, through litellm: the same code path as a real provider, so
+the scripted provider of :mod:`little_dist.testing` answers it in tests (its calls carry
+``stepPath`` ``"supervisor"`` and the cycle's run id). It returns a ``Supervised``: the
+decision and the call's model and usage. A reply that is no decision raises
+:class:`SupervisorError`, and its tokens are not recorded (nothing is appended).
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from typing import Any, Final
 from little_dist.canonical import canonical_json
 from little_dist.errors import LittleError
 from little_dist.harness.types import ResolvedModel
-from little_dist.outer_loop.decisions import Decision, decision_from
+from little_dist.outer_loop.decisions import Supervised, SupervisorCall, decision_from
 from little_dist.redaction import redact
 
 __all__ = ["SUPERVISOR_STEP_PATH", "ModelSupervisor", "Supervisor", "SupervisorError"]
@@ -52,8 +58,8 @@ class ModelSupervisor:
         self.model = model
         self.system = system
 
-    def __call__(self, state: Mapping[str, Any]) -> Decision:
-        from little_dist.harness.model_calls import import_litellm
+    def __call__(self, state: Mapping[str, Any]) -> Supervised:
+        from little_dist.harness.model_calls import import_litellm, usage_from_response
 
         cycles = state.get("cycles") or []
         run_id = cycles[-1].get("runId") if cycles else None
@@ -75,9 +81,12 @@ class ModelSupervisor:
             ) from error
         text = str(response.choices[0].message.content or "")
         try:
-            return decision_from(_parse(text), f"supervisor model {self.model.litellm_model!r}")
+            decision = decision_from(_parse(text), f"supervisor model {self.model.litellm_model!r}")
         except LittleError as error:
             raise SupervisorError(str(error)) from error
+        return Supervised(
+            decision, SupervisorCall(self.model.identity(), usage_from_response(response))
+        )
 
 
 def _parse(text: str) -> Any:
