@@ -33,6 +33,7 @@ SUBCOMMANDS: tuple[tuple[str, str], ...] = (
     ("cancel", "cancel_cmd"),
     ("memory", "memory_cmd"),
     ("orchestrate", "orchestrate_cmd"),
+    ("outer-loop", "outer_loop_cmd"),
 )
 
 
