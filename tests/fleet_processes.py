@@ -288,9 +288,13 @@ def start_worker(
     env: Mapping[str, str] | None = None,
     name: str | None = None,
     wait: bool = True,
-    timeout: float = 40.0,
+    timeout: float = 120.0,
 ) -> FleetProcess:
-    """Start ``little worker`` for ``roles`` (a unique node name) and wait until it is ready."""
+    """Start ``little worker`` for ``roles`` (a unique node name) and wait until it is ready.
+
+    ``timeout`` bounds a hang, not a start-up time: a worker imports Celery and the app in
+    a few seconds on a quiet machine, but on a loaded one (CI beside other work) 40 s was
+    seen too short."""
     node = name or f"worker-{uuid.uuid4().hex[:8]}"
     args = ["worker", "--roles", ",".join(roles), "--pool", pool, "--hostname", f"{node}@test"]
     for module in [app] if isinstance(app, str) else (app or ()):
@@ -311,7 +315,7 @@ def start_scheduler(
     extra_args: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
     ready_pattern: str | None = None,
-    timeout: float = 30.0,
+    timeout: float = 120.0,
 ) -> FleetProcess:
     """Start ``little scheduler`` (named ``name``); waits for ``ready_pattern`` if given."""
     node = name or f"scheduler-{uuid.uuid4().hex[:8]}"
