@@ -224,3 +224,102 @@ def test_a_branch_step_of_a_parallel_step_suspends_and_resumes_the_same_way() ->
     sim.finish(resume, ("ok", {"x": True}))
     assert sim.decide().done
     assert sim.state.status == "completed"
+
+
+# -- resumeOn "any": an orchestrator's gate held calls back -------------------------------
+
+
+def _suspend_on_any(sim: Sim, attempt: int, children: list[str]) -> None:
+    sim.append([step_suspended("a", {"id": "a"}, attempt, children, resume_on_any=True)])
+
+
+def _folded_from_scratch(sim: Sim) -> Any:
+    from little_dist.run_state import RunStateBuilder, fold_events
+
+    # The scheduler folds a run's new events onto its cached state: a view made from a
+    # snapshot must remember which steps resume on any, as one fold from the start does.
+    builder = RunStateBuilder(sim.run_id)
+    events = sim.events()
+    builder.apply_all(events[: len(events) // 2])
+    return fold_events(builder.snapshot(), events[len(events) // 2 :])
+
+
+def test_a_suspension_without_resume_on_records_no_such_field() -> None:
+    event = step_suspended("a", {"id": "a"}, 1, ["run_sub_1"])
+    assert "resumeOn" not in event.payload
+    on_any = step_suspended("a", {"id": "a"}, 1, ["run_sub_1"], resume_on_any=True)
+    assert on_any.payload["resumeOn"] == "any"
+    assert on_any.payload["waitingFor"] == ["run_sub_1"]
+
+
+def test_a_suspension_on_any_is_due_again_at_the_first_of_its_childrens_ends() -> None:
+    sim = _sim()
+    _start_first(sim)
+    sim.append([_started("run_sub_1"), _started("run_sub_2")])
+    _suspend_on_any(sim, 1, ["run_sub_1", "run_sub_2"])
+    assert sim.state.steps["a"].waiting_for == {"run_sub_1", "run_sub_2"}
+    assert sim.state.sub_runs.resume_on_any == {"a"}
+    assert sim.decide().dispatch == ()
+    sim.append([_ended("run_sub_2")])
+    # The first end: the step is due (a held-back call can start its child now).
+    state = sim.state
+    assert state.steps["a"].waiting_for == frozenset()
+    assert state.sub_runs.suspended == frozenset()
+    assert state.sub_runs.resume_on_any == frozenset()
+    assert state.sub_runs.open_children == ("run_sub_1",)
+    for folded in (_folded_from_scratch(sim),):
+        assert folded.steps["a"].waiting_for == frozenset()
+        assert folded.sub_runs.resume_on_any == frozenset()
+    (resume,) = sim.decide().dispatch
+    assert (resume.step_path, resume.attempt) == ("a", 2)
+    sim.start(resume)
+    # The resumed attempt starts a held-back child and suspends on any again: the other
+    # child's end (still running) makes it due once more.
+    sim.append([_started("run_sub_3")])
+    _suspend_on_any(sim, 2, ["run_sub_1", "run_sub_3"])
+    assert sim.state.steps["a"].waiting_for == {"run_sub_1", "run_sub_3"}
+    assert sim.decide().dispatch == ()
+    sim.append([_ended("run_sub_1")])
+    (again,) = sim.decide().dispatch
+    assert again.attempt == 3
+    # A late end of a child the step no longer waits for changes nothing of the step.
+    sim.start(again)
+    sim.append([_ended("run_sub_3")])
+    assert sim.state.steps["a"].attempts[-1].status == "running"
+    sim.finish(again, ("ok", {"done": True}))
+    (b,) = sim.decide().dispatch
+    assert b.step_path == "b"
+
+
+def test_a_suspension_on_any_folded_with_a_snapshot_between_keeps_waiting_on_any() -> None:
+    sim = _sim()
+    _start_first(sim)
+    sim.append([_started("run_sub_1"), _started("run_sub_2")])
+    _suspend_on_any(sim, 1, ["run_sub_1", "run_sub_2"])
+    from little_dist.run_state import fold_events
+
+    before = sim.state  # (a snapshot: the scheduler's cached state)
+    after = fold_events(before, [sim.append([_ended("run_sub_1")])[0]])
+    assert after.steps["a"].waiting_for == frozenset()
+    assert before.steps["a"].waiting_for == {"run_sub_1", "run_sub_2"}
+
+
+def test_a_suspension_on_any_after_one_of_its_children_ended_is_due_at_once() -> None:
+    sim = _sim()
+    _start_first(sim)
+    sim.append([_started("run_sub_1"), _started("run_sub_2"), _ended("run_sub_1")])
+    _suspend_on_any(sim, 1, ["run_sub_1", "run_sub_2"])
+    assert sim.state.steps["a"].waiting_for == frozenset()
+    (resume,) = sim.decide().dispatch
+    assert resume.attempt == 2
+
+
+def test_a_suspension_for_all_still_waits_for_the_last_end() -> None:
+    sim = _sim()
+    _start_first(sim)
+    sim.append([_started("run_sub_1"), _started("run_sub_2")])
+    _suspend(sim, 1, ["run_sub_1", "run_sub_2"])
+    sim.append([_ended("run_sub_1")])
+    assert sim.state.steps["a"].waiting_for == {"run_sub_2"}
+    assert sim.state.sub_runs.resume_on_any == frozenset()
+    assert sim.decide().dispatch == ()

@@ -6,8 +6,9 @@ them:
 
 * **workflows** — an explicit ``WORKFLOWS = [...]`` list (or tuple) of
   :class:`~little_dist.authoring.WorkflowDefinition`, else every ``WorkflowDefinition`` that
-  is a top-level attribute of the module; with each, the workflows its workflow tools
-  (``as_tool``) run as sub-runs. A run whose LWIR ``metadata.name`` is a
+  is a top-level attribute of the module; with each, the workflows its tools run as
+  sub-runs (their ``sub_run_workflows``: workflow tools (``as_tool``), an
+  ``orchestrator_workflow``'s tools). A run whose LWIR ``metadata.name`` is a
   workflow's id runs with that workflow's :meth:`~WorkflowDefinition.capabilities`: the
   document selects among them and may not name any other
   (:meth:`AppRegistry.check_version`, :mod:`little_dist.runtime.grants`).
@@ -164,10 +165,9 @@ def _module_capabilities(module: ModuleType) -> Capabilities | None:
 
 
 def _with_tool_workflows(found: list[WorkflowDefinition]) -> list[WorkflowDefinition]:
-    """``found`` and, after each, the workflows its workflow tools (``as_tool``) run, and
-    theirs: a worker runs those sub-runs' steps too (see :mod:`little_dist.subruns`)."""
-    from little_dist.subruns.workflow_tool import WorkflowTool
-
+    """``found`` and, after each, the workflows its tools run as sub-runs (a tool's
+    ``sub_run_workflows``: a workflow tool's (``as_tool``), an orchestrator's three tools'),
+    and theirs: a worker runs those sub-runs' steps too (see :mod:`little_dist.subruns`)."""
     seen: dict[str, WorkflowDefinition] = {}
     pending = list(found)
     while pending:
@@ -175,7 +175,9 @@ def _with_tool_workflows(found: list[WorkflowDefinition]) -> list[WorkflowDefini
         if definition.id in seen:
             continue
         seen[definition.id] = definition
-        pending += [item.workflow for item in definition.tools if isinstance(item, WorkflowTool)]
+        for item in definition.tools:
+            more = getattr(item, "sub_run_workflows", ())
+            pending += [wf for wf in more if isinstance(wf, WorkflowDefinition)]
     return list(seen.values())
 
 

@@ -34,6 +34,7 @@ from little_dist.world.base import World
 
 if TYPE_CHECKING:
     from little_dist.authoring import WorkflowDefinition
+    from little_dist.compiler import WorkflowVersion
     from little_dist.fleet.worker import WorkerRuntime
     from little_dist.runtime import Capabilities
     from little_dist.subruns.engine import ChildToStart
@@ -59,13 +60,15 @@ class FleetSubRuns:
         workflow: WorkflowDefinition,
         run_input: Any,
         parent: Mapping[str, Any],
+        *,
+        version: WorkflowVersion | None = None,
     ) -> None:
         from little_dist.fleet.submission import submit_run
 
         runtime = self._runtime
         submit_run(
             runtime.world,
-            workflow,
+            workflow if version is None else version,
             run_input,
             run_id=child_run_id,
             queue=runtime.queue,
@@ -78,8 +81,9 @@ class FleetSubRuns:
 
     def start_many(self, starts: list[ChildToStart]) -> None:
         """Submit every child of ``starts`` (the calls of one model turn), a workflow's
-        children in one batch (:func:`submit_runs`: a few dozen starts per round trip; the
-        scheduler makes each child's first decision, its start signals it).
+        children (per planned version, for an orchestrator's) in one batch
+        (:func:`submit_runs`: a few dozen starts per round trip; the scheduler makes each
+        child's first decision, its start signals it).
 
         Fresh: no S3 look per child. ``starts`` are the calls whose ``little.subrun.started``
         the attempt's memo did not hold (:func:`~little_dist.subruns.engine.start_elsewhere`;
@@ -92,13 +96,15 @@ class FleetSubRuns:
         from little_dist.fleet.submission import submit_runs
 
         runtime = self._runtime
-        by_workflow: dict[str, list[ChildToStart]] = {}
+        by_workflow: dict[tuple[str, str | None], list[ChildToStart]] = {}
         for start in starts:
-            by_workflow.setdefault(start.workflow.id, []).append(start)
+            version_id = start.version.id if start.version is not None else None
+            by_workflow.setdefault((start.workflow.id, version_id), []).append(start)
         for group in by_workflow.values():
+            first = group[0]
             submit_runs(
                 runtime.world,
-                group[0].workflow,
+                first.workflow if first.version is None else first.version,
                 [start.run_input for start in group],
                 run_ids=[start.child_run_id for start in group],
                 settings=runtime.settings,

@@ -86,6 +86,7 @@ def tool_loop(
         conversation.append(reply.assistant_message())
         waiting: list[str] = []
         starts: list[Any] = []
+        held = False
         for position, call in enumerate(reply.tool_calls, start=1):
             try:
                 outcome = run_tool_call(
@@ -101,6 +102,7 @@ def tool_loop(
                 # The turn's other calls start their sub-runs too: one suspension for all.
                 waiting += pending.child_run_ids
                 starts += pending.starts
+                held = held or pending.held
                 if len(starts) >= START_EVERY and ctx.sub_runs is not None:
                     # A wide turn's children start running while its later calls are made.
                     ctx.recorder.flush()
@@ -110,8 +112,8 @@ def tool_loop(
             conversation.append(
                 {"role": "tool", "tool_call_id": call.id, "content": outcome.content_for_model()}
             )
-        if waiting:
-            raise SubRunPending(waiting, starts)
+        if waiting or held:
+            raise SubRunPending(waiting, starts, held=held)
     raise TurnLimitError(f"Workflow {task_kind} task exceeded {max_turns} model turns.")
 
 

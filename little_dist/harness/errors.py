@@ -124,12 +124,18 @@ class SubRunPending(BaseException):
     step's failure: the model loop lets the other calls of the same turn start theirs, then
     raises one for all of them, and the attempt commits ``little.step.suspended``."""
 
-    def __init__(self, child_run_ids: list[str], starts: list[Any] | None = None) -> None:
-        super().__init__(f"waiting for sub-runs {', '.join(child_run_ids)}")
+    def __init__(
+        self, child_run_ids: list[str], starts: list[Any] | None = None, *, held: bool = False
+    ) -> None:
+        super().__init__(f"waiting for sub-runs {', '.join(child_run_ids) or '(held back)'}")
         self.child_run_ids = list(child_run_ids)
         #: Children to start before the attempt suspends (recorded in the parent's log, not
         #: submitted yet: the attempt submits them all at once; see little_dist.subruns).
         self.starts = list(starts or [])
+        #: A call held back (an orchestrator's ``maxConcurrentSubRuns`` gate was full): it
+        #: starts its child on a later attempt, due at the first of the others' end
+        #: (``resumeOn: "any"``).
+        self.held = held
 
 
 # litellm exception class names (checked along the MRO, most specific first) -> cause.

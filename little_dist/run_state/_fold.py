@@ -22,7 +22,10 @@ model validation per event; handlers are found by ``type`` in a dict):
   ends; ``little.step.suspended`` ends the step's last attempt as ``suspended`` (the step
   stays running) waiting for the children of its ``waitingFor`` not yet ended, and each
   ``little.subrun.ended`` takes its child off every waiting step (each an O(1) change of
-  the builder's :class:`~._subruns.SubRunLinks`; the view is made once per snapshot).
+  the builder's :class:`~._subruns.SubRunLinks`; the view is made once per snapshot). A
+  suspension with ``resumeOn: "any"`` (an orchestrator holding calls back behind its
+  ``maxConcurrentSubRuns`` gate) waits only for the first of its children to end: its
+  waiting set empties then (or at once, when one had ended before it was recorded).
 - ``RunCompleted``/``RunFailed`` finish the run. ``Parallel*`` events feed the engine's
   parallel-group view (``_parallel``), which is not part of upstream's JSON. Every other
   type (engine-only events included) only counts.
@@ -368,14 +371,17 @@ class RunStateBuilder:
         step._output_ref = None
         links = self._sub_links
         if links is not None:
-            if links.waiting.pop(path, None) is not None:
-                links.changed()
+            links.stop_waiting(path)
             links.changed_steps.discard(path)
             step._waiting = frozenset()
         elif step._waiting:
             step._waiting = frozenset()
             view = self._sub_runs
-            self._sub_runs = dataclasses.replace(view, suspended=view.suspended - {path})
+            self._sub_runs = dataclasses.replace(
+                view,
+                suspended=view.suspended - {path},
+                resume_on_any=view.resume_on_any - {path},
+            )
         attempt_id = payload.get("attemptId")
         if attempt_id.__class__ is not str:
             attempt_id = f"attempt_{len(step._attempts) + 1}"
@@ -468,15 +474,22 @@ class RunStateBuilder:
         attempts[-1] = StepAttempt(last._attempt_id, last._started_at, at, "suspended")
         waiting = payload.get("waitingFor")
         links = self._links()
-        children = {
+        named = [
             child
             for child in (waiting if waiting.__class__ is list else ())
-            if child.__class__ is str and child not in links.ended
-        }
+            if child.__class__ is str
+        ]
+        children = {child for child in named if child not in links.ended}
+        on_any = payload.get("resumeOn") == "any"
+        if on_any and len(children) < len(set(named)):
+            children = set()  # (one of them ended already: due again now)
         step._waiting = frozenset(children)
         links.changed_steps.discard(path)
+        links.stop_waiting(path)
         if children:
             links.waiting[path] = children
+            if on_any:
+                links.resume_on_any.add(path)
             links.changed()
 
     def _on_sub_run_started(self, payload: dict[str, Any], at: Any, event_type: str) -> None:
@@ -498,15 +511,7 @@ class RunStateBuilder:
             return
         links.ended.add(child)
         links.changed()
-        done: list[str] = []
-        for path, waiting in links.waiting.items():
-            if child in waiting:
-                waiting.discard(child)
-                links.changed_steps.add(path)
-                if not waiting:
-                    done.append(path)
-        for path in done:
-            del links.waiting[path]
+        links.child_ended(child)
 
     def _on_run_completed(self, payload: dict[str, Any], at: Any, event_type: str) -> None:
         self._status = "completed"

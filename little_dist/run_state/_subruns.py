@@ -2,7 +2,8 @@
 
 Folded from three engine events (see :mod:`little_dist.subruns`): ``little.subrun.started``
 and ``little.subrun.ended`` (the parent's log names its children and their ends) and
-``little.step.suspended`` (an attempt that ended waiting for children, ``waitingFor``), plus
+``little.step.suspended`` (an attempt that ended waiting for children, ``waitingFor``; with
+``resumeOn: "any"`` it waits for the first of them to end, without it for all), plus
 ``parentRunId`` of ``RunStarted`` (a child's link to its parent). Not part of upstream's
 JSON. A :class:`SubRunView` is immutable (a snapshot's); the fold keeps a mutable
 :class:`SubRunLinks` while it folds, each event an O(1) change (a parent of 1,000 children
@@ -34,8 +35,9 @@ STEP_SUSPENDED: Final = "little.step.suspended"
 class SubRunView:
     """A run's sub-run links: ``parent_run_id`` (``None`` unless another run started it),
     ``started`` (children named by ``little.subrun.started``, in order), ``ended`` (children
-    with a ``little.subrun.ended``) and ``suspended`` (step paths whose suspended attempt
-    still waits for a child)."""
+    with a ``little.subrun.ended``), ``suspended`` (step paths whose suspended attempt
+    still waits for a child) and ``resume_on_any`` (those of them that are due again at the
+    first of their children's end: suspended with ``resumeOn: "any"``)."""
 
     parent_run_id: str | None = None
     #: The parent's step whose tool call started this run (``parentStepPath``).
@@ -43,6 +45,7 @@ class SubRunView:
     started: tuple[str, ...] = ()
     ended: frozenset[str] = frozenset()
     suspended: frozenset[str] = field(default_factory=frozenset)
+    resume_on_any: frozenset[str] = field(default_factory=frozenset)
 
     @property
     def open_children(self) -> tuple[str, ...]:
@@ -66,6 +69,7 @@ class SubRunLinks:
         "ended",
         "parent_run_id",
         "parent_step_path",
+        "resume_on_any",
         "started",
         "started_set",
         "waiting",
@@ -79,12 +83,35 @@ class SubRunLinks:
         self.ended: set[str] = set(view.ended)
         #: Step path -> the children its suspended attempt still waits for (never empty).
         self.waiting = waiting
+        #: The waiting steps that are due again at the first of their children's end.
+        self.resume_on_any: set[str] = set(view.resume_on_any)
         self.changed_steps: set[str] = set()
         self._view: SubRunView | None = view
 
     def changed(self) -> None:
         """The view must be made again."""
         self._view = None
+
+    def stop_waiting(self, path: str) -> None:
+        """``path`` waits for no child any more (resumed, or due again)."""
+        if self.waiting.pop(path, None) is not None:
+            self.changed()
+        if path in self.resume_on_any:
+            self.resume_on_any.discard(path)
+            self.changed()
+
+    def child_ended(self, child: str) -> None:
+        """Take ``child`` off every waiting step: a step waiting for all its children is
+        due once the last one ended, one suspended with ``resumeOn: "any"`` at the first."""
+        done: list[str] = []
+        for path, waiting in self.waiting.items():
+            if child in waiting:
+                waiting.discard(child)
+                self.changed_steps.add(path)
+                if not waiting or path in self.resume_on_any:
+                    done.append(path)
+        for path in done:
+            self.stop_waiting(path)
 
     def view(self) -> SubRunView:
         view = self._view
@@ -95,5 +122,6 @@ class SubRunLinks:
                 started=tuple(self.started),
                 ended=frozenset(self.ended),
                 suspended=frozenset(self.waiting),
+                resume_on_any=frozenset(self.resume_on_any),
             )
         return view

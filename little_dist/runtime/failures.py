@@ -113,20 +113,31 @@ def step_failed(
 
 
 def step_suspended(
-    path: str, step: Mapping[str, Any], attempt: int, waiting_for: list[str]
+    path: str,
+    step: Mapping[str, Any],
+    attempt: int,
+    waiting_for: list[str],
+    *,
+    resume_on_any: bool = False,
 ) -> EventInput:
     """The ``little.step.suspended`` that ends attempt ``attempt`` of ``path`` waiting for the
-    sub-runs ``waiting_for`` (same occurrence as the attempt's other ends: it ends once)."""
+    sub-runs ``waiting_for`` (same occurrence as the attempt's other ends: it ends once).
+    ``resume_on_any``: the step is due again at the first of them to end
+    (``resumeOn: "any"``: calls held back behind an orchestrator's gate start then); without
+    it, once they all ended (the field absent, as before it existed)."""
     from little_dist.run_state._subruns import STEP_SUSPENDED
 
+    payload: dict[str, Any] = {
+        "stepPath": path,
+        "stepId": step.get("id"),
+        "attempt": attempt,
+        "attemptId": f"attempt_{attempt}",
+        "waitingFor": list(dict.fromkeys(waiting_for)),
+    }
+    if resume_on_any:
+        payload["resumeOn"] = "any"
     return EventInput(
         type=STEP_SUSPENDED,
         occurrence_id=occurrences.attempt_ended(path, attempt),
-        payload={
-            "stepPath": path,
-            "stepId": step.get("id"),
-            "attempt": attempt,
-            "attemptId": f"attempt_{attempt}",
-            "waitingFor": list(dict.fromkeys(waiting_for)),
-        },
+        payload=payload,
     )

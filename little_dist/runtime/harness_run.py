@@ -166,7 +166,11 @@ def run_and_judge(
             if pending.starts:
                 recorder.flush()
                 capabilities.sub_runs.start_many(pending.starts)
-            return [step_suspended(path, step, attempt, pending.child_run_ids)]
+            return [
+                step_suspended(
+                    path, step, attempt, pending.child_run_ids, resume_on_any=pending.held
+                )
+            ]
         except Exception as exc:  # the attempt fails; the runner and the log carry on
             from little_dist.harness.errors import reraise_guard_error
 

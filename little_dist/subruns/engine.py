@@ -76,19 +76,23 @@ __all__ = [
 
 @dataclass(frozen=True)
 class ChildToStart:
-    """A child to submit: its run id, workflow, input and parent link (``RunStarted``)."""
+    """A child to submit: its run id, workflow, input and parent link (``RunStarted``);
+    ``version``: the WorkflowVersion it runs when one was planned before (an orchestrator's
+    ``plan_workflow``), else ``None`` (the workflow's fixed plan, or its planner's)."""
 
     child_run_id: str
     workflow: WorkflowDefinition
     run_input: Any
     parent: Mapping[str, Any]
+    version: WorkflowVersion | None = None
 
 
 class SubRunHost(Protocol):
     """Where a fleet worker's workflow tools start their sub-runs (the fleet's is
     :class:`little_dist.fleet.sub_runs.FleetSubRuns`): ``start`` submits the child run
     ``child_run_id`` of ``workflow`` on ``run_input`` with the parent link ``parent`` in its
-    ``RunStarted``, idempotently (the same id again is a no-op), and returns at once;
+    ``RunStarted``, idempotently (the same id again is a no-op), and returns at once (a
+    ``version`` given: that WorkflowVersion of the workflow, planned before);
     ``start_many`` submits several the same way, in as few round trips as it can."""
 
     def start_many(self, starts: list[ChildToStart]) -> None: ...
@@ -99,6 +103,8 @@ class SubRunHost(Protocol):
         workflow: WorkflowDefinition,
         run_input: Any,
         parent: Mapping[str, Any],
+        *,
+        version: WorkflowVersion | None = None,
     ) -> None: ...
 
 
@@ -261,6 +267,7 @@ def start_elsewhere(
     host: SubRunHost,
     *,
     pipeline_store: str | None = None,
+    version: WorkflowVersion | None = None,
 ) -> SubRunOutcome:
     """The call's child run on a fleet (``host`` starts it there): its outcome once it
     ended, else raise :class:`~little_dist.harness.errors.SubRunPending` after starting it
@@ -271,7 +278,8 @@ def start_elsewhere(
     attempt): its outcome, without reading the child; the child started by an earlier
     attempt: started again (idempotent: that attempt may have died between its record and
     its submit) and its log read for an end; neither: recorded, started, pending. The
-    child's link carries what it inherits (``pipeline_store``: as :func:`await_sub_run`)."""
+    child's link carries what it inherits (``pipeline_store``: as :func:`await_sub_run`);
+    ``version``: the child runs that WorkflowVersion (as :func:`await_sub_run`)."""
     from little_dist.harness.errors import SubRunPending
 
     link = _link(info)
@@ -288,8 +296,11 @@ def start_elsewhere(
         # Recorded with the turn's other calls' (written before any child is submitted);
         # the attempt submits them all at once before it suspends.
         _record_started(info, link, child, workflow, run_input, durable=False)
-        raise SubRunPending([child], [ChildToStart(child, workflow, run_input, parent)])
-    host.start(child, workflow, run_input, parent)
+        raise SubRunPending([child], [ChildToStart(child, workflow, run_input, parent, version)])
+    if version is None:
+        host.start(child, workflow, run_input, parent)
+    else:
+        host.start(child, workflow, run_input, parent, version=version)
     outcome = read_outcome(world, child)
     if outcome is None:
         raise SubRunPending([child])

@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import json
 import threading
+import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -80,13 +81,14 @@ if TYPE_CHECKING:
     from little_dist.compiler import WorkflowVersion
     from little_dist.harness.tool_calls import ToolCallInfo
     from little_dist.harness.types import Harness, HarnessContext, HarnessRole
-    from little_dist.subruns.engine import SubRunOutcome
+    from little_dist.subruns.engine import SubRunHost, SubRunOutcome
     from little_dist.world.base import World
 
 __all__ = [
     "DEFAULT_MAX_CONCURRENT_SUB_RUNS",
     "OrchestrationError",
     "orchestrator_tools",
+    "orchestrator_workflow",
     "output_summary",
     "run_orchestration",
     "with_orchestrator_memory",
@@ -210,7 +212,13 @@ class _Orchestration:
         self.harness = harness
         #: The orchestration's pipeline memory store, mounted read-only in its sub-runs.
         self.pipeline_store = pipeline_store_id(wf.definition_hash() for wf in workflows)
+        self.limit = limit
         self.gate = threading.BoundedSemaphore(limit)
+        #: On a fleet worker, per attempt (its recorder): the model turn and how many of
+        #: its calls wait for a running child (the gate there; see :meth:`run_on_fleet`).
+        self.open_calls: weakref.WeakKeyDictionary[Any, tuple[int | None, int]] = (
+            weakref.WeakKeyDictionary()
+        )
         self.planned: dict[str, tuple[WorkflowDefinition, WorkflowVersion]] = {}
         self.lock = threading.Lock()
 
@@ -246,6 +254,10 @@ class _Orchestration:
         key = call_key_of(info)
         plan_run = f"run_plan_{key.split(':', 1)[-1][:32]}"
         base = {"parentRunId": info.ctx.run_id, "childRunId": plan_run}
+        planned = info.ctx.memo.sub_run_end(plan_run)
+        if planned is not None and planned.get("status") == "planned":
+            # A resumed attempt (its start_workflow call suspended): planned already.
+            return self.version(recorder.world, planned.get("workflowVersionId"))[1]
         recorder.append(
             SUB_RUN_STARTED,
             {
@@ -327,6 +339,9 @@ class _Orchestration:
             check_version_input(version, "structure", run_input)
         except VersionReuseError as error:
             raise OrchestrationError(str(error)) from error
+        host = info.ctx.sub_runs
+        if host is not None:
+            return self.run_on_fleet(info, wf, version, run_input, host)
         with self.gate:
             outcome = await_sub_run(
                 info,
@@ -336,6 +351,50 @@ class _Orchestration:
                 version=version,
                 pipeline_store=self.pipeline_store,
             )
+        return _tool_result(outcome, info)
+
+    def run_on_fleet(
+        self,
+        info: ToolCallInfo,
+        wf: WorkflowDefinition,
+        version: WorkflowVersion,
+        run_input: Any,
+        host: SubRunHost,
+    ) -> dict[str, Any]:
+        """The call's sub-run on a fleet worker: started there, and the attempt suspends
+        (:func:`~little_dist.subruns.engine.start_elsewhere`); its result once it ended.
+
+        The gate without a thread: the calls of one model turn are made in order, and the
+        turn's calls that wait for a running child are counted; a call whose child is not
+        started yet, made while ``maxConcurrentSubRuns`` of them wait, is held back (its
+        child is not started, nothing of it is recorded) and the attempt suspends with
+        ``resumeOn: "any"``: it is due again at the first of the waited children's end,
+        replays the turn from the memo (the ended children's results, the others still
+        waiting) and starts the held-back children in order while places are free."""
+        from little_dist.harness.errors import SubRunPending
+        from little_dist.subruns.engine import child_run_id_for, start_elsewhere
+
+        recorder = info.ctx.recorder
+        with self.lock:
+            turn, waiting = self.open_calls.get(recorder, (info.turn, 0))
+            if turn != info.turn:
+                turn, waiting = info.turn, 0
+            self.open_calls[recorder] = (turn, waiting)
+        if waiting >= self.limit and not info.ctx.memo.sub_run_started(child_run_id_for(info)):
+            raise SubRunPending([], held=True)
+        try:
+            outcome = start_elsewhere(
+                info,
+                wf,
+                run_input,
+                host,
+                pipeline_store=self.pipeline_store,
+                version=version,
+            )
+        except SubRunPending:
+            with self.lock:
+                self.open_calls[recorder] = (turn, waiting + 1)
+            raise
         return _tool_result(outcome, info)
 
 
@@ -354,6 +413,11 @@ class _OrchestratorTool(Tool):
             },
         )
         self.orchestration = orchestration
+
+    @property
+    def sub_run_workflows(self) -> tuple[WorkflowDefinition, ...]:
+        """The workflows its calls run as sub-runs (a fleet's registry loads them)."""
+        return tuple(self.orchestration.by_id.values())
 
     def call(self, arguments: Mapping[str, Any]) -> Any:
         raise InvalidInputError(f"tool {self.name!r} is called by an orchestrator's model only")
@@ -447,36 +511,28 @@ def with_orchestrator_memory(
     return dataclasses.replace(orchestrator, memory_mounts=tuple(mounts))
 
 
-def run_orchestration(
+def orchestrator_workflow(
     workflows: Sequence[WorkflowDefinition],
-    input: Any,
     *,
     model: Any,
     id: str = "orchestrator",
     input_schema: Any = _OBJECT_INPUT,
     output: Any = str,
     system: str | None = None,
-    world: World | None = None,
-    run_id: str | None = None,
     harness: Harness | Mapping[HarnessRole, Harness] | None = None,
     max_concurrent_sub_runs: int = DEFAULT_MAX_CONCURRENT_SUB_RUNS,
     bash: BashCapabilities | Mapping[str, Any] | None = None,
-) -> RunResult:
-    """Run an orchestrator model over ``workflows`` on ``input`` in this process (see the
-    module docstring); returns the orchestrator run's result (its output is the model's
-    final answer: text, or ``output``'s type/schema). ``input_schema`` (default: any
-    object) is the orchestrator's input (a pydantic model, a type or a JSON Schema).
-
-    ``model``: the orchestrator's model (a litellm string or ``model(...)``); ``system``:
-    text put before the generated instructions; ``harness``: the sub-runs' harness;
-    ``bash``: upstream's bash capabilities of the orchestrator (``{}`` for the defaults):
-    given, its model also has the sandboxed bash tool, and sub-run outputs come to it as
-    files in its scratch (``outputPath``) instead of inline.
-    """
-    from little_dist.authoring import define_workflow, run_workflow
+) -> WorkflowDefinition:
+    """The orchestrator over ``workflows`` as a workflow of its own (what
+    :func:`run_orchestration` runs; the arguments are its): one ``ai.generate`` step,
+    ``orchestrate``, offered the three tools. Define it at the top level of an app module
+    and a fleet runs it like any workflow: the workers' registry knows it and the workflows
+    its tools run (their ``sub_run_workflows``), a client submits it by definition or id,
+    and its tools' sub-runs suspend its step instead of waiting in a worker's thread."""
+    from little_dist.authoring import define_workflow
 
     if not workflows:
-        raise InvalidInputError("run_orchestration needs at least one workflow")
+        raise InvalidInputError("an orchestrator needs at least one workflow")
     tools = orchestrator_tools(
         workflows, harness=harness, max_concurrent_sub_runs=max_concurrent_sub_runs
     )
@@ -516,5 +572,49 @@ def run_orchestration(
         system=(system + "\n\n" if system else "") + instructions,
         plan=plan,
     )
-    orchestrator = with_orchestrator_memory(orchestrator, workflows)
+    return with_orchestrator_memory(orchestrator, workflows)
+
+
+def run_orchestration(
+    workflows: Sequence[WorkflowDefinition],
+    input: Any,
+    *,
+    model: Any,
+    id: str = "orchestrator",
+    input_schema: Any = _OBJECT_INPUT,
+    output: Any = str,
+    system: str | None = None,
+    world: World | None = None,
+    run_id: str | None = None,
+    harness: Harness | Mapping[HarnessRole, Harness] | None = None,
+    max_concurrent_sub_runs: int = DEFAULT_MAX_CONCURRENT_SUB_RUNS,
+    bash: BashCapabilities | Mapping[str, Any] | None = None,
+) -> RunResult:
+    """Run an orchestrator model over ``workflows`` on ``input`` in this process (see the
+    module docstring); returns the orchestrator run's result (its output is the model's
+    final answer: text, or ``output``'s type/schema). ``input_schema`` (default: any
+    object) is the orchestrator's input (a pydantic model, a type or a JSON Schema).
+
+    ``model``: the orchestrator's model (a litellm string or ``model(...)``); ``system``:
+    text put before the generated instructions; ``harness``: the sub-runs' harness;
+    ``bash``: upstream's bash capabilities of the orchestrator (``{}`` for the defaults):
+    given, its model also has the sandboxed bash tool, and sub-run outputs come to it as
+    files in its scratch (``outputPath``) instead of inline. The workflow it runs is
+    :func:`orchestrator_workflow`'s.
+    """
+    from little_dist.authoring import run_workflow
+
+    if not workflows:
+        raise InvalidInputError("run_orchestration needs at least one workflow")
+    orchestrator = orchestrator_workflow(
+        workflows,
+        model=model,
+        id=id,
+        input_schema=input_schema,
+        output=output,
+        system=system,
+        harness=harness,
+        max_concurrent_sub_runs=max_concurrent_sub_runs,
+        bash=bash,
+    )
     return run_workflow(orchestrator, input, world=world, run_id=run_id)

@@ -136,6 +136,11 @@ class WorkflowTool(Tool):
             input_schema=schema,
         )
 
+    @property
+    def sub_run_workflows(self) -> tuple[WorkflowDefinition, ...]:
+        """The workflow its calls run as sub-runs (a fleet's registry loads it)."""
+        return (self.workflow,)
+
     def __repr__(self) -> str:
         return f"WorkflowTool({self.name!r}, workflow={self.workflow.id!r})"
 
