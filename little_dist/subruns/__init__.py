@@ -96,9 +96,15 @@ a planning that fails for good records ``RunFailed`` with the link, which reache
 parent's call as the child's error. The planner's model calls are in the child's log: its
 report counts them, and the parent's rolls them up.
 
-Not on the fleet yet: the orchestrator's tools (they still wait in the worker's thread),
-and a planned child's inheritance (the planner's ``RunStarted`` carries the parent link
-but not yet what the child inherits).
+The orchestrator's ``run_workflow`` / ``start_workflow`` suspend the same way (a child of a
+planned version: :class:`~little_dist.subruns.engine.ChildToStart` carries it), and its
+``maxConcurrentSubRuns`` gate holds calls back without a thread: the attempt suspends with
+``resumeOn: "any"`` and is due again at the first of its children's end
+(:mod:`.orchestrator`; ``tests/test_orchestrate_fleet.py``).
+
+Not on the fleet yet: planning in ``plan_workflow`` / ``start_workflow`` (it runs in the
+worker's thread), and a planned child's inheritance (the planner's ``RunStarted`` carries
+the parent link but not yet what the child inherits).
 """
 
 from __future__ import annotations

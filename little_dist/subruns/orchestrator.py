@@ -40,6 +40,18 @@ workflowVersionId 'x'.``).
 >= 1) bounds the sub-runs running at once across the orchestrator's calls: further calls
 wait for a place (upstream's concurrency gate), none is refused.
 
+On a fleet worker (the harness context has a ``sub_runs`` host) no call waits in the
+worker's thread: ``run_workflow`` and ``start_workflow`` start their child on the fleet and
+the attempt suspends (:func:`~little_dist.subruns.engine.start_elsewhere`, with the planned
+version and the pipeline store); a resumed attempt replays the turn and takes the results.
+The gate is kept without a thread: a call made while ``max_concurrent_sub_runs`` of its
+turn's children run is held back (nothing recorded, nothing started), and the attempt
+suspends with ``resumeOn: "any"``, due again at the first of those children's end, when
+the replayed turn starts the held-back calls' children in order
+(:meth:`_Orchestration.run_on_fleet`). :func:`orchestrator_workflow` is the orchestrator as
+a workflow an app module defines, so that a fleet's registry knows it (and, through its
+tools' ``sub_run_workflows``, the workflows they run) and a client submits it.
+
 Memory, as upstream mounts it for an orchestrating session (:func:`with_orchestrator_memory`):
 with ``bash=`` the orchestrator's model is offered the bash tool and sees
 ``/mnt/memory/pipeline/`` (``rw``: the store of this set of workflows, keyed by their
@@ -51,8 +63,8 @@ sub-runs the tools start see that pipeline store read-only at ``/mnt/memory/pipe
 orchestrator's ``bash=``: it is recorded in each child's ``RunStarted``, so the child's
 attempts mount it wherever they run (:mod:`little_dist.subruns.inherited`).
 
-Not yet: the orchestrator's own tools on the fleet still wait in the worker's thread (see
-the package docstring for how a workflow tool's wait suspends there).
+Not yet: a ``plan_workflow`` / ``start_workflow`` call plans in the worker's thread (on its
+planning run, once: a resumed attempt takes the planned version from its log).
 """
 
 from __future__ import annotations
