@@ -230,6 +230,42 @@ def _json_values(text: str) -> list[Any]:
     return values
 
 
+@pytest.mark.integration
+@pytest.mark.timeout(240)
+def test_run_workflow_runs_the_version_plan_workflow_planned_on_the_fleet(
+    fleet_env: FleetEnv,
+) -> None:
+    from tests.orchestrate_fleet_app import (
+        PLAN_THEN_RUN,
+        PLANNED_INPUT,
+        RUN_INPUTS,
+        gated,
+        planned_kid_version_id,
+    )
+
+    _configure(fleet_env)
+    start_scheduler(fleet_env)
+    start_worker(fleet_env, app=APP, concurrency=1)
+    run_id = _submit(fleet_env, gated, PLAN_THEN_RUN)
+    events = _completed(fleet_env, run_id)
+    planned = planned_kid_version_id(PLANNED_INPUT)
+    (plan,) = [e for e in _types(events, SUB_RUN_ENDED) if e.payload["status"] == "planned"]
+    assert plan.payload["workflowVersionId"] == planned
+    logs = _check_children(fleet_env, run_id, len(RUN_INPUTS))
+    for child_events in logs.values():
+        (started,) = _types(child_events, "RunStarted")
+        assert started.payload["workflowVersionId"] == planned
+    succeeded = [
+        e
+        for e in _types(events, "harness.tool_call.succeeded")
+        if e.payload["toolName"] == "run_workflow"
+    ]
+    outputs = sorted(e.payload["result"]["output"]["value"] for e in succeeded)
+    assert outputs == [2, 4, 6]
+    assert max(_open_counts(fleet_env, events)) <= 2
+    assert _types(events, STEP_SUSPENDED)[0].payload["resumeOn"] == "any"
+
+
 def test_the_fleet_registry_knows_an_orchestrator_and_the_workflows_its_tools_run() -> None:
     registry = load_registry(APP)
     assert sorted(registry.workflows) == ["orch.files", "orch.gated", "sub.kid"]
