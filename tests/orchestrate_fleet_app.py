@@ -11,7 +11,7 @@ so that the workers' registry knows them and the workflow their tools run:
   (``outputPath``) that its model reads with bash.
 
 The orchestrators' model (``scripted/orch``) follows the scenario its input names
-(:data:`SCENARIOS`: the ``start_workflow`` calls of its first turn, all in one turn); once it
+(:data:`SCENARIOS`: the calls of its first turn, all in one turn); once it
 has every call's result it answers :data:`DONE` (``orch.files`` first reads the result files
 with :data:`READ_RESULTS`). In :data:`PLAN_THEN_RUN` it plans ``sub.kid`` once
 (``plan_workflow``), then runs that version on :data:`RUN_INPUTS` (``run_workflow``). The
@@ -36,6 +36,7 @@ __all__ = [
     "READ_RESULTS",
     "RUN_INPUTS",
     "SCENARIOS",
+    "SLEEP_IN_BASH",
     "WORKFLOWS",
     "build_script",
     "files",
@@ -46,6 +47,7 @@ __all__ = [
 SCRIPT_ENV = "LITTLE_ORCH_APP_SCRIPT"
 DONE = "the orchestration is done"
 READ_RESULTS = "cat /mnt/scratch/own/workflow-results/*/output.json"
+SLEEP_IN_BASH = "sleep 8"
 
 
 def _start(n: int, sleep: float) -> tuple[str, dict[str, Any]]:
@@ -57,6 +59,8 @@ SCENARIOS: dict[str, list[tuple[str, dict[str, Any]]]] = {
     "four-kids": [_start(n, 0.5) for n in range(1, 5)],
     "slow-kids": [_start(n, 2.5) for n in range(1, 5)],
     "file-kids": [_start(n, 0.3) for n in range(1, 4)],
+    # (orch.files: its worker is killed in the bash command, before the attempt suspends)
+    "kill-in-bash": [_start(1, 0.3), _start(2, 0.3), ("bash", {"cmd": SLEEP_IN_BASH})],
 }
 
 #: ``plan_workflow`` once, then ``run_workflow`` of that version on three inputs (one turn).

@@ -190,6 +190,46 @@ def test_sigkill_of_the_orchestrators_worker_loses_no_result_and_starts_no_child
 
 
 @pytest.mark.integration
+@pytest.mark.timeout(300)
+def test_sigkill_of_the_orchestrators_worker_before_its_suspension_commits(
+    fleet_env: FleetEnv,
+) -> None:
+    # The orchestrator's turn starts two children, then runs a bash command: its worker is
+    # killed in that command, before the attempt suspended. The retry replays the turn,
+    # takes the planned versions from the log, finds the two children (the same ids) and
+    # starts no other.
+    from tests.orchestrate_fleet_app import SLEEP_IN_BASH, files
+
+    _configure(fleet_env)
+    start_scheduler(fleet_env)
+    worker = start_worker(fleet_env, app=APP, concurrency=2)
+    run_id = _submit(fleet_env, files, "kill-in-bash")
+
+    def in_bash() -> bool:
+        # (the call's write-ahead record; the command's own events are written with its end)
+        events = fleet_env.world().list_events(run_id)
+        return any(
+            e.type == "harness.tool_call.started" and e.payload.get("toolName") == "bash"
+            for e in events
+        )
+
+    _wait_until("the bash command running", in_bash)
+    time.sleep(1.0)  # (well inside its eight seconds)
+    worker.kill()
+    start_worker(fleet_env, app=APP, concurrency=2)
+    events = _completed(fleet_env, run_id, timeout=200)
+    _check_children(fleet_env, run_id, 2)
+    assert sorted(_calls(events)) == [1, 2]
+    commands = _types(events, "harness.runtime.command.started")
+    assert [e.payload["command"] for e in commands] == [SLEEP_IN_BASH]  # (the retry's)
+    assert commands[0].payload["attempt"] == 2
+    failed = _types(events, "StepFailed")
+    assert [e.payload["error"]["causeCode"] for e in failed] == ["lease_expired"]
+    # two planning runs and two children, each recorded once
+    assert len(_types(events, SUB_RUN_STARTED)) == 4
+
+
+@pytest.mark.integration
 @pytest.mark.timeout(240)
 def test_with_bash_the_outputs_come_as_files_the_orchestrators_bash_reads(
     fleet_env: FleetEnv,
