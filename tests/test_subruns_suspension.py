@@ -234,14 +234,17 @@ def _suspend_on_any(sim: Sim, attempt: int, children: list[str]) -> None:
 
 
 def _folded_from_scratch(sim: Sim) -> Any:
+    """The run's events folded again, in two parts with a snapshot between (the scheduler
+    folds a run's new events onto its cached state), the cut just after the suspension."""
     from little_dist.run_state import RunStateBuilder, fold_events
 
-    # The scheduler folds a run's new events onto its cached state: a view made from a
-    # snapshot must remember which steps resume on any, as one fold from the start does.
     builder = RunStateBuilder(sim.run_id)
     events = sim.events()
-    builder.apply_all(events[: len(events) // 2])
-    return fold_events(builder.snapshot(), events[len(events) // 2 :])
+    cut = next(i for i, e in enumerate(events) if e.type == STEP_SUSPENDED) + 1
+    builder.apply_all(events[:cut])
+    snapshot = builder.snapshot()
+    assert snapshot.sub_runs.resume_on_any == {"a"}
+    return fold_events(snapshot, events[cut:])
 
 
 def test_a_suspension_without_resume_on_records_no_such_field() -> None:
@@ -267,9 +270,9 @@ def test_a_suspension_on_any_is_due_again_at_the_first_of_its_childrens_ends() -
     assert state.sub_runs.suspended == frozenset()
     assert state.sub_runs.resume_on_any == frozenset()
     assert state.sub_runs.open_children == ("run_sub_1",)
-    for folded in (_folded_from_scratch(sim),):
-        assert folded.steps["a"].waiting_for == frozenset()
-        assert folded.sub_runs.resume_on_any == frozenset()
+    folded = _folded_from_scratch(sim)
+    assert folded.steps["a"].waiting_for == frozenset()
+    assert folded.sub_runs.resume_on_any == frozenset()
     (resume,) = sim.decide().dispatch
     assert (resume.step_path, resume.attempt) == ("a", 2)
     sim.start(resume)
