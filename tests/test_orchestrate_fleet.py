@@ -311,3 +311,39 @@ def test_the_fleet_registry_knows_an_orchestrator_and_the_workflows_its_tools_ru
     assert sorted(registry.workflows) == ["orch.files", "orch.gated", "sub.kid"]
     tools = registry.capabilities_for_workflow("orch.gated").tools
     assert {"plan_workflow", "run_workflow", "start_workflow"} <= set(tools.names())
+
+
+def test_start_many_submits_one_batch_per_workflow_and_planned_version(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from types import SimpleNamespace
+
+    from little_dist.fleet import submission
+    from little_dist.fleet.sub_runs import FleetSubRuns
+    from little_dist.subruns.engine import ChildToStart
+    from tests.orchestrate_fleet_app import files, gated
+
+    batches: list[tuple[Any, list[str]]] = []
+
+    def submit_runs(world: Any, workflow: Any, inputs: Any, **options: Any) -> list[str]:
+        batches.append((workflow, list(options["run_ids"])))
+        return list(options["run_ids"])
+
+    monkeypatch.setattr(submission, "submit_runs", submit_runs)
+    one = SimpleNamespace(id="wfver_one")
+    two = SimpleNamespace(id="wfver_two")
+    runtime = SimpleNamespace(world=None, settings=None, registry=None)
+    starts = [
+        ChildToStart("run_sub_a", gated, {}, {}, one),
+        ChildToStart("run_sub_b", gated, {}, {}, two),
+        ChildToStart("run_sub_c", gated, {}, {}, one),
+        ChildToStart("run_sub_d", gated, {}, {}),
+        ChildToStart("run_sub_e", files, {}, {}),
+    ]
+    FleetSubRuns(runtime).start_many(starts)
+    assert batches == [
+        (one, ["run_sub_a", "run_sub_c"]),
+        (two, ["run_sub_b"]),
+        (gated, ["run_sub_d"]),
+        (files, ["run_sub_e"]),
+    ]
