@@ -12,6 +12,7 @@ import os
 import socket
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
@@ -22,7 +23,7 @@ from little_dist.events import RUN_END_EVENT_TYPES, Event, EventInput
 from little_dist.fleet.dispatch import advance_run
 from little_dist.fleet.engine_events import CANCEL_EVENT_TYPE
 from little_dist.fleet.run_tracker import RunTracker
-from little_dist.fleet.submission import submit_run, submit_runs
+from little_dist.fleet.submission import SharedRedis, submit_run, submit_runs
 from little_dist.ids import validate_run_id
 from little_dist.litellm_prices import litellm_price_fallback
 from little_dist.local_runner import RunMismatchError
@@ -199,6 +200,9 @@ class Client:
         self._window: FanoutWindow | None = None
         self._window_open = False
         self._fleet_redis: Any = None
+        self._shared: SharedRedis | None = None
+        self._shared_known = False
+        self._looks: ThreadPoolExecutor | None = None
 
     # -- wiring ------------------------------------------------------------------------------
 
@@ -262,8 +266,47 @@ class Client:
 
         return ActiveRuns(self._fleet_redis, active_runs_key(self.settings)).add
 
+    def _at_once(self) -> SharedRedis | None:
+        """The fleet, when its world, its scheduler's Redis and its broker are one Redis
+        server and database and tasks go through Celery: then a submit starts a run and
+        sends its first tasks in one round trip (see
+        :mod:`~little_dist.fleet.submission`). ``None`` elsewhere (a broker on another
+        Redis or not on Redis, a world of its own, a queue given to the client): submits
+        go the step-by-step way. Found out once."""
+        if self._shared_known:
+            return self._shared
+        self._shared_known = True
+        from little_dist.fleet.queue import CeleryQueue
+        from little_dist.world.redis_s3 import RedisS3World
+
+        self._open_fleet_redis()
+        world, queue = self.world, self.queue
+        if (
+            self._fleet_redis is None
+            or not isinstance(world, RedisS3World)
+            or not isinstance(queue, CeleryQueue)
+            or queue.broker_db is None
+        ):
+            return None
+        import redis as redis_lib
+
+        from little_dist.fleet.scheduler import active_runs_key
+        from little_dist.world.redis_s3.redis_calls import redis_address
+
+        broker = redis_lib.Redis.from_url(str(queue.app.conf.broker_url))  # (not connected)
+        where = world.redis_address()
+        if where != redis_address(self._fleet_redis) or where != redis_address(broker):
+            return None
+        self._looks = ThreadPoolExecutor(max_workers=2, thread_name_prefix="little-look")
+        self._shared = SharedRedis(queue, active_runs_key(self.settings), self._looks)
+        return self._shared
+
     def close(self) -> None:
         """Close what the client opened (the world and the Celery app it built)."""
+        self._shared, self._shared_known = None, False
+        if self._looks is not None:
+            self._looks.shutdown(wait=True)
+            self._looks = None
         self._window = None
         if self._fleet_redis is not None:
             self._fleet_redis.close()
@@ -314,6 +357,7 @@ class Client:
             holder=self._holder,
             window=self.window,
             announce=self._announce(),
+            shared=self._at_once(),
         )
 
     def submit_many(
