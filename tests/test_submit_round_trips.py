@@ -14,6 +14,7 @@ run submitted this way to its end.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import threading
 import uuid
@@ -78,8 +79,25 @@ def _args_of(message: dict[str, Any]) -> list[Any]:
     return list(body[0])
 
 
+@contextmanager
+def _inside_a_task(queue: CeleryQueue) -> Iterator[None]:
+    """As if a worker ran a task now (Celery's ``current_worker_task``): what is sent is
+    its child (``parent_id``, ``root_id``)."""
+    from celery._state import _task_stack
+
+    task = queue.app.tasks["little.plan"]
+    task.push_request(id="task-parent", root_id="task-root", called_directly=False)
+    _task_stack.push(task)
+    try:
+        yield
+    finally:
+        _task_stack.pop()
+        task.pop_request()
+
+
 def test_a_printed_message_is_what_send_task_sends(fleet_env: FleetEnv) -> None:
-    """Byte for byte, apart from the ids and the event's time: with and without a note."""
+    """Byte for byte, apart from the ids and the event's time: with and without a note, and
+    from inside a task (whose child the task sent is)."""
     client = fleet_env.client()
     queue = client.queue
     assert isinstance(queue, CeleryQueue)
@@ -90,9 +108,18 @@ def test_a_printed_message_is_what_send_task_sends(fleet_env: FleetEnv) -> None:
     pubsub = listen.pubsub()
     pubsub.subscribe(f"/{db}.celeryev/task.sent")
     assert pubsub.get_message(timeout=5)["type"] == "subscribe"
-    for note in (None, {"parentRunId": "run_parent"}):
+    # (The task context finalizes the app: send_task then adds the registered task's
+    # options, its time limits, to what it sends; the last case is sent so.)
+    cases: list[tuple[dict[str, str] | None, bool]] = [
+        (None, False),
+        ({"parentRunId": "run_parent"}, False),
+        (None, True),
+        ({"parentRunId": "run_parent"}, False),
+    ]
+    for note, in_task in cases:
         args = ("run_x", "fan[3].step", 2)
-        queue.send("little.execute_step", args, "worker", note=note)
+        with _inside_a_task(queue) if in_task else contextlib.nullcontext():
+            queue.send("little.execute_step", args, "worker", note=note)
         raw = listen.rpop(settings.queue_for("worker"))
         assert raw is not None
         event = pubsub.get_message(timeout=5)
@@ -105,23 +132,51 @@ def test_a_printed_message_is_what_send_task_sends(fleet_env: FleetEnv) -> None:
         assert push.topic == event["channel"].decode()
         # A fresh print differs in its ids only.
         assert push.message != raw.decode()
-        again = queue._messages.push(  # type: ignore[union-attr]
-            "little.execute_step",
-            args,
-            "worker",
-            note=note,
-            task_id=sent["headers"]["id"],
-            delivery_tags=(
-                sent["properties"]["delivery_tag"],
-                sent_event["properties"]["delivery_tag"],
-            ),
-            timestamp=stamp["timestamp"],
-            clock=stamp["clock"],
-        )
+        printer = _print_in_task if in_task else _print
+        again = printer(queue, args, note, sent, sent_event, stamp)
         assert again.message == raw.decode()
         assert again.event == event["data"].decode()
+        assert (sent["headers"]["parent_id"] == "task-parent") is in_task
     pubsub.close()
     listen.close()
+
+
+def _print(
+    queue: CeleryQueue,
+    args: tuple[Any, ...],
+    note: dict[str, str] | None,
+    sent: dict[str, Any],
+    sent_event: dict[str, Any],
+    stamp: dict[str, Any],
+) -> Any:
+    """The push of what ``sent`` sent, with its ids and its event's time and clock."""
+    messages = queue._messages
+    assert messages is not None
+    return messages.push(
+        "little.execute_step",
+        args,
+        "worker",
+        note=note,
+        task_id=sent["headers"]["id"],
+        delivery_tags=(
+            sent["properties"]["delivery_tag"],
+            sent_event["properties"]["delivery_tag"],
+        ),
+        timestamp=stamp["timestamp"],
+        clock=stamp["clock"],
+    )
+
+
+def _print_in_task(
+    queue: CeleryQueue,
+    args: tuple[Any, ...],
+    note: dict[str, str] | None,
+    sent: dict[str, Any],
+    sent_event: dict[str, Any],
+    stamp: dict[str, Any],
+) -> Any:
+    with _inside_a_task(queue):
+        return _print(queue, args, note, sent, sent_event, stamp)
 
 
 def test_a_submit_on_one_redis_is_one_round_trip(fleet_env: FleetEnv) -> None:
@@ -222,3 +277,34 @@ def test_a_run_submitted_in_one_round_trip_runs_to_its_end(fleet_env: FleetEnv) 
     # Exactly one StepScheduled per step: nothing decided twice.
     scheduled = [e for e in world.list_events(run_id) if e.type == "StepScheduled"]
     assert len(scheduled) == len({e.payload["stepPath"] for e in scheduled}) == 3
+
+
+def test_the_submit_task_starts_a_run_in_one_script_too(fleet_env: FleetEnv) -> None:
+    """``little.submit_run`` on a worker goes the same way: no scheduler runs here, yet the
+    run is among the scheduler's active runs (the script added it; the step-by-step way
+    leaves that to the scheduler its start signals) and its start signalled nobody."""
+    from little_dist.fleet.sending import TASK_SUBMIT_RUN
+
+    start_worker(fleet_env, timeout=90)
+    client = fleet_env.client()
+    run_id = f"run_task_{uuid.uuid4().hex[:8]}"
+    client.app.send_task(
+        TASK_SUBMIT_RUN,
+        kwargs={"lwir": wf.chain_lwir(2), "input": {"n": 1}, "run_id": run_id},
+        queue=fleet_env.queues["planner"],
+    )
+    state = client.wait(run_id, timeout=90)
+    assert state.status == "completed"
+    settings = fleet_env.settings()
+    check = redis.Redis.from_url(fleet_env.redis_url)
+    try:
+        assert check.sismember(active_runs_key(settings), run_id)
+        signals = check.xrange(settings.signal_stream)
+    finally:
+        check.close()
+    started = [
+        fields
+        for _, fields in signals
+        if fields[b"run"].decode() == run_id and int(fields[b"seq"]) <= 3
+    ]
+    assert started == []

@@ -23,7 +23,8 @@ from little_dist.events import RUN_END_EVENT_TYPES, Event, EventInput
 from little_dist.fleet.dispatch import advance_run
 from little_dist.fleet.engine_events import CANCEL_EVENT_TYPE
 from little_dist.fleet.run_tracker import RunTracker
-from little_dist.fleet.submission import SharedRedis, submit_run, submit_runs
+from little_dist.fleet.shared_redis import SharedRedis, shared_redis
+from little_dist.fleet.submission import submit_run, submit_runs
 from little_dist.ids import validate_run_id
 from little_dist.litellm_prices import litellm_price_fallback
 from little_dist.local_runner import RunMismatchError
@@ -276,29 +277,12 @@ class Client:
         if self._shared_known:
             return self._shared
         self._shared_known = True
-        from little_dist.fleet.queue import CeleryQueue
-        from little_dist.world.redis_s3 import RedisS3World
-
-        self._open_fleet_redis()
-        world, queue = self.world, self.queue
-        if (
-            self._fleet_redis is None
-            or not isinstance(world, RedisS3World)
-            or not isinstance(queue, CeleryQueue)
-            or queue.broker_db is None
-        ):
-            return None
-        import redis as redis_lib
-
-        from little_dist.fleet.scheduler import active_runs_key
-        from little_dist.world.redis_s3.redis_calls import redis_address
-
-        broker = redis_lib.Redis.from_url(str(queue.app.conf.broker_url))  # (not connected)
-        where = world.redis_address()
-        if where != redis_address(self._fleet_redis) or where != redis_address(broker):
-            return None
-        self._looks = ThreadPoolExecutor(max_workers=2, thread_name_prefix="little-look")
-        self._shared = SharedRedis(queue, active_runs_key(self.settings), self._looks)
+        looks = ThreadPoolExecutor(max_workers=2, thread_name_prefix="little-look")
+        self._shared = shared_redis(self.world, self.queue, self.settings, looks)
+        if self._shared is None:
+            looks.shutdown()
+        else:
+            self._looks = looks
         return self._shared
 
     def close(self) -> None:

@@ -10,7 +10,8 @@ scheduler would only make the same first decision at the same moment: the client
 run to the scheduler's active runs before recording its start, and the start does not
 signal it (a client that dies before its first decision leaves the run to the scheduler's
 next sweeps, seconds later). Runs submitted without a Celery app to send with (and the
-``little.submit_run`` task) signal the scheduler as usual.
+``little.submit_run`` task, unless the fleet shares one Redis: see below) signal the
+scheduler as usual.
 
 What is submitted decides where the WorkflowVersion comes from:
 
@@ -37,7 +38,8 @@ nothing more (:func:`_start_at_once`). Elsewhere: claim, read the log, record wh
 missing (:func:`_start_step_by_step`).
 
 Cheapest of all, a fleet whose world, scheduler and broker share one Redis
-(:class:`SharedRedis`, which ``Client`` finds out): the run's first decision is made here
+(:class:`~little_dist.fleet.shared_redis.SharedRedis`, which ``Client`` and the workers
+find out): the run's first decision is made here
 before anything is written (the pure core, on the start this call is about to record), and
 one script (``RedisS3World.start_and_send``) claims the run id, adds the run to the
 scheduler's active runs, records the start and that decision onto the empty log, takes the
@@ -53,7 +55,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
@@ -85,10 +87,11 @@ from little_dist.world.defaults import PreparedEvent, prepare_events
 if TYPE_CHECKING:
     from little_dist.authoring import WorkflowDefinition
     from little_dist.fleet.app_registry import AppRegistry
-    from little_dist.fleet.queue import CeleryQueue, TaskQueue
+    from little_dist.fleet.queue import TaskQueue
+    from little_dist.fleet.shared_redis import SharedRedis
     from little_dist.fleet.slots import FanoutWindow
 
-__all__ = ["RunMismatchError", "SharedRedis", "submit_run", "submit_runs"]
+__all__ = ["RunMismatchError", "submit_run", "submit_runs"]
 
 _UNCOMPILED: Final = "uncompiled"
 #: Runs of a batch whose starts go in one pipeline (see submit_runs).
@@ -213,26 +216,6 @@ class _Request:
         return "sha256:" + sha256_hex_text(self.input_text)
 
 
-@dataclass(frozen=True)
-class SharedRedis:
-    """A fleet whose world, scheduler (its set of active runs ``active_runs``) and broker
-    (``queue``'s) live on one Redis server and database: there a submit starts a run and
-    sends its first tasks in one script (see the module docstring). ``looks`` runs the S3
-    look a run id given by the caller costs, beside the rest of the submit."""
-
-    queue: CeleryQueue
-    active_runs: str
-    looks: Executor
-
-    def look(self, world: World, run_id: str) -> Future[bool] | None:
-        """Whether S3 holds an archive of ``run_id``, asked on another thread (``None``: the
-        world cannot say)."""
-        has_archive = getattr(world, "has_archive", None)
-        if has_archive is None:
-            return None
-        return self.looks.submit(has_archive, run_id)
-
-
 def submit_run(
     world: World,
     workflow: WorkflowDefinition | WorkflowVersion | Mapping[str, Any] | str,
@@ -270,8 +253,9 @@ def submit_run(
     with ``queue`` and ``settings``, the run is announced before its start is recorded, and
     the start does not signal the scheduler, since this call makes the first decision and
     sends its tasks (a client that dies before that leaves the run to the next sweep).
-    ``shared`` (with ``queue``, ``settings`` and ``announce``): the fleet shares one Redis,
-    so the start, the announce and the first tasks go in one script where they can.
+    ``shared`` (with ``queue`` and ``settings``): the fleet shares one Redis, so the start,
+    the run's entry among the active runs and the first tasks go in one script where they
+    can (the start does not signal the scheduler then, as with ``announce``).
 
     The input and a submitted document are checked against the limits of ``settings`` (the
     defaults without; see :mod:`little_dist.limits`) before anything is read or written, and
@@ -307,7 +291,7 @@ def submit_run(
     quiet = advances and announce is not None
     if (
         shared is not None
-        and quiet
+        and queue is not None
         and settings is not None
         and _start_and_send(world, request, shared, settings, holder, window, look)
     ):

@@ -48,6 +48,9 @@ __all__ = ["TaskMessages", "TaskPush", "broker_fits"]
 _ID: Final = "LDSLOTid"
 _ARGS: Final = "LDSLOTargs"
 _KWARGSREPR: Final = "LDSLOTkwargsrepr"
+_ROOT: Final = "LDSLOTroot"
+_PARENT: Final = "LDSLOTparent"
+_REPLY_TO: Final = "LDSLOTreplyto"
 #: The event of the task sent, and the exchange Celery publishes task events on.
 _SENT_EVENT: Final = "task-sent"
 _EVENT_EXCHANGE: Final = "celeryev"
@@ -139,7 +142,7 @@ class TaskMessages:
         # What Redis's channel publishes a fanout message on (``_get_publish_topic``).
         prefix = str(Channel.keyprefix_fanout).format(db=db)
         self._topic = f"{prefix}{_EVENT_EXCHANGE}/{_SENT_EVENT.replace('-', '.')}"
-        self._templates: dict[tuple[str, str, bool], _Templates] = {}
+        self._templates: dict[tuple[str, str, bool, bool], _Templates] = {}
         self._pid = os.getpid()
         self._lock = threading.Lock()
         from celery.utils.saferepr import saferepr
@@ -169,7 +172,9 @@ class TaskMessages:
         the event's), ``timestamp`` and ``clock`` (the event's): new ones unless given
         (tests)."""
         queue = self._settings.queue_for(role)
-        templates = self._for(task, queue, note is not None)
+        # (Once the app is finalized, send_task adds the registered task's options, e.g. its
+        # time limits: a template is captured for each state.)
+        templates = self._for(task, queue, note is not None, bool(self._app.finalized))
         args = tuple(args)
         dumps = self._dumps
         task_id = task_id if task_id is not None else str(uuid.uuid4())
@@ -184,6 +189,15 @@ class TaskMessages:
         }
         if note is not None:  # (as CeleryQueue.send passes it: see the queue module)
             values["kwargsrepr"] = dumps(repr(dict(note)))
+        # As send_task names them: a task sent from inside a task is its child.
+        app: Any = self._app
+        parent = app.current_worker_task
+        if parent:
+            values["root"] = dumps(parent.request.root_id or parent.request.id)
+            values["parent"] = dumps(parent.request.id)
+        else:
+            values["root"], values["parent"] = values["id"], "null"
+        values["reply_to"] = dumps(app.thread_oid)
         body = templates.body.print(values)
         message = templates.message.print(
             {**values, "body": dumps(_base64(body)), "tag": dumps(tags[0])}
@@ -199,8 +213,8 @@ class TaskMessages:
         )
         return TaskPush(templates.queue, message, templates.topic, event)
 
-    def _for(self, task: str, queue: str, noted: bool) -> _Templates:
-        key = (task, queue, noted)
+    def _for(self, task: str, queue: str, noted: bool, finalized: bool) -> _Templates:
+        key = (task, queue, noted, finalized)
         found = self._templates.get(key)
         if found is not None and self._pid == os.getpid():
             return found
@@ -235,6 +249,9 @@ class TaskMessages:
                     args=(_ARGS,),
                     queue=queue,
                     task_id=_ID,
+                    root_id=_ROOT,
+                    parent_id=_PARENT,
+                    reply_to=_REPLY_TO,
                     connection=connection,
                     **({"kwargsrepr": _KWARGSREPR} if noted else {}),
                 )
@@ -250,7 +267,13 @@ class TaskMessages:
             raise RuntimeError(f"the body of {task!r} does not hold its arguments as expected")
         # The argsrepr Celery printed of the placeholder arguments, as the JSON holds it.
         argsrepr = dumps(self._saferepr((_ARGS,), self._repr_size[0], maxlevels=self._repr_levels))
-        holes = {f'"{_ID}"': "id", argsrepr: "argsrepr"}
+        holes = {
+            f'"{_ID}"': "id",
+            argsrepr: "argsrepr",
+            f'"{_ROOT}"': "root",
+            f'"{_PARENT}"': "parent",
+            f'"{_REPLY_TO}"': "reply_to",
+        }
         if noted:
             holes[f'"{_KWARGSREPR}"'] = "kwargsrepr"
         message_text = dumps(
