@@ -38,12 +38,12 @@ nothing more (:func:`_start_at_once`). Elsewhere: claim, read the log, record wh
 missing (:func:`_start_step_by_step`).
 
 Cheapest of all, a fleet whose world, scheduler and broker share one Redis
-(:class:`~little_dist.fleet.shared_redis.SharedRedis`, which ``Client`` and the workers
-find out): the run's first decision is made here
-before anything is written (the pure core, on the start this call is about to record), and
-one script (``RedisS3World.start_and_send``) claims the run id, adds the run to the
-scheduler's active runs, records the start and that decision onto the empty log, takes the
-dispatch leases and pushes the first tasks' Celery messages (printed by
+(:class:`~little_dist.fleet.shared_redis.SharedRedis`, which ``Client`` and the workers find
+out): the run's first decision is made here before anything is written (the pure core, on
+the start this call is about to record), and one script (``RedisS3World.start_and_send``)
+claims the run id, adds the run to the scheduler's active runs, records the start and that
+decision onto the empty log, takes the dispatch leases and pushes the first tasks' Celery
+messages (printed by
 :mod:`~little_dist.fleet.task_messages`): one round trip, and nothing half done if the
 client dies, since it is one atomic step. A run id given by the caller costs a look at S3
 (is the run archived?), made on another thread while the rest is printed
@@ -68,13 +68,13 @@ from little_dist.canonical import (
 )
 from little_dist.compiler import WorkflowVersion, compile_lwir
 from little_dist.errors import InvalidInputError
-from little_dist.events import Event, EventInput
+from little_dist.events import Event, EventInput, recorded_event
 from little_dist.fleet.dispatch import advance_run
 from little_dist.fleet.engine_events import SUBMITTED_EVENT_TYPE, SUBMITTED_PARENT_FIELD
 from little_dist.fleet.run_tracker import RunTracker
 from little_dist.fleet.sending import dispatch_lease_key, dispatch_plan, task_name_for
 from little_dist.fleet.versions import BINDING_FIELD, VersionCache, split_version
-from little_dist.ids import json_string, validate_run_id
+from little_dist.ids import event_id_for_payload_json, json_string, validate_run_id
 from little_dist.limits import InputLimits
 from little_dist.local_runner import RunMismatchError, check_run_input, new_run_id
 from little_dist.runtime import check_grants
@@ -554,7 +554,23 @@ def _first_decision(
         window=window,
     )
     recorded_at = now_iso()
-    tracker.fold([item.to_event(run_id, index, recorded_at) for index, item in enumerate(start, 1)])
+    tracker.fold(
+        [
+            recorded_event(
+                # (hashed from the printed payload: the id the world stores for it)
+                event_id_for_payload_json(
+                    run_id, index, item.type, item.payload_json, item.occurrence_id
+                ),
+                run_id,
+                index,
+                item.type,
+                item.occurrence_id,
+                recorded_at,
+                item.payload,
+            )
+            for index, item in enumerate(start, 1)
+        ]
+    )
     ctx = tracker.context
     if ctx is None or tracker.last_sequence != len(start):
         return None
