@@ -32,7 +32,10 @@ same run:
   ``SeaweedFS_s3_request_total``, read before and after each batch once its archives are
   done). Baseline: one raw ``put_object`` of the run's log, 1 PUT per run.
 * ``Client.submit`` latency p50 / p99 and runs/s submitted; baseline: one raw ``XADD``'s
-  round trip.
+  round trip. With each, what one submit costs its client: Redis round trips (packed sends
+  of redis-py from the submitting thread, whatever client sends them: the world's, the
+  fleet's, Celery's) and CPU (the bench process's, ``time.process_time``: the submitting
+  thread and any thread it hands work to, e.g. a given run id's S3 look).
 * The archive backlog (runs ended, not archived yet) over time and the archive rate.
 * Scheduler and worker RSS growth per 1,000 runs (``/proc/PID/status``): over the warm-up
   (the runs above, then the first half of ``--rss-runs``) and over the second half, which
@@ -46,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import re
 import signal
@@ -200,6 +204,54 @@ def raw_xadd_latency(redis: Any, key: str, count: int = 200) -> list[float]:
     return seconds
 
 
+class RoundTrips(threading.local):
+    """Redis round trips of the calling thread: every packed send of redis-py (one per
+    command or pipeline, whichever client sends it) counts, once :meth:`install` ran."""
+
+    count: int = 0
+
+    def install(self) -> None:
+        import redis.connection
+
+        send = redis.connection.AbstractConnection.send_packed_command
+        counter = self
+
+        def counting_send(self: Any, command: Any, check_health: bool = True) -> None:
+            counter.count += 1
+            send(self, command, check_health)
+
+        redis.connection.AbstractConnection.send_packed_command = counting_send  # type: ignore[method-assign]
+
+
+ROUND_TRIPS = RoundTrips()
+
+
+@dataclass
+class Timed:
+    """Submits timed one by one: wall seconds, Redis round trips and client CPU seconds."""
+
+    seconds: list[float] = field(default_factory=list)
+    trips: list[int] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+
+    def call(self, submit: Callable[[], str]) -> str:
+        trips, cpu, t0 = ROUND_TRIPS.count, time.process_time(), time.perf_counter()
+        run_id = submit()
+        self.seconds.append(time.perf_counter() - t0)
+        self.cpu.append(time.process_time() - cpu)
+        self.trips.append(ROUND_TRIPS.count - trips)
+        return run_id
+
+    def cost(self) -> str:
+        """``N round trips, CPU p50 X ms`` for the report."""
+        trips = statistics.median(self.trips) if self.trips else 0
+        cpu = statistics.median(self.cpu) * 1000 if self.cpu else 0.0
+        return (
+            f"Redis round trips per submit: p50 {trips:g}, max {max(self.trips, default=0)}; "
+            f"client CPU p50 {cpu:.2f} ms"
+        )
+
+
 @dataclass
 class Backlog:
     """Samples (seconds since start, submitted, ended, not archived) taken every second."""
@@ -238,6 +290,8 @@ class Batch:
     run_ids: list[str] = field(default_factory=list)
     submit_s: list[float] = field(default_factory=list)
     submit_wall: float = 0.0
+    #: The one-by-one submits' round trips and CPU (see :class:`Timed`).
+    timed: Timed = field(default_factory=Timed)
     batch_rate: float | None = None
     s3: Counter[tuple[str, str]] = field(default_factory=Counter)
     live: list[Key] = field(default_factory=list)
@@ -255,7 +309,7 @@ def submit_batch(
     for _ in range(runs):
         run_input = inputs(len(batch.run_ids) + len(batch.submit_s))
         t0 = time.perf_counter()
-        ids.append(engine.client.submit(workflow, run_input))
+        ids.append(batch.timed.call(functools.partial(engine.client.submit, workflow, run_input)))
         batch.submit_s.append(time.perf_counter() - t0)
         backlog.submitted += 1
     batch.submit_wall = time.perf_counter() - started
@@ -284,19 +338,21 @@ def time_submits(
     runs: int,
     *,
     given_ids: bool = False,
-) -> list[float]:
+) -> Timed:
     """``runs`` submits timed with the workers stopped (see :func:`workers_stopped`); the
     runs join ``batch`` (waited for later). ``given_ids``: the caller names each run (the
     world asks S3 whether such a run was archived before starting it)."""
-    seconds = []
+    timed = Timed()
     with workers_stopped(engine):
         for index in range(runs):
             run_id = f"run_cost_{uuid.uuid4().hex[:16]}" if given_ids else None
-            t0 = time.perf_counter()
-            batch.run_ids.append(engine.client.submit(workflow, inputs(index), run_id=run_id))
-            seconds.append(time.perf_counter() - t0)
+            batch.run_ids.append(
+                timed.call(
+                    functools.partial(engine.client.submit, workflow, inputs(index), run_id=run_id)
+                )
+            )
     batch.given_ids += runs if given_ids else 0
-    return seconds
+    return timed
 
 
 def submit_many_batch(
@@ -499,7 +555,7 @@ GIVEN_IDS = "a run id given by the caller (S3 asked first)"
 
 
 def say_submit(
-    report: Report, batch: Batch, raw: Sequence[float], idle: Mapping[str, list[float]]
+    report: Report, batch: Batch, raw: Sequence[float], idle: Mapping[str, Timed]
 ) -> None:
     p50, p99 = percentile(batch.submit_s, 0.5), percentile(batch.submit_s, 0.99)
     raw50 = statistics.median(raw)
@@ -509,7 +565,9 @@ def say_submit(
         f"thread; raw XADD p50 {raw50 * 1000:.2f} ms, ratio {p50 / raw50:.1f} "
         f"(target p50 <= 3 ms, on CPUs the fleet shares) {verdict(p50 <= 0.003)}"
     )
-    for label, seconds in idle.items():
+    report.say(f"    {batch.timed.cost()}")
+    for label, timed in idle.items():
+        seconds = timed.seconds
         p50, p99 = percentile(seconds, 0.5), percentile(seconds, 0.99)
         # A run id given by the caller costs a look at S3 (was such a run archived?) and a
         # second round trip: twice a made-up id's target.
@@ -519,6 +577,7 @@ def say_submit(
             f"{p99 * 1000:.2f} ms; ratio to raw XADD {p50 / raw50:.1f} "
             f"(target p50 <= {target * 1000:g} ms) {verdict(p50 <= target)}"
         )
+        report.say(f"    {timed.cost()}")
     if batch.batch_rate is not None:
         report.say(
             f"Client.submit_many: {batch.batch_rate:,.0f} runs/s (target >= 2,000) "
@@ -633,6 +692,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--worker-arg", action="append", default=[], metavar="ARG")
     args = parser.parse_args(argv)
+    ROUND_TRIPS.install()
     fan_runs = args.fan_runs if args.fan_runs is not None else max(1, args.runs // 5)
     redis_url = os.environ.get(REDIS_URL_ENV, DEFAULT_REDIS_URL)
 

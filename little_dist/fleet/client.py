@@ -12,6 +12,7 @@ import os
 import socket
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
@@ -22,6 +23,7 @@ from little_dist.events import RUN_END_EVENT_TYPES, Event, EventInput
 from little_dist.fleet.dispatch import advance_run
 from little_dist.fleet.engine_events import CANCEL_EVENT_TYPE
 from little_dist.fleet.run_tracker import RunTracker
+from little_dist.fleet.shared_redis import SharedRedis, shared_redis
 from little_dist.fleet.submission import submit_run, submit_runs
 from little_dist.ids import validate_run_id
 from little_dist.litellm_prices import litellm_price_fallback
@@ -199,6 +201,9 @@ class Client:
         self._window: FanoutWindow | None = None
         self._window_open = False
         self._fleet_redis: Any = None
+        self._shared: SharedRedis | None = None
+        self._shared_known = False
+        self._looks: ThreadPoolExecutor | None = None
 
     # -- wiring ------------------------------------------------------------------------------
 
@@ -262,8 +267,30 @@ class Client:
 
         return ActiveRuns(self._fleet_redis, active_runs_key(self.settings)).add
 
+    def _at_once(self) -> SharedRedis | None:
+        """The fleet, when its world, its scheduler's Redis and its broker are one Redis
+        server and database and tasks go through Celery: then a submit starts a run and
+        sends its first tasks in one round trip (see
+        :mod:`~little_dist.fleet.submission`). ``None`` elsewhere (a broker on another
+        Redis or not on Redis, a world of its own, a queue given to the client): submits
+        go the step-by-step way. Found out once."""
+        if self._shared_known:
+            return self._shared
+        self._shared_known = True
+        looks = ThreadPoolExecutor(max_workers=2, thread_name_prefix="little-look")
+        self._shared = shared_redis(self.world, self.queue, self.settings, looks)
+        if self._shared is None:
+            looks.shutdown()
+        else:
+            self._looks = looks
+        return self._shared
+
     def close(self) -> None:
         """Close what the client opened (the world and the Celery app it built)."""
+        self._shared, self._shared_known = None, False
+        if self._looks is not None:
+            self._looks.shutdown(wait=True)
+            self._looks = None
         self._window = None
         if self._fleet_redis is not None:
             self._fleet_redis.close()
@@ -314,6 +341,7 @@ class Client:
             holder=self._holder,
             window=self.window,
             announce=self._announce(),
+            shared=self._at_once(),
         )
 
     def submit_many(

@@ -33,6 +33,8 @@ from little_dist.settings import Role, Settings
 if TYPE_CHECKING:
     from celery import Celery
 
+    from little_dist.fleet.task_messages import TaskMessages, TaskPush
+
 __all__ = ["CeleryQueue", "MemoryQueue", "SentTask", "TaskQueue"]
 
 _log = logging.getLogger("little.fleet")
@@ -60,6 +62,35 @@ class CeleryQueue:
     def __init__(self, app: Celery, settings: Settings) -> None:
         self.app = app
         self._settings = settings
+        self._messages: TaskMessages | None = None
+        self._printable: bool | None = None
+
+    @property
+    def broker_db(self) -> int | None:
+        """The Redis database of the broker when :meth:`commands` can print its messages
+        (see :func:`~little_dist.fleet.task_messages.broker_fits`), else ``None``."""
+        from little_dist.fleet.task_messages import broker_fits
+
+        return broker_fits(self.app)
+
+    def commands(
+        self, task: str, args: Sequence[Any], role: Role, *, note: Mapping[str, str] | None = None
+    ) -> TaskPush | None:
+        """What a Redis script on the broker's Redis runs to send this task itself (the
+        LPUSH of the message :meth:`send` would send, and the PUBLISH of its ``task-sent``
+        event; :mod:`~little_dist.fleet.task_messages`); ``None`` when the broker is not
+        one whose messages can be printed (then :meth:`send` it)."""
+        if self._messages is None:
+            if self._printable is False:
+                return None
+            db = self.broker_db
+            self._printable = db is not None
+            if db is None:
+                return None
+            from little_dist.fleet.task_messages import TaskMessages
+
+            self._messages = TaskMessages(self.app, self._settings, db)
+        return self._messages.push(task, args, role, note=note)
 
     def send(
         self, task: str, args: Sequence[Any], role: Role, *, note: Mapping[str, str] | None = None

@@ -10,7 +10,8 @@ scheduler would only make the same first decision at the same moment: the client
 run to the scheduler's active runs before recording its start, and the start does not
 signal it (a client that dies before its first decision leaves the run to the scheduler's
 next sweeps, seconds later). Runs submitted without a Celery app to send with (and the
-``little.submit_run`` task) signal the scheduler as usual.
+``little.submit_run`` task, unless the fleet shares one Redis: see below) signal the
+scheduler as usual.
 
 What is submitted decides where the WorkflowVersion comes from:
 
@@ -35,6 +36,19 @@ version is compiled here, the claim and the start are that one atomic step, one 
 without reading the (empty) log first; a version this process registered before costs
 nothing more (:func:`_start_at_once`). Elsewhere: claim, read the log, record what is
 missing (:func:`_start_step_by_step`).
+
+Cheapest of all, a fleet whose world, scheduler and broker share one Redis
+(:class:`~little_dist.fleet.shared_redis.SharedRedis`, which ``Client`` and the workers find
+out): the run's first decision is made here before anything is written (the pure core, on
+the start this call is about to record), and one script (``RedisS3World.start_and_send``)
+claims the run id, adds the run to the scheduler's active runs, records the start and that
+decision onto the empty log, takes the dispatch leases and pushes the first tasks' Celery
+messages (printed by
+:mod:`~little_dist.fleet.task_messages`): one round trip, and nothing half done if the
+client dies, since it is one atomic step. A run id given by the caller costs a look at S3
+(is the run archived?), made on another thread while the rest is printed
+(:func:`_start_and_send`). A run whose log exists already, whose first decision is more
+than schedules, or whose start the script refuses goes the ways above.
 """
 
 from __future__ import annotations
@@ -54,24 +68,27 @@ from little_dist.canonical import (
 )
 from little_dist.compiler import WorkflowVersion, compile_lwir
 from little_dist.errors import InvalidInputError
-from little_dist.events import Event, EventInput
+from little_dist.events import Event, EventInput, recorded_event
 from little_dist.fleet.dispatch import advance_run
 from little_dist.fleet.engine_events import SUBMITTED_EVENT_TYPE, SUBMITTED_PARENT_FIELD
 from little_dist.fleet.run_tracker import RunTracker
-from little_dist.fleet.sending import dispatch_plan
+from little_dist.fleet.sending import dispatch_lease_key, dispatch_plan, task_name_for
 from little_dist.fleet.versions import BINDING_FIELD, VersionCache, split_version
-from little_dist.ids import json_string, validate_run_id
+from little_dist.ids import event_id_for_payload_json, json_string, validate_run_id
 from little_dist.limits import InputLimits
 from little_dist.local_runner import RunMismatchError, check_run_input, new_run_id
 from little_dist.runtime import check_grants
+from little_dist.scheduling import Decision, decide
 from little_dist.settings import Settings
-from little_dist.world.base import World
-from little_dist.world.defaults import PreparedEvent
+from little_dist.world.artifacts import now_iso
+from little_dist.world.base import World, unique_holder
+from little_dist.world.defaults import PreparedEvent, prepare_events
 
 if TYPE_CHECKING:
     from little_dist.authoring import WorkflowDefinition
     from little_dist.fleet.app_registry import AppRegistry
     from little_dist.fleet.queue import TaskQueue
+    from little_dist.fleet.shared_redis import SharedRedis
     from little_dist.fleet.slots import FanoutWindow
 
 __all__ = ["RunMismatchError", "submit_run", "submit_runs"]
@@ -213,6 +230,7 @@ def submit_run(
     announce: Callable[[str], None] | None = None,
     parent: Mapping[str, Any] | None = None,
     cycle: Mapping[str, Any] | None = None,
+    shared: SharedRedis | None = None,
 ) -> str:
     """Submit one run (see the module docstring); its run id.
 
@@ -235,6 +253,9 @@ def submit_run(
     with ``queue`` and ``settings``, the run is announced before its start is recorded, and
     the start does not signal the scheduler, since this call makes the first decision and
     sends its tasks (a client that dies before that leaves the run to the next sweep).
+    ``shared`` (with ``queue`` and ``settings``): the fleet shares one Redis, so the start,
+    the run's entry among the active runs and the first tasks go in one script where they
+    can (the start does not signal the scheduler then, as with ``announce``).
 
     The input and a submitted document are checked against the limits of ``settings`` (the
     defaults without; see :mod:`little_dist.limits`) before anything is read or written, and
@@ -245,6 +266,10 @@ def submit_run(
     workers check that, when a step runs (it fails with ``runtime_config_error``).
     """
     limits = settings.limits if settings is not None else InputLimits()
+    look: Future[bool] | None = None
+    if shared is not None and run_id is not None and cycle is None:
+        # The S3 look of a given run id runs while the rest is checked and printed.
+        look = shared.look(world, validate_run_id(run_id))
     request = _checked_request(workflow, run_input, run_id, registry, limits)
     if cycle is not None:
         path = request.planner_path or (
@@ -264,6 +289,13 @@ def submit_run(
         return request.run_id
     advances = queue is not None and settings is not None
     quiet = advances and announce is not None
+    if (
+        shared is not None
+        and queue is not None
+        and settings is not None
+        and _start_and_send(world, request, shared, settings, holder, window, look)
+    ):
+        return request.run_id
     started = _start_at_once(world, request, announce if quiet else None)
     if started is None:
         started = _start_step_by_step(world, request, announce if quiet else None)
@@ -433,6 +465,121 @@ def _start_at_once(
     # Submitted before (with this input): the log says which workflow version it runs.
     _check_same(request.run_id, world.list_events(request.run_id), request.run_input, version.id)
     return _Started(request.run_id, version)
+
+
+def _start_and_send(
+    world: World,
+    request: _Request,
+    shared: SharedRedis,
+    settings: Settings,
+    holder: str,
+    window: FanoutWindow | None,
+    look: Future[bool] | None,
+) -> bool:
+    """The run's start, its first decision and first tasks in one script, one round trip
+    (see the module docstring); whether it was done so. ``False``: nothing was written but
+    possibly the claim of this input (as the other ways claim it first): the caller goes
+    another way. :class:`RunMismatchError` when another input claimed the run id."""
+    start = getattr(world, "start_and_send", None)
+    if start is None or not hasattr(world, "put_version_part"):
+        return False
+    planned = _planned(request)
+    if planned is None:
+        return False
+    run_id = request.run_id
+    events = _bound_start(world, planned, request)
+    first = _first_decision(world, run_id, planned.version, events, settings, window)
+    if first is None:
+        return False
+    tracker, decision = first
+    sends: list[tuple[str, str, str, str, str]] = []
+    for dispatch in decision.dispatch:
+        note = None if dispatch.parent_run_id is None else {"parentRunId": dispatch.parent_run_id}
+        push = shared.queue.commands(
+            task_name_for(dispatch),
+            (dispatch.run_id, dispatch.step_path, dispatch.attempt),
+            dispatch.role,
+            note=note,
+        )
+        if push is None:
+            return False
+        sends.append(
+            (dispatch_lease_key(dispatch), push.queue, push.message, push.topic, push.event)
+        )
+    fresh = request.fresh
+    if not fresh:
+        # A given run id: an archived run is never started again (the other ways answer it).
+        archived = look.result() if look is not None else getattr(world, "has_archive")(run_id)  # noqa: B009
+        if archived:
+            return False
+        fresh = True
+    answer = start(
+        run_id,
+        request.input_hash,
+        [*events, *prepare_events(decision.events)],
+        sends,
+        holder=unique_holder(holder),
+        lease_ttl_seconds=settings.dispatch_resend_after,
+        active_runs=shared.active_runs,
+        fresh=fresh,
+    )
+    if answer == "mismatch":
+        raise RunMismatchError(f"run {run_id} was submitted with a different input")
+    if isinstance(answer, str):
+        return False  # its log exists (submitted before), or it is archived
+    tracker.note_held_back(decision.held_back)
+    return True
+
+
+def _first_decision(
+    world: World,
+    run_id: str,
+    version: WorkflowVersion,
+    start: Sequence[PreparedEvent],
+    settings: Settings,
+    window: FanoutWindow | None,
+) -> tuple[RunTracker, Decision] | None:
+    """What the run's first look would decide once ``start`` is its whole log (``decide``
+    on the folded start, as :func:`~little_dist.fleet.dispatch.advance_run` decides), and
+    the tracker it folded them in; ``None`` unless that decision only schedules steps and
+    sends their tasks (one round of decide, nothing settled here: the other ways decide
+    anything else)."""
+    versions = VersionCache()
+    versions.put(version)
+    tracker = RunTracker(
+        world,
+        run_id,
+        versions=versions,
+        max_branches_cap=settings.max_branches_cap,
+        window=window,
+    )
+    recorded_at = now_iso()
+    tracker.fold(
+        [
+            recorded_event(
+                # (hashed from the printed payload: the id the world stores for it)
+                event_id_for_payload_json(
+                    run_id, index, item.type, item.payload_json, item.occurrence_id
+                ),
+                run_id,
+                index,
+                item.type,
+                item.occurrence_id,
+                recorded_at,
+                item.payload,
+            )
+            for index, item in enumerate(start, 1)
+        ]
+    )
+    ctx = tracker.context
+    if ctx is None or tracker.last_sequence != len(start):
+        return None
+    decision = decide(ctx, tracker.state())
+    if decision.done or not decision.in_flight_only or not decision.events:
+        return None
+    if not decision.dispatch or any(d.run_id != run_id for d in decision.dispatch):
+        return None
+    return tracker, decision
 
 
 @dataclass(frozen=True)

@@ -39,8 +39,11 @@ from little_dist.settings import Role, Settings
 from little_dist.world.base import Lease, World, unique_holder
 
 if TYPE_CHECKING:
+    from concurrent.futures import Executor
+
     from little_dist.fleet.app_registry import AppRegistry
     from little_dist.fleet.queue import TaskQueue
+    from little_dist.fleet.shared_redis import SharedRedis
     from little_dist.fleet.slots import FanoutWindow
     from little_dist.scheduling import DispatchKind
 
@@ -97,6 +100,9 @@ class WorkerRuntime:
         #: Where its workflow tools start their sub-runs (on the fleet: the attempt suspends).
         self.sub_runs = FleetSubRuns(self)
         self._with_sub_runs: dict[int, tuple[Any, Any]] = {}
+        self._shared: SharedRedis | None = None
+        self._shared_known = False
+        self._looks: Executor | None = None
 
     @property
     def world(self) -> World:
@@ -117,6 +123,33 @@ class WorkerRuntime:
                 self._window = fanout_window(self.settings)
                 self._window_from_settings = False
             return self._window
+
+    @property
+    def shared_redis(self) -> SharedRedis | None:
+        """The fleet when it lives on one Redis (see :mod:`~.shared_redis`): ``little.submit_run``
+        then starts a run and sends its first tasks in one round trip. Found out once."""
+        with self._lock:
+            known = self._shared_known
+        if known:
+            return self._shared
+        queue = self.queue
+        if queue is None:
+            return None
+        from concurrent.futures import ThreadPoolExecutor
+
+        from little_dist.fleet.shared_redis import shared_redis
+
+        looks = ThreadPoolExecutor(max_workers=1, thread_name_prefix="little-look")
+        found = shared_redis(self.world, queue, self.settings, looks)
+        with self._lock:
+            if self._shared_known:  # (another thread found out meanwhile)
+                looks.shutdown()
+                return self._shared
+            self._shared, self._shared_known = found, True
+            self._looks = looks if found is not None else None
+        if found is None:
+            looks.shutdown()
+        return found
 
     @property
     def keeper(self) -> LeaseKeeper:
@@ -154,6 +187,10 @@ class WorkerRuntime:
                 self._world = None
             if self._window is not None:
                 self._window.close()
+            looks, self._looks = self._looks, None
+            self._shared, self._shared_known = None, False
+        if looks is not None:
+            looks.shutdown()
         self.runs.clear()
 
     # -- task bodies -------------------------------------------------------------------------
@@ -401,6 +438,7 @@ class WorkerRuntime:
                 registry=self.registry,
                 holder=self.name,
                 window=self.window,
+                shared=self.shared_redis,
             )
         except InvalidInputError as error:
             # The sender's bad input, not the worker's failure: one line, no traceback.

@@ -32,7 +32,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Collection, Iterator, Sequence
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import redis
 
@@ -80,7 +80,7 @@ def _as_sent(response: Any, **_options: Any) -> Any:
     return response
 
 
-__all__ = ["EventLog", "recorded_at_now"]
+__all__ = ["EventLog", "ScriptedTask", "recorded_at_now"]
 
 # Runs whose script keys this process keeps (~450 bytes each: at most ~4.5 MB); a run is
 # forgotten once this process appends its end or archives it, all when the count is reached.
@@ -114,6 +114,20 @@ class ClaimedError(Exception):
     def __init__(self, recorded: str) -> None:
         super().__init__(recorded)
         self.recorded = recorded
+
+
+class ScriptedTask(NamedTuple):
+    """One task a start sends from its script (:meth:`EventLog.start_and_send`): its
+    dispatch lease (the hash and its counter of old, the field of the run's counters), and
+    the LPUSH of ``message`` on ``queue`` then the PUBLISH of ``event`` on ``topic``."""
+
+    lease_key: str
+    old_counter: str
+    counter_field: str
+    queue: str
+    message: str
+    topic: str
+    event: str
 
 
 class PipelineTail(Protocol):
@@ -177,6 +191,8 @@ class EventLog:
             idempotent=False,
         )
         self._end_with_log = LuaScript(client, scripts.END_WITH_LOG, idempotent=True)
+        # Sent again after a lost reply, it finds the log and answers 'exists'.
+        self._start_and_send = LuaScript(client, scripts.START_AND_SEND, idempotent=True)
         self._runs: dict[str, _Run] = {}
         self._listing = listing
         self._watch = RunWatch(
@@ -287,6 +303,71 @@ class EventLog:
             else:
                 answers.append(text(reply[1]) if reply[0] == b"mismatch" else input_hash)
         return answers
+
+    def start_and_send(
+        self,
+        run_id: str,
+        input_hash: str,
+        events: Sequence[EventInput | PreparedEvent],
+        tasks: Sequence[ScriptedTask],
+        *,
+        holder: str,
+        lease_ttl_ms: int,
+        counter_ttl_ms: int,
+        active_runs: str,
+        now_ms: int | str,
+        fresh: bool,
+    ) -> int | str:
+        """A submission's start and its first tasks in one script, one round trip
+        (:func:`~little_dist.world.redis_s3.scripts.start_and_send_script`): the claim, the
+        run among ``active_runs``, ``events`` onto an empty log, the dispatch leases (for
+        ``holder``) and the tasks pushed. The number of tasks pushed; or ``'exists'`` (a
+        log was there: nothing appended), ``'archived'`` or ``'absent'`` (no log, and
+        ``fresh`` is false: ask S3); :class:`ClaimedError` for another input's hash."""
+        validate_run_id(run_id)
+        prepared = prepare_events(events)
+        keys = self._keys.run(run_id)
+        recorded_at = recorded_at_now()
+        args: list[Arg] = [
+            run_id,
+            input_hash,
+            "1" if fresh else "",
+            recorded_at,
+            now_ms,
+            repr(time.time()),
+            len(prepared),
+            holder,
+            lease_ttl_ms,
+            counter_ttl_ms,
+        ]
+        for sequence, item in enumerate(prepared, start=1):
+            event_id = event_id_for_payload_json(
+                run_id, sequence, item.type, item.payload_json, item.occurrence_id
+            )
+            args += (item.type, item.payload_json, item.occurrence_id or "", event_id)
+        script_keys = [
+            keys.events,
+            keys.occurrences,
+            keys.archived,
+            keys.submitted,
+            self._keys.run_index,
+            active_runs,
+            keys.tokens,
+        ]
+        for task in tasks:
+            script_keys += (task.lease_key, task.old_counter, task.queue)
+            args += (task.counter_field, task.message, task.topic, task.event)
+        try:
+            result = self._start_and_send(script_keys, args)
+        except redis.exceptions.RedisError as exc:
+            raise to_storage_error(exc, f"start of {run_id}") from exc
+        if isinstance(result, int):
+            run = self._runs.get(run_id) or _Run(self._keys, run_id)
+            self._remember(run_id, run, len(prepared))
+            return result
+        if result[0] == b"mismatch":
+            raise ClaimedError(text(result[1]))
+        return text(result[0])
 
     def _append_batch(
         self,

@@ -29,10 +29,10 @@ from little_dist.world.redis_s3.redis_calls import (
     redis_errors,
 )
 
-__all__ = ["AcquireTail", "LeaseStore"]
+__all__ = ["COUNTER_TTL_MS", "AcquireTail", "LeaseStore"]
 
 # The token counter outlives any lease by far, so a token is never handed out twice.
-_COUNTER_TTL_MS = 30 * 24 * 3600 * 1000
+COUNTER_TTL_MS = 30 * 24 * 3600 * 1000
 
 
 class LeaseStore:
@@ -88,7 +88,7 @@ class LeaseStore:
     ) -> tuple[list[str], list[str | int]]:
         lease_key, old_counter = self._keys.lease(key)
         counter, field = self._keys.lease_counter(key)
-        args: list[str | int] = [holder, ms(ttl_seconds), _COUNTER_TTL_MS, self._now_ms(), field]
+        args: list[str | int] = [holder, ms(ttl_seconds), COUNTER_TTL_MS, self._now_ms(), field]
         # A run's lease counts in the run's hash; its counter of old (before the hash) is
         # taken over once, so a token is never handed out twice across the change.
         if not field:

@@ -44,6 +44,7 @@ __all__ = [
     "ReplyLostError",
     "execute_pipeline",
     "ms",
+    "redis_address",
     "redis_errors",
     "text",
     "to_storage_error",
@@ -55,6 +56,14 @@ Arg = str | int | bytes
 def ms(seconds: float) -> int:
     """Whole milliseconds, at least 1 (a zero TTL would mean "no expiry" to PEXPIRE)."""
     return max(1, int(seconds * 1000))
+
+
+def redis_address(client: Any) -> tuple[Any, ...]:
+    """Where a redis-py client (or a pool's URL-made client) connects: ``(host or socket
+    path, port, db)``; clients with the same address reach the same keys."""
+    kwargs = client.connection_pool.connection_kwargs
+    where = kwargs.get("path") or kwargs.get("host", "localhost")
+    return (where, int(kwargs.get("port", 6379) or 0), int(kwargs.get("db", 0) or 0))
 
 
 def text(value: object) -> str:

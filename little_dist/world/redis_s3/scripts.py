@@ -21,7 +21,9 @@ __all__ = [
     "RELEASE_LEASE",
     "RENEW_LEASE",
     "SEAL_RUN",
+    "START_AND_SEND",
     "append_script",
+    "start_and_send_script",
 ]
 
 
@@ -373,3 +375,114 @@ elseif ttl > 0 then
 end
 return 0
 """
+
+
+def start_and_send_script() -> str:
+    """A submission's whole start in one atomic step (one round trip): the claim of its
+    input hash, the run's entry among the scheduler's active runs, its first events (the
+    start and the first decision) onto an empty log, the run index, and per task of that
+    decision its dispatch lease and the task's message pushed on the broker's queue (with
+    its ``task-sent`` event published): what ``ActiveRuns.add``, the claiming append, the
+    decision's append, :data:`ACQUIRE_LEASE` and Celery's ``send_task`` do one by one, for
+    a world, a fleet and a broker on one Redis server.
+
+    Only onto an empty log: a run whose stream exists was submitted before and is answered
+    ``{'exists'}`` (after the same claim as the append's: ``{'mismatch', recorded}`` for
+    another input), nothing else written; the caller goes the step-by-step way. A run
+    without a stream answers ``{'archived'}`` (sealed) or ``{'absent'}`` (no start flag:
+    S3 not asked) as the append does, nothing written. Sent again after a lost reply it
+    answers ``{'exists'}``: nothing is written twice.
+    """
+    return (
+        """
+-- KEYS: 1 events stream, 2 occurrence hash, 3 archived (seal) marker, 4 submitted key,
+--       5 run index, 6 active runs set, 7 the run's token counters, then per task:
+--       its dispatch lease hash, that lease's counter of old, the queue's list
+-- ARGV: 1 run id, 2 input hash, 3 start flag ('1': the run is known to have no archive),
+--       4 recordedAt, 5 now in ms or '' (Redis TIME), 6 run index score, 7 event count,
+--       8 lease holder, 9 lease ttl ms, 10 counter ttl ms, then per event: type, payload
+--       JSON, occurrence id or '', event id; then per task: its counter field, message,
+--       the channel of its task-sent event, that event
+-- Result: the number of tasks pushed (their leases won), or {'exists'}, {'archived'},
+--       {'absent'}, {'mismatch', recorded hash}.
+local function claim()
+  local claimed = redis.call('SET', KEYS[4], ARGV[2], 'NX', 'GET')
+  if claimed and claimed ~= ARGV[2] then
+    return claimed
+  end
+  return nil
+end
+local events = KEYS[1]
+if redis.call('EXISTS', events) == 1 then
+  local other = claim()
+  if other then
+    return {'mismatch', other}
+  end
+  return {'exists'}
+end
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  return {'archived'}
+end
+if ARGV[3] ~= '1' then
+  return {'absent'}
+end
+local other = claim()
+if other then
+  return {'mismatch', other}
+end
+redis.call('SADD', KEYS[6], ARGV[1])
+local n = tonumber(ARGV[7])
+local stamp = ARGV[4]
+for i = 1, n do
+  local at = 10 + (i - 1) * 4
+  local occ = ARGV[at + 3]
+  local id = i .. '-0'
+  if occ == '' then
+    redis.call('XADD', events, id, 't', ARGV[at + 1], 'p', ARGV[at + 2], 'r', stamp,
+      'i', ARGV[at + 4])
+  else
+    redis.call('HSET', KEYS[2], occ, i)
+    redis.call('XADD', events, id, 't', ARGV[at + 1], 'p', ARGV[at + 2], 'r', stamp,
+      'o', occ, 'i', ARGV[at + 4])
+  end
+end
+redis.call('ZADD', KEYS[5], 'NX', ARGV[6], ARGV[1])
+"""
+        + _now_ms(5)
+        + """
+local ttl = tonumber(ARGV[9])
+local exp = now + ttl
+local base = 10 + n * 4
+local sent = 0
+for j = 1, (#ARGV - base) / 4 do
+  local lease = KEYS[7 + (j - 1) * 3 + 1]
+  local at = base + (j - 1) * 4
+  local held = redis.call('HMGET', lease, 'holder', 'exp')
+  if not (held[1] and tonumber(held[2]) > now) then
+    -- The lease, as ACQUIRE_LEASE takes a run's lease (its token from the run's counters).
+    local token = redis.call('HINCRBY', KEYS[7], ARGV[at + 1], 1)
+    if token == 1 then
+      local old = redis.call('GET', KEYS[7 + (j - 1) * 3 + 2])
+      if old then
+        token = tonumber(old) + 1
+        redis.call('HSET', KEYS[7], ARGV[at + 1], token)
+        redis.call('DEL', KEYS[7 + (j - 1) * 3 + 2])
+      end
+    end
+    redis.call('PEXPIRE', KEYS[7], tonumber(ARGV[10]))
+    redis.call('HSET', lease, 'holder', ARGV[8], 'token', token, 'exp',
+      string.format('%d', exp))
+    redis.call('PEXPIRE', lease, ttl)
+    -- Celery's send_task to a queue on Redis: kombu's LPUSH, then the task-sent event.
+    redis.call('LPUSH', KEYS[7 + (j - 1) * 3 + 3], ARGV[at + 2])
+    redis.call('PUBLISH', ARGV[at + 3], ARGV[at + 4])
+    sent = sent + 1
+  end
+end
+return sent
+"""
+    )
+
+
+#: See :func:`start_and_send_script`.
+START_AND_SEND = start_and_send_script()

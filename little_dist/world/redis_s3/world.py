@@ -50,12 +50,18 @@ from little_dist.world.redis_s3.archive import (
     RunSealedError,
 )
 from little_dist.world.redis_s3.artifact_store import ArtifactStore
-from little_dist.world.redis_s3.events import ClaimedError, EventLog
+from little_dist.world.redis_s3.events import ClaimedError, EventLog, ScriptedTask
 from little_dist.world.redis_s3.hot_artifacts import DEFAULT_HOT_ARTIFACT_LIMIT, HotArtifacts
 from little_dist.world.redis_s3.keys import KeyLayout
 from little_dist.world.redis_s3.late import LateRecords
-from little_dist.world.redis_s3.leases import LeaseStore
-from little_dist.world.redis_s3.redis_calls import LuaScript, redis_errors, text
+from little_dist.world.redis_s3.leases import COUNTER_TTL_MS, LeaseStore
+from little_dist.world.redis_s3.redis_calls import (
+    LuaScript,
+    ms,
+    redis_address,
+    redis_errors,
+    text,
+)
 from little_dist.world.redis_s3.run_listing import RunListing
 from little_dist.world.redis_s3.s3 import S3Objects
 from little_dist.world.redis_s3.versions import VersionStore
@@ -479,6 +485,63 @@ class RedisS3World:
         for run_id, input_hash, _ in starts:
             check_submission(run_id, input_hash)
         return self._events.claim_and_append_many(starts, signal=signal, fresh=fresh)
+
+    def start_and_send(
+        self,
+        run_id: str,
+        input_hash: str,
+        events: Sequence[EventInput | PreparedEvent],
+        sends: Sequence[tuple[str, str, str, str, str]],
+        *,
+        holder: str,
+        lease_ttl_seconds: float,
+        active_runs: str,
+        fresh: bool,
+    ) -> int | str:
+        """A submission's start and its first tasks, in one atomic step and one round trip,
+        for a fleet whose scheduler (its set ``active_runs``) and broker share this world's
+        Redis: the claim of ``input_hash``, the run added to ``active_runs``, ``events``
+        appended onto an empty log, and per send ``(lease name, queue list, message, event
+        channel, event)`` the lease taken for ``holder`` and, when won, the message pushed
+        and its event published. The number of messages pushed; ``'exists'`` when the run
+        has a log already (nothing appended: the caller reads it), ``'archived'``, or
+        ``'absent'`` (no log and ``fresh`` false: S3 was not asked, see
+        :meth:`start_submission`); nothing is written but the claim in those cases; ``'mismatch'``
+        when another input's hash is recorded for the run (nothing written)."""
+        check_submission(run_id, input_hash)
+        tasks = []
+        for lease_name, queue, message, topic, event in sends:
+            lease_key, old_counter = self._keys.lease(lease_name)
+            counter, counter_field = self._keys.lease_counter(lease_name)
+            if counter != self._keys.run(run_id).tokens or not counter_field:
+                raise InvalidInputError(f"lease {lease_name!r} is not a lease of run {run_id}")
+            tasks.append(
+                ScriptedTask(lease_key, old_counter, counter_field, queue, message, topic, event)
+            )
+        try:
+            return self._events.start_and_send(
+                run_id,
+                input_hash,
+                events,
+                tasks,
+                holder=holder,
+                lease_ttl_ms=ms(lease_ttl_seconds),
+                counter_ttl_ms=COUNTER_TTL_MS,
+                active_runs=active_runs,
+                now_ms=self._now_ms_arg(),
+                fresh=fresh,
+            )
+        except ClaimedError:
+            return "mismatch"
+
+    def has_archive(self, run_id: str) -> bool:
+        """Whether S3 holds the run's archive (one S3 read; what a start under a run id
+        this process did not make up must know first)."""
+        return self._archives.has_archive(validate_run_id(run_id))
+
+    def redis_address(self) -> tuple[Any, ...]:
+        """Where this world's Redis is: ``(host or socket path, port, db)``."""
+        return redis_address(self._redis)
 
     # -- archive --------------------------------------------------------------------------
     def archive_run(self, run_id: str, *, ttl_seconds: float | None = None) -> int:
