@@ -96,9 +96,11 @@ a planning that fails for good records ``RunFailed`` with the link, which reache
 parent's call as the child's error. The planner's model calls are in the child's log: its
 report counts them, and the parent's rolls them up.
 
-Not on the fleet yet: the orchestrator's tools (they still wait in the worker's thread),
-and a planned child's inheritance (the planner's ``RunStarted`` carries the parent link
-but not yet what the child inherits).
+A planned child inherits as any child does: what it inherits rides in the parent link its
+submission carries, and the planner's ``RunStarted`` records the whole link
+(``tests/test_subruns_planned_fleet.py``).
+
+Not on the fleet yet: the orchestrator's tools (they still wait in the worker's thread).
 """
 
 from __future__ import annotations
