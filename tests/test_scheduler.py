@@ -294,46 +294,6 @@ def test_a_finished_run_is_archived_after_the_archive_delay(fleet: Fleet) -> Non
         fleet.world.append(second, EventInput(type="little.test.later", payload={}))
 
 
-def test_a_finished_run_waits_for_its_archive_while_signals_wait_for_the_scheduler(
-    fleet: Fleet,
-) -> None:
-    # Archives come after the looks: while each read fills a whole batch (read_count 1
-    # here, and another run keeps signalling), a run past its archive delay stays
-    # unarchived; once a read comes back short, it is archived.
-    settings = fleet.settings.model_copy(update={"archive_delay": 0.2})
-    app = MemoryQueue()
-    scheduler = Scheduler(
-        settings,
-        world=fleet.world,
-        queue=app,
-        redis_client=fleet.redis,
-        name=f"test-{uuid.uuid4().hex[:6]}",
-        block_ms=50,
-        read_count=1,
-        sweep_interval=3600,
-    )
-    fleet.schedulers.append(scheduler)
-    run_id, version = start_run(fleet.world, chain_lwir(1), {})
-    scheduler.start()
-    scheduler.sweeps.skip(time.monotonic())
-    spin(scheduler, lambda: len(app.sent) == 1)
-    (task,) = app.take()
-    assert execute(fleet.world, version, task) is AttemptOutcome.completed
-    spin(scheduler, lambda: run_id in scheduler.finished)
-    finished = time.monotonic()
-    active = active_runs_key(settings)
-    chatty, _ = start_run(fleet.world, chain_lwir(1), {})
-    n = 0
-    while time.monotonic() - finished < 1.5:
-        n += 1
-        for _ in range(2):
-            fleet.world.append(chatty, EventInput(type=f"little.test.chat{n}", payload={}))
-        scheduler.run_once(block_ms=10)
-    # well past the archive delay, still active: not archived
-    assert fleet.redis.sismember(active, run_id)
-    spin(scheduler, lambda: not fleet.redis.sismember(active, run_id))
-
-
 def test_a_run_that_ended_far_ahead_of_the_scheduler_is_finished_without_folding(
     fleet: Fleet, monkeypatch: pytest.MonkeyPatch
 ) -> None:
