@@ -7,13 +7,6 @@ the clients that wake on the end read the log first, without that copy competing
 machine. Once archived, the run leaves the active set; an archive that fails forgets the run
 as finished, so the next sweep finishes (and archives) it again.
 
-Archives come after the loop's looks at runs: while signals wait for the scheduler (its last
-read was a whole batch), archives that came due wait too, up to :data:`HOLD_WHILE_BUSY`
-seconds, so that the copies to S3 (threads of the scheduler's process, hence its CPU and
-its GIL) do not slow the looks that move runs on, a parent's ``little.subrun.ended`` among
-them. A scheduler that stays busy longer archives anyway: Redis holds the ended logs until
-then.
-
 An outer loop's cycle run (its id starts ``run_olc_``, see :mod:`little_dist.outer_loop`)
 leaves the active set unarchived: its loop appends the supervisor's decision to it once it
 has ended (``OuterLoopCycleCompleted``, which an archived log would refuse), then archives
@@ -39,15 +32,13 @@ if TYPE_CHECKING:
     from little_dist.fleet.slots import FanoutWindow
     from little_dist.fleet.sweeper import ActiveRuns
 
-__all__ = ["FINISHED_MEMORY", "HOLD_WHILE_BUSY", "Archiver"]
+__all__ = ["FINISHED_MEMORY", "Archiver"]
 
 #: Finished runs a scheduler remembers, whose signals it skips. Late signals of a run come
 #: within seconds of its end (a dead scheduler's, claimed after signal_claim_idle): one of a
 #: run finished before the last thousand costs a look that finds it over (as it does for a
 #: scheduler that did not finish it), and the memory stays small (~150 bytes a run).
 FINISHED_MEMORY: Final = 1_000
-#: Seconds an archive that came due waits for a busy scheduler (see the module docstring).
-HOLD_WHILE_BUSY: Final = 10.0
 
 _log = logging.getLogger("little.scheduler")
 
@@ -103,13 +94,11 @@ class Archiver:
         """When the next waiting archive is due (monotonic), ``None`` if none waits."""
         return self._due[0][0] if self._due else None
 
-    def start_due(self, now: float | None = None, *, busy: bool = False) -> None:
+    def start_due(self, now: float | None = None) -> None:
         """Hand the finished runs whose delay has passed (all of them: ``now=None``) to the
-        archive threads; ``busy``: signals wait for the scheduler, so only those due for
-        :data:`HOLD_WHILE_BUSY` seconds already (see the module docstring)."""
+        archive threads."""
         due = self._due
-        until = None if now is None else now - HOLD_WHILE_BUSY if busy else now
-        while due and (until is None or due[0][0] <= until):
+        while due and (now is None or due[0][0] <= now):
             self._pool.submit(self._archive, heapq.heappop(due)[1])
 
     def close(self) -> None:

@@ -28,10 +28,8 @@ One loop, one thread:
    request; a sub-run's parent gets ``little.subrun.ended``, with the other ends of the
    batch in one append per parent, before the batch is acknowledged, and is looked at
    right after, so that the last end resumes it without waiting for its signal), then it
-   is dropped
-   from the cache and archived on a background thread (``world.archive_run`` where the world
-   has it; held while signals wait for the loop, see :mod:`~little_dist.fleet.archiving`),
-   then removed from the active set. A look that would have more than
+   is dropped from the cache and archived on a background thread (``world.archive_run``
+   where the world has it), then removed from the active set. A look that would have more than
    ``_UNREAD_END_PEEK`` unread events to fold (a wide run the workers ran to its end on the
    fast path, between two sweeps) first reads the log's last event: when that is the end,
    the run is finished from it alone, without folding the rest.
@@ -190,8 +188,6 @@ class Scheduler:
         self._next_claim = 0.0
         self._next_cleanup = time.monotonic() + _CONSUMER_CLEANUP_EVERY
         self._started = False
-        # The last read filled a whole batch: more signals wait (archives wait for them).
-        self._busy = False
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -254,7 +250,7 @@ class Scheduler:
         nothing else to do. Returns the number of signal entries handled.
         """
         now = time.monotonic()
-        self.finished.start_due(now, busy=self._busy)
+        self.finished.start_due(now)
         batch: list[Signal] = []
         if now >= self._next_claim:
             batch += self.signals.claim(count=self.read_count)
@@ -275,9 +271,7 @@ class Scheduler:
                 until = min(until, archive_due - now)
             wait_ms = max(1, min(wait_ms, int(until * 1000) + 1))
         if not self._stop.is_set():
-            read = self.signals.read(count=self.read_count, block_ms=wait_ms)
-            self._busy = len(read) >= self.read_count
-            batch += read
+            batch += self.signals.read(count=self.read_count, block_ms=wait_ms)
         self.handle(batch)
         for run_id in self.sweeps.take(self.sweep_batch):
             if self._stop.is_set():
