@@ -10,7 +10,10 @@ It starts what it measures, as ``bench/fleet.py`` does (``weed mini``, one ``lit
 scheduler``, two ``little worker`` processes with ``--app tests.subrun_fleet_app``), then:
 
 Each measurement starts once the engine is idle and the previous one's runs are archived
-(their archives, ``archive_delay`` after their ends, would land in it).
+(their archives, ``archive_delay`` after their ends, would land in it), and once both paths
+are warm: 20 direct runs, then small parents (scenario ``one``) until each worker process
+has run a parent's attempt. A process's first model call imports and loads what litellm
+needs (about a second of CPU, once per process), which is no cost of a sub-run.
 
 * **direct**: ``Client.submit_many`` of N runs of ``sub.kid`` (two ``tool.call`` steps, no
   sleep), waited for to their ends: runs per second from the submit to the last end;
@@ -107,6 +110,30 @@ def measure_direct(engine: Any, children: int) -> float:
     runs = engine.client.submit_many(kid, inputs)
     last = _wait_all(engine.world, runs, timeout=600)
     return last - started
+
+
+def warm_sub_runs(engine: Any, parents: int = 4, rounds: int = 5) -> int:
+    """Small parents (one child each), a few at once, until every worker process ran an
+    attempt of one (made a model call; see the module docstring); how many ran."""
+    from tests.subrun_fleet_app import boss
+
+    pids = {str(proc.popen.pid) for proc in engine.workers}
+    warmed: set[str] = set()
+    ran = 0
+    for _ in range(rounds):
+        runs = [engine.client.submit(boss, {"scenario": "one"}) for _ in range(parents)]
+        for run_id in runs:
+            state = engine.client.wait(run_id, timeout=120)
+            if state.status != "completed":
+                raise RuntimeError(f"warm-up parent {run_id} ended {state.status}: {state.error}")
+            for event in engine.world.list_events(run_id):
+                if event.type == "StepAttemptStarted":
+                    # workerId: "worker:<host>:<pid>:..." (see little_dist.fleet.worker)
+                    warmed.update(set(str(event.payload.get("workerId", "")).split(":")) & pids)
+        ran += parents
+        if warmed == pids:
+            break
+    return ran
 
 
 def measure_sub_runs(engine: Any, children: int) -> tuple[float, float]:
@@ -215,6 +242,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"{direct_rate:.0f} runs/s",
                     flush=True,
                 )
+                warmed = warm_sub_runs(engine)
+                print(f"  warm-up of the sub-run path: {warmed} small parents", flush=True)
                 settle(engine)
                 parent_s, children_s = measure_sub_runs(engine, args.children)
                 rate = args.children / parent_s

@@ -12,6 +12,8 @@ it, so it imports nothing from pytest.
 * ``plan_boss`` (``sub.planboss``): one ``ai.generate`` step whose model (``scripted/planboss``)
   calls them as tools; the prompt names a scenario (:data:`SCENARIOS`), and once it sees
   tool results it answers :data:`DONE`.
+* ``guarded_plan_boss`` (``sub.guardedplanboss``): ``plan_boss``'s step under permission
+  rules that deny :data:`SLOW_DENY`: a parent whose planned children inherit a deny.
 
 The scripts are installed at import when ``$LITTLE_SUBRUN_APP_SCRIPT`` is set.
 """
@@ -22,12 +24,14 @@ import os
 from typing import Any
 
 from little_dist import as_tool, define_workflow, model
-from tests.subrun_fleet_app import DONE, SCRIPT_ENV, kid_work
+from tests.subrun_fleet_app import DONE, SCRIPT_ENV, kid_work, slow_tool
 
 __all__ = [
     "DONE",
     "PLANNER_USAGE",
     "SCENARIOS",
+    "SLOW_DENY",
+    "guarded_plan_boss",
     "kid_lwir",
     "plan_boss",
     "planned_kid",
@@ -35,6 +39,8 @@ __all__ = [
 ]
 
 SLOW_PLANNER_ENV = "LITTLE_PLANNED_APP_SLOW_PLANNER"
+#: The rule ``guarded_plan_boss`` denies (its planned children inherit it).
+SLOW_DENY = {"tool": "slow_tool", "action": "deny"}
 #: The planner's usage per answer: (input, output) tokens.
 PLANNER_USAGE = (3000, 500)
 
@@ -103,6 +109,23 @@ _BOSS_IN = {
     "properties": {"scenario": {"type": "string"}},
 }
 
+_BOSS_PLAN: dict[str, Any] = {
+    "apiVersion": "littleworkflow.dev/v0.1",
+    "kind": "Workflow",
+    "metadata": {"name": "sub.planboss", "version": "1.0.0"},
+    "input": {"schema": _BOSS_IN},
+    "output": {"schema": {"type": "string"}},
+    "permissions": {"models": ["planboss"], "tools": ["sub.planned_kid", "sub.unplannable"]},
+    "steps": [
+        {
+            "id": "boss",
+            "uses": "ai.generate",
+            "with": {"model": "planboss", "prompt": "scenario:{{ input.scenario }}"},
+            "output": {"mode": "text"},
+        }
+    ],
+}
+
 plan_boss = define_workflow(
     id="sub.planboss",
     description="A model that calls planned workflows as tools.",
@@ -110,21 +133,21 @@ plan_boss = define_workflow(
     output=str,
     model=model("scripted/planboss", id="planboss", description="Scripted boss."),
     tools=[as_tool(planned_kid), as_tool(unplannable)],
+    plan=_BOSS_PLAN,
+)
+
+guarded_plan_boss = define_workflow(
+    id="sub.guardedplanboss",
+    description="plan_boss under a deny its planned children inherit.",
+    input=_BOSS_IN,
+    output=str,
+    model=model("scripted/planboss", id="planboss", description="Scripted boss."),
+    tools=[as_tool(planned_kid), slow_tool],
+    permissions=[SLOW_DENY],
     plan={
-        "apiVersion": "littleworkflow.dev/v0.1",
-        "kind": "Workflow",
-        "metadata": {"name": "sub.planboss", "version": "1.0.0"},
-        "input": {"schema": _BOSS_IN},
-        "output": {"schema": {"type": "string"}},
-        "permissions": {"models": ["planboss"], "tools": ["sub.planned_kid", "sub.unplannable"]},
-        "steps": [
-            {
-                "id": "boss",
-                "uses": "ai.generate",
-                "with": {"model": "planboss", "prompt": "scenario:{{ input.scenario }}"},
-                "output": {"mode": "text"},
-            }
-        ],
+        **_BOSS_PLAN,
+        "metadata": {"name": "sub.guardedplanboss", "version": "1.0.0"},
+        "permissions": {"models": ["planboss"], "tools": ["sub.planned_kid", "slow_tool"]},
     },
 )
 

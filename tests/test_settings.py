@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pydantic
@@ -403,3 +404,28 @@ def test_load_limits_reads_the_process_environment_by_default(
 ) -> None:
     monkeypatch.setenv("LITTLE_MAX_INPUT_BYTES", "99")
     assert load_limits().max_input_bytes == 99
+
+
+def test_load_limits_from_the_process_environment_costs_little_and_follows_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A workflow tool checks each call's input with load_limits(): a model turn of 1,000
+    # calls read the settings 1,000 times (~0.5 ms each). What a variable's value gave is
+    # remembered, and a changed (or bad) value is read again.
+    for name in ("LITTLE_MAX_INPUT_BYTES", "LITTLE_MAX_LWIR_BYTES", "LITTLE_MAX_JSON_DEPTH"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("LITTLE_MAX_STEPS", "7")
+    assert load_limits() == InputLimits(max_steps=7)
+    started = time.perf_counter()
+    for _ in range(1000):
+        load_limits()
+    assert time.perf_counter() - started < 0.1
+    monkeypatch.setenv("LITTLE_MAX_STEPS", "8")
+    assert load_limits() == InputLimits(max_steps=8)
+    monkeypatch.setenv("LITTLE_MAX_STEPS", "0")
+    with pytest.raises(SettingsError):
+        load_limits()
+    with pytest.raises(SettingsError):
+        load_limits()
+    monkeypatch.delenv("LITTLE_MAX_STEPS")
+    assert load_limits() == InputLimits()

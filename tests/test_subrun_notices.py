@@ -136,6 +136,25 @@ def test_the_ends_of_a_batch_of_children_reach_their_parent_in_one_append(
     assert pending_count(fleet) == 0
 
 
+def test_the_batch_that_tells_a_parent_its_last_ends_resumes_it_without_its_signal(
+    fleet: Fleet,
+) -> None:
+    # A busy scheduler reads the parent's signal for the notices only after every signal
+    # that came before it: the batch that records the ends looks at the parent itself.
+    parent, kids = _suspended_parent(fleet, CHILDREN)
+    app = MemoryQueue()
+    scheduler = _scheduler(fleet, app)
+    batch = scheduler.signals.read(count=1000, block_ms=100)
+    assert {signal.run_id for signal in batch} == {parent, *kids}
+    scheduler.handle(batch)
+    assert _ends(fleet, parent) == {kid: [n] for n, kid in enumerate(kids)}
+    assert _resumed(app, parent)
+    # The notice's own signal, read later, finds the parent moved on and sends nothing.
+    sent = len(app.sent)
+    spin(scheduler, lambda: pending_count(fleet) == 0)
+    assert len(app.sent) == sent
+
+
 def test_a_scheduler_killed_between_its_notices_loses_none(fleet: Fleet) -> None:
     parent, kids = _suspended_parent(fleet, CHILDREN)
     # A scheduler took the children's signals, recorded the first half of their ends in

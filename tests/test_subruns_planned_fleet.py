@@ -153,6 +153,24 @@ def test_a_child_whose_planning_fails_for_good_is_its_tool_calls_error(
     assert _count(fleet_env, kid_key(fleet_env.key_prefix, 8, "first")) == 0
 
 
+def test_a_planned_child_inherits_its_parents_denies(fleet_env: FleetEnv) -> None:
+    # The parent denies slow_tool; its child is planned on the fleet: the planner's
+    # RunStarted records what the child inherits, as the start of a fixed-plan child does.
+    from tests.subrun_planned_app import SLOW_DENY, guarded_plan_boss
+
+    _configure(fleet_env)
+    start_scheduler(fleet_env)
+    start_worker(fleet_env, app=APP, concurrency=2, timeout=120)
+    parent = fleet_env.client().submit(guarded_plan_boss, {"scenario": "planned"})
+    _completed(fleet_env, parent)
+    _, child_events = _only_child(fleet_env, parent)
+    (submitted,) = _types(child_events, SUBMITTED_EVENT_TYPE)
+    assert submitted.payload["parent"]["inherited"] == {"permissionDenies": [SLOW_DENY]}
+    (started,) = _types(child_events, "RunStarted")
+    assert started.payload["inherited"] == {"permissionDenies": [SLOW_DENY]}
+    assert _types(child_events, "RunCompleted")
+
+
 @pytest.mark.slow
 def test_a_planner_worker_killed_mid_plan_neither_plans_nor_starts_the_child_twice(
     fleet_env: FleetEnv,

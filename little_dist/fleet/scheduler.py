@@ -26,9 +26,10 @@ One loop, one thread:
 4. **The end of a run**: once ``RunCompleted``/``RunFailed`` is recorded, the runs linked to
    it hear of it (:mod:`~little_dist.fleet.sub_runs`: a parent's open children get a cancel
    request; a sub-run's parent gets ``little.subrun.ended``, with the other ends of the
-   batch in one append per parent, before the batch is acknowledged), then it is dropped
-   from the cache and archived on a background thread (``world.archive_run`` where the world
-   has it), then removed from the active set. A look that would have more than
+   batch in one append per parent, before the batch is acknowledged, and is looked at
+   right after, so that the last end resumes it without waiting for its signal), then it
+   is dropped from the cache and archived on a background thread (``world.archive_run``
+   where the world has it), then removed from the active set. A look that would have more than
    ``_UNREAD_END_PEEK`` unread events to fold (a wide run the workers ran to its end on the
    fast path, between two sweeps) first reads the log's last event: when that is the end,
    the run is finished from it alone, without folding the rest.
@@ -305,6 +306,12 @@ class Scheduler:
         self.signals.ack(
             [entry for run_id in looked if run_id not in failed for entry in by_run[run_id]]
         )
+        # A parent that heard of its children's ends is looked at now, not once its
+        # signal (behind every signal that came meanwhile) is read: the last end resumes
+        # its step at once. The signal's look finds nothing new.
+        for parent in notices.told:
+            if parent not in self.finished and not self._stop.is_set():
+                self._look(parent)
 
     def _record_notices(self, notices: ParentNotices) -> list[str]:
         """Record ``notices`` (see :class:`~little_dist.fleet.sub_runs.ParentNotices`), then

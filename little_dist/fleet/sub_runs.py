@@ -174,6 +174,8 @@ class ParentNotices:
         self._by_parent: dict[str, list[_Notice]] = {}
         #: The last error :meth:`record` met (storage unavailable, mostly), if any.
         self.error: Exception | None = None
+        #: The parents whose logs took notices at the last :meth:`record` (open ones).
+        self.told: list[str] = []
 
     def __len__(self) -> int:
         return sum(len(notices) for notices in self._by_parent.values())
@@ -208,10 +210,12 @@ class ParentNotices:
         unavailable, mostly: their signals must stay pending; :attr:`error` says why)."""
         recorded: list[tuple[str, str, int]] = []
         failed: list[str] = []
+        self.told = []
         by_parent, self._by_parent = self._by_parent, {}
         for parent, notices in by_parent.items():
             try:
                 world.append_batch(parent, [notice.event for notice in notices])
+                self.told.append(parent)
             except RunEndedError:
                 pass
             except Exception as exc:  # storage down (or a bug): tell it again later

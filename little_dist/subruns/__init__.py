@@ -102,9 +102,13 @@ planned version: :class:`~little_dist.subruns.engine.ChildToStart` carries it), 
 ``resumeOn: "any"`` and is due again at the first of its children's end
 (:mod:`.orchestrator`; ``tests/test_orchestrate_fleet.py``).
 
-Not on the fleet yet: planning in ``plan_workflow`` / ``start_workflow`` (it runs in the
-worker's thread), and a planned child's inheritance (the planner's ``RunStarted`` carries
-the parent link but not yet what the child inherits).
+A planned child inherits as any child does: what it inherits rides in the parent link its
+submission carries, and the planner's ``RunStarted`` records the whole link
+(``tests/test_subruns_planned_fleet.py``).
+
+On the fleet, ``plan_workflow`` (and ``start_workflow`` of a workflow without a fixed plan)
+plans in the worker's thread, on its own planning run, as a model call of the step would:
+the slot is held while the planner answers, not while sub-runs execute.
 """
 
 from __future__ import annotations
