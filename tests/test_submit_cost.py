@@ -12,19 +12,17 @@ again.
 
 from __future__ import annotations
 
-import threading
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
-import redis.connection
 
 from little_dist.fleet.client import RunMismatchError, submit_run
 from little_dist.world.redis_s3 import RedisS3World
 from tests import workflows_for_tests as wf
 from tests.conftest_services import S3Service
+from tests.request_counts import counted
 from tests.test_world_redis_s3 import _open, s3_env, world_spec
 
 __all__ = ["s3_env", "world_spec"]  # fixtures, imported for pytest
@@ -37,32 +35,6 @@ def world(world_spec: Callable[[], str], s3_env: S3Service) -> Iterator[RedisS3W
     opened = _open(world_spec(), s3_env)
     yield opened
     opened.close()
-
-
-@contextmanager
-def counted(world: RedisS3World, *, any_thread: bool = False) -> Iterator[dict[str, int]]:
-    """Redis round trips (packed sends) and S3 requests this thread (``any_thread``: every
-    thread) makes in the block."""
-    counts = {"redis": 0, "s3": 0}
-    me = threading.get_ident()
-    send = redis.connection.AbstractConnection.send_packed_command
-
-    def counting_send(self: Any, command: Any, check_health: bool = True) -> None:
-        if any_thread or threading.get_ident() == me:
-            counts["redis"] += 1
-        send(self, command, check_health)
-
-    def count_s3(**_: Any) -> None:
-        counts["s3"] += 1
-
-    events = world._s3._client.meta.events
-    events.register("before-call.s3", count_s3)
-    redis.connection.AbstractConnection.send_packed_command = counting_send  # type: ignore[method-assign]
-    try:
-        yield counts
-    finally:
-        redis.connection.AbstractConnection.send_packed_command = send  # type: ignore[method-assign]
-        events.unregister("before-call.s3", count_s3)
 
 
 def test_a_fresh_submit_of_a_registered_version_is_one_round_trip(world: RedisS3World) -> None:

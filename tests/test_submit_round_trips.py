@@ -16,7 +16,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
-import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,36 +31,11 @@ from little_dist.fleet.scheduler import active_runs_key
 from little_dist.world.redis_s3 import RedisS3World
 from tests import workflows_for_tests as wf
 from tests.fleet_processes import FleetEnv, fleet_env, start_worker
+from tests.request_counts import counted
 
 __all__ = ["fleet_env"]  # the fixture, re-exported for pytest
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
-
-
-@contextmanager
-def counted(world: RedisS3World) -> Iterator[dict[str, int]]:
-    """Redis round trips (packed sends) of this thread and S3 requests of any thread in the
-    block."""
-    counts = {"redis": 0, "s3": 0}
-    me = threading.get_ident()
-    send = redis.connection.AbstractConnection.send_packed_command
-
-    def counting_send(self: Any, command: Any, check_health: bool = True) -> None:
-        if threading.get_ident() == me:
-            counts["redis"] += 1
-        send(self, command, check_health)
-
-    def count_s3(**_: Any) -> None:
-        counts["s3"] += 1
-
-    events = world._s3._client.meta.events
-    events.register("before-call.s3", count_s3)
-    redis.connection.AbstractConnection.send_packed_command = counting_send  # type: ignore[method-assign]
-    try:
-        yield counts
-    finally:
-        redis.connection.AbstractConnection.send_packed_command = send  # type: ignore[method-assign]
-        events.unregister("before-call.s3", count_s3)
 
 
 def _queued(fleet: FleetEnv, role: str = "worker", url: str | None = None) -> list[dict[str, Any]]:
