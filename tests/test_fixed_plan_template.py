@@ -95,7 +95,8 @@ def test_a_batch_of_inputs_validates_the_lwir_once(monkeypatch: pytest.MonkeyPat
 def test_a_fixed_plan_start_prints_the_bytes_the_slow_path_prepares(
     definition: Any, run_input: Any
 ) -> None:
-    from little_dist.fleet.submission import _bound_start, _Planned, _Request, _start_events
+    from little_dist.fleet.submission import _bound_start, _start_events
+    from little_dist.fleet.submission_requests import Planned, SubmitRequest
     from little_dist.planner.fixed import fixed_plan_start
     from little_dist.world.defaults import prepare_events
 
@@ -117,10 +118,10 @@ def test_a_fixed_plan_start_prints_the_bytes_the_slow_path_prepares(
         def put_version_part(self, body: str) -> str:
             return "sha256:" + body[:0]
 
-    request = _Request("run_x", json.loads(canonical_json(run_input)), definition=definition)
+    request = SubmitRequest("run_x", json.loads(canonical_json(run_input)), definition=definition)
     printed = _bound_start(
         Parts(),  # type: ignore[arg-type]
-        _Planned(fast.version, fast.events, fast.shared_part),
+        Planned(fast.version, fast.events, fast.shared_part),
         request,
     )
     _, binding = split_version(slow.version, slow.shared_part)

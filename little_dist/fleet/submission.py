@@ -53,7 +53,6 @@ than schedules, or whose start the script refuses goes the ways above.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -61,23 +60,26 @@ from typing import TYPE_CHECKING, Any, Final
 
 from little_dist import occurrences
 from little_dist.canonical import (
-    NonHashableValueError,
     canonical_json,
     sha256_digest,
-    sha256_hex_text,
 )
-from little_dist.compiler import WorkflowVersion, compile_lwir
+from little_dist.compiler import WorkflowVersion
 from little_dist.errors import InvalidInputError
 from little_dist.events import Event, EventInput, recorded_event
 from little_dist.fleet.dispatch import advance_run
 from little_dist.fleet.engine_events import SUBMITTED_EVENT_TYPE, SUBMITTED_PARENT_FIELD
 from little_dist.fleet.run_tracker import RunTracker
 from little_dist.fleet.sending import dispatch_lease_key, dispatch_plan, task_name_for
+from little_dist.fleet.submission_requests import (
+    Planned,
+    SubmitRequest,
+    checked_request,
+    planned_version,
+)
 from little_dist.fleet.versions import BINDING_FIELD, VersionCache, split_version
 from little_dist.ids import event_id_for_payload_json, json_string, validate_run_id
 from little_dist.limits import InputLimits
-from little_dist.local_runner import RunMismatchError, check_run_input, new_run_id
-from little_dist.runtime import check_grants
+from little_dist.local_runner import RunMismatchError, new_run_id
 from little_dist.scheduling import Decision, decide
 from little_dist.settings import Settings
 from little_dist.world.artifacts import now_iso
@@ -178,44 +180,6 @@ def _start(
     )
 
 
-def _json_value(value: Any, limits: InputLimits, what: str = "the run input") -> Any:
-    import json
-
-    try:
-        return json.loads(limits.check_input(value, what))
-    except NonHashableValueError as error:
-        raise InvalidInputError(f"{what} is not JSON: {error}") from error
-
-
-@dataclass
-class _Request:
-    """A submission, checked: its run, its input and where its version comes from (one
-    of ``version``, ``definition``, ``planner_path``)."""
-
-    run_id: str
-    run_input: Any
-    #: Compiled here (an LWIR document or a compiled version was submitted).
-    version: WorkflowVersion | None = None
-    #: A definition with a fixed ``plan=``, resolved here.
-    definition: WorkflowDefinition | None = None
-    #: A workflow the planner plans (a definition without a plan, or a registered id).
-    planner_path: str | None = None
-    #: The run id was made up here: no archive can hold it (a given one costs a look at S3
-    #: before its log starts, so an archived run is never started again).
-    fresh: bool = False
-    #: A sub-run's link to its parent run, recorded in its ``RunStarted``.
-    parent: Mapping[str, Any] | None = None
-
-    @functools.cached_property
-    def input_text(self) -> str:
-        """The input's canonical JSON, printed once."""
-        return canonical_json(self.run_input)
-
-    @functools.cached_property
-    def input_hash(self) -> str:
-        return "sha256:" + sha256_hex_text(self.input_text)
-
-
 def submit_run(
     world: World,
     workflow: WorkflowDefinition | WorkflowVersion | Mapping[str, Any] | str,
@@ -270,7 +234,7 @@ def submit_run(
     if shared is not None and run_id is not None and cycle is None:
         # The S3 look of a given run id runs while the rest is checked and printed.
         look = shared.look(world, validate_run_id(run_id))
-    request = _checked_request(workflow, run_input, run_id, registry, limits)
+    request = checked_request(workflow, run_input, run_id, registry, limits)
     if cycle is not None:
         path = request.planner_path or (
             request.definition.id if request.definition is not None else None
@@ -304,83 +268,7 @@ def submit_run(
     return request.run_id
 
 
-def _checked_request(
-    workflow: WorkflowDefinition | WorkflowVersion | Mapping[str, Any] | str,
-    run_input: Any,
-    run_id: str | None,
-    registry: AppRegistry | None,
-    limits: InputLimits,
-    *,
-    grants: bool = True,
-) -> _Request:
-    """What is submitted, checked against the limits and the registry's capabilities
-    before anything is read or written (``grants=False``: a fixed plan's grants were
-    checked for an earlier input of the batch; they do not depend on the input)."""
-    fresh = run_id is None
-    run_id = new_run_id() if run_id is None else validate_run_id(run_id)
-    request = _request(workflow, run_input, run_id, registry, limits, grants=grants)
-    request.fresh = fresh
-    return request
-
-
-def _request(
-    workflow: WorkflowDefinition | WorkflowVersion | Mapping[str, Any] | str,
-    run_input: Any,
-    run_id: str,
-    registry: AppRegistry | None,
-    limits: InputLimits,
-    *,
-    grants: bool,
-) -> _Request:
-    from little_dist.authoring import WorkflowDefinition
-
-    if isinstance(workflow, str) and registry is not None:
-        workflow = registry.get(workflow) or workflow
-    if isinstance(workflow, WorkflowDefinition):
-        run_input = workflow.validate_input(run_input, limits=limits)
-        if workflow.plan is None:
-            return _Request(run_id, run_input, planner_path=workflow.id)
-        if grants:
-            _check_plan_grants(workflow, registry)
-        return _Request(run_id, run_input, definition=workflow)
-    if isinstance(workflow, str):
-        return _Request(run_id, _json_value(run_input, limits), planner_path=workflow)
-    if isinstance(workflow, WorkflowVersion):
-        limits.check_lwir(workflow.lwir)
-        run_input = _json_value(run_input, limits)
-        version = workflow
-    elif isinstance(workflow, Mapping):
-        limits.check_lwir(workflow)
-        run_input = _json_value(run_input, limits)
-        version = compile_lwir(dict(workflow), input=run_input)
-    else:
-        raise InvalidInputError(
-            "submit takes an LWIR document, a WorkflowVersion, a workflow made with "
-            f"define_workflow() or a registered workflow id, got {type(workflow).__name__}"
-        )
-    check_run_input(version, run_input)
-    if registry is not None:
-        registry.check_version(version)
-    return _Request(run_id, run_input, version=version)
-
-
-def _check_plan_grants(definition: WorkflowDefinition, registry: AppRegistry | None) -> None:
-    """The plan is the author's, but the workers run it with the registered workflow's
-    capabilities: it may not name more than those."""
-    assert definition.plan is not None
-    registered = registry is not None and registry.get(definition.id) is not None
-    check_grants(
-        definition.plan,
-        (
-            registry.capabilities_for_workflow(definition.id)
-            if registry is not None and registered
-            else definition.capabilities()
-        ),
-        f"workflow {definition.id!r}",
-    )
-
-
-def _claim(world: World, request: _Request) -> list[Event]:
+def _claim(world: World, request: SubmitRequest) -> list[Event]:
     """Claim the run id for this input (concurrent submitters that all read an empty log
     agree here, in one atomic step, on whose input the run gets; the others are refused
     before writing); the run's log so far."""
@@ -392,7 +280,7 @@ def _claim(world: World, request: _Request) -> list[Event]:
 
 def _submit_to_planner(
     world: World,
-    request: _Request,
+    request: SubmitRequest,
     planner_path: str,
     queue: TaskQueue | None,
     settings: Settings | None,
@@ -437,7 +325,7 @@ class _Started:
 
 
 def _start_at_once(
-    world: World, request: _Request, announce: Callable[[str], None] | None
+    world: World, request: SubmitRequest, announce: Callable[[str], None] | None
 ) -> _Started | None:
     """The common case, one round trip: the version is compiled here, its shared part was
     stored before (:mod:`little_dist.fleet.versions`), and the claim and the start (the
@@ -448,7 +336,7 @@ def _start_at_once(
     start = getattr(world, "start_submission", None)
     if start is None or not hasattr(world, "put_version_part"):
         return None
-    planned = _planned(request)
+    planned = planned_version(request)
     if planned is None:
         return None
     version = planned.version
@@ -469,7 +357,7 @@ def _start_at_once(
 
 def _start_and_send(
     world: World,
-    request: _Request,
+    request: SubmitRequest,
     shared: SharedRedis,
     settings: Settings,
     holder: str,
@@ -483,7 +371,7 @@ def _start_and_send(
     start = getattr(world, "start_and_send", None)
     if start is None or not hasattr(world, "put_version_part"):
         return False
-    planned = _planned(request)
+    planned = planned_version(request)
     if planned is None:
         return False
     run_id = request.run_id
@@ -582,29 +470,7 @@ def _first_decision(
     return tracker, decision
 
 
-@dataclass(frozen=True)
-class _Planned:
-    version: WorkflowVersion
-    # The events the start records first, printed already (see fixed_plan_start).
-    planning: Sequence[PreparedEvent] = ()
-    shared_part: tuple[str, str] | None = None  # its text and digest, when known
-
-
-def _planned(request: _Request) -> _Planned | None:
-    """The version a request runs and the planning events its start records first;
-    ``None`` for a fixed plan that is invalid for the input."""
-    if request.version is not None:
-        return _Planned(request.version)
-    from little_dist.planner.fixed import fixed_plan_start
-
-    assert request.definition is not None
-    planned = fixed_plan_start(request.definition, request.run_input)
-    if planned is None:
-        return None
-    return _Planned(planned.version, planned.events, planned.shared_part)
-
-
-def _bound_start(world: World, planned: _Planned, request: _Request) -> list[PreparedEvent]:
+def _bound_start(world: World, planned: Planned, request: SubmitRequest) -> list[PreparedEvent]:
     """The start of a run on a world that keeps version parts: what runs of the workflow
     share is stored once (then remembered: no request), before the events that name it;
     what binds this input rides with the run's start. Printed here (the same bytes as
@@ -684,18 +550,18 @@ def submit_runs(
     # another thread while this one prints the next (Redis runs one chunk's scripts while
     # Python prints the next chunk's events).
     requests = [
-        _checked_request(workflow, value, run_id, registry, limits, grants=not index)
+        checked_request(workflow, value, run_id, registry, limits, grants=not index)
         for index, (run_id, value) in enumerate(zip(ids, inputs, strict=True))
     ]
     for request, link in zip(requests, links, strict=True):
         if link:
             request.parent = dict(link)
-    batch: list[tuple[_Request, WorkflowVersion]] = []
+    batch: list[tuple[SubmitRequest, WorkflowVersion]] = []
     sent: list[Future[list[str | None]]] = []
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="little-submit") as sender:
         starts: list[tuple[str, str, list[PreparedEvent]]] = []
         for request, value in zip(requests, inputs, strict=True):
-            planned = None if request.planner_path is not None else _planned(request)
+            planned = None if request.planner_path is not None else planned_version(request)
             if planned is None:  # the planner's, or an invalid fixed plan: one by one
                 submit_run(
                     world,
@@ -735,7 +601,7 @@ def submit_runs(
 
 
 def _start_step_by_step(
-    world: World, request: _Request, announce: Callable[[str], None] | None
+    world: World, request: SubmitRequest, announce: Callable[[str], None] | None
 ) -> _Started | None:
     """Claim, read the log, then record what is missing of the start (any world); ``None``
     when the run failed before it started (its fixed plan is invalid: RunFailed is
