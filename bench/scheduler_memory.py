@@ -140,6 +140,7 @@ def measure(args: argparse.Namespace, env: dict[str, str]) -> list[Figure]:
     import redis
 
     from little_dist.fleet.app import make_celery_app
+    from little_dist.fleet.queue import CeleryQueue
     from little_dist.fleet.scheduler import Scheduler
     from little_dist.settings import load_settings
     from little_dist.world.factory import fleet_world_spec, redis_url_of, world_from_settings
@@ -155,7 +156,12 @@ def measure(args: argparse.Namespace, env: dict[str, str]) -> list[Figure]:
     )
     app = make_celery_app(settings)
     scheduler = Scheduler(
-        settings, world=world, app=app, redis_client=client, name="memory-bench", block_ms=20
+        settings,
+        world=world,
+        queue=CeleryQueue(app, settings),
+        redis_client=client,
+        name="memory-bench",
+        block_ms=20,
     )
     scheduler.start()
     total = args.warm_up + max(MARKS)

@@ -2,11 +2,11 @@
 
 A real child process runs ``python -m little_dist.cli run`` on a parallel step whose branches
 call ``record_branch`` (one line per real call in a side-effect file, then a short sleep).
-Once at least two branches completed while another runs, the child is killed with SIGKILL and the same command
-is run again with the same run id. The run must complete, with exactly one ``StepCompleted``
-per step path, and the memo's promise kept: a tool call recorded as succeeded before the
-kill never runs again; only a call that was in flight (started, not recorded) may run a
-second time.
+Once at least two branches completed while another runs, the child is killed with SIGKILL
+and the same command is run again with the same run id. The run must complete, with exactly
+one ``StepCompleted`` per step path, and the memo's promise kept: a tool call recorded as
+succeeded before the kill never runs again; only a call that was in flight (started, not
+recorded) may run a second time.
 """
 
 from __future__ import annotations

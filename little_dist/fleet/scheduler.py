@@ -273,7 +273,7 @@ class Scheduler:
         if not self._stop.is_set():
             batch += self.signals.read(count=self.read_count, block_ms=wait_ms)
         self.handle(batch)
-        for run_id in self.sweeps.take(self.sweep_batch):
+        for run_id in self._still_to_sweep(self.sweeps.take(self.sweep_batch)):
             if self._stop.is_set():
                 break
             self.sweep_run(run_id, fail_dead=self.sweeps.full, leave_moving=True)
@@ -528,6 +528,23 @@ class Scheduler:
         except Exception as exc:  # one bad run must not stop the sweep
             self._broken(run_id, exc)
         return []
+
+    def _still_to_sweep(self, run_ids: list[str]) -> list[str]:
+        """Those of a full round's ``run_ids`` that still need a look: followed here, or
+        still in the active set. A round lists the set when it starts and may take minutes
+        to get through it under load; a run archived since has left the set, and a look at
+        it once Redis let it go would read its whole archive from S3 to find it over."""
+        if not self.sweeps.full:
+            return run_ids  # (this scheduler's own cache: followed runs)
+        unfollowed = [run_id for run_id in run_ids if run_id not in self.runs]
+        if not unfollowed:
+            return run_ids
+        try:
+            active = self.active.still_active(unfollowed)
+        except StorageUnavailableError as exc:
+            _log("sweep-error", level=logging.WARNING, exc_info=exc, error=str(exc))
+            return run_ids  # each look reports its own failure
+        return [run_id for run_id in run_ids if run_id in self.runs or run_id in active]
 
     def sweep_all(self) -> dict[str, list[tuple[str, int]]]:
         """One whole sweep now, without the lease (tests, tools): failed attempts per run."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -76,6 +76,14 @@ class ActiveRuns:
     def remove(self, run_id: str) -> None:
         with self._errors("removing an active run"):
             self._redis.srem(self.key, run_id)
+
+    def still_active(self, run_ids: Sequence[str]) -> set[str]:
+        """Those of ``run_ids`` still in the set (one round trip)."""
+        if not run_ids:
+            return set()
+        with self._errors("looking up active runs"):
+            found: Any = self._redis.smismember(self.key, list(run_ids))
+        return {run_id for run_id, member in zip(run_ids, found, strict=True) if member}
 
     def members(self) -> list[str]:
         with self._errors("listing active runs"):
