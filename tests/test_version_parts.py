@@ -59,6 +59,37 @@ def test_a_binding_does_not_join_another_workflows_part() -> None:
         join_version(json.loads(shared), binding)
 
 
+def test_versions_joined_from_one_part_share_its_lwir_and_are_still_checked() -> None:
+    import json
+
+    class Parts:  # a world that keeps only the shared part
+        def __init__(self, shared: str) -> None:
+            self.shared, self.reads = shared, 0
+
+        def get_version_part(self, _ref: str) -> str:
+            self.reads += 1
+            return self.shared
+
+    one, two, three = (_version(chain5, {"n": n}) for n in (1, 2, 3))
+    shared, first_binding = split_version(one)
+    world = Parts(shared)
+    cache = VersionCache()
+    joined = [cache.get(world, v.id, split_version(v)[1]) for v in (one, two, three)]  # type: ignore[arg-type]
+    assert [(v.id, v.hash) for v in joined] == [(v.id, v.hash) for v in (one, two, three)]
+    assert [v.to_json() for v in joined] == [v.to_json() for v in (one, two, three)]
+    assert world.reads == 1
+    # One parsed LWIR for them all (each run's version held no copy of its own).
+    assert joined[1].lwir is joined[0].lwir and joined[2].lwir is joined[0].lwir
+    # The shared path still checks every hash of the binding's lock.
+    _, binding = split_version(_version(chain5, {"n": 4}))
+    forged = {
+        **binding,
+        "lock": {**binding["lock"], "inputHash": first_binding["lock"]["inputHash"]},
+    }
+    with pytest.raises(WorkflowVersionMismatchError):
+        join_version(json.loads(shared), forged, like=joined[0])
+
+
 @pytest.fixture
 def world(world_spec: Callable[[], str], s3_env: S3Service) -> Iterator[RedisS3World]:
     opened = _open(world_spec(), s3_env)

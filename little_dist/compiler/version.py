@@ -108,6 +108,29 @@ class WorkflowVersion:
             canonical = canonical_json(data["lwir"])
             lwir_hash = "sha256:" + sha256_hex_text(canonical)
             lwir = json.loads(canonical)
+        return cls._checked(data, canonical, lwir_hash, lwir, copy.deepcopy(dict(data["lock"])))
+
+    @classmethod
+    def sharing_lwir(cls, data: Any, *, of: WorkflowVersion) -> WorkflowVersion:
+        """:meth:`from_json` of a version whose LWIR is ``of``'s (a checked version joined
+        from the same shared part: ``data["lwir"]`` is not read): ``of``'s parsed LWIR,
+        canonical JSON and hash are used as they are, not printed, hashed and parsed again,
+        and the lock is copied one level deep; both are read-only, so versions sharing them
+        is safe. Every id and hash of the lock is still checked."""
+        _require_fields({**data, "lwir": of.lwir})
+        return cls._checked(data, of.canonical_json, of.lwir_hash, of.lwir, dict(data["lock"]))
+
+    @classmethod
+    def _checked(
+        cls,
+        data: Any,
+        canonical: str,
+        lwir_hash: str,
+        lwir: Mapping[str, Any],
+        lock_copy: dict[str, Any],
+    ) -> WorkflowVersion:
+        """The version ``data`` describes once its ids and hashes recompute from
+        ``canonical`` (its LWIR, hashed to ``lwir_hash`` and parsed to ``lwir``)."""
         lock: Mapping[str, Any] = data["lock"]
         try:
             seed = lock_seed_from(lock)
@@ -168,7 +191,7 @@ class WorkflowVersion:
             lwir_hash=lwir_hash,
             canonical_json=canonical,
             lwir=lwir,
-            lock=copy.deepcopy(dict(lock)),
+            lock=lock_copy,
             canonicalizer=data["canonicalizer"],
         )
 

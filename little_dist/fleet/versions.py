@@ -92,10 +92,17 @@ def workflow_name_of_part(world: World, binding: object) -> str | None:
 
 
 def join_version(
-    shared: Mapping[str, Any], binding: Mapping[str, Any], *, validate: bool = True
+    shared: Mapping[str, Any],
+    binding: Mapping[str, Any],
+    *,
+    validate: bool = True,
+    like: WorkflowVersion | None = None,
 ) -> WorkflowVersion:
     """The version a shared part and a binding make; every hash recomputed (raises
-    :class:`~little_dist.compiler.WorkflowVersionMismatchError` when they do not fit)."""
+    :class:`~little_dist.compiler.WorkflowVersionMismatchError` when they do not fit).
+    ``like``: a version joined from ``shared`` before, whose checked LWIR the new one
+    shares (:meth:`~little_dist.compiler.WorkflowVersion.sharing_lwir`): one LWIR in memory
+    per shared part, however many runs' versions a process holds."""
     canonical = shared.get("canonicalJson")
     shared_lock, own_lock = shared.get("lock"), binding.get("lock")
     if not (
@@ -104,19 +111,18 @@ def join_version(
         and isinstance(own_lock, Mapping)
     ):
         raise InvalidInputError("A workflow version part or binding is not well formed")
-    return WorkflowVersion.from_json(
-        {
-            "id": binding.get("id"),
-            "hash": binding.get("hash"),
-            "canonicalizer": shared.get("canonicalizer"),
-            "canonicalJson": canonical,
-            "lwir": json.loads(canonical),
-            "lwirVersionId": shared.get("lwirVersionId"),
-            "lwirHash": shared.get("lwirHash"),
-            "lock": {**shared_lock, **own_lock},
-        },
-        validate=validate,
-    )
+    fields = {
+        "id": binding.get("id"),
+        "hash": binding.get("hash"),
+        "canonicalizer": shared.get("canonicalizer"),
+        "canonicalJson": canonical,
+        "lwirVersionId": shared.get("lwirVersionId"),
+        "lwirHash": shared.get("lwirHash"),
+        "lock": {**shared_lock, **own_lock},
+    }
+    if like is not None and like.canonical_json == canonical:
+        return WorkflowVersion.sharing_lwir(fields, of=like)
+    return WorkflowVersion.from_json({**fields, "lwir": json.loads(canonical)}, validate=validate)
 
 
 class VersionCache:
@@ -129,8 +135,11 @@ class VersionCache:
         self._versions: LruCache[str, WorkflowVersion] = LruCache(
             size, max_bytes, weigh=_version_bytes
         )
-        # Shared parts by digest, parsed; their LWIR validated once (when first read).
-        self._parts: LruCache[str, dict[str, Any]] = LruCache(64, max_bytes, weigh=_part_bytes)
+        # Shared parts by digest, parsed, with the first version joined from each: its LWIR,
+        # validated once (when the part was first read), is the one the others share.
+        self._parts: LruCache[str, tuple[dict[str, Any], WorkflowVersion]] = LruCache(
+            64, max_bytes, weigh=_part_bytes
+        )
         self._lock = threading.Lock()
 
     def put(self, version: WorkflowVersion) -> None:
@@ -162,16 +171,17 @@ class VersionCache:
         if not isinstance(ref, str):
             raise InvalidInputError("A workflow version binding names no shared part")
         with self._lock:
-            part = self._parts.get(ref)
-        if part is not None:  # its LWIR was validated when it was read
-            return join_version(part, binding, validate=False)
+            known = self._parts.get(ref)
+        if known is not None:  # its LWIR was validated when it was read
+            part, first = known
+            return join_version(part, binding, validate=False, like=first)
         read = getattr(world, "get_version_part", None)
         if read is None:
             raise InvalidInputError(f"This world keeps no workflow version parts (need {ref})")
         part = json.loads(read(ref))
         version = join_version(part, binding)
         with self._lock:
-            self._parts[ref] = part
+            self._parts[ref] = (part, version)
         return version
 
     def __len__(self) -> int:
@@ -192,5 +202,5 @@ def _version_bytes(version: WorkflowVersion) -> int:
     return len(version.canonical_json)
 
 
-def _part_bytes(part: dict[str, Any]) -> int:
-    return len(str(part.get("canonicalJson", ""))) + 4096
+def _part_bytes(known: tuple[dict[str, Any], WorkflowVersion]) -> int:
+    return len(str(known[0].get("canonicalJson", ""))) + 4096
