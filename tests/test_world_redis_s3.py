@@ -402,7 +402,7 @@ def test_a_follower_reads_a_busy_run_in_batches_and_wakes_on_its_end(
 ) -> None:
     events_key = _keys(world).run(RUN).events
     wakes: list[int] = []
-    client = world._events._raw
+    client = world._reads._raw
     real_pipeline = client.pipeline
 
     def counting(*args: Any, **options: Any) -> Any:
@@ -453,7 +453,7 @@ def test_wait_for_end_blocks_on_the_end_hint_and_trusts_only_the_log(
     world: RedisS3World, raw_redis: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     reads: list[int] = []
-    client = world._events._raw
+    client = world._reads._raw
     real_xrange = client.xrange
 
     def counting(name: Any, *args: Any, **options: Any) -> Any:

@@ -1,8 +1,8 @@
 """The fleet's world: Redis Streams for events and leases, S3 for artifacts and archives.
 
-:mod:`little_dist.world.redis_s3.world` assembles the parts (events, leases, archive,
-versions, artifacts), each in its own module; :mod:`little_dist.world.redis_s3.keys` holds the
-key layout.
+:mod:`little_dist.world.redis_s3.world` assembles the parts (event appends and reads, leases,
+archive, versions, artifacts), each in its own module; :mod:`little_dist.world.redis_s3.keys`
+holds the key layout.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A run's event log on a Redis stream: appends (one Lua script each), reads, follow.
+"""A run's event log on a Redis stream: its appends, one Lua script each.
 
 Events of a run are one Redis stream whose entry ids are ``<sequence>-0``, so a stream id is
 the event's sequence and ``XLEN`` is the run's last sequence (streams are never trimmed: a
@@ -25,13 +25,14 @@ the pace; so the payload is canonicalised once (the stored text is also what the
 via :func:`~little_dist.ids.event_id_for_payload_json`), ``recordedAt`` is printed from a
 per-second cache, the script answers a plain integer when every input was appended, and
 the key names of a run are computed once per process.
+
+Reads, follows and end waits are :class:`~little_dist.world.redis_s3.event_reads.EventReads`'s.
 """
 
 from __future__ import annotations
 
-import functools
 import time
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, Protocol
 
 import redis
@@ -46,10 +47,9 @@ from little_dist.events import (
 )
 from little_dist.ids import event_id_for_payload_json, validate_run_id
 from little_dist.world.artifacts import now_iso
-from little_dist.world.base import Fence, SequenceConflictError, UndecodedEvent
+from little_dist.world.base import Fence, SequenceConflictError
 from little_dist.world.defaults import (
     PreparedEvent,
-    check_event_window,
     late_events_of,
     prepare_events,
     refused_after_end,
@@ -57,10 +57,7 @@ from little_dist.world.defaults import (
 from little_dist.world.redis_s3 import scripts
 from little_dist.world.redis_s3.archive import RunArchives, RunSealedError
 from little_dist.world.redis_s3.entries import (
-    decode_entries,
     decode_entry,
-    decode_partly,
-    gaps_around,
 )
 from little_dist.world.redis_s3.keys import KeyLayout
 from little_dist.world.redis_s3.late import LateRecords
@@ -73,12 +70,6 @@ from little_dist.world.redis_s3.redis_calls import (
     to_storage_error,
 )
 from little_dist.world.redis_s3.run_listing import RunListing
-from little_dist.world.redis_s3.watching import RunWatch
-
-
-def _as_sent(response: Any, **_options: Any) -> Any:
-    return response
-
 
 __all__ = ["EventLog", "ScriptedTask", "recorded_at_now"]
 
@@ -138,9 +129,8 @@ class PipelineTail(Protocol):
     def done(self, reply: Any) -> None: ...
 
 
-@functools.lru_cache(maxsize=16)
 class EventLog:
-    """Appends and reads of every run's stream; falls back to archives for sealed runs.
+    """Appends to every run's stream (its reads: :class:`~.event_reads.EventReads`).
 
     ``signal_stream``, when set, names a Redis stream that every append writing a new event
     also appends ``run=<run id>, seq=<last sequence>`` to, in the same script, unless the
@@ -158,22 +148,13 @@ class EventLog:
         *,
         signal_stream: str | None,
         signal_maxlen: int,
-        follow_block_ms: int,
         now_ms: Callable[[], int | str],
     ) -> None:
         self._redis = client
-        # The same connections, with XRANGE (XREVRANGE, XREAD) answered as Redis sends it:
-        # redis-py's parsing into (id, dict) pairs, in Python, costs more than decoding the
-        # fields does.
-        self._raw = redis.Redis(connection_pool=client.connection_pool)
-        self._raw.set_response_callback("XRANGE", _as_sent)
-        self._raw.set_response_callback("XREVRANGE", _as_sent)
-        self._raw.set_response_callback("XREAD", _as_sent)
         self._keys = keys
         self._archives = archives
         self._late = late
         self._signal_stream = signal_stream
-        self._follow_block_ms = follow_block_ms
         self._now_ms = now_ms
         self._append_script = LuaScript(
             client,
@@ -195,14 +176,6 @@ class EventLog:
         self._start_and_send = LuaScript(client, scripts.START_AND_SEND, idempotent=True)
         self._runs: dict[str, _Run] = {}
         self._listing = listing
-        self._watch = RunWatch(
-            client,
-            self._raw,
-            keys,
-            follow_block_ms,
-            sealed=self._stream_gone_but_sealed,
-            list_events=self.list_events,
-        )
 
     # -- appends --------------------------------------------------------------------------
     def append_batch(
@@ -640,142 +613,3 @@ class EventLog:
         if archived and refused_after_end(refused):
             self._late.keep(run_id, late_events_of(run_id, refused, recorded_at))
         raise RunSealedError(run_id)
-
-    # -- reads ----------------------------------------------------------------------------
-    def stream_events(self, run_id: str, after: int, limit: int | None) -> list[Event]:
-        """The events still in the run's stream after ``after`` (none once it expired)."""
-        with redis_errors(f"read of {run_id}"):
-            entries: Any = self._raw.xrange(
-                self._keys.run(run_id).events, min=f"{after + 1}-0", max="+", count=limit
-            )
-        return decode_entries(run_id, entries or [])
-
-    def _stream_gone_but_sealed(self, run_id: str) -> bool:
-        keys = self._keys.run(run_id)
-        with redis_errors(f"read of {run_id}"):
-            pipe = self._redis.pipeline(transaction=False)
-            pipe.exists(keys.events)
-            pipe.exists(keys.archived)
-            stream_exists, sealed = pipe.execute()
-        return not stream_exists and (bool(sealed) or self._archives.has_archive(run_id))
-
-    def last_sequence(self, run_id: str) -> int:
-        validate_run_id(run_id)
-        keys = self._keys.run(run_id)
-        with redis_errors(f"read of {run_id}"):
-            pipe = self._redis.pipeline(transaction=False)
-            pipe.xlen(keys.events)
-            pipe.get(keys.archived)
-            length, sealed = pipe.execute()
-        # A sealed run takes no more events; its marker holds its last sequence (and S3 once
-        # Redis let go of the run).
-        if sealed is not None:
-            return int(sealed)
-        if length:
-            return int(length)
-        archived_events = self._archives.events(run_id, required=False)
-        return archived_events[-1].sequence if archived_events else 0
-
-    def list_events(self, run_id: str, *, after: int = 0, limit: int | None = None) -> list[Event]:
-        validate_run_id(run_id)
-        check_event_window(after, limit)
-        if limit == 0:
-            return []
-        entries = self._stream_range(run_id, after, limit)
-        if entries is None:
-            return self._archived_after(run_id, after, limit)
-        return decode_entries(run_id, entries)
-
-    def list_events_partly(
-        self,
-        run_id: str,
-        *,
-        after: int,
-        decode: frozenset[str],
-        skip: Collection[int] = (),
-    ) -> list[Event | UndecodedEvent]:
-        """:meth:`list_events`, handing back entries of types outside ``decode`` undecoded
-        (an archived run's events come decoded: they are parsed from S3 anyway), and
-        without the sequences in ``skip`` (not even read, when they lie in a few runs)."""
-        validate_run_id(run_id)
-        check_event_window(after, None)
-        gaps = gaps_around(after, skip) if skip else None
-        entries = self._stream_range(run_id, after, gaps=gaps)
-        if entries is None:
-            archived = self._archived_after(run_id, after, None)
-            return [event for event in archived if event.sequence not in skip]
-        return decode_partly(run_id, entries, decode, skip)
-
-    def _stream_range(
-        self,
-        run_id: str,
-        after: int,
-        limit: int | None = None,
-        gaps: Sequence[tuple[int, int | None]] | None = None,
-    ) -> list[Any] | None:
-        """The raw stream entries after ``after`` (at most ``limit``, for a read without
-        gaps), or only those in ``gaps`` (ranges of sequences: first, last or ``None`` for
-        the open end); ``None`` when the stream is gone and the run sealed (its events are
-        in the archive). One round trip: the ranges, and whether an empty answer means an
-        archived run; then, only for a run Redis has nothing of, whether S3 has its archive
-        (one S3 read, cached when found)."""
-        keys = self._keys.run(run_id)
-        with redis_errors(f"read of {run_id}"):
-            pipe = self._raw.pipeline(transaction=False)
-            for first, last in gaps if gaps is not None else [(after + 1, None)]:
-                maximum = "+" if last is None else f"{last}-0"
-                pipe.xrange(keys.events, min=f"{first}-0", max=maximum, count=limit)
-            pipe.exists(keys.events)
-            pipe.exists(keys.archived)
-            *ranges, stream_exists, sealed = pipe.execute()
-        entries = [entry for found in ranges for entry in found or ()]
-        if entries or stream_exists:
-            return entries
-        if sealed or self._archives.events(run_id, required=False) is not None:
-            return None
-        return entries
-
-    def _archived_after(self, run_id: str, after: int, limit: int | None) -> list[Event]:
-        archived = self._archives.events(run_id, required=True) or []
-        tail = [e for e in archived if e.sequence > after]
-        return tail if limit is None else tail[:limit]
-
-    def follow(
-        self, run_id: str, *, after: int = 0, timeout: float | None = None
-    ) -> Iterator[Event]:
-        validate_run_id(run_id)
-        check_event_window(after, None)
-        return self._watch.follow(run_id, after, timeout, self.list_events)
-
-    def follow_partly(
-        self, run_id: str, *, after: int = 0, timeout: float | None = None, decode: frozenset[str]
-    ) -> Iterator[Event | UndecodedEvent]:
-        validate_run_id(run_id)
-        check_event_window(after, None)
-
-        def read(run_id: str, *, after: int) -> list[Event | UndecodedEvent]:
-            return self.list_events_partly(run_id, after=after, decode=decode)
-
-        return self._watch.follow(run_id, after, timeout, read)
-
-    def wait_for_end(self, run_id: str, timeout: float | None) -> bool:
-        """See :meth:`~little_dist.world.redis_s3.watching.RunWatch.wait_for_end`."""
-        validate_run_id(run_id)
-        return self._watch.wait_for_end(run_id, timeout)
-
-    def first_and_last_events(self, run_id: str) -> tuple[Event, Event] | None:
-        validate_run_id(run_id)
-        keys = self._keys.run(run_id)
-        with redis_errors(f"read of {run_id}"):
-            pipe = self._raw.pipeline(transaction=False)
-            pipe.xrange(keys.events, min="-", max="+", count=1)
-            pipe.xrevrange(keys.events, max="+", min="-", count=1)
-            first, last = pipe.execute()
-        if first and last:
-            (first_id, first_fields), (last_id, last_fields) = first[0], last[0]
-            return (
-                decode_entry(run_id, int(first_id.split(b"-", 1)[0]), first_fields),
-                decode_entry(run_id, int(last_id.split(b"-", 1)[0]), last_fields),
-            )
-        archived = self._archives.events(run_id, required=False)
-        return (archived[0], archived[-1]) if archived else None

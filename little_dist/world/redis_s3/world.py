@@ -50,6 +50,7 @@ from little_dist.world.redis_s3.archive import (
     RunSealedError,
 )
 from little_dist.world.redis_s3.artifact_store import ArtifactStore
+from little_dist.world.redis_s3.event_reads import EventReads
 from little_dist.world.redis_s3.events import ClaimedError, EventLog, ScriptedTask
 from little_dist.world.redis_s3.hot_artifacts import DEFAULT_HOT_ARTIFACT_LIMIT, HotArtifacts
 from little_dist.world.redis_s3.keys import KeyLayout
@@ -162,8 +163,13 @@ class RedisS3World:
             self._listing,
             signal_stream=signal_stream,
             signal_maxlen=signal_maxlen,
-            follow_block_ms=self._safe_block_ms(redis_client, follow_block_ms),
             now_ms=self._now_ms_arg,
+        )
+        self._reads = EventReads(
+            redis_client,
+            self._keys,
+            self._archives,
+            follow_block_ms=self._safe_block_ms(redis_client, follow_block_ms),
         )
         self._leases = LeaseStore(redis_client, self._keys, self._now_ms_arg)
         # Claimed once: sent again after a lost reply, it answers the hash it set.
@@ -379,10 +385,10 @@ class RedisS3World:
         return recorded
 
     def last_sequence(self, run_id: str) -> int:
-        return self._events.last_sequence(run_id)
+        return self._reads.last_sequence(run_id)
 
     def list_events(self, run_id: str, *, after: int = 0, limit: int | None = None) -> list[Event]:
-        return self._events.list_events(run_id, after=after, limit=limit)
+        return self._reads.list_events(run_id, after=after, limit=limit)
 
     def list_events_partly(
         self,
@@ -392,20 +398,20 @@ class RedisS3World:
         decode: frozenset[str],
         skip: Collection[int] = (),
     ) -> list[Event | UndecodedEvent]:
-        return self._events.list_events_partly(run_id, after=after, decode=decode, skip=skip)
+        return self._reads.list_events_partly(run_id, after=after, decode=decode, skip=skip)
 
     def follow_partly(
         self, run_id: str, *, after: int = 0, timeout: float | None = None, decode: frozenset[str]
     ) -> Iterator[Event | UndecodedEvent]:
-        return self._events.follow_partly(run_id, after=after, timeout=timeout, decode=decode)
+        return self._reads.follow_partly(run_id, after=after, timeout=timeout, decode=decode)
 
     def follow(
         self, run_id: str, *, after: int = 0, timeout: float | None = None
     ) -> Iterator[Event]:
-        return self._events.follow(run_id, after=after, timeout=timeout)
+        return self._reads.follow(run_id, after=after, timeout=timeout)
 
     def wait_for_end(self, run_id: str, *, timeout: float | None = None) -> bool:
-        return self._events.wait_for_end(run_id, timeout)
+        return self._reads.wait_for_end(run_id, timeout)
 
     def list_run_ids(self) -> list[str]:
         """Every run: not archived yet (the run index in Redis), or archived (the archives
@@ -415,7 +421,7 @@ class RedisS3World:
     def first_and_last_events(self, run_id: str) -> tuple[Event, Event] | None:
         """Two stream entries in one round trip; a run whose stream is gone, from its S3
         archive (one get, cached)."""
-        return self._events.first_and_last_events(run_id)
+        return self._reads.first_and_last_events(run_id)
 
     def late_events(self, run_id: str) -> list[LateEvent]:
         """The run's late record (``late/RUN_ID/`` in S3: one list call)."""
@@ -559,7 +565,7 @@ class RedisS3World:
         world's ``archive_ttl_seconds``) is how long the Redis keys stay; 0 deletes them now.
         Idempotent; returns the run's last sequence.
         """
-        last = self._archives.archive(run_id, ttl_seconds, self._events.stream_events)
+        last = self._archives.archive(run_id, ttl_seconds, self._reads.stream_events)
         self._events.forget(run_id)  # (the scheduler's cache holds no finished run)
         return last
 
