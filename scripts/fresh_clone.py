@@ -145,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     if subprocess.run(["git", "diff", "--quiet", "HEAD"], cwd=ROOT).returncode != 0:
         print("fresh clone: note: uncommitted changes are not in the clone", flush=True)
     workdir = Path(tempfile.mkdtemp(prefix="little-fresh-clone-"))
+    workdir.chmod(0o755)  # the attack tests run a worker as an unprivileged user from it
     checkout = workdir / "little-dist"
     failed = None
     try:
