@@ -178,7 +178,11 @@ def run_attack(
         "PYTHONDONTWRITEBYTECODE": "1",
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
         "LITTLE_SCRIPTED_MODEL": str(script_path),
-        **{k: v for k, v in os.environ.items() if k.startswith("LITTLE_SANDBOX_")},
+        **{
+            k: v
+            for k, v in os.environ.items()
+            if k.startswith("LITTLE_SANDBOX_") or k == "PYTHONPATH"
+        },
         **(env or {}),
     }
     prefix: list[str] = []
