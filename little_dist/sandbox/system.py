@@ -94,9 +94,13 @@ def bwrap_arguments(
             args += ["--symlink", os.readlink(host), host]
         elif os.path.isdir(host):
             args += ["--ro-bind", host, host]
+    # bubblewrap makes the folders above a bind 0700 (root's, as root): /etc and /etc/ssl
+    # must be open to the sandbox's user (certificates, awk by way of /etc/alternatives).
+    for folder in _parents(path for path in _ETC if os.path.exists(path)):
+        args += ["--perms", "0755", "--dir", folder]
     for path in _ETC:
         args += ["--ro-bind-try", path, path]
-    for path in hide:
+    for path in _hidden_files(hide):
         args += ["--ro-bind", "/dev/null", path]
     args += ["--proc", "/proc", "--dev", "/dev"]
     args += ["--perms", "1777", "--size", str(int(limits.tmp_bytes)), "--tmpfs", "/tmp"]
@@ -106,6 +110,18 @@ def bwrap_arguments(
         args += ["--bind" if mount.writable else "--ro-bind", str(mount.source), mount.target]
     args += ["--chdir", cwd]
     return args
+
+
+def _hidden_files(hide: Sequence[str]) -> list[str]:
+    """The files to cover for ``hide``: a link's target, not the link (bubblewrap cannot put
+    its file where a link is, and a link into ``/etc/alternatives`` is resolved against the
+    host's root), each once; one outside the sandbox's system (``/usr``) is not there to hide."""
+    found: set[str] = set()
+    for path in hide:
+        real = os.path.realpath(path)
+        if real.startswith("/usr/") and os.path.isfile(real):
+            found.add(real)
+    return sorted(found)
 
 
 def _parents(targets: Iterable[str]) -> list[str]:
