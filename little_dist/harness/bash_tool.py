@@ -30,10 +30,12 @@ What it records. Each command is a tool call (``harness.tool_call.*``, memoized 
 and, between its start and end, upstream's ``harness.runtime.command.started`` and
 ``.succeeded`` (exit code 0) / ``.failed`` (any other) with upstream's payload (``command``,
 ``cwd``, ``timeoutMs``, ``exitCode``, ``durationMs``, ``stdout``/``stderr`` as captured-content
-refs) plus ``isolation`` (``namespaces`` or ``rlimits``) and ``stopped`` (why the sandbox ended
-it: ``timeout``, ``cpu``, ``file_size``, ``output``; null when it ended on its own). The
-call's ``harness.tool_call.succeeded`` carries, besides the result the model sees, ``sandbox:
-{isolation, stopped, durationMs, state}`` where ``state`` is the session's
+refs) plus ``isolation`` (``namespaces`` or ``rlimits``), ``limits`` (what held its memory,
+processes and CPU: ``cgroup2`` or ``cgroup1``, the whole command; ``rlimits``, each process)
+and ``stopped`` (why the sandbox ended it: ``timeout``, ``cpu``, ``memory``, ``disk``,
+``file_size``, ``output``; null when it ended on its own). The call's
+``harness.tool_call.succeeded`` carries, besides the result the model sees, ``sandbox:
+{isolation, limits, stopped, durationMs, state}`` where ``state`` is the session's
 :class:`~little_dist.sandbox.bash.BashState` after the command (cwd, exports). A resumed
 session (a retried attempt, on any worker) replays recorded results from the memo and takes
 up the state of the last replayed call, so its next command runs where the last one left
@@ -169,6 +171,7 @@ class BashTool(Tool):
                 "stdout": captured(output["stdout"]),
                 "stderr": captured(output["stderr"]),
                 "isolation": result.isolation,
+                "limits": result.limits,
                 "stopped": result.stopped,
                 **egress,
             },
@@ -177,6 +180,7 @@ class BashTool(Tool):
         )
         sandbox = {
             "isolation": result.isolation,
+            "limits": result.limits,
             "stopped": result.stopped,
             "durationMs": duration,
             "state": session.state.to_json(),

@@ -10,11 +10,12 @@ Each run of a program (the step's, and each repair the fixer tries) is recorded 
 tool records a command: upstream's ``harness.runtime.command.started`` and ``.succeeded``
 (exit code 0 and JSON printed) / ``.failed``, ``command`` ``deno run <entrypoint>``, ``cwd``
 the program's folder, ``source`` ``code.run``, ``exitCode``, ``durationMs``, ``stdout`` and
-``stderr`` as captured-content refs, ``isolation`` and ``stopped`` (why the sandbox ended it:
-``timeout``, ``cpu``, ``file_size``, ``output``; null when it ended on its own). Their
-occurrences are ``code-run:{step}:{attempt}:{n}`` / ``code-run-end:...``, ``n`` counting the
-attempt's runs (apart from its bash commands). A program refused before it runs (a pin
-mismatch, no sandbox) records none.
+``stderr`` as captured-content refs, ``isolation``, ``limits`` (``cgroup2``, ``cgroup1`` or
+``rlimits``: see :mod:`little_dist.sandbox.cgroups`) and ``stopped`` (why the sandbox ended it:
+``timeout``, ``cpu``, ``memory``, ``disk``, ``file_size``, ``output``; null when it ended on
+its own). Their occurrences are ``code-run:{step}:{attempt}:{n}`` / ``code-run-end:...``,
+``n`` counting the attempt's runs (apart from its bash commands). A program refused before it
+runs (a pin mismatch, no sandbox) records none.
 """
 
 from __future__ import annotations
@@ -112,6 +113,7 @@ def _record_run(
         "stdout": captured(run.stdout),
         "stderr": captured(run.stderr),
         "isolation": run.isolation,
+        "limits": run.limits,
         "stopped": run.stopped,
     }
     recorder.trace(f"harness.runtime.command.{ended}", payload, "code-run-end", number)

@@ -1,9 +1,13 @@
-"""What one sandboxed command may use: CPU, memory, processes, files, time and output.
+"""What one sandboxed command may use: CPU, memory, processes, disk, files, time and output.
 
-Every limit is enforced by the kernel (``setrlimit`` in the child before it runs anything)
-except the wall clock and the output caps, which the parent enforces
-(:mod:`little_dist.sandbox.process`). Defaults fit a shell command or a small program an
-agent writes; a workflow or an operator narrows or widens them.
+Each limit holds for the whole command (every process it starts) where the worker has a
+cgroup for it (:mod:`little_dist.sandbox.cgroups`: memory, processes, CPU) or the parent
+measures it (the wall clock, the output caps, the disk its writable mounts use, and in a cgroup
+the CPU time of all its processes together: :mod:`little_dist.sandbox.supervise`). The kernel's
+per-process limits (``setrlimit`` in the child before it runs anything) hold as well, always:
+without a cgroup (``limits: "rlimits"``) they are all there is for memory, processes and CPU
+time, and each process may then use the whole of them. Defaults fit a shell command or a small
+program an agent writes; a workflow or an operator narrows or widens them.
 """
 
 from __future__ import annotations
@@ -22,10 +26,21 @@ _MIB: Final = 1024 * 1024
 class SandboxLimits:
     """The limits of one sandboxed command.
 
-    ``cpu_seconds``    CPU time (``RLIMIT_CPU``; the kernel sends SIGXCPU, then SIGKILL)
-    ``memory_bytes``   address space (``RLIMIT_AS``): an allocation past it fails
-    ``processes``      processes and threads the sandbox may run at once (``RLIMIT_NPROC``,
-                       counted for the sandbox's own user id, see the package docstring)
+    ``cpu_seconds``    CPU time: of all the command's processes together in a cgroup (the
+                       parent ends it, ``stopped: "cpu"``), and of each process
+                       (``RLIMIT_CPU``; the kernel sends SIGXCPU, then SIGKILL)
+    ``cpu_cores``      CPU bandwidth of the whole command, in cores (a cgroup's quota)
+    ``memory_bytes``   memory of the whole command, swap included (a cgroup: past it the
+                       kernel's OOM killer ends the command, ``stopped: "memory"``), and
+                       address space of each process (``RLIMIT_AS``: an allocation past it
+                       fails)
+    ``processes``      processes and threads the command may run at once (a cgroup's
+                       ``pids.max``, and ``RLIMIT_NPROC``, counted for the sandbox's own user
+                       id, see the package docstring)
+    ``disk_bytes``     what the files in its writable mounts may take on disk while it runs
+                       (the parent sums them, past it ends the command, ``stopped: "disk"``);
+                       the same bound as a scratch's publish limit
+    ``disk_files``     files, folders and links its writable mounts may hold (as above)
     ``open_files``     open file descriptors (``RLIMIT_NOFILE``)
     ``file_bytes``     the largest file it may write (``RLIMIT_FSIZE``; SIGXFSZ past it)
     ``wall_seconds``   wall-clock time; past it the whole sandbox is killed
@@ -38,8 +53,11 @@ class SandboxLimits:
     """
 
     cpu_seconds: int = 30
+    cpu_cores: float = 1.0
     memory_bytes: int = 1024 * _MIB
     processes: int = 64
+    disk_bytes: int = 256 * _MIB
+    disk_files: int = 100_000
     open_files: int = 256
     file_bytes: int = 64 * _MIB
     wall_seconds: float = 60.0

@@ -1,47 +1,55 @@
 """Run one command in the sandbox: :func:`run_sandboxed`.
 
-The parent (a worker thread) starts ``prlimit`` (util-linux) which sets the kernel limits and
-executes ``bwrap`` which builds the namespaces and runs the command. Nothing runs in the
-child between ``fork`` and ``exec`` (no ``preexec_fn``), so it is safe in a threaded worker.
-As root, bubblewrap keeps root's right to bind any source (no user namespace) and the
-command itself runs as a user id of its own (from a range, see :func:`sandbox_user`; switched
-by ``setpriv``, every capability dropped), so that the process limit counts only its
-processes — the kernel never limits root's. Otherwise bubblewrap runs unprivileged in a user
-namespace and the command as the worker's user, with the process limit raised by what that
-user already runs.
+The parent (a worker thread) starts the command as a chain of ``exec`` s, so that nothing runs
+in the child between ``fork`` and ``exec`` (no ``preexec_fn``; safe in a threaded worker):
+``/bin/sh`` writes its own pid into the command's cgroups and ``exec`` s ``prlimit``
+(util-linux), which sets the kernel's per-process limits and ``exec`` s ``bwrap``, which builds
+the namespaces and runs the command (:mod:`little_dist.sandbox.cgroups`: where there is no
+cgroup, the first step is left out). As root, bubblewrap keeps root's right to bind any source
+(no user namespace) and the command itself runs as a user id no other live command on the host
+has (:mod:`little_dist.sandbox.uids`; switched by ``setpriv``, every capability dropped), so
+that the process limit counts only its processes — the kernel never limits root's — and its
+pipes are given to that user (``/dev/stdout`` and ``/dev/stderr`` open). Otherwise bubblewrap
+runs unprivileged in a user namespace and the command as the worker's user, with the process
+limit raised by what that user already runs (a cgroup's ``pids.max`` is the command's own).
 
-The parent enforces the wall clock and the output caps: past ``wall_seconds`` or past
-``output_kill_bytes`` of dropped output it kills the process group, and with it (bubblewrap's
-``--die-with-parent``) the sandbox's PID namespace and everything in it.
+The parent enforces the wall clock, the output caps, the disk and (in a cgroup) the CPU time
+of all the command's processes, and ends the whole command however its processes are arranged
+(:mod:`little_dist.sandbox.supervise`). Each command's cgroups are removed when it ends.
 """
 
 from __future__ import annotations
 
-import contextlib
-import itertools
 import os
-import signal
 import subprocess
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import IO, Final
+from typing import Final
 
 from little_dist.errors import InvalidInputError
-from little_dist.sandbox.isolation import Isolation, bwrap_path, isolation_for
+from little_dist.sandbox.cgroups import (
+    ENTER_FAILED,
+    ENTER_MARKER,
+    CommandCgroup,
+    LimitsMode,
+    cgroups_for,
+)
+from little_dist.sandbox.isolation import (
+    Isolation,
+    SandboxUnavailableError,
+    bwrap_path,
+    isolation_for,
+)
 from little_dist.sandbox.limits import DEFAULT_LIMITS, SandboxLimits
 from little_dist.sandbox.mounts import Mount, MountError, check_mounts
+from little_dist.sandbox.supervise import Outcome, Running, supervise
 from little_dist.sandbox.system import bwrap_arguments, drop_to, sandbox_environment
+from little_dist.sandbox.uids import leased_uid
 
-__all__ = ["SandboxResult", "run_sandboxed", "sandbox_user"]
+__all__ = ["SandboxResult", "run_sandboxed"]
 
-#: Sandbox user ids (as root): ``UID_BASE + n``, n cycling through ``UID_SPAN`` values.
-UID_BASE: Final = 200_000
-UID_SPAN: Final = 10_000
-_uids = itertools.count((os.getpid() * 131) % UID_SPAN)
-_uid_lock = threading.Lock()
-_CHUNK: Final = 65536
+_STOPPED_BY_SIGNAL: Final = {128 + 24: "cpu", 128 + 25: "file_size"}  # SIGXCPU, SIGXFSZ
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,9 +58,15 @@ class SandboxResult:
 
     ``exit_code`` is the command's status, ``128 + N`` when signal N ended it (as a shell
     says). ``stopped`` says why the sandbox ended it, when it did: ``"timeout"`` (wall clock),
-    ``"cpu"`` (CPU time), ``"file_size"`` (a file past ``file_bytes``), ``"output"`` (a
-    runaway printer); ``None`` when the command ended on its own. ``stdout``/``stderr`` hold at
-    most ``output_bytes`` each, then a truncation marker naming what was dropped.
+    ``"cpu"`` (CPU time), ``"memory"`` (its cgroup's memory: the kernel killed a process of it
+    for want of memory), ``"disk"`` (its writable mounts' files passed ``disk_bytes`` or
+    ``disk_files``), ``"file_size"`` (a file past ``file_bytes``), ``"output"`` (a runaway
+    printer); ``None`` when the command ended on its own. ``stdout``/``stderr`` hold at most
+    ``output_bytes`` each, then a truncation marker naming what was dropped; a command the
+    sandbox stopped for memory, disk or CPU time ends its ``stderr`` with a line saying so.
+    ``limits`` names what held the command's memory, processes and CPU: ``"cgroup2"`` or
+    ``"cgroup1"`` (the whole command), or ``"rlimits"`` (each process; see
+    :mod:`little_dist.sandbox.cgroups`).
     """
 
     exit_code: int
@@ -63,14 +77,7 @@ class SandboxResult:
     duration_ms: float
     stdout_dropped: int = 0
     stderr_dropped: int = 0
-
-
-def sandbox_user() -> int | None:
-    """The user id the next command runs as: its own when we are root, else None (ours)."""
-    if os.geteuid() != 0:
-        return None
-    with _uid_lock:
-        return UID_BASE + next(_uids) % UID_SPAN
+    limits: LimitsMode = "rlimits"
 
 
 def run_sandboxed(
@@ -89,141 +96,148 @@ def run_sandboxed(
     ``env`` adds variables to the stripped environment; ``cwd`` is a path inside the
     sandbox. ``hide`` names system files the command must not see (an interpreter a
     capability turns off; each is covered by an empty file). ``settings_env`` (default: the
-    process environment) is where the isolation settings are read. Raises
+    process environment) is where the isolation and limits settings are read. Raises
     :class:`~little_dist.sandbox.isolation.SandboxUnavailableError` when the kernel sandbox
     cannot run and no weaker mode was opted into.
     """
     if not argv or not all(isinstance(part, str) and "\0" not in part for part in argv):
         raise InvalidInputError("sandbox command: expected a non-empty list of strings")
     check_mounts(mounts)
-    user = sandbox_user()
-    isolation = isolation_for(bwrap_path(settings_env), user, settings_env)
-    if user is not None:
-        for mount in mounts:
-            _give(mount, user) if mount.writable else _check_readable(mount)
-    environment = sandbox_environment(env, home=_home(mounts, cwd))
-    if isolation == "namespaces":
-        bwrap = bwrap_path(settings_env)
-        assert bwrap is not None  # isolation_for said namespaces work
-        arguments = bwrap_arguments(mounts, cwd, environment, limits, user, hide)
-        command = [bwrap, *arguments, "--", *drop_to(user), *argv]
-        workdir = None
-    else:
-        command = [*drop_to(user), *argv]
-        workdir = _host_path(mounts, cwd)
-    started = time.monotonic()
-    process = subprocess.Popen(
-        [*_prlimit(limits, user), "--", *command],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=workdir,
-        env=environment if isolation == "rlimits" else {"PATH": "/usr/bin:/bin"},
-        start_new_session=True,
-    )
-    return _supervise(process, stdin, limits, isolation, started)
+    with leased_uid() as user:
+        isolation = isolation_for(bwrap_path(settings_env), user, settings_env)
+        cgroups = cgroups_for(settings_env)
+        if user is not None:
+            for mount in mounts:
+                _give(mount, user) if mount.writable else _check_readable(mount)
+        environment = sandbox_environment(env, home=_home(mounts, cwd))
+        group = None if cgroups is None else cgroups.command(limits)
+        try:
+            return _run(
+                argv,
+                mounts,
+                cwd,
+                environment,
+                stdin,
+                limits,
+                hide,
+                settings_env,
+                isolation,
+                user,
+                group,
+            )
+        finally:
+            if group is not None:
+                group.close()
 
 
-def _supervise(
-    process: subprocess.Popen[bytes],
+def _run(
+    argv: Sequence[str],
+    mounts: Sequence[Mount],
+    cwd: str,
+    environment: dict[str, str],
     stdin: bytes,
     limits: SandboxLimits,
+    hide: Sequence[str],
+    settings_env: Mapping[str, str] | None,
     isolation: Isolation,
-    started: float,
+    user: int | None,
+    group: CommandCgroup | None,
 ) -> SandboxResult:
-    runaway = threading.Event()
-    out = _Capture(process, process.stdout, limits, runaway)
-    err = _Capture(process, process.stderr, limits, runaway)
-    feeder = threading.Thread(target=_feed, args=(process.stdin, stdin), daemon=True)
-    for thread in (out.thread, err.thread, feeder):
-        thread.start()
-    stopped: str | None = None
+    opened: list[int] = []
+
+    def pipe() -> tuple[int, int]:
+        read, write = os.pipe2(os.O_CLOEXEC)
+        opened.extend((read, write))
+        return read, write
+
+    status: tuple[int, int] | None = None
     try:
-        process.wait(timeout=max(0.0, started + limits.wall_seconds - time.monotonic()))
-    except subprocess.TimeoutExpired:
-        stopped = "timeout"
-        _kill(process)
-    code = process.wait()
-    out.thread.join()
-    err.thread.join()
+        (in_r, in_w), (out_r, out_w), (err_r, err_w) = pipe(), pipe(), pipe()
+        if user is not None:  # /dev/stdin, /dev/stdout and /dev/stderr open for its user
+            for fd in (in_r, out_w, err_w):
+                os.fchown(fd, user, user)
+        if isolation == "namespaces":
+            bwrap = bwrap_path(settings_env)
+            assert bwrap is not None  # isolation_for said namespaces work
+            arguments = bwrap_arguments(mounts, cwd, environment, limits, user, hide)
+            if group is None:  # bubblewrap names the PID namespace's first process: its kill
+                status = pipe()
+                arguments = ["--json-status-fd", str(status[1]), *arguments]
+            command = [bwrap, *arguments, "--", *drop_to(user), *argv]
+            workdir = None
+        else:
+            command = [*drop_to(user), *argv]
+            workdir = _host_path(mounts, cwd)
+        prefix = [] if group is None else group.enter_prefix()
+        started = time.monotonic()
+        process = subprocess.Popen(
+            [*prefix, *_prlimit(limits, user, group), "--", *command],
+            stdin=in_r,
+            stdout=out_w,
+            stderr=err_w,
+            pass_fds=() if status is None else (status[1],),
+            cwd=workdir,
+            env=environment if isolation == "rlimits" else {"PATH": "/usr/bin:/bin"},
+            start_new_session=True,
+        )
+    except BaseException:
+        for fd in opened:
+            os.close(fd)
+        raise
+    for fd in (in_r, out_w, err_w, *(() if status is None else (status[1],))):
+        os.close(fd)  # the child's ends: it has them now
+    writable = [mount.source for mount in mounts if mount.writable]
+    running = Running(
+        process, in_w, out_r, err_r, None if status is None else status[0], group, writable
+    )
+    outcome = supervise(running, stdin, limits, started)
+    return _result(outcome, isolation, group, started)
+
+
+def _result(
+    outcome: Outcome, isolation: Isolation, group: CommandCgroup | None, started: float
+) -> SandboxResult:
+    code = outcome.returncode
     exit_code = 128 - code if code < 0 else code
-    if stopped is None and runaway.is_set():
-        stopped = "output"
-    if stopped is None:
-        stopped = {128 + signal.SIGXCPU: "cpu", 128 + signal.SIGXFSZ: "file_size"}.get(exit_code)
+    stderr = _text(outcome.stderr, outcome.stderr_dropped)
+    if exit_code == ENTER_FAILED and group is not None and ENTER_MARKER in stderr.splitlines():
+        raise SandboxUnavailableError(f"{ENTER_MARKER}: {stderr.splitlines()[0]}")
+    stopped = outcome.stopped or _STOPPED_BY_SIGNAL.get(exit_code)
+    if outcome.note:
+        stderr += ("" if not stderr or stderr.endswith("\n") else "\n") + outcome.note + "\n"
     return SandboxResult(
         exit_code=exit_code,
-        stdout=out.text(),
-        stderr=err.text(),
+        stdout=_text(outcome.stdout, outcome.stdout_dropped),
+        stderr=stderr,
         stopped=stopped,
         isolation=isolation,
         duration_ms=(time.monotonic() - started) * 1000,
-        stdout_dropped=out.dropped,
-        stderr_dropped=err.dropped,
+        stdout_dropped=outcome.stdout_dropped,
+        stderr_dropped=outcome.stderr_dropped,
+        limits="rlimits" if group is None else group.mode,
     )
 
 
-class _Capture:
-    """Read one pipe to its end, keeping ``output_bytes`` and counting the rest."""
-
-    def __init__(
-        self,
-        process: subprocess.Popen[bytes],
-        pipe: IO[bytes] | None,
-        limits: SandboxLimits,
-        runaway: threading.Event,
-    ) -> None:
-        self.kept = bytearray()
-        self._process = process
-        self.dropped = 0
-        self._pipe = pipe
-        self._limits = limits
-        self._runaway = runaway
-        self.thread = threading.Thread(target=self._read, daemon=True)
-
-    def _read(self) -> None:
-        if self._pipe is None:
-            return
-        with self._pipe:
-            while chunk := os.read(self._pipe.fileno(), _CHUNK):
-                room = self._limits.output_bytes - len(self.kept)
-                self.kept += chunk[: max(room, 0)]
-                self.dropped += max(len(chunk) - max(room, 0), 0)
-                if self.dropped > self._limits.output_kill_bytes and not self._runaway.is_set():
-                    self._runaway.set()
-                    _kill(self._process)
-
-    def text(self) -> str:
-        text = self.kept.decode("utf-8", errors="replace")
-        if self.dropped:
-            text += f"\n[output truncated: {self.dropped} more bytes dropped]"
-        return text
+def _text(kept: bytes, dropped: int) -> str:
+    text = kept.decode("utf-8", errors="replace")
+    if dropped:
+        text += f"\n[output truncated: {dropped} more bytes dropped]"
+    return text
 
 
-def _feed(pipe: IO[bytes] | None, data: bytes) -> None:
-    if pipe is None:
-        return
-    try:
-        with pipe:
-            if data:
-                pipe.write(data)
-    except (BrokenPipeError, OSError):
-        pass  # the command did not read all its input
-
-
-def _kill(process: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
-
-
-def _prlimit(limits: SandboxLimits, user: int | None) -> list[str]:
-    processes = limits.processes if user is not None else limits.processes + _tasks_of(os.getuid())
+def _prlimit(limits: SandboxLimits, user: int | None, group: CommandCgroup | None) -> list[str]:
+    if user is not None:  # its own user id: the count is the command's own
+        processes: int | None = limits.processes
+    elif group is None:  # the worker's user: what that user runs now counts too
+        processes = limits.processes + _tasks_of(os.getuid())
+    else:  # the worker's user, in a cgroup: pids.max counts the command's own
+        processes = None
     return [
         "prlimit",
         # soft then hard: SIGXCPU at the limit (a status we can name), SIGKILL a second later
         f"--cpu={int(limits.cpu_seconds)}:{int(limits.cpu_seconds) + 1}",
         f"--{'as' if limits.memory_kind == 'address_space' else 'data'}={limits.memory_bytes}",
-        f"--nproc={int(processes)}",
+        *([] if processes is None else [f"--nproc={int(processes)}"]),
         f"--nofile={int(limits.open_files)}",
         f"--fsize={int(limits.file_bytes)}",
         "--core=0",
