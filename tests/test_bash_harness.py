@@ -17,8 +17,9 @@ from little_dist.events import Event
 from little_dist.harness import EventRecorder, HarnessRegistry, ModelCallError
 from little_dist.harness.bash_tool import BashTool
 from little_dist.runtime import CapabilityError
-from little_dist.sandbox import Mount
+from little_dist.sandbox import bash as bash_module
 from little_dist.sandbox.bash import BashState
+from little_dist.sandbox.process import run_sandboxed
 from little_dist.testing import ScriptedModel, ToolCall
 from little_dist.world.local import LocalWorld
 from tests.bash_fleet_app import shell_plan
@@ -171,13 +172,18 @@ def test_without_define_workflow_bash_no_model_is_offered_it(
 
 
 def test_a_retried_attempt_replays_the_recorded_command_and_takes_up_its_state(
-    tmp_path: Path, scripted_model: ScriptedModel
+    tmp_path: Path, scripted_model: ScriptedModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    probe = tmp_path / "probe"
-    probe.mkdir(mode=0o777)
-    probe.chmod(0o777)  # the sandbox's own user appends to it
-    ran = probe / "ran.txt"
-    first = "mkdir -p w && cd w && export COLOR=blue && echo x >> /mnt/probe/ran.txt"
+    # What really ran in the sandbox: every command the session handed to it, in order (a
+    # writable probe folder would be a writable mount the host does not list, and refuses).
+    ran: list[str] = []
+
+    def counted(argv: Any, **options: Any) -> Any:
+        ran.append(argv[-2])  # the session's script is bash -c SCRIPT bash CWD CMD STATE_FD
+        return run_sandboxed(argv, **options)
+
+    monkeypatch.setattr(bash_module, "run_sandboxed", counted)
+    first = "mkdir -p w && cd w && export COLOR=blue"
     scripted_model.on(step="shell").call_tools(
         [ToolCall("bash", {"cmd": first}, id="b1")]
     ).then_raise_error("server").then_call_tool(
@@ -189,7 +195,7 @@ def test_a_retried_attempt_replays_the_recorded_command_and_takes_up_its_state(
 
     def attempt(number: int) -> Any:
         recorder = EventRecorder(world, RUN, "shell", number)
-        probed = BashTool(BashCapabilities(), recorder, mounts=[Mount(probe, "/mnt/probe", True)])
+        probed = BashTool(BashCapabilities(), recorder)
         ctx = make_ctx(world, step_path="shell", attempt=number, tools=[probed])
         try:
             return registry.run_step(execute(step, "go"), ctx)
@@ -198,10 +204,10 @@ def test_a_retried_attempt_replays_the_recorded_command_and_takes_up_its_state(
 
     with pytest.raises(ModelCallError):  # attempt 1 dies after its command was recorded
         attempt(1)
-    assert ran.read_text() == "x\n"
+    assert ran == [first]
     result = attempt(2)
     assert result.output == "done"
-    assert ran.read_text() == "x\n"  # not run again
+    assert ran == [first, "pwd; echo $COLOR"]  # the first not run again
     shown = json.loads(scripted_model.calls[-1].tool_results[-1]["content"])
     assert shown["stdout"] == "/mnt/scratch/own/w\nblue\n"  # the state was taken up
     events = world.list_events(RUN)

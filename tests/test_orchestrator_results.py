@@ -134,6 +134,7 @@ def test_a_replayed_call_writes_the_file_again(
     (value,) = tool_results(scripted_model, 1)
 
     own = tmp_path / "own"  # a retried attempt's scratch: empty
+    own.mkdir()
     bash = SimpleNamespace(own_folder=lambda: own)
     ctx = SimpleNamespace(tools={"bash": bash}, recorder=SimpleNamespace(world=world))
     start = next(item for item in tools if item.name == "start_workflow")

@@ -63,7 +63,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import shutil
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -75,6 +74,7 @@ from little_dist.harness.errors import envelope_for
 from little_dist.harness.tool_calls import RecordedResult
 from little_dist.sandbox import DEFAULT_LIMITS, Mount, SandboxLimits, SandboxUnavailableError
 from little_dist.sandbox.bash import BASH_INPUT_SCHEMA, BashInputError, BashSession, BashState
+from little_dist.sandbox.writable import remove_tree
 from little_dist.tools import Tool
 
 if TYPE_CHECKING:
@@ -219,7 +219,7 @@ class BashTool(Tool):
             self._session.close()
             self._session = None
         if self._scratch is not None:
-            shutil.rmtree(self._scratch, ignore_errors=True)
+            remove_tree(self._scratch)  # however deep, never through a link (a command's)
             self._scratch = None
 
     def own_folder(self) -> Path:

@@ -30,9 +30,11 @@ dropped delete), as a concurrent write does. The restored folder is the one the 
 session saw: a file another writer created or changed meanwhile is not shown to the retry's
 live commands, nor published over (it is not among the attempt's changes).
 
-Only regular files are published: a symlink, a FIFO, a socket or a device the commands made
-is skipped (:attr:`Published.skipped` names each); files are read without following links; a
-path over :data:`~little_dist.memory.store.MAX_MEMORY_PATH_BYTES` bytes, or more than
+Only regular files are published: a symlink, a FIFO, a socket, a device or a name that is not
+UTF-8 the commands made is skipped (:attr:`Published.skipped` names each); the host reads and
+writes the folders only through :mod:`little_dist.sandbox.writable` (the commands can write
+them: no link is followed, no recursion); a path over
+:data:`~little_dist.memory.store.MAX_MEMORY_PATH_BYTES` bytes, folders too deep, or more than
 ``max_files`` files or ``max_bytes`` bytes in one store, fails the attempt
 (:class:`MemoryLimitError`).
 """
@@ -40,8 +42,6 @@ path over :data:`~little_dist.memory.store.MAX_MEMORY_PATH_BYTES` bytes, or more
 from __future__ import annotations
 
 import hashlib
-import os
-import stat
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -61,6 +61,7 @@ from little_dist.memory.store import (
 )
 from little_dist.occurrences import harness_event
 from little_dist.sandbox.mounts import Mount
+from little_dist.sandbox.writable import UnsafeEntryError, WritableFolder, remove_tree
 from little_dist.scratch.snapshots import OwnSnapshots
 
 if TYPE_CHECKING:
@@ -111,18 +112,29 @@ class AttemptMemory:
         self.step_path, self.attempt, self.writer = step_path, attempt, writer
         self.max_files, self.max_bytes = max_files, max_bytes
         self._store = store
-        self._folder = tempfile.TemporaryDirectory(prefix="little-memory-")
-        root = Path(self._folder.name)
-        root.chmod(0o755)
+        self._root = root = Path(tempfile.mkdtemp(prefix="little-memory-"))
         self._mounted: list[_Mounted] = []
+        try:
+            root.chmod(0o755)
+            self._mount_all(specs, world, run_id)
+        except BaseException:
+            remove_tree(root)
+            raise
+
+    def _mount_all(
+        self, specs: Sequence[MemoryMountSpec], world: World | None, run_id: str
+    ) -> None:
+        store, root = self._store, self._root
+        max_files, max_bytes = self.max_files, self.max_bytes
         for index, spec in enumerate(specs):
             folder = root / str(index)
             folder.mkdir(mode=0o755)
             folder.chmod(0o755)
             entries = dict(store.entries(spec.store_id))
-            for path, entry in sorted(entries.items()):
-                if entry.exists and _safe(path):
-                    _materialize(folder, path, store.read(spec.store_id, entry))
+            with WritableFolder(folder) as writable:
+                for path, entry in sorted(entries.items()):
+                    if entry.exists and _safe(path):
+                        writable.write(path, store.read(spec.store_id, entry))
             mounted = _Mounted(spec, folder, entries)
             if world is not None and spec.mode == "rw":
                 mounted.snapshots = OwnSnapshots(
@@ -206,7 +218,7 @@ class AttemptMemory:
             mounted.started = started
 
     def close(self) -> None:
-        self._folder.cleanup()
+        remove_tree(self._root)
 
     def __enter__(self) -> AttemptMemory:
         return self
@@ -286,58 +298,41 @@ def _safe(path: str) -> bool:
     return True
 
 
-def _materialize(folder: Path, relative: str, data: bytes) -> None:
-    path = folder / relative
-    path.parent.mkdir(parents=True, exist_ok=True)
-    parent = path.parent
-    while parent != folder:
-        parent.chmod(0o755)
-        parent = parent.parent
-    path.write_bytes(data)
-    path.chmod(0o644)
-
-
-_IGNORED_KINDS: Final = (
-    (stat.S_ISLNK, "a symlink"),
-    (stat.S_ISFIFO, "a FIFO"),
-    (stat.S_ISSOCK, "a socket"),
-    (stat.S_ISCHR, "a device"),
-    (stat.S_ISBLK, "a device"),
-)
-
-
 def _scan(
     mounted: _Mounted, published: Published, max_files: int, max_bytes: int
 ) -> dict[str, bytes]:
+    """Every regular file of a mounted store's folder, read through
+    :mod:`little_dist.sandbox.writable` (the command wrote it): anything else is skipped."""
     found: dict[str, bytes] = {}
     total = 0
-    root = str(mounted.folder)
-    for top, folders, names in os.walk(root, followlinks=False):
-        linked = [f for f in folders if os.path.islink(os.path.join(top, f))]
-        for name in sorted(names) + linked:
-            path = os.path.join(top, name)
-            relative = os.path.relpath(path, root)
+    with WritableFolder(mounted.folder) as folder:
+        for entry in folder.walk(error=MemoryLimitError):
+            relative = entry.relative
             shown = f"{mounted.spec.mount_path}{relative}"
-            if len(relative.encode("utf-8", "surrogateescape")) > MAX_MEMORY_PATH_BYTES:
+            if not entry.utf8:
+                shown = shown.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+                published.skipped.append(f"{shown} (a name that is not UTF-8, not published)")
+                continue
+            if len(relative.encode("utf-8")) > MAX_MEMORY_PATH_BYTES:
                 raise MemoryLimitError(
                     f"memory file {shown[:80]!r}...: path over {MAX_MEMORY_PATH_BYTES} bytes"
                 )
-            mode = os.lstat(path).st_mode
-            if not stat.S_ISREG(mode):
-                kind = next((what for test, what in _IGNORED_KINDS if test(mode)), "not a file")
-                published.skipped.append(f"{shown} ({kind}, not published)")
+            if entry.is_dir:
+                continue
+            if not entry.is_file:
+                published.skipped.append(f"{shown} ({entry.kind}, not published)")
                 continue
             if not _safe(relative):
                 published.skipped.append(f"{shown} (a name a store cannot keep, not published)")
                 continue
-            descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-            with os.fdopen(descriptor, "rb") as file:
-                data = file.read()
-            total += len(data)
+            total += entry.info.st_size
             if len(found) >= max_files or total > max_bytes:
                 raise MemoryLimitError(
                     f"memory store {mounted.spec.store_id} is over its limit ({max_files} "
                     f"files, {max_bytes} bytes)"
                 )
-            found[relative] = data
+            try:
+                found[relative] = entry.read(max_bytes - total + entry.info.st_size)
+            except UnsafeEntryError as exc:  # it changed while read
+                raise MemoryLimitError(f"memory file {shown[:80]!r}: {exc}") from None
     return found

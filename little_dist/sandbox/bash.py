@@ -22,7 +22,6 @@ import glob
 import math
 import posixpath
 import shlex
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -34,6 +33,8 @@ from little_dist.sandbox.egress import PROXY_PORT, EgressDecision, EgressPolicy,
 from little_dist.sandbox.limits import DEFAULT_LIMITS, SandboxLimits
 from little_dist.sandbox.mounts import Mount
 from little_dist.sandbox.process import SandboxResult, run_sandboxed
+from little_dist.sandbox.state_channel import StateChannel
+from little_dist.sandbox.writable import WritableFolder
 
 __all__ = [
     "BASH_INPUT_SCHEMA",
@@ -68,18 +69,24 @@ BASH_OUTPUT_SCHEMA: Final = {
 }
 #: Exit code of a command stopped at its time limit (upstream's, and coreutils' ``timeout``).
 TIMED_OUT: Final = 124
-_STATE_TARGET: Final = "/mnt/.bash-session"
+#: The most a command's shell may leave as its state (working directory and exports): a
+#: state over it is not kept (the next command starts where this one did).
+STATE_BYTES: Final = 1024 * 1024
 #: Linux's limits on a path and on one name in it: a longer ``cwd`` is refused up front.
 _PATH_MAX: Final = 4095
 _NAME_MAX: Final = 255
 _PYTHON: Final = ("/usr/bin/python3*", "/usr/bin/python", "/usr/local/bin/python3*")
 _JAVASCRIPT: Final = ("/usr/bin/node*", "/usr/local/bin/node", "/usr/bin/deno")
-# The session's shell: restore the exported variables, enter the working directory, save both
-# on exit (whatever way the command exits), run the command as the script it is.
+# The session's shell. Its state comes in on stdin (the exports, up to a NUL) and goes out on
+# a pipe of its own (fd "$3"), written by its EXIT trap whatever way the command exits: a NUL,
+# the working directory, a NUL, the exports (which hold no NUL: bash quotes them). What the
+# command itself writes there comes before, and is not read. No file is shared with the host:
+# it reads and writes nothing in a folder the command can write (little_dist.sandbox.writable).
 _SCRIPT: Final = (
-    '[ -f /mnt/.bash-session/env ] && . /mnt/.bash-session/env; cd -- "$1" || exit 1; '
-    "__little_cmd=$2; shift 2; "
-    "trap 'pwd > /mnt/.bash-session/cwd; export -p > /mnt/.bash-session/env' EXIT; "
+    "IFS= read -r -d '' __little_env; eval \"$__little_env\"; unset __little_env; "
+    'cd -- "$1" || exit 1; __little_cmd=$2; __little_state=$3; shift 3; '
+    'trap \'{ printf "\\0"; pwd; printf "\\0"; export -p; } '
+    '>&"$__little_state" 2>/dev/null\' EXIT; '
     'eval "$__little_cmd"'
 )
 
@@ -178,12 +185,10 @@ class BashSession:
     #: The egress proxy's decisions during the last command (network on only).
     last_egress: list[EgressDecision] = field(default_factory=list, init=False)
     _state: BashState = field(init=False)
-    _folder: tempfile.TemporaryDirectory[str] = field(init=False, repr=False)
     _proxy: EgressProxy | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._state = BashState(cwd=self._checked_cwd(self.cwd, "/"))
-        self._folder = tempfile.TemporaryDirectory(prefix="little-bash-")
         network = self.capabilities.normalized()["network"]
         if network is not False:
             self._proxy = EgressProxy(EgressPolicy.from_network(network))
@@ -217,54 +222,64 @@ class BashSession:
     def execute(self, command: BashCommand) -> dict[str, Any]:
         """Run a call :meth:`check` returned; the result is also kept as :attr:`last`."""
         cwd = command.cwd or self._state.cwd
-        folder = Path(self._folder.name)
-        (folder / "env").write_text(self._state.exports)
-        (folder / "cwd").unlink(missing_ok=True)
         limits = self.limits
         if command.timeout_ms is not None:
             seconds = max(command.timeout_ms / 1000, 0.001)
             limits = replace(limits, wall_seconds=min(limits.wall_seconds, seconds))
-        mounts = [*self.mounts, Mount(folder, _STATE_TARGET, writable=True)]
+        mounts = list(self.mounts)
         script, env = _SCRIPT, None
         if self._proxy is not None:
             mounts += [Mount(self._proxy.folder, _EGRESS), Mount(_python(), _EGRESS_PYTHON)]
             script, env = _WITH_EGRESS + _SCRIPT, _PROXY_ENV
-        result = run_sandboxed(
-            ["bash", "-c", script, "bash", cwd, command.cmd],
-            mounts=mounts,
-            cwd=cwd,
-            env=env,
-            limits=limits,
-            hide=self._hidden(),
-        )
+        with StateChannel(STATE_BYTES) as channel:
+            result = run_sandboxed(
+                ["bash", "-c", script, "bash", cwd, command.cmd, str(channel.fd)],
+                mounts=mounts,
+                cwd=cwd,
+                env=env,
+                stdin=self._state.exports.encode("utf-8", "surrogateescape") + b"\0",
+                limits=limits,
+                hide=self._hidden(),
+                pass_fds=(channel.fd,),
+            )
+            said = channel.received()
         self.last = result
         self.last_egress = [] if self._proxy is None else self._proxy.take_decisions()
-        self._state = self._state_after(folder, cwd)
+        self._state, note = self._state_after(said, cwd)
+        stderr = result.stderr + note
         if result.stopped == "timeout":
             seconds = limits.wall_seconds
             return {
                 "stdout": result.stdout,
-                "stderr": result.stderr + f"command timed out after {seconds * 1000:.0f} ms\n",
+                "stderr": stderr + f"command timed out after {seconds * 1000:.0f} ms\n",
                 "exitCode": TIMED_OUT,
             }
-        return {"stdout": result.stdout, "stderr": result.stderr, "exitCode": result.exit_code}
+        return {"stdout": result.stdout, "stderr": stderr, "exitCode": result.exit_code}
 
     def close(self) -> None:
         if self._proxy is not None:
             self._proxy.close()
-        self._folder.cleanup()
 
-    def _state_after(self, folder: Path, cwd: str) -> BashState:
+    def _state_after(self, said: bytes | None, cwd: str) -> tuple[BashState, str]:
+        """The state the command's shell left on its channel (and a note for its stderr when
+        it cannot be kept); the state as it was, in ``cwd``, when it left none."""
+        if said is None:
+            return replace(self._state, cwd=cwd), (
+                f"[the shell's state is over {STATE_BYTES} bytes: its working directory and "
+                "exported variables were not kept]\n"
+            )
+        if said.count(b"\0") < 2:  # killed before its EXIT trap ran: the state stays as it was
+            return replace(self._state, cwd=cwd), ""
+        *_, ended_in, exports = said.split(b"\0")
         try:
-            ended_in = (folder / "cwd").read_text().strip()
-            exports = (folder / "env").read_text()
-        except OSError:  # killed before its EXIT trap ran: the state stays as it was
-            return replace(self._state, cwd=cwd)
+            text = exports.decode("utf-8")
+        except UnicodeDecodeError:  # bash quotes what is not printable: not its own output
+            text = self._state.exports
         try:
-            ended_in = self._checked_cwd(ended_in, cwd)
-        except BashInputError:
-            ended_in = cwd  # it left the writable mounts: the next command starts where it did
-        return BashState(cwd=ended_in, exports=exports)
+            path = self._checked_cwd(ended_in.decode("utf-8").removesuffix("\n"), cwd)
+        except (UnicodeDecodeError, BashInputError):
+            path = cwd  # a name that is not UTF-8, or it left the writable mounts
+        return BashState(cwd=path, exports=text), ""
 
     def _checked_cwd(self, asked: str, current: str) -> str:
         if "\0" in asked:
@@ -287,19 +302,13 @@ class BashSession:
         return path
 
     def _make_dirs(self, path: str) -> None:
-        """Make ``path`` (inside a writable mount) on the host, one directory at a time,
-        never through a symlink: a link the sandbox left must not lead the worker out."""
+        """Make ``path`` (inside a writable mount) on the host, one folder at a time, never
+        through a link (:mod:`little_dist.sandbox.writable`): a link the sandbox left must not
+        lead the worker out; where a name on the way is not a folder, nothing more is made."""
         for mount in sorted(self.mounts, key=lambda m: len(m.target), reverse=True):
             if mount.writable and (path == mount.target or path.startswith(mount.target + "/")):
-                here = mount.source
-                for part in path[len(mount.target) :].split("/"):
-                    if not part:
-                        continue
-                    here = here / part
-                    if here.is_symlink() or (here.exists() and not here.is_dir()):
-                        return
-                    if not here.exists():
-                        here.mkdir()
+                with WritableFolder(mount.source) as folder:
+                    folder.make_folders(path[len(mount.target) :].strip("/"))
                 return
 
     def _hidden(self) -> tuple[str, ...]:

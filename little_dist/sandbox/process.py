@@ -46,6 +46,7 @@ from little_dist.sandbox.mounts import Mount, MountError, check_mounts
 from little_dist.sandbox.supervise import Outcome, Running, supervise
 from little_dist.sandbox.system import bwrap_arguments, drop_to, sandbox_environment
 from little_dist.sandbox.uids import leased_uid
+from little_dist.sandbox.writable import WritableFolder
 
 __all__ = ["SandboxResult", "run_sandboxed"]
 
@@ -90,13 +91,15 @@ def run_sandboxed(
     limits: SandboxLimits = DEFAULT_LIMITS,
     hide: Sequence[str] = (),
     settings_env: Mapping[str, str] | None = None,
+    pass_fds: Sequence[int] = (),
 ) -> SandboxResult:
     """Run ``argv`` in the sandbox with ``mounts`` bound in and ``limits`` enforced.
 
     ``env`` adds variables to the stripped environment; ``cwd`` is a path inside the
     sandbox. ``hide`` names system files the command must not see (an interpreter a
     capability turns off; each is covered by an empty file). ``settings_env`` (default: the
-    process environment) is where the isolation and limits settings are read. Raises
+    process environment) is where the isolation and limits settings are read. ``pass_fds``
+    are descriptors the command inherits, at the same numbers (a pipe it reports on). Raises
     :class:`~little_dist.sandbox.isolation.SandboxUnavailableError` when the kernel sandbox
     cannot run and no weaker mode was opted into.
     """
@@ -124,6 +127,7 @@ def run_sandboxed(
                 isolation,
                 user,
                 group,
+                pass_fds,
             )
         finally:
             if group is not None:
@@ -142,6 +146,7 @@ def _run(
     isolation: Isolation,
     user: int | None,
     group: CommandCgroup | None,
+    pass_fds: Sequence[int],
 ) -> SandboxResult:
     opened: list[int] = []
 
@@ -175,7 +180,7 @@ def _run(
             stdin=in_r,
             stdout=out_w,
             stderr=err_w,
-            pass_fds=() if status is None else (status[1],),
+            pass_fds=(*pass_fds, *(() if status is None else (status[1],))),
             cwd=workdir,
             env=environment if isolation == "rlimits" else {"PATH": "/usr/bin:/bin"},
             start_new_session=True,
@@ -261,11 +266,10 @@ def _tasks_of(uid: int) -> int:
 
 
 def _give(mount: Mount, user: int) -> None:
-    """Make a writable mount the sandbox user's (as root), files inside included."""
-    os.chown(mount.source, user, user)
-    for root, dirs, files in os.walk(mount.source):
-        for name in dirs + files:
-            os.lchown(os.path.join(root, name), user, user)
+    """Make a writable mount the sandbox user's (as root), files inside included: a walk
+    that never follows what an earlier command left there (:mod:`.writable`)."""
+    with WritableFolder(mount.source) as folder:
+        folder.chown_all(user, user)
 
 
 def _check_readable(mount: Mount) -> None:

@@ -18,17 +18,19 @@ peers. :meth:`AttemptScratch.snapshot` and :meth:`~AttemptScratch.restore` carry
 across a replay (:mod:`~little_dist.scratch.snapshots`): what the recorded commands of a
 retried attempt wrote is there again when its live part goes on.
 
-Path safety when publishing: only regular files are published (a symlink, a device, a FIFO
-or a socket the command made is skipped, and said so in :attr:`Changes.skipped`); files are
-opened without following links; a path over :data:`MAX_PATH_BYTES` bytes, more than
-``max_files`` files or more than ``max_bytes`` bytes in all fail the attempt with
-:class:`ScratchLimitError`.
+Path safety: ``own/`` is written by the command, so the host touches it only through
+:mod:`little_dist.sandbox.writable` (never following a link, reading only regular files,
+walking without recursion). Only regular files are published (a symlink, a device, a FIFO,
+a socket, or a name that is not UTF-8 is skipped, and said so in :attr:`Changes.skipped`);
+a path over :data:`MAX_PATH_BYTES` bytes, folders deeper than
+:data:`~little_dist.sandbox.writable.MAX_DEPTH`, more than ``max_files`` files or more than
+``max_bytes`` bytes in all fail the attempt with :class:`ScratchLimitError`. The attempt's
+folders are removed however deep the command made them.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 import stat
 import tempfile
 from collections.abc import Mapping
@@ -39,6 +41,7 @@ from typing import Any, Final
 from little_dist.errors import InvalidInputError
 from little_dist.events import EventInput
 from little_dist.sandbox.mounts import Mount
+from little_dist.sandbox.writable import UnsafeEntryError, WritableFolder, remove_tree
 from little_dist.scratch.files import OWN, ScratchFile, file_event
 from little_dist.scratch.snapshots import OwnSnapshots
 from little_dist.world.artifacts import artifact_ref_for
@@ -81,20 +84,23 @@ class AttemptScratch:
         self.max_files, self.max_bytes = max_files, max_bytes
         self._world = world
         self._started = dict(files.get(step_path, {}))
-        self._folder = tempfile.TemporaryDirectory(prefix="little-scratch-")
-        root = Path(self._folder.name)
-        root.chmod(0o755)
-        self.own = _folder(root / "own")
-        self._mounts = [Mount(self.own, OWN, writable=True)]
-        for role in ("from-planner", "from-orchestrator"):
-            self._mounts.append(Mount(_folder(root / role), f"/mnt/scratch/{role}"))
-        for peer, peer_files in sorted(files.items()):
-            if peer == step_path or not peer_files or "/" in peer or peer in (".", ".."):
-                continue
-            folder = _folder(root / "peer-steps" / peer)
-            self._write(folder, peer_files)
-            self._mounts.append(Mount(folder, f"{_PEERS}/{peer}"))
-        self._write(self.own, self._started)
+        self._root = Path(tempfile.mkdtemp(prefix="little-scratch-"))
+        try:
+            self._root.chmod(0o755)
+            self.own = _folder(self._root / "own")
+            self._mounts = [Mount(self.own, OWN, writable=True)]
+            for role in ("from-planner", "from-orchestrator"):
+                self._mounts.append(Mount(_folder(self._root / role), f"/mnt/scratch/{role}"))
+            for peer, peer_files in sorted(files.items()):
+                if peer == step_path or not peer_files or "/" in peer or peer in (".", ".."):
+                    continue
+                folder = _folder(self._root / "peer-steps" / peer)
+                self._write(folder, peer_files)
+                self._mounts.append(Mount(folder, f"{_PEERS}/{peer}"))
+            self._write(self.own, self._started)
+        except BaseException:
+            remove_tree(self._root)
+            raise
         self._snapshots = OwnSnapshots(
             world,
             run_id,
@@ -153,7 +159,7 @@ class AttemptScratch:
         return changes
 
     def close(self) -> None:
-        self._folder.cleanup()
+        remove_tree(self._root)
 
     def __enter__(self) -> AttemptScratch:
         return self
@@ -162,38 +168,45 @@ class AttemptScratch:
         self.close()
 
     def _write(self, folder: Path, files: Mapping[str, ScratchFile]) -> None:
-        for relative, file in files.items():
-            data = self._world.get_artifact(file.artifact_ref).payload
-            path = folder / relative
-            path.parent.mkdir(parents=True, exist_ok=True)
-            _open_up(folder, path.parent)
-            path.write_bytes(data if isinstance(data, bytes) else str(data).encode())
-            path.chmod(0o755 if file.executable else 0o644)
+        with WritableFolder(folder) as writable:
+            for relative, file in files.items():
+                data = self._world.get_artifact(file.artifact_ref).payload
+                writable.write(
+                    relative,
+                    data if isinstance(data, bytes) else str(data).encode(),
+                    mode=0o755 if file.executable else 0o644,
+                )
 
     def _scan(self, changes: Changes) -> dict[str, tuple[bytes, bool]]:
         found: dict[str, tuple[bytes, bool]] = {}
         total = 0
-        for top, folders, names in os.walk(self.own, followlinks=False):
-            linked = [f for f in folders if os.path.islink(os.path.join(top, f))]
-            for name in sorted(names) + linked:
-                path = os.path.join(top, name)
-                relative = os.path.relpath(path, self.own)
+        with WritableFolder(self.own) as own:
+            for entry in own.walk(error=ScratchLimitError):
+                relative = entry.relative
                 if len(relative.encode("utf-8", "surrogateescape")) > MAX_PATH_BYTES:
                     raise ScratchLimitError(
                         f"scratch file {relative[:60]!r}...: path over {MAX_PATH_BYTES} bytes"
                     )
-                mode = os.lstat(path).st_mode
-                if not stat.S_ISREG(mode):
-                    changes.skipped.append(f"{relative} ({_kind(mode)}, not published)")
+                if entry.is_dir:
                     continue
-                data = _read_no_follow(path)
-                total += len(data)
+                if not entry.utf8:
+                    shown = relative.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+                    changes.skipped.append(f"{shown} (a name that is not UTF-8, not published)")
+                    continue
+                if not entry.is_file:
+                    changes.skipped.append(f"{relative} ({entry.kind}, not published)")
+                    continue
+                total += entry.info.st_size
                 if len(found) >= self.max_files or total > self.max_bytes:
                     raise ScratchLimitError(
                         f"scratch of step '{self.step_path}' is over its limit "
                         f"({self.max_files} files, {self.max_bytes} bytes)"
                     )
-                found[relative] = (data, bool(mode & stat.S_IXUSR))
+                try:
+                    data = entry.read(self.max_bytes - total + entry.info.st_size)
+                except UnsafeEntryError as exc:  # it changed while read
+                    raise ScratchLimitError(f"scratch file {relative[:60]!r}: {exc}") from None
+                found[relative] = (data, bool(entry.info.st_mode & stat.S_IXUSR))
         return found
 
 
@@ -201,27 +214,3 @@ def _folder(path: Path) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     path.chmod(0o755)
     return path
-
-
-def _open_up(root: Path, folder: Path) -> None:
-    while folder != root and root in folder.parents:
-        folder.chmod(0o755)
-        folder = folder.parent
-
-
-def _read_no_follow(path: str) -> bytes:
-    descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    with os.fdopen(descriptor, "rb") as file:
-        return file.read()
-
-
-def _kind(mode: int) -> str:
-    if stat.S_ISLNK(mode):
-        return "a symlink"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    return "not a regular file"

@@ -16,22 +16,21 @@ folders (:mod:`little_dist.memory.attempt`): ``name`` ``"memory"`` stores their 
 
 Nothing here publishes: the stored bytes are named only by the tool call's record, which no
 peer reads; a step's files become visible to others only with its commit
-(:mod:`little_dist.scratch.attempt`). Scanning follows the publish rules (regular files only,
-opened without following links, the same limits); a file whose size, mtime and inode are
-unchanged since the last scan is not read or hashed again.
+(:mod:`little_dist.scratch.attempt`). Scanning follows the publish rules (regular files
+only, through :mod:`little_dist.sandbox.writable`, the same limits); a file whose size, mtime
+and inode are unchanged since the last scan is not read or hashed again.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
-import shutil
 import stat
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
 from little_dist.errors import InvalidInputError
+from little_dist.sandbox.writable import Entry, UnsafeEntryError, WritableFolder
 from little_dist.scratch.files import ScratchFile
 from little_dist.world.artifacts import artifact_ref_for
 from little_dist.world.base import ArtifactInput, World
@@ -85,47 +84,45 @@ class OwnSnapshots:
         max_files, max_bytes, max_path_bytes = self._limits
         files: dict[str, ScratchFile] = {}
         total = 0
-        for top, folders, names in os.walk(self._own, followlinks=False):
-            for name in sorted(names):
-                path = os.path.join(top, name)
-                relative = os.path.relpath(path, self._own)
+        with WritableFolder(self._own) as own:
+            for entry in own.walk(error=limit_error):
+                relative = entry.relative
                 if len(relative.encode("utf-8", "surrogateescape")) > max_path_bytes:
                     raise limit_error(
                         f"{self._name} file {relative[:60]!r}...: path over {max_path_bytes} bytes"
                     )
-                info = os.lstat(path)
-                if not stat.S_ISREG(info.st_mode):
-                    continue  # links, devices, FIFOs: never published, never restored
-                total += info.st_size
+                if not entry.is_file or not entry.utf8:
+                    continue  # folders; links, devices, FIFOs, odd names: never published
+                total += entry.info.st_size
                 if len(files) >= max_files or total > max_bytes:
                     raise limit_error(
                         f"{self._name} folder {self._label} is over its limit "
                         f"({max_files} files, {max_bytes} bytes)"
                     )
-                files[relative] = self._file(relative, path, info)
-            folders.sort()
+                try:
+                    files[relative] = self._file(entry, max_bytes - total + entry.info.st_size)
+                except UnsafeEntryError as exc:  # it changed while read
+                    raise limit_error(f"{self._name} file {relative[:60]!r}: {exc}") from None
         self._seen = {k: v for k, v in self._seen.items() if k in files}
         return {"files": {relative: _to_json(file) for relative, file in files.items()}}
 
     def restore(self, manifest: Mapping[str, Any]) -> None:
         """Make ``own/`` hold exactly the files of ``manifest`` (a :meth:`snapshot`)."""
         files = manifest_files(manifest)
-        for entry in os.scandir(self._own):
-            if entry.is_dir(follow_symlinks=False):
-                shutil.rmtree(entry.path)
-            else:
-                os.unlink(entry.path)
         self._seen.clear()
-        for relative, file in sorted(files.items()):
-            data = self._world.get_artifact(file.artifact_ref, run_id=self._run_id).payload
-            path = self._own / relative
-            for folder in reversed(path.relative_to(self._own).parents[:-1]):
-                (self._own / folder).mkdir(mode=_MODE_BITS, exist_ok=True)
-            path.write_bytes(data if isinstance(data, bytes) else str(data).encode())
-            path.chmod(_MODE_BITS if file.executable else 0o644)
-            self._stored[file.sha256] = file.artifact_ref
+        with WritableFolder(self._own) as own:
+            own.clear()
+            for relative, file in sorted(files.items()):
+                data = self._world.get_artifact(file.artifact_ref, run_id=self._run_id).payload
+                own.write(
+                    relative,
+                    data if isinstance(data, bytes) else str(data).encode(),
+                    mode=_MODE_BITS if file.executable else 0o644,
+                )
+                self._stored[file.sha256] = file.artifact_ref
 
-    def _file(self, relative: str, path: str, info: os.stat_result) -> ScratchFile:
+    def _file(self, entry: Entry, limit: int) -> ScratchFile:
+        relative, info = entry.relative, entry.info
         seen: _Seen = (info.st_size, info.st_mtime_ns, info.st_ino)
         executable = bool(info.st_mode & stat.S_IXUSR)
         cached = self._seen.get(relative)
@@ -135,7 +132,7 @@ class OwnSnapshots:
                 file = ScratchFile(file.size, file.sha256, file.artifact_ref, executable)
                 self._seen[relative] = (seen, file)
             return file
-        data = _read_no_follow(path)
+        data = entry.read(limit)
         sha = "sha256:" + hashlib.sha256(data).hexdigest()
         ref = self._stored.get(sha)
         if ref is None:
@@ -185,9 +182,3 @@ def _to_json(file: ScratchFile) -> dict[str, Any]:
     if file.executable:
         entry["executable"] = True
     return entry
-
-
-def _read_no_follow(path: str) -> bytes:
-    descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    with os.fdopen(descriptor, "rb") as file:
-        return file.read()

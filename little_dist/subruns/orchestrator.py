@@ -82,6 +82,7 @@ from little_dist.canonical import sha256_digest
 from little_dist.errors import InvalidInputError, LittleError
 from little_dist.harness.bash_tool import OWN_SCRATCH
 from little_dist.memory.layout import pipeline_store_id
+from little_dist.sandbox.writable import WritableFolder
 from little_dist.subruns.engine import await_sub_run, call_key_of
 from little_dist.subruns.links import SUB_RUN_ENDED, SUB_RUN_STARTED
 from little_dist.tools import InvalidToolInputError, Tool
@@ -193,10 +194,11 @@ def write_model_facing_output(own: Path, run_id: str, output: Any) -> tuple[str,
     """Write ``output`` to ``own/workflow-results/<runId>/output.json`` (pretty JSON, as
     upstream) and return its path as the model's bash sees it, with its summary."""
     segment = _segment(run_id)
-    folder = own / RESULTS_DIR / segment
-    folder.mkdir(parents=True, exist_ok=True)
     text = json.dumps(output, ensure_ascii=False, indent=2) + "\n"
-    (folder / "output.json").write_text(text, encoding="utf-8")
+    # own/ is the model's: whatever its commands left on this path (a link out, a FIFO, a
+    # file where a folder goes) is removed, never followed (little_dist.sandbox.writable)
+    with WritableFolder(own) as folder:
+        folder.write(f"{RESULTS_DIR}/{segment}/output.json", text.encode("utf-8"), clear_way=True)
     return f"{OWN_SCRATCH}/{RESULTS_DIR}/{segment}/output.json", output_summary(output)
 
 
