@@ -113,6 +113,15 @@ HOST_TOUCHES: Final = (
         for target in WRITABLE_MOUNTS[1:]
     ),
     *(HostTouch(target, "", *_TREE) for target in WRITABLE_MOUNTS[1:]),
+    *(
+        HostTouch(
+            target,
+            "",
+            "while each command runs: walks the whole tree (lstat only) to bound its disk use",
+            "little_dist.sandbox.disk.disk_use",
+        )
+        for target in WRITABLE_MOUNTS
+    ),
 )
 
 
