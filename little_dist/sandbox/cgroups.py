@@ -81,7 +81,7 @@ _CPU_PERIOD_US: Final = 100_000
 
 
 def _write(path: Path, value: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_CLOEXEC)
     try:
         os.write(fd, value.encode())
     finally:

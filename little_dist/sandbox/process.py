@@ -35,6 +35,7 @@ from little_dist.sandbox.cgroups import (
     LimitsMode,
     cgroups_for,
 )
+from little_dist.sandbox.disk import disk_use
 from little_dist.sandbox.isolation import (
     Isolation,
     SandboxUnavailableError,
@@ -174,6 +175,8 @@ def _run(
             command = [*drop_to(user), *argv]
             workdir = _host_path(mounts, cwd)
         prefix = [] if group is None else group.enter_prefix()
+        writable = [mount.source for mount in mounts if mount.writable]
+        before = disk_use(writable, max_entries=limits.disk_files) if writable else None
         started = time.monotonic()
         process = subprocess.Popen(
             [*prefix, *_prlimit(limits, user, group), "--", *command],
@@ -191,9 +194,15 @@ def _run(
         raise
     for fd in (in_r, out_w, err_w, *(() if status is None else (status[1],))):
         os.close(fd)  # the child's ends: it has them now
-    writable = [mount.source for mount in mounts if mount.writable]
     running = Running(
-        process, in_w, out_r, err_r, None if status is None else status[0], group, writable
+        process,
+        in_w,
+        out_r,
+        err_r,
+        None if status is None else status[0],
+        group,
+        writable,
+        0 if before is None or before.problem else before.bytes,
     )
     outcome = supervise(running, stdin, limits, started)
     return _result(outcome, isolation, group, started)

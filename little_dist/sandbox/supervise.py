@@ -7,9 +7,10 @@ each process it lists; the sandbox's PID namespace, by its first process; the pr
 
 * at ``wall_seconds`` (``stopped: "timeout"``);
 * past ``output_kill_bytes`` of dropped output (``"output"``);
-* when its writable mounts pass ``disk_bytes`` or ``disk_files``, or cannot be measured
-  (``"disk"``: :mod:`little_dist.sandbox.disk`, every :data:`WATCH_EVERY` seconds or less
-  often for a large tree);
+* when its writable mounts pass ``disk_bytes`` or ``disk_files`` (or what they held when it
+  started, if that was more: a command may always clean up), or cannot be measured
+  (``"disk"``: :mod:`little_dist.sandbox.disk`, every :data:`WATCH_EVERY` seconds, more often
+  past half the bound, less often for a large tree);
 * in a cgroup: when the kernel killed one of its processes for want of memory (``"memory"``)
   or its processes together used ``cpu_seconds`` (``"cpu"``);
 * when its first process ends: what it left running is ended with it.
@@ -58,6 +59,9 @@ class Running:
     status: int | None
     group: CommandCgroup | None
     writable: Sequence[Path]
+    #: what the writable mounts took before it started: its to keep (an earlier command's
+    #: overshoot, say), so the disk bound stops growth past it, never a clean-up
+    disk_before: int = 0
 
 
 @dataclass
@@ -110,6 +114,8 @@ class _Supervisor:
         self.sandbox_ns: str | None = None  # its PID namespace (/proc/<pid>/ns/pid)
         self.see_pids = own_proc()
         self.near = False  # past half the disk bound at the last look
+        self.disk_bytes = max(limits.disk_bytes, running.disk_before)
+        self.disk_files = limits.disk_files
 
     def run(self, started: float) -> Outcome:
         r = self.r
@@ -249,13 +255,13 @@ class _Supervisor:
             if used is not None and used > limits.cpu_seconds:
                 return self._stop("cpu")
         if self.r.writable:
-            use = disk_use(self.r.writable, max_entries=limits.disk_files)
+            use = disk_use(self.r.writable, max_entries=self.disk_files)
             held = unlinked_open_bytes(self._pids(), self.devices) if self.see_pids else 0
             if use.problem is not None:
                 return self._stop("disk", use.problem)
-            if use.bytes + held > limits.disk_bytes:
+            if use.bytes + held > self.disk_bytes:
                 return self._stop("disk")
-            self.near = 2 * (use.bytes + held) > limits.disk_bytes
+            self.near = 2 * (use.bytes + held) > self.disk_bytes
         return time.monotonic() - began
 
     def _pids(self) -> list[int]:
