@@ -232,6 +232,8 @@ def test_without_cgroup_kill_every_listed_process_is_killed_until_none_is_left()
     finally:
         started.wait()
         command.close()
+    # Removed now, or (processes still leaving) when the next command's are made.
+    found.command(SandboxLimits()).close()
     assert not any(folder.exists() for folder in command.folders)
 
 

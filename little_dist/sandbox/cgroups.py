@@ -76,7 +76,6 @@ _ROOT: Final = "little-sandbox"
 _LEAF: Final = "little-worker"
 _SWEEP_MAX: Final = 1000
 _KILL_ROUNDS: Final = 200
-_REMOVE_TRIES: Final = 40
 _CPU_PERIOD_US: Final = 100_000
 
 
@@ -268,14 +267,12 @@ class CommandCgroup:
         return 0
 
     def close(self) -> None:
-        """Kill what is left and remove the folders (later, if processes are still leaving)."""
+        """Kill what is left and remove the folders; those whose processes are still leaving
+        (a killed process takes a moment) at the next command, or at the worker's exit."""
         self.kill()
-        for _ in range(_REMOVE_TRIES):
-            if all(_remove(folder) for folder in self.folders):
-                return
-            time.sleep(0.005)
-        if self._owner is not None:
-            self._owner.remove_later(self.folders)
+        left = [folder for folder in self.folders if not _remove(folder)]
+        if left and self._owner is not None:
+            self._owner.remove_later(left)
 
 
 # --- one worker process's cgroups -----------------------------------------------------------
@@ -483,30 +480,32 @@ def _cgroup1(hierarchies: list[_Hierarchy]) -> Cgroups:
     names = set().union(*(h.controllers for h in v1)) if v1 else set()
     if not {"memory", "pids"} <= names:
         raise _refused("no cgroup v1 memory and pids hierarchies")
-    useful = [h for h in v1 if h.controllers & {"memory", "pids", "cpu", "cpuacct"}]
+    # A hybrid layout's cgroup v2 folder, if writable: cgroup.kill, and cpu.stat (then a
+    # cpuacct hierarchy of its own is one folder more per command for nothing).
+    unified: list[tuple[_Hierarchy, Path]] = []
+    for hierarchy in hierarchies:
+        if hierarchy.version == 2:
+            with contextlib.suppress(OSError):
+                unified.append((hierarchy, _made(hierarchy.own / _ROOT)))
+    wanted = {"memory", "pids", "cpu"} | (set() if unified else {"cpuacct"})
+    useful = [h for h in v1 if h.controllers & wanted]
     # the memory hierarchy first: its w- folder carries the worker's lock
     useful.sort(key=lambda h: "memory" not in h.controllers)
     chosen: list[tuple[_Hierarchy, Path]] = []
     for hierarchy in useful:
-        root = hierarchy.own / _ROOT
         try:
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(root)
+            chosen.append((hierarchy, _made(hierarchy.own / _ROOT)))
         except OSError as exc:
             if hierarchy.controllers & {"memory", "pids"}:
                 raise _refused(f"cannot make a cgroup in {hierarchy.own}: {exc}") from exc
-            continue  # cpu, cpuacct: optional
-        chosen.append((hierarchy, root))
-    for hierarchy in hierarchies:
-        if hierarchy.version == 2:  # a hybrid layout: cgroup.kill and cpu.stat, if writable
-            root = hierarchy.own / _ROOT
-            try:
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(root)
-            except OSError:
-                continue
-            chosen.append((hierarchy, root))
-    return _claim("cgroup1", chosen, lambda folder: None)
+            # cpu, cpuacct: optional
+    return _claim("cgroup1", chosen + unified, lambda folder: None)
+
+
+def _made(folder: Path) -> Path:
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(folder)
+    return folder
 
 
 def _claim(
