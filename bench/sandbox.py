@@ -4,10 +4,11 @@ Run from the repository root::
 
     .venv/bin/python bench/sandbox.py [--commands N]
 
-Prints, for each command, the median wall time of :func:`little_dist.sandbox.run_sandboxed`
-(prlimit, bubblewrap's namespaces and mounts, the user switch, output capture) and of a bare
-``subprocess.run`` of the same command (the same binaries: the sandbox's ``PATH``) in the
-same run, and their difference and ratio:
+Prints the isolation and limits the sandbox runs under here, then, for each command, the median
+wall time of :func:`little_dist.sandbox.run_sandboxed` (the command's cgroup where there is one,
+prlimit, bubblewrap's namespaces and mounts, the user switch, output capture and the disk
+watch) and of a bare ``subprocess.run`` of the same command (the same binaries: the sandbox's
+``PATH``) in the same run, and their difference and ratio:
 
 (a) ``true`` — the sandbox's fixed cost;
 (b) ``bash -c 'echo hi'`` — a bash tool command;
@@ -53,7 +54,8 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         mount = Mount(Path(folder), "/mnt/scratch/own", writable=True)
-        run_sandboxed(["true"], mounts=[mount])  # the one-off isolation probe
+        probe = run_sandboxed(["true"], mounts=[mount])  # the one-off isolation probe
+        print(f"isolation: {probe.isolation}, limits: {probe.limits}")
         print(f"{'command':<28} {'sandbox ms':>11} {'bare ms':>8} {'extra ms':>9} {'ratio':>6}")
         for name, argv in COMMANDS.items():
             sandboxed = _median_ms(
