@@ -98,6 +98,7 @@ _DECISIONS_KEPT: Final = 1000
 _LINGER_BYTES: Final = 256 * 1024
 _LINGER_SECONDS: Final = 2.0
 _RESOLVERS: Final = 2
+_SANDBOX_DEPTH: Final = 4  # how far below the command's process its sandbox may be
 _CHUNK: Final = 65536
 _ALL_METHODS: Final = None
 _HOP_BY_HOP: Final = frozenset(
@@ -296,7 +297,7 @@ class EgressProxy:
         stop = threading.Event()
         arming = threading.Thread(
             target=self._arm,
-            args=(command, marker, threading.get_native_id(), stop),
+            args=(command, marker, os.readlink("/proc/thread-self"), stop),
             name="egress-arm",
             daemon=True,
         )
@@ -341,10 +342,10 @@ class EgressProxy:
     def _run(self, coroutine: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
 
-    def _arm(self, command: _Command, marker: str, thread_id: int, stop: threading.Event) -> None:
+    def _arm(self, command: _Command, marker: str, caller: str, stop: threading.Event) -> None:
         """Find the command's sandbox and hand the proxy a listener inside it."""
         try:
-            pid = _find_sandbox(marker, thread_id, stop)
+            pid = _find_sandbox(marker, caller, stop)
             if pid is None:
                 return
             listener = _listener_in(pid)
@@ -679,38 +680,44 @@ def _positive(environ: Mapping[str, str], name: str, default: Any, kind: Any) ->
 # Finding the command's sandbox and opening the listener in it.
 
 
-def _find_sandbox(marker: str, thread_id: int, stop: threading.Event) -> int | None:
-    """The pid of a process inside the command's sandbox (a child of the bubblewrap process
-    that ``thread_id`` started, whose command line holds ``marker``, in another network
-    namespace than ours), or None when the command ended first."""
+def _find_sandbox(marker: str, caller: str, stop: threading.Event) -> int | None:
+    """The pid of a process inside the command's sandbox, or None when the command ended
+    first: a descendant, in another network namespace than ours, of a child of the thread
+    ``caller`` (``PID/task/TID`` as /proc numbers it) whose command line holds ``marker``
+    (bubblewrap, or whatever wraps it)."""
     ours = _namespace("self", "net")
     needle = marker.encode()
     while not stop.is_set():
-        for pid in _children(os.getpid(), thread_id):
-            try:
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    if needle not in f.read():
-                        continue
-            except OSError:
-                continue
-            for child in _children(pid, pid):
+        level = [pid for pid in _children(caller) if needle in _cmdline(pid)]
+        for _ in range(_SANDBOX_DEPTH):
+            for pid in level:
                 with contextlib.suppress(OSError):
-                    if _namespace(str(child), "net") != ours:
-                        return child
+                    if _namespace(str(pid), "net") != ours:
+                        return pid
+            level = [child for pid in level for child in _children(f"{pid}/task/{pid}")]
         stop.wait(0.001)
     return None
 
 
-def _children(pid: int, thread_id: int) -> list[int]:
-    """The children of thread ``thread_id`` of ``pid`` (all of ``pid``'s where the kernel does
-    not list them per thread)."""
+def _cmdline(pid: int) -> bytes:
     try:
-        with open(f"/proc/{pid}/task/{thread_id}/children", encoding="ascii") as f:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+def _children(task: str) -> list[int]:
+    """The children of ``task`` (``PID/task/TID``); where the kernel does not list them, every
+    child of its process."""
+    try:
+        with open(f"/proc/{task}/children", encoding="ascii") as f:
             return [int(x) for x in f.read().split()]
     except FileNotFoundError:
         pass
     except OSError:
         return []
+    parent = int(task.partition("/")[0])
     found: list[int] = []
     for entry in os.scandir("/proc"):
         if entry.name.isdigit():
@@ -718,7 +725,7 @@ def _children(pid: int, thread_id: int) -> list[int]:
                 contextlib.suppress(OSError, ValueError, IndexError),
                 open(f"/proc/{entry.name}/stat", encoding="ascii", errors="replace") as f,
             ):
-                if int(f.read().rpartition(")")[2].split()[1]) == pid:
+                if int(f.read().rpartition(")")[2].split()[1]) == parent:
                     found.append(int(entry.name))
     return found
 
