@@ -1,11 +1,19 @@
 """The bash tool's capabilities as a workflow declares them, and upstream's normal form.
 
 ``define_workflow(bash=...)`` takes upstream's ``BashCapabilities``: ``network`` (``False``,
-``True`` for HTTPS ``GET``/``HEAD`` with private ranges denied, or an allowlist object),
+``True`` for HTTPS ``GET``/``HEAD`` to port 443 of public hosts, or an allowlist object),
 ``python`` and ``javascript`` (both on unless turned off). :meth:`BashCapabilities.normalized`
 is upstream's ``normalizeBashCapabilities``: it is the ``bashConfig`` of every workflow
 definition snapshot (so it is part of the workflowDefinitionHash) and the ``bash`` entry of
 the planner's capability manifest. Pure: no IO.
+
+The allowlist keeps upstream's wire format (``allow`` becomes ``allowedUrlPrefixes``, and so
+on), and each entry is parsed when the workflow is defined
+(:func:`~little_dist.sandbox.allowlist.parse_entry`: scheme, host, port, path, compared as
+values, never as string prefixes): an entry that is not such a URL — userinfo, a wildcard
+other than a leading ``*.``, a port outside 1-65535 — is an error naming it, as is a method
+that is not an HTTP token or a ``timeoutMs``/``maxResponseSize``/``maxRedirects`` that is not
+a non-negative number.
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from little_dist.errors import InvalidInputError
+from little_dist.sandbox.allowlist import AllowlistError, parse_entry
 
 __all__ = ["BashCapabilities", "bash_capabilities"]
 
@@ -26,6 +35,10 @@ _NETWORK_KEYS: Final = {
     "maxResponseSize": "maxResponseSize",
     "dangerouslyAllowFullInternetAccess": "dangerouslyAllowFullInternetAccess",
 }
+
+_TOKEN: Final = frozenset(
+    "!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +110,31 @@ def _normalized_network(network: object, where: str = "bash") -> Any:
                     isinstance(item, str) for item in value
                 ):
                     raise InvalidInputError(f"{where}.network.{given}: expected a list of strings")
+                _check_items(given, value, where)
                 value = sorted(value)
+            elif given in ("maxRedirects", "timeoutMs", "maxResponseSize"):
+                if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                    raise InvalidInputError(
+                        f"{where}.network.{given}: expected a non-negative number"
+                    )
+            elif not isinstance(value, bool):
+                raise InvalidInputError(f"{where}.network.{given}: expected true or false")
             normal[name] = value
-    normal["denyPrivateRanges"] = network.get("denyPrivateRanges", True)
+    deny = network.get("denyPrivateRanges", True)
+    if not isinstance(deny, bool):
+        raise InvalidInputError(f"{where}.network.denyPrivateRanges: expected true or false")
+    normal["denyPrivateRanges"] = deny
     return normal
+
+
+def _check_items(given: str, items: Any, where: str) -> None:
+    for index, item in enumerate(items):
+        if given == "allow":
+            try:
+                parse_entry(item)
+            except AllowlistError as exc:
+                raise InvalidInputError(f"{where}.network.allow[{index}]: {exc}") from None
+        elif not item or not set(item) <= _TOKEN:
+            raise InvalidInputError(
+                f"{where}.network.methods[{index}]: {item!r} is not an HTTP method"
+            )

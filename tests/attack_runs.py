@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -30,6 +29,7 @@ from typing import Any
 import pytest
 
 from little_dist.events import Event
+from little_dist.sandbox.writable import remove_tree
 from little_dist.testing import ScriptedModel
 from little_dist.world.local import LocalWorld
 
@@ -71,7 +71,8 @@ def attacker_folder(attacker: str) -> Iterator[Path]:
     try:
         yield folder
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        # however deep, never through a link, whatever the attack left (shutil.rmtree recurses)
+        remove_tree(folder)
 
 
 @dataclass(frozen=True)

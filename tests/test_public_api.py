@@ -105,6 +105,9 @@ def test_the_sandbox_api_is_pinned() -> None:
 
     assert sandbox.__all__ == [
         "DEFAULT_LIMITS",
+        "HOST_TOUCHES",
+        "WRITABLE_MOUNTS",
+        "HostTouch",
         "Isolation",
         "Mount",
         "MountError",

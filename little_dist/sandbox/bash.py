@@ -11,25 +11,31 @@ Upstream runs an in-memory interpreter; here the commands are real bash with the
 tools, isolated by :mod:`little_dist.sandbox`. Differences from upstream that a model sees:
 none in the contract; a command past its time ends with exit code 124 (as upstream's); the
 capabilities ``python: false`` / ``javascript: false`` hide the standard interpreters' names;
-``network`` (an allowlist, or ``true`` for HTTPS GET/HEAD) is enforced by an egress proxy that
-is the sandbox's only route out (:mod:`little_dist.sandbox.egress`): on HTTPS it sees the host,
-not the path or method.
+``network`` (an allowlist, compared as parsed URLs: :mod:`little_dist.sandbox.allowlist`; or
+``true`` for HTTPS GET/HEAD, a tunnel to port 443 of a public host) is enforced by an egress
+proxy in the worker that is the sandbox's only route out (:mod:`little_dist.sandbox.egress`):
+on HTTPS it sees the host and port, not the path or method. The worker opens the proxy's
+listener inside each command's network namespace from outside, so nothing of the proxy runs
+in the sandbox: no interpreter there for ``python: false`` to leave behind, no background job
+for a bare ``wait`` to wait on.
 """
 
 from __future__ import annotations
 
 import glob
 import math
+import os
 import posixpath
+import secrets
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any, Final
 
 from little_dist.bash_capabilities import BashCapabilities
 from little_dist.errors import InvalidInputError
 from little_dist.sandbox.egress import PROXY_PORT, EgressDecision, EgressPolicy, EgressProxy
+from little_dist.sandbox.isolation import SandboxUnavailableError, bwrap_path, isolation_for
 from little_dist.sandbox.limits import DEFAULT_LIMITS, SandboxLimits
 from little_dist.sandbox.mounts import Mount
 from little_dist.sandbox.process import SandboxResult, run_sandboxed
@@ -91,13 +97,15 @@ _SCRIPT: Final = (
 )
 
 
-# With network on: start the forwarder to the egress proxy (see little_dist.sandbox.egress)
-# and wait until it listens, then the session's shell as above.
-_EGRESS: Final = "/mnt/.egress"
-_EGRESS_PYTHON: Final = "/mnt/.egress-bin/python"
+# With network on: wait until the egress proxy listens inside the sandbox (the worker opens
+# its listener there from outside, see little_dist.sandbox.egress; nothing of it runs in
+# here), then the session's shell as above. The marker (a fresh one a command) names the
+# command's sandbox to the worker; the probe connections (no bytes sent) are not recorded.
+_MARKER: Final = "@EGRESS-MARKER@"
 _WITH_EGRESS: Final = (
-    f"{_EGRESS_PYTHON} {_EGRESS}/forward.py {_EGRESS}/proxy.sock >/dev/null 2>&1 & "
-    "for _ in $(seq 400); do [ -e /tmp/.egress-ready ] && break; sleep 0.005; done; "
+    f"# little-egress {_MARKER}\n"
+    f"__i=0; until true 2>/dev/null </dev/tcp/127.0.0.1/{PROXY_PORT}; do "
+    "__i=$((__i + 1)); [ $__i -lt 2000 ] || break; sleep 0.005; done; unset __i; "
 )
 _PROXY = f"http://127.0.0.1:{PROXY_PORT}"
 _PROXY_ENV: Final = {
@@ -105,12 +113,13 @@ _PROXY_ENV: Final = {
 }
 
 
-def _python() -> Path:
-    """The system's Python (the forwarder's interpreter), whatever the session hides."""
-    for candidate in ("/usr/bin/python3", "/usr/local/bin/python3"):
-        if Path(candidate).exists():
-            return Path(candidate).resolve()
-    raise BashInputError("bash network access needs python3 in the sandbox's system (/usr)")
+def _namespaces() -> bool:
+    """Whether commands here run in namespaces (else, ``rlimits``, they have no network
+    namespace of their own for the proxy to listen in: see the module docstring)."""
+    try:
+        return isolation_for(bwrap_path(), 0 if os.geteuid() == 0 else None) == "namespaces"
+    except SandboxUnavailableError:
+        return True  # run_sandboxed says why it cannot run
 
 
 class BashInputError(InvalidInputError):
@@ -229,10 +238,9 @@ class BashSession:
         mounts = list(self.mounts)
         script, env = _SCRIPT, None
         if self._proxy is not None:
-            mounts += [Mount(self._proxy.folder, _EGRESS), Mount(_python(), _EGRESS_PYTHON)]
             script, env = _WITH_EGRESS + _SCRIPT, _PROXY_ENV
         with StateChannel(STATE_BYTES) as channel:
-            result = run_sandboxed(
+            result = self._sandboxed(
                 ["bash", "-c", script, "bash", cwd, command.cmd, str(channel.fd)],
                 mounts=mounts,
                 cwd=cwd,
@@ -255,6 +263,22 @@ class BashSession:
                 "exitCode": TIMED_OUT,
             }
         return {"stdout": result.stdout, "stderr": stderr, "exitCode": result.exit_code}
+
+    def _sandboxed(self, argv: list[str], **options: Any) -> SandboxResult:
+        """:func:`run_sandboxed`, with the egress proxy serving the command when network is
+        on: ``argv``'s script names the sandbox by a fresh marker, and the proxy opens its
+        listener there for the command's time."""
+        if self._proxy is None:
+            return run_sandboxed(argv, **options)
+        if not _namespaces():  # rlimits: no namespace of its own to listen in, nothing to wait for
+            return run_sandboxed(
+                [*argv[:2], argv[2].replace(_WITH_EGRESS, ""), *argv[3:]], **options
+            )
+        marker = secrets.token_hex(12)
+        with self._proxy.command(marker):
+            return run_sandboxed(
+                [*argv[:2], argv[2].replace(_MARKER, marker), *argv[3:]], **options
+            )
 
     def close(self) -> None:
         if self._proxy is not None:

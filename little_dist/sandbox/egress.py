@@ -2,80 +2,135 @@
 
 A sandboxed command has its own network namespace: no interface but loopback, no route out.
 When a workflow grants the bash tool network access (upstream's ``network`` capability), the
-session starts an :class:`EgressProxy` in the worker, listening on a Unix socket in a folder
-mounted into the sandbox; a small forwarder inside the sandbox (:data:`FORWARDER`, run by the
-system's Python before the command) listens on ``127.0.0.1:3128`` and carries each connection
-to that socket, and ``HTTP_PROXY``/``HTTPS_PROXY`` point there. So every byte that leaves goes
-through the proxy, which allows a request only when:
+session starts an :class:`EgressProxy` in the worker. For each command, the worker finds the
+command's sandbox (a child of the thread that runs it, named by a marker in its command line)
+and opens the proxy's listening socket *inside the sandbox's network namespace*, on
+``127.0.0.1:3128``, from outside: as root a short-lived thread enters that namespace
+(``setns``), binds and comes back; otherwise a short-lived helper process (the worker's own
+interpreter) joins the sandbox's user and network namespaces, binds, and hands the socket back
+over a Unix socket. The proxy, in the worker, accepts on it; ``HTTP_PROXY``/``HTTPS_PROXY``
+point there. So every byte that leaves goes through the proxy, and nothing of the proxy's runs
+inside the sandbox: no interpreter the command could use (``python: false`` holds), no job of
+the command's shell (a bare ``wait`` returns), nothing the command can kill or trace.
 
-* its URL starts with one of the allowed prefixes (``allowedUrlPrefixes``) and its method is
-  allowed (``allowedMethods``) — for plain ``http://``, where the proxy sees both;
-* for ``https://`` (a ``CONNECT host:port`` tunnel, end-to-end encrypted, so the proxy sees
-  neither path nor method) its scheme, host and port match an allowed ``https://`` prefix;
-* the host's address is public, unless ``denyPrivateRanges`` is false: loopback, private,
-  link-local (cloud metadata), multicast and reserved ranges are refused, checked on the
-  address actually connected to (no DNS rebinding between check and use).
+The proxy allows a request only when (see :mod:`little_dist.sandbox.allowlist` for how entries
+and requests are parsed and compared, never as strings):
 
-``dangerouslyAllowFullInternetAccess`` allows any public host. A refusal is an HTTP 403 the
-program sees, and every decision is kept (:attr:`EgressProxy.decisions`) for the step's events.
+* plain ``http://`` (the proxy sees the whole request): its URL's scheme, host, port and path
+  match an entry, its method is allowed (``allowedMethods``; upstream's default, GET and HEAD,
+  when absent), it carries no userinfo and no dot segment; it is forwarded as one request on a
+  fresh connection (``Host`` rewritten to the URL's, hop-by-hop headers dropped, the body cut at
+  its ``Content-Length``; a chunked body is refused), so nothing can ride behind it;
+* ``https://`` (a ``CONNECT host:port`` tunnel, end-to-end encrypted, so the proxy sees neither
+  path nor method): its host and port match an ``https`` entry;
+* each address the host resolves to is public, unless ``denyPrivateRanges`` is false: an IP
+  literal is checked before anything else, a name after resolution, and the connection goes to
+  the address checked (no DNS rebinding between check and use).
+
+``network: true`` is upstream's ``["https://"]`` with GET and HEAD: a tunnel to port 443 of any
+public host, and no plain HTTP. ``dangerouslyAllowFullInternetAccess`` allows any host, port
+and method (a tunnel to any port is then arbitrary TCP), still only to public addresses unless
+``denyPrivateRanges`` is false. ``timeoutMs`` bounds resolving and connecting;
+``maxResponseSize`` cuts what one connection brings back; ``maxRedirects`` is the client's: each
+redirect is a new request, checked as any.
+
+Bounded: one event-loop thread and two resolver threads per session, whatever the commands do;
+at most ``LITTLE_SANDBOX_EGRESS_CONNECTIONS`` (32) connections of one command at once (more are
+answered 503 and recorded); a request head must arrive within
+``LITTLE_SANDBOX_EGRESS_HEAD_SECONDS`` (10 s; else 408) and fit in 16 KiB (else 431). When a
+command ends, its listener and every relay of its connections are closed; :meth:`EgressProxy.close`
+ends the rest. A refusal is an HTTP error the program sees, and every decision is kept
+(:meth:`EgressProxy.take_decisions`, up to 1,000 a command, then one line counting the rest) for
+the step's events.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import ctypes
+import errno
+import fcntl
 import ipaddress
+import os
 import socket
-import socketserver
-import tempfile
+import subprocess
+import sys
 import threading
-from collections.abc import Mapping
-from dataclasses import dataclass
-from pathlib import Path
+import time
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any, Final
-from urllib.parse import urlsplit
 
-__all__ = ["FORWARDER", "PROXY_PORT", "EgressDecision", "EgressPolicy", "EgressProxy"]
+from little_dist.errors import InvalidInputError
+from little_dist.sandbox.allowlist import (
+    AllowEntry,
+    Refusal,
+    Target,
+    is_public,
+    parse_connect_target,
+    parse_entry,
+    parse_request_url,
+    refusal_reason,
+)
 
-#: Where the forwarder listens inside the sandbox.
+__all__ = [
+    "CONNECTIONS_ENV",
+    "HEAD_SECONDS_ENV",
+    "PROXY_PORT",
+    "EgressDecision",
+    "EgressPolicy",
+    "EgressProxy",
+]
+
+#: Where the proxy listens inside the sandbox.
 PROXY_PORT: Final = 3128
-_HEAD_LIMIT: Final = 64 * 1024
+#: Settings (read when a session's proxy starts): connections one command may hold at once,
+#: and the seconds a request head may take to arrive.
+CONNECTIONS_ENV: Final = "LITTLE_SANDBOX_EGRESS_CONNECTIONS"
+HEAD_SECONDS_ENV: Final = "LITTLE_SANDBOX_EGRESS_HEAD_SECONDS"
+_CONNECTIONS: Final = 32
+_HEAD_SECONDS: Final = 10.0
+_HEAD_LIMIT: Final = 16 * 1024
+_DECISIONS_KEPT: Final = 1000
+# After a refusal, what the proxy still reads (and drops) before it closes the connection.
+_LINGER_BYTES: Final = 256 * 1024
+_LINGER_SECONDS: Final = 2.0
+_RESOLVERS: Final = 2
+_SANDBOX_DEPTH: Final = 4  # how far below the command's process its sandbox may be
 _CHUNK: Final = 65536
-
-#: The forwarder run inside the sandbox: ``python3 forward.py SOCKET``. It listens on
-#: 127.0.0.1:3128, says it is ready by creating /tmp/.egress-ready, and pipes each connection
-#: to the proxy's Unix socket.
-FORWARDER: Final = """
-import os, socket, sys, threading
-def pipe(a, b):
-    try:
-        while data := a.recv(65536):
-            b.sendall(data)
-    except OSError:
-        pass
-    finally:
-        for s in (a, b):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-def serve(client):
-    upstream = socket.socket(socket.AF_UNIX)
-    try:
-        upstream.connect(sys.argv[1])
-    except OSError:
-        client.close()
-        return
-    threading.Thread(target=pipe, args=(upstream, client), daemon=True).start()
-    pipe(client, upstream)
-listener = socket.socket()
-listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-listener.bind(("127.0.0.1", PORT))
-listener.listen(64)
-open("/tmp/.egress-ready", "w").close()
-while True:
-    client, _ = listener.accept()
-    threading.Thread(target=serve, args=(client,), daemon=True).start()
-""".replace("PORT", str(PROXY_PORT))
+_ALL_METHODS: Final = None
+_HOP_BY_HOP: Final = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+    }
+)
+_TOKEN: Final = frozenset(
+    "!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+)
+_STATUS: Final = {
+    400: "Bad Request",
+    403: "Forbidden",
+    408: "Request Timeout",
+    411: "Length Required",
+    431: "Request Header Fields Too Large",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+}
+_CLONE_NEWNET: Final = 0x40000000
+_CLONE_NEWUSER: Final = 0x10000000
+_NS_GET_USERNS: Final = 0xB701  # ioctl: the user namespace that owns a namespace
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,240 +153,721 @@ class EgressDecision:
 
 @dataclass(frozen=True, slots=True)
 class EgressPolicy:
-    """Upstream's normalized ``network`` capability (an allowlist object), as the proxy reads it."""
+    """Upstream's normalized ``network`` capability (an allowlist object), as the proxy reads it.
+
+    ``prefixes`` are parsed into :attr:`entries` when the policy is made (a bad one raises
+    :class:`~little_dist.sandbox.allowlist.AllowlistError`); ``methods`` None allows every
+    method."""
 
     prefixes: tuple[str, ...] = ()
-    methods: tuple[str, ...] | None = None
+    methods: tuple[str, ...] | None = ("GET", "HEAD")
     deny_private: bool = True
     full_internet: bool = False
     timeout_seconds: float = 30.0
     max_response_bytes: int | None = None
+    entries: tuple[AllowEntry, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "entries", tuple(parse_entry(p) for p in self.prefixes))
 
     @classmethod
     def from_network(cls, network: Mapping[str, Any]) -> EgressPolicy:
+        full = bool(network.get("dangerouslyAllowFullInternetAccess", False))
         methods = network.get("allowedMethods")
         timeout = network.get("timeoutMs")
         return cls(
             prefixes=tuple(network.get("allowedUrlPrefixes") or ()),
-            methods=None if methods is None else tuple(m.upper() for m in methods),
+            methods=(
+                _ALL_METHODS
+                if full
+                else ("GET", "HEAD")
+                if methods is None
+                else tuple(m.upper() for m in methods)
+            ),
             deny_private=bool(network.get("denyPrivateRanges", True)),
-            full_internet=bool(network.get("dangerouslyAllowFullInternetAccess", False)),
+            full_internet=full,
             timeout_seconds=30.0 if timeout is None else max(float(timeout) / 1000, 0.001),
             max_response_bytes=network.get("maxResponseSize"),
         )
 
+    def check_request(self, method: str, url: str) -> Target:
+        """The target of a plain-HTTP request this policy allows, or :class:`Refusal`."""
+        if self.methods is not None and method not in self.methods:
+            raise Refusal(f"method {method} is not allowed (allowed: {', '.join(self.methods)})")
+        return self._check(parse_request_url(url))
+
+    def check_tunnel(self, authority: str) -> Target:
+        """The target of a CONNECT tunnel (``host:port``) this policy allows, or
+        :class:`Refusal`."""
+        return self._check(parse_connect_target(authority))
+
+    def _check(self, target: Target) -> Target:
+        address = target.host.address
+        if self.deny_private and address is not None and not is_public(address):
+            raise Refusal(f"{target.host.name} resolves to {address}, a private address")
+        if not self.full_internet:
+            reason = refusal_reason(self.entries, target)
+            if reason is not None:
+                raise Refusal(reason)
+        return target
+
     def refuses_url(self, method: str, url: str) -> str | None:
-        """Why a plain-HTTP request may not go out, or None."""
-        if self.methods is not None and method.upper() not in self.methods:
-            return f"method {method} is not allowed (allowed: {', '.join(self.methods)})"
-        if self.full_internet or any(url.startswith(prefix) for prefix in self.prefixes):
-            return None
-        return f"{url} matches no allowed URL prefix"
+        """Why a plain-HTTP request may not go out, or None (before any name is resolved)."""
+        try:
+            self.check_request(method, url)
+        except Refusal as refusal:
+            return refusal.reason
+        return None
 
     def refuses_tunnel(self, host: str, port: int) -> str | None:
-        """Why an HTTPS tunnel to ``host:port`` may not be opened, or None: some allowed prefix
-        must start the URL ``https://host[:port]/`` (``https://`` allows every host) or name a
-        path on it (``https://host/v1/``: the tunnel cannot see paths, so the host decides)."""
-        if self.full_internet:
-            return None
-        origin = f"https://{host.lower()}{'' if port == 443 else f':{port}'}/"
-        for prefix in self.prefixes:
-            if origin.startswith(prefix.lower()) or prefix.lower().startswith(origin):
-                return None
-        return f"{origin.rstrip('/')} matches no allowed https:// URL prefix"
-
-
-def _address(host: str, port: int, policy: EgressPolicy) -> tuple[str, int]:
-    """The address to connect to, checked against the private ranges (raises OSError)."""
-    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    if not infos:
-        raise OSError(f"{host} does not resolve")
-    address = str(infos[0][4][0])
-    ip = ipaddress.ip_address(address)
-    private = (
-        ip.is_private
-        or ip.is_loopback
-        or ip.is_link_local
-        or ip.is_multicast
-        or ip.is_reserved
-        or ip.is_unspecified
-    )
-    if policy.deny_private and private:
-        raise PermissionError(f"{host} resolves to {address}, a private address")
-    return address, port
-
-
-class _Handler(socketserver.StreamRequestHandler):
-    server: _Server
-
-    def handle(self) -> None:
-        head = self._head()
-        if head is None:
-            return
-        request_line, _, rest = head.partition(b"\r\n")
+        """Why an HTTPS tunnel to ``host:port`` may not be opened, or None (before any name
+        is resolved). An IPv6 ``host`` may come with or without its brackets."""
+        shown = f"[{host}]" if ":" in host and not host.startswith("[") else host
         try:
-            method, target, version = request_line.decode("latin-1").split(" ", 2)
-        except ValueError:
-            self._refuse("?", "?", "malformed request line", 400)
-            return
-        if method.upper() == "CONNECT":
-            self._tunnel(target)
-        else:
-            self._forward(method, target, version, rest)
-
-    def _head(self) -> bytes | None:
-        data = b""
-        while b"\r\n\r\n" not in data:
-            chunk = self.connection.recv(_CHUNK)
-            if not chunk or len(data) > _HEAD_LIMIT:
-                return None
-            data += chunk
-        head, _, self._early = data.partition(b"\r\n\r\n")
-        return head
-
-    def _tunnel(self, target: str) -> None:
-        host, _, port_text = target.rpartition(":")
-        port = int(port_text) if port_text.isdigit() else 443
-        reason = self.server.policy.refuses_tunnel(host, port)
-        if reason is None:
-            upstream = self._connect(host, port, "CONNECT", target)
-            if upstream is None:
-                return
-            self.connection.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
-            if self._early:
-                upstream.sendall(self._early)
-            self._relay(upstream)
-            return
-        self._refuse("CONNECT", target, reason)
-
-    def _forward(self, method: str, url: str, version: str, rest: bytes) -> None:
-        reason = self.server.policy.refuses_url(method, url)
-        parts = urlsplit(url)
-        if reason is None and (parts.scheme != "http" or parts.hostname is None):
-            reason = f"{url}: only absolute http:// URLs go through the proxy"
-        if reason is not None:
-            self._refuse(method, url, reason)
-            return
-        assert parts.hostname is not None
-        upstream = self._connect(parts.hostname, parts.port or 80, method, url)
-        if upstream is None:
-            return
-        path = parts.path or "/"
-        if parts.query:
-            path += "?" + parts.query
-        headers = [
-            line
-            for line in rest.split(b"\r\n")
-            if line and not line.lower().startswith((b"proxy-", b"connection:"))
-        ]
-        head = f"{method} {path} {version}\r\n".encode("latin-1")
-        head += b"\r\n".join([*headers, b"Connection: close"]) + b"\r\n\r\n"
-        upstream.sendall(head + self._early)
-        self._relay(upstream)
-
-    def _connect(self, host: str, port: int, method: str, target: str) -> socket.socket | None:
-        policy = self.server.policy
-        try:
-            address = _address(host, port, policy)
-            upstream = socket.create_connection(address, timeout=policy.timeout_seconds)
-        except PermissionError as exc:
-            self._refuse(method, target, str(exc))
-            return None
-        except OSError as exc:
-            self._refuse(method, target, f"cannot connect to {host}:{port}: {exc}", 502)
-            return None
-        self.server.note(EgressDecision(method, target, True))
-        return upstream
-
-    def _relay(self, upstream: socket.socket) -> None:
-        limit = self.server.policy.max_response_bytes
-        up = threading.Thread(target=_pipe, args=(self.connection, upstream, None), daemon=True)
-        up.start()
-        _pipe(upstream, self.connection, limit)
-        up.join(timeout=1)
-
-    def _refuse(self, method: str, target: str, reason: str, status: int = 403) -> None:
-        self.server.note(EgressDecision(method, target, False, reason))
-        body = f"little-dist egress proxy: {reason}\n".encode()
-        head = f"HTTP/1.1 {status} Forbidden\r\nContent-Type: text/plain\r\n"
-        head += f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-        with contextlib.suppress(OSError):  # the client went away
-            self.connection.sendall(head.encode() + body)
-
-
-def _pipe(source: socket.socket, sink: socket.socket, limit: int | None) -> None:
-    sent = 0
-    try:
-        while data := source.recv(_CHUNK):
-            if limit is not None and sent + len(data) > limit:
-                break  # past maxResponseSize: the response is cut off
-            sink.sendall(data)
-            sent += len(data)
-    except OSError:
-        pass
-    finally:
-        for end in (source, sink):
-            with contextlib.suppress(OSError):
-                end.shutdown(socket.SHUT_RDWR)
-
-
-class _Server(socketserver.ThreadingUnixStreamServer):
-    daemon_threads = True
-
-    def __init__(self, path: str, policy: EgressPolicy) -> None:
-        super().__init__(path, _Handler)
-        self.policy = policy
-        self.decisions: list[EgressDecision] = []
-        self._lock = threading.Lock()
-
-    def note(self, decision: EgressDecision) -> None:
-        with self._lock:
-            self.decisions.append(decision)
-
-    def taken(self, clear: bool) -> list[EgressDecision]:
-        with self._lock:
-            found = list(self.decisions)
-            if clear:
-                self.decisions.clear()
-        return found
+            self.check_tunnel(f"{shown}:{port}")
+        except Refusal as refusal:
+            return refusal.reason
+        return None
 
 
 class EgressProxy:
     """The proxy of one bash session (see the module docstring); a context manager.
 
-    :attr:`folder` is mounted into the sandbox (the socket ``proxy.sock`` and the forwarder
-    ``forward.py``)."""
+    Each command runs inside :meth:`command`, which opens the proxy's listener in that
+    command's sandbox and closes it, and every connection of the command, when it ends."""
 
-    def __init__(self, policy: EgressPolicy) -> None:
+    def __init__(self, policy: EgressPolicy, settings_env: Mapping[str, str] | None = None) -> None:
+        environ = os.environ if settings_env is None else settings_env
         self.policy = policy
-        self._folder = tempfile.TemporaryDirectory(prefix="little-egress-")
-        self.folder = Path(self._folder.name)
-        self.folder.chmod(0o755)
-        (self.folder / "forward.py").write_text(FORWARDER)
-        (self.folder / "forward.py").chmod(0o644)
-        socket_path = self.folder / "proxy.sock"
-        self._server = _Server(str(socket_path), policy)
-        socket_path.chmod(0o777)  # the sandbox's own user connects to it
+        self.max_connections = _positive(environ, CONNECTIONS_ENV, _CONNECTIONS, int)
+        self.head_seconds = _positive(environ, HEAD_SECONDS_ENV, _HEAD_SECONDS, float)
+        #: The most connections one command held at once, over the session.
+        self.peak_connections = 0
+        self._lock = threading.Lock()  # the decisions
+        self._state = threading.Lock()  # open or closed, and the commands
+        self._decisions: list[EgressDecision] = []
+        self._dropped: dict[str, int] = {}
+        self._closed = False
+        self._commands: set[_Command] = set()
+        self._loop = asyncio.new_event_loop()
+        self._executor = ThreadPoolExecutor(_RESOLVERS, thread_name_prefix="egress-resolve")
+        self._loop.set_default_executor(self._executor)
         self._thread = threading.Thread(
-            target=self._server.serve_forever, name="egress-proxy", daemon=True
+            target=self._loop.run_forever, name="egress-proxy", daemon=True
         )
         self._thread.start()
 
     @property
     def decisions(self) -> list[EgressDecision]:
-        return self._server.taken(clear=False)
+        with self._lock:
+            return list(self._decisions)
 
     def take_decisions(self) -> list[EgressDecision]:
         """The decisions since the last call (one command's)."""
-        return self._server.taken(clear=True)
+        with self._lock:
+            found = list(self._decisions)
+            for outcome, count in sorted(self._dropped.items()):
+                found.append(
+                    EgressDecision(
+                        "?",
+                        "?",
+                        False,
+                        f"{count} more requests {outcome}, not kept (at most "
+                        f"{_DECISIONS_KEPT} decisions a command are)",
+                    )
+                )
+            self._decisions.clear()
+            self._dropped.clear()
+        return found
+
+    def open_connections(self) -> int:
+        """Connections being served now (not counting those being refused), over every
+        command."""
+        return sum(command.admitted for command in list(self._commands))
+
+    @contextlib.contextmanager
+    def command(self, marker: str) -> Iterator[None]:
+        """Serve the command run inside this block by this thread: its sandbox is found by
+        ``marker`` (a string in the sandbox's command line, unique to the command)."""
+        command = _Command(self)
+        with self._state:
+            if self._closed:
+                raise RuntimeError("the egress proxy is closed")
+            self._commands.add(command)
+        stop = threading.Event()
+        arming = threading.Thread(
+            target=self._arm,
+            args=(command, marker, os.readlink("/proc/thread-self"), stop),
+            name="egress-arm",
+            daemon=True,
+        )
+        arming.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            arming.join()
+            with self._state:
+                if not self._closed:
+                    self._run(command.close())
+                self._commands.discard(command)
 
     def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._folder.cleanup()
+        """Stop the proxy: every listener and relay of its commands ends."""
+        with self._state:
+            if self._closed:
+                return
+            self._closed = True
+            for command in list(self._commands):
+                self._run(command.close())
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
+        self._executor.shutdown(wait=False, cancel_futures=True)
 
     def __enter__(self) -> EgressProxy:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def note(self, decision: EgressDecision) -> None:
+        with self._lock:
+            if len(self._decisions) < _DECISIONS_KEPT:
+                self._decisions.append(decision)
+            else:
+                key = "allowed" if decision.allowed else "refused"
+                self._dropped[key] = self._dropped.get(key, 0) + 1
+
+    def _run(self, coroutine: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+
+    def _arm(self, command: _Command, marker: str, caller: str, stop: threading.Event) -> None:
+        """Find the command's sandbox and hand the proxy a listener inside it."""
+        try:
+            pid = _find_sandbox(marker, caller, stop)
+            if pid is None:
+                return
+            listener = _listener_in(pid)
+        except OSError as exc:
+            if not stop.is_set():
+                self.note(
+                    EgressDecision("-", "-", False, f"the egress listener could not start: {exc}")
+                )
+            return
+        with self._state:
+            try:
+                if self._closed:
+                    raise OSError("the egress proxy is closed")
+                self._run(command.serve(listener))
+            except Exception as exc:
+                listener.close()
+                if not self._closed:
+                    self.note(EgressDecision("-", "-", False, f"the egress listener failed: {exc}"))
+
+
+class _Command:
+    """One command's listener and connections, on the proxy's loop."""
+
+    def __init__(self, proxy: EgressProxy) -> None:
+        self.proxy = proxy
+        self.policy = proxy.policy
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.admitted = 0  # the connections served (the others are refused: too many)
+        self.server: asyncio.Server | None = None
+        self.closed = False
+
+    async def serve(self, listener: socket.socket) -> None:
+        if self.closed:
+            listener.close()
+            return
+        listener.setblocking(False)
+        self.server = await asyncio.start_server(self._connection, sock=listener, limit=_HEAD_LIMIT)
+
+    async def close(self) -> None:
+        self.closed = True
+        if self.server is not None:
+            self.server.close()
+        tasks = list(self.tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self.server is not None:
+            await self.server.wait_closed()
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self.tasks.add(task)
+        proxy = self.proxy
+        admitted = self.admitted < proxy.max_connections
+        if admitted:
+            self.admitted += 1
+            proxy.peak_connections = max(proxy.peak_connections, self.admitted)
+        ends = [writer]  # every stream this connection opened, closed when it ends
+        try:
+            if not self.closed:
+                await self._handle(reader, writer, admitted, ends)
+        except asyncio.CancelledError:
+            pass
+        except Exception as exc:  # a bug of ours must end one connection, not the proxy
+            proxy.note(EgressDecision("?", "?", False, f"proxy error: {exc!r}"))
+        finally:
+            self.tasks.discard(task)
+            self.admitted -= admitted
+            for end in ends:
+                end.close()
+
+    async def _handle(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        admitted: bool,
+        ends: list[asyncio.StreamWriter],
+    ) -> None:
+        proxy = self.proxy
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), proxy.head_seconds)
+        except asyncio.IncompleteReadError as exc:
+            if exc.partial:  # an empty connection is the shell's probe: nothing to record
+                await self._refuse(
+                    reader, writer, "?", "?", "the connection ended inside its request head", 400
+                )
+            return
+        except asyncio.LimitOverrunError:
+            reason = f"request head over {_HEAD_LIMIT} bytes"
+            await self._refuse(reader, writer, "?", "?", reason, 431)
+            return
+        except TimeoutError:
+            reason = f"request head not complete within {proxy.head_seconds:g} s"
+            await self._refuse(reader, writer, "?", "?", reason, 408)
+            return
+        try:
+            method, target, version, headers = _parse_head(head)
+        except Refusal as refusal:
+            await self._refuse(reader, writer, "?", "?", refusal.reason, refusal.status)
+            return
+        if not admitted:
+            limit = proxy.max_connections
+            reason = f"too many connections from this command (at most {limit} at once)"
+            await self._refuse(reader, writer, method, target, reason, 503)
+        elif method == "CONNECT":
+            await self._tunnel(reader, writer, target, ends)
+        else:
+            await self._forward(reader, writer, method, target, version, headers, ends)
+
+    async def _tunnel(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        authority: str,
+        ends: list[asyncio.StreamWriter],
+    ) -> None:
+        try:
+            target = self.policy.check_tunnel(authority)
+            up_reader, up_writer = await self._open(target, ends)
+        except Refusal as refusal:
+            await self._refuse(reader, writer, "CONNECT", authority, refusal.reason, refusal.status)
+            return
+        self.proxy.note(EgressDecision("CONNECT", authority, True))
+        writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        await _relay(reader, writer, up_reader, up_writer, None, self.policy.max_response_bytes)
+
+    async def _forward(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        method: str,
+        url: str,
+        version: str,
+        headers: list[tuple[str, str]],
+        ends: list[asyncio.StreamWriter],
+    ) -> None:
+        try:
+            target = self.policy.check_request(method, url)
+            length = _body_length(headers)
+            up_reader, up_writer = await self._open(target, ends)
+        except Refusal as refusal:
+            await self._refuse(reader, writer, method, url, refusal.reason, refusal.status)
+            return
+        self.proxy.note(EgressDecision(method, url, True))
+        dropped = {"connection", "proxy-connection"}
+        for name, value in headers:
+            if name.lower() == "connection":
+                dropped.update(t.strip().lower() for t in value.split(","))
+        kept = [
+            f"{name}: {value}"
+            for name, value in headers
+            if name.lower() not in _HOP_BY_HOP and name.lower() not in dropped
+        ]
+        port = "" if target.port == 80 else f":{target.port}"
+        path = (target.path or "/") + (f"?{target.query}" if target.query is not None else "")
+        lines = [
+            f"{method} {path} {version}",
+            f"Host: {target.host.shown()}{port}",
+            *kept,
+            *([f"Content-Length: {length}"] if length else []),
+            "Connection: close",
+        ]
+        up_writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+        await _relay(reader, writer, up_reader, up_writer, length, self.policy.max_response_bytes)
+
+    async def _open(
+        self, target: Target, ends: list[asyncio.StreamWriter]
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """Resolve, check and connect to ``target``, pinned to the address checked; the
+        stream is added to ``ends``."""
+        policy = self.policy
+        loop = asyncio.get_running_loop()
+        host = target.host
+        shown = f"{host.shown()}:{target.port}"
+        try:
+            if host.address is not None:
+                addresses: list[Any] = [host.address]
+            else:
+                infos = await asyncio.wait_for(
+                    loop.getaddrinfo(
+                        host.name, target.port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP
+                    ),
+                    policy.timeout_seconds,
+                )
+                addresses = list(dict.fromkeys(ipaddress.ip_address(i[4][0]) for i in infos))
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise Refusal(f"cannot connect to {shown}: {exc or 'timed out'}", 502) from None
+        if not addresses:
+            raise Refusal(f"cannot connect to {shown}: {host.name} does not resolve", 502)
+        if policy.deny_private:
+            for address in addresses:
+                if not is_public(address):
+                    raise Refusal(f"{host.name} resolves to {address}, a private address")
+        failure: BaseException | None = None
+        for address in addresses:
+            family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            sock.setblocking(False)
+            try:
+                await asyncio.wait_for(
+                    loop.sock_connect(sock, (str(address), target.port)), policy.timeout_seconds
+                )
+                opened = await asyncio.open_connection(sock=sock, limit=_CHUNK)
+                ends.append(opened[1])
+                return opened
+            except (OSError, TimeoutError) as exc:
+                sock.close()
+                failure = exc
+        raise Refusal(f"cannot connect to {shown}: {failure or 'timed out'}", 502)
+
+    async def _refuse(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        method: str,
+        target: str,
+        reason: str,
+        status: int,
+    ) -> None:
+        """Record the refusal and answer it; then read what the client still sends, a little
+        (a close with unread bytes would reset the connection, and the client could lose
+        the answer)."""
+        self.proxy.note(EgressDecision(method, target, False, reason))
+        body = f"little-dist egress proxy: {reason}\n".encode()
+        head = f"HTTP/1.1 {status} {_STATUS.get(status, 'Error')}\r\nContent-Type: text/plain\r\n"
+        head += f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        with contextlib.suppress(OSError, TimeoutError):  # the client went away, or lingers
+            writer.write(head.encode() + body)
+            await writer.drain()
+            if writer.can_write_eof():
+                writer.write_eof()
+            await asyncio.wait_for(_discard(reader, _LINGER_BYTES), _LINGER_SECONDS)
+
+
+async def _discard(reader: asyncio.StreamReader, limit: int) -> None:
+    while limit > 0 and (data := await reader.read(min(limit, _CHUNK))):
+        limit -= len(data)
+
+
+def _parse_head(head: bytes) -> tuple[str, str, str, list[tuple[str, str]]]:
+    text = head[: -len(b"\r\n\r\n")].decode("latin-1")
+    request_line, *lines = text.split("\r\n")
+    parts = request_line.split(" ")
+    if len(parts) != 3 or not parts[0] or not set(parts[0]) <= _TOKEN:
+        raise Refusal(f"malformed request line {request_line[:200]!r}", 400)
+    method, target, version = parts
+    if version not in ("HTTP/1.0", "HTTP/1.1"):
+        raise Refusal(f"unsupported HTTP version {version[:20]!r}", 400)
+    headers: list[tuple[str, str]] = []
+    for line in lines:
+        name, sep, value = line.partition(":")
+        if not sep or not name or not set(name) <= _TOKEN or any(c in line for c in "\r\n\0"):
+            raise Refusal(f"malformed header line {line[:200]!r}", 400)
+        headers.append((name, value.strip(" \t")))
+    return method.upper() if method.upper() == "CONNECT" else method, target, version, headers
+
+
+def _body_length(headers: list[tuple[str, str]]) -> int:
+    """The request body's length: one ``Content-Length`` (or none: 0); a chunked or otherwise
+    framed body is refused, so exactly one request goes out on a connection."""
+    if any(name.lower() == "transfer-encoding" for name, _ in headers):
+        raise Refusal("a chunked request body is not forwarded (send Content-Length)", 411)
+    lengths = {value for name, value in headers if name.lower() == "content-length"}
+    if not lengths:
+        return 0
+    if len(lengths) > 1 or not all(v.isascii() and v.isdigit() for v in lengths):
+        raise Refusal(f"bad Content-Length {sorted(lengths)!r}", 400)
+    return int(lengths.pop())
+
+
+async def _relay(
+    client_reader: asyncio.StreamReader,
+    client_writer: asyncio.StreamWriter,
+    up_reader: asyncio.StreamReader,
+    up_writer: asyncio.StreamWriter,
+    request_body: int | None,
+    response_limit: int | None,
+) -> None:
+    """Carry bytes both ways until the far end is done. ``request_body`` None: a tunnel (every
+    byte goes up); a number: a plain request's body, after which the client's bytes are
+    dropped. What comes back stops at ``response_limit``."""
+
+    async def up() -> None:
+        left = request_body
+        while left is None or left > 0:
+            data = await client_reader.read(_CHUNK if left is None else min(_CHUNK, left))
+            if not data:
+                break
+            if left is not None:
+                left -= len(data)
+            up_writer.write(data)
+            await up_writer.drain()
+        if left is not None and left <= 0:
+            while await client_reader.read(_CHUNK):  # one request a connection: drop the rest
+                pass
+        if up_writer.can_write_eof():
+            with contextlib.suppress(OSError):
+                up_writer.write_eof()
+
+    async def down() -> None:
+        sent = 0
+        while data := await up_reader.read(_CHUNK):
+            if response_limit is not None and sent + len(data) > response_limit:
+                break  # past maxResponseSize: the response is cut off
+            client_writer.write(data)
+            await client_writer.drain()
+            sent += len(data)
+
+    uploading = asyncio.ensure_future(up())
+    try:
+        with contextlib.suppress(OSError, ConnectionError):
+            await down()
+    finally:
+        uploading.cancel()
+        await asyncio.gather(uploading, return_exceptions=True)
+
+
+def _positive(environ: Mapping[str, str], name: str, default: Any, kind: Any) -> Any:
+    given = environ.get(name)
+    if not given:
+        return default
+    try:
+        value = kind(given)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise InvalidInputError(f"{name}={given!r}: expected a number greater than 0")
+    return value
+
+
+# Finding the command's sandbox and opening the listener in it.
+
+
+def _find_sandbox(marker: str, caller: str, stop: threading.Event) -> int | None:
+    """The pid of a process inside the command's sandbox, or None when the command ended
+    first: a descendant, in another network namespace than ours, of a child of the thread
+    ``caller`` (``PID/task/TID`` as /proc numbers it) whose command line holds ``marker``
+    (bubblewrap, or whatever wraps it)."""
+    ours = _namespace("self", "net")
+    needle = marker.encode()
+    while not stop.is_set():
+        level = [pid for pid in _children(caller) if needle in _cmdline(pid)]
+        for _ in range(_SANDBOX_DEPTH):
+            for pid in level:
+                with contextlib.suppress(OSError):
+                    if _namespace(str(pid), "net") != ours:
+                        return pid
+            level = [child for pid in level for child in _children(f"{pid}/task/{pid}")]
+        stop.wait(0.001)
+    return None
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+def _children(task: str) -> list[int]:
+    """The children of ``task`` (``PID/task/TID``); where the kernel does not list them, every
+    child of its process."""
+    try:
+        with open(f"/proc/{task}/children", encoding="ascii") as f:
+            return [int(x) for x in f.read().split()]
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return []
+    parent = int(task.partition("/")[0])
+    found: list[int] = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            with (
+                contextlib.suppress(OSError, ValueError, IndexError),
+                open(f"/proc/{entry.name}/stat", encoding="ascii", errors="replace") as f,
+            ):
+                if int(f.read().rpartition(")")[2].split()[1]) == parent:
+                    found.append(int(entry.name))
+    return found
+
+
+def _namespace(pid: str, kind: str) -> tuple[int, int]:
+    found = os.stat(f"/proc/{pid}/ns/{kind}")
+    return found.st_dev, found.st_ino
+
+
+def _bind_listener() -> socket.socket:
+    """The listener on 127.0.0.1:PROXY_PORT, in this thread's network namespace (loopback may
+    still be coming up: bubblewrap raises it as the sandbox starts)."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                listener.bind(("127.0.0.1", PROXY_PORT))
+                break
+            except OSError as exc:
+                if exc.errno != errno.EADDRNOTAVAIL or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.002)
+        listener.listen(128)
+    except BaseException:
+        listener.close()
+        raise
+    return listener
+
+
+def _listener_in(pid: int) -> socket.socket:
+    """A listening socket in ``pid``'s network namespace: made by a thread that enters it when
+    we may (root, same user namespace), else by a helper process (see the module docstring)."""
+    if os.geteuid() == 0 and _network_owner(pid) == _namespace("self", "user"):
+        with contextlib.suppress(PermissionError):
+            return _listener_by_thread(pid)
+    return _listener_by_helper(pid)
+
+
+def _network_owner(pid: int) -> tuple[int, int]:
+    """The user namespace that owns ``pid``'s network namespace."""
+    net = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
+    try:
+        owner = fcntl.ioctl(net, _NS_GET_USERNS)
+    finally:
+        os.close(net)
+    try:
+        found = os.fstat(owner)
+    finally:
+        os.close(owner)
+    return found.st_dev, found.st_ino
+
+
+def _listener_by_thread(pid: int) -> socket.socket:
+    found: list[socket.socket] = []
+    failed: list[BaseException] = []
+
+    def work() -> None:  # a thread of its own: it is in the sandbox's namespace for a moment
+        libc = ctypes.CDLL(None, use_errno=True)
+        own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+        target = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY)
+        try:
+            if libc.setns(target, _CLONE_NEWNET) != 0:
+                code = ctypes.get_errno()
+                raise (PermissionError if code == errno.EPERM else OSError)(
+                    code, f"setns into the sandbox's network: {os.strerror(code)}"
+                )
+            try:
+                found.append(_bind_listener())
+            finally:
+                if libc.setns(own, _CLONE_NEWNET) != 0:
+                    for listener in found:
+                        listener.close()
+                    found.clear()
+                    raise OSError(ctypes.get_errno(), "setns back to the worker's network")
+        except BaseException as exc:
+            failed.append(exc)
+        finally:
+            os.close(own)
+            os.close(target)
+
+    thread = threading.Thread(target=work, name="egress-listen", daemon=True)
+    thread.start()
+    thread.join()
+    if failed:
+        raise failed[0]
+    return found[0]
+
+
+#: The helper process: ``python -I -S -c HELPER PID FD``. It joins the user namespace that owns
+#: PID's network namespace (when another than ours; bubblewrap nests user namespaces, so it is
+#: found with the NS_GET_USERNS ioctl, not by PID's own), then that network namespace, makes
+#: the listener, sends it on socket FD and exits.
+_HELPER: Final = f"""
+import ctypes, errno, fcntl, os, socket, sys, time
+pid, channel = sys.argv[1], socket.socket(fileno=int(sys.argv[2]))
+libc = ctypes.CDLL(None, use_errno=True)
+net = os.open(f"/proc/{{pid}}/ns/net", os.O_RDONLY)
+owner = fcntl.ioctl(net, {_NS_GET_USERNS})
+mine = os.stat("/proc/self/ns/user")
+theirs = os.fstat(owner)
+if (mine.st_dev, mine.st_ino) != (theirs.st_dev, theirs.st_ino):
+    if libc.setns(owner, {_CLONE_NEWUSER}) != 0:
+        sys.exit("setns into the sandbox's user namespace: " + os.strerror(ctypes.get_errno()))
+if libc.setns(net, {_CLONE_NEWNET}) != 0:
+    sys.exit("setns into the sandbox's network: " + os.strerror(ctypes.get_errno()))
+listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+deadline = time.monotonic() + 5
+while True:
+    try:
+        listener.bind(("127.0.0.1", {PROXY_PORT}))
+        break
+    except OSError as exc:
+        if exc.errno != errno.EADDRNOTAVAIL or time.monotonic() > deadline:
+            sys.exit("bind 127.0.0.1:{PROXY_PORT} in the sandbox: " + str(exc))
+        time.sleep(0.002)
+listener.listen(128)
+socket.send_fds(channel, [b"L"], [listener.fileno()])
+"""
+
+
+def _listener_by_helper(pid: int) -> socket.socket:
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    with ours, theirs:
+        # the worker's interpreter; by /proc/self/exe where its path is not ours to run (a
+        # virtual environment under a folder this user cannot enter)
+        executable = sys.executable if os.access(sys.executable, os.X_OK) else "/proc/self/exe"
+        done = subprocess.run(
+            ["python3", "-I", "-S", "-c", _HELPER, str(pid), str(theirs.fileno())],
+            executable=executable,
+            pass_fds=(theirs.fileno(),),
+            capture_output=True,
+            env={},
+            timeout=30,
+        )
+        if done.returncode != 0:
+            said = done.stderr.decode("utf-8", "replace").strip().splitlines()
+            raise OSError(f"the listener helper failed: {said[-1] if said else done.returncode}")
+        ours.settimeout(5)
+        _, fds, _, _ = socket.recv_fds(ours, 1, 1)
+    if not fds:
+        raise OSError("the listener helper sent no socket")
+    return socket.socket(fileno=fds[0])
