@@ -158,13 +158,15 @@ def test_a_workflow_id_is_planned_by_a_planner_worker(fleet_env: FleetEnv) -> No
     local = run_workflow(
         support_triage.planned_workflow, support_triage.SAMPLE_INPUT, world=MemoryWorld()
     )
-    start_worker(fleet_env, app="examples.support_triage")
+    # One workflow per id in an app: the example's module serves its fixed plan under the
+    # id, so the planned definition is named.
+    start_worker(fleet_env, app="examples.support_triage:planned_workflow")
     result = little(
         fleet_env,
         "submit",
         "support.triage",
         "--app",
-        "examples.support_triage",
+        "examples.support_triage:planned_workflow",
         "--input",
         json.dumps(support_triage.SAMPLE_INPUT),
         "--wait",
