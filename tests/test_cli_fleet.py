@@ -401,11 +401,12 @@ def test_the_submit_task_sent_by_name_refuses_what_the_client_would(fleet_env: F
     _no_events(fleet_env, *bad)
     log = worker.output()
     assert (
-        "little.submit_run run_task_widen refused: step 'lookup' calls tool 'deleteAll', which "
-        f"workflow 'support.triage' does not register (registered: {TRIAGE_TOOLS})"
+        "raised expected: SubmissionRefused(run_task_widen refused (capability_not_registered): "
+        "step 'lookup' calls tool 'deleteAll', which workflow 'support.triage' does not "
+        f"register (registered: {TRIAGE_TOOLS}))"
     ) in log
     assert (
-        "little.submit_run run_task_deep refused: the run input is nested more than 64 levels "
-        "deep (LITTLE_MAX_JSON_DEPTH=64)"
+        "raised expected: SubmissionRefused(run_task_deep refused (over_limit): the run input "
+        "is nested more than 64 levels deep (LITTLE_MAX_JSON_DEPTH=64))"
     ) in log
     assert "Traceback" not in log
