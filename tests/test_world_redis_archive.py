@@ -7,7 +7,8 @@
 * Once an archived run's keys have expired Redis holds nothing of it (no key, no byte) but
   its outcome, which expires a day later: its log is read from its archive, an append to it
   is refused (S3 is asked before a log is started under a run id Redis holds no log of),
-  and a submission with its id does not start it again. The run index holds only runs not archived yet.
+  and a submission with its id does not start it again. The run index holds only runs not
+  archived yet.
 """
 
 from __future__ import annotations
