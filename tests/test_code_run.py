@@ -272,8 +272,6 @@ def test_a_file_that_cannot_be_written_is_named_without_the_hosts_folder(tmp_pat
             {"a": 1, "b": 2},
             world=world,
         )
-    logged = " ".join(
-        e.model_dump_json() for e in world.list_events(failed.value.run_id)
-    )
+    logged = " ".join(e.model_dump_json() for e in world.list_events(failed.value.run_id))
     assert "name too long" in logged.lower()
     assert "little-code-" not in logged and "/tmp/" not in logged

@@ -97,7 +97,6 @@ def test_redacting_twice_changes_nothing(text: str, secret: str) -> None:
     assert redact(once) == once
 
 
-
 # A table: file paths and ordinary words that merely contain a credential's name stay as they
 # are (an error naming '/etc/passwd' once lost the words after it), while a credential field
 # is still redacted however it is written.
