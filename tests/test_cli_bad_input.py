@@ -26,13 +26,19 @@ NOT_UTF8 = os.fsdecode(b"x\xff")
 
 
 def little(
-    args: list[str], tmp_path: Path, *, stdin: int | bytes | None = None, memory: int | None = None
+    args: list[str],
+    tmp_path: Path,
+    *,
+    stdin: int | bytes | None = None,
+    memory: int | None = None,
+    more_env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
     """``python -m little_dist.cli ARGS`` in ``tmp_path``, with a world there that does not
     exist yet (``LITTLE_WORLD``) and a Redis no one listens on; under ``prlimit --as`` when
     ``memory`` is given (an unbounded read then fails differently: MemoryError)."""
     env = {
         **os.environ,
+        **(more_env or {}),
         "LITTLE_WORLD": str(tmp_path / "world"),
         "LITTLE_REDIS_URL": "redis://127.0.0.1:1/0",
         "LITTLE_BROKER_CONNECTION_MAX_RETRIES": "1",
@@ -133,3 +139,140 @@ def test_an_argument_that_is_not_utf8_is_a_one_line_error_naming_it(
     assert line.startswith(f"little {argv[0]}"), line
     assert name in line, line
     assert not (tmp_path / "world").exists()  # nothing stored, not even an empty world
+
+
+# --- files and streams, read with a bound -------------------------------------------------------
+
+#: Address space for a command reading bad input: far less than an unbounded read of
+#: ``/dev/zero`` takes (it fails with MemoryError there), far more than a bounded one needs.
+MEMORY = 1024**3
+ORCHESTRATE = ["orchestrate", "--model", "scripted/boss", "--app", "tests.orchestrate_app"]
+OUTER_LOOP = ["outer-loop", "tests.outer_loop_fleet_app:loop_workflow", "--max-cycles", "2"]
+
+
+def _file_readers(path: str) -> list[tuple[str, list[str], int, int]]:
+    """``(id, command line reading path, exit code when it is not a regular file, when it is
+    too big)`` for every command that reads a file named on its command line."""
+    return [
+        ("validate", ["validate", path], 2, 2),
+        ("run", ["run", path], 2, 1),
+        ("run --input", ["run", "wf.json", "--input", path], 2, 1),
+        ("submit", ["submit", path], 2, 1),
+        ("submit --input", ["submit", "wf.json", "--input", path], 2, 1),
+        ("memory put --from", ["memory", "put", "n.md", "--workflow", "w", "--from", path], 1, 1),
+        ("orchestrate --input", [*ORCHESTRATE, "--input", path], 2, 1),
+        ("outer-loop --input", [*OUTER_LOOP, "--input", path], 2, 1),
+    ]
+
+
+def _stream_readers() -> list[tuple[str, list[str], int]]:
+    """``(id, command line reading standard input, exit code when it is too big)``."""
+    return [
+        ("validate -", ["validate", "-"], 2),
+        ("run -", ["run", "-"], 1),
+        ("run --input -", ["run", "wf.json", "--input", "-"], 1),
+        ("submit --input -", ["submit", "wf.json", "--input", "-"], 1),
+        ("memory put", ["memory", "put", "notes.md", "--workflow", "w"], 1),
+        ("orchestrate --input -", [*ORCHESTRATE, "--input", "-"], 1),
+        ("outer-loop --input -", [*OUTER_LOOP, "--input", "-"], 1),
+    ]
+
+
+def _with_memory(tmp_path: Path) -> dict[str, object]:
+    """A world holding one memory file; what :func:`_stored` says of it now."""
+    done = little(["memory", "put", "notes.md", "--workflow", "w"], tmp_path, stdin=b"kept")
+    assert done.returncode == 0, done.stderr
+    return _stored(tmp_path)
+
+
+def _stored(tmp_path: Path) -> dict[str, object]:
+    from little_dist.memory import memory_store_for
+    from little_dist.world.local import LocalWorld
+
+    world = LocalWorld(tmp_path / "world")
+    try:
+        store = memory_store_for(world)
+        entries = store.entries("workflow:w").items()
+        return {path: (entry.version, store.read("workflow:w", entry)) for path, entry in entries}
+    finally:
+        world.close()
+
+
+def _nothing_stored(argv: list[str], tmp_path: Path, before: dict[str, object] | None) -> None:
+    if argv[0] == "memory":
+        assert _stored(tmp_path) == before
+    else:
+        assert not (tmp_path / "world").exists()
+
+
+NOT_FILES = ["/dev/zero", "a FIFO", "a directory"]
+
+
+@pytest.mark.parametrize("what", NOT_FILES)
+@pytest.mark.parametrize(
+    ("argv", "code"),
+    [pytest.param(argv, code, id=name) for name, argv, code, _ in _file_readers("PATH")],
+)
+def test_a_path_that_is_not_a_regular_file_is_refused_unread(
+    tmp_path: Path, what: str, argv: list[str], code: int
+) -> None:
+    path = {"/dev/zero": "/dev/zero", "a FIFO": str(tmp_path / "fifo"), "a directory": "/"}[what]
+    if what == "a FIFO":
+        os.mkfifo(path)  # nobody writes: opening it to read would wait forever
+    before = _with_memory(tmp_path) if argv[0] == "memory" else None
+    argv = [path if arg == "PATH" else arg for arg in argv]
+
+    line = one_line_error(little(argv, tmp_path, memory=MEMORY), code)
+
+    said = {
+        "/dev/zero": "not a regular file (a character device)",
+        "a FIFO": "not a regular file (a FIFO)",
+        "a directory": "is a directory",
+    }[what]
+    assert "cannot read " in line and f"{path}: {said}" in line, line
+    _nothing_stored(argv, tmp_path, before)
+
+
+@pytest.mark.parametrize(
+    ("argv", "code"),
+    [pytest.param(argv, code, id=name) for name, argv, code in _stream_readers()],
+)
+def test_standard_input_that_never_ends_is_read_only_up_to_the_bound(
+    tmp_path: Path, argv: list[str], code: int
+) -> None:
+    before = _with_memory(tmp_path) if argv[0] == "memory" else None
+    with open("/dev/zero", "rb") as zero:
+        line = one_line_error(little(argv, tmp_path, stdin=zero.fileno(), memory=MEMORY), code)
+    assert "<stdin>: more than " in line and " bytes, too big to read (" in line, line
+    _nothing_stored(argv, tmp_path, before)
+
+
+@pytest.mark.parametrize(
+    ("argv", "code"),
+    [pytest.param(argv, code, id=name) for name, argv, _, code in _file_readers("PATH")],
+)
+def test_a_file_over_the_bound_is_refused_from_its_size(
+    tmp_path: Path, argv: list[str], code: int
+) -> None:
+    before = _with_memory(tmp_path) if argv[0] == "memory" else None
+    big = tmp_path / "big.json"
+    with big.open("wb") as file:  # sparse: 2 GiB of nothing, on no disk
+        file.truncate(2 * 1024**3)
+    argv = [str(big) if arg == "PATH" else arg for arg in argv]
+
+    line = one_line_error(little(argv, tmp_path, memory=MEMORY), code)
+
+    assert f"{big}: more than " in line and " bytes, too big to read (" in line, line
+    _nothing_stored(argv, tmp_path, before)
+
+
+def test_the_bound_on_a_json_file_comes_from_its_setting(tmp_path: Path) -> None:
+    # Room for whitespace and escapes: four times the limit on the JSON itself.
+    wide = tmp_path / "wide.json"
+    wide.write_text('{"a": "' + "x" * 4100 + '"}')
+    more_env = {"LITTLE_MAX_LWIR_BYTES": "1000"}
+    line = one_line_error(little(["validate", str(wide)], tmp_path, more_env=more_env))
+    assert line == (
+        f"little validate: {wide}: more than 4,000 bytes, too big to read "
+        "(4 × LITTLE_MAX_LWIR_BYTES=1,000)"
+    )
