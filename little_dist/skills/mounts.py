@@ -16,10 +16,13 @@ The cache is the process's own: ``<cache>`` is a folder made with :func:`tempfil
 the first time a skill is mounted (a new, unguessable name, so no other user can have made
 it or planted a link there first), mode 0711 (a sandbox running as another uid reaches the
 skill folders it is given, read-only, but nobody else can list, add or replace anything in
-it), removed when the process exits. Processes forked from it share it, as they share its
-memory. The content hash is computed from the files, not taken from the descriptor. (It was
-``<tmp>/little-skills-<uid>/``, a name anyone could compute and make first: another local
-user decided what every skill prompt said.)
+it), removed when the process exits normally (one killed outright, or a pool child that
+ends with ``os._exit``, leaves its ``little-skills-*`` folder behind, as it leaves any
+temporary folder: harmless, and safe to delete once the process is gone). Processes forked
+after it was made share it, as they share the rest of its memory. The content hash is
+computed from the files, not taken from the descriptor. (It was ``<tmp>/little-skills-<uid>/``,
+a name anyone could compute and make first: another local user decided what every skill
+prompt said.)
 """
 
 from __future__ import annotations
