@@ -30,6 +30,7 @@ __all__ = [
     "PLAN",
     "SAMPLE_INPUT",
     "SCRIPT",
+    "WORKFLOWS",
     "Candidate",
     "Screening",
     "Shortlist",
@@ -275,6 +276,11 @@ planned_workflow = build_workflow(fixed_plan=False)
 PLAN = _plan(planned_workflow.input_schema, planned_workflow.output_schema)
 #: The workflow ``little run examples.candidate_screening:workflow`` runs: the fixed plan.
 workflow = build_workflow()
+#: What a fleet worker started with ``--app examples.candidate_screening`` serves under the
+#: workflow's id: the fixed plan, as ``little submit examples.candidate_screening:workflow``
+#: runs it (one workflow per id; the planned one:
+#: ``--app examples.candidate_screening:planned_workflow``).
+WORKFLOWS = [workflow]
 #: The installed offline script (``None`` when ``LITTLE_MODEL`` is set).
 SCRIPT = install_script("candidate-screening", build_script)
 

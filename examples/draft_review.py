@@ -33,6 +33,7 @@ __all__ = [
     "PLAN",
     "SAMPLE_INPUT",
     "SCRIPT",
+    "WORKFLOWS",
     "Brief",
     "Published",
     "build_script",
@@ -251,6 +252,10 @@ planned_workflow = build_workflow(fixed_plan=False)
 PLAN = _plan(planned_workflow.input_schema, planned_workflow.output_schema)
 #: The workflow ``little run examples.draft_review:workflow`` runs: the fixed plan.
 workflow = build_workflow()
+#: What a fleet worker started with ``--app examples.draft_review`` serves under the
+#: workflow's id: the fixed plan, as ``little submit examples.draft_review:workflow`` runs it (one
+#: workflow per id; the planned one: ``--app examples.draft_review:planned_workflow``).
+WORKFLOWS = [workflow]
 #: The installed offline script (``None`` when ``LITTLE_MODEL`` is set).
 SCRIPT = install_script("draft-review", build_script)
 

@@ -41,6 +41,7 @@ __all__ = [
     "SCRIPT",
     "SKILLS",
     "SKILL_FILE",
+    "WORKFLOWS",
     "Ticket",
     "build_script",
     "build_workflow",
@@ -163,6 +164,10 @@ planned_workflow = build_workflow(fixed_plan=False)
 PLAN = _plan(planned_workflow.input_schema, planned_workflow.output_schema)
 #: The workflow ``little run examples.known_issues:workflow`` runs: the fixed plan.
 workflow = build_workflow()
+#: What a fleet worker started with ``--app examples.known_issues`` serves under the
+#: workflow's id: the fixed plan, as ``little submit examples.known_issues:workflow`` runs it (one
+#: workflow per id; the planned one: ``--app examples.known_issues:planned_workflow``).
+WORKFLOWS = [workflow]
 #: The installed offline script (``None`` when ``LITTLE_MODEL`` is set).
 SCRIPT = install_script("known-issues", build_script)
 

@@ -38,6 +38,7 @@ __all__ = [
     "PLAN",
     "SAMPLE_INPUT",
     "SCRIPT",
+    "WORKFLOWS",
     "Orders",
     "Totals",
     "build_script",
@@ -250,6 +251,10 @@ planned_workflow = build_workflow(fixed_plan=False)
 PLAN = _plan(planned_workflow.input_schema, planned_workflow.output_schema)
 #: The workflow ``little run examples.order_totals:workflow`` runs: the fixed plan.
 workflow = build_workflow()
+#: What a fleet worker started with ``--app examples.order_totals`` serves under the
+#: workflow's id: the fixed plan, as ``little submit examples.order_totals:workflow`` runs it (one
+#: workflow per id; the planned one: ``--app examples.order_totals:planned_workflow``).
+WORKFLOWS = [workflow]
 #: The installed offline script (``None`` when ``LITTLE_MODEL`` is set).
 SCRIPT = install_script("order-totals", build_script)
 

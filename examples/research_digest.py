@@ -52,6 +52,7 @@ __all__ = [
     "SAMPLE_INPUT",
     "SCRIPT",
     "SUMMARIES",
+    "WORKFLOWS",
     "ActionItem",
     "Digest",
     "DigestRequest",
@@ -421,6 +422,11 @@ planned_workflow = build_workflow(fixed_plan=False)
 PLAN = _orchestrator_plan(planned_workflow)
 #: The workflow ``little run examples.research_digest:workflow`` runs: the fixed plan.
 workflow = build_workflow()
+#: What a fleet worker started with ``--app examples.research_digest`` serves under the
+#: workflow's id: the fixed plan, as ``little submit examples.research_digest:workflow``
+#: runs it (one workflow per id; the planned one:
+#: ``--app examples.research_digest:planned_workflow``).
+WORKFLOWS = [workflow]
 #: The installed offline script (``None`` when ``LITTLE_MODEL`` is set).
 SCRIPT = install_script("research-digest", build_script)
 

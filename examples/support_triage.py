@@ -28,6 +28,7 @@ __all__ = [
     "PLAN",
     "SAMPLE_INPUT",
     "SCRIPT",
+    "WORKFLOWS",
     "Ticket",
     "TriageResult",
     "build_script",
@@ -324,6 +325,10 @@ planned_workflow = build_workflow(fixed_plan=False)
 PLAN = _plan(planned_workflow.input_schema, planned_workflow.output_schema)
 #: The workflow ``little run examples.support_triage:workflow`` runs: the fixed plan.
 workflow = build_workflow()
+#: What a fleet worker started with ``--app examples.support_triage`` serves under the
+#: workflow's id: the fixed plan, as ``little submit examples.support_triage:workflow`` runs it (one
+#: workflow per id; the planned one: ``--app examples.support_triage:planned_workflow``).
+WORKFLOWS = [workflow]
 #: The installed offline script (``None`` when ``LITTLE_MODEL`` is set).
 SCRIPT = install_script("support-triage", build_script)
 

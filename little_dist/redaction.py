@@ -8,7 +8,8 @@ header echoed back, ``api_key='sk-...'`` in a repr. :func:`redact` replaces them
 * ``Authorization`` / ``Proxy-Authorization`` header values, and any ``Bearer`` token;
 * values of credential-named fields (``api_key``, ``x-api-key``, ``access_token``,
   ``client_secret``, ``password``, ``aws_secret_access_key``, ...) written ``name=value`` or
-  ``name: value``, quoted or not;
+  ``name: value``, quoted or not (a name that ends a file path is the path's, not a field:
+  ``'/etc/passwd': permission denied`` stays as it is);
 * credential query parameters of URLs (``key=``, ``token=``, ``sig=``, ``X-Amz-Signature=``,
   ...);
 * the password in a URL's user info (``redis://:PASSWORD@host``);
@@ -43,14 +44,18 @@ _NOT_DONE = r"(?!\[REDACTED\])"
 # A value: up to a quote, a space, or a separator that ends a field.
 _VALUE = _NOT_DONE + r"[^\s\"'&,;<>(){}\[\]]+"
 
+# A credential's name is a name, not the last part of a file path: ``'/etc/passwd': permission
+# denied`` names a file, and the words after it are not a password.
+_NOT_IN_PATH = r"(?<![A-Za-z0-9/\\])"
+
 _HEADER = re.compile(
-    r"(?i)(\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)"
+    r"(?i)(" + _NOT_IN_PATH + r"(?<!_)(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)"
     # Atomic: a scheme once read is not taken back to call the scheme itself the value.
     r"(?>(?:(bearer|basic|token|digest)\s+)?)" + _VALUE
 )
 _BEARER = re.compile(r"(?i)\b(bearer)\s+" + _NOT_DONE + r"[A-Za-z0-9\-._~+/]+=*")
 _FIELD = re.compile(
-    r"(?i)((?<![A-Za-z0-9])(?:x-)?(?:api[-_]?key|api[-_]?token|access[-_]?token"
+    r"(?i)(" + _NOT_IN_PATH + r"(?:x-)?(?:api[-_]?key|api[-_]?token|access[-_]?token"
     r"|refresh[-_]?token|auth[-_]?token|id[-_]?token|client[-_]?secret|secret[-_]?key"
     r"|secret[-_]?access[-_]?key|aws[-_]?secret[-_]?access[-_]?key|session[-_]?token"
     r"|private[-_]?key|password|passwd|x-goog-api-key)"

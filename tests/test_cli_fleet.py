@@ -158,13 +158,15 @@ def test_a_workflow_id_is_planned_by_a_planner_worker(fleet_env: FleetEnv) -> No
     local = run_workflow(
         support_triage.planned_workflow, support_triage.SAMPLE_INPUT, world=MemoryWorld()
     )
-    start_worker(fleet_env, app="examples.support_triage")
+    # One workflow per id in an app: the example's module serves its fixed plan under the
+    # id, so the planned definition is named.
+    start_worker(fleet_env, app="examples.support_triage:planned_workflow")
     result = little(
         fleet_env,
         "submit",
         "support.triage",
         "--app",
-        "examples.support_triage",
+        "examples.support_triage:planned_workflow",
         "--input",
         json.dumps(support_triage.SAMPLE_INPUT),
         "--wait",
@@ -399,11 +401,12 @@ def test_the_submit_task_sent_by_name_refuses_what_the_client_would(fleet_env: F
     _no_events(fleet_env, *bad)
     log = worker.output()
     assert (
-        "little.submit_run run_task_widen refused: step 'lookup' calls tool 'deleteAll', which "
-        f"workflow 'support.triage' does not register (registered: {TRIAGE_TOOLS})"
+        "raised expected: SubmissionRefused(run_task_widen refused (capability_not_registered): "
+        "step 'lookup' calls tool 'deleteAll', which workflow 'support.triage' does not "
+        f"register (registered: {TRIAGE_TOOLS}))"
     ) in log
     assert (
-        "little.submit_run run_task_deep refused: the run input is nested more than 64 levels "
-        "deep (LITTLE_MAX_JSON_DEPTH=64)"
+        "raised expected: SubmissionRefused(run_task_deep refused (over_limit): the run input "
+        "is nested more than 64 levels deep (LITTLE_MAX_JSON_DEPTH=64))"
     ) in log
     assert "Traceback" not in log

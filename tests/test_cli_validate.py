@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import builtins
 import json
+import os
 import re
 import subprocess
 import sys
@@ -203,16 +203,17 @@ def test_permission_denied(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Tests may run as root, where chmod 000 does not stop a read: fail the open instead.
-    import little_dist.cli.json_input as json_input
+    import little_dist.bounded_read as bounded_read
 
     path = write(tmp_path, "locked.json", "{}")
+    real_open = os.open
 
     def refuse(file: Any, *args: Any, **kwargs: Any) -> Any:
         if str(file) == str(path):
             raise PermissionError(13, "Permission denied", str(file))
-        return builtins.open(file, *args, **kwargs)
+        return real_open(file, *args, **kwargs)
 
-    monkeypatch.setattr(json_input, "open", refuse, raising=False)
+    monkeypatch.setattr(bounded_read.os, "open", refuse)
     assert main(["validate", str(path)]) == 2
     captured = capsys.readouterr()
     assert captured.err == f"little validate: cannot read {path}: permission denied\n"
@@ -240,7 +241,9 @@ def test_deeply_nested_but_parseable_document(tmp_path: Path) -> None:
     ("env", "reason"),
     [
         ({"LITTLE_MAX_STEPS": "3"}, "has 4 steps, more than LITTLE_MAX_STEPS=3"),
-        ({"LITTLE_MAX_LWIR_BYTES": "100"}, "bytes of JSON, more than LITTLE_MAX_LWIR_BYTES=100"),
+        # (Under the file's own bound, 4 times that: a file over it is not even read, see
+        # tests/test_cli_bad_input.py.)
+        ({"LITTLE_MAX_LWIR_BYTES": "500"}, "bytes of JSON, more than LITTLE_MAX_LWIR_BYTES=500"),
         ({"LITTLE_MAX_JSON_DEPTH": "3"}, "nested more than 3 levels deep"),
     ],
 )

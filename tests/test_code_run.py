@@ -216,3 +216,62 @@ def test_a_program_the_sandbox_stops_is_recorded_with_why(tmp_path: Any) -> None
     (_, (kind, _, ended)) = command_events(world.list_events(caught.value.run_id))
     assert kind == "failed" and ended["stopped"] == "output"
     assert ended["stdout"]["truncated"] is True
+
+
+# --- file names that cannot all be written, and host paths --------------------------------------
+
+CLASHES = [
+    pytest.param({"a": "x", "a/b.ts": "y"}, ("a", "a/b.ts"), id="file-then-inside"),
+    pytest.param({"lib/x/y.ts": "y", "lib/x": "x"}, ("lib/x", "lib/x/y.ts"), id="inside-then-file"),
+    pytest.param({"main.ts/deep.ts": "y"}, ("main.ts", "main.ts/deep.ts"), id="inside-entrypoint"),
+]
+
+
+@pytest.mark.parametrize(("files", "pair"), CLASHES)
+def test_a_file_that_is_also_a_folder_is_refused_by_validation(
+    files: dict[str, str], pair: tuple[str, str]
+) -> None:
+    from little_dist.lwir import validate_lwir
+
+    findings = validate_lwir(sum_plan(code(SUM, **files)))
+    (clash,) = [f for f in findings if f.code == "code.invalid_file_path"]
+    assert clash.path == f'$.steps[0].with.files["{pair[1]}"]'
+    assert repr(pair[0]) in clash.message and repr(pair[1]) in clash.message
+
+
+@pytest.mark.parametrize(("files", "pair"), CLASHES)
+def test_a_file_that_is_also_a_folder_is_refused_before_anything_is_written(
+    files: dict[str, str], pair: tuple[str, str]
+) -> None:
+    with pytest.raises(InvalidInputError) as caught:
+        run_code(code(SUM, **files), {"a": 1, "b": 2}, step_id="add")
+    message = str(caught.value)
+    assert message.startswith("code.run step 'add': ")
+    assert repr(pair[0]) in message and repr(pair[1]) in message
+    assert "/tmp" not in message and "little-code-" not in message
+
+
+def test_a_file_that_cannot_be_written_is_named_without_the_hosts_folder(tmp_path: Any) -> None:
+    long_name = "n" * 300 + ".ts"  # a safe path, but longer than a file name may be
+    with pytest.raises(InvalidInputError) as caught:
+        run_code(code(SUM, **{long_name: "x"}), {"a": 1, "b": 2}, step_id="add")
+    message = str(caught.value)
+    assert message.startswith("code.run step 'add': ") and "name too long" in message.lower()
+    assert "/tmp" not in message and "little-code-" not in message
+    # Through a whole run: the step fails with the same message, and no event names the folder.
+    world = LocalWorld(tmp_path)
+    with pytest.raises(RunFailedError) as failed:
+        run_workflow(
+            define_workflow(
+                id="code.sum",
+                input={"type": "object"},
+                output={"type": "object"},
+                model="scripted/none",
+                plan=sum_plan(code(SUM, **{long_name: "x"})),
+            ),
+            {"a": 1, "b": 2},
+            world=world,
+        )
+    logged = " ".join(e.model_dump_json() for e in world.list_events(failed.value.run_id))
+    assert "name too long" in logged.lower()
+    assert "little-code-" not in logged and "/tmp/" not in logged

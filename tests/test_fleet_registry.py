@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import textwrap
 import uuid
 from pathlib import Path
@@ -84,6 +85,48 @@ def test_a_workflow_brings_the_workflows_its_workflow_tools_run_as_sub_runs(
     # The worker that runs the parent's calls also runs the children's steps.
     assert list(registry.workflows) == ["parent", "triage"]
     assert [t.name for t in registry.capabilities_for_workflow("triage").tools] == ["lookup"]
+
+
+def test_two_workflows_with_one_id_in_a_module_are_refused_naming_both(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run sent by id must take one path: a fixed plan and a planned definition under one
+    id (as the examples define them) is a choice the module has to make."""
+    body = APP + "\nplanned = define_workflow(id='triage', model='scripted/other')\n"
+    name = _module(tmp_path, monkeypatch, body)
+    with pytest.raises(AppImportError) as refused:
+        load_registry(name)
+    assert str(refused.value) == (
+        f"app module {name!r} defines workflow 'triage' twice (triage and planned): a run "
+        "sent by that id could take either; serve one: list it in WORKFLOWS = [...] or name "
+        f"it, --app {name}:ATTRIBUTE"
+    )
+    # Chosen either way, the module serves the one named.
+    planned = importlib.import_module(name).planned
+    assert load_registry(f"{name}:planned").get("triage") is planned
+    listed = _module(tmp_path, monkeypatch, body + "WORKFLOWS = [planned]\n")
+    assert load_registry(listed).get("triage") is importlib.import_module(listed).planned
+    # The same definition reached twice (top level and a workflow tool's child) is one.
+    shared = (
+        APP
+        + "\nfrom little_dist import as_tool\n"
+        + "parent = define_workflow(id='parent', model='scripted/p', tools=[as_tool(triage)])\n"
+    )
+    assert sorted(load_registry(_module(tmp_path, monkeypatch, shared)).workflows) == [
+        "loud",
+        "parent",
+        "triage",
+    ]
+
+
+def test_the_examples_serve_the_workflow_little_submit_runs_by_attribute() -> None:
+    """``--app examples.support_triage`` maps ``support.triage`` to the fixed plan, the one
+    ``little submit examples.support_triage:workflow`` runs (not the planned one, 4x the
+    cost)."""
+    from examples import support_triage
+
+    registry = load_registry("examples.support_triage")
+    assert registry.get("support.triage") is support_triage.workflow
 
 
 def test_runs_find_their_workflow_by_the_lwir_name(

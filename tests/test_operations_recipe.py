@@ -9,6 +9,9 @@ service that imports only ``celery`` and ``redis``.
   runs from another service" shows (the same run id twice, then with another input), and
   watches the run's Redis stream by the documented key names and fields; it checks that it
   never imported ``little_dist``. Real worker and scheduler processes serve it.
+* That section's examples (a sender with Celery's Python client, one with ``celery-node``)
+  are its ``<!-- checked -->`` blocks, run as written, each on the throwaway fleet it starts
+  (``examples/local_fleet.sh``); the Node one installs ``celery-node`` with npm.
 """
 
 from __future__ import annotations
@@ -169,60 +172,95 @@ def test_another_service_starts_and_watches_a_run_with_celery_and_redis_only(
     assert [e.payload["input"] for e in started] == [{"ticket": "T-1"}]
 
 
-def python_blocks(markdown: str, section: str) -> list[str]:
-    start = markdown.index(section)
-    end = markdown.find("\n## ", start + len(section))
-    body = markdown[start : end if end != -1 else len(markdown)]
-    return re.findall(r"^```python\n(.*?)^```$", body, flags=re.S | re.M)
+def _run_as_written(script: str, tmp_path: Path, timeout: float) -> tuple[int, str, str]:
+    """``script`` under ``bash -e`` from the repository root, as a reader runs it: the venv's
+    ``bin`` on ``PATH``, no ``LITTLE_*``/``AWS_*``/``FLOWER_*`` variables of ours, its own
+    session; ``(exit code, output, processes it left behind)``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LITTLE_", "AWS_", "FLOWER_"))}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["TMPDIR"] = str(tmp_path)  # mktemp -d: whatever the script leaves is found here
+    log = tmp_path / "script.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            ["bash", "-e", "-c", script],
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            code = process.wait(timeout=timeout)
+            time.sleep(1)
+            leftover = subprocess.run(
+                ["pgrep", "-a", "-s", str(process.pid)], capture_output=True, text=True
+            ).stdout
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+    return code, log.read_text(encoding="utf-8", errors="replace"), leftover
+
+
+def test_the_service_section_has_a_checked_python_and_node_example() -> None:
+    blocks = checked_blocks(OPERATIONS.read_text(encoding="utf-8"), SERVICE_SECTION)
+    assert len(blocks) == 2
+    python, node = blocks
+    assert "python3 - <<'PY'" in python and "node - <<'JS'" in node
+    for block in blocks:
+        assert block.startswith(". examples/local_fleet.sh")
+        assert "little_dist" not in block.split("\n", 1)[1]
 
 
 @pytest.mark.integration
-@pytest.mark.timeout(180)
-def test_the_documented_sender_and_watcher_run_as_written(fleet_env: FleetEnv) -> None:
-    """The section's two Python blocks, with this fleet's Redis, queue and key prefix put
-    in for the documented ones: the run it starts completes, and the watcher says so."""
-    send, watch = python_blocks(OPERATIONS.read_text(encoding="utf-8"), SERVICE_SECTION)
-    start_worker(fleet_env, app="examples.support_triage")
-    start_scheduler(fleet_env)
-    url = fleet_env.env["LITTLE_BROKER_URL"]
-    ours = {
-        "redis://little:PASSWORD@redis-host:6379/0": url,
-        '"little.planner"': json.dumps(fleet_env.env["LITTLE_QUEUE_PLANNER"]),
-        '"little:{run_ticket_T1001}:events"': json.dumps(
-            f"{fleet_env.key_prefix}{{run_ticket_T1001}}:events"
+@pytest.mark.timeout(420)
+@pytest.mark.parametrize(
+    ("index", "lines"),
+    [
+        (
+            0,
+            [
+                "completed run_ticket_T1001 billing",
+                "refused invalid_input workflow 'support.triage': invalid input: input: "
+                "'subject' is a required property",
+            ],
         ),
-    }
-    for documented, actual in ours.items():
-        assert documented in send + watch, documented
-        send, watch = send.replace(documented, actual), watch.replace(documented, actual)
-    for code in (send, watch):
-        # Run as written; whatever way it ends (the watcher raises SystemExit), it must not
-        # have imported little_dist.
-        guarded = (
-            "import sys\ntry:\n"
-            f"    exec(compile({code!r}, 'docs/operations.md', 'exec'), {{}})\n"
-            "finally:\n"
-            "    assert 'little_dist' not in sys.modules, 'imported little_dist'\n"
-        )
-        done = subprocess.run(
-            [sys.executable, "-c", guarded],
-            env={"PATH": os.environ.get("PATH", "")},
-            cwd="/",
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("RunCompleted {"), done.stdout
+        (
+            1,
+            [
+                "completed run_ticket_T1002 billing",
+                "refused invalid_arguments little.submit_run takes no argument 'workflow' "
+                "(it takes workflow_id, lwir, input, run_id)",
+            ],
+        ),
+    ],
+    ids=["python", "node"],
+)
+def test_the_service_examples_run_as_written(tmp_path: Path, index: int, lines: list[str]) -> None:
+    """The section's checked blocks, each on the throwaway fleet it starts: a sender with
+    only Celery's client (Python's, then celery-node, installed by npm from its registry)
+    sees its run complete, and a refusal with its cause."""
+    script = checked_blocks(OPERATIONS.read_text(encoding="utf-8"), SERVICE_SECTION)[index]
+    code, output, leftover = _run_as_written(script, tmp_path, timeout=360)
+    assert code == 0, output[-6000:]
+    for line in lines:
+        assert line in output, output[-6000:]
+    assert list(tmp_path.iterdir()) == [tmp_path / "script.log"]  # it cleaned up after itself
+    assert leftover == ""
 
 
 def test_the_documented_redis_keys_are_the_worlds() -> None:
     """The key names "Start runs from another service" documents as a contract."""
-    keys = KeyLayout().run("run_ticket_T1001")
+    layout = KeyLayout()
+    keys = layout.run("run_ticket_T1001")
     assert keys.events == "little:{run_ticket_T1001}:events"
     assert keys.ended == "little:{run_ticket_T1001}:ended"
     assert keys.archived == "little:{run_ticket_T1001}:archived"
+    assert keys.outcome == "little:{run_ticket_T1001}:outcome"
+    assert layout.task("0b5c") == "little:task:0b5c"
+    assert layout.ends == "little:ended"
     text = OPERATIONS.read_text(encoding="utf-8")
-    for name in ("events", "ended", "archived"):
+    for name in ("events", "ended", "archived", "outcome"):
         assert f"`little:{{RUN_ID}}:{name}`" in text
+    assert "`little:task:{TASK_ID}`" in text
     assert 'queue="little.planner"' in text

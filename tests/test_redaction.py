@@ -97,6 +97,51 @@ def test_redacting_twice_changes_nothing(text: str, secret: str) -> None:
     assert redact(once) == once
 
 
+# A table: file paths and ordinary words that merely contain a credential's name stay as they
+# are (an error naming '/etc/passwd' once lost the words after it), while a credential field
+# is still redacted however it is written.
+KEPT_PATHS_AND_WORDS = [
+    "cannot open '/etc/passwd': permission denied",
+    "[Errno 13] Permission denied: '/etc/passwd'",
+    "{'/etc/passwd': 'root:x:0:0'}",
+    '"/etc/passwd": no such file',
+    "/usr/bin/passwd: exited with status 1",
+    "/home/ops/.config/api_key: no such file or directory",
+    "read ./secrets/client_secret=old.json failed",
+    "C:\\Users\\ops\\password: not found",
+    "GET /v1/oauth/authorization: 404",
+    "passwords: 3 rotated; tokens: 5 left; keyboard: us",
+    "the password field is required",
+    "secret_keys: 2 configured",
+    "monkey: banana; turnkey=1; the key: value",
+]
+REDACTED_FIELDS = [
+    ("password: correct-horse-battery", "correct-horse-battery"),
+    ("passwd: hunter2", "hunter2"),
+    ("db_password=hunter2-db", "hunter2-db"),
+    ("PASSWORD=hunter2-env ./deploy", "hunter2-env"),
+    ("{'password': 'hunter2-dict'}", "hunter2-dict"),
+    ('{"client_secret": "cs-value-1"}', "cs-value-1"),
+    ("export AWS_SECRET_ACCESS_KEY=aws-value-1", "aws-value-1"),
+    ("settings.api_key = 'ak-value-1'", "ak-value-1"),
+    ("x-api-key: xk-value-1", "xk-value-1"),
+    ("Authorization: Bearer bt-value-1", "bt-value-1"),
+    ("proxy-authorization=pa-value-1", "pa-value-1"),
+]
+
+
+@pytest.mark.parametrize("text", KEPT_PATHS_AND_WORDS)
+def test_paths_and_words_that_contain_a_credential_name_are_kept(text: str) -> None:
+    assert redact(text) == text
+
+
+@pytest.mark.parametrize(("text", "secret"), REDACTED_FIELDS, ids=[s for _, s in REDACTED_FIELDS])
+def test_credential_fields_are_still_redacted(text: str, secret: str) -> None:
+    cleaned = redact(text)
+    assert secret not in cleaned
+    assert REDACTED in cleaned
+
+
 def _capturing_logger(name: str) -> tuple[logging.Logger, io.StringIO]:
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)

@@ -54,9 +54,9 @@ def test_a_read_never_follows_a_link_to_a_file_or_through_a_linked_folder(
     (writable / "env").symlink_to(outside / "secret")
     (writable / "up").symlink_to(outside)
     with WritableFolder(writable) as folder:
-        with pytest.raises(UnsafeEntryError, match="'env'.*symlink"):
+        with pytest.raises(UnsafeEntryError, match=r"'env'.*symlink"):
             folder.read("env", 1024)
-        with pytest.raises(UnsafeEntryError, match="'up'.*symlink"):
+        with pytest.raises(UnsafeEntryError, match=r"'up'.*symlink"):
             folder.read("up/secret", 1024)
         assert folder.read_if_file("env", 1024) is None
 
@@ -94,7 +94,7 @@ def test_a_write_replaces_a_planted_link_and_never_writes_through_it(
     with WritableFolder(writable) as folder:
         folder.write("env", b"exports")
         folder.write("fifo", b"data")
-        with pytest.raises(UnsafeEntryError, match="'results'.*symlink"):
+        with pytest.raises(UnsafeEntryError, match=r"'results'.*symlink"):
             folder.write("results/run/output.json", b"{}")
         assert not folder.make_folders("results/run")
     assert (outside / "bystander").read_text() == "untouched"

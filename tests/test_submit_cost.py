@@ -191,6 +191,7 @@ def test_a_run_archived_and_gone_from_redis_is_not_started_again(
     world.archive_run(run_id, ttl_seconds=0)
     raw = world._redis
     raw.delete(world._keys.run(run_id).archived)  # its seal marker expired too
+    raw.delete(world._keys.run(run_id).outcome)  # and its outcome, a day later
     prefix = world._keys.redis_prefix
 
     def held() -> list[bytes]:

@@ -4,10 +4,11 @@
   EventLogCorruptError (the same content again is fine: archiving is idempotent).
 * The log is streamed to S3 a part at a time (a multipart upload, conditional on the key
   being absent), never built whole in memory.
-* Once an archived run's keys have expired Redis holds nothing of it (no key, no byte): its
-  log is read from its archive, an append to it is refused (S3 is asked before a log is
-  started under a run id Redis holds no log of), and a submission with its id does not
-  start it again. The run index holds only runs not archived yet.
+* Once an archived run's keys have expired Redis holds nothing of it (no key, no byte) but
+  its outcome, which expires a day later: its log is read from its archive, an append to it
+  is refused (S3 is asked before a log is started under a run id Redis holds no log of),
+  and a submission with its id does not start it again. The run index holds only runs not
+  archived yet.
 """
 
 from __future__ import annotations
@@ -164,8 +165,13 @@ def test_redis_holds_nothing_of_an_archived_run_once_its_keys_expire(
             assert 0 < raw_redis.pttl(keys.events) <= 1000
             raw_redis.delete(keys.archived)
             raw_redis.delete(keys.events, keys.occurrences, keys.submitted, keys.ended)
+        # What stays is each run's outcome (how it ended, a day longer: see
+        # test_world_redis_outcomes); once it expires too, nothing.
         keys_left = list(raw_redis.scan_iter(match=f"{prefix}*", count=1000))
-        assert not [key for key in keys_left if b"run_gone" in key]
+        outcomes = sorted(world._keys.run(run_id).outcome.encode() for run_id in written)
+        assert sorted(key for key in keys_left if b"run_gone" in key) == outcomes
+        assert all(0 < raw_redis.pttl(key) <= 24 * 3600 * 1000 for key in outcomes)
+        raw_redis.delete(*outcomes)
         # Nothing else grew per archived run either (what is left is the live run's and
         # the shared keys: the run index, the stream of ends).
         count, size = _keys_of(raw_redis, prefix)
@@ -208,7 +214,8 @@ def test_an_append_to_an_archived_run_gone_from_redis_is_refused(
         assert late.append(RUN, _ev("RunStarted", "run-start", again=True)) == written[0]
         assert late.append(RUN, _ev("RunCompleted", "run-end")) == written[1]
         assert raw_redis.exists(world._keys.run(RUN).events) == 0  # no fresh log
-        assert not list(raw_redis.scan_iter(match=f"{world._keys.redis_prefix}*{RUN}*"))
+        left = list(raw_redis.scan_iter(match=f"{world._keys.redis_prefix}*{RUN}*"))
+        assert left == [world._keys.run(RUN).outcome.encode()]  # (how it ended, for a day)
         assert raw_redis.zscore(world._keys.run_index, RUN) is None
         assert late.list_events(RUN) == written
     finally:

@@ -66,6 +66,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if run is None:
         parser.print_help()
         return 2
+    problem = not_utf8_argument(parser, args)
+    if problem is not None:
+        print(f"little {args.command}: {problem}", file=sys.stderr)
+        return 2
     # Log records (the engine's warnings, Celery's and litellm's) lose their credentials;
     # the worker and the scheduler install it again on the handlers they set up.
     install_log_redaction()
@@ -84,6 +88,47 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 141
     return code
+
+
+def not_utf8_argument(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str | None:
+    """What is wrong with the first argument that is not UTF-8 text, if one is not.
+
+    Bytes that are not UTF-8 on the command line (``$'\\xff'``) reach Python as lone
+    surrogates, which no file name, id, URL or stored text can hold: refused here, for every
+    subcommand, naming the argument (its option, or its metavar), before anything runs.
+    """
+    names: dict[str, str] = {}
+    current: argparse.ArgumentParser | None = parser
+    while current is not None:  # down the chosen subcommands: `memory`, then `put`
+        chosen: argparse.ArgumentParser | None = None
+        for action in current._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                chosen = action.choices.get(getattr(args, action.dest, None) or "")
+            elif action.option_strings:
+                names.setdefault(action.dest, max(action.option_strings, key=len))
+            else:
+                names.setdefault(action.dest, str(action.metavar or action.dest))
+        current = chosen
+    for dest, value in vars(args).items():
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str) and not _is_utf8(item):
+                return f"argument {names.get(dest, dest)}: not UTF-8 text ({_as_bytes(item)!r})"
+    return None
+
+
+def _as_bytes(text: str) -> bytes:
+    try:
+        return text.encode("utf-8", "surrogateescape")[:80]  # the bytes the shell gave
+    except UnicodeEncodeError:  # (only a caller of main() can pass other lone surrogates)
+        return text.encode("utf-8", "backslashreplace")[:80]
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 if __name__ == "__main__":  # pragma: no cover

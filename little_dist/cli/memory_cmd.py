@@ -8,6 +8,11 @@ version, by the same compare-and-set the runs use (a run that commits the file a
 moment is not overwritten: the later change is kept as a conflict copy, and ``put`` says
 so). Exit 0 on success; 1 for a workflow with no memory, a missing file or a path that
 leaves the store (``..``, absolute, NUL, too long), with a one-line reason; 2 for usage.
+
+``put`` reads at most :data:`MAX_PUT_BYTES` (64 MiB, the most one attempt mounts of a store),
+refusing more before anything is stored; ``--from`` must name a regular file (not a FIFO, a
+device or a folder: leave ``--from`` out to read standard input). Both happen before the
+world is opened.
 """
 
 from __future__ import annotations
@@ -15,13 +20,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from little_dist.cli.common import add_world_options, open_world_for_reading, open_world_for_writing
-from little_dist.errors import InvalidInputError
 
-__all__ = ["register", "run"]
+__all__ = ["MAX_PUT_BYTES", "register", "run"]
+
+#: The most ``put`` stores in one file: what one attempt mounts of a store at most
+#: (:class:`~little_dist.memory.AttemptMemory`'s ``max_bytes``), so every run can still read it.
+MAX_PUT_BYTES: Final = 64 * 1024 * 1024
 
 
 def register(sub: Any, name: str) -> argparse.ArgumentParser:
@@ -60,6 +67,8 @@ def run(args: argparse.Namespace) -> int:
 
     store_id, shown = _store(args)
     writing = args.memory_action == "put"
+    # What `put` stores is read (and refused) before the world is opened: nothing is made.
+    data = _put_data(args) if writing else b""
     world = open_world_for_writing(args) if writing else open_world_for_reading(args)
     try:
         store = memory_store_for(world)
@@ -67,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
             return _ls(store, store_id, shown, args)
         if args.memory_action == "cat":
             return _cat(store, store_id, shown, args.path)
-        return _put(store, store_id, shown, args)
+        return _put(store, store_id, shown, args, data)
     finally:
         world.close()
 
@@ -125,17 +134,26 @@ def _cat(store: Any, store_id: str, shown: str, path: str) -> int:
     return 0
 
 
-def _put(store: Any, store_id: str, shown: str, args: argparse.Namespace) -> int:
-    from little_dist.memory import MemoryChange, check_memory_path
+def _put_data(args: argparse.Namespace) -> bytes:
+    from little_dist.bounded_read import read_file, read_stdin
+    from little_dist.memory import check_memory_path
 
     check_memory_path(args.path)
+    why = "the most one run mounts of a store"
     if args.source is None:
-        data = sys.stdin.buffer.read()
-    else:
-        try:
-            data = Path(args.source).read_bytes()
-        except OSError as error:
-            raise InvalidInputError(f"--from {args.source}: {error.strerror}") from error
+        return read_stdin(MAX_PUT_BYTES, why=why)
+    return read_file(
+        args.source,
+        MAX_PUT_BYTES,
+        label=f"--from {args.source}",
+        why=why,
+        stream_hint="leave --from out to read standard input",
+    )
+
+
+def _put(store: Any, store_id: str, shown: str, args: argparse.Namespace, data: bytes) -> int:
+    from little_dist.memory import MemoryChange
+
     now = store.entries(store_id).get(args.path)
     base = 0 if now is None else now.version
     (applied,) = store.commit(store_id, [MemoryChange(args.path, base, data)], writer="operator")

@@ -191,7 +191,11 @@ def _input(args: argparse.Namespace) -> dict[str, Any]:
         limits = load_limits()
     except SettingsError as exc:
         raise UsageProblem("; ".join(exc.problems)) from None
-    value = read_input(args.input, limits.max_json_depth) if args.input is not None else None
+    value = (
+        read_input(args.input, limits.max_json_depth, limits.max_input_bytes)
+        if args.input is not None
+        else None
+    )
     given: dict[str, Any] = (
         dict(value) if isinstance(value, dict) else ({} if value is None else {"input": value})
     )

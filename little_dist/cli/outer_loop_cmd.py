@@ -203,7 +203,11 @@ def _input(args: argparse.Namespace) -> Any:
         limits = load_limits()
     except SettingsError as exc:
         raise UsageProblem("; ".join(exc.problems)) from None
-    value = read_input(args.input, limits.max_json_depth) if args.input is not None else {}
+    value = (
+        read_input(args.input, limits.max_json_depth, limits.max_input_bytes)
+        if args.input is not None
+        else {}
+    )
     limits.check_input(value)
     return value
 

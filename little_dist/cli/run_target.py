@@ -47,7 +47,7 @@ def prepare(args: argparse.Namespace) -> tuple[Resolver, Any, Any]:
             validate_run_id(args.run_id)
         except InvalidIdError as exc:
             raise UsageProblem(f"--run-id: {exc}") from None
-    run_input = read_input(args.input, limits.max_json_depth)
+    run_input = read_input(args.input, limits.max_json_depth, limits.max_input_bytes)
     limits.check_input(run_input)
     app_parts: list[Capabilities] = [capabilities_of(import_app_module(name)) for name in args.app]
     target = args.workflow
@@ -62,11 +62,18 @@ def prepare(args: argparse.Namespace) -> tuple[Resolver, Any, Any]:
         resolve, run_input, own, checked = _workflow_from_object(obj, run_input, target, limits)
         app_parts.insert(0, capabilities_of(module) if own is None else own)
     else:
-        document = read_json(target, target, limits.max_json_depth)
+        label = "<stdin>" if target == "-" else target
+        document = read_json(
+            target,
+            label,
+            limits.max_json_depth,
+            max_bytes=limits.max_lwir_bytes,
+            setting="LITTLE_MAX_LWIR_BYTES",
+        )
         if isinstance(document, dict) and "lwir" in document:
             document = document["lwir"]  # a compiled WorkflowVersion carries its LWIR
-        limits.check_lwir(document, target)
-        checked = _compile(document, run_input, target)
+        limits.check_lwir(document, label)
+        checked = _compile(document, run_input, label)
         resolve = _fixed(checked, run_input)
     capabilities = merge_capabilities(app_parts)
     if checked is not None:

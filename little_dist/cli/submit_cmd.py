@@ -124,18 +124,28 @@ def _read_json_text(raw: bytes | str, label: str) -> Any:
         raise _Usage(f"{label}: invalid JSON: {exc}") from None
 
 
+def _read_file(path: str, label: str, setting: str) -> bytes:
+    # Bounded, and only a regular file (see little_dist.cli.json_input): over the bound is
+    # an InputLimitError (exit 1), a path that is not a file a usage error.
+    from little_dist.cli.json_input import read_bounded
+    from little_dist.cli.run_problems import UsageProblem
+    from little_dist.settings import load_limits
+
+    limits = load_limits()
+    limit = limits.max_input_bytes if setting == "LITTLE_MAX_INPUT_BYTES" else limits.max_lwir_bytes
+    try:
+        return read_bounded(path, label, limit, setting)
+    except UsageProblem as exc:
+        raise _Usage(str(exc)) from None
+
+
 def read_input(value: str | None) -> Any:
     """``--input``: a file, ``-`` (stdin) or inline JSON; ``{}`` when not given."""
     if value is None:
         return {}
-    if value == "-":
-        return _read_json_text(sys.stdin.buffer.read(), "--input <stdin>")
-    if os.path.isfile(value):
-        try:
-            with open(value, "rb") as handle:
-                return _read_json_text(handle.read(), f"--input {value}")
-        except OSError as exc:
-            raise _Usage(f"--input: cannot read {value}: {exc.strerror}") from None
+    if value == "-" or os.path.exists(value):
+        label = "--input <stdin>" if value == "-" else f"--input {value}"
+        return _read_json_text(_read_file(value, label, "LITTLE_MAX_INPUT_BYTES"), label)
     stripped = value.strip()
     looks_json = stripped[:1] in ("{", "[", '"', "-") or stripped[:1].isdigit()
     if not looks_json and stripped not in ("true", "false", "null"):
@@ -162,12 +172,11 @@ def _import_object(spec: str) -> Any:
 
 def resolve_workflow(spec: str) -> Any:
     """What ``WORKFLOW`` names: a dict (LWIR), a definition, a version, or an id (str)."""
-    if os.path.isfile(spec) or spec.endswith((".json", ".lwir")):
-        try:
-            with open(spec, "rb") as handle:
-                document = _read_json_text(handle.read(), spec)
-        except OSError as exc:
-            raise _Usage(f"cannot read {spec}: {exc.strerror}") from None
+    # A path to anything but a folder named like an id is read as a file (and refused unless
+    # it is a regular one: a FIFO or /dev/zero is not a workflow id either).
+    as_path = os.path.exists(spec) and (not os.path.isdir(spec) or os.sep in spec)
+    if as_path or spec.endswith((".json", ".lwir")):
+        document = _read_json_text(_read_file(spec, spec, "LITTLE_MAX_LWIR_BYTES"), spec)
         if not isinstance(document, Mapping):
             raise _Usage(f"{spec}: expected an LWIR JSON object")
         return document.get("lwir", document)

@@ -57,7 +57,13 @@ def run(args: argparse.Namespace) -> int:
     label = "<stdin>" if args.file == "-" else args.file
     try:
         limits = load_limits()
-        document = read_json(args.file, label, limits.max_json_depth)
+        document = read_json(
+            args.file,
+            label,
+            limits.max_json_depth,
+            max_bytes=limits.max_lwir_bytes,
+            setting="LITTLE_MAX_LWIR_BYTES",
+        )
         # lwirDocumentFrom: a compiled WorkflowVersion carries its LWIR under "lwir".
         if isinstance(document, dict) and "lwir" in document:
             document = document["lwir"]

@@ -22,6 +22,14 @@ them:
 ``MODULE`` may be ``package.module`` or ``package.module:attribute`` (the attribute then
 names one workflow or a list of them). Several modules may be given; the first one that
 defines a workflow id wins.
+
+One workflow per id in a module: a run sent by id (``little.submit_run``) must take the
+path ``little submit module:attribute`` takes, so a module whose top-level names (or whose
+``WORKFLOWS``, or the workflows their tools run as sub-runs) hold two different
+definitions with one id (a fixed plan and a planned one, say) is refused with
+:class:`AppImportError`, naming both: list the one to serve in ``WORKFLOWS``, or name it
+``module:attribute``. The same definition reached twice (a child workflow both defined at
+the top level and run by a parent's tool) is one workflow.
 """
 
 from __future__ import annotations
@@ -118,18 +126,22 @@ def _import(name: str) -> ModuleType:
         ) from exc
 
 
-def _workflows_in(value: Any, where: str) -> list[WorkflowDefinition]:
+#: A workflow found in an app module and where: ``(where, definition)``.
+_Found = tuple[str, WorkflowDefinition]
+
+
+def _workflows_in(value: Any, where: str) -> list[_Found]:
     if isinstance(value, WorkflowDefinition):
-        return [value]
+        return [(where, value)]
     if isinstance(value, list | tuple):
-        found: list[WorkflowDefinition] = []
+        found: list[_Found] = []
         for index, item in enumerate(value):
             if not isinstance(item, WorkflowDefinition):
                 raise AppImportError(
                     f"{where}[{index}] is a {type(item).__name__}, not a workflow made with "
                     "define_workflow()"
                 )
-            found.append(item)
+            found.append((f"{where}[{index}]", item))
         return found
     raise AppImportError(
         f"{where} is a {type(value).__name__}, not a workflow made with define_workflow() "
@@ -164,21 +176,37 @@ def _module_capabilities(module: ModuleType) -> Capabilities | None:
     )
 
 
-def _with_tool_workflows(found: list[WorkflowDefinition]) -> list[WorkflowDefinition]:
+def _with_tool_workflows(found: list[_Found], module: str) -> list[WorkflowDefinition]:
     """``found`` and, after each, the workflows its tools run as sub-runs (a tool's
     ``sub_run_workflows``: a workflow tool's (``as_tool``), an orchestrator's three tools'),
-    and theirs: a worker runs those sub-runs' steps too (see :mod:`little_dist.subruns`)."""
-    seen: dict[str, WorkflowDefinition] = {}
+    and theirs: a worker runs those sub-runs' steps too (see :mod:`little_dist.subruns`).
+    Two different definitions with one id are refused (see the module docstring)."""
+    seen: dict[str, _Found] = {}
     pending = list(found)
     while pending:
-        definition = pending.pop(0)
-        if definition.id in seen:
+        where, definition = pending.pop(0)
+        known = seen.get(definition.id)
+        if known is not None:
+            if known[1] is not definition:
+                raise AppImportError(_duplicate(module, definition.id, known[0], where))
             continue
-        seen[definition.id] = definition
+        seen[definition.id] = (where, definition)
         for item in definition.tools:
             more = getattr(item, "sub_run_workflows", ())
-            pending += [wf for wf in more if isinstance(wf, WorkflowDefinition)]
-    return list(seen.values())
+            pending += [
+                (f"a workflow tool of {where}", wf)
+                for wf in more
+                if isinstance(wf, WorkflowDefinition)
+            ]
+    return [definition for _, definition in seen.values()]
+
+
+def _duplicate(module: str, workflow_id: str, first: str, second: str) -> str:
+    return (
+        f"app module {module!r} defines workflow {workflow_id!r} twice ({first} and {second}): "
+        "a run sent by that id could take either; serve one: list it in WORKFLOWS = [...] "
+        f"or name it, --app {module.partition(':')[0]}:ATTRIBUTE"
+    )
 
 
 def load_registry(modules: str | Iterable[str] | None) -> AppRegistry:
@@ -211,8 +239,12 @@ def load_registry(modules: str | Iterable[str] | None) -> AppRegistry:
         elif hasattr(module, "WORKFLOWS"):
             found = _workflows_in(module.WORKFLOWS, f"{module_name}.WORKFLOWS")
         else:
-            found = [v for v in vars(module).values() if isinstance(v, WorkflowDefinition)]
-        for definition in _with_tool_workflows(found):
+            found = [
+                (key, value)
+                for key, value in vars(module).items()
+                if isinstance(value, WorkflowDefinition)
+            ]
+        for definition in _with_tool_workflows(found, name):
             workflows.setdefault(definition.id, definition)
         capabilities = _module_capabilities(module)
         if capabilities is not None:

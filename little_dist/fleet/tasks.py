@@ -31,6 +31,12 @@ the scheduler, and every commit signals it.
 
 ``little.orchestrate`` resumes a run by advancing it (decide + dispatch): the engine's
 orchestrator waits are suspensions recorded in the log, never a blocked slot.
+
+``little.submit_run`` is sent by name by other services: its arguments are checked as sent
+(a misspelled one included) and a refusal ends the task FAILURE with
+:class:`~little_dist.fleet.refusals.SubmissionRefused`, an expected error (``throws``: one
+log line, no traceback, no retry), after it is recorded for the sender (see
+:mod:`~little_dist.fleet.refusals`).
 """
 
 from __future__ import annotations
@@ -56,9 +62,11 @@ TASK_NAMES = (TASK_EXECUTE_STEP, TASK_FIX_STEP, TASK_PLAN, TASK_ORCHESTRATE, TAS
 
 def register_tasks(app: Celery, runtime: WorkerRuntime) -> None:
     """Register the five tasks on ``app``, their bodies running on ``runtime``."""
+    from celery import Task
     from celery.signals import worker_shutting_down
 
     from little_dist.fleet.queue import CeleryQueue
+    from little_dist.fleet.refusals import SubmissionRefused
 
     runtime.queue = CeleryQueue(app, runtime.settings)
 
@@ -87,11 +95,31 @@ def register_tasks(app: Celery, runtime: WorkerRuntime) -> None:
     def orchestrate(run_id: str) -> str:
         return runtime.orchestrate(run_id)
 
-    @app.task(name=TASK_SUBMIT_RUN, ignore_result=True, shared=False)  # type: ignore[untyped-decorator]
+    class SubmitRunTask(Task):  # type: ignore[misc]
+        """The message's arguments go to the runtime as sent, before Python binds them to
+        the signature: a misspelled one is a refusal like any other, not a TypeError."""
+
+        def __call__(self, *args: Any, **kwargs: Any) -> Any:
+            return runtime.submit(args, kwargs, task_id=self.request.id)
+
+    @app.task(  # type: ignore[untyped-decorator]
+        name=TASK_SUBMIT_RUN,
+        base=SubmitRunTask,
+        bind=True,
+        ignore_result=True,
+        shared=False,
+        # A refusal is the sender's mistake: FAILURE, logged in one line, not retried.
+        throws=(SubmissionRefused,),
+    )
     def submit_run(
+        self: Task,
         workflow_id: str | None = None,
         lwir: dict[str, Any] | None = None,
         input: Any = None,
         run_id: str | None = None,
     ) -> str:
-        return runtime.submit(workflow_id=workflow_id, lwir=lwir, input=input, run_id=run_id)
+        return runtime.submit(
+            (),
+            {"workflow_id": workflow_id, "lwir": lwir, "input": input, "run_id": run_id},
+            task_id=self.request.id,
+        )

@@ -16,7 +16,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from little_dist.errors import InvalidInputError, LittleError
@@ -414,36 +414,76 @@ class WorkerRuntime:
 
     def submit(
         self,
-        workflow_id: str | None = None,
-        lwir: dict[str, Any] | None = None,
-        input: Any = None,
-        run_id: str | None = None,
+        args: Sequence[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        *,
+        task_id: str | None = None,
     ) -> str:
-        """Submit a run of a registered workflow (by id) or of an LWIR document; its run id,
-        or ``"refused"`` (logged in one line, nothing stored) for a submission over the input
-        limits or naming capabilities its workflow does not register."""
-        from little_dist.fleet.client import submit_run
+        """``little.submit_run`` with the message's ``args`` and ``kwargs``: submit a run of a
+        registered workflow (by id) or of an LWIR document; its run id (given, or derived
+        from ``task_id``: see :mod:`~.refusals`).
 
-        if (workflow_id is None) == (lwir is None):
-            raise LittleError("little.submit_run takes exactly one of workflow_id and lwir")
-        target: Any = lwir if lwir is not None else workflow_id
+        A submission its checks refuse (its arguments, run id, workflow id, input, document,
+        the capabilities it names, a run id taken by another run) writes nothing of a run:
+        the refusal is recorded for its sender (by ``task_id``, and under the run id when
+        that is nobody's run) and raised as :class:`~.refusals.SubmissionRefused`, which the
+        task declares expected (FAILURE, one log line, no retry). An accepted one is
+        answered by ``task_id`` too (its run id), and removes a refusal an earlier one left
+        under the run id."""
+        from little_dist.fleet.client import submit_run
+        from little_dist.fleet.refusals import (
+            SubmissionRefused,
+            cause_of,
+            given_run_id,
+            run_id_for,
+            submit_arguments,
+        )
+        from little_dist.local_runner import new_run_id
+
+        kwargs = kwargs or {}
+        run_id: str | None = None
         try:
-            return submit_run(
+            run_id = run_id_for(given_run_id(args, kwargs), task_id, new_run_id)
+            sent = submit_arguments(args, kwargs)
+            registry = self.registry
+            if sent.workflow_id is not None and registry.get(sent.workflow_id) is None:
+                known = ", ".join(sorted(registry.workflows)) or "none"
+                raise SubmissionRefused(
+                    "unknown_workflow",
+                    f"workflow {sent.workflow_id!r} is not one of the workers' app "
+                    f"(registered: {known})",
+                )
+            submitted = submit_run(
                 self.world,
-                target,
-                input,
+                sent.workflow,
+                sent.input,
                 run_id=run_id,
                 queue=self.queue,
                 settings=self.settings,
-                registry=self.registry,
+                registry=registry,
                 holder=self.name,
                 window=self.window,
                 shared=self.shared_redis,
             )
         except InvalidInputError as error:
-            # The sender's bad input, not the worker's failure: one line, no traceback.
-            _log.error("little.submit_run %s refused: %s", run_id or "(new run)", error)
-            return "refused"
+            message = error.message if isinstance(error, SubmissionRefused) else str(error)
+            refused = SubmissionRefused(cause_of(error), message, run_id)
+            self._record_refusal(task_id, refused)
+            raise refused from None
+        accept: Callable[..., None] | None = getattr(self.world, "record_acceptance", None)
+        if accept is not None:
+            accept(task_id, submitted)
+        return submitted
+
+    def _record_refusal(self, task_id: str | None, refused: Any) -> None:
+        """Tell the sender (see :meth:`submit`); storage out of reach leaves the log line."""
+        record: Callable[..., bool] | None = getattr(self.world, "record_refusal", None)
+        if record is None:
+            return
+        try:
+            record(task_id, refused.run_id, refused.cause, refused.message)
+        except LittleError as error:
+            _log.warning("little.submit_run %s: refusal not recorded: %s", task_id, error)
 
     def advance(
         self,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any, Final
 
 from little_dist.canonical import sha256_hex_text
@@ -15,6 +16,7 @@ __all__ = [
     "OUTPUT_MODES",
     "STEP_TYPES",
     "code_file_digest",
+    "code_path_clashes",
     "validate_code_run",
     "validate_max_visits",
     "validate_on_failure",
@@ -32,6 +34,22 @@ _DENIED: Final = ("deny", False)
 def code_file_digest(content: str) -> str:
     """The pinned digest of a code.run file: sha256 of its raw UTF-8 text (not canonical JSON)."""
     return "sha256:" + sha256_hex_text(content)
+
+
+def code_path_clashes(names: Iterable[str]) -> list[tuple[str, str]]:
+    """``(file, path)`` pairs of code.run file names where ``path`` lies inside ``file``
+    (``a`` and ``a/b.ts``): both cannot be written, one is a file and the other needs it to
+    be a folder. Each path inside another file is named once, with the outermost such file."""
+    files = set(names)
+    clashes: list[tuple[str, str]] = []
+    for name in sorted(files):
+        parts = name.split("/")
+        for end in range(1, len(parts)):
+            folder = "/".join(parts[:end])
+            if folder in files:
+                clashes.append((folder, name))
+                break
+    return clashes
 
 
 def validate_output(output: Any, output_path: str, findings: list[Finding]) -> str | None:
@@ -284,6 +302,16 @@ def validate_code_run(step: dict[str, Any], step_path: str, findings: list[Findi
         for file_name, file in files.items():
             _validate_code_file(
                 file_name, file, f"{with_path}.files[{json_quote(file_name)}]", findings
+            )
+        # Not an upstream check: upstream refuses no such pair, and its runtime cannot write
+        # both either. The same finding as any other file path that cannot be used.
+        for folder, inside in code_path_clashes(n for n in files if _is_safe_code_path(n)):
+            findings.append(
+                error(
+                    "code.invalid_file_path",
+                    f"{with_path}.files[{json_quote(inside)}]",
+                    f"code.run file path {inside!r} is inside {folder!r}, which is a file too.",
+                )
             )
         if type(entrypoint) is str and not js_has_key(entrypoint, files):
             findings.append(

@@ -4,8 +4,9 @@ The contract (upstream's LWIR fixes the step's shape; upstream's default harness
 run it without an isolated runtime, which this is):
 
 * ``with.files`` maps safe relative paths to ``{content, sha256}``; every digest is checked
-  (sha256 of the raw UTF-8 text) before anything is written or run. The files are written
-  read-only at ``/mnt/code``, the working directory.
+  (sha256 of the raw UTF-8 text) before anything is written or run; so is a path inside
+  another file (``a`` and ``a/b.ts``). The files are written read-only at ``/mnt/code``, the
+  working directory. No error names the host folder they are written to.
 * ``with.entrypoint`` (a ``.ts`` file among them) runs with ``deno run``: no permission granted
   (``--no-prompt``: reading a file, the network, the environment, subprocesses and FFI are all
   refused), no remote or npm imports, no config or lock file. ``with.sandbox`` must deny
@@ -34,7 +35,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from little_dist.errors import InvalidInputError, LittleError
-from little_dist.lwir.step_checks import code_file_digest
+from little_dist.lwir.step_checks import code_file_digest, code_path_clashes
 from little_dist.sandbox.limits import DEFAULT_LIMITS, SandboxLimits
 from little_dist.sandbox.mounts import Mount
 from little_dist.sandbox.process import SandboxResult, run_sandboxed
@@ -91,20 +92,32 @@ def run_code(
         root = Path(folder)
         root.chmod(0o755)
         for name, content in files.items():
-            path = root / name
-            path.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
-            path.write_text(content, encoding="utf-8")
-            path.chmod(0o644)
+            try:
+                path = root / name
+                path.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
+                path.write_text(content, encoding="utf-8")
+                path.chmod(0o644)
+            except OSError as exc:  # its text names the host's folder: the step's name only
+                raise InvalidInputError(
+                    f"code.run step '{step_id}': cannot write file {name!r}: {exc.strerror}"
+                ) from None
         argv = [_DENO_TARGET, "run", "--no-prompt", "--no-config", "--no-lock", "--no-remote"]
         argv += ["--no-npm", f"--v8-flags=--max-old-space-size={heap_mib}", entrypoint]
-        run = run_sandboxed(
-            argv,
-            mounts=[Mount(root, CODE_TARGET), Mount(deno_binary(), _DENO_TARGET)],
-            cwd=CODE_TARGET,
-            env={"DENO_DIR": "/tmp/deno", "NO_COLOR": "1", "DENO_NO_UPDATE_CHECK": "1"},
-            stdin=json.dumps(step_input).encode(),
-            limits=program_limits,
-        )
+        try:
+            run = run_sandboxed(
+                argv,
+                mounts=[Mount(root, CODE_TARGET), Mount(deno_binary(), _DENO_TARGET)],
+                cwd=CODE_TARGET,
+                env={"DENO_DIR": "/tmp/deno", "NO_COLOR": "1", "DENO_NO_UPDATE_CHECK": "1"},
+                stdin=json.dumps(step_input).encode(),
+                limits=program_limits,
+            )
+        except LittleError as exc:  # (a mount's complaint names its source: the host folder)
+            if folder in str(exc):
+                exc.args = (str(exc).replace(folder, CODE_TARGET),)
+            raise
+    if folder in run.stderr:  # (the sandbox's own complaints may name its mounts' sources)
+        run = replace(run, stderr=run.stderr.replace(folder, CODE_TARGET))
     return CodeRunResult(output=_output_of(run, step_id), run=run)
 
 
@@ -131,6 +144,9 @@ def _checked(config: Mapping[str, Any], step_id: str) -> tuple[str, dict[str, st
                 f"{where}: file {name!r} does not match its pinned sha256 (nothing was run)"
             )
         checked[name] = content
+    clash = next(iter(code_path_clashes(checked)), None)
+    if clash is not None:
+        raise InvalidInputError(f"{where}: file {clash[1]!r} is inside {clash[0]!r}, a file too")
     return entrypoint, checked
 
 

@@ -5,8 +5,9 @@ examples) or a single ``.md`` file (upstream's single-file shorthand). Its files
 once, when the workflow is defined, into the :class:`~little_dist.harness.types.SkillDescriptor`
 (relative path -> bytes, with their content hash): the run uses what was read then, whatever
 happens to the folder afterwards. Only regular files are read (a symlink is skipped, as
-upstream's directory walk skips it); at most :data:`MAX_SKILL_FILES` files and
-:data:`MAX_SKILL_BYTES` bytes per skill.
+upstream's directory walk skips it, and so is anything else that is not a regular file); at
+most :data:`MAX_SKILL_FILES` files and :data:`MAX_SKILL_BYTES` bytes per skill, each file read
+with what is left of that bound (:mod:`little_dist.bounded_read`), never more.
 
 The folder's name (a file's name without ``.md``) must be the skill's front-matter ``name``:
 upstream's documented rule, checked here so that the folder a reader opens is the skill the
@@ -34,6 +35,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Final
 
+from little_dist.bounded_read import ReadRefusedError, ReadTooLargeError, read_file
 from little_dist.canonical import sha256_digest
 from little_dist.harness.types import SkillDescriptor
 from little_dist.skills.frontmatter import SkillError, SkillNameError, parse_front_matter
@@ -58,6 +60,9 @@ def _read_tree(root: Path) -> list[tuple[str, bytes]]:
     files: list[tuple[str, bytes]] = []
     total = 0
     pending = [root]
+    too_much = SkillError(
+        f"skill folder {root}: more than {MAX_SKILL_FILES} files or {MAX_SKILL_BYTES} bytes"
+    )
     while pending:
         folder = pending.pop()
         for entry in sorted(folder.iterdir(), key=lambda item: item.name):
@@ -66,15 +71,26 @@ def _read_tree(root: Path) -> list[tuple[str, bytes]]:
             if entry.is_dir():
                 pending.append(entry)
             elif entry.is_file():
-                data = entry.read_bytes()
+                try:
+                    data = read_file(entry, MAX_SKILL_BYTES - total)
+                except ReadTooLargeError:
+                    raise too_much from None
+                except ReadRefusedError as error:  # (replaced meanwhile by a FIFO, say)
+                    raise SkillError(f"skill folder {root}: {error}") from None
                 total += len(data)
                 files.append((entry.relative_to(root).as_posix(), data))
-                if len(files) > MAX_SKILL_FILES or total > MAX_SKILL_BYTES:
-                    raise SkillError(
-                        f"skill folder {root}: more than {MAX_SKILL_FILES} files or "
-                        f"{MAX_SKILL_BYTES} bytes"
-                    )
+                if len(files) > MAX_SKILL_FILES:
+                    raise too_much
     return sorted(files)
+
+
+def _read_single(path: Path) -> bytes:
+    try:
+        return read_file(path, MAX_SKILL_BYTES)
+    except ReadTooLargeError:
+        raise SkillError(f"skill file {path}: more than {MAX_SKILL_BYTES} bytes") from None
+    except ReadRefusedError as error:
+        raise SkillError(str(error)) from None
 
 
 def content_hash(files: Iterable[tuple[str, bytes]]) -> str:
@@ -96,7 +112,7 @@ def load_skill(source: Path, origin: str = "workflow") -> SkillDescriptor:
         expected = path.resolve().name
     elif path.is_file() and path.suffix == ".md":
         body_path = path
-        files = [(SKILL_FILE, path.read_bytes())]
+        files = [(SKILL_FILE, _read_single(path))]
         expected = path.stem
     elif path.exists():
         raise SkillError(f"skill source {path}: must be a folder or a .md file")

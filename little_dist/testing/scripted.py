@@ -70,6 +70,8 @@ __all__ = [
 
 PROVIDER = "scripted"
 SCRIPT_ENV_VAR = "LITTLE_SCRIPTED_MODEL"
+#: The largest script file :meth:`ScriptedModel.load` reads.
+_MAX_SCRIPT_BYTES = 64 * 1024 * 1024
 
 
 class ScriptedModel:
@@ -282,11 +284,17 @@ class ScriptedModel:
 
     @classmethod
     def load(cls, path: str | Path) -> ScriptedModel:
+        """The script saved at ``path`` (a regular file, 64 MiB at most)."""
+        from little_dist.bounded_read import ReadRefusedError, read_file
+
         source = Path(path)
+        label = f"scripted model file {source}"
         try:
-            data = json.loads(source.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as error:
-            raise InvalidInputError(f"cannot read scripted model file {source}: {error}") from error
+            data = json.loads(read_file(source, _MAX_SCRIPT_BYTES, label=label).decode("utf-8"))
+        except ReadRefusedError:
+            raise
+        except (ValueError, RecursionError) as error:  # not UTF-8, not JSON
+            raise InvalidInputError(f"cannot read {label}: {error}") from error
         return cls.from_dict(data)
 
 

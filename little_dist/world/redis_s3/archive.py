@@ -12,12 +12,15 @@ Sealing (the run's ``archived`` marker, set by one script) comes first: from
 then on appends of new events fail with :class:`RunSealedError`, already-recorded occurrence
 ids still resolve, and reads fall back to the archive once the stream has expired.
 
-Nothing about a run stays in Redis: its stream, occurrence index, submission claim, end
+Nothing of a run's log stays in Redis: its stream, occurrence index, submission claim, end
 marker and lease token counters expire ``ttl_seconds`` (default five minutes) after the
-archive, its seal marker a little later, and it leaves the run index at once. Then Redis
-holds not a byte of the run, however many runs the fleet has archived: a run without a
-stream is read from S3, and no append starts a log under its id without first asking S3
-whether it was archived (:mod:`~little_dist.world.redis_s3.events`).
+archive, its seal marker a little later, and it leaves the run index at once. What stays is
+its outcome (:mod:`~little_dist.world.redis_s3.outcomes`: how it ended, bounded in size),
+written again by the archive and kept a day after it, so that a watcher with only a Redis
+client learns how a run ended after its log left Redis; then Redis holds not a byte of the
+run, however many runs the fleet has archived: a run without a stream is read from S3, and
+no append starts a log under its id without first asking S3 whether it was archived
+(:mod:`~little_dist.world.redis_s3.events`).
 
 The run's small artifacts held in Redis (the hot tier, see
 :mod:`~little_dist.world.redis_s3.hot_artifacts`) ride inside the archive, after the events:
@@ -53,6 +56,7 @@ from little_dist.world.base import RunNotFoundError
 from little_dist.world.redis_s3 import scripts
 from little_dist.world.redis_s3.hot_artifacts import HotArtifacts, parse_manifest
 from little_dist.world.redis_s3.keys import KeyLayout
+from little_dist.world.redis_s3.outcomes import RunOutcomes
 from little_dist.world.redis_s3.redis_calls import LuaScript, redis_errors
 from little_dist.world.redis_s3.s3 import S3Objects
 
@@ -112,6 +116,7 @@ class RunArchives:
         keys: KeyLayout,
         ttl_seconds: float,
         hot_artifacts: HotArtifacts | None = None,
+        outcomes: RunOutcomes | None = None,
     ) -> None:
         if ttl_seconds < 0:
             raise InvalidInputError("archive_ttl_seconds must be >= 0")
@@ -120,6 +125,7 @@ class RunArchives:
         self._keys = keys
         self._ttl = ttl_seconds
         self._hot = hot_artifacts
+        self._outcomes = outcomes
         # A second seal answers the sequence the first one stored.
         self._seal_script = LuaScript(client, scripts.SEAL_RUN, idempotent=True)
         # Archives are immutable, so a cached one never goes stale.
@@ -157,6 +163,10 @@ class RunArchives:
         else:
             # The stream is already gone: only a finished earlier archive can explain that.
             self.events(run_id, required=True)
+        if self._outcomes is not None:
+            # Its outcome, from the sealed log (the end's own write may have been lost):
+            # kept a day from now, long after the log left Redis.
+            self._outcomes.record_end(run_id)
         # The run's seal marker outlives its stream a little (it refuses new events while
         # the stream is there); once both are gone, S3 alone says the run was archived.
         with redis_errors(f"archive of {run_id}"):

@@ -59,8 +59,9 @@ from little_dist.world.redis_s3.archive import RunArchives, RunSealedError
 from little_dist.world.redis_s3.entries import (
     decode_entry,
 )
-from little_dist.world.redis_s3.keys import KeyLayout
+from little_dist.world.redis_s3.keys import ENDS_KEPT, ENDS_TTL_MS, KeyLayout
 from little_dist.world.redis_s3.late import LateRecords
+from little_dist.world.redis_s3.outcomes import RunOutcomes
 from little_dist.world.redis_s3.redis_calls import (
     Arg,
     LuaScript,
@@ -78,9 +79,6 @@ __all__ = ["EventLog", "ScriptedTask", "recorded_at_now"]
 _RUN_CACHE_SIZE = 10_000
 # How long a run's end marker stays (its archive shortens it to the log's TTL).
 _ENDED_TTL_MS = 24 * 3600 * 1000
-# The shared stream of ends: entries kept (about), and how long it stays after the last end.
-_ENDS_KEPT = 1000
-_ENDS_TTL_MS = 60_000
 
 
 #: ``recordedAt`` of an append (see :data:`~little_dist.world.artifacts.now_iso`).
@@ -145,6 +143,7 @@ class EventLog:
         archives: RunArchives,
         late: LateRecords,
         listing: RunListing,
+        outcomes: RunOutcomes,
         *,
         signal_stream: str | None,
         signal_maxlen: int,
@@ -154,6 +153,7 @@ class EventLog:
         self._keys = keys
         self._archives = archives
         self._late = late
+        self._outcomes = outcomes
         self._signal_stream = signal_stream
         self._now_ms = now_ms
         self._append_script = LuaScript(
@@ -398,12 +398,14 @@ class EventLog:
                     # The run index lives outside the run's slot; same round trip.
                     pipe.zadd(self._keys.run_index, {run_id: time.time()}, nx=True)
                 if ends:
-                    # Marks the end and wakes the run's followers and waiters now (after
-                    # the append, in the same round trip): they read the log in batches
-                    # instead of on every append.
+                    # The run's outcome (a copy of the end its log holds now: this one, or
+                    # an earlier one), then marks the end and wakes the run's followers and
+                    # waiters now (after the append, in the same round trip): they read the
+                    # log in batches instead of on every append.
+                    self._outcomes.queue_end(pipe, run_id)
                     pipe.set(self._keys.run(run_id).ended, 1, px=_ENDED_TTL_MS)
-                    pipe.xadd(self._keys.ends, {"run": run_id}, maxlen=_ENDS_KEPT, approximate=True)
-                    pipe.pexpire(self._keys.ends, _ENDS_TTL_MS)
+                    pipe.xadd(self._keys.ends, {"run": run_id}, maxlen=ENDS_KEPT, approximate=True)
+                    pipe.pexpire(self._keys.ends, ENDS_TTL_MS)
                 if then is not None:
                     then.queue(pipe)
                 replies = execute_pipeline(pipe, idempotent=resend)

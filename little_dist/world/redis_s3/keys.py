@@ -14,11 +14,17 @@ run's leases all live in one cluster slot and one Lua script may touch them toge
                                   with the run's stream
     <prefix>{run_x}:ended         string "1", set with the run's RunCompleted or RunFailed
                                   (a hint; the log is the truth); expires with the log
-    <prefix>ended                 stream, one entry ``run=<run id>`` per run end: what
-                                  waiters for an end block on (one stream for every run,
-                                  so no run keeps a stream of its own for it); capped at
-                                  about a thousand entries and gone a minute after the
-                                  last end
+    <prefix>{run_x}:outcome       string, JSON: how the run ended (a copy of its end, kept
+                                  a day after its archive), or a refused submission under
+                                  its id (see .outcomes)
+    <prefix>ended                 stream, one entry ``run=<run id>`` per run end (and
+                                  ``run=, task=`` per answered submission): what waiters
+                                  for an end block on (one stream for every run, so no
+                                  run keeps a stream of its own for it); capped at about a
+                                  thousand entries and gone a minute after the last end
+    <prefix>task:<task id>        string, JSON: the answer to a ``little.submit_run``
+                                  task (accepted, its run id; or refused, why), kept a
+                                  day (see .outcomes)
     <prefix>art:<artifactId>      hash, a small artifact of a live run (hot tier): field
                                   ``manifest`` (its manifest JSON, as in S3) and ``data``
                                   (the stored bytes); copied to S3 by the run's archive,
@@ -35,8 +41,9 @@ run's leases all live in one cluster slot and one Lua script may touch them toge
                                   (the index behind list_unarchived_run_ids; with the
                                   archives in S3, behind list_run_ids)
 
-Once a run's keys expired after its archive, Redis holds nothing of it: the archive in S3
-is the only record that it ran (see .events for how an append learns that).
+Once a run's keys expired after its archive, Redis holds nothing of it but its outcome
+(a day longer): the archive in S3 is the only record of its log (see .events for how an
+append learns that).
 
 S3 (under an optional object-key prefix)::
 
@@ -60,7 +67,11 @@ from dataclasses import dataclass
 from little_dist.errors import InvalidInputError
 from little_dist.world.base import run_lease_key
 
-__all__ = ["KeyLayout", "RunKeys", "lease_key_for"]
+__all__ = ["ENDS_KEPT", "ENDS_TTL_MS", "KeyLayout", "RunKeys", "lease_key_for"]
+
+#: The stream of ends: entries kept (about), and how long it stays after the last entry.
+ENDS_KEPT = 1000
+ENDS_TTL_MS = 60_000
 
 
 # Lease names of a run: built by the world-neutral helper, kept here under its old name.
@@ -76,6 +87,7 @@ class RunKeys:
     ended: str
     submitted: str
     tokens: str
+    outcome: str
 
 
 @dataclass(frozen=True)
@@ -103,6 +115,7 @@ class KeyLayout:
             ended=f"{tagged}:ended",
             submitted=f"{tagged}:submitted",
             tokens=f"{tagged}:tokens",
+            outcome=f"{tagged}:outcome",
         )
 
     def lease(self, name: str) -> tuple[str, str]:
@@ -126,6 +139,10 @@ class KeyLayout:
 
     def version(self, version_id: str) -> str:
         return f"{self.redis_prefix}version:{version_id}"
+
+    def task(self, task_id: str) -> str:
+        """Where the answer to the ``little.submit_run`` task ``task_id`` is kept."""
+        return f"{self.redis_prefix}task:{task_id}"
 
     @property
     def ends(self) -> str:

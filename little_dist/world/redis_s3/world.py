@@ -32,6 +32,7 @@ from little_dist.canonical import sha256_digest
 from little_dist.errors import InvalidInputError
 from little_dist.events import Event, EventInput
 from little_dist.ids import validate_run_id
+from little_dist.world.artifacts import now_iso
 from little_dist.world.base import (
     ArtifactInput,
     ArtifactManifest,
@@ -56,6 +57,7 @@ from little_dist.world.redis_s3.hot_artifacts import DEFAULT_HOT_ARTIFACT_LIMIT,
 from little_dist.world.redis_s3.keys import KeyLayout
 from little_dist.world.redis_s3.late import LateRecords
 from little_dist.world.redis_s3.leases import COUNTER_TTL_MS, LeaseStore
+from little_dist.world.redis_s3.outcomes import OUTCOME_TTL_SECONDS, RunOutcomes
 from little_dist.world.redis_s3.redis_calls import (
     LuaScript,
     ms,
@@ -138,6 +140,7 @@ class RedisS3World:
         hot_artifact_limit: int = DEFAULT_HOT_ARTIFACT_LIMIT,
         clock: Callable[[], float] | None = None,
         owns_clients: bool = False,
+        outcome_ttl_seconds: float = OUTCOME_TTL_SECONDS,
     ) -> None:
         self._redis = redis_client
         self._keys = KeyLayout(key_prefix, s3_prefix)
@@ -150,8 +153,14 @@ class RedisS3World:
             hot_artifact_limit,
             has_archive=lambda run_id: self._archives.has_archive(run_id),
         )
+        self._outcomes = RunOutcomes(redis_client, self._keys, outcome_ttl_seconds)
         self._archives = RunArchives(
-            redis_client, self._s3, self._keys, archive_ttl_seconds, hot_artifacts=hot
+            redis_client,
+            self._s3,
+            self._keys,
+            archive_ttl_seconds,
+            hot_artifacts=hot,
+            outcomes=self._outcomes,
         )
         self._late = LateRecords(self._s3, self._keys)
         self._listing = RunListing(redis_client, self._keys, self._archives)
@@ -161,6 +170,7 @@ class RedisS3World:
             self._archives,
             self._late,
             self._listing,
+            self._outcomes,
             signal_stream=signal_stream,
             signal_maxlen=signal_maxlen,
             now_ms=self._now_ms_arg,
@@ -548,6 +558,36 @@ class RedisS3World:
     def redis_address(self) -> tuple[Any, ...]:
         """Where this world's Redis is: ``(host or socket path, port, db)``."""
         return redis_address(self._redis)
+
+    # -- outcomes (what a Redis client alone reads; see .outcomes) -----------------------
+    def outcome(self, run_id: str) -> dict[str, Any] | None:
+        """How the run ended (``status``, ``payload``: its end's), or a refused submission
+        under its id (``status: refused``); ``None`` before its end, or a day after its
+        archive."""
+        return self._outcomes.outcome(validate_run_id(run_id))
+
+    def task_answer(self, task_id: str) -> dict[str, Any] | None:
+        """The answer to the ``little.submit_run`` task ``task_id``: accepted (its run id)
+        or refused (why); ``None`` before it was handled."""
+        return self._outcomes.task(task_id)
+
+    def record_refusal(
+        self, task_id: str | None, run_id: str | None, cause: str, message: str
+    ) -> bool:
+        """Answer a refused submission (see :meth:`~.outcomes.RunOutcomes.record_refusal`):
+        by its task id, and under ``run_id`` (a usable run id) when that id is nobody's
+        run, an archived one included; whether it was recorded under the run id."""
+        if run_id is not None:
+            keys = self._keys.run(validate_run_id(run_id))
+            with redis_errors(f"refusal of {run_id}"):
+                known = self._redis.exists(keys.outcome, keys.events, keys.archived)
+            if not known and self._archives.has_archive(run_id):
+                run_id = None  # a run whose keys left Redis: only S3 knows it ran
+        return self._outcomes.record_refusal(task_id, run_id, cause, message, recorded_at=now_iso())
+
+    def record_acceptance(self, task_id: str | None, run_id: str) -> None:
+        """Answer an accepted submission of ``run_id`` (a refusal left under the id goes)."""
+        self._outcomes.record_acceptance(task_id, validate_run_id(run_id), recorded_at=now_iso())
 
     # -- archive --------------------------------------------------------------------------
     def archive_run(self, run_id: str, *, ttl_seconds: float | None = None) -> int:
