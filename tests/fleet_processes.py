@@ -13,7 +13,9 @@ isolated from other tests and sessions on the same Redis server:
 * :func:`start_worker` / :func:`start_scheduler`: a subprocess in its own process group
   (``start_new_session``), output to a log file; :meth:`FleetProcess.kill` sends SIGKILL to
   the group, :meth:`FleetProcess.stop` SIGTERM then SIGKILL. Every process a ``FleetEnv``
-  started is killed at the fixture's teardown, then the test's Redis keys are deleted.
+  started is killed at the fixture's teardown, then the test's Redis keys are deleted. It is
+  also killed by the kernel if its pytest process dies (``PR_SET_PDEATHSIG``,
+  :func:`tests.session_lifetime.tied`), and by the session's reaper with the session.
 
 Typical use::
 
@@ -40,6 +42,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from tests.session_lifetime import interrupted, tied
 
 if TYPE_CHECKING:
     from little_dist.fleet.client import Client
@@ -119,7 +123,10 @@ class FleetProcess:
             self.popen.wait(timeout=10)
 
     def stop(self, timeout: float = 10.0) -> int | None:
-        """SIGTERM, then SIGKILL after ``timeout``; the exit code (None if unknown)."""
+        """SIGTERM, then SIGKILL after ``timeout``; the exit code (None if unknown). In an
+        interrupted session, SIGKILL at once."""
+        if interrupted():
+            self.kill()
         if self.alive():
             self._signal_group(signal.SIGTERM)
             try:
@@ -184,7 +191,7 @@ class FleetEnv:
         log_path = self.tmp / f"{name}-{uuid.uuid4().hex[:6]}.log"
         with log_path.open("wb") as log:
             popen = subprocess.Popen(
-                argv,
+                tied(argv),
                 cwd=ROOT,
                 env={**self.env, **(env or {})},
                 stdin=subprocess.DEVNULL,
