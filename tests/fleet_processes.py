@@ -13,7 +13,8 @@ isolated from other tests and sessions on the same Redis server:
 * :func:`start_worker` / :func:`start_scheduler`: a subprocess in its own process group
   (``start_new_session``), output to a log file; :meth:`FleetProcess.kill` sends SIGKILL to
   the group, :meth:`FleetProcess.stop` SIGTERM then SIGKILL. Every process a ``FleetEnv``
-  started is killed at the fixture's teardown, then the test's Redis keys are deleted. It is
+  started is killed (SIGKILL) at the fixture's teardown, then the test's Redis keys are
+  deleted. It is
   also killed by the kernel if its pytest process dies (``PR_SET_PDEATHSIG``,
   :func:`tests.session_lifetime.tied`), and by the session's reaper with the session.
 
@@ -204,8 +205,13 @@ class FleetEnv:
         return process
 
     def close(self) -> None:
-        for process in reversed(self.processes):
-            process.stop(timeout=5)
+        # SIGKILL, every group at once: the test is over, nothing checks how its processes
+        # end, and a graceful stop is seconds per process (Celery's warm and soft shutdown),
+        # one after the other. A test that checks a graceful stop calls stop() itself.
+        for process in self.processes:
+            process._signal_group(signal.SIGKILL)
+        for process in self.processes:
+            process.kill()
         for opened in self._opened:
             with contextlib.suppress(Exception):  # teardown must go on
                 opened.close()

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.ports import reserve_port
-from tests.session_lifetime import tied
+from tests.session_lifetime import interrupted, tied
 
 __all__ = ["RedisServer", "free_port", "start_redis_server"]
 
@@ -126,6 +126,8 @@ class RedisServer:
             self.process.wait(timeout=10)
 
     def stop(self) -> None:
+        if interrupted():  # the session is ending: at once
+            self.kill()
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
             try:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.ports import reserve_ports
-from tests.session_lifetime import tied
+from tests.session_lifetime import interrupted, tied
 
 __all__ = ["S3Server", "find_weed", "s3_client", "start_weed_mini", "wait_for_bucket"]
 
@@ -41,10 +41,18 @@ class S3Server:
         """Stop the weed process this object started (nothing for a borrowed endpoint)."""
         if self.process is None or self.process.poll() is not None:
             return
+        if interrupted():
+            self.kill()
+            return
         self.process.terminate()
         try:
             self.process.wait(timeout=15)
         except subprocess.TimeoutExpired:
+            self.kill()
+
+    def kill(self) -> None:
+        """SIGKILL the weed process this object started (its data is then as it was)."""
+        if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait(timeout=5)
 
