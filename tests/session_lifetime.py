@@ -54,7 +54,6 @@ __all__ = [
     "SESSION_PID_ENV",
     "interrupted",
     "pytest_configure",
-    "pytest_unconfigure",
     "tied",
 ]
 
@@ -114,13 +113,14 @@ def _private_basetemp() -> Path:
     """A new folder for this run's temporary files; finished runs' folders pruned."""
     root = Path(tempfile.gettempdir()) / f"little-tests-{os.getuid()}"
     root.mkdir(mode=0o700, exist_ok=True)
-    finished = []
+    finished: list[tuple[float, Path]] = []
     for folder in root.glob("run-*-*"):
         _, pid, start = folder.name.split("-", 2)
         if not pid.isdigit() or _start_time(int(pid)) != start:
-            finished.append(folder)
-    finished.sort(key=lambda folder: folder.stat().st_mtime)
-    for folder in finished[: max(0, len(finished) - KEEP_FINISHED)]:
+            with contextlib.suppress(OSError):  # (another run pruning it now)
+                finished.append((folder.stat().st_mtime, folder))
+    finished.sort()
+    for _, folder in finished[: max(0, len(finished) - KEEP_FINISHED)]:
         shutil.rmtree(folder, ignore_errors=True)
     return root / f"run-{os.getpid()}-{_start_time(os.getpid())}"
 
@@ -169,6 +169,7 @@ def pytest_configure(config: pytest.Config) -> None:
         mark = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
         os.environ[SESSION_PID_ENV] = str(os.getpid())
         os.environ[MARK_ENV] = mark
+        # Never waited for: it ends by itself once this process has ended.
         _reaper = subprocess.Popen(
             [sys.executable, str(_REAPER), str(os.getpid()), mark],
             stdin=subprocess.DEVNULL,
@@ -178,9 +179,3 @@ def pytest_configure(config: pytest.Config) -> None:
     xdist_controller = _reaper is not None and config.getoption("dist", "no") != "no"
     signal.signal(signal.SIGINT, _on_sigint_controller if xdist_controller else _on_sigint)
     signal.signal(signal.SIGTERM, _on_sigterm)
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    # The reaper ends by itself once this process has: nothing to do here (and it must not
-    # be waited for, or a process left running would hold up the exit).
-    return None
