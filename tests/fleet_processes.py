@@ -12,11 +12,11 @@ isolated from other tests and sessions on the same Redis server:
   ``fleet_env.world()`` and ``fleet_env.client()`` give the same view in the test process.
 * :func:`start_worker` / :func:`start_scheduler`: a subprocess in its own process group
   (``start_new_session``), output to a log file; :meth:`FleetProcess.kill` sends SIGKILL to
-  the group, :meth:`FleetProcess.stop` SIGTERM then SIGKILL. Every process a ``FleetEnv``
-  started is killed (SIGKILL) at the fixture's teardown, then the test's Redis keys are
-  deleted. It is
-  also killed by the kernel if its pytest process dies (``PR_SET_PDEATHSIG``,
-  :func:`tests.session_lifetime.tied`), and by the session's reaper with the session.
+  the group, :meth:`FleetProcess.stop` SIGTERM to the process then SIGKILL to the group.
+  Every process a ``FleetEnv`` started is killed (SIGKILL) at the fixture's teardown, then
+  the test's Redis keys are deleted. It is also killed by the kernel if its pytest process
+  dies (``PR_SET_PDEATHSIG``, :func:`tests.session_lifetime.tied`), and by the session's
+  reaper with the session.
 
 Typical use::
 
@@ -125,11 +125,17 @@ class FleetProcess:
 
     def stop(self, timeout: float = 10.0) -> int | None:
         """SIGTERM, then SIGKILL after ``timeout``; the exit code (None if unknown). In an
-        interrupted session, SIGKILL at once."""
+        interrupted session, SIGKILL at once.
+
+        SIGTERM goes to the process only, as a supervisor sends it (Kubernetes, compose: the
+        container's first process): sent to the whole group it also reached a sandboxed
+        command the stopping worker was still to finish (bubblewrap is in the worker's group),
+        and the step failed when the signal came after the command had started."""
         if interrupted():
             self.kill()
         if self.alive():
-            self._signal_group(signal.SIGTERM)
+            with contextlib.suppress(ProcessLookupError):
+                self.popen.send_signal(signal.SIGTERM)
             try:
                 self.popen.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
