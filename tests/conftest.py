@@ -6,7 +6,11 @@ from typing import Any
 
 import pytest
 
-pytest_plugins = ["tests.conftest_services", "little_dist.testing.pytest_plugin"]
+pytest_plugins = [
+    "tests.session_lifetime",
+    "tests.conftest_services",
+    "little_dist.testing.pytest_plugin",
+]
 
 CONFORMANCE_DIR = Path(__file__).parent / "conformance"
 

@@ -79,4 +79,4 @@ def s3_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Service]:
         yield S3Service(endpoint, bucket, ACCESS_KEY, SECRET_KEY, prefix)
     finally:
         if server is not None:
-            server.stop()
+            server.kill()  # its data is the session's temporary folder: nothing to keep

@@ -20,6 +20,10 @@ root), so it imports nothing from pytest. It holds:
   ``little.execute_step`` a worker starts does an ``INCR`` on
   ``{prefix}delivery:{run}:{path}:{attempt}`` (Celery's ``task_prerun`` signal), so a test
   counts how many times each attempt was *sent*, not only how many times it ran.
+* a hold on model calls: when ``$LITTLE_FLEET_HOLD_MODEL`` names a file, every model call
+  (``litellm.completion``, after the harness recorded ``harness.model.called``) waits until
+  that file exists, so a test acts while a call is in flight for as long as it needs rather
+  than within a fixed latency.
 
 Model slot ``default`` is ``scripted/fleet``: workers install the script named by
 ``LITTLE_SCRIPTED_MODEL`` (see :func:`build_script`).
@@ -43,6 +47,7 @@ __all__ = [
     "DELIVERY_PREFIX_ENV",
     "FX_PREFIX_ENV",
     "FX_REDIS_ENV",
+    "HOLD_MODEL_ENV",
     "SUMMARY",
     "build_script",
     "chain5",
@@ -62,6 +67,10 @@ __all__ = [
 FX_REDIS_ENV = "LITTLE_FLEET_FX_REDIS"
 FX_PREFIX_ENV = "LITTLE_FLEET_FX_PREFIX"
 DELIVERY_PREFIX_ENV = "LITTLE_FLEET_DELIVERY_PREFIX"
+HOLD_MODEL_ENV = "LITTLE_FLEET_HOLD_MODEL"
+#: The longest a held model call waits for its file (then it goes on: a test that forgot to
+#: release it fails on what follows, not by hanging).
+HOLD_MODEL_LIMIT = 120.0
 SLOT = "default"
 SUMMARY = {"verdict": "done", "notes": "every item was processed"}
 BENCH_CHAIN_STEPS = 100
@@ -431,3 +440,26 @@ def _install_delivery_probe() -> None:
 
 
 _install_delivery_probe()
+
+
+def _install_model_hold() -> None:
+    release = os.environ.get(HOLD_MODEL_ENV)
+    if not release:
+        return
+    from pathlib import Path
+
+    from little_dist.harness.model_calls import import_litellm
+
+    litellm = import_litellm()
+    completion = litellm.completion
+
+    def held(*args: Any, **kwargs: Any) -> Any:
+        deadline = time.monotonic() + HOLD_MODEL_LIMIT
+        while not Path(release).exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return completion(*args, **kwargs)
+
+    litellm.completion = held
+
+
+_install_model_hold()

@@ -12,8 +12,11 @@ isolated from other tests and sessions on the same Redis server:
   ``fleet_env.world()`` and ``fleet_env.client()`` give the same view in the test process.
 * :func:`start_worker` / :func:`start_scheduler`: a subprocess in its own process group
   (``start_new_session``), output to a log file; :meth:`FleetProcess.kill` sends SIGKILL to
-  the group, :meth:`FleetProcess.stop` SIGTERM then SIGKILL. Every process a ``FleetEnv``
-  started is killed at the fixture's teardown, then the test's Redis keys are deleted.
+  the group, :meth:`FleetProcess.stop` SIGTERM to the process then SIGKILL to the group.
+  Every process a ``FleetEnv`` started is killed (SIGKILL) at the fixture's teardown, then
+  the test's Redis keys are deleted. It is also killed by the kernel if its pytest process
+  dies (``PR_SET_PDEATHSIG``, :func:`tests.session_lifetime.tied`), and by the session's
+  reaper with the session.
 
 Typical use::
 
@@ -40,6 +43,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from tests.session_lifetime import interrupted, tied
 
 if TYPE_CHECKING:
     from little_dist.fleet.client import Client
@@ -119,9 +124,18 @@ class FleetProcess:
             self.popen.wait(timeout=10)
 
     def stop(self, timeout: float = 10.0) -> int | None:
-        """SIGTERM, then SIGKILL after ``timeout``; the exit code (None if unknown)."""
+        """SIGTERM, then SIGKILL after ``timeout``; the exit code (None if unknown). In an
+        interrupted session, SIGKILL at once.
+
+        SIGTERM goes to the process only, as a supervisor sends it (Kubernetes, compose: the
+        container's first process): sent to the whole group it also reached a sandboxed
+        command the stopping worker was still to finish (bubblewrap is in the worker's group),
+        and the step failed when the signal came after the command had started."""
+        if interrupted():
+            self.kill()
         if self.alive():
-            self._signal_group(signal.SIGTERM)
+            with contextlib.suppress(ProcessLookupError):
+                self.popen.send_signal(signal.SIGTERM)
             try:
                 self.popen.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
@@ -184,7 +198,7 @@ class FleetEnv:
         log_path = self.tmp / f"{name}-{uuid.uuid4().hex[:6]}.log"
         with log_path.open("wb") as log:
             popen = subprocess.Popen(
-                argv,
+                tied(argv),
                 cwd=ROOT,
                 env={**self.env, **(env or {})},
                 stdin=subprocess.DEVNULL,
@@ -197,8 +211,13 @@ class FleetEnv:
         return process
 
     def close(self) -> None:
-        for process in reversed(self.processes):
-            process.stop(timeout=5)
+        # SIGKILL, every group at once: the test is over, nothing checks how its processes
+        # end, and a graceful stop is seconds per process (Celery's warm and soft shutdown),
+        # one after the other. A test that checks a graceful stop calls stop() itself.
+        for process in self.processes:
+            process._signal_group(signal.SIGKILL)
+        for process in self.processes:
+            process.kill()
         for opened in self._opened:
             with contextlib.suppress(Exception):  # teardown must go on
                 opened.close()

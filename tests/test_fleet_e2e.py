@@ -65,11 +65,9 @@ FAST_FAILOVER = {
 
 
 def free_port() -> int:
-    import socket
+    from tests.ports import reserve_port
 
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    return reserve_port()
 
 
 def wait_until(

@@ -119,10 +119,9 @@ def test_a_stdio_server_round_trip(tmp_path: Path, scripted_model: ScriptedModel
 
 
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+    from tests.ports import reserve_port
+
+    return reserve_port()
 
 
 @pytest.fixture

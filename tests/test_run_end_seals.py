@@ -3,7 +3,9 @@ commits nothing after ``RunFailed``, ``little status`` shows no running step, an
 usage the late step paid for is still counted by ``little report`` and ``little status``.
 
 Real ``little worker`` processes on Redis and ``weed mini``; the step is a scripted model
-call that takes a few seconds, cancelled while it runs.
+call, cancelled while it runs: the call is held (``tests.fleet_app``'s model hold) until the
+test has cancelled the run, and seen it archived. A fixed latency of 5 s was not enough on a
+busy machine: ``little cancel`` took longer to start, and the step had ended.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
 
 __all__ = ["fleet_env"]  # the fixture, re-exported for pytest
 
-THINK_LATENCY = 5.0
+THINK_LATENCY = 0.5
 STEP = "fan[a].think"
 THINK_INPUT_TOKENS = 200  # the usage of fleet_app.build_script's thinking reply
 
@@ -65,7 +67,14 @@ def test_a_step_in_flight_when_the_run_is_cancelled_commits_nothing_after_the_en
     import redis
 
     script = fleet_app.build_script(think_latency=THINK_LATENCY).save(tmp_path / "script.json")
-    fleet_env.env.update({"LITTLE_SCRIPTED_MODEL": str(script), "LITTLE_ARCHIVE_DELAY": "0"})
+    release = tmp_path / "release-the-model-call"
+    fleet_env.env.update(
+        {
+            "LITTLE_SCRIPTED_MODEL": str(script),
+            "LITTLE_ARCHIVE_DELAY": "0",
+            fleet_app.HOLD_MODEL_ENV: str(release),
+        }
+    )
     start_worker(fleet_env, roles=["worker"], app="tests.fleet_app")
     if archived:
         # The scheduler archives the run as soon as it ends, before the late commit comes.
@@ -90,6 +99,7 @@ def test_a_step_in_flight_when_the_run_is_cancelled_commits_nothing_after_the_en
             if archived:
                 wait_for(lambda: probe.exists(marker), 20, "the run's archive")
                 assert probe.exists(lease), "the step ended before the archive"
+            release.touch()  # the call in flight answers now, after the end
             wait_for(lambda: not probe.exists(lease), THINK_LATENCY + 20, "the step to end")
         finally:
             probe.close()

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -106,13 +107,19 @@ def test_a_symlink_pointing_out_of_the_mount_leads_nowhere(tmp_path: Path) -> No
     assert outside.read_text() == "outside"
 
 
+def _odd_sleep(whole: int) -> str:
+    """A sleep no other process runs, matched whole: other processes on a shared machine run
+    "sleep 300", and other tests (in parallel, or another checkout's) sleeps like this one's."""
+    return f"sleep {whole}.{uuid.uuid4().int % 10**8:08d}"
+
+
 def test_a_fork_bomb_hits_the_process_limit_and_leaves_nothing_running(tmp_path: Path) -> None:
-    # An odd duration, matched whole: other processes on a shared machine run "sleep 300".
-    result = sh("for i in $(seq 200); do sleep 29.71 & done; wait", tmp_path)
+    sleep = _odd_sleep(29)
+    result = sh(f"for i in $(seq 200); do {sleep} & done; wait", tmp_path)
     assert result.stopped == "timeout"
     assert "Resource temporarily unavailable" in result.stderr
     time.sleep(0.2)
-    left = subprocess.run(["pgrep", "-fx", "sleep 29.71"], capture_output=True, text=True)
+    left = subprocess.run(["pgrep", "-fx", sleep], capture_output=True, text=True)
     assert left.stdout == "", "sandboxed processes outlived the sandbox"
     assert subprocess.run(["true"]).returncode == 0  # the host can still fork
 
@@ -124,10 +131,11 @@ def test_memory_past_the_limit_fails_the_allocation(tmp_path: Path) -> None:
 
 def test_a_command_that_runs_forever_is_killed_at_the_wall_clock(tmp_path: Path) -> None:
     started = time.monotonic()
-    result = sh("sleep 1000", tmp_path, limits=SandboxLimits(wall_seconds=0.5))
+    sleep = _odd_sleep(1000)
+    result = sh(sleep, tmp_path, limits=SandboxLimits(wall_seconds=0.5))
     assert result.stopped == "timeout" and result.exit_code == 128 + 9
     assert time.monotonic() - started < 5
-    assert subprocess.run(["pgrep", "-f", "sleep 1000"], capture_output=True).stdout == b""
+    assert subprocess.run(["pgrep", "-f", sleep], capture_output=True).stdout == b""
 
 
 def test_cpu_time_and_file_size_limits_stop_the_command(tmp_path: Path) -> None:

@@ -185,11 +185,20 @@ def test_a_worker_killed_mid_step_is_failed_by_the_sweeper_and_retried(
 
 
 def test_tasks_lost_before_start_are_sent_again(fleet_env: FleetEnv, tmp_path: Path) -> None:
+    from little_dist.fleet.app import make_celery_app
+
     probe, _ = configure(fleet_env, tmp_path)
+    queue = fleet_env.queues["worker"]
+    # The worker is ready before the message is lost, but does not take from the queue until
+    # then: started only after the loss, it was seen to take seconds on a busy machine, and
+    # the scheduler had sent the attempt twice by then (both copies ran).
+    node = "worker-lost@test"
+    start_worker(fleet_env, app=APPS, concurrency=2, name=node.split("@")[0])
+    control = make_celery_app(fleet_env.settings()).control
+    assert control.cancel_consumer(queue, destination=[node], reply=True, timeout=10)
     start_scheduler(fleet_env, name="sched", ready_pattern=READY)
     client: Client = fleet_env.client()
     run_id = client.submit(chain_lwir(2), {})
-    queue = fleet_env.queues["worker"]
     broker = redis.Redis.from_url(fleet_env.redis_url)
     try:
         wait_for(lambda: broker.llen(queue) > 0, 10, "the first task on the queue")
@@ -197,7 +206,7 @@ def test_tasks_lost_before_start_are_sent_again(fleet_env: FleetEnv, tmp_path: P
         broker.delete(queue)  # the message is lost before any worker took it
     finally:
         broker.close()
-    start_worker(fleet_env, app=APPS, concurrency=2)
+    assert control.add_consumer(queue, destination=[node], reply=True, timeout=10)
     world = fleet_env.world()
     wait_all_done(world, [run_id], timeout=45)
     assert time.monotonic() - lost_at >= 2.0  # not before dispatch_resend_after

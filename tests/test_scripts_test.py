@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -26,9 +25,9 @@ pytestmark = pytest.mark.slow
 
 
 def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    from tests.ports import reserve_port
+
+    return reserve_port()
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
