@@ -8,6 +8,7 @@ planted entries, and sandbox user ids leased per command.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -358,3 +359,63 @@ def test_live_commands_never_share_a_user_id_across_threads_and_processes() -> N
             lease.__exit__(None, None, None)
     finally:
         holder.communicate("")
+
+
+_HOLDING_WORKER = textwrap.dedent(
+    """
+    import sys
+    from little_dist.sandbox.cgroups import cgroups_for
+    found = cgroups_for()
+    print("\\n".join(str(tree.folder) for tree in found._trees), flush=True)
+    sys.stdin.read()  # holds its folders until told to end
+    """
+)
+
+
+def _in_memory_cgroup(name: str) -> tuple[Path, list[str]]:
+    """A memory cgroup of its own below this process's, and a command prefix that enters it."""
+    own = next(
+        line.split(":", 2)[2]
+        for line in Path("/proc/self/cgroup").read_text().splitlines()
+        if line.split(":")[1] == "memory"
+    )
+    folder = Path("/sys/fs/cgroup/memory") / own.lstrip("/") / f"{name}-{os.getpid()}"
+    folder.mkdir(exist_ok=True)
+    return folder, ["sh", "-c", f'echo $$ > {folder}/cgroup.procs && exec "$@"', "sh"]
+
+
+def test_a_live_worker_in_another_cgroup_is_never_swept_by_a_worker_starting() -> None:
+    """Two workers of one host in different memory cgroups share the pids and cpu hierarchies'
+    folders: the one starting must judge each folder by its own lock, not take the other's
+    for dead because its memory folder is not where it looks."""
+    _real_cgroups()
+    first_cgroup, enter_first = _in_memory_cgroup("little-test-a")
+    second_cgroup, enter_second = _in_memory_cgroup("little-test-b")
+    holder = subprocess.Popen(
+        [*enter_first, sys.executable, "-c", _HOLDING_WORKER],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        folders = [Path(holder.stdout.readline().strip()) for _ in range(3)]
+        assert all(folder.is_dir() for folder in folders), folders
+        assert len({folder.parents[1] for folder in folders}) == 3  # three hierarchies
+        starting = subprocess.run(
+            [
+                *enter_second,
+                sys.executable,
+                "-c",
+                "from little_dist.sandbox.cgroups import cgroups_for; cgroups_for()",
+            ],
+            capture_output=True,
+            text=True,
+        )
+        assert starting.returncode == 0, starting.stderr
+        assert all(folder.is_dir() for folder in folders), folders
+    finally:
+        holder.communicate("", timeout=60)
+        for folder in (first_cgroup, second_cgroup):
+            with contextlib.suppress(OSError):
+                folder.rmdir()

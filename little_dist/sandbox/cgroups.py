@@ -26,12 +26,14 @@ one mode required: the sandbox refuses to run where it cannot have it
 (:class:`~little_dist.sandbox.isolation.SandboxUnavailableError`).
 
 Layout: ``<base>/little-sandbox/w-<pid>-<random>/c<n>`` in each hierarchy, ``<base>`` the
-worker's cgroup there. A worker process holds an ``flock`` on its ``w-`` folder for its life;
-the first command of a worker process removes every ``w-`` folder whose lock nobody holds (a
-crashed worker's), killing what is left in it. A command's process enters its cgroups before
-it executes anything else (a ``/bin/sh`` prefix writes its own pid into each
-``cgroup.procs``, then ``exec``s the rest): nothing runs in the worker between ``fork`` and
-``exec``, and nothing untrusted runs outside the cgroup.
+worker's cgroup there. A worker process holds an ``flock`` on each of its ``w-`` folders (one
+per hierarchy) for its life; the first command of a worker process removes every ``w-`` folder
+whose own lock nobody holds (a crashed worker's), killing what is left in it. Each folder is
+judged by its own lock: processes of one host may sit in different cgroups of one hierarchy and
+the same cgroup of another (so one's folders are not all where another looks). A command's
+process enters its cgroups before it executes anything else (a ``/bin/sh`` prefix writes its
+own pid into each ``cgroup.procs``, then ``exec``s the rest): nothing runs in the worker
+between ``fork`` and ``exec``, and nothing untrusted runs outside the cgroup.
 """
 
 from __future__ import annotations
@@ -289,10 +291,10 @@ class _Tree:
 class Cgroups:
     """The cgroup folders of one worker process, where its commands' cgroups are made."""
 
-    def __init__(self, mode: LimitsMode, trees: list[_Tree], lock: int) -> None:
+    def __init__(self, mode: LimitsMode, trees: list[_Tree], locks: list[int]) -> None:
         self.mode = mode
         self._trees = trees
-        self._lock = lock  # flock'd w- folder of the first tree: held for the process's life
+        self._locks = locks  # each tree's flock'd w- folder: held for the process's life
         self._count = 0
         self._guard = threading.Lock()
         self._pending: list[Path] = []
@@ -519,64 +521,65 @@ def _claim(
     for _ in range(3):
         name = f"w-{os.getpid()}-{secrets.token_hex(4)}"
         trees: list[_Tree] = []
-        lock = -1
+        locks: list[int] = []
         try:
             for hierarchy, root in chosen:
                 folder = root / name
                 os.mkdir(folder)
                 trees.append(_Tree(hierarchy, folder))
-                if lock < 0:
-                    lock = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                lock = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+                locks.append(lock)
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 prepare(folder)
-            # Another worker's sweep may have taken the folder for a dead one's between its
+            # Another worker's sweep may have taken a folder for a dead one's between its
             # mkdir and our lock: then it is gone (or locked), and we try a new name.
-            if os.stat(trees[0].folder).st_ino == os.fstat(lock).st_ino:
-                cgroups = Cgroups(mode, trees, lock)
+            if all(
+                os.stat(tree.folder).st_ino == os.fstat(lock).st_ino
+                for tree, lock in zip(trees, locks, strict=True)
+            ):
+                cgroups = Cgroups(mode, trees, locks)
                 atexit.register(cgroups.remove)
                 return cgroups
         except (FileNotFoundError, BlockingIOError):
             pass
         except OSError:
-            _give_up(trees, lock)
+            _give_up(trees, locks)
             raise
-        _give_up(trees, lock)
+        _give_up(trees, locks)
     raise _refused(f"could not claim a worker folder in {roots[0]}")
 
 
-def _give_up(trees: list[_Tree], lock: int) -> None:
+def _give_up(trees: list[_Tree], locks: list[int]) -> None:
     for tree in trees:
         _remove(tree.folder)
-    if lock >= 0:
+    for lock in locks:
         os.close(lock)
 
 
 def _sweep(roots: list[Path]) -> None:
     """Remove the ``w-`` folders no live worker holds (a crashed worker's), killing what is
-    left in them. The first root's folder carries the lock; one missing there is dead."""
-    if not roots:
-        return
-    names: set[str] = set()
+    left in them. Each folder is judged by its own lock, never by a folder of the same name
+    in another hierarchy (which may be another cgroup's, or none at all)."""
     for root in roots:
-        with contextlib.suppress(OSError):
-            names.update(
+        try:
+            names = sorted(
                 entry.name
                 for _, entry in zip(range(_SWEEP_MAX), os.scandir(root), strict=False)
                 if entry.name.startswith("w-") and entry.is_dir(follow_symlinks=False)
             )
-    for name in sorted(names)[:_SWEEP_MAX]:
-        with _unheld(roots[0] / name) as dead:
-            if not dead:
-                continue
-            folders = [root / name for root in roots if (root / name).is_dir()]
-            commands = [Path(e.path) for f in folders for e in _subfolders(f)]
-            unified = [c for c in commands if (c / "cgroup.kill").exists()]
-            for folder in unified:
-                with contextlib.suppress(OSError):
-                    _write(folder / "cgroup.kill", "1")
-            _kill_listed(commands)
-            for folder in folders:
-                _remove(folder)
+        except OSError:
+            continue
+        for name in names:
+            with _unheld(root / name) as dead:
+                if not dead:
+                    continue
+                commands = [Path(e.path) for e in _subfolders(root / name)]
+                for folder in commands:
+                    if (folder / "cgroup.kill").exists():
+                        with contextlib.suppress(OSError):
+                            _write(folder / "cgroup.kill", "1")
+                _kill_listed(commands)
+                _remove(root / name)
 
 
 def _subfolders(folder: Path) -> list[os.DirEntry[str]]:
@@ -591,8 +594,8 @@ def _unheld(folder: Path) -> Iterator[bool]:
     """Whether no live worker holds ``folder``'s lock (held by us while inside)."""
     try:
         fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
-        yield True
+    except FileNotFoundError:  # removed meanwhile: nothing to sweep
+        yield False
         return
     except OSError:
         yield False
