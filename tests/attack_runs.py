@@ -30,7 +30,7 @@ import pytest
 
 from little_dist.events import Event
 from little_dist.sandbox.writable import remove_tree
-from little_dist.testing import ScriptedModel
+from little_dist.testing import ScriptedModel, ToolCall
 from little_dist.world.local import LocalWorld
 
 __all__ = [
@@ -40,6 +40,7 @@ __all__ = [
     "HostFiles",
     "attacker",
     "attacker_folder",
+    "bash_steps",
     "host_files",
     "run_attack",
 ]
@@ -154,6 +155,20 @@ class AttackRun:
             if path.is_file() and not path.is_symlink():
                 parts.append(path.read_bytes().decode("utf-8", "replace"))
         return "\n".join(parts)
+
+
+def bash_steps(commands: list[dict[str, Any]], after: str = "echo alive") -> ScriptedModel:
+    """The script of a two-step bash workflow (steps ``attack`` and ``after``, as
+    ``tests.bash_fleet_app:attacks``): ``attack`` runs ``commands`` (four calls a turn, one
+    after the other) and answers "tried"; ``after`` runs ``after`` and answers "alive"."""
+    script = ScriptedModel()
+    turns = [commands[i : i + 4] for i in range(0, len(commands), 4)]
+    chain = script.on(step="attack").call_tools([ToolCall("bash", c) for c in turns[0]])
+    for turn in turns[1:]:
+        chain = chain.then_call_tools([ToolCall("bash", c) for c in turn])
+    chain.then_reply_text("tried")
+    script.on(step="after").call_tool("bash", {"cmd": after}).then_reply_text("alive")
+    return script
 
 
 def run_attack(

@@ -20,8 +20,7 @@ from typing import Any
 
 import pytest
 
-from little_dist.testing import ScriptedModel, ToolCall
-from tests.attack_runs import AttackRun, attacker, attacker_folder, run_attack
+from tests.attack_runs import AttackRun, attacker, attacker_folder, bash_steps, run_attack
 from tests.egress_sites import Site, serving
 
 __all__ = ["attacker", "attacker_folder"]  # the fixtures, for pytest
@@ -43,17 +42,6 @@ def site6() -> Iterator[Site]:
         yield found
 
 
-def _script(commands: list[dict[str, Any]]) -> ScriptedModel:
-    script = ScriptedModel()
-    turns = [commands[i : i + 4] for i in range(0, len(commands), 4)]
-    chain = script.on(step="attack").call_tools([ToolCall("bash", c) for c in turns[0]])
-    for turn in turns[1:]:
-        chain = chain.then_call_tools([ToolCall("bash", c) for c in turn])
-    chain.then_reply_text("tried")
-    script.on(step="after").call_tool("bash", {"cmd": "echo alive"}).then_reply_text("alive")
-    return script
-
-
 def _attack(
     workflow: str,
     commands: list[dict[str, Any]],
@@ -65,7 +53,7 @@ def _attack(
     what each command returned to the model, and each command's egress decisions."""
     run = run_attack(
         f"tests.egress_app:{workflow}",
-        _script(commands),
+        bash_steps(commands),
         attacker=attacker,
         folder=folder,
         env=env,

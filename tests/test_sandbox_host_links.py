@@ -29,6 +29,7 @@ from tests.attack_runs import (
     HostFiles,
     attacker,
     attacker_folder,
+    bash_steps,
     host_files,
     run_attack,
 )
@@ -39,19 +40,6 @@ ATTACKS = "tests.bash_fleet_app:attacks"
 STORES = "tests.host_touch_app:stores"
 ORCHESTRATION = "tests.host_touch_app:orchestration"
 ENV_SECRET = "LITTLE_TEST_WORKER_SECRET"
-
-
-def _steps(commands: list[dict[str, Any]], after: str = "echo alive") -> ScriptedModel:
-    """Step ``attack`` runs ``commands`` (four calls a turn, one after the other), then
-    step ``after`` runs ``after``."""
-    script = ScriptedModel()
-    turns = [commands[i : i + 4] for i in range(0, len(commands), 4)]
-    chain = script.on(step="attack").call_tools([ToolCall("bash", c) for c in turns[0]])
-    for turn in turns[1:]:
-        chain = chain.then_call_tools([ToolCall("bash", c) for c in turn])
-    chain.then_reply_text("tried")
-    script.on(step="after").call_tool("bash", {"cmd": after}).then_reply_text("alive")
-    return script
 
 
 def _plant(target: str, host: HostFiles) -> str:
@@ -87,7 +75,7 @@ def _tree(target: str, host: HostFiles) -> Scenario:
             "planned"
         )
         return Scenario(ORCHESTRATION, script, "planned", f"{target}/real/sub/f.txt")
-    return Scenario(STORES, _steps(commands), "alive", f"{target}/real/sub/f.txt")
+    return Scenario(STORES, bash_steps(commands), "alive", f"{target}/real/sub/f.txt")
 
 
 def _results(host: HostFiles) -> Scenario:
@@ -208,7 +196,7 @@ def test_a_tree_too_deep_fails_the_attempt_with_a_clear_error_and_is_removed(
     deep = f"cd {target} && for i in $(seq 3000); do mkdir d && cd d || break; done; echo deep"
     run = run_attack(
         STORES,
-        _steps([{"cmd": deep}]),
+        bash_steps([{"cmd": deep}]),
         attacker=attacker,
         folder=attacker_folder,
         env={ENV_SECRET: host.secret_text, "TMPDIR": str(tmp)},
@@ -240,7 +228,7 @@ def test_the_shell_state_comes_back_on_its_own_channel_never_through_a_folder(
     ]
     run = run_attack(
         ATTACKS,
-        _steps(commands),
+        bash_steps(commands),
         attacker=attacker,
         folder=attacker_folder,
         env={ENV_SECRET: host.secret_text, "TMPDIR": str(tmp)},

@@ -29,8 +29,14 @@ from typing import Any
 
 import pytest
 
-from little_dist.testing import ScriptedModel, ToolCall
-from tests.attack_runs import WORKER_UID, AttackRun, attacker, attacker_folder, run_attack
+from tests.attack_runs import (
+    WORKER_UID,
+    AttackRun,
+    attacker,
+    attacker_folder,
+    bash_steps,
+    run_attack,
+)
 
 __all__ = ["attacker", "attacker_folder"]  # the fixtures, for pytest
 
@@ -39,19 +45,6 @@ pytestmark = pytest.mark.slow
 ATTACKS = "tests.bash_fleet_app:attacks"
 NO_JAVASCRIPT = "tests.sandbox_limits_app:no_javascript"
 MIB = 1024 * 1024
-
-
-def _script(commands: list[dict[str, Any]], after: str = "echo alive") -> ScriptedModel:
-    """The attack step runs ``commands`` (four calls a turn, one after the other), then the
-    next step runs ``after``."""
-    script = ScriptedModel()
-    turns = [commands[i : i + 4] for i in range(0, len(commands), 4)]
-    chain = script.on(step="attack").call_tools([ToolCall("bash", c) for c in turns[0]])
-    for turn in turns[1:]:
-        chain = chain.then_call_tools([ToolCall("bash", c) for c in turn])
-    chain.then_reply_text("tried")
-    script.on(step="after").call_tool("bash", {"cmd": after}).then_reply_text("alive")
-    return script
 
 
 def _sandbox_records(run: AttackRun, step: str) -> list[dict[str, Any]]:
@@ -130,7 +123,7 @@ def test_four_processes_of_900_mb_do_not_fit_in_a_1_gib_limit(
         {"cmd": f"for i in 1 2 3 4; do python3 -c {shlex.quote(HOLD)} $i & done; wait; echo end"},
         {"cmd": "python3 -c 'x = bytearray(2 * 1024**3)'"},
     ]
-    run = run_attack(ATTACKS, _script(commands), attacker=attacker, folder=attacker_folder)
+    run = run_attack(ATTACKS, bash_steps(commands), attacker=attacker, folder=attacker_folder)
     assert run.status == "completed" and run.output == "alive", run.stderr[-3000:]
     together, alone = run.ends("attack")
     seen = run.results("attack")
@@ -197,7 +190,7 @@ def test_a_fork_bomb_and_many_threads_are_held_to_the_process_limit(
         {"cmd": f"bomb() {{ bomb | bomb & }}; bomb; {bomb_sleep}", "timeoutMs": 3000},
     ]
     try:
-        run = run_attack(ATTACKS, _script(commands), attacker=attacker, folder=attacker_folder)
+        run = run_attack(ATTACKS, bash_steps(commands), attacker=attacker, folder=attacker_folder)
         left = _leftovers(bomb_sleep) + _leftovers(f"sleep {spawn_sleep}")
     finally:
         _end_leftovers(bomb_sleep)
@@ -253,7 +246,7 @@ def test_writing_fast_to_the_writable_mounts_is_stopped_at_the_disk_bound(
         {"cmd": PLANTED},
         {"cmd": "rm -rf root zero fifo small twice; ls -A | wc -l"},
     ]
-    run = run_attack(ATTACKS, _script(commands), attacker=attacker, folder=attacker_folder)
+    run = run_attack(ATTACKS, bash_steps(commands), attacker=attacker, folder=attacker_folder)
     assert run.status == "completed" and run.output == "alive", run.stderr[-3000:]
     ends = run.ends("attack")
     assert len(ends) == len(commands)
@@ -281,7 +274,9 @@ def test_writing_fast_to_the_writable_mounts_is_stopped_at_the_disk_bound(
 def test_bytes_below_a_tree_too_deep_to_measure_stop_the_command(
     attacker: str, attacker_folder: Path, expected_limits: str
 ) -> None:
-    run = run_attack(ATTACKS, _script([{"cmd": DEEP}]), attacker=attacker, folder=attacker_folder)
+    run = run_attack(
+        ATTACKS, bash_steps([{"cmd": DEEP}]), attacker=attacker, folder=attacker_folder
+    )
     (end,) = run.ends("attack")
     assert end["limits"] == expected_limits
     assert end["stopped"] == "disk" and end["exitCode"] == 128 + 9
@@ -327,7 +322,7 @@ def test_an_orphaned_bubblewrap_holding_the_pipes_does_not_hold_the_command(
     orphaning.chmod(0o755)
     run = run_attack(
         ATTACKS,
-        _script([{"cmd": f"echo started; {leftover_sleep}", "timeoutMs": 5000}]),
+        bash_steps([{"cmd": f"echo started; {leftover_sleep}", "timeoutMs": 5000}]),
         attacker=attacker,
         folder=attacker_folder,
         env={"LITTLE_SANDBOX_BWRAP": str(orphaning)},
@@ -381,7 +376,7 @@ def test_two_workers_commands_never_share_a_user_id_or_its_process_limit(
         target=lambda: first.append(
             run_attack(
                 ATTACKS,
-                _script([{"cmd": HOLD_PROCESSES.format(sleep=holding), "timeoutMs": 120_000}]),
+                bash_steps([{"cmd": HOLD_PROCESSES.format(sleep=holding), "timeoutMs": 120_000}]),
                 attacker=attacker,
                 folder=attacker_folder,
                 timeout=300,
@@ -400,7 +395,7 @@ def test_two_workers_commands_never_share_a_user_id_or_its_process_limit(
         spawn = SPAWN.format(count=20, sleep=f"28.{salt}")
         second = run_attack(
             ATTACKS,
-            _script([{"cmd": f"id -u; python3 -c {shlex.quote(spawn)}"}]),
+            bash_steps([{"cmd": f"id -u; python3 -c {shlex.quote(spawn)}"}]),
             attacker=attacker,
             folder=other,
             timeout=300,
@@ -442,7 +437,7 @@ def test_the_sandbox_user_reads_etc_and_opens_its_own_standard_streams(
         "echo to-stderr > /dev/stderr; echo to-stdout > /dev/stdout"
     )
     run = run_attack(
-        ATTACKS, _script([{"cmd": command}]), attacker=attacker, folder=attacker_folder
+        ATTACKS, bash_steps([{"cmd": command}]), attacker=attacker, folder=attacker_folder
     )
     assert run.status == "completed" and run.output == "alive", run.stderr[-3000:]
     (seen,) = run.results("attack")
@@ -457,7 +452,7 @@ def test_hidden_javascript_runtimes_do_not_break_every_command(
 ) -> None:
     command = "echo hi; node -e 'console.log(41 + 1)'; nodejs -e 'console.log(41 + 1)'; true"
     run = run_attack(
-        NO_JAVASCRIPT, _script([{"cmd": command}]), attacker=attacker, folder=attacker_folder
+        NO_JAVASCRIPT, bash_steps([{"cmd": command}]), attacker=attacker, folder=attacker_folder
     )
     assert run.status == "completed" and run.output == "alive", run.stderr[-3000:]
     (seen,) = run.results("attack")
