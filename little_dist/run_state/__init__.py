@@ -25,6 +25,7 @@ from little_dist.run_state._fold import (
     RunStateBuilder,
     RunStateEventMismatchError,
 )
+from little_dist.run_state._journal import StepJournal
 from little_dist.run_state._materialize import (
     fold_events,
     materialize_run_state,
@@ -49,6 +50,7 @@ __all__ = [
     "RunStateEventMismatchError",
     "RunStatus",
     "StepAttempt",
+    "StepJournal",
     "StepState",
     "StepStatus",
     "fold_events",

@@ -46,6 +46,7 @@ from typing import Any, TypeAlias
 from little_dist.errors import EventLogCorruptError, InvalidInputError
 from little_dist.events import Event
 from little_dist.pricing import PriceFallback
+from little_dist.run_state._journal import StepJournal
 from little_dist.run_state._parallel import ParallelGroupState, apply_parallel
 from little_dist.run_state._parallel import is_artifact_ref as _is_ref
 from little_dist.run_state._state import ABSENT, RunState, StepAttempt, StepState
@@ -116,6 +117,8 @@ class RunStateBuilder:
         "_error",
         "_event_count",
         "_finished_at",
+        "_journal",
+        "_journal_len",
         "_output",
         "_output_ref",
         "_owned",
@@ -167,6 +170,9 @@ class RunStateBuilder:
         # While it folds sub-run events: their mutable form (the truth once made; _sub_runs
         # and the steps' waiting sets are brought up to date by snapshot).
         self._sub_links: SubRunLinks | None = None
+        # The step paths written, shared with the snapshots (see ._journal).
+        self._journal = StepJournal()
+        self._journal_len = 0
 
     @classmethod
     def from_state(cls, state: RunState) -> RunStateBuilder:
@@ -193,6 +199,8 @@ class RunStateBuilder:
         builder._parallel = state._parallel
         builder._parallel_shared = True
         builder._sub_runs = state._sub_runs
+        builder._journal = state._journal
+        builder._journal_len = state._journal_len
         return builder
 
     @property
@@ -230,6 +238,8 @@ class RunStateBuilder:
         state._parallel = self._parallel
         state._pricer = self._pricer
         state._sub_runs = self._sub_runs
+        state._journal = self._journal
+        state._journal_len = self._journal_len
         # From now on the snapshot shares these: copy before the next change.
         self._steps_shared = True
         self._owned.clear()
@@ -302,6 +312,8 @@ class RunStateBuilder:
         elif path not in self._owned:
             step = steps[path] = step._copy()
             self._owned.add(path)
+        self._journal = self._journal.append(self._journal_len, path)
+        self._journal_len += 1
         return step
 
     def _links(self) -> SubRunLinks:

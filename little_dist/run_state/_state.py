@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import Any, Final, Literal, TypeAlias
 
 from little_dist.pricing import UsageTotals
+from little_dist.run_state._journal import StepJournal
 from little_dist.run_state._parallel import ParallelGroupState, parallel_view
 from little_dist.run_state._subruns import SubRunView
 from little_dist.run_state._usage import Pricer, Totals, empty_totals, totals_json
@@ -253,6 +254,8 @@ class RunState(_RecordsOutput):
         "_error",
         "_event_count",
         "_finished_at",
+        "_journal",
+        "_journal_len",
         "_output",
         "_output_ref",
         "_parallel",
@@ -282,6 +285,8 @@ class RunState(_RecordsOutput):
     _parallel: dict[str, ParallelGroupState]
     _pricer: Pricer  # where the fold's rates came from; fold_events continues with it
     _sub_runs: SubRunView
+    _journal: StepJournal
+    _journal_len: int
 
     @property
     def run_id(self) -> str:
@@ -337,6 +342,13 @@ class RunState(_RecordsOutput):
         """The run's parent, its children and its steps waiting for them (engine extension;
         not in :meth:`to_json`)."""
         return self._sub_runs
+
+    @property
+    def journal(self) -> tuple[StepJournal, int]:
+        """The step paths the fold wrote, shared along this state's lineage, and how many of
+        them this state has seen (engine extension: for indexes kept across states; see
+        :mod:`little_dist.run_state._journal`)."""
+        return self._journal, self._journal_len
 
     @property
     def usage(self) -> UsageTotals:

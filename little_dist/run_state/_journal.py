@@ -1,0 +1,45 @@
+"""What changed between two states of one lineage: the step paths the fold wrote, in order.
+
+Why: ``decide`` must not re-read every step of a run to find what is ready now (a chain of
+N steps would cost O(N²) to schedule). The fold appends the path of every step record it
+writes to a :class:`StepJournal` shared by a lineage of states (a builder and the snapshots
+it makes, and builders continued from them); a :class:`~little_dist.run_state.RunState`
+knows how long the journal was when it was made. So whoever keeps an index over an earlier
+state of the lineage brings it up to date by reading only the paths written since.
+
+The journal also holds one such index (``memo``, with the journal position it stands at):
+it is a cache, derived only from the states of the lineage, so a state's decision does not
+depend on it. Two builders continued from one state (a fork) must not write into one
+journal: the second to write copies the prefix it knows into a journal of its own.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+__all__ = ["StepJournal"]
+
+
+class StepJournal:
+    """Step paths written by the fold, in order; ``memo``: one index kept over them."""
+
+    __slots__ = ("lock", "memo", "paths")
+
+    def __init__(self, paths: list[str] | None = None) -> None:
+        self.paths: list[str] = paths if paths is not None else []
+        #: Guards ``paths`` against a forked writer and ``memo`` against concurrent readers.
+        self.lock = threading.Lock()
+        #: An index a reader keeps over this journal (see the module docs); any value.
+        self.memo: Any = None
+
+    def append(self, known: int, path: str) -> StepJournal:
+        """Append ``path`` after the first ``known`` paths (the ones the writer has seen);
+        returns the journal that now holds them (a copy when another writer went on)."""
+        with self.lock:
+            if len(self.paths) == known:
+                self.paths.append(path)
+                return self
+        fork = StepJournal(self.paths[:known])
+        fork.paths.append(path)
+        return fork
