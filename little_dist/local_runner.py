@@ -405,8 +405,10 @@ class _Runner:
             wrote = self._append(decision, lock)
             if wrote:
                 state = self.builder.snapshot()
-            if self._submit(decision, executor, state) or wrote:
+            if self._submit(decision, executor, state):
                 continue
+            if wrote and not decision.last_round:
+                continue  # (what it recorded may let more run: decide on it)
             if decision.done:
                 self.cancel.set()
                 self._drain(executor)

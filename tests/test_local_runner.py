@@ -420,6 +420,27 @@ def test_loop_is_driven_by_decide_only(world: LocalWorld, monkeypatch: pytest.Mo
     assert decisions == sorted(decisions)  # every decision saw a state at least as new
 
 
+@pytest.mark.parametrize("step_timeout", [None, 0])
+def test_the_runner_decides_once_per_step_of_a_chain(
+    world: LocalWorld, monkeypatch: pytest.MonkeyPatch, step_timeout: float | None
+) -> None:
+    """With the default step timeout (attempts on the pool) and without one (inline): a
+    decision that only scheduled the next step is not followed by another on its events."""
+    calls: list[int] = []
+    real = local_runner.decide
+
+    def counting(ctx: RunContext, state: RunState) -> Decision:
+        calls.append(state.event_count)
+        return real(ctx, state)
+
+    monkeypatch.setattr(local_runner, "decide", counting)
+    version = compile_lwir(chain_lwir(20), input={})
+    capabilities = Capabilities(tools=test_tools, step_timeout=step_timeout)
+    state = run_version(world, version, {}, run_id=RUN, capabilities=capabilities)
+    assert state.status == "completed"
+    assert len(calls) == 20 + 2  # one per step, the one that completes the run, the last look
+
+
 def test_a_decide_with_nothing_to_do_stalls_loudly(
     world: LocalWorld, monkeypatch: pytest.MonkeyPatch
 ) -> None:
