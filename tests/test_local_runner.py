@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -439,6 +440,34 @@ def test_the_runner_decides_once_per_step_of_a_chain(
     state = run_version(world, version, {}, run_id=RUN, capabilities=capabilities)
     assert state.status == "completed"
     assert len(calls) == 20 + 2  # one per step, the one that completes the run, the last look
+
+
+def test_a_chain_runs_each_attempt_on_the_loops_thread_and_progress_on_the_callers(
+    world: LocalWorld,
+) -> None:
+    """With the default step timeout a lone attempt is not handed to the pool: every step of
+    a chain runs on one thread (the loop's), and progress is reported on the calling one."""
+    threads: list[str] = []
+
+    @tool
+    def add(a: int, b: int) -> dict[str, Any]:
+        """Add two numbers."""
+        threads.append(threading.current_thread().name)
+        return {"sum": a + b}
+
+    reported: set[str] = set()
+    state = run_version(
+        world,
+        two_step_version(),
+        {},
+        run_id=RUN,
+        capabilities=Capabilities(tools=ToolRegistry([add])),
+        progress=lambda state: reported.add(threading.current_thread().name),
+    )
+    assert state.status == "completed"
+    assert len(threads) == 2 and len(set(threads)) == 1, threads
+    assert threads[0].startswith(f"little-loop-{RUN}-")
+    assert reported == {threading.current_thread().name}
 
 
 def test_a_decide_with_nothing_to_do_stalls_loudly(
