@@ -311,6 +311,10 @@ class HarnessContext:
     #: :class:`~little_dist.subruns.SubRunHost`): a workflow tool's call then suspends the
     #: attempt instead of waiting. ``None``: the call drives its child in this process.
     sub_runs: Any = None
+    #: The provider quota limiter model calls go through (a fleet worker's, on its Redis:
+    #: :class:`~little_dist.quotas.QuotaLimiter`); ``None``: this process's, from
+    #: ``LITTLE_QUOTAS`` (none when unset).
+    quotas: Any = None
 
 
 @runtime_checkable

@@ -317,6 +317,7 @@ def _run_harness(
         # (the stores are mounted beside the bash tool's scratch: without bash, none)
         memory_mounts=capabilities.memory_mounts if bash is not None else (),
         sub_runs=capabilities.sub_runs,
+        quotas=capabilities.quotas,
     )
     try:
         result = capabilities.harness_registry().run(task, ctx)
