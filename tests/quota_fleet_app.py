@@ -2,7 +2,7 @@
 provider's rate limit.
 
 ``quota.fan``: one parallel step over ``input.keys``, each branch one ``ai.generate`` call
-of ``scripted/quota`` (``max_tokens`` 40: what a call reserves for its output, beside its
+of ``scripted/quota`` (``max_tokens`` 64: what a call reserves for its output, beside its
 prompt). A branch may try its call ``ATTEMPTS`` times, so a fleet without the limiter (whose
 calls get 429s) still ends its runs. ``quota.one``: a single such call (in-process tests).
 :func:`build_script` is the scripted provider: a short reply after ``latency`` seconds, and
@@ -19,7 +19,7 @@ from tests.lwir_builder import workflow_doc
 __all__ = ["ATTEMPTS", "MAX_TOKENS", "REPLY", "SLOT", "build_script", "fan", "one"]
 
 SLOT = "default"
-MAX_TOKENS = 40
+MAX_TOKENS = 64
 ATTEMPTS = 30
 REPLY = "A short thought, about twenty tokens long, for the quota benchmark."
 
@@ -28,6 +28,22 @@ _KEYS_INPUT = {
     "type": "object",
     "required": ["keys"],
     "properties": {"keys": {"type": "array", "items": {"type": "string"}}},
+}
+
+
+_FAN_IN = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "required": ["itemKey", "status", "artifacts"],
+        "properties": {
+            "itemKey": {"type": "string"},
+            "status": {"type": "string"},
+            "output": {"type": "string"},
+            "outputRef": {"type": "string"},
+            "artifacts": {"type": "array", "items": {"type": "string"}},
+        },
+    },
 }
 
 
@@ -62,10 +78,7 @@ fan = define_workflow(
                     "failureMode": "fail_fast",
                     "fanIn": {"order": "input", "output": "array"},
                 },
-                "output": {
-                    "mode": "array",
-                    "schema": {"type": "array", "items": {"type": "string"}},
-                },
+                "output": {"mode": "array", "schema": _FAN_IN},
                 "steps": [_ask(ATTEMPTS)],
             }
         ],

@@ -87,7 +87,7 @@ def test_a_429_blocks_the_key_for_its_retry_after(monkeypatch: pytest.MonkeyPatc
 def test_a_quota_no_call_can_fit_fails_the_step_for_good(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    quotas(monkeypatch, tokens=20, period=60)  # max_tokens alone is 40
+    quotas(monkeypatch, tokens=20, period=60)  # max_tokens alone is 64
     with build_script(ProviderQuota(requests=100)).installed():
         result = run_one("a")
     assert result.status == "failed"
