@@ -3,8 +3,10 @@ provider's rate limit.
 
 ``quota.fan``: one parallel step over ``input.keys``, each branch one ``ai.generate`` call
 of ``scripted/quota`` (``max_tokens`` 64: what a call reserves for its output, beside its
-prompt). A branch may try its call ``ATTEMPTS`` times, so a fleet without the limiter (whose
-calls get 429s) still ends its runs. ``quota.one``: a single such call (in-process tests).
+prompt). A branch may try its call ``ATTEMPTS`` times (the engine retries at once: no
+backoff), and every branch ends whatever the others did (``all_settled``), so a fleet without
+the limiter, whose calls get 429s, still ends its runs. ``quota.one``: a single such call
+(in-process tests).
 :func:`build_script` is the scripted provider: a short reply after ``latency`` seconds, and
 the provider's own limit (:class:`~little_dist.testing.provider_quota.ProviderQuota`).
 """
@@ -27,7 +29,11 @@ _SLOT = model("scripted/quota", id=SLOT, max_tokens=MAX_TOKENS)
 _KEYS_INPUT = {
     "type": "object",
     "required": ["keys"],
-    "properties": {"keys": {"type": "array", "items": {"type": "string"}}},
+    "properties": {
+        "keys": {"type": "array", "items": {"type": "string"}},
+        # Words added to every prompt: bigger calls (bench/quota.py --prompt-words).
+        "pad": {"type": "string"},
+    },
 }
 
 
@@ -51,7 +57,10 @@ def _ask(attempts: int) -> dict[str, Any]:
     return {
         "id": "ask",
         "uses": "ai.generate",
-        "with": {"model": SLOT, "prompt": "Think briefly about item {{ item }} and answer."},
+        "with": {
+            "model": SLOT,
+            "prompt": "Think briefly about item {{ item }} and answer. {{ input.pad }}",
+        },
         "output": {"mode": "text"},
         "retry": {"maxAttempts": attempts},
     }
@@ -75,7 +84,9 @@ fan = define_workflow(
                     "cardinality": {"kind": "matches_items"},
                     "maxBranches": 100,
                     "maxConcurrency": 100,
-                    "failureMode": "fail_fast",
+                    # Every branch ends, a branch out of attempts too (bench/quota.py counts
+                    # them when the limiter is off).
+                    "failureMode": "all_settled",
                     "fanIn": {"order": "input", "output": "array"},
                 },
                 "output": {"mode": "array", "schema": _FAN_IN},

@@ -262,3 +262,13 @@ def test_a_429_blocks_the_rules_for_its_retry_after() -> None:
     held.rejected(1.5)
     again = limiter.reserve(CALL, Amounts())
     assert again is not None and again.waited == pytest.approx(1.5)
+
+
+def test_the_example_in_the_operations_guide_is_valid() -> None:
+    from pathlib import Path
+
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "operations.md").read_text()
+    section = docs.split("\n## Provider quotas\n", 1)[1].split("\n## ", 1)[0]
+    (example,) = re.findall(r"export LITTLE_QUOTAS='(.*?)'\n", section, re.S)
+    (rule,) = parse_quotas(example).rules
+    assert (rule.requests, rule.tokens, rule.concurrent, rule.period) == (600, 150000, 32, 60)
