@@ -272,3 +272,19 @@ def test_the_example_in_the_operations_guide_is_valid() -> None:
     (example,) = re.findall(r"export LITTLE_QUOTAS='(.*?)'\n", section, re.S)
     (rule,) = parse_quotas(example).rules
     assert (rule.requests, rule.tokens, rule.concurrent, rule.period) == (600, 150000, 32, 60)
+
+
+def test_an_unreachable_store_fails_the_reservation_and_never_the_settlement(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from little_dist.errors import StorageUnavailableError
+    from little_dist.quotas import Reservation
+
+    gone = RedisQuotaBackend(redis.Redis(port=1, socket_connect_timeout=0.2))
+    limit = rule(requests=5)
+    limiter = QuotaLimiter(QuotaRules((limit,)), gone)
+    with pytest.raises(StorageUnavailableError, match="quota store"):
+        limiter.reserve(CALL, Amounts())
+    held = Reservation(limiter, (limit,), "r1", Amounts())
+    held.rejected(2.0)  # the call is over: logged, not raised
+    assert "not recorded" in caplog.text and "not settled" in caplog.text

@@ -53,11 +53,13 @@ def test_concurrent_runs_on_one_key_never_exceed_its_tokens_per_period(
         start_scheduler(fleet_env)
         client = fleet_env.client()
         run_ids = [
-            client.submit(fan, {"keys": [f"r{run}-{item}" for item in range(ITEMS)]})
+            client.submit(fan, {"keys": [f"r{run}-{item}" for item in range(ITEMS)], "pad": ""})
             for run in range(RUNS)
         ]
         states = [client.wait(run_id, timeout=120) for run_id in run_ids]
         assert [state.status for state in states] == ["completed"] * RUNS, states[0].error
+        branches = [branch for state in states for branch in state.output]
+        assert [b["status"] for b in branches] == ["completed"] * RUNS * ITEMS, branches
         served = quota.served()
         assert len(served) == RUNS * ITEMS
         assert quota.refused() == 0

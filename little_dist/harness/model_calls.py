@@ -203,7 +203,12 @@ def call_model(
         if held is not None:
             held.settle(0, 0)
         raise HarnessCancelled(f"step {recorder.step_path} was cancelled before model turn {turn}")
-    recorder.model_called(turn, request)
+    try:
+        recorder.model_called(turn, request)
+    except BaseException:
+        if held is not None:  # (a lost lease: the call is never sent)
+            held.settle(0, 0)
+        raise
     kwargs: dict[str, Any] = dict(ctx.model.settings)
     kwargs.update(
         model=ctx.model.litellm_model,

@@ -11,12 +11,13 @@ then blocked for the ``Retry-After`` (the whole fleet waits, not one thread).
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from little_dist.errors import InvalidInputError, LittleError
+from little_dist.errors import InvalidInputError, LittleError, StorageUnavailableError
 from little_dist.quotas.backend import QuotaBackend
 from little_dist.quotas.rules import Amounts, CallIdentity, QuotaRule, QuotaRules
 
@@ -27,6 +28,8 @@ __all__ = [
     "QuotaWaitTooLong",
     "Reservation",
 ]
+
+_log = logging.getLogger("little_dist.quotas")
 
 #: How long a 429 without ``Retry-After`` blocks its rules (seconds).
 DEFAULT_RETRY_AFTER = 1.0
@@ -63,16 +66,24 @@ class Reservation:
     _open: bool = True
 
     def settle(self, input_tokens: int, output_tokens: int) -> None:
-        """The call ended with this usage: it replaces the estimate."""
+        """The call ended with this usage: it replaces the estimate. A store that cannot be
+        reached is logged, not raised: the call is over, and its estimate stops counting
+        when its lease ends."""
         if self._open:
             self._open = False
             used = Amounts(self.amounts.requests, max(input_tokens, 0), max(output_tokens, 0))
-            self.limiter.backend.settle(self.rules, self.reservation_id, self.amounts, used)
+            try:
+                self.limiter.backend.settle(self.rules, self.reservation_id, self.amounts, used)
+            except StorageUnavailableError as exc:
+                _log.warning("quota reservation %s not settled: %s", self.reservation_id, exc)
 
     def rejected(self, retry_after: float | None) -> None:
         """The provider answered 429: block the call's rules for ``retry_after`` seconds."""
         seconds = DEFAULT_RETRY_AFTER if retry_after is None or retry_after <= 0 else retry_after
-        self.limiter.backend.block(self.rules, min(seconds, self.limiter.max_wait))
+        try:
+            self.limiter.backend.block(self.rules, min(seconds, self.limiter.max_wait))
+        except StorageUnavailableError as exc:
+            _log.warning("quota block after a 429 not recorded: %s", exc)
         self.settle(0, 0)
 
 

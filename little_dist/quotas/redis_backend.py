@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
+from little_dist.errors import StorageUnavailableError
 from little_dist.quotas.backend import member
 from little_dist.quotas.rules import Amounts, QuotaRule
 
@@ -165,6 +166,14 @@ class RedisQuotaBackend:
         self._settle = client.register_script(_SETTLE)
         self._block = client.register_script(_BLOCK)
 
+    def _run(self, script: Any, keys: list[str], args: list[Any]) -> Any:
+        import redis
+
+        try:
+            return script(keys=keys, args=args)
+        except redis.RedisError as exc:
+            raise StorageUnavailableError(f"quota store (Redis) failed: {exc}") from exc
+
     def reserve(
         self, rules: Sequence[QuotaRule], reservation_id: str, amounts: Amounts, lease: float
     ) -> float:
@@ -184,7 +193,7 @@ class RedisQuotaBackend:
                 _limit(rule.output_tokens),
                 _limit(rule.concurrent),
             ]
-        return float(self._reserve(keys=_keys(rules), args=args))
+        return float(self._run(self._reserve, _keys(rules), args))
 
     def settle(
         self,
@@ -195,7 +204,7 @@ class RedisQuotaBackend:
     ) -> None:
         args: list[Any] = [member(reservation_id, reserved), member(reservation_id, used)]
         args += [rule.period for rule in rules]
-        self._settle(keys=_keys(rules), args=args)
+        self._run(self._settle, _keys(rules), args)
 
     def block(self, rules: Sequence[QuotaRule], seconds: float) -> None:
-        self._block(keys=_keys(rules), args=[seconds, *(rule.period for rule in rules)])
+        self._run(self._block, _keys(rules), [seconds, *(rule.period for rule in rules)])
