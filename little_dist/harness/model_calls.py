@@ -238,7 +238,11 @@ def call_model(
         raise error from exc
     reply = _reply_from_response(turn, response, name_map or {})
     if held is not None:
-        held.settle(reply.usage.get("inputTokens", 0), reply.usage.get("outputTokens", 0))
+        given, taken = reply.usage.get("inputTokens", 0), reply.usage.get("outputTokens", 0)
+        if given or taken:
+            held.settle(given, taken)
+        else:  # a provider that reports no usage: the estimate stands
+            held.settle(held.amounts.input_tokens, held.amounts.output_tokens)
     recorded: dict[str, Any] = {"text": reply.text or "", "usage": reply.usage}
     if reply.tool_calls:
         recorded["toolCalls"] = [call.to_json() for call in reply.tool_calls]
