@@ -31,9 +31,6 @@ from little_dist.quotas import (
 from little_dist.quotas.redis_backend import KEY_PREFIX
 from little_dist.settings import SettingsError, load_quota_settings, load_settings
 
-REDIS_URL = "redis://127.0.0.1:6379/0"
-
-
 # -- rules -------------------------------------------------------------------------------------
 
 
@@ -99,11 +96,11 @@ def test_quota_settings_read_alone_and_from_a_file(tmp_path: Any) -> None:
 
 
 @pytest.fixture(params=["memory", "redis"])
-def backend(request: pytest.FixtureRequest) -> Iterator[QuotaBackend]:
+def backend(request: pytest.FixtureRequest, redis_url: str) -> Iterator[QuotaBackend]:
     if request.param == "memory":
         yield MemoryQuotaBackend()
         return
-    client = redis.Redis.from_url(REDIS_URL)
+    client = redis.Redis.from_url(redis_url)
     yield RedisQuotaBackend(client)
     for key in client.scan_iter(match=KEY_PREFIX + "test-*"):
         client.delete(key)
@@ -179,9 +176,9 @@ def test_a_block_stops_every_call_of_its_rules(backend: QuotaBackend) -> None:
     assert backend.reserve([blocked, other], "a", Amounts(), 10) == 0
 
 
-def test_a_block_in_redis_is_seen_by_every_client() -> None:
+def test_a_block_in_redis_is_seen_by_every_client(redis_url: str) -> None:
     limit = rule(requests=100, period=5)
-    first, second = redis.Redis.from_url(REDIS_URL), redis.Redis.from_url(REDIS_URL)
+    first, second = redis.Redis.from_url(redis_url), redis.Redis.from_url(redis_url)
     try:
         RedisQuotaBackend(first).block([limit], 0.5)
         assert RedisQuotaBackend(second).reserve([limit], "a", Amounts(), 10) > 0.3
