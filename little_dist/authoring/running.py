@@ -12,6 +12,7 @@ from little_dist.authoring.definition import WorkflowDefinition
 from little_dist.authoring.errors import RunFailedError
 from little_dist.canonical import sha256_digest
 from little_dist.errors import InvalidInputError, LittleError
+from little_dist.ids import RUN_ID_PREFIX
 from little_dist.litellm_prices import litellm_price_fallback
 from little_dist.pricing import PriceFallback, UsageTotals
 
@@ -63,7 +64,7 @@ def _with_permissions(
 
 
 def _new_run_id() -> str:
-    return f"run_{uuid.uuid4().hex[:20]}"
+    return RUN_ID_PREFIX + uuid.uuid4().hex[:20]
 
 
 def _failure(definition: WorkflowDefinition, run_id: str, state: RunState) -> RunFailedError:

@@ -42,6 +42,7 @@ from little_dist.authoring.errors import RunFailedError
 from little_dist.authoring.running import RunResult, run_workflow_cycle
 from little_dist.errors import InvalidInputError, LittleError
 from little_dist.events import EventInput
+from little_dist.ids import OUTER_LOOP_ID_PREFIX
 from little_dist.litellm_prices import litellm_price_fallback
 from little_dist.outer_loop.decisions import (
     CYCLE_COMPLETED,
@@ -202,7 +203,7 @@ def run_outer_loop(
 
         limits = load_limits()
     run_input = workflow.validate_input(input, limits=limits)
-    loop_id = validate_outer_loop_id(outer_loop_id or f"ol_{uuid.uuid4().hex}")
+    loop_id = validate_outer_loop_id(outer_loop_id or OUTER_LOOP_ID_PREFIX + uuid.uuid4().hex)
     if client is not None:
         world = _fleet_world(client, world, harness, progress, permissions, on_ask)
     if world is None:

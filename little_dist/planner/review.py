@@ -34,7 +34,7 @@ from little_dist.canonical import sha256_digest
 from little_dist.compiler import WorkflowVersion
 from little_dist.compiler.lock import concrete_input_structure
 from little_dist.errors import InvalidInputError, LittleError
-from little_dist.fleet.engine_events import SUBMITTED_EVENT_TYPE
+from little_dist.event_types.engine import SUBMITTED_EVENT_TYPE
 from little_dist.lwir import validate_lwir
 
 if TYPE_CHECKING:

@@ -410,8 +410,8 @@ class _CancelWatch:
 
     def _watch(self) -> None:
         from little_dist.errors import LittleError
+        from little_dist.event_types.engine import CANCEL_EVENT_TYPE
         from little_dist.events import EventInput
-        from little_dist.fleet.engine_events import CANCEL_EVENT_TYPE
 
         ctx = self._info.ctx
         while not self._done.wait(self.POLL):

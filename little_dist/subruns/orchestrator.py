@@ -81,6 +81,7 @@ from little_dist import occurrences
 from little_dist.canonical import sha256_digest
 from little_dist.errors import InvalidInputError, LittleError
 from little_dist.harness.bash_tool import OWN_SCRATCH
+from little_dist.ids import PLAN_RUN_ID_PREFIX
 from little_dist.memory.layout import pipeline_store_id
 from little_dist.sandbox.writable import WritableFolder
 from little_dist.subruns.engine import await_sub_run, call_key_of
@@ -266,7 +267,7 @@ class _Orchestration:
 
         recorder = info.ctx.recorder
         key = call_key_of(info)
-        plan_run = f"run_plan_{key.split(':', 1)[-1][:32]}"
+        plan_run = f"{PLAN_RUN_ID_PREFIX}{key.split(':', 1)[-1][:32]}"
         base = {"parentRunId": info.ctx.run_id, "childRunId": plan_run}
         planned = info.ctx.memo.sub_run_end(plan_run)
         if planned is not None and planned.get("status") == "planned":
