@@ -115,7 +115,7 @@ def _parent_run_id_of(events: Sequence[Event]) -> str | None:
 
 def _inherited_of(events: Sequence[Event]) -> Any:
     """``RunStarted.payload.inherited`` of a sub-run's events, as recorded (``None`` when
-    it inherits nothing, or before RunStarted; see :mod:`little_dist.subruns.inherited`)."""
+    it inherits nothing, or before RunStarted; see :mod:`little_dist.runtime.inherited`)."""
     for event in events:
         if event.type == "RunStarted":
             return event.payload.get("inherited")
