@@ -70,3 +70,24 @@ def test_a_package_without_a_layer_breaks_the_contract(copy: Path) -> None:
     result = _lint_imports(copy)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "little_dist.budgets" in result.stdout
+
+
+def test_the_readme_layout_table_names_every_layer_in_the_contracts_order() -> None:
+    import re
+    import tomllib
+
+    contract = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    layers = [
+        {name.strip() for name in line.split("|")} for line in contract["contracts"][0]["layers"]
+    ]
+    readme = (ROOT / "README.md").read_text()
+    table = readme.split("## Layout\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in table.splitlines() if re.match(r"^\| \d+ \|", line)]
+    named = [
+        {
+            re.sub(r"^little_dist/", "", path).removesuffix("/").removesuffix(".py")
+            for path in re.findall(r"`([^`]+)`", row.split("|")[2])
+        }
+        for row in rows
+    ]
+    assert named == layers
