@@ -224,6 +224,8 @@ def run_outer_loop(
     )
 
 
+# Long: the four steps of a cycle and the resume rules around them (the module docstring's
+# walk) read in one place; the step bodies are _run_cycle, the supervisor and the store.
 def drive_outer_loop(
     workflow: WorkflowDefinition,
     input: Any,
