@@ -41,7 +41,8 @@ def _with_permissions(
         return capabilities
     from little_dist.permissions import ToolPermissions
 
-    given = options.permissions or ToolPermissions()
+    # (not `or`: a ToolPermissions without rules is falsy, and may still carry an approver)
+    given = options.permissions if options.permissions is not None else ToolPermissions()
     merged = ToolPermissions(
         (*workflow.permissions.ruleset, *given.ruleset), options.on_ask or given.on_ask
     )
