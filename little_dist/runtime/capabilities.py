@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from little_dist.bash_capabilities import BashCapabilities
 from little_dist.errors import InvalidInputError
 from little_dist.memory.layout import MemoryMountSpec
+from little_dist.sandbox.bash_capabilities import BashCapabilities
 from little_dist.tools import ToolRegistry
 
 if TYPE_CHECKING:
