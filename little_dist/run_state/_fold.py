@@ -170,7 +170,7 @@ class RunStateBuilder:
         # While it folds sub-run events: their mutable form (the truth once made; _sub_runs
         # and the steps' waiting sets are brought up to date by snapshot).
         self._sub_links: SubRunLinks | None = None
-        # The step paths written, shared with the snapshots (see ._journal).
+        # The step paths whose status changed, shared with the snapshots (see ._journal).
         self._journal = StepJournal()
         self._journal_len = 0
 
@@ -312,9 +312,12 @@ class RunStateBuilder:
         elif path not in self._owned:
             step = steps[path] = step._copy()
             self._owned.add(path)
+        return step
+
+    def _status_changed(self, path: str) -> None:
+        """Note in the journal that the step at ``path`` may have changed status."""
         self._journal = self._journal.append(self._journal_len, path)
         self._journal_len += 1
-        return step
 
     def _links(self) -> SubRunLinks:
         """The sub-run links to change (made from the last view on the first change)."""
@@ -377,6 +380,7 @@ class RunStateBuilder:
         if path.__class__ is not str:
             return
         step = self._step(path)
+        self._status_changed(path)
         step._status = "running"
         step._error = ABSENT
         step._output = ABSENT
@@ -429,6 +433,7 @@ class RunStateBuilder:
         if path.__class__ is not str:
             return
         step = self._step(path)
+        self._status_changed(path)
         step._status = "completed"
         step._error = ABSENT
         attempts = step._attempts
@@ -464,6 +469,7 @@ class RunStateBuilder:
         if path.__class__ is not str:
             return
         step = self._step(path)
+        self._status_changed(path)
         error = payload.get("error", ABSENT)
         step._status = "failed"
         step._error = error

@@ -1,11 +1,12 @@
-"""What changed between two states of one lineage: the step paths the fold wrote, in order.
+"""What changed between two states of one lineage: the steps whose status the fold changed.
 
 Why: ``decide`` must not re-read every step of a run to find what is ready now (a chain of
-N steps would cost O(N²) to schedule). The fold appends the path of every step record it
-writes to a :class:`StepJournal` shared by a lineage of states (a builder and the snapshots
-it makes, and builders continued from them); a :class:`~little_dist.run_state.RunState`
-knows how long the journal was when it was made. So whoever keeps an index over an earlier
-state of the lineage brings it up to date by reading only the paths written since.
+N steps would cost O(N²) to schedule). The fold appends the path of every step whose status
+it sets (an attempt started, completed, failed) to a :class:`StepJournal` shared by a
+lineage of states (a builder and the snapshots it makes, and builders continued from them);
+a :class:`~little_dist.run_state.RunState` knows how long the journal was when it was made.
+So whoever keeps an index over an earlier state of the lineage brings it up to date by
+reading only the paths noted since.
 
 The journal also holds one such index (``memo``, with the journal position it stands at):
 it is a cache, derived only from the states of the lineage, so a state's decision does not
@@ -22,7 +23,7 @@ __all__ = ["StepJournal"]
 
 
 class StepJournal:
-    """Step paths written by the fold, in order; ``memo``: one index kept over them."""
+    """Step paths whose status the fold set, in order; ``memo``: one index kept over them."""
 
     __slots__ = ("lock", "memo", "paths")
 

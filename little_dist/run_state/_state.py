@@ -345,9 +345,9 @@ class RunState(_RecordsOutput):
 
     @property
     def journal(self) -> tuple[StepJournal, int]:
-        """The step paths the fold wrote, shared along this state's lineage, and how many of
-        them this state has seen (engine extension: for indexes kept across states; see
-        :mod:`little_dist.run_state._journal`)."""
+        """The step paths whose status the fold set, shared along this state's lineage, and
+        how many of them this state has seen (engine extension: for indexes kept across
+        states; see :mod:`little_dist.run_state._journal`)."""
         return self._journal, self._journal_len
 
     @property

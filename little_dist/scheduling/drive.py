@@ -36,6 +36,8 @@ __all__ = [
 # A scope can complete at most this many decision visits in one call (a guard, never hit by a
 # valid LWIR: every loop is bounded by maxVisits).
 _MAX_INLINE_ROUNDS: Final = 100_000
+#: The top scope is followed by its readiness index (``dag_index``) above this many steps.
+_INDEX_FROM: Final = 8
 
 
 @dataclass
@@ -165,7 +167,13 @@ def drive_scope(
     """
     # Acted on this call, by (path, attempt): a retry of the same path is a new entry.
     handled: set[tuple[str, int]] = set()
-    indexed = scope is env.plan.top and not prefix and not extra_completed
+    # (a few steps are replayed faster than an index is kept)
+    indexed = (
+        scope is env.plan.top
+        and not prefix
+        and not extra_completed
+        and len(scope.steps) > _INDEX_FROM
+    )
     for _ in range(_MAX_INLINE_ROUNDS):
         outcome = settle(
             scope,
