@@ -316,8 +316,7 @@ class RunStateBuilder:
 
     def _status_changed(self, path: str) -> None:
         """Note in the journal that the step at ``path`` may have changed status."""
-        self._journal = self._journal.append(self._journal_len, path)
-        self._journal_len += 1
+        self._journal, self._journal_len = self._journal.append(self._journal_len, path)
 
     def _links(self) -> SubRunLinks:
         """The sub-run links to change (made from the last view on the first change)."""

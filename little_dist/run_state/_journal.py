@@ -11,7 +11,7 @@ reading only the paths noted since.
 The journal also holds one such index (``memo``, with the journal position it stands at):
 it is a cache, derived only from the states of the lineage, so a state's decision does not
 depend on it. Two builders continued from one state (a fork) must not write into one
-journal: the second to write copies the prefix it knows into a journal of its own.
+journal: the second to write starts a journal of its own.
 """
 
 from __future__ import annotations
@@ -34,13 +34,13 @@ class StepJournal:
         #: An index a reader keeps over this journal (see the module docs); any value.
         self.memo: Any = None
 
-    def append(self, known: int, path: str) -> StepJournal:
+    def append(self, known: int, path: str) -> tuple[StepJournal, int]:
         """Append ``path`` after the first ``known`` paths (the ones the writer has seen);
-        returns the journal that now holds them (a copy when another writer went on)."""
+        returns the journal that now holds it and its length there. When another writer went
+        on, a new journal starts with ``path`` alone (an index over it starts from scratch,
+        once; copying the prefix would cost the length of the run per fork)."""
         with self.lock:
             if len(self.paths) == known:
                 self.paths.append(path)
-                return self
-        fork = StepJournal(self.paths[:known])
-        fork.paths.append(path)
-        return fork
+                return self, known + 1
+        return StepJournal([path]), 1
