@@ -57,6 +57,7 @@ from little_dist import occurrences
 from little_dist.compiler import WorkflowVersion
 from little_dist.errors import LeaseLostError, LittleError, StorageUnavailableError
 from little_dist.events import RUN_END_EVENT_TYPES, Event, EventInput
+from little_dist.observability.hooks import observed_attempt
 from little_dist.run_state import RunState, RunStateBuilder
 from little_dist.run_state._subruns import STEP_SUSPENDED
 from little_dist.runtime.capabilities import Capabilities
@@ -124,6 +125,7 @@ def _inherited_of(events: Sequence[Event]) -> Any:
 
 # Long for its docstring (every caller's contract); the code, about 75 lines, is the walk of
 # one attempt top to bottom, its parts named below.
+@observed_attempt  # (metrics and traces, when on: little_dist.observability)
 def execute_step_attempt(
     world: World,
     dispatch: StepDispatch,
