@@ -134,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
     app = make_celery_app(settings, runtime=runtime)
     queues = ",".join(settings.queue_for(role) for role in args.roles)
     pool = args.pool or settings.worker_pool
-    observe_worker(settings, lambda: runtime.world, pool=pool)
+    observe_worker(settings, lambda: runtime.world, runtime.versions, pool=pool)
     argv = [
         "worker",
         f"--hostname={args.hostname or default_node_name()}",

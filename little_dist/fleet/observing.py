@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from little_dist.fleet.app import TASK_ROLES
-from little_dist.fleet.versions import workflow_name_of_part
+from little_dist.fleet.versions import VersionCache, workflow_name_of_part
 from little_dist.observability import hooks
 from little_dist.observability.metrics import enable_metrics, prepare_multiprocess
 from little_dist.observability.traces import enable_tracing_from_env
@@ -29,9 +29,16 @@ _PRIORITY_SEP = "\x06\x16"
 _PRIORITY_STEPS = (3, 6, 9)
 
 
-def _namer(world: Callable[[], World]) -> Callable[[str], str | None]:
+def _namer(world: Callable[[], World], versions: VersionCache) -> Callable[[str], str | None]:
+    """A version's workflow name: from the process's version cache (the run that just ended
+    was decided with it), else from the world."""
+
     def name(version_id: str) -> str | None:
         found = world()
+        if version_id in versions:
+            metadata = versions.get(found, version_id).lwir.get("metadata")
+            named = metadata.get("name") if isinstance(metadata, Mapping) else None
+            return named if isinstance(named, str) else None
         doc = found.get_version(version_id)
         lwir = doc.get("lwir")
         if isinstance(lwir, Mapping):
@@ -43,7 +50,9 @@ def _namer(world: Callable[[], World]) -> Callable[[str], str | None]:
     return name
 
 
-def observe_worker(settings: Settings, world: Callable[[], World], *, pool: str) -> None:
+def observe_worker(
+    settings: Settings, world: Callable[[], World], versions: VersionCache, *, pool: str
+) -> None:
     """Metrics on ``LITTLE_METRICS_PORT`` (multiprocess under a prefork pool) and traces when
     an OTLP endpoint is configured; every task labels its attempts with its queue's role."""
     enable_tracing_from_env("little-worker")
@@ -52,7 +61,7 @@ def observe_worker(settings: Settings, world: Callable[[], World], *, pool: str)
     if pool == "prefork":
         prepare_multiprocess()
     enable_metrics("worker", port=settings.metrics_port)
-    hooks.set_version_namer(_namer(world))
+    hooks.set_version_namer(_namer(world, versions))
     from celery.signals import task_prerun
 
     def started(task: Any = None, **_: Any) -> None:
@@ -68,7 +77,7 @@ def observe_scheduler(settings: Settings, scheduler: Scheduler) -> None:
     if settings.metrics_port is None:
         return
     metrics = enable_metrics("scheduler", port=settings.metrics_port)
-    hooks.set_version_namer(_namer(lambda: scheduler.world))
+    hooks.set_version_namer(_namer(lambda: scheduler.world, scheduler.versions))
     broker = _broker_client(settings)
     if broker is not None:
         metrics.gauge_from(

@@ -75,7 +75,8 @@ def _workflow_name(version_id: Any) -> str:
             name = _namer(version_id)
         except Exception:  # a name is worth no failure of the append that ended the run
             name = None
-    name = name or "unknown"
+    if not name:
+        return "unknown"  # (not remembered: the next end of a run of it asks again)
     with _names_lock:
         _names[version_id] = name
         while len(_names) > _NAMES_KEPT:
