@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from little_dist.fleet.client import Client
+from little_dist.observability import disable_metrics
 from little_dist.testing.provider_quota import ProviderQuota
 from tests.fleet_processes import FleetEnv, fleet_env, start_scheduler, start_worker
 from tests.metrics_fleet_app import USAGE, broken, build_script, fan
@@ -60,7 +62,9 @@ def test_worker_and_scheduler_serve_the_fleet_series(fleet_env: FleetEnv, tmp_pa
             "LITTLE_QUOTAS": json.dumps(rules),
         }
     )
-    worker_port, scheduler_port = reserve_port(), reserve_port()
+    worker_port, scheduler_port, client_port = reserve_port(), reserve_port(), reserve_port()
+    # The submitting side serves its own /metrics (this process's, turned off below).
+    client = Client(fleet_env.settings(LITTLE_METRICS_PORT=str(client_port)))
     try:
         start_worker(
             fleet_env,
@@ -69,14 +73,18 @@ def test_worker_and_scheduler_serve_the_fleet_series(fleet_env: FleetEnv, tmp_pa
             env={"LITTLE_METRICS_PORT": str(worker_port)},
         )
         start_scheduler(fleet_env, env={"LITTLE_METRICS_PORT": str(scheduler_port)})
-        client = fleet_env.client()
         good = client.submit(fan, {"keys": [f"k{i}" for i in range(ITEMS)]})
         bad = client.submit(broken, {})
         assert client.wait(good, timeout=120).status == "completed"
         assert client.wait(bad, timeout=120).status == "failed"
         refused = quota.refused()
+        submitter = scrape(client_port)
     finally:
         quota.reset()
+        disable_metrics()
+        client.close()
+    assert value(submitter, "little_client_submissions_total") == 2
+    assert value(submitter, "little_process_info", process="client") == 1
     worker, scheduler = scrape(worker_port), scrape(scheduler_port)
     both = [worker, scheduler]
 

@@ -34,6 +34,7 @@ __all__ = [
     "quota_rejected",
     "quota_waited",
     "set_version_namer",
+    "submitted",
     "task_started",
     "tool_call_ended",
 ]
@@ -327,6 +328,13 @@ def quota_rejected(rule_names: Sequence[str]) -> None:
         return
     for name in rule_names:
         m.quota_rejections.labels(name).inc()
+
+
+def submitted(count: int) -> None:
+    """A client submitted ``count`` runs (before they start: a refused one counts too)."""
+    m = _metrics._active
+    if m is not None:
+        m.submissions.inc(count)
 
 
 def budget_refused(scope: str) -> None:

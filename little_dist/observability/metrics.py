@@ -134,6 +134,11 @@ class FleetMetrics:
         self.tool_calls = Counter(
             "little_tool_calls_total", "Tool calls, by outcome", ["tool", "outcome"], registry=r
         )
+        self.submissions = Counter(
+            "little_client_submissions_total",
+            "Runs a client of this process asked the fleet to start",
+            registry=r,
+        )
         self.budget_refusals = Counter(
             "little_budget_refusals_total",
             "Model calls not sent because they would pass a dollar budget, by scope",
