@@ -208,7 +208,10 @@ def enable_metrics(
     with _lock:
         if _active is not None:
             return _active
-        multiprocess = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+        directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+        multiprocess = bool(directory)
+        if directory:  # (set by hand: prometheus_client writes there from the first value)
+            os.makedirs(directory, exist_ok=True)
         registry = CollectorRegistry(auto_describe=True)
         metrics = FleetMetrics(registry, process)
         if not multiprocess:
