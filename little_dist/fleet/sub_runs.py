@@ -26,10 +26,9 @@ from typing import TYPE_CHECKING, Any
 
 from little_dist import occurrences
 from little_dist.errors import NotFoundError, RunEndedError
+from little_dist.event_types.engine import CANCEL_EVENT_TYPE, SUB_RUN_ENDED
 from little_dist.events import EventInput
-from little_dist.fleet.engine_events import CANCEL_EVENT_TYPE
 from little_dist.run_state import RunState
-from little_dist.run_state._subruns import SUB_RUN_ENDED
 from little_dist.world.base import World
 
 if TYPE_CHECKING:

@@ -16,6 +16,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, runtime_checkable
 
+# What a skill is lives with the skills (below the harness, which offers them); named here too.
+from little_dist.skills.descriptor import SkillDescriptor
+
 if TYPE_CHECKING:
     from little_dist.harness.memo import Memo
     from little_dist.harness.recorder import EventRecorder
@@ -234,30 +237,6 @@ class ResolvedModel:
     def identity(self) -> dict[str, str]:
         """``{"provider", "modelId"}`` as recorded on model events."""
         return {"provider": self.provider_id, "modelId": self.model_id}
-
-
-@dataclass(frozen=True)
-class SkillDescriptor:
-    """A skill the harness offers the model.
-
-    An inline skill (:func:`~little_dist.skill` with a description) is text: ``body`` is its
-    instructions, given in the prompt. A folder skill (``skill("./skills/name/")``, see
-    :mod:`little_dist.skills`) carries its files as read when the workflow was defined:
-    ``files`` (relative path -> bytes, ``SKILL.md`` among them), their ``content_hash``, the
-    ``frontmatter_hash`` (upstream's), where it came from (``origin``: ``workflow``, ``org``
-    or ``discovered``; ``source``: the path) and its ``allowed_tools`` (front matter
-    ``allowed-tools``).
-    """
-
-    name: str
-    description: str
-    body: str = ""
-    allowed_tools: tuple[str, ...] = ()
-    files: tuple[tuple[str, bytes], ...] = ()
-    content_hash: str = ""
-    frontmatter_hash: str = ""
-    origin: str = "workflow"
-    source: str = ""
 
 
 @dataclass(frozen=True)

@@ -5,21 +5,20 @@ Each hook first reads the two switches (:func:`~.metrics.active_metrics`,
 traces cost a process that did not turn them on.
 
 The seams: :func:`events_appended` (the Redis world's event log, after every append),
-:func:`observed_attempt` (around ``execute_step_attempt``), :func:`model_call_ended`
-(``call_model``), :func:`tool_call_ended` (the recorder's tool endings),
-:func:`quota_waited` / :func:`quota_rejected` (``call_model``'s quota hold), and
+:func:`attempt_ended` (``little_dist.runtime.observed``, around ``execute_step_attempt``),
+:func:`model_call_ended` (``call_model``), :func:`tool_call_ended` (the recorder's tool
+endings), :func:`quota_waited` / :func:`quota_rejected` (``call_model``'s quota hold), and
 :func:`task_started` (Celery's ``task_prerun``: the fleet role an attempt runs under).
 """
 
 from __future__ import annotations
 
 import contextvars
-import functools
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from little_dist.observability import metrics as _metrics
 from little_dist.observability import traces as _traces
@@ -28,9 +27,10 @@ if TYPE_CHECKING:
     from little_dist.events import Event
 
 __all__ = [
+    "attempt_ended",
+    "current_role",
     "events_appended",
     "model_call_ended",
-    "observed_attempt",
     "quota_rejected",
     "quota_waited",
     "set_version_namer",
@@ -38,9 +38,6 @@ __all__ = [
     "task_started",
     "tool_call_ended",
 ]
-
-P = ParamSpec("P")
-R = TypeVar("R")
 
 #: The fleet role (queue) the current task serves; ``local`` in process.
 _role: contextvars.ContextVar[str] = contextvars.ContextVar("little_role", default="local")
@@ -120,78 +117,24 @@ def _run_failure_status(event: Event) -> str:
     return "cancelled" if _cause_of(event.payload.get("error")) == "cancelled" else "failed"
 
 
-def observed_attempt(execute: Callable[P, R]) -> Callable[P, R]:
-    """Wrap ``execute_step_attempt``: its wall time by role, step kind and outcome, a retry
-    count, superseded leases, and a span (the run's trace) around it."""
-
-    @functools.wraps(execute)
-    def observed(*args: P.args, **kwargs: P.kwargs) -> R:
-        m = _metrics._active
-        tracer = _traces._tracer
-        if m is None and tracer is None:
-            return execute(*args, **kwargs)
-        dispatch: Any = args[1] if len(args) > 1 else kwargs.get("dispatch")
-        kind = _step_kind(kwargs.get("version"), dispatch.step_path)
-        span = None
-        token = None
-        if tracer is not None:
-            from opentelemetry import context, trace
-
-            span = tracer.start_span(
-                f"step {dispatch.step_path}",
-                context=_traces.run_span_context(dispatch.run_id),
-                attributes={
-                    "little.run.id": dispatch.run_id,
-                    "little.step.path": dispatch.step_path,
-                    "little.step.kind": kind,
-                    "little.step.attempt": dispatch.attempt,
-                    "little.role": _role.get(),
-                },
-            )
-            token = context.attach(trace.set_span_in_context(span))
-        started = time.perf_counter()
-        outcome = "error"
-        try:
-            result = execute(*args, **kwargs)
-            outcome = str(getattr(result, "value", result))
-            return result
-        finally:
-            if m is not None and outcome not in ("busy", "already_done"):
-                m.step_seconds.labels(_role.get(), kind, outcome).observe(
-                    time.perf_counter() - started
-                )
-                if dispatch.attempt > 1:
-                    m.step_retries.labels(kind).inc()
-                if outcome == "superseded":
-                    m.lease_losses.labels("superseded").inc()
-                elif outcome == "suspended":
-                    m.suspensions.inc()
-            if span is not None:
-                from opentelemetry import context
-
-                span.set_attribute("little.step.outcome", outcome)
-                if outcome == "error":
-                    from opentelemetry.trace import Status, StatusCode
-
-                    span.set_status(Status(StatusCode.ERROR))
-                span.end()
-                if token is not None:
-                    context.detach(token)
-
-    return observed
+def current_role() -> str:
+    """The fleet role the task on this thread serves (``local`` in process)."""
+    return _role.get()
 
 
-def _step_kind(version: Any, path: str) -> str:
-    if version is None:
-        return "unknown"
-    from little_dist.scheduling.context import StepPathError, locate_step
-    from little_dist.scheduling.step_graph import plan_for
-
-    try:
-        uses = locate_step(plan_for(version), path).step.raw.get("uses")
-    except StepPathError:
-        return "unknown"
-    return uses if isinstance(uses, str) else "unknown"
+def attempt_ended(kind: str, attempt: int, outcome: str, seconds: float) -> None:
+    """A step attempt of ``kind`` ended with ``outcome`` (an :class:`AttemptOutcome` value,
+    or ``error``) after ``seconds``."""
+    m = _metrics._active
+    if m is None or outcome in ("busy", "already_done"):
+        return
+    m.step_seconds.labels(_role.get(), kind, outcome).observe(seconds)
+    if attempt > 1:
+        m.step_retries.labels(kind).inc()
+    if outcome == "superseded":
+        m.lease_losses.labels("superseded").inc()
+    elif outcome == "suspended":
+        m.suspensions.inc()
 
 
 def _model_label(model: Mapping[str, str]) -> str:

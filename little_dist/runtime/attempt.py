@@ -56,16 +56,16 @@ from typing import TYPE_CHECKING, Any
 from little_dist import occurrences
 from little_dist.compiler import WorkflowVersion
 from little_dist.errors import LeaseLostError, LittleError, StorageUnavailableError
+from little_dist.event_types.engine import STEP_SUSPENDED
 from little_dist.events import RUN_END_EVENT_TYPES, Event, EventInput
-from little_dist.observability.hooks import observed_attempt
 from little_dist.run_state import RunState, RunStateBuilder
-from little_dist.run_state._subruns import STEP_SUSPENDED
 from little_dist.runtime.capabilities import Capabilities
 from little_dist.runtime.continuation import PLAIN, Continuation
 from little_dist.runtime.dead_attempts import step_lease_key
 from little_dist.runtime.failures import step_failed, timeout_envelope
 from little_dist.runtime.harness_run import run_and_judge
 from little_dist.runtime.heartbeat import KeptLease, LeaseKeeper
+from little_dist.runtime.observed import observed_attempt
 from little_dist.runtime.outputs import INLINE_OUTPUT_LIMIT, hydrate_events
 from little_dist.scheduling import RunContext, StepDispatch
 from little_dist.scheduling.context import locate_step
@@ -116,7 +116,7 @@ def _parent_run_id_of(events: Sequence[Event]) -> str | None:
 
 def _inherited_of(events: Sequence[Event]) -> Any:
     """``RunStarted.payload.inherited`` of a sub-run's events, as recorded (``None`` when
-    it inherits nothing, or before RunStarted; see :mod:`little_dist.subruns.inherited`)."""
+    it inherits nothing, or before RunStarted; see :mod:`little_dist.runtime.inherited`)."""
     for event in events:
         if event.type == "RunStarted":
             return event.payload.get("inherited")
