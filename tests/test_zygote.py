@@ -152,6 +152,36 @@ def test_little_forked_answers_as_little_started_anew(args: list[str], tmp_path:
     )
 
 
+def test_a_forked_process_as_another_user_is_that_user_only(tmp_path: Path) -> None:
+    # As root, the unprivileged user of the attack tests (what `setpriv --reuid=U --regid=U
+    # --clear-groups` starts); else the current user, as those tests then run.
+    user = 65534 if os.getuid() == 0 else None
+    env = _env()
+    argv = [sys.executable, "-m", PROBE, "exit", "0"]
+    if user is not None:
+        argv = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *argv]
+    new = subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    # Forked even where a new process as that user would find another interpreter (the
+    # probe imports nothing the zygote has not).
+    server = zygote()
+    assert server is not None
+    with (tmp_path / "out.log").open("w+b") as out:
+        forked = server.spawn(
+            ["exit", "0"], env=env, cwd=ROOT, stdout=out, stderr=out, module=PROBE, user=user
+        )
+        assert forked.wait(timeout=60) == 0
+        out.seek(0)
+        said = out.read().decode()
+    assert new.returncode == 0, new.stderr
+    seen_new, seen_forked = _view(new), json.loads(said.splitlines()[0])
+    expected = os.getuid() if user is None else user
+    assert seen_forked["ids"][0] == [expected] * 3
+    assert seen_forked["ids"] == seen_new["ids"]
+    if user is not None:
+        assert seen_forked["ids"][2] == []
+        assert seen_forked["pdeathsig"] == signal.SIGKILL  # set again after the change of user
+
+
 def _started(tmp_path: Path, server: Zygote | None = None) -> ZygoteProcess:
     env = _env()
     with (tmp_path / "sleep.log").open("wb") as out:

@@ -96,6 +96,14 @@ def _startup_settings(env: Mapping[str, str]) -> dict[str, str]:
     }
 
 
+def _open_to_all(folder: Path) -> bool:
+    """Whether every user may list ``folder`` and pass through its parents."""
+    folder = folder.resolve()
+    if folder.stat().st_mode & 0o005 != 0o005:
+        return False
+    return all(parent.stat().st_mode & 0o001 for parent in folder.parents)
+
+
 class ZygoteProcess:
     """A ``little`` process the zygote forked: what the tests use of ``subprocess.Popen``."""
 
@@ -211,9 +219,14 @@ class Zygote:
         self._log.seek(0)
         return self._log.read().decode("utf-8", "replace")
 
-    def serves(self, env: Mapping[str, str]) -> bool:
-        """Whether a child of this zygote can be what a new process with ``env`` would be."""
-        return self.process.poll() is None and _startup_settings(env) == self.startup
+    def serves(self, env: Mapping[str, str], user: int | None = None) -> bool:
+        """Whether a child of this zygote can be what a new process with ``env`` (as
+        ``user``) would be. Another user's child imports what it has yet to from the
+        zygote's folders: where one of them is not open to every user (an interpreter under
+        ``/root``), a new process as that user finds another interpreter, or none."""
+        if self.process.poll() is not None or _startup_settings(env) != self.startup:
+            return False
+        return user is None or all(_open_to_all(Path(p)) for p in sys.path if os.path.isdir(p))
 
     def spawn(
         self,
@@ -227,6 +240,7 @@ class Zygote:
         new_session: bool = False,
         name: str | None = None,
         module: str = CLI,
+        user: int | None = None,
     ) -> ZygoteProcess:
         """Fork ``python -m MODULE ARGS`` (see :func:`spawn`)."""
         opened: list[int] = []
@@ -251,6 +265,7 @@ class Zygote:
             "env": dict(env),
             "cwd": str(Path(cwd).resolve()),
             "new_session": new_session,
+            "user": user,
             "name": name or (process_name(args) if module == CLI else module),
         }
         import json
@@ -314,13 +329,16 @@ def spawn(
     new_session: bool = False,
     name: str | None = None,
     module: str = CLI,
+    user: int | None = None,
 ) -> ZygoteProcess | subprocess.Popen[bytes]:
     """Start ``python -m MODULE ARGS`` (``little ARGS``) with ``env`` (all of it) in ``cwd``:
     from the zygote where it can be the same process, else as that command. ``stdin``,
     ``stdout`` and ``stderr`` as ``subprocess.Popen`` takes them, but no ``PIPE``;
-    ``new_session``: its own session and process group (``start_new_session``)."""
+    ``new_session``: its own session and process group (``start_new_session``); ``user``: as
+    that uid and gid, without other groups (``setpriv --reuid=U --regid=U --clear-groups``,
+    from root)."""
     server = zygote()
-    if server is not None and server.serves(env):
+    if server is not None and server.serves(env, user):
         return server.spawn(
             args,
             env=env,
@@ -331,11 +349,15 @@ def spawn(
             new_session=new_session,
             name=name,
             module=module,
+            user=user,
         )
     from tests.session_lifetime import tied
 
+    argv = [sys.executable, "-m", module, *args]
+    if user is not None:
+        argv = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *argv]
     return subprocess.Popen(
-        tied([sys.executable, "-m", module, *args]),
+        argv if user is not None else tied(argv),  # (a change of user clears the tie)
         cwd=cwd,
         env=dict(env),
         stdin=stdin,
@@ -355,6 +377,7 @@ def run(
     timeout: float | None = None,
     check: bool = False,
     module: str = CLI,
+    user: int | None = None,
 ) -> subprocess.CompletedProcess[Any]:
     """``subprocess.run([python, "-m", MODULE, *ARGS], capture_output=True, ...)`` (``little
     ARGS``), from the zygote where it can be (see :func:`spawn`): the output captured (text
@@ -376,6 +399,7 @@ def run(
             stdout=out,
             stderr=err,
             module=module,
+            user=user,
         )
         try:
             code = process.wait(timeout=timeout)

@@ -60,6 +60,7 @@ def view() -> dict[str, object]:
         "pycache_prefix": sys.pycache_prefix,
         "main": __name__,
         "pdeathsig": death.value,
+        "ids": [os.getresuid(), os.getresgid(), os.getgroups()],
     }
 
 

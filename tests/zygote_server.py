@@ -19,7 +19,8 @@ the modules it preloads; it does not import the ``tests`` package.
 The protocol, on ``SOCK_SEQPACKET`` sockets (one message each):
 
 * the control socket (FD, from the client): the zygote sends ``ready``; each request is a
-  JSON object (``module``, ``args``, ``env``, ``cwd``, ``new_session``, ``name``) with four file
+  JSON object (``module``, ``args``, ``env``, ``cwd``, ``new_session``, ``user``, ``name``)
+  with four file
   descriptors: a reply socket, then the child's stdin, stdout and stderr. End of file: the
   zygote exits.
 * the reply socket: ``pid N`` with a pidfd of the child (signals sent through it never reach
@@ -44,9 +45,11 @@ import select
 import signal
 import socket
 import sys
+import tempfile
 import threading
 
 _PR_SET_PDEATHSIG = 1
+_PR_SET_DUMPABLE = 4
 _PR_SET_NAME = 15
 #: What every ``little`` process of the tests imports (``little_dist.cli`` imports the rest of
 #: its commands when it builds its parser).
@@ -172,7 +175,14 @@ def _become_child(
     """In a forked child: become the process the request describes (not yet running)."""
     if request.get("new_session"):
         os.setsid()
-    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    user = request.get("user")
+    if user is not None:  # as `setpriv --reuid=U --regid=U --clear-groups` would start it
+        assert isinstance(user, int)
+        os.setgroups([])
+        os.setresgid(user, user, user)
+        os.setresuid(user, user, user)
+        _prctl(_PR_SET_DUMPABLE, 1)  # (an exec would make its /proc files its own again)
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # (after the user: a change of user clears it)
     if os.getppid() != zygote:  # the zygote ended before the signal was set
         os._exit(1)
     for target, fd in enumerate(stdio):
@@ -190,6 +200,7 @@ def _become_child(
     here = os.getcwd()
     sys.argv = ["-m", *args]  # (runpy puts the module's file first, as python -m does)
     sys.path[:] = [here, *_pythonpath(env), *_ZYGOTE_TAIL]
+    tempfile.tempdir = None  # from TMPDIR again, on first use
     sys.dont_write_bytecode = bool(env.get("PYTHONDONTWRITEBYTECODE"))
     sys.pycache_prefix = env.get("PYTHONPYCACHEPREFIX") or None
     importlib.invalidate_caches()
