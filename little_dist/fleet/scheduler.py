@@ -71,10 +71,10 @@ from little_dist.fleet.slots import fanout_window
 from little_dist.fleet.sub_runs import ParentNotices, cancel_open_children, notice_run_end
 from little_dist.fleet.sweeper import ActiveRuns, SweepRound, fail_dead_attempts
 from little_dist.fleet.versions import VersionCache
+from little_dist.ids import SUB_RUN_ID_PREFIX
 from little_dist.run_state import RunState
 from little_dist.scheduling import Decision, RunContext, StepDispatch, decide
 from little_dist.settings import Settings
-from little_dist.subruns.links import SUB_RUN_ID_PREFIX
 from little_dist.world.base import World
 
 if TYPE_CHECKING:

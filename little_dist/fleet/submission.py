@@ -65,9 +65,9 @@ from little_dist.canonical import (
 )
 from little_dist.compiler import WorkflowVersion
 from little_dist.errors import InvalidInputError
+from little_dist.event_types.engine import SUBMITTED_EVENT_TYPE, SUBMITTED_PARENT_FIELD
 from little_dist.events import Event, EventInput, recorded_event
 from little_dist.fleet.dispatch import advance_run
-from little_dist.fleet.engine_events import SUBMITTED_EVENT_TYPE, SUBMITTED_PARENT_FIELD
 from little_dist.fleet.run_tracker import RunTracker
 from little_dist.fleet.sending import dispatch_lease_key, dispatch_plan, task_name_for
 from little_dist.fleet.submission_requests import (
