@@ -4,14 +4,16 @@ A sandbox boundary is tried through the real bash tool in a real workflow run, b
 that is root (each command then runs as a sandbox uid of its own) and by one that is an
 ordinary user (bubblewrap in a user namespace). :func:`run_attack` runs the workflow in a
 separate process (``python -m tests.attack_runner``, forked from the test zygote,
-:mod:`tests.zygote`) as the user the ``attacker`` fixture names, against a :class:`~little_dist.world.local.LocalWorld` in a folder that user owns, and
-reads the events back. :func:`host_files` makes what that worker holds and must not leak or
-lose: a secret only it may read, and a bystander file it may write.
+:mod:`tests.zygote`) as the user the ``attacker`` fixture names, against a
+:class:`~little_dist.world.local.LocalWorld` in a folder that user owns, and reads the events
+back. :func:`host_files` makes what that worker holds and must not leak or lose: a secret
+only it may read, and a bystander file it may write.
 
-The unprivileged worker is uid/gid :data:`WORKER_UID` (``nobody``), the zygote's child
-switched to it as ``setpriv`` would, when the tests run as root. When they do not, both variants run as the current user (who is
-then the unprivileged one). The repository and its virtual environment must be readable by
-that user: a clone in a 0700 folder is refused with a clear message, not skipped.
+The unprivileged worker is uid/gid :data:`WORKER_UID` (``nobody``), switched to as
+``setpriv`` would when the tests run as root. When they do not, both variants run as the
+current user (who is then the unprivileged one). The repository and its virtual environment
+must be readable by that user: a clone in a 0700 folder is refused with a clear message, not
+skipped.
 """
 
 from __future__ import annotations
