@@ -125,7 +125,8 @@ class WorkerRuntime:
                 from little_dist.fleet.slots import fleet_redis
                 from little_dist.harness.quota_limiters import fleet_limiter
 
-                self._quotas = fleet_limiter(self.settings, fleet_redis(self.settings))
+                if self.settings.quotas is not None:  # no Redis client for no rules
+                    self._quotas = fleet_limiter(self.settings, fleet_redis(self.settings))
                 self._quotas_made = True
             return self._quotas
 
