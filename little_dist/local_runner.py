@@ -65,7 +65,9 @@ from little_dist.runtime import (
 )
 from little_dist.runtime.daemon_pool import DaemonThreadPool
 from little_dist.scheduling import Decision, RunContext, StepDispatch, decide
-from little_dist.world.base import Lease, World, run_lease_key
+from little_dist.world.base import Lease, World
+from little_dist.world.extras import extras_of
+from little_dist.world.fleet_keys import runner_lease_key
 
 __all__ = [
     "DEFAULT_LEASE_TTL",
@@ -323,17 +325,17 @@ class _Runner:
         """Hand a finished run's log to the world's archive, where it keeps one (the Redis
         world moves it to S3, then lets the stream expire); the fleet's scheduler does the
         same for fleet runs. A failed archive does not change the run's result."""
-        archive = getattr(self.world, "archive_run", None)
-        if archive is None or state.status not in ("completed", "failed"):
+        archives = extras_of(self.world).archives
+        if archives is None or state.status not in ("completed", "failed"):
             return
         try:
-            archive(self.run_id)
+            archives.archive_run(self.run_id)
         except LittleError as error:
             if self.notice is not None:
                 self.notice(f"run {self.run_id} finished but was not archived: {error}")
 
     def _acquire_runner_lock(self, lock_wait: float) -> Lease:
-        key = run_lease_key(self.run_id, "runner")
+        key = runner_lease_key(self.run_id)
         deadline = time.monotonic() + lock_wait
         told = False
         while True:

@@ -18,9 +18,9 @@ from little_dist.fleet.slots import (
     FanoutWindow,
     FleetSlots,
     SlotRegistration,
-    backlog_list,
 )
 from little_dist.scheduling import decide
+from little_dist.world.fleet_keys import backlog_list
 from little_dist.world.memory import MemoryWorld
 from tests.test_scheduling_parallel import fan_doc, items
 

@@ -29,9 +29,9 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from little_dist.fleet.slots import backlog_list
 from little_dist.settings import KNOWN_ENV_VARS, ROLES, Settings, load_settings
 from little_dist.world.factory import fleet_redis_url
+from little_dist.world.fleet_keys import backlog_list
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE = ROOT / "compose.yaml"

@@ -218,11 +218,17 @@ def _register_slots(settings: Any, *, node: str, queues: list[str], slots: int) 
     """Register this worker's slots with the fleet (see :mod:`little_dist.fleet.slots`):
     the window a fan-out keeps in flight follows them. ``None`` when the world is not on
     Redis."""
-    from little_dist.fleet.slots import SlotRegistration, fleet_redis, slots_key
+    from little_dist.fleet.slots import SlotRegistration, fleet_redis
+    from little_dist.world.fleet_keys import slots_key
 
     client = fleet_redis(settings)
     if client is None:
         return None
     return SlotRegistration(
-        client, slots_key(settings), f"{node}:{os.getpid()}", queues, slots, owns_client=True
+        client,
+        slots_key(settings.signal_stream),
+        f"{node}:{os.getpid()}",
+        queues,
+        slots,
+        owns_client=True,
     ).start()

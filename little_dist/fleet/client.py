@@ -40,6 +40,7 @@ from little_dist.run_state import (
 from little_dist.runtime import hydrate_events
 from little_dist.settings import Settings, load_settings
 from little_dist.world.base import RunNotFoundError, UndecodedEvent, World
+from little_dist.world.fleet_keys import active_runs_key
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -262,10 +263,9 @@ class Client:
         # Only a world on the fleet's Redis is one the scheduler sweeps.
         if self._fleet_redis is None or not isinstance(self.world, RedisS3World):
             return None
-        from little_dist.fleet.scheduler import active_runs_key
         from little_dist.fleet.sweeper import ActiveRuns
 
-        return ActiveRuns(self._fleet_redis, active_runs_key(self.settings)).add
+        return ActiveRuns(self._fleet_redis, active_runs_key(self.settings.signal_stream)).add
 
     def _at_once(self) -> SharedRedis | None:
         """The fleet, when its world, its scheduler's Redis and its broker are one Redis

@@ -40,10 +40,10 @@ from little_dist.fleet.run_tracker import RunTracker
 from little_dist.fleet.sending import schedule_occurrence, send_dispatch
 from little_dist.fleet.spares import SPARE_SECONDS, SpareSender
 from little_dist.runtime import Continuation
-from little_dist.runtime.dead_attempts import step_lease_key
 from little_dist.scheduling import RunContext, StepDispatch, decide
 from little_dist.scheduling.step_graph import next_in_chain, plan_for
 from little_dist.world.base import Lease, LeaseRequest, unique_holder
+from little_dist.world.fleet_keys import step_lease_key
 
 if TYPE_CHECKING:
     from little_dist.compiler import WorkflowVersion

@@ -76,6 +76,7 @@ from little_dist.scheduling import Decision, RunContext, StepDispatch, decide
 from little_dist.settings import Settings
 from little_dist.subruns.links import SUB_RUN_ID_PREFIX
 from little_dist.world.base import World
+from little_dist.world.fleet_keys import active_runs_key, sweep_lease_key
 
 if TYPE_CHECKING:
     import redis
@@ -84,7 +85,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Scheduler",
-    "active_runs_key",
     "default_scheduler_name",
     "default_sweep_interval",
 ]
@@ -107,11 +107,6 @@ def default_scheduler_name() -> str:
 def default_sweep_interval(settings: Settings) -> float:
     """Half the shortest of the lease TTL and the resend delay, between 0.5 s and 5 s."""
     return max(0.5, min(5.0, min(settings.lease_ttl, settings.dispatch_resend_after) / 2))
-
-
-def active_runs_key(settings: Settings) -> str:
-    """The Redis set of active run ids (beside the signal stream it belongs to)."""
-    return f"{settings.signal_stream}:active-runs"
 
 
 class Scheduler:
@@ -154,13 +149,13 @@ class Scheduler:
             self.name,
             claim_idle=settings.signal_claim_idle,
         )
-        self.active = ActiveRuns(redis_client, active_runs_key(settings))
+        self.active = ActiveRuns(redis_client, active_runs_key(settings.signal_stream))
         #: The fleet's cap on a fan-out's branches in flight, and its backlog (see
         #: :mod:`little_dist.fleet.slots`); ``None`` with LITTLE_BRANCH_WINDOW=declared.
         self.window = fanout_window(settings, client=redis_client)
         self.sweeps = SweepRound(
             world,
-            f"scheduler-sweep:{settings.signal_stream}",
+            sweep_lease_key(settings.signal_stream),
             self.name,
             interval=default_sweep_interval(settings) if sweep_interval is None else sweep_interval,
         )

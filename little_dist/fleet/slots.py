@@ -33,6 +33,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from little_dist.errors import StorageUnavailableError
+from little_dist.world.fleet_keys import backlog_key, backlog_list, slots_key
 
 if TYPE_CHECKING:
     import redis
@@ -48,11 +49,8 @@ __all__ = [
     "FanoutWindow",
     "FleetSlots",
     "SlotRegistration",
-    "backlog_key",
-    "backlog_list",
     "fanout_window",
     "fleet_redis",
-    "slots_key",
 ]
 
 #: How often a worker refreshes its entry, and how long an entry counts without a refresh.
@@ -130,21 +128,6 @@ elseif delta < 0 then
 end
 return new
 """
-
-
-def slots_key(settings: Settings) -> str:
-    """The hash of registered worker slots (beside the signal stream)."""
-    return f"{settings.signal_stream}:slots"
-
-
-def backlog_key(settings: Settings, queue: str) -> str:
-    """The hash of each run's held-back branches for ``queue``."""
-    return f"{settings.signal_stream}:backlog:{queue}"
-
-
-def backlog_list(queue: str) -> str:
-    """The list whose length is ``queue``'s held-back branches (``little.worker.backlog``)."""
-    return f"{queue}.backlog"
 
 
 class _Scripts:
@@ -357,8 +340,8 @@ def fanout_window(settings: Settings, client: Any | None = None) -> FanoutWindow
             return None
     queue = settings.queue_for("worker")
     return FanoutWindow(
-        FleetSlots(client, slots_key(settings)),
-        Backlog(client, backlog_key(settings, queue), queue),
+        FleetSlots(client, slots_key(settings.signal_stream)),
+        Backlog(client, backlog_key(settings.signal_stream, queue), queue),
         queue,
         client=client if owned else None,
     )

@@ -85,6 +85,7 @@ from little_dist.settings import Settings
 from little_dist.world.artifacts import now_iso
 from little_dist.world.base import World, unique_holder
 from little_dist.world.defaults import PreparedEvent, prepare_events
+from little_dist.world.extras import KeepsVersionParts, extras_of
 
 if TYPE_CHECKING:
     from little_dist.authoring import WorkflowDefinition
@@ -333,8 +334,8 @@ def _start_at_once(
     first (``world.start_submission``, where the world has it). ``None``: not
     possible here (another world; a fixed plan that is invalid for this input, whose
     failure :func:`_start_step_by_step` records)."""
-    start = getattr(world, "start_submission", None)
-    if start is None or not hasattr(world, "put_version_part"):
+    starts = extras_of(world).one_trip_starts
+    if starts is None:
         return None
     planned = planned_version(request)
     if planned is None:
@@ -342,8 +343,8 @@ def _start_at_once(
     version = planned.version
     if announce is not None:
         announce(request.run_id)
-    events = _bound_start(world, planned, request)
-    claimed, recorded, new = start(
+    events = _bound_start(starts, planned, request)
+    claimed, recorded, new = starts.start_submission(
         request.run_id, request.input_hash, events, signal=announce is None, fresh=request.fresh
     )
     if claimed != request.input_hash:
@@ -368,14 +369,14 @@ def _start_and_send(
     (see the module docstring); whether it was done so. ``False``: nothing was written but
     possibly the claim of this input (as the other ways claim it first): the caller goes
     another way. :class:`RunMismatchError` when another input claimed the run id."""
-    start = getattr(world, "start_and_send", None)
-    if start is None or not hasattr(world, "put_version_part"):
+    starts = extras_of(world).one_trip_starts
+    if starts is None:
         return False
     planned = planned_version(request)
     if planned is None:
         return False
     run_id = request.run_id
-    events = _bound_start(world, planned, request)
+    events = _bound_start(starts, planned, request)
     first = _first_decision(world, run_id, planned.version, events, settings, window)
     if first is None:
         return False
@@ -397,11 +398,11 @@ def _start_and_send(
     fresh = request.fresh
     if not fresh:
         # A given run id: an archived run is never started again (the other ways answer it).
-        archived = look.result() if look is not None else getattr(world, "has_archive")(run_id)  # noqa: B009
+        archived = look.result() if look is not None else starts.has_archive(run_id)
         if archived:
             return False
         fresh = True
-    answer = start(
+    answer = starts.start_and_send(
         run_id,
         request.input_hash,
         [*events, *prepare_events(decision.events)],
@@ -470,15 +471,16 @@ def _first_decision(
     return tracker, decision
 
 
-def _bound_start(world: World, planned: Planned, request: SubmitRequest) -> list[PreparedEvent]:
+def _bound_start(
+    world: KeepsVersionParts, planned: Planned, request: SubmitRequest
+) -> list[PreparedEvent]:
     """The start of a run on a world that keeps version parts: what runs of the workflow
     share is stored once (then remembered: no request), before the events that name it;
     what binds this input rides with the run's start. Printed here (the same bytes as
     :func:`_start_events` prepared, cheaper)."""
     version = planned.version
     shared, binding = split_version(version, planned.shared_part)
-    put_part: Callable[[str], str] = getattr(world, "put_version_part")  # noqa: B009
-    put_part(shared)
+    world.put_version_part(shared)
     registered = canonical_json(
         {
             "workflowVersionId": version.id,
@@ -531,8 +533,8 @@ def submit_runs(
     limits = settings.limits if settings is not None else InputLimits()
     ids = list(run_ids) if run_ids is not None else [new_run_id() for _ in inputs]
     fresh = fresh or run_ids is None  # (ids made up here: no archive can hold them)
-    starts_at_once = getattr(world, "start_submissions", None)
-    if starts_at_once is None or not hasattr(world, "put_version_part"):
+    starts_at_once = extras_of(world).one_trip_starts
+    if starts_at_once is None:
         return [
             submit_run(
                 world,
@@ -574,13 +576,19 @@ def submit_runs(
                 )
                 continue
             batch.append((request, planned.version))
-            events = _bound_start(world, planned, request)
+            events = _bound_start(starts_at_once, planned, request)
             starts.append((request.run_id, request.input_hash, events))
             if len(starts) == _SEND_EVERY:
-                sent.append(sender.submit(starts_at_once, starts, signal=True, fresh=fresh))
+                sent.append(
+                    sender.submit(
+                        starts_at_once.start_submissions, starts, signal=True, fresh=fresh
+                    )
+                )
                 starts = []
         if starts:
-            sent.append(sender.submit(starts_at_once, starts, signal=True, fresh=fresh))
+            sent.append(
+                sender.submit(starts_at_once.start_submissions, starts, signal=True, fresh=fresh)
+            )
         answers = [answer for chunk in sent for answer in chunk.result()]
     refused: list[str] = []
     for (request, version), answer in zip(batch, answers, strict=True):

@@ -31,12 +31,13 @@ from little_dist.fleet.versions import VersionCache
 from little_dist.ids import InvalidIdError, validate_run_id
 from little_dist.run_state import RunState
 from little_dist.runtime import AttemptOutcome, LeaseKeeper, execute_step_attempt
-from little_dist.runtime.dead_attempts import step_lease_key
 from little_dist.scheduling import RunContext, StepDispatch
 from little_dist.scheduling.context import StepPathError, locate_step
 from little_dist.scheduling.step_graph import plan_for
 from little_dist.settings import Role, Settings
 from little_dist.world.base import Lease, World, unique_holder
+from little_dist.world.extras import extras_of
+from little_dist.world.fleet_keys import step_lease_key
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor
@@ -470,18 +471,18 @@ class WorkerRuntime:
             refused = SubmissionRefused(cause_of(error), message, run_id)
             self._record_refusal(task_id, refused)
             raise refused from None
-        accept: Callable[..., None] | None = getattr(self.world, "record_acceptance", None)
-        if accept is not None:
-            accept(task_id, submitted)
+        records = extras_of(self.world).submission_records
+        if records is not None:
+            records.record_acceptance(task_id, submitted)
         return submitted
 
     def _record_refusal(self, task_id: str | None, refused: Any) -> None:
         """Tell the sender (see :meth:`submit`); storage out of reach leaves the log line."""
-        record: Callable[..., bool] | None = getattr(self.world, "record_refusal", None)
-        if record is None:
+        records = extras_of(self.world).submission_records
+        if records is None:
             return
         try:
-            record(task_id, refused.run_id, refused.cause, refused.message)
+            records.record_refusal(task_id, refused.run_id, refused.cause, refused.message)
         except LittleError as error:
             _log.warning("little.submit_run %s: refusal not recorded: %s", task_id, error)
 

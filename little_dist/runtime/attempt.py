@@ -61,7 +61,6 @@ from little_dist.run_state import RunState, RunStateBuilder
 from little_dist.run_state._subruns import STEP_SUSPENDED
 from little_dist.runtime.capabilities import Capabilities
 from little_dist.runtime.continuation import PLAIN, Continuation
-from little_dist.runtime.dead_attempts import step_lease_key
 from little_dist.runtime.failures import step_failed, timeout_envelope
 from little_dist.runtime.harness_run import run_and_judge
 from little_dist.runtime.heartbeat import KeptLease, LeaseKeeper
@@ -70,6 +69,7 @@ from little_dist.scheduling import RunContext, StepDispatch
 from little_dist.scheduling.context import locate_step
 from little_dist.scheduling.step_graph import plan_for
 from little_dist.world.base import ArtifactInput, Fence, Lease, World, unique_holder
+from little_dist.world.fleet_keys import step_lease_key
 
 if TYPE_CHECKING:
     from little_dist.harness.recorder import EventRecorder, RecordedSink

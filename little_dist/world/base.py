@@ -70,6 +70,7 @@ from little_dist.events import (
     Event,
     EventInput,
 )
+from little_dist.world.fleet_keys import run_lease_key
 
 __all__ = [
     "ArtifactCorruptError",
@@ -495,18 +496,8 @@ class World(Protocol):
         ...
 
 
-# -- lease names and holders (the defaults and input checks the implementations share are
-# in little_dist.world.defaults) ---------------------------------------------------------
-
-
-def run_lease_key(run_id: str, name: str) -> str:
-    """The name of a lease that belongs to one run (``run_lease_key(run, "step:draft")``).
-
-    Fenced appends check their lease atomically with the append. In a Redis cluster that is
-    only possible when the lease lives in the run's slot, so the name carries the run id as a
-    hash tag; other worlds treat it as an opaque string.
-    """
-    return f"{{{run_id}}}:{name}"
+# -- lease holders (lease names are in little_dist.world.fleet_keys; the defaults and input
+# checks the implementations share are in little_dist.world.defaults) ----------------------
 
 
 # Per process: pid for forked pool children (which copy the counter), a random part for a
