@@ -49,7 +49,7 @@ from little_dist.events import Event, EventInput
 from little_dist.fleet.engine_events import CANCEL_EVENT_TYPE
 from little_dist.ids import validate_run_id
 from little_dist.pricing import PriceFallback
-from little_dist.run_state import RunState, RunStateBuilder
+from little_dist.run_state import RUN_ENDED, RunState, RunStateBuilder
 from little_dist.runtime import (
     DEADLINE_GRACE,
     DEFAULT_STEP_TIMEOUT,
@@ -191,7 +191,7 @@ def run_version(
     if existing:
         state = _fold(world, run_id, existing, pricing_fallback)
         _check_same_run(run_id, state, existing, version, run_input)
-        if state.status in ("completed", "failed"):
+        if state.status in RUN_ENDED:
             if progress is not None:
                 progress(state)
             return state
@@ -326,7 +326,7 @@ class _Runner:
         world moves it to S3, then lets the stream expire); the fleet's scheduler does the
         same for fleet runs. A failed archive does not change the run's result."""
         archives = extras_of(self.world).archives
-        if archives is None or state.status not in ("completed", "failed"):
+        if archives is None or state.status not in RUN_ENDED:
             return
         try:
             archives.archive_run(self.run_id)

@@ -711,20 +711,20 @@ def test_a_broken_run_does_not_stop_the_others(fleet: Fleet) -> None:
 def test_a_run_whose_look_keeps_raising_is_failed_as_internal_after_a_few_looks(
     fleet: Fleet, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from little_dist.fleet import scheduler as scheduler_module
+    from little_dist.fleet import dispatch as dispatch_module  # (every look decides there)
 
     app, scheduler = started_scheduler(fleet)
     caplog.set_level(logging.INFO, logger="little.scheduler")
     poisoned, _ = start_run(fleet.world, chain_lwir(2), {})
     healthy, _ = start_run(fleet.world, chain_lwir(1), {})
-    real_decide = scheduler_module.decide
+    real_decide = dispatch_module.decide
 
     def decide(ctx: Any, state: Any) -> Any:
         if ctx.run_id == poisoned:
             raise ZeroDivisionError("a bug in decide")
         return real_decide(ctx, state)
 
-    monkeypatch.setattr(scheduler_module, "decide", decide)
+    monkeypatch.setattr(dispatch_module, "decide", decide)
     for look in range(1, 4):
         assert scheduler.sweep_run(poisoned) == []
         ended = events_of(fleet.world, poisoned)[-1]

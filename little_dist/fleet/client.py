@@ -33,6 +33,7 @@ from little_dist.report.failure import RunFailure, run_failure
 from little_dist.report.model import calls_usage
 from little_dist.run_state import (
     FOLDED_EVENT_TYPES,
+    RUN_ENDED,
     EventLike,
     RunState,
     RunStateBuilder,
@@ -158,7 +159,7 @@ INTERRUPTED: Final = "interrupted"
 
 
 def _step_word(state: RunState, status: str) -> str:
-    if state.status in ("completed", "failed") and status in ("pending", "running"):
+    if state.status in RUN_ENDED and status in ("pending", "running"):
         return INTERRUPTED
     return status
 
@@ -387,7 +388,7 @@ class Client:
         events = self._require(run_id)
         state = self._fold(run_id, events)
         types = {event.type for event in events}
-        ended = state.status in ("completed", "failed")
+        ended = state.status in RUN_ENDED
         return RunStatusView.of(
             state,
             cancel_requested=CANCEL_EVENT_TYPE in types,

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final
 
 from little_dist import occurrences
-from little_dist.run_state import RunState
+from little_dist.run_state import RUN_ENDED, RunState
 from little_dist.scheduling import Decision, RunContext, StepDispatch
 from little_dist.settings import Settings
 from little_dist.world.base import Lease, LeaseRequest, World, unique_holder
@@ -115,7 +115,7 @@ def dispatch_won(
     sent but returned (with the others sent first): the caller runs it itself, under the
     dispatch lease it now holds, exactly as a worker would that got its task."""
     sent: list[StepDispatch] = []
-    if not decision.dispatch or state.status in ("completed", "failed"):
+    if not decision.dispatch or state.status in RUN_ENDED:
         return sent, None
     me = unique_holder(holder)
     mine = [dispatch for dispatch in decision.dispatch if dispatch.run_id == ctx.run_id]

@@ -66,7 +66,7 @@ from little_dist.canonical import (
 from little_dist.compiler import WorkflowVersion
 from little_dist.errors import InvalidInputError
 from little_dist.events import Event, EventInput, recorded_event
-from little_dist.fleet.dispatch import advance_run
+from little_dist.fleet.dispatch import advance_run, decision_of
 from little_dist.fleet.engine_events import SUBMITTED_EVENT_TYPE, SUBMITTED_PARENT_FIELD
 from little_dist.fleet.run_tracker import RunTracker
 from little_dist.fleet.sending import dispatch_lease_key, dispatch_plan, task_name_for
@@ -80,7 +80,7 @@ from little_dist.fleet.versions import BINDING_FIELD, VersionCache, split_versio
 from little_dist.ids import event_id_for_payload_json, json_string, validate_run_id
 from little_dist.limits import InputLimits
 from little_dist.local_runner import RunMismatchError, new_run_id
-from little_dist.scheduling import Decision, decide
+from little_dist.scheduling import Decision
 from little_dist.settings import Settings
 from little_dist.world.artifacts import now_iso
 from little_dist.world.base import World, unique_holder
@@ -460,11 +460,10 @@ def _first_decision(
             for index, item in enumerate(start, 1)
         ]
     )
-    ctx = tracker.context
-    if ctx is None or tracker.last_sequence != len(start):
+    if tracker.last_sequence != len(start):
         return None
-    decision = decide(ctx, tracker.state())
-    if decision.done or not decision.in_flight_only or not decision.events:
+    decision = decision_of(tracker, tracker.state())
+    if decision is None or decision.done or not decision.in_flight_only or not decision.events:
         return None
     if not decision.dispatch or any(d.run_id != run_id for d in decision.dispatch):
         return None

@@ -29,7 +29,7 @@ from little_dist.fleet.sending import schedule_occurrence
 from little_dist.fleet.sub_runs import FleetSubRuns, with_fleet_sub_runs
 from little_dist.fleet.versions import VersionCache
 from little_dist.ids import InvalidIdError, validate_run_id
-from little_dist.run_state import RunState
+from little_dist.run_state import RUN_ENDED, RunState
 from little_dist.runtime import AttemptOutcome, LeaseKeeper, execute_step_attempt
 from little_dist.scheduling import RunContext, StepDispatch
 from little_dist.scheduling.context import StepPathError, locate_step
@@ -51,8 +51,6 @@ if TYPE_CHECKING:
 __all__ = ["WorkerRuntime"]
 
 _log = logging.getLogger("little.worker")
-
-_TERMINAL = ("completed", "failed")
 
 
 class WorkerRuntime:
@@ -329,7 +327,7 @@ class WorkerRuntime:
             self.release(lease)
             raise
         ctx = tracker.context
-        if state.status in _TERMINAL:
+        if state.status in RUN_ENDED:
             self.runs.forget(run_id)
             _log.info("%s %s %s#%d%s: the run is over", kind, run_id, step_path, attempt, how)
             return AttemptOutcome.already_done.value
@@ -375,7 +373,7 @@ class WorkerRuntime:
             state = tracker.catch_up()
             ctx = tracker.context
             if ctx is None:
-                if state.status not in _TERMINAL and not tracker.awaiting_plan:
+                if state.status not in RUN_ENDED and not tracker.awaiting_plan:
                     self.runs.forget(run_id)  # nothing to keep for a run id nobody started
                 _log.warning(
                     "%s %s %s#%d: the run has not started", kind, run_id, step_path, attempt
@@ -431,7 +429,6 @@ class WorkerRuntime:
         task declares expected (FAILURE, one log line, no retry). An accepted one is
         answered by ``task_id`` too (its run id), and removes a refusal an earlier one left
         under the run id."""
-        from little_dist.fleet.client import submit_run
         from little_dist.fleet.refusals import (
             SubmissionRefused,
             cause_of,
@@ -439,6 +436,7 @@ class WorkerRuntime:
             run_id_for,
             submit_arguments,
         )
+        from little_dist.fleet.submission import submit_run
         from little_dist.local_runner import new_run_id
 
         kwargs = kwargs or {}

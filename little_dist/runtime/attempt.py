@@ -57,7 +57,7 @@ from little_dist import occurrences
 from little_dist.compiler import WorkflowVersion
 from little_dist.errors import LeaseLostError, LittleError, StorageUnavailableError
 from little_dist.events import RUN_END_EVENT_TYPES, Event, EventInput
-from little_dist.run_state import RunState, RunStateBuilder
+from little_dist.run_state import RUN_ENDED, RunState, RunStateBuilder
 from little_dist.run_state._subruns import STEP_SUSPENDED
 from little_dist.runtime.capabilities import Capabilities
 from little_dist.runtime.continuation import PLAIN, Continuation
@@ -459,7 +459,7 @@ def _watchdog_ending(
 
 
 def _attempt_over(state: RunState, path: str, attempt: int) -> bool:
-    if state.status in ("completed", "failed"):
+    if state.status in RUN_ENDED:
         return True
     step_state = state.steps.get(path)
     if step_state is None:
