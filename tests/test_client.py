@@ -22,7 +22,7 @@ from little_dist.fleet.sending import TASK_EXECUTE_STEP
 from little_dist.run_state import materialize_run_state
 from little_dist.settings import load_settings
 from little_dist.world.base import RunNotFoundError
-from little_dist.world.memory import MemoryWorld
+from little_dist.world.in_process import MemoryWorld
 from tests import workflows_for_tests as wf
 from tests.fleet_processes import FleetEnv, fleet_env, start_worker
 

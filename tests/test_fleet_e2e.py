@@ -403,7 +403,7 @@ def test_twenty_runs_with_a_parallel_step_all_complete(make_fleet: Callable[...,
 def test_a_fan_out_wider_than_the_fleet_keeps_its_slots_busy_and_reports_the_rest(
     make_fleet: Callable[..., Fleet],
 ) -> None:
-    from little_dist.fleet.slots import FleetSlots
+    from little_dist.fleet.worker_slots import FleetSlots
     from little_dist.world.fleet_keys import backlog_key, backlog_list, slots_key
 
     fleet = make_fleet()

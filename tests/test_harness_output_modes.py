@@ -18,7 +18,7 @@ from little_dist.harness import (
 )
 from little_dist.harness.output_modes import parse_output
 from little_dist.testing import ScriptedModel
-from little_dist.world.memory import MemoryWorld
+from little_dist.world.in_process import MemoryWorld
 from tests.harness_helpers import OBJECT_SCHEMA, RUN, ai_step, execute, make_ctx, of_type
 
 ARRAY_SCHEMA = {"type": "array", "items": {"type": "string"}, "minItems": 1}

@@ -600,7 +600,7 @@ def test_every_role_has_a_deployment_and_a_scaled_object(role: str) -> None:
         assert more == []
         return
     # The worker role also scales on the branches fan-outs hold back for want of slots: the
-    # list little_dist.fleet.slots keeps in the world's Redis.
+    # list little_dist.fleet.worker_slots keeps in the world's Redis.
     (backlog,) = more
     assert backlog["type"] == "redis"
     meta = backlog["metadata"]

@@ -149,8 +149,8 @@ def test_a_cycle_run_that_ended_while_no_driver_ran_still_takes_its_decision(
 ) -> None:
     """The scheduler finishes a cycle's run as it finishes any run; it must not archive it
     (an archived log refuses the decision the loop appends after the run's end)."""
-    from little_dist.fleet.slots import fleet_redis
     from little_dist.fleet.sweeper import ActiveRuns
+    from little_dist.fleet.worker_slots import fleet_redis
     from little_dist.world.fleet_keys import active_runs_key
 
     script_file, calls = script(tmp_path)

@@ -24,7 +24,7 @@ from little_dist.planner import (
 )
 from little_dist.testing import ScriptedModel, Usage
 from little_dist.tools import tool
-from little_dist.world.memory import MemoryWorld
+from little_dist.world.in_process import MemoryWorld
 
 INPUT = {"ticketId": "T-1", "body": "Cannot export invoices."}
 TICKET_SCHEMA = {

@@ -26,8 +26,8 @@ from little_dist.world.extras import (
     extras_of,
     require,
 )
+from little_dist.world.in_process import MemoryWorld
 from little_dist.world.local import LocalWorld
-from little_dist.world.memory import MemoryWorld
 from little_dist.world.redis_s3 import RedisS3World
 
 

@@ -72,7 +72,7 @@ Modules
   scheduler`` process, the signal stream it reads, the active runs it sweeps, the finished
   runs it archives; :mod:`.followed_runs` — what it keeps of the runs it looks at;
   :mod:`.poison` — runs it cannot advance; :mod:`.scheduler_log` — its JSON log lines.
-* :mod:`.slots` — the fleet's task slots, a fan-out's window and its backlog.
+* :mod:`.worker_slots` — the fleet's task slots, a fan-out's window and its backlog.
 * :mod:`.client` — :class:`~.client.Client`: submit, status, wait, cancel; :mod:`.submission`
   — :func:`~.submission.submit_run`, what submitting writes and sends.
 * :mod:`.interpreter_tuning` — garbage collection and thread switches of fleet processes.
@@ -94,7 +94,7 @@ archive
     A finished run's log copied to S3 (``archives/RUN.ndjson``); the stream then expires.
 backlog
     Branches a fan-out holds back because the window is full, reported per run in Redis for
-    KEDA to scale workers on (:mod:`.slots`).
+    KEDA to scale workers on (:mod:`.worker_slots`).
 claims
     What a worker's look tells ``decide`` (:class:`~little_dist.scheduling.Claims`): the
     branches whose ends its process committed (their refills are its own) and the branches

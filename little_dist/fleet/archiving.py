@@ -30,8 +30,8 @@ from little_dist.world.base import World
 from little_dist.world.extras import extras_of
 
 if TYPE_CHECKING:
-    from little_dist.fleet.slots import FanoutWindow
     from little_dist.fleet.sweeper import ActiveRuns
+    from little_dist.fleet.worker_slots import FanoutWindow
 
 __all__ = ["FINISHED_MEMORY", "Archiver"]
 

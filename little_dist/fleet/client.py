@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from little_dist.authoring import WorkflowDefinition
     from little_dist.fleet.app_registry import AppRegistry
     from little_dist.fleet.queue import TaskQueue
-    from little_dist.fleet.slots import FanoutWindow
+    from little_dist.fleet.worker_slots import FanoutWindow
 
 __all__ = [
     "Client",
@@ -239,7 +239,7 @@ class Client:
         the settings name no fleet world on Redis (a client on a world of its own)."""
         if self._window_open:
             return
-        from little_dist.fleet.slots import fanout_window, fleet_redis
+        from little_dist.fleet.worker_slots import fanout_window, fleet_redis
 
         self._window_open = True
         try:

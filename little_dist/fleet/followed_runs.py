@@ -20,8 +20,8 @@ from little_dist.lru import LruCache
 from little_dist.world.base import World
 
 if TYPE_CHECKING:
-    from little_dist.fleet.slots import FanoutWindow
     from little_dist.fleet.versions import VersionCache
+    from little_dist.fleet.worker_slots import FanoutWindow
 
 __all__ = ["FollowedRun", "FollowedRuns"]
 

@@ -66,10 +66,10 @@ from little_dist.fleet.poison import PoisonRuns
 from little_dist.fleet.scheduler_log import log_event as _log
 from little_dist.fleet.sending import dispatch_plan
 from little_dist.fleet.signals import Signal, SignalReader
-from little_dist.fleet.slots import fanout_window
 from little_dist.fleet.sub_runs import ParentNotices, cancel_open_children, notice_run_end
 from little_dist.fleet.sweeper import ActiveRuns, SweepRound, fail_dead_attempts
 from little_dist.fleet.versions import VersionCache
+from little_dist.fleet.worker_slots import fanout_window
 from little_dist.run_state import RUN_ENDED, RunState
 from little_dist.settings import Settings
 from little_dist.subruns.links import SUB_RUN_ID_PREFIX
@@ -145,7 +145,7 @@ class Scheduler:
         )
         self.active = ActiveRuns(redis_client, active_runs_key(settings.signal_stream))
         #: The fleet's cap on a fan-out's branches in flight, and its backlog (see
-        #: :mod:`little_dist.fleet.slots`); ``None`` with LITTLE_BRANCH_WINDOW=declared.
+        #: :mod:`little_dist.fleet.worker_slots`); ``None`` with LITTLE_BRANCH_WINDOW=declared.
         self.window = fanout_window(settings, client=redis_client)
         self.sweeps = SweepRound(
             world,

@@ -92,7 +92,7 @@ if TYPE_CHECKING:
     from little_dist.fleet.app_registry import AppRegistry
     from little_dist.fleet.queue import TaskQueue
     from little_dist.fleet.shared_redis import SharedRedis
-    from little_dist.fleet.slots import FanoutWindow
+    from little_dist.fleet.worker_slots import FanoutWindow
 
 __all__ = ["RunMismatchError", "submit_run", "submit_runs"]
 
@@ -213,7 +213,7 @@ def submit_run(
     ``queue`` + ``settings`` let it send tasks (the planner's, the first steps'); without them
     the run is only recorded and the scheduler, signalled by the append, takes it from there.
     ``registry`` resolves a workflow given by id. ``window``: the fleet's cap on a fan-out's
-    branches in flight (:mod:`little_dist.fleet.slots`), for the first decision.
+    branches in flight (:mod:`little_dist.fleet.worker_slots`), for the first decision.
     ``announce``: registers the run with the scheduler's sweeper (its active runs); given
     with ``queue`` and ``settings``, the run is announced before its start is recorded, and
     the start does not signal the scheduler, since this call makes the first decision and

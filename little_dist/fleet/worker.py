@@ -45,7 +45,7 @@ if TYPE_CHECKING:
     from little_dist.fleet.app_registry import AppRegistry
     from little_dist.fleet.queue import TaskQueue
     from little_dist.fleet.shared_redis import SharedRedis
-    from little_dist.fleet.slots import FanoutWindow
+    from little_dist.fleet.worker_slots import FanoutWindow
     from little_dist.scheduling import DispatchKind
 
 __all__ = ["WorkerRuntime"]
@@ -61,7 +61,7 @@ class WorkerRuntime:
     :class:`~little_dist.fleet.queue.TaskQueue`); set by
     :func:`register_tasks`. ``roles`` (the queues the worker consumes) are the attempts it
     may run as an eager continuation (none by default). ``window``: the fleet's cap on a
-    fan-out's branches in flight (:mod:`little_dist.fleet.slots`); by default built from the
+    fan-out's branches in flight (:mod:`little_dist.fleet.worker_slots`); by default built from the
     settings when the world is too (a runtime given its world gets none unless given one).
     """
 
@@ -114,10 +114,10 @@ class WorkerRuntime:
 
     @property
     def window(self) -> FanoutWindow | None:
-        """The fleet's cap on a fan-out's branches in flight (see :mod:`~.slots`)."""
+        """The fleet's cap on a fan-out's branches in flight (see :mod:`~.worker_slots`)."""
         with self._lock:
             if self._window_from_settings:
-                from little_dist.fleet.slots import fanout_window
+                from little_dist.fleet.worker_slots import fanout_window
 
                 self._window = fanout_window(self.settings)
                 self._window_from_settings = False

@@ -6,7 +6,7 @@ A world is the only stateful thing the engine talks to. Implementations:
   directory; the embedded default, safe for several processes on one machine.
 * ``RedisS3World`` (``little_dist.world.redis_s3``): Redis Streams for events and leases, S3
   for artifacts and archived logs; the fleet's world.
-* ``MemoryWorld`` (``little_dist.world.memory``): one process, for unit tests.
+* ``MemoryWorld`` (``little_dist.world.in_process``): one process, for unit tests.
 
 Guarantees every implementation keeps (checked by one shared conformance suite):
 

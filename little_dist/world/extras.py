@@ -235,7 +235,7 @@ def chosen_store(
         return own()
     if isinstance(world, InDataDir):
         return in_data_dir(world.data_dir)
-    from little_dist.world.memory import MemoryWorld
+    from little_dist.world.in_process import MemoryWorld
 
     if not isinstance(world, MemoryWorld):
         raise InvalidInputError(f"{type(world).__name__} keeps no {what}")
