@@ -73,7 +73,7 @@ def test_every_look_at_a_run_is_the_one_loop() -> None:
     assert any(where.startswith("fastpath.") for where in looks)
     assert any(where.startswith("submission.") for where in looks)
     # ... and its first decision, sent with the run's start in one trip, decides the same way
-    assert "submission._first_decision" in _where("decision_of")
+    assert "one_trip_starts.first_decision" in _where("decision_of")
 
 
 def test_worker_scheduler_and_client_do_not_import_one_another() -> None:
