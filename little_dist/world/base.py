@@ -8,6 +8,10 @@ A world is the only stateful thing the engine talks to. Implementations:
   for artifacts and archived logs; the fleet's world.
 * ``MemoryWorld`` (``little_dist.world.in_process``): one process, for unit tests.
 
+This protocol is what every world does. What only some do (archives, version parts, a
+start in one round trip, answers to submissions, stores of their own) is a named optional
+protocol in :mod:`little_dist.world.extras`, asked once per world with ``isinstance``.
+
 Guarantees every implementation keeps (checked by one shared conformance suite):
 
 * Appends to one run are serialized: sequences are 1..N, contiguous, none lost or doubled,
