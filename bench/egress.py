@@ -25,9 +25,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from little_dist.bash_capabilities import BashCapabilities
 from little_dist.sandbox import Mount
 from little_dist.sandbox.bash import BashSession
+from little_dist.sandbox.bash_capabilities import BashCapabilities
 
 
 def session(folder: Path, network: Any) -> BashSession:

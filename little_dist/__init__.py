@@ -16,6 +16,7 @@ import typing as _typing
 __version__ = "0.1.0"
 
 if _typing.TYPE_CHECKING:
+    from little_dist.api import run_workflow
     from little_dist.authoring import (
         InputValidationError,
         ModelSlot,
@@ -24,7 +25,6 @@ if _typing.TYPE_CHECKING:
         WorkflowDefinition,
         define_workflow,
         model,
-        run_workflow,
         skill,
     )
     from little_dist.errors import InvalidInputError, LittleError
@@ -62,7 +62,7 @@ _WHERE = {
     "WorkflowDefinition": "little_dist.authoring",
     "define_workflow": "little_dist.authoring",
     "model": "little_dist.authoring",
-    "run_workflow": "little_dist.authoring",
+    "run_workflow": "little_dist.api",
     "skill": "little_dist.authoring",
     "InvalidInputError": "little_dist.errors",
     "LittleError": "little_dist.errors",

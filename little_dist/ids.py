@@ -1,7 +1,9 @@
 """Deterministic identifiers: run, event, artifact and workflow-version ids, step paths.
 
 Every id here is a pure function of its inputs, as upstream computes it, so two processes (or
-upstream and us) that see the same facts mint the same id.
+upstream and us) that see the same facts mint the same id. The prefixes of the ids the engine
+draws or derives (a sub-run's, an outer loop's and its cycles') are named here too: the fleet
+tells such runs apart by them.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from little_dist.canonical import canonical_json, sha256_digest, sha256_hex_text
 from little_dist.errors import InvalidInputError
@@ -17,7 +19,12 @@ from little_dist.errors import InvalidInputError
 __all__ = [
     "ARTIFACT_ID_PATTERN",
     "ARTIFACT_REF_PREFIX",
+    "CYCLE_RUN_ID_PREFIX",
+    "OUTER_LOOP_ID_PREFIX",
+    "PLAN_RUN_ID_PREFIX",
     "RUN_ID_PATTERN",
+    "RUN_ID_PREFIX",
+    "SUB_RUN_ID_PREFIX",
     "InvalidIdError",
     "artifact_id_for",
     "artifact_id_from_ref",
@@ -30,6 +37,18 @@ __all__ = [
     "validate_run_id",
     "workflow_version_id_for",
 ]
+
+#: Every run id starts so (:func:`validate_run_id`).
+RUN_ID_PREFIX: Final = "run_"
+#: A sub-run's id (derived from its parent's tool call: :mod:`little_dist.subruns.links`).
+SUB_RUN_ID_PREFIX: Final = "run_sub_"
+#: An outer loop's cycle run (:mod:`little_dist.outer_loop`): the fleet's scheduler leaves it
+#: unarchived when it ends, the loop appends its decision first.
+CYCLE_RUN_ID_PREFIX: Final = "run_olc_"
+#: An orchestrator's ``plan_workflow`` planning run (:mod:`little_dist.subruns.orchestrator`).
+PLAN_RUN_ID_PREFIX: Final = "run_plan_"
+#: An outer loop's id (not a run id: :func:`~little_dist.outer_loop.validate_outer_loop_id`).
+OUTER_LOOP_ID_PREFIX: Final = "ol_"
 
 RUN_ID_PATTERN = re.compile(r"^run_[A-Za-z0-9_-]{1,80}$")
 ARTIFACT_ID_PATTERN = re.compile(r"^art_[A-Za-z0-9_-]{1,80}$")

@@ -45,9 +45,9 @@ from little_dist import occurrences
 from little_dist.canonical import canonical_json
 from little_dist.compiler import WorkflowVersion
 from little_dist.errors import ConflictError, InvalidInputError, LeaseLostError, LittleError
+from little_dist.event_types.engine import CANCEL_EVENT_TYPE
 from little_dist.events import Event, EventInput
-from little_dist.fleet.engine_events import CANCEL_EVENT_TYPE
-from little_dist.ids import validate_run_id
+from little_dist.ids import RUN_ID_PREFIX, validate_run_id
 from little_dist.pricing import PriceFallback
 from little_dist.run_state import RUN_ENDED, RunState, RunStateBuilder
 from little_dist.runtime import (
@@ -132,7 +132,7 @@ class RunStalledError(LittleError):
 
 def new_run_id() -> str:
     """A fresh run id: ``run_`` + 32 hex digits (random)."""
-    return "run_" + uuid.uuid4().hex
+    return RUN_ID_PREFIX + uuid.uuid4().hex
 
 
 def check_run_input(version: WorkflowVersion, run_input: Any) -> None:

@@ -46,6 +46,9 @@ variable                            field                          default
 ``LITTLE_MAX_JSON_DEPTH``           ``max_json_depth``             ``64``, at most 256 (d)
 ``LITTLE_RUN_CACHE_BYTES``          ``run_cache_bytes``            ``268435456`` (256 MiB) (e)
 ``LITTLE_VERSION_CACHE_BYTES``      ``version_cache_bytes``        ``67108864`` (64 MiB) (f)
+``LITTLE_QUOTAS``                   ``quotas``                     unset: no limits (g)
+``LITTLE_QUOTA_MAX_WAIT``           ``quota_max_wait``             ``60`` s (g)
+``LITTLE_QUOTA_LEASE``              ``quota_lease``                ``900`` s (g)
 ==================================  =============================  ==========================
 
 The Redis URLs may be ``rediss://`` (TLS); their ``ssl_*`` query options are checked here
@@ -66,6 +69,11 @@ Why those defaults (the limits on input are checked where input enters, see
     folded, :data:`little_dist.fleet.run_tracker.EVENT_BYTES` each); past it the least recently
     used run is dropped and read from the log again if it comes back.
 (f) the compiled versions one process keeps, by the length of their canonical LWIR.
+(g) provider quotas (:mod:`little_dist.quotas`): the rules as JSON or a JSON file's path; how
+    long one model call may wait for quota in place before its attempt fails (retriable);
+    how long a reservation never settled (its worker died) still counts as in flight.
+    ``little run`` reads these alone (:func:`load_quota_settings`) and keeps the windows in
+    memory; fleet workers keep them in the fleet's Redis.
 
 An empty variable counts as unset. Every bad value is reported at once, one line each (the
 variable, its value with secrets and URL passwords masked, what is expected), in a
@@ -83,6 +91,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
+from pydantic_core import PydanticCustomError
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -103,11 +112,13 @@ from little_dist.redis_tls import tls_problems
 __all__ = [
     "KNOWN_ENV_VARS",
     "ROLES",
+    "QuotaSettings",
     "Role",
     "Settings",
     "SettingsError",
     "WorkerPool",
     "load_limits",
+    "load_quota_settings",
     "load_settings",
     "mask_url",
 ]
@@ -269,7 +280,33 @@ class LimitSettings(_FromEnvironment):
         )
 
 
-class Settings(LimitSettings):
+class QuotaSettings(_FromEnvironment):
+    """The provider quotas (:func:`load_quota_settings` reads these alone: a model call in
+    ``little run`` needs no fleet settings)."""
+
+    quotas: str | None = _env(
+        "LITTLE_QUOTAS",
+        None,
+        "quota rules as JSON, or the path of a JSON file (see little_dist.quotas.rules)",
+    )
+    quota_max_wait: float = _seconds("LITTLE_QUOTA_MAX_WAIT", 60.0, allow_zero=True)
+    quota_lease: float = _seconds("LITTLE_QUOTA_LEASE", 900.0)
+
+    @field_validator("quotas")
+    @classmethod
+    def _check_quotas(cls, value: str | None) -> str | None:
+        if value is not None:
+            from little_dist.quotas.rules import QuotaConfigError, parse_quotas
+
+            try:
+                parse_quotas(value)
+            except QuotaConfigError as exc:
+                # Said as it is (not the field's description): which rule, which field, why.
+                raise PydanticCustomError("quota_rules", "{reason}", {"reason": str(exc)}) from exc
+        return value
+
+
+class Settings(LimitSettings, QuotaSettings):
     """Everything a fleet process needs to know, from the environment (see module docs)."""
 
     # -- where things live -----------------------------------------------------------------
@@ -565,6 +602,9 @@ def _problems_of(error: ValidationError) -> list[str]:
             problems.extend(str(cause if cause is not None else detail["msg"]).splitlines())
             continue
         env_name = str(loc[0])
+        if detail["type"] == "quota_rules":
+            problems.append(f"{env_name}={_shown(env_name, detail['input'])}: {detail['msg']}")
+            continue
         field = _ENV_TO_FIELD.get(env_name)
         expected = Settings.model_fields[field].description if field else None
         problems.append(
@@ -608,6 +648,34 @@ def _read_limits(env: Mapping[str, str] | None) -> InputLimits:
         raise SettingsError(_problems_of(exc)) from exc
     finally:
         _GIVEN_ENV.reset(token)
+
+
+def load_quota_settings(env: Mapping[str, str] | None = None) -> QuotaSettings:
+    """The quota settings in ``env`` (default: the process environment), alone; from the
+    process environment remembered by their variables' values (a model call asks each
+    time). Raises :class:`SettingsError` for a bad value."""
+    given = _QUOTA_VARIABLES if env is None else ()
+    values = tuple(os.environ.get(name) for name in given)
+    if env is None and _QUOTAS_SEEN.get(values) is not None:
+        return _QUOTAS_SEEN[values]
+    token = _GIVEN_ENV.set(None if env is None else dict(env))
+    try:
+        found = QuotaSettings()
+    except ValidationError as exc:
+        raise SettingsError(_problems_of(exc)) from exc
+    finally:
+        _GIVEN_ENV.reset(token)
+    if env is None:
+        if len(_QUOTAS_SEEN) >= 8:
+            _QUOTAS_SEEN.clear()
+        _QUOTAS_SEEN[values] = found
+    return found
+
+
+_QUOTA_VARIABLES: Final = tuple(
+    str(field.validation_alias) for field in QuotaSettings.model_fields.values()
+)
+_QUOTAS_SEEN: dict[tuple[str | None, ...], QuotaSettings] = {}
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> Settings:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from little_dist import InvalidInputError, define_workflow
-from little_dist.bash_capabilities import BashCapabilities, bash_capabilities
 from little_dist.planner.request import orchestration_request
+from little_dist.sandbox.bash_capabilities import BashCapabilities, bash_capabilities
 
 
 def workflow(**kwargs: object):  # type: ignore[no-untyped-def]

@@ -11,7 +11,6 @@ import pytest
 
 from little_dist import define_workflow, model
 from little_dist.authoring.errors import RunFailedError
-from little_dist.bash_capabilities import BashCapabilities
 from little_dist.event_types import parse_event
 from little_dist.events import Event
 from little_dist.harness import EventRecorder, HarnessRegistry, ModelCallError
@@ -19,6 +18,7 @@ from little_dist.harness.bash_tool import BashTool
 from little_dist.runtime import CapabilityError
 from little_dist.sandbox import bash as bash_module
 from little_dist.sandbox.bash import BashState
+from little_dist.sandbox.bash_capabilities import BashCapabilities
 from little_dist.sandbox.process import run_sandboxed
 from little_dist.testing import ScriptedModel, ToolCall
 from little_dist.world.local import LocalWorld

@@ -211,8 +211,8 @@ def test_other_memory_mounts_are_drift_too(
 ) -> None:
     from dataclasses import replace
 
-    from little_dist.bash_capabilities import BashCapabilities
     from little_dist.memory.layout import MemoryMountSpec
+    from little_dist.sandbox.bash_capabilities import BashCapabilities
 
     def with_memory(mode: Any) -> Capabilities:
         spec = MemoryMountSpec("workflow:tests.drift", "/mnt/memory/workflow/", mode)

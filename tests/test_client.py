@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from little_dist.errors import RunEndedError
+from little_dist.event_types.engine import CANCEL_EVENT_TYPE
 from little_dist.events import EventInput
 from little_dist.fleet.client import Client, RunMismatchError, WaitTimeoutError
-from little_dist.fleet.engine_events import CANCEL_EVENT_TYPE
 from little_dist.fleet.sending import TASK_EXECUTE_STEP
 from little_dist.run_state import materialize_run_state
 from little_dist.settings import load_settings

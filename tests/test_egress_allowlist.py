@@ -9,7 +9,6 @@ import ipaddress
 import pytest
 
 from little_dist import InvalidInputError
-from little_dist.bash_capabilities import bash_capabilities
 from little_dist.sandbox.allowlist import (
     AllowlistError,
     Refusal,
@@ -19,6 +18,7 @@ from little_dist.sandbox.allowlist import (
     parse_request_url,
     refusal_reason,
 )
+from little_dist.sandbox.bash_capabilities import bash_capabilities
 
 
 @pytest.mark.parametrize(

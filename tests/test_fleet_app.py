@@ -14,11 +14,11 @@ import pytest
 
 from little_dist.compiler import compile_lwir
 from little_dist.errors import InvalidInputError
+from little_dist.event_types.engine import CANCEL_EVENT_TYPE
 from little_dist.events import EventInput
 from little_dist.fleet.app import TASK_ROLES, make_celery_app
 from little_dist.fleet.client import submit_run
 from little_dist.fleet.dispatch import advance_run
-from little_dist.fleet.engine_events import CANCEL_EVENT_TYPE
 from little_dist.fleet.queue import MemoryQueue
 from little_dist.fleet.run_tracker import RunTracker
 from little_dist.fleet.sending import (

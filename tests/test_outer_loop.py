@@ -286,7 +286,8 @@ def test_a_pending_run_that_ended_without_a_decision_asks_the_supervisor_once(
 ) -> None:
     # Crash after RunCompleted, before OuterLoopCycleCompleted: the run is not run again,
     # the supervisor is asked once.
-    from little_dist.authoring.running import run_workflow_cycle
+    from little_dist.authoring.options import RunOptions
+    from little_dist.in_process import run_workflow_cycle
     from little_dist.outer_loop import outer_loop_context
 
     script_planner(scripted_model, times=1)
@@ -298,6 +299,7 @@ def test_a_pending_run_that_ended_without_a_decision_asks_the_supervisor_once(
         run_id="run_pendingended0001",
         outer_loop_id="ol_pending",
         outer_loop=outer_loop_context(1, 3, []),
+        options=RunOptions(),
     )
     seed(world, "ol_pending", pending_cycle_run_id="run_pendingended0001")
     processed = len(PROCESSED)

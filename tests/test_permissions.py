@@ -364,6 +364,28 @@ def test_run_workflow_takes_the_workflows_rules_and_an_approver(
     assert started["manifest"]["permissionsHash"] == expected
 
 
+def test_a_run_approver_given_without_rules_answers_the_workflows_ask(
+    tmp_path: Path, scripted_model: ScriptedModel
+) -> None:
+    # {"ruleset": [], "onAsk": fn} as the run's permissions: no rules of its own (a falsy
+    # ToolPermissions), only the approver of the workflow's `ask`.
+    scripted_model.on(step="triage").call_tools(
+        [ToolCall("refund", {"amount": 5})]
+    ).then_reply_text("done")
+    calls = Calls()
+    workflow = refund_workflow(calls, permissions=[{"tool": "refund", "action": "ask"}])
+    asked: list[Any] = []
+    result = run_workflow(
+        workflow,
+        {},
+        world=LocalWorld(tmp_path / "data"),
+        permissions={"ruleset": [], "onAsk": lambda request: asked.append(request) or True},
+    )
+    assert result.output == "done"
+    assert asked == [{"tool": "refund", "args": {"amount": 5}}]
+    assert calls.seen == [("refund", {"amount": 5})]
+
+
 def test_rules_stay_out_of_the_definition_hash_and_bad_options_are_refused() -> None:
     calls = Calls()
     plain = refund_workflow(calls)

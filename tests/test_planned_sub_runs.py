@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from little_dist import define_workflow
+from little_dist.event_types.engine import CANCEL_EVENT_TYPE, SUBMITTED_EVENT_TYPE
 from little_dist.fleet.app_registry import AppRegistry
-from little_dist.fleet.engine_events import CANCEL_EVENT_TYPE, SUBMITTED_EVENT_TYPE
 from little_dist.fleet.sub_runs import notice_run_end
 from little_dist.fleet.submission import submit_run, submit_runs
 from little_dist.fleet.worker import WorkerRuntime

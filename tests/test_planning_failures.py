@@ -96,9 +96,9 @@ class _Exploding:
 
 def test_an_unexpected_planning_error_is_tried_again_then_fails_the_run_as_internal() -> None:
     from little_dist import define_workflow
+    from little_dist.event_types.engine import PLAN_FAILED_EVENT_TYPE
     from little_dist.fleet.app_registry import AppRegistry
     from little_dist.fleet.client import submit_run
-    from little_dist.fleet.engine_events import PLAN_FAILED_EVENT_TYPE
     from little_dist.fleet.planning import PLAN_ATTEMPTS
     from little_dist.fleet.worker import WorkerRuntime
     from little_dist.settings import load_settings

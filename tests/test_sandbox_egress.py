@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from little_dist.bash_capabilities import BashCapabilities
 from little_dist.sandbox import Mount
 from little_dist.sandbox.bash import BashSession
+from little_dist.sandbox.bash_capabilities import BashCapabilities
 from little_dist.sandbox.egress import EgressDecision, EgressPolicy, EgressProxy
 from tests.egress_sites import SITE_THREAD, serving
 

@@ -24,8 +24,8 @@ import redis
 
 from little_dist.compiler import WorkflowVersion, compile_lwir
 from little_dist.errors import LittleError
+from little_dist.event_types.engine import CANCEL_EVENT_TYPE
 from little_dist.events import EventInput
-from little_dist.fleet.engine_events import CANCEL_EVENT_TYPE
 from little_dist.fleet.queue import MemoryQueue, SentTask
 from little_dist.fleet.run_tracker import EVENT_BYTES
 from little_dist.fleet.scheduler import Scheduler

@@ -114,6 +114,9 @@ EVERY_VAR: dict[str, tuple[str, str, Any]] = {
     "LITTLE_MAX_JSON_DEPTH": ("256", "max_json_depth", 256),
     "LITTLE_RUN_CACHE_BYTES": ("1000000", "run_cache_bytes", 1_000_000),
     "LITTLE_VERSION_CACHE_BYTES": ("2000000", "version_cache_bytes", 2_000_000),
+    "LITTLE_QUOTAS": ('{"rules": [{"requests": 5}]}', "quotas", '{"rules": [{"requests": 5}]}'),
+    "LITTLE_QUOTA_MAX_WAIT": ("2.5", "quota_max_wait", 2.5),
+    "LITTLE_QUOTA_LEASE": ("120", "quota_lease", 120.0),
 }
 
 
@@ -223,6 +226,8 @@ BAD_VALUES: list[tuple[str, str, str]] = [
     ("LITTLE_MAX_JSON_DEPTH", "257", "a whole number of levels, 1 to 256"),
     ("LITTLE_RUN_CACHE_BYTES", "lots", "a whole number of bytes, 1 or more"),
     ("LITTLE_VERSION_CACHE_BYTES", "0", "a whole number of bytes, 1 or more"),
+    ("LITTLE_QUOTA_MAX_WAIT", "-1", "a number of seconds, 0 or more"),
+    ("LITTLE_QUOTA_LEASE", "0", "a number of seconds, greater than 0"),
 ]
 
 

@@ -360,8 +360,8 @@ def test_little_events_shows_the_parent_and_little_report_the_children(
 def test_cancelling_the_parent_cancels_the_running_child(
     world: LocalWorld, scripted_model: ScriptedModel
 ) -> None:
+    from little_dist.event_types.engine import CANCEL_EVENT_TYPE
     from little_dist.events import EventInput
-    from little_dist.fleet.engine_events import CANCEL_EVENT_TYPE
 
     # The child's model answers slowly: the parent is cancelled while the child runs.
     scripted_model.on(model="kid").reply_json({"value": 14}, latency=3.0)

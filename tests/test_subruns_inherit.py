@@ -18,8 +18,8 @@ from little_dist.memory import MemoryMountSpec, memory_store_for
 from little_dist.memory.layout import pipeline_store_id
 from little_dist.permissions import PermissionRule, ToolPermissions
 from little_dist.runtime.capabilities import Capabilities, RuntimeConfigError
+from little_dist.runtime.inherited import Inherited, inherited_from, with_inherited
 from little_dist.subruns import SUB_RUN_STARTED, run_orchestration
-from little_dist.subruns.inherited import Inherited, inherited_from, with_inherited
 from little_dist.testing import ScriptedModel
 from little_dist.world.local import LocalWorld
 from tests.bash_fleet_app import shell_plan

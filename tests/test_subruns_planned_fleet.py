@@ -15,8 +15,8 @@ import subprocess
 
 import pytest
 
+from little_dist.event_types.engine import SUBMITTED_EVENT_TYPE
 from little_dist.events import Event
-from little_dist.fleet.engine_events import SUBMITTED_EVENT_TYPE
 from little_dist.subruns import SUB_RUN_ENDED
 from little_dist.subruns.links import STEP_SUSPENDED
 from tests.fleet_processes import (

@@ -19,7 +19,6 @@ from pydantic import BaseModel, TypeAdapter
 from little_dist.authoring.errors import InputValidationError
 from little_dist.authoring.schemas import json_path, schema_of
 from little_dist.authoring.slots import ModelSlot, as_slot, derive_slot_id, resolve_slots
-from little_dist.bash_capabilities import BashCapabilities, bash_capabilities
 from little_dist.canonical import canonical_json, sha256_digest
 from little_dist.compiler import (
     ModelSlotSnapshot,
@@ -42,13 +41,14 @@ from little_dist.memory.layout import (
     workflow_memory_mounts,
 )
 from little_dist.permissions import ToolPermissions, tool_permissions
+from little_dist.sandbox.bash_capabilities import BashCapabilities, bash_capabilities
 from little_dist.scheduling.fast_schema import compile_check
 from little_dist.tools import Tool, ToolRegistry, tool
 
 if TYPE_CHECKING:
-    from little_dist.authoring.running import RunResult
+    from little_dist.authoring.options import ReuseStrategy
+    from little_dist.authoring.results import RunResult
     from little_dist.harness.types import Harness, HarnessRole
-    from little_dist.planner.review import ReuseStrategy
     from little_dist.runtime.capabilities import Capabilities
 
 __all__ = ["DEFAULT_MAX_REVISIONS", "WorkflowDefinition", "define_workflow"]
@@ -254,8 +254,10 @@ class WorkflowDefinition:
         )
 
     def run(self, input: Any, **options: Any) -> RunResult:
-        """``run_workflow(self, input, **options)``."""
-        from little_dist.authoring.running import run_workflow
+        """``run_workflow(self, input, **options)`` (:func:`little_dist.api.run_workflow`: a
+        convenience of the public API, the one call of this layer that points up, declared in
+        the layers contract)."""
+        from little_dist.api import run_workflow
 
         return run_workflow(self, input, **options)
 
@@ -282,7 +284,7 @@ def _with_found_skills(
 
 
 def _reuse_strategy(value: Any, where: str) -> ReuseStrategy | None:
-    from little_dist.planner.review import reuse_strategy
+    from little_dist.authoring.options import reuse_strategy
 
     return reuse_strategy(value, where)
 
@@ -325,7 +327,7 @@ def define_workflow(
     giving up. ``step_timeout``: seconds one step attempt may run before it fails with
     causeCode ``timeout`` (default: ``LITTLE_STEP_TIMEOUT`` on the fleet, 900 s in process).
     ``bash``: upstream's bash capabilities (``network``, ``python``, ``javascript``; see
-    :mod:`little_dist.bash_capabilities`), part of the definition's hash; given (``{}`` for
+    :mod:`little_dist.sandbox.bash_capabilities`), part of the definition's hash; given (``{}`` for
     the defaults), it offers the sandboxed ``bash`` tool to the workflow's worker and fixer
     models (:mod:`little_dist.harness.bash_tool`).
     ``memory``: upstream's ``MemoryConfig`` (``workflow``: ``"rw"`` (default), ``"ro"`` or

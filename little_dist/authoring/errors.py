@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from little_dist.errors import InvalidInputError, LittleError
 
 if TYPE_CHECKING:
-    from little_dist.authoring.running import RunResult
+    from little_dist.authoring.results import RunResult
 
 __all__ = ["InputValidationError", "RunFailedError"]
 

@@ -214,10 +214,11 @@ def _input(args: argparse.Namespace) -> Any:
 
 def _loop_id(given: str | None) -> str:
     from little_dist.errors import InvalidInputError
+    from little_dist.ids import OUTER_LOOP_ID_PREFIX
     from little_dist.outer_loop import validate_outer_loop_id
 
     try:
-        return validate_outer_loop_id(given or f"ol_{uuid.uuid4().hex}")
+        return validate_outer_loop_id(given or OUTER_LOOP_ID_PREFIX + uuid.uuid4().hex)
     except InvalidInputError as exc:
         raise UsageProblem(f"--outer-loop-id: {exc}") from None
 

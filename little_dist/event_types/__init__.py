@@ -34,31 +34,40 @@ records), :mod:`~little_dist.event_types.workflow_payloads`,
 :mod:`~little_dist.event_types.harness_payloads`,
 :mod:`~little_dist.event_types.harness_trace_payloads`,
 :mod:`~little_dist.event_types.catalogue` (type -> payload model) and
-:mod:`~little_dist.event_types.typed_events` (the union and the functions).
+:mod:`~little_dist.event_types.typed_events` (the union and the functions); and
+:mod:`~little_dist.event_types.engine`, the names of the engine's own ``little.*`` types.
+Names are loaded on first use, so importing :mod:`~little_dist.event_types.engine` (what the
+engine's writers need) does not load pydantic's models of the catalogue.
 """
 
 from __future__ import annotations
 
-from little_dist.event_types.base import (
-    ErrorEnvelope,
-    EventValidationError,
-    ModelIdentity,
-    Payload,
-    UnknownEventTypeError,
-    Usage,
-)
-from little_dist.event_types.catalogue import PAYLOAD_MODELS
-from little_dist.event_types.typed_events import (
-    EVENT_ADAPTER,
-    EVENT_CLASSES,
-    EngineEvent,
-    TypedEvent,
-    TypedEventBase,
-    event_input,
-    parse_event,
-    typed,
-    validate_payload,
-)
+import importlib as _importlib
+import typing as _typing
+
+if _typing.TYPE_CHECKING:
+    from little_dist.event_types.base import (
+        ErrorEnvelope,
+        EventValidationError,
+        ModelIdentity,
+        Payload,
+        UnknownEventTypeError,
+        Usage,
+    )
+    from little_dist.event_types.catalogue import (
+        PAYLOAD_MODELS,
+    )
+    from little_dist.event_types.typed_events import (
+        EVENT_ADAPTER,
+        EVENT_CLASSES,
+        EngineEvent,
+        TypedEvent,
+        TypedEventBase,
+        event_input,
+        parse_event,
+        typed,
+        validate_payload,
+    )
 
 __all__ = [
     "EVENT_ADAPTER",
@@ -78,3 +87,35 @@ __all__ = [
     "typed",
     "validate_payload",
 ]
+
+_WHERE = {
+    "ErrorEnvelope": "little_dist.event_types.base",
+    "EventValidationError": "little_dist.event_types.base",
+    "ModelIdentity": "little_dist.event_types.base",
+    "Payload": "little_dist.event_types.base",
+    "UnknownEventTypeError": "little_dist.event_types.base",
+    "Usage": "little_dist.event_types.base",
+    "PAYLOAD_MODELS": "little_dist.event_types.catalogue",
+    "EVENT_ADAPTER": "little_dist.event_types.typed_events",
+    "EVENT_CLASSES": "little_dist.event_types.typed_events",
+    "EngineEvent": "little_dist.event_types.typed_events",
+    "TypedEvent": "little_dist.event_types.typed_events",
+    "TypedEventBase": "little_dist.event_types.typed_events",
+    "event_input": "little_dist.event_types.typed_events",
+    "parse_event": "little_dist.event_types.typed_events",
+    "typed": "little_dist.event_types.typed_events",
+    "validate_payload": "little_dist.event_types.typed_events",
+}
+
+
+def __getattr__(name: str) -> _typing.Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'little_dist.event_types' has no attribute {name!r}")
+    value = getattr(_importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -67,7 +67,6 @@ Modules
   keeps for its process.
 * :mod:`.sending` — task names, dispatch leases, sending a task once; :mod:`.queue` — where
   tasks go (:class:`~.queue.TaskQueue`: Celery, or in memory).
-* :mod:`.engine_events` — the engine's own event types (submitted, cancel asked, plan failed).
 * :mod:`.scheduler`, :mod:`.signals`, :mod:`.sweeper`, :mod:`.archiving` — the ``little
   scheduler`` process, the signal stream it reads, the active runs it sweeps, the finished
   runs it archives; :mod:`.followed_runs` — what it keeps of the runs it looks at;

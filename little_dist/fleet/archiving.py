@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Final
 
 from little_dist.errors import StorageUnavailableError
-from little_dist.outer_loop.decisions import CYCLE_RUN_ID_PREFIX
+from little_dist.ids import CYCLE_RUN_ID_PREFIX
 from little_dist.world.base import World
 from little_dist.world.extras import extras_of
 

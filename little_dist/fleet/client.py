@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any, Final
 from little_dist import occurrences
 from little_dist.compiler import WorkflowVersion
 from little_dist.errors import InvalidInputError, LittleError, RunEndedError
+from little_dist.event_types.engine import CANCEL_EVENT_TYPE
 from little_dist.events import RUN_END_EVENT_TYPES, Event, EventInput
 from little_dist.fleet.dispatch import advance_run
-from little_dist.fleet.engine_events import CANCEL_EVENT_TYPE
 from little_dist.fleet.run_status import RunStatusView
 from little_dist.fleet.run_tracker import RunTracker
 from little_dist.fleet.shared_redis import SharedRedis, shared_redis

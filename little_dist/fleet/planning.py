@@ -33,12 +33,12 @@ from typing import TYPE_CHECKING, Any
 
 from little_dist import occurrences
 from little_dist.errors import InvalidInputError, LittleError, StorageUnavailableError
-from little_dist.events import Event, EventInput
-from little_dist.fleet.engine_events import (
+from little_dist.event_types.engine import (
     PLAN_FAILED_EVENT_TYPE,
     SUBMITTED_EVENT_TYPE,
     SUBMITTED_PARENT_FIELD,
 )
+from little_dist.events import Event, EventInput
 from little_dist.fleet.run_tracker import RunTracker
 from little_dist.ids import validate_run_id
 from little_dist.runtime import LeaseHeartbeat

@@ -16,8 +16,8 @@ from typing import Any, Final
 from little_dist import occurrences
 from little_dist.canonical import canonical_json, sha256_digest
 from little_dist.compiler import WorkflowVersion
+from little_dist.event_types.engine import SUBMITTED_EVENT_TYPE
 from little_dist.events import Event, EventInput
-from little_dist.fleet.engine_events import SUBMITTED_EVENT_TYPE
 from little_dist.fleet.submission_requests import SubmitRequest
 from little_dist.fleet.versions import BINDING_FIELD
 from little_dist.local_runner import RunMismatchError

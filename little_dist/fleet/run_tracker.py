@@ -19,9 +19,9 @@ from collections.abc import Iterator, Sequence
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Final, cast
 
+from little_dist.event_types.engine import CANCEL_EVENT_TYPE, SUBMITTED_EVENT_TYPE
 from little_dist.events import Event
 from little_dist.fleet.advancing import Advancing
-from little_dist.fleet.engine_events import CANCEL_EVENT_TYPE, SUBMITTED_EVENT_TYPE
 from little_dist.fleet.offers import Offers
 from little_dist.fleet.spares import SpareAttempts
 from little_dist.fleet.versions import BINDING_FIELD, VersionCache

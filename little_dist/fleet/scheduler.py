@@ -70,9 +70,9 @@ from little_dist.fleet.sub_runs import ParentNotices, cancel_open_children, noti
 from little_dist.fleet.sweeper import ActiveRuns, SweepRound, fail_dead_attempts
 from little_dist.fleet.versions import VersionCache
 from little_dist.fleet.worker_slots import fanout_window
+from little_dist.ids import SUB_RUN_ID_PREFIX
 from little_dist.run_state import RUN_ENDED, RunState
 from little_dist.settings import Settings
-from little_dist.subruns.links import SUB_RUN_ID_PREFIX
 from little_dist.world.base import World
 from little_dist.world.fleet_keys import active_runs_key, sweep_lease_key
 

@@ -26,10 +26,9 @@ from typing import TYPE_CHECKING, Any
 
 from little_dist import occurrences
 from little_dist.errors import NotFoundError, RunEndedError
+from little_dist.event_types.engine import CANCEL_EVENT_TYPE, SUB_RUN_ENDED
 from little_dist.events import EventInput
-from little_dist.fleet.engine_events import CANCEL_EVENT_TYPE
 from little_dist.run_state import RunState
-from little_dist.run_state._subruns import SUB_RUN_ENDED
 from little_dist.world.base import World
 
 if TYPE_CHECKING:
@@ -115,15 +114,19 @@ class FleetSubRuns:
 
 
 def with_fleet_sub_runs(
-    capabilities: Capabilities, host: FleetSubRuns, cache: dict[int, tuple[Any, Any]]
+    capabilities: Capabilities,
+    host: FleetSubRuns,
+    cache: dict[int, tuple[Any, Any]],
+    quotas: Any = None,
 ) -> Capabilities:
-    """``capabilities`` whose workflow tools start their sub-runs through ``host``; made once
+    """``capabilities`` whose workflow tools start their sub-runs through ``host`` (and whose
+    model calls go through the worker's quota limiter ``quotas``, when it has one); made once
     per capabilities object (``cache``: by its id, with the object itself kept alive)."""
     found = cache.get(id(capabilities))
     if found is not None and found[0] is capabilities:
         made: Capabilities = found[1]
         return made
-    made = dataclasses.replace(capabilities, sub_runs=host)
+    made = dataclasses.replace(capabilities, sub_runs=host, quotas=quotas)
     cache[id(capabilities)] = (capabilities, made)
     return made
 

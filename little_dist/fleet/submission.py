@@ -60,9 +60,9 @@ from typing import TYPE_CHECKING, Any
 from little_dist import occurrences
 from little_dist.compiler import WorkflowVersion
 from little_dist.errors import InvalidInputError
+from little_dist.event_types.engine import SUBMITTED_EVENT_TYPE, SUBMITTED_PARENT_FIELD
 from little_dist.events import EventInput
 from little_dist.fleet.dispatch import advance_run
-from little_dist.fleet.engine_events import SUBMITTED_EVENT_TYPE, SUBMITTED_PARENT_FIELD
 from little_dist.fleet.one_trip_starts import start_and_send, start_at_once, start_chunks
 from little_dist.fleet.run_starts import Started, check_same, claim_run, start_step_by_step
 from little_dist.fleet.run_tracker import RunTracker

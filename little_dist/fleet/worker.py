@@ -99,6 +99,8 @@ class WorkerRuntime:
         #: Where its workflow tools start their sub-runs (on the fleet: the attempt suspends).
         self.sub_runs = FleetSubRuns(self)
         self._with_sub_runs: dict[int, tuple[Any, Any]] = {}
+        self._quotas: Any = None
+        self._quotas_made = False
         self._shared: SharedRedis | None = None
         self._shared_known = False
         self._looks: Executor | None = None
@@ -111,6 +113,18 @@ class WorkerRuntime:
 
                 self._world = world_from_settings(self.settings)
             return self._world
+
+    @property
+    def quotas(self) -> Any:
+        """The provider quota limiter of this worker's model calls, on the fleet's Redis
+        (:func:`~little_dist.quotas.fleet_limiter`; ``None``: no ``LITTLE_QUOTAS``)."""
+        with self._lock:
+            if not self._quotas_made:
+                from little_dist.quotas import fleet_limiter
+
+                self._quotas = fleet_limiter(self.settings)
+                self._quotas_made = True
+            return self._quotas
 
     @property
     def window(self) -> FanoutWindow | None:
@@ -247,7 +261,10 @@ class WorkerRuntime:
                 last_recorded = max(last_recorded, events[-1].sequence)
 
         capabilities = with_fleet_sub_runs(
-            self.registry.capabilities_for(ctx.version), self.sub_runs, self._with_sub_runs
+            self.registry.capabilities_for(ctx.version),
+            self.sub_runs,
+            self._with_sub_runs,
+            self.quotas,
         )
         outcome = execute_step_attempt(
             self.world,

@@ -6,7 +6,7 @@ the tools of a text ``ai.generate`` step and of the fixer's loop unless a regist
 already called ``bash`` (``workflowToolsForContext``); a structured step gets no tools at
 all. Here the tool is offered only when the workflow enables it: ``define_workflow(bash=...)``
 (upstream's option, any capabilities, ``bash={}`` for the defaults) puts
-:class:`~little_dist.bash_capabilities.BashCapabilities` into the run's
+:class:`~little_dist.sandbox.bash_capabilities.BashCapabilities` into the run's
 :class:`~little_dist.runtime.Capabilities`, and without it no model is offered bash. Why not
 always, as upstream: upstream's bash is an in-memory interpreter that cannot touch the
 machine; ours runs real programs on the worker (isolated, but still a kernel sandbox an
@@ -69,11 +69,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
-from little_dist.bash_capabilities import BashCapabilities
 from little_dist.harness.errors import envelope_for
 from little_dist.harness.tool_calls import RecordedResult
 from little_dist.sandbox import DEFAULT_LIMITS, Mount, SandboxLimits, SandboxUnavailableError
 from little_dist.sandbox.bash import BASH_INPUT_SCHEMA, BashInputError, BashSession, BashState
+from little_dist.sandbox.bash_capabilities import BashCapabilities
 from little_dist.sandbox.writable import remove_tree
 from little_dist.tools import Tool
 

@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from little_dist.canonical import canonical_json, sha256_digest
+from little_dist.event_types.engine import CAPABILITY_DRIFT_EVENT
 from little_dist.harness.errors import HarnessError
 
 __all__ = [
@@ -42,8 +43,6 @@ __all__ = [
 
 #: Upstream's causeCode of a step whose session's capabilities changed.
 CAPABILITY_DRIFT: Final = "capability_drift"
-#: The engine event recorded before such a step fails: what changed, section by section.
-CAPABILITY_DRIFT_EVENT: Final = "little.harness.capability_drift"
 
 
 class CapabilityDriftError(HarnessError):

@@ -37,16 +37,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from little_dist.errors import InvalidInputError, NotFoundError
+
+# The sub-run links a step's log holds (see little_dist.subruns): a workflow tool's call on
+# a fleet asks whether its child was started, or ended, before this attempt.
+from little_dist.event_types.engine import SUB_RUN_ENDED, SUB_RUN_STARTED
 from little_dist.events import Event, normalize_event_type
 from little_dist.world.base import ArtifactCorruptError, World
 
 __all__ = ["Memo", "MemoHit"]
 
 _ToolKey = tuple[int, int, str, str]
-# The sub-run links a step's log holds (see little_dist.subruns): a workflow tool's call on
-# a fleet asks whether its child was started, or ended, before this attempt.
-_SUB_RUN_STARTED = "little.subrun.started"
-_SUB_RUN_ENDED = "little.subrun.ended"
 #: (role, delegated): the scope of a session's manifest.
 SessionScope = tuple[str, bool]
 
@@ -117,10 +117,10 @@ class Memo:
                 tool_key = _tool_key(payload)
                 if tool_key is not None:
                     tool_results[tool_key] = event
-            elif kind in (_SUB_RUN_STARTED, _SUB_RUN_ENDED):
+            elif kind in (SUB_RUN_STARTED, SUB_RUN_ENDED):
                 child = payload.get("childRunId")
                 if isinstance(child, str):
-                    ended = payload if kind == _SUB_RUN_ENDED else None
+                    ended = payload if kind == SUB_RUN_ENDED else None
                     sub_runs[child] = sub_runs.get(child) or ended
         return cls(model_turns, tool_results, world=world, sessions=sessions, sub_runs=sub_runs)
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from little_dist.canonical import sha256_digest
 from little_dist.harness.errors import (
     HarnessCancelled,
+    ModelCallError,
     model_error_from,
     reraise_guard_error,
 )
@@ -23,6 +24,7 @@ from little_dist.harness.recorder import json_safe
 
 if TYPE_CHECKING:
     from little_dist.harness.types import HarnessContext
+    from little_dist.quotas import Reservation
 
 __all__ = [
     "Completion",
@@ -30,6 +32,7 @@ __all__ = [
     "ToolCallRequest",
     "call_model",
     "import_litellm",
+    "retry_after_of",
     "usage_from_response",
 ]
 
@@ -195,9 +198,17 @@ def call_model(
     if hit is not None and isinstance(hit.value, Mapping):
         recorder.model_memoized(turn, hit.event)
         return _reply_from_recorded(turn, hit.value)
+    held = _hold_quota(ctx, messages, tools)
     if ctx.cancelled():
+        if held is not None:
+            held.settle(0, 0)
         raise HarnessCancelled(f"step {recorder.step_path} was cancelled before model turn {turn}")
-    recorder.model_called(turn, request)
+    try:
+        recorder.model_called(turn, request)
+    except BaseException:
+        if held is not None:  # (a lost lease: the call is never sent)
+            held.settle(0, 0)
+        raise
     kwargs: dict[str, Any] = dict(ctx.model.settings)
     kwargs.update(
         model=ctx.model.litellm_model,
@@ -216,12 +227,22 @@ def call_model(
     try:
         call = completion if completion is not None else import_litellm().completion
         response = call(**kwargs)
-    except Exception as exc:
+    except BaseException as exc:
+        if held is not None:
+            _release_quota(held, exc)
+        if not isinstance(exc, Exception):
+            raise
         reraise_guard_error(exc)
         error = model_error_from(exc, model=ctx.model.litellm_model)
         recorder.model_failed(turn, error.envelope(), duration_ms=_elapsed_ms(started))
         raise error from exc
     reply = _reply_from_response(turn, response, name_map or {})
+    if held is not None:
+        given, taken = reply.usage.get("inputTokens", 0), reply.usage.get("outputTokens", 0)
+        if given or taken:
+            held.settle(given, taken)
+        else:  # a provider that reports no usage: the estimate stands
+            held.settle(held.amounts.input_tokens, held.amounts.output_tokens)
     recorded: dict[str, Any] = {"text": reply.text or "", "usage": reply.usage}
     if reply.tool_calls:
         recorded["toolCalls"] = [call.to_json() for call in reply.tool_calls]
@@ -232,6 +253,73 @@ def call_model(
         turn, recorded, model=ctx.model.identity(), duration_ms=_elapsed_ms(started)
     )
     return reply
+
+
+def _hold_quota(
+    ctx: HarnessContext,
+    messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[Mapping[str, Any]],
+) -> Reservation | None:
+    """The call's hold on its provider quota (see :mod:`little_dist.quotas`): the fleet
+    worker's limiter, else this process's; waits in place while the quota is spent. ``None``
+    when no quota rule limits the call."""
+    from little_dist.quotas import (
+        QuotaTooSmall,
+        QuotaWaitTooLong,
+        call_identity,
+        estimate_amounts,
+        process_limiter,
+    )
+
+    limiter = ctx.quotas if ctx.quotas is not None else process_limiter()
+    if limiter is None:
+        return None
+    model = ctx.model
+    call = call_identity(model.litellm_model, model.settings)
+    if not limiter.rules.for_call(call):
+        return None
+    amounts = estimate_amounts(
+        model.litellm_model,
+        messages,
+        tools,
+        model.settings,
+        default_output_tokens=limiter.rules.default_output_tokens,
+    )
+    try:
+        return limiter.reserve(call, amounts, cancelled=ctx.cancelled, deadline=ctx.deadline)
+    except QuotaWaitTooLong as exc:
+        raise ModelCallError(str(exc), cause_code="model_rate_limited", retriable=True) from exc
+    except QuotaTooSmall as exc:
+        raise ModelCallError(str(exc), cause_code="runtime_config_error", retriable=False) from exc
+
+
+def _release_quota(held: Reservation, exc: BaseException) -> None:
+    """A failed call gives its reservation back; a 429 blocks its rules for ``Retry-After``."""
+    if getattr(exc, "status_code", None) == 429 or type(exc).__name__ == "RateLimitError":
+        held.rejected(retry_after_of(exc))
+    else:
+        held.settle(0, 0)
+
+
+def retry_after_of(exc: BaseException) -> float | None:
+    """The seconds a provider's 429 asks to wait (``retry-after-ms`` or ``retry-after``
+    seconds, on the error's headers or its HTTP response), if it says."""
+    for headers in (
+        getattr(exc, "headers", None),
+        getattr(getattr(exc, "response", None), "headers", None),
+    ):
+        if not headers:
+            continue
+        try:
+            millis = headers.get("retry-after-ms")
+            if millis is not None:
+                return float(millis) / 1000
+            seconds = headers.get("retry-after")
+            if seconds is not None:
+                return float(seconds)
+        except (TypeError, ValueError, AttributeError):
+            continue  # an HTTP date or a header object we cannot read: the default applies
+    return None
 
 
 def _elapsed_ms(started: float) -> float:

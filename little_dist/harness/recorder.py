@@ -102,6 +102,7 @@ from pydantic import BaseModel
 from little_dist import occurrences
 from little_dist.canonical import canonical_json, sha256_digest, sha256_hex_text
 from little_dist.errors import InvalidInputError, StorageUnavailableError
+from little_dist.event_types.engine import MODEL_MEMOIZED, TOOL_MEMOIZED
 from little_dist.events import Event, EventInput
 from little_dist.world.base import ArtifactInput, Fence, World
 
@@ -117,8 +118,6 @@ __all__ = [
 ]
 
 DEFAULT_INLINE_LIMIT: Final = 64 * 1024
-MODEL_MEMOIZED: Final = "little.harness.model.memoized"
-TOOL_MEMOIZED: Final = "little.harness.tool_call.memoized"
 
 _USAGE_FIELDS = ("inputTokens", "outputTokens", "cachedInputTokens", "reasoningTokens")
 

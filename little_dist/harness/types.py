@@ -16,6 +16,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, runtime_checkable
 
+# What a skill is lives with the skills (below the harness, which offers them); named here too.
+from little_dist.skills.descriptor import SkillDescriptor
+
 if TYPE_CHECKING:
     from little_dist.harness.memo import Memo
     from little_dist.harness.recorder import EventRecorder
@@ -237,30 +240,6 @@ class ResolvedModel:
 
 
 @dataclass(frozen=True)
-class SkillDescriptor:
-    """A skill the harness offers the model.
-
-    An inline skill (:func:`~little_dist.skill` with a description) is text: ``body`` is its
-    instructions, given in the prompt. A folder skill (``skill("./skills/name/")``, see
-    :mod:`little_dist.skills`) carries its files as read when the workflow was defined:
-    ``files`` (relative path -> bytes, ``SKILL.md`` among them), their ``content_hash``, the
-    ``frontmatter_hash`` (upstream's), where it came from (``origin``: ``workflow``, ``org``
-    or ``discovered``; ``source``: the path) and its ``allowed_tools`` (front matter
-    ``allowed-tools``).
-    """
-
-    name: str
-    description: str
-    body: str = ""
-    allowed_tools: tuple[str, ...] = ()
-    files: tuple[tuple[str, bytes], ...] = ()
-    content_hash: str = ""
-    frontmatter_hash: str = ""
-    origin: str = "workflow"
-    source: str = ""
-
-
-@dataclass(frozen=True)
 class HarnessScope:
     """Upstream's ``WorkflowHarnessScope``."""
 
@@ -311,6 +290,10 @@ class HarnessContext:
     #: :class:`~little_dist.subruns.SubRunHost`): a workflow tool's call then suspends the
     #: attempt instead of waiting. ``None``: the call drives its child in this process.
     sub_runs: Any = None
+    #: The provider quota limiter model calls go through (a fleet worker's, on its Redis:
+    #: :class:`~little_dist.quotas.QuotaLimiter`); ``None``: this process's, from
+    #: ``LITTLE_QUOTAS`` (none when unset).
+    quotas: Any = None
 
 
 @runtime_checkable

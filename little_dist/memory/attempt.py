@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from little_dist.errors import InvalidInputError
+from little_dist.event_types.engine import MEMORY_CONFLICT_EVENT as CONFLICT_EVENT
 from little_dist.events import EventInput
 from little_dist.memory.layout import MemoryMountSpec
 from little_dist.memory.store import (
@@ -70,7 +71,6 @@ if TYPE_CHECKING:
 __all__ = ["CONFLICT_EVENT", "MEMORY_ROOT_LABEL", "AttemptMemory", "MemoryLimitError", "Published"]
 
 MEMORY_ROOT_LABEL: Final = "memory"
-CONFLICT_EVENT: Final = "little.memory.conflict"
 
 
 class MemoryLimitError(InvalidInputError):

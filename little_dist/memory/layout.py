@@ -10,7 +10,7 @@ Upstream (``memory.ts``) gives a workflow's steps
 
 an orchestrating session ``/mnt/memory/pipeline/`` (store ``pipeline:<sha256 of the sorted
 definition hashes>``, ``rw``; read-only in the sessions of the sub-runs it starts, see
-:mod:`little_dist.subruns.inherited`) beside the org store read-only, and
+:mod:`little_dist.runtime.inherited`) beside the org store read-only, and
 ``/mnt/memory/available-workflows/<key>/`` (read-only) for each workflow it may start.
 ``<key>`` is a workflow id made safe for a path: ASCII lower case, ``/ . : _`` and spaces as
 ``-``, anything else dropped (:func:`memory_store_key`); two ids with one key are refused.

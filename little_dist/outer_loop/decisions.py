@@ -30,6 +30,7 @@ from typing import Any, Final
 
 from little_dist.canonical import canonical_json
 from little_dist.errors import InvalidInputError
+from little_dist.ids import CYCLE_RUN_ID_PREFIX
 from little_dist.outer_loop.manifest import CycleSummary, OuterLoopGoal
 from little_dist.pricing import (
     ModelIdentity,
@@ -64,7 +65,6 @@ __all__ = [
 #: Upstream's event type, appended to each cycle's run once its decision is made.
 CYCLE_COMPLETED: Final = "OuterLoopCycleCompleted"
 #: The prefix of a cycle's run id (see the module docstring).
-CYCLE_RUN_ID_PREFIX: Final = "run_olc_"
 
 
 def cycle_run_id(token: str) -> str:

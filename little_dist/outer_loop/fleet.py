@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from little_dist.authoring.definition import WorkflowDefinition
-from little_dist.authoring.running import RunResult, run_result
+from little_dist.authoring.results import RunResult, run_result
 
 if TYPE_CHECKING:
     from little_dist.fleet.client import Client
@@ -56,7 +56,7 @@ def run_fleet_cycle(
     """Submit the cycle's run (idempotent on ``run_id``: a resumed cycle finds its run, an
     ended one is not planned or run again) and wait for its end; its result, or
     :class:`~little_dist.authoring.errors.RunFailedError` as
-    :func:`~little_dist.authoring.running.run_workflow_cycle` raises it. ``timeout``:
+    :func:`~little_dist.in_process.run_workflow_cycle` raises it. ``timeout``:
     :meth:`~little_dist.fleet.client.Client.wait`'s."""
     client.submit(
         workflow,

@@ -5,7 +5,7 @@ Per cycle ``n`` (``1..max_outer_cycles``):
 1. the manifest records ``pendingCycleRunId`` (a fresh run id, ``run_olc_...``) before
    anything runs;
 2. that run plans and runs: in this process
-   (:func:`~little_dist.authoring.running.run_workflow_cycle`), or, given a fleet
+   (:func:`~little_dist.in_process.run_workflow_cycle`), or, given a fleet
    ``client``, on the fleet (:func:`~little_dist.outer_loop.fleet.run_fleet_cycle`: a
    planner worker plans it, workers run its steps, this process waits); either way the
    planner sees the cycle's ``outerLoop`` context and the last ``continue`` note, and the
@@ -39,9 +39,11 @@ from typing import TYPE_CHECKING, Any
 
 from little_dist.authoring.definition import WorkflowDefinition
 from little_dist.authoring.errors import RunFailedError
-from little_dist.authoring.running import RunResult, run_workflow_cycle
+from little_dist.authoring.options import ReuseStrategy, RunOptions
+from little_dist.authoring.results import RunResult
 from little_dist.errors import InvalidInputError, LittleError
 from little_dist.events import EventInput
+from little_dist.ids import OUTER_LOOP_ID_PREFIX
 from little_dist.litellm_prices import litellm_price_fallback
 from little_dist.outer_loop.decisions import (
     CYCLE_COMPLETED,
@@ -75,7 +77,7 @@ if TYPE_CHECKING:
     from little_dist.permissions import Approver, ToolPermissions
     from little_dist.world.base import World
 
-__all__ = ["OuterLoopError", "goal_of", "run_outer_loop"]
+__all__ = ["OuterLoopError", "drive_outer_loop", "goal_of", "run_outer_loop"]
 
 _UNCOMPILED = "uncompiled"
 #: A cycle that ended so does not go to the supervisor: the loop stops with it.
@@ -165,6 +167,7 @@ def run_outer_loop(
     on_ask: Approver | None = None,
     client: Client | None = None,
     cycle_timeout: float | None = None,
+    workflow_version_reuse_strategy: ReuseStrategy | None = None,
 ) -> RunResult:
     """Plan and run ``workflow`` on ``input`` in cycles until the supervisor says ``done``
     (upstream's ``runOuterLoop``; see :mod:`little_dist.outer_loop`).
@@ -174,15 +177,20 @@ def run_outer_loop(
     (``ol_...``): resume that loop, or start it under that id (default: a new one).
     ``manifests``: where the manifest is kept (default: the world's,
     :func:`~little_dist.outer_loop.store.manifest_store_for`). The other keywords are
-    :func:`~little_dist.run_workflow`'s, for each cycle's run.
+    :func:`~little_dist.run_workflow`'s, for each cycle's run (checked once, before the
+    loop starts: one :class:`~little_dist.authoring.options.RunOptions`).
 
     ``client``: a fleet :class:`~little_dist.fleet.client.Client`: each cycle's run is
     submitted to the fleet and waited for (see :mod:`little_dist.outer_loop.fleet`; the
     workflow must be in the workers' ``--app`` module); ``world`` is then the client's.
     ``harness``, ``progress``, ``permissions`` and ``on_ask`` are in-process options: the
-    fleet's workers run cycles with their app's capabilities. ``cycle_timeout``: how long
-    to wait for one cycle's run on the fleet (``None``: no limit;
-    :class:`~little_dist.fleet.client.WaitTimeoutError` after it, the loop resumable).
+    fleet's workers run cycles with their app's capabilities.
+    ``workflow_version_reuse_strategy`` is checked like every option and passed to every
+    cycle's planner, which reviews no earlier version whichever it is (the planner reviews
+    one only outside an outer loop, :func:`~little_dist.planner.resolve_version`).
+    ``cycle_timeout``: how long to wait for one cycle's run on the fleet (``None``: no
+    limit; :class:`~little_dist.fleet.client.WaitTimeoutError` after it, the loop
+    resumable).
 
     Returns the last cycle's :class:`RunResult` with the supervisor's ``finalOutput`` as its
     ``output``. Raises :class:`OuterLoopError` (``outer_loop_exhausted`` after
@@ -192,20 +200,59 @@ def run_outer_loop(
     :class:`~little_dist.outer_loop.store.ManifestConflictError` when another process
     advanced the loop meanwhile.
     """
+    options = RunOptions.of(
+        "run_outer_loop",
+        harness=harness,
+        max_workers=max_workers,
+        progress=progress,
+        limits=limits,
+        pricing_fallback=pricing_fallback,
+        permissions=permissions,
+        on_ask=on_ask,
+        workflow_version_reuse_strategy=workflow_version_reuse_strategy,
+    )
+    return drive_outer_loop(
+        workflow,
+        input,
+        options,
+        max_outer_cycles=max_outer_cycles,
+        supervise=supervise,
+        world=world,
+        outer_loop_id=outer_loop_id,
+        manifests=manifests,
+        client=client,
+        cycle_timeout=cycle_timeout,
+    )
+
+
+# Long: the four steps of a cycle and the resume rules around them (the module docstring's
+# walk) read in one place; the step bodies are _run_cycle, the supervisor and the store.
+def drive_outer_loop(
+    workflow: WorkflowDefinition,
+    input: Any,
+    options: RunOptions,
+    *,
+    max_outer_cycles: int,
+    supervise: Supervisor | None = None,
+    world: World | None = None,
+    outer_loop_id: str | None = None,
+    manifests: ManifestStore | None = None,
+    client: Client | None = None,
+    cycle_timeout: float | None = None,
+) -> RunResult:
+    """:func:`run_outer_loop` with its run options checked already (the one value every
+    cycle's run takes)."""
     max_cycles = _check_max_cycles(max_outer_cycles)
     if not isinstance(workflow, WorkflowDefinition):
         raise InvalidInputError(
             "run_outer_loop expects a workflow from define_workflow(), "
             f"got {type(workflow).__name__}"
         )
-    if limits is None:
-        from little_dist.settings import load_limits
-
-        limits = load_limits()
-    run_input = workflow.validate_input(input, limits=limits)
-    loop_id = validate_outer_loop_id(outer_loop_id or f"ol_{uuid.uuid4().hex}")
+    pricing_fallback = options.pricing_fallback
+    run_input = workflow.validate_input(input, limits=options.limits)
+    loop_id = validate_outer_loop_id(outer_loop_id or OUTER_LOOP_ID_PREFIX + uuid.uuid4().hex)
     if client is not None:
-        world = _fleet_world(client, world, harness, progress, permissions, on_ask)
+        world = _fleet_world(client, world, options)
     if world is None:
         from little_dist.world.local import LocalWorld
 
@@ -246,15 +293,7 @@ def run_outer_loop(
             loop_id=loop_id,
             context=outer_loop_context(number, max_cycles, cycles),
             note=note,
-            options={
-                "harness": harness,
-                "max_workers": max_workers,
-                "progress": progress,
-                "limits": limits,
-                "pricing_fallback": pricing_fallback,
-                "permissions": permissions,
-                "on_ask": on_ask,
-            },
+            options=options,
             number=number,
             client=client,
             cycle_timeout=cycle_timeout,
@@ -301,7 +340,7 @@ def _run_cycle(
     loop_id: str,
     context: dict[str, Any],
     note: str | None,
-    options: dict[str, Any],
+    options: RunOptions,
     number: int,
     client: Client | None = None,
     cycle_timeout: float | None = None,
@@ -321,6 +360,8 @@ def _run_cycle(
                 timeout=cycle_timeout,
             )
         else:
+            from little_dist.in_process import run_workflow_cycle
+
             result = run_workflow_cycle(
                 workflow,
                 run_input,
@@ -329,7 +370,7 @@ def _run_cycle(
                 outer_loop_id=loop_id,
                 outer_loop=context,
                 prompt_note=note,
-                **options,
+                options=options,
             )
     except RunFailedError as error:
         if error.cause_code in _STOPPING_CAUSES:
@@ -356,22 +397,9 @@ def _run_cycle(
     )
 
 
-def _fleet_world(
-    client: Client,
-    world: World | None,
-    harness: Any,
-    progress: Any,
-    permissions: Any,
-    on_ask: Any,
-) -> World:
+def _fleet_world(client: Client, world: World | None, options: RunOptions) -> World:
     """The world of a loop on the fleet: the client's (``world``, if given, must be it)."""
-    given = {
-        "harness": harness,
-        "progress": progress,
-        "permissions": permissions,
-        "on_ask": on_ask,
-    }
-    local = [name for name, value in given.items() if value is not None]
+    local = options.not_on_fleet()
     if local:
         raise InvalidInputError(
             f"run_outer_loop: {', '.join(local)} run cycles in this process; with client= "

@@ -25,6 +25,7 @@ from typing import Any, Final, Literal
 
 from little_dist.canonical import canonical_json
 from little_dist.errors import InvalidInputError
+from little_dist.ids import OUTER_LOOP_ID_PREFIX
 
 __all__ = [
     "OUTER_LOOP_ID_PATTERN",
@@ -39,7 +40,7 @@ __all__ = [
 ]
 
 #: Upstream's ``OUTER_LOOP_ID_PATTERN``.
-OUTER_LOOP_ID_PATTERN: Final = re.compile(r"^ol_[A-Za-z0-9_-]{1,80}$")
+OUTER_LOOP_ID_PATTERN: Final = re.compile(rf"^{OUTER_LOOP_ID_PREFIX}[A-Za-z0-9_-]{{1,80}}$")
 
 CycleStatus = Literal["completed", "failed"]
 

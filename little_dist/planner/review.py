@@ -28,13 +28,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final
 
+# The strategies are the authoring layer's (a definition and a run choose one); named here
+# too, where the planner reads them.
+from little_dist.authoring.options import (
+    DEFAULT_REUSE_STRATEGY,
+    REUSE_STRATEGIES,
+    ReuseStrategy,
+    reuse_strategy,
+)
 from little_dist.canonical import sha256_digest
 from little_dist.compiler import WorkflowVersion
 from little_dist.compiler.lock import concrete_input_structure
 from little_dist.errors import InvalidInputError, LittleError
-from little_dist.fleet.engine_events import SUBMITTED_EVENT_TYPE
+from little_dist.event_types.engine import SUBMITTED_EVENT_TYPE
 from little_dist.lwir import validate_lwir
 
 if TYPE_CHECKING:
@@ -55,9 +63,6 @@ __all__ = [
     "validate_reuse_decision",
 ]
 
-ReuseStrategy = Literal["planner_reviewed", "always_fresh"]
-REUSE_STRATEGIES: Final = ("planner_reviewed", "always_fresh")
-DEFAULT_REUSE_STRATEGY: Final[ReuseStrategy] = "planner_reviewed"
 #: Where upstream mounts the candidate's details for the planner (named in the brief).
 MOUNTED_ROOT: Final = "/planner/reuse"
 DECISION_KINDS: Final = ("reuse_unchanged", "adapt", "draft_fresh")
@@ -69,16 +74,6 @@ _PLANNING_PEEK: Final = 8
 class ReuseDecisionError(InvalidInputError):
     """A planner reuse decision that upstream's rules refuse (malformed, a missing candidate,
     a blocked or unacknowledged ``reuse_unchanged``, an invalid LWIR)."""
-
-
-def reuse_strategy(value: Any, where: str) -> ReuseStrategy | None:
-    """``value`` checked as a reuse strategy (``None`` stays ``None``: not chosen here)."""
-    if value is None or value in REUSE_STRATEGIES:
-        return value  # type: ignore[no-any-return]
-    raise InvalidInputError(
-        f"{where}: workflow_version_reuse_strategy must be one of "
-        f"{', '.join(REUSE_STRATEGIES)}, got {value!r}"
-    )
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final
 
+# The engine events this view folds (their payloads are described in little_dist.subruns).
+from little_dist.event_types.engine import STEP_SUSPENDED, SUB_RUN_ENDED, SUB_RUN_STARTED
+
 __all__ = [
     "EMPTY_SUB_RUNS",
     "STEP_SUSPENDED",
@@ -24,11 +27,6 @@ __all__ = [
     "SubRunLinks",
     "SubRunView",
 ]
-
-#: The engine events this view folds (their payloads are described in little_dist.subruns).
-SUB_RUN_STARTED: Final = "little.subrun.started"
-SUB_RUN_ENDED: Final = "little.subrun.ended"
-STEP_SUSPENDED: Final = "little.step.suspended"
 
 
 @dataclass(frozen=True)

@@ -56,9 +56,9 @@ from typing import TYPE_CHECKING, Any
 from little_dist import occurrences
 from little_dist.compiler import WorkflowVersion
 from little_dist.errors import LeaseLostError, LittleError, StorageUnavailableError
+from little_dist.event_types.engine import STEP_SUSPENDED
 from little_dist.events import RUN_END_EVENT_TYPES, Event, EventInput
 from little_dist.run_state import RUN_ENDED, RunState, RunStateBuilder
-from little_dist.run_state._subruns import STEP_SUSPENDED
 from little_dist.runtime.capabilities import Capabilities
 from little_dist.runtime.continuation import PLAIN, Continuation
 from little_dist.runtime.failures import step_failed, timeout_envelope
@@ -115,7 +115,7 @@ def _parent_run_id_of(events: Sequence[Event]) -> str | None:
 
 def _inherited_of(events: Sequence[Event]) -> Any:
     """``RunStarted.payload.inherited`` of a sub-run's events, as recorded (``None`` when
-    it inherits nothing, or before RunStarted; see :mod:`little_dist.subruns.inherited`)."""
+    it inherits nothing, or before RunStarted; see :mod:`little_dist.runtime.inherited`)."""
     for event in events:
         if event.type == "RunStarted":
             return event.payload.get("inherited")

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from little_dist.bash_capabilities import BashCapabilities
 from little_dist.errors import InvalidInputError
 from little_dist.memory.layout import MemoryMountSpec
+from little_dist.sandbox.bash_capabilities import BashCapabilities
 from little_dist.tools import ToolRegistry
 
 if TYPE_CHECKING:
@@ -74,6 +74,9 @@ class Capabilities:
     #: Where the workflow tools' sub-runs start when they run elsewhere (set by a fleet
     #: worker: :class:`~little_dist.subruns.SubRunHost`); ``None``: in this process.
     sub_runs: Any = None
+    #: The provider quota limiter of the attempts' model calls (set by a fleet worker: its
+    #: Redis one, :func:`~little_dist.quotas.fleet_limiter`); ``None``: the process's own.
+    quotas: Any = None
 
     def offers_tool(self, name: object) -> bool:
         """Whether a document may name tool ``name`` for a model: a registered tool, or

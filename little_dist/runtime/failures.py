@@ -125,7 +125,7 @@ def step_suspended(
     ``resume_on_any``: the step is due again at the first of them to end
     (``resumeOn: "any"``: calls held back behind an orchestrator's gate start then); without
     it, once they all ended (the field absent, as before it existed)."""
-    from little_dist.run_state._subruns import STEP_SUSPENDED
+    from little_dist.event_types.engine import STEP_SUSPENDED
 
     payload: dict[str, Any] = {
         "stepPath": path,

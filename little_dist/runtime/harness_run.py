@@ -35,7 +35,7 @@ folder after the command and the versions it started from; a replay takes them u
 versions the recorded session saw (:mod:`little_dist.memory.attempt`).
 
 Sub-runs. A sub-run's attempts run with what its ``RunStarted`` says it inherits
-(:mod:`little_dist.subruns.inherited`: its parent's denies, an orchestration's pipeline
+(:mod:`little_dist.runtime.inherited`: its parent's denies, an orchestration's pipeline
 store read-only), applied to the capabilities here, whoever runs the attempt.
 """
 
@@ -128,7 +128,7 @@ def run_and_judge(
         )
         return [step_failed(path, step, attempt, error)]
     if context.inherited is not None:
-        from little_dist.subruns.inherited import with_inherited
+        from little_dist.runtime.inherited import with_inherited
 
         try:  # a sub-run: its parent's denies and pipeline store, as its log records them
             capabilities = with_inherited(capabilities, context.inherited)
@@ -320,6 +320,7 @@ def _run_harness(
         # (the stores are mounted beside the bash tool's scratch: without bash, none)
         memory_mounts=capabilities.memory_mounts if bash is not None else (),
         sub_runs=capabilities.sub_runs,
+        quotas=capabilities.quotas,
     )
     try:
         result = capabilities.harness_registry().run(task, ctx)

@@ -32,8 +32,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from little_dist.bash_capabilities import BashCapabilities
 from little_dist.errors import InvalidInputError
+from little_dist.sandbox.bash_capabilities import BashCapabilities
 from little_dist.sandbox.egress import PROXY_PORT, EgressDecision, EgressPolicy, EgressProxy
 from little_dist.sandbox.isolation import SandboxUnavailableError, bwrap_path, isolation_for
 from little_dist.sandbox.limits import DEFAULT_LIMITS, SandboxLimits

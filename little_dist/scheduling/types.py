@@ -71,7 +71,7 @@ class RunContext:
       dispatches, so that their tasks name the parent where operators look (Flower).
     - ``inherited``: what a sub-run inherits from its parent (its ``RunStarted``'s
       ``inherited``, as recorded: the parent's denies, the pipeline memory store; see
-      :mod:`little_dist.subruns.inherited`), or ``None``. ``decide`` does not look at it;
+      :mod:`little_dist.runtime.inherited`), or ``None``. ``decide`` does not look at it;
       the attempts apply it to their capabilities.
     """
 

@@ -29,7 +29,7 @@ import fnmatch
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from little_dist.harness.types import SkillDescriptor
+from little_dist.skills.descriptor import SkillDescriptor
 from little_dist.tools import Tool
 
 __all__ = ["ALWAYS_ALLOWED", "ToolNotAllowedError", "restrict_tools", "tool_allowed"]

@@ -37,7 +37,7 @@ from typing import Final
 
 from little_dist.bounded_read import ReadRefusedError, ReadTooLargeError, read_file
 from little_dist.canonical import sha256_digest
-from little_dist.harness.types import SkillDescriptor
+from little_dist.skills.descriptor import SkillDescriptor
 from little_dist.skills.frontmatter import SkillError, SkillNameError, parse_front_matter
 
 __all__ = [

@@ -36,8 +36,8 @@ from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 from typing import Final
 
-from little_dist.harness.types import SkillDescriptor
 from little_dist.sandbox import Mount
+from little_dist.skills.descriptor import SkillDescriptor
 from little_dist.skills.folders import content_hash
 from little_dist.skills.frontmatter import SkillError
 

@@ -13,9 +13,10 @@ call of a step of another run (the parent). The pieces:
   record it;
 * :mod:`.workflow_tool`: :func:`as_tool` (upstream's ``asHarnessWorkflow``), a defined
   workflow as a typed tool whose every call is a sub-run;
-* :mod:`.inherited` (pure): what a child inherits from its parent — the parent's denies,
-  an orchestration's pipeline memory store read-only — recorded in its ``RunStarted`` and
-  applied by whoever runs its attempts;
+* :mod:`little_dist.runtime.inherited` (pure; kept with the runtime, which applies it):
+  what a child inherits from its parent — the parent's denies, an orchestration's pipeline
+  memory store read-only — recorded in its ``RunStarted`` and applied by whoever runs its
+  attempts;
 * :mod:`.rollup`: the parent's children and their tokens and dollars, for ``little report``;
 * :mod:`.orchestrator`: :func:`run_orchestration` and upstream's ``plan_workflow`` /
   ``run_workflow`` / ``start_workflow`` tools, every run a sub-run.
@@ -23,7 +24,7 @@ call of a step of another run (the parent). The pieces:
 Exactly once. The child's id is a function of (parent run, step path, model turn, call
 index, tool name, arguments digest). A parent whose step is retried (its worker died while
 the child ran) replays its model turns from the memo, makes the same call, derives the same
-id and finds the child: ``run_workflow`` with an existing run id resumes it, or returns its
+id and finds the child: driving a child with an existing run id resumes it, or returns its
 recorded end, never starts a second one. Once the call's result is recorded
 (``harness.tool_call.succeeded``), a resumed parent takes it from the memo and does not
 look at the child at all.
@@ -85,8 +86,8 @@ call is :func:`~little_dist.subruns.engine.start_elsewhere`; tests in
    without an end (the children's own cancellation does the rest).
 
 What a child inherits (its parent's permission denies, an orchestration's pipeline memory
-store read-only) is recorded in its ``RunStarted`` (:mod:`.inherited`), so it holds on
-whichever worker runs the child (``tests/test_subruns_inherit_fleet.py``).
+store read-only) is recorded in its ``RunStarted`` (:mod:`little_dist.runtime.inherited`), so
+it holds on whichever worker runs the child (``tests/test_subruns_inherit_fleet.py``).
 
 A child whose workflow has no fixed ``plan=`` is submitted to be planned, as a top-level
 run by workflow id is (``little.run.submitted``, its parent link in it): the scheduler sends

@@ -6,9 +6,10 @@ events are in :mod:`little_dist.subruns.links`):
 1. derive the child's run id from the call (:func:`~little_dist.subruns.links.call_key`)
    and append ``little.subrun.started`` to the parent's log, durably, before the child
    exists — so a crash from here on leaves the parent's log naming the child;
-2. drive the child to its end: :func:`~little_dist.authoring.run_workflow` with that run
-   id, which starts it, resumes it (a parent attempt that died while its child ran), or
-   returns its recorded end without running anything (a child that already ended);
+2. drive the child to its end through the sub-run host (:class:`SubRunDriver`; in process
+   :class:`~little_dist.subruns.local_host.LocalSubRuns`, on the in-process engine) with
+   that run id, which starts it, resumes it (a parent attempt that died while its child
+   ran), or returns its recorded end without running anything (a child that already ended);
 3. append ``little.subrun.ended`` with the child's status; the caller (the tool call)
    then records the result as the call's ``harness.tool_call.succeeded`` (or ``.failed``),
    which the memo replays to a resumed parent without touching the child again.
@@ -20,7 +21,7 @@ its parent was denied, whatever its own rules allow. As upstream, the parent's a
 (``on_ask``) passes down with the denies (it answers the child's own ``ask`` rules when the
 child has no approver of its own), while the parent's ``allow`` and ``ask`` rules do not.
 The denies are also recorded in the child's ``RunStarted`` (``inherited``, with an
-orchestration's pipeline memory store: :mod:`little_dist.subruns.inherited`), so that the
+orchestration's pipeline memory store: :mod:`little_dist.runtime.inherited`), so that the
 child's attempts apply them wherever they run: a child started on the fleet
 (:func:`start_elsewhere`) runs under them on any worker. The approver stays in process.
 
@@ -62,11 +63,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ChildToStart",
+    "SubRunDriver",
     "SubRunHost",
     "SubRunOutcome",
     "await_sub_run",
     "child_run_id_for",
     "ended_payload_of",
+    "failed_outcome",
     "outcome_from_ended",
     "outcome_from_state",
     "read_outcome",
@@ -106,6 +109,22 @@ class SubRunHost(Protocol):
         *,
         version: WorkflowVersion | None = None,
     ) -> None: ...
+
+
+class SubRunDriver(Protocol):
+    """Where a call that waits for its child has it run to its end (in process:
+    :class:`~little_dist.subruns.local_host.LocalSubRuns`): ``run_to_end`` starts, resumes
+    or reads back the child ``child_run_id`` (idempotent) and returns how it ended."""
+
+    def run_to_end(
+        self,
+        child_run_id: str,
+        workflow: WorkflowDefinition,
+        run_input: Any,
+        parent: Mapping[str, Any],
+        *,
+        version: WorkflowVersion | None = None,
+    ) -> SubRunOutcome: ...
 
 
 #: Upstream's mapping of a run's cause code to the workflow tool's (``mapWorkflowError``).
@@ -167,8 +186,8 @@ def _parent_payload(
     info: ToolCallInfo, link: ParentLink, pipeline_store: str | None = None
 ) -> dict[str, Any]:
     """What the child's ``RunStarted`` records of its parent: the link, and what it
-    inherits (:mod:`little_dist.subruns.inherited`), so that any process runs it so."""
-    from little_dist.subruns.inherited import INHERITED_FIELD, inherited_from
+    inherits (:mod:`little_dist.runtime.inherited`), so that any process runs it so."""
+    from little_dist.runtime.inherited import INHERITED_FIELD, inherited_from
 
     payload = link.to_payload()
     ctx = info.ctx
@@ -192,24 +211,29 @@ def await_sub_run(
     max_workers: int = 4,
     version: WorkflowVersion | None = None,
     pipeline_store: str | None = None,
+    driver: SubRunDriver | None = None,
 ) -> SubRunOutcome:
     """Start (or find) the call's child run of ``workflow`` on ``run_input`` (already
-    validated) and wait in this process for its end (see the module docstring).
+    validated) and wait in this process for its end (see the module docstring): ``driver``
+    runs it (default: :class:`~little_dist.subruns.local_host.LocalSubRuns` over the
+    parent's world, with ``harness`` and ``max_workers``).
 
     ``version``: run this WorkflowVersion (planned before, e.g. by ``plan_workflow``)
     instead of resolving one for the input (planned, reused or the fixed ``plan=``).
     ``pipeline_store``: the orchestration's pipeline memory store, which the child sees
-    read-only (:mod:`little_dist.subruns.inherited`)."""
+    read-only (:mod:`little_dist.runtime.inherited`)."""
     link = _link(info)
     child = child_run_id(link.call_key)
     recorder = info.ctx.recorder
     _record_started(info, link, child, workflow, run_input)
     child_workflow = _with_parent_denies(workflow, info.ctx.permissions)
     parent = _parent_payload(info, link, pipeline_store)
+    if driver is None:
+        from little_dist.subruns.local_host import LocalSubRuns
+
+        driver = LocalSubRuns(recorder.world, harness=harness, max_workers=max_workers)
     with _CancelWatch(info, child):
-        outcome = _drive(
-            child, parent, child_workflow, run_input, harness, max_workers, version, recorder.world
-        )
+        outcome = driver.run_to_end(child, child_workflow, run_input, parent, version=version)
     _record_ended(info, link, outcome)
     return outcome
 
@@ -410,8 +434,8 @@ class _CancelWatch:
 
     def _watch(self) -> None:
         from little_dist.errors import LittleError
+        from little_dist.event_types.engine import CANCEL_EVENT_TYPE
         from little_dist.events import EventInput
-        from little_dist.fleet.engine_events import CANCEL_EVENT_TYPE
 
         ctx = self._info.ctx
         while not self._done.wait(self.POLL):
@@ -429,51 +453,7 @@ class _CancelWatch:
             return
 
 
-def _drive(
-    child: str,
-    parent: Mapping[str, Any],
-    workflow: WorkflowDefinition,
-    run_input: Any,
-    harness: Harness | Mapping[HarnessRole, Harness] | None,
-    max_workers: int,
-    version: WorkflowVersion | None,
-    world: Any,
-) -> SubRunOutcome:
-    """Run (start, resume or read back) the child in this process until it ends."""
-    from little_dist.authoring.errors import RunFailedError
-    from little_dist.authoring.running import run_workflow
-
-    if version is not None:
-        from little_dist.litellm_prices import litellm_price_fallback
-        from little_dist.local_runner import run_version
-
-        state = run_version(
-            world,
-            version,
-            run_input,
-            run_id=child,
-            capabilities=workflow.capabilities(harness),
-            max_workers=max_workers,
-            pricing_fallback=litellm_price_fallback,
-            parent=parent,
-        )
-        return outcome_from_state(child, state)
-    try:
-        result = run_workflow(
-            workflow,
-            run_input,
-            world=world,
-            run_id=child,
-            harness=harness,
-            max_workers=max_workers,
-            parent=parent,
-        )
-    except RunFailedError as failure:
-        return _failed(child, failure.cause_code, str(failure) or None, failure.failed_step_path)
-    return SubRunOutcome(child, "completed", output=result.state.output)
-
-
-def _failed(
+def failed_outcome(
     child: str, run_cause: str, message: str | None, step_path: str | None
 ) -> SubRunOutcome:
     cause = _TOOL_CAUSES.get(run_cause, "workflow_failed")
@@ -498,7 +478,7 @@ def outcome_from_state(child: str, state: RunState) -> SubRunOutcome:
     if not isinstance(step_path, str):
         failed = [path for path, step in state.steps.items() if step.status == "failed"]
         step_path = failed[-1] if failed else None
-    return _failed(
+    return failed_outcome(
         child,
         cause if isinstance(cause, str) and cause else "step_failed",
         f"Run {child!r} failed: {message}" if isinstance(message, str) and message else None,

@@ -31,10 +31,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 from little_dist.canonical import sha256_digest
-from little_dist.run_state._subruns import STEP_SUSPENDED, SUB_RUN_ENDED, SUB_RUN_STARTED
+from little_dist.event_types.engine import STEP_SUSPENDED, SUB_RUN_ENDED, SUB_RUN_STARTED
+from little_dist.ids import SUB_RUN_ID_PREFIX
 
 __all__ = [
     "STEP_SUSPENDED",
@@ -49,9 +50,6 @@ __all__ = [
     "sub_run_ends",
     "sub_run_starts",
 ]
-
-#: Every sub-run's id starts so (:func:`child_run_id`).
-SUB_RUN_ID_PREFIX: Final = "run_sub_"
 
 
 def call_key(

@@ -61,7 +61,7 @@ read-only, each available workflow's own memory (:mod:`little_dist.memory.layout
 sub-runs the tools start see that pipeline store read-only at ``/mnt/memory/pipeline/``
 (upstream's ``pipelineWorkflowDefinitionHashes`` with mode ``ro``), with or without the
 orchestrator's ``bash=``: it is recorded in each child's ``RunStarted``, so the child's
-attempts mount it wherever they run (:mod:`little_dist.subruns.inherited`).
+attempts mount it wherever they run (:mod:`little_dist.runtime.inherited`).
 
 Not yet: a ``plan_workflow`` / ``start_workflow`` call plans in the worker's thread (on its
 planning run, once: a resumed attempt takes the planned version from its log).
@@ -81,6 +81,7 @@ from little_dist import occurrences
 from little_dist.canonical import sha256_digest
 from little_dist.errors import InvalidInputError, LittleError
 from little_dist.harness.bash_tool import OWN_SCRATCH
+from little_dist.ids import PLAN_RUN_ID_PREFIX
 from little_dist.memory.layout import pipeline_store_id
 from little_dist.sandbox.writable import WritableFolder
 from little_dist.subruns.engine import await_sub_run, call_key_of
@@ -89,11 +90,11 @@ from little_dist.tools import InvalidToolInputError, Tool
 
 if TYPE_CHECKING:
     from little_dist.authoring.definition import WorkflowDefinition
-    from little_dist.authoring.running import RunResult
-    from little_dist.bash_capabilities import BashCapabilities
+    from little_dist.authoring.results import RunResult
     from little_dist.compiler import WorkflowVersion
     from little_dist.harness.tool_calls import ToolCallInfo
     from little_dist.harness.types import Harness, HarnessContext, HarnessRole
+    from little_dist.sandbox.bash_capabilities import BashCapabilities
     from little_dist.subruns.engine import SubRunHost, SubRunOutcome
     from little_dist.world.base import World
 
@@ -266,7 +267,7 @@ class _Orchestration:
 
         recorder = info.ctx.recorder
         key = call_key_of(info)
-        plan_run = f"run_plan_{key.split(':', 1)[-1][:32]}"
+        plan_run = f"{PLAN_RUN_ID_PREFIX}{key.split(':', 1)[-1][:32]}"
         base = {"parentRunId": info.ctx.run_id, "childRunId": plan_run}
         planned = info.ctx.memo.sub_run_end(plan_run)
         if planned is not None and planned.get("status") == "planned":
@@ -616,7 +617,8 @@ def run_orchestration(
     files in its scratch (``outputPath``) instead of inline. The workflow it runs is
     :func:`orchestrator_workflow`'s.
     """
-    from little_dist.authoring import run_workflow
+    from little_dist.authoring.options import RunOptions
+    from little_dist.in_process import run_in_process
 
     if not workflows:
         raise InvalidInputError("run_orchestration needs at least one workflow")
@@ -631,4 +633,7 @@ def run_orchestration(
         max_concurrent_sub_runs=max_concurrent_sub_runs,
         bash=bash,
     )
-    return run_workflow(orchestrator, input, world=world, run_id=run_id)
+    # The orchestrator's own run, on the in-process engine; its children are driven through
+    # the sub-run host (await_sub_run), never through the public entry point.
+    options = RunOptions(where="run_orchestration")
+    return run_in_process(orchestrator, input, options, world=world, run_id=run_id)

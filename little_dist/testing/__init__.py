@@ -10,6 +10,7 @@ from little_dist.testing.guard import (
     NonLocalConnectionError,
     RealProviderCallError,
 )
+from little_dist.testing.provider_quota import ProviderQuota
 from little_dist.testing.replies import ERROR_KINDS, Reply, ToolCall, Usage
 from little_dist.testing.scripted import (
     METADATA_KEY,
@@ -30,6 +31,7 @@ __all__ = [
     "SCRIPT_ENV_VAR",
     "NetworkGuardError",
     "NonLocalConnectionError",
+    "ProviderQuota",
     "RealProviderCallError",
     "Reply",
     "Rule",

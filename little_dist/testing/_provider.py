@@ -114,8 +114,41 @@ def _begin(
             llm_provider="scripted",
         )
     reply = request.reply
+    if script.quota is not None and reply.kind != "error":
+        _charge(litellm, script, request, reply)
     delay = script.latency if reply.latency is None else reply.latency
     return script, request, reply, delay
+
+
+def _usage(script: ScriptedModel, request: ScriptedRequest, reply: Reply) -> Any:
+    return reply.usage or estimate_usage(
+        request.messages,
+        request.tools,
+        reply,
+        cached_share=script.cached_share,
+        reasoning_share=script.reasoning_share,
+    )
+
+
+def _charge(litellm: Any, script: ScriptedModel, request: ScriptedRequest, reply: Reply) -> None:
+    """The provider's own limit: a call over it is refused with a 429 and ``Retry-After``."""
+    from little_dist.testing.provider_quota import QuotaRefused
+
+    assert script.quota is not None
+    usage = _usage(script, request, reply)
+    try:
+        script.quota.charge(usage.input + usage.output)
+    except QuotaRefused as refused:
+        import httpx
+
+        headers = {"retry-after": f"{refused.retry_after:.3f}"}
+        raise litellm.RateLimitError(
+            message=f"scripted provider quota: {refused}",
+            model=f"scripted/{request.model}",
+            llm_provider="scripted",
+            headers=headers,
+            response=httpx.Response(429, headers=headers),
+        ) from None
 
 
 def _finish(litellm: Any, script: ScriptedModel, request: ScriptedRequest, reply: Reply) -> Any:
@@ -130,13 +163,7 @@ def _finish(litellm: Any, script: ScriptedModel, request: ScriptedRequest, reply
             model=f"scripted/{request.model}",
             llm_provider="scripted",
         )
-    usage = reply.usage or estimate_usage(
-        request.messages,
-        request.tools,
-        reply,
-        cached_share=script.cached_share,
-        reasoning_share=script.reasoning_share,
-    )
+    usage = _usage(script, request, reply)
     message: dict[str, Any] = {"role": "assistant", "content": reply.text}
     if reply.tool_calls:
         message["tool_calls"] = [

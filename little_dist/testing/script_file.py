@@ -6,6 +6,8 @@
       "version": 1,
       "latency": 0.0, "cachedShare": 0.0, "reasoningShare": 0.0,
       "callLog": "/tmp/calls.jsonl",                       (optional)
+      "providerQuota": {"requests": 600, "tokens": 150000,  (optional: the provider's
+                        "period": 60, "redisUrl": "redis://..."}  limits, see provider_quota)
       "rules": [
         {"step": "summarize",
          "replies": [{"json": {"summary": "ok"},
@@ -79,6 +81,8 @@ def dump_script(script: ScriptedModel) -> dict[str, Any]:
     }
     if script.call_log is not None:
         out["callLog"] = str(script.call_log)
+    if script.quota is not None:
+        out["providerQuota"] = script.quota.to_dict()
     return out
 
 
@@ -95,6 +99,7 @@ def load_script(data: Mapping[str, Any]) -> ScriptedModel:
         "cachedShare",
         "reasoningShare",
         "callLog",
+        "providerQuota",
         "rules",
         "otherwise",
     }
@@ -105,6 +110,7 @@ def load_script(data: Mapping[str, Any]) -> ScriptedModel:
         cached_share=float(data.get("cachedShare", 0.0)),
         reasoning_share=float(data.get("reasoningShare", 0.0)),
         call_log=data.get("callLog"),
+        quota=None if data.get("providerQuota") is None else _quota(data["providerQuota"]),
     )
     for index, entry in enumerate(_list(data.get("rules", []), "$.rules")):
         path = f"$.rules[{index}]"
@@ -168,3 +174,9 @@ def _reply(item: Any, path: str) -> Reply:
     except (KeyError, TypeError) as error:
         raise InvalidInputError(f"{path}: malformed reply ({error})") from error
     raise InvalidInputError(f"{path}: a reply needs one of text, json, toolCalls or error")
+
+
+def _quota(data: Any) -> Any:
+    from little_dist.testing.provider_quota import ProviderQuota
+
+    return ProviderQuota.from_dict(data)

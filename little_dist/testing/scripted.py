@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from little_dist.errors import InvalidInputError
+from little_dist.testing.provider_quota import ProviderQuota
 from little_dist.testing.rules import Matcher, Rule
 from little_dist.testing.scripted_request import METADATA_KEY, ScriptedRequest, message_dict
 
@@ -81,6 +82,8 @@ class ScriptedModel:
     ``asyncio.sleep`` in ``acompletion``). Without an explicit ``usage``, token counts are
     estimated from text lengths; ``cached_share`` and ``reasoning_share`` set the cached and
     reasoning parts. ``call_log`` appends every call as a JSON line (shared across processes).
+    ``quota``: the provider's requests and tokens per period; a call over it gets a 429 with
+    ``Retry-After`` (and still uses up its scripted reply).
     """
 
     def __init__(
@@ -90,6 +93,7 @@ class ScriptedModel:
         cached_share: float = 0.0,
         reasoning_share: float = 0.0,
         call_log: str | Path | None = None,
+        quota: ProviderQuota | None = None,
     ) -> None:
         for name, share in (("cached_share", cached_share), ("reasoning_share", reasoning_share)):
             if not 0.0 <= share <= 1.0:
@@ -100,6 +104,9 @@ class ScriptedModel:
         self.cached_share = cached_share
         self.reasoning_share = reasoning_share
         self.call_log = None if call_log is None else Path(call_log)
+        #: The provider's own rate limit (429s beyond it), shared by every process serving
+        #: this script when it is Redis-backed (see :mod:`little_dist.testing.provider_quota`).
+        self.quota = quota
         self._lock = threading.RLock()
         self._rules: list[Rule] = []
         self._otherwise = Rule(self._lock)

@@ -1,0 +1,145 @@
+"""How to run a workflow: :class:`RunOptions`, one frozen value checked once where it is built.
+
+``run_workflow``, ``run_outer_loop`` and the in-process engine under them take the same run
+options (the harness, the worker threads, progress, input limits, pricing, tool permissions
+and their approver, the version reuse strategy). They are read and checked here, once, by
+whoever takes them from a caller; every layer below passes the value on as is. A new option
+is one field here, not a keyword in every signature (a keyword threaded through five of them
+was once dropped by one: the reuse strategy of an outer loop's cycles).
+
+The reuse strategies (upstream's ``WorkflowVersionReuseStrategy``) are named here too: the
+definition and the run both choose one, and the planner reads it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+from little_dist.errors import InvalidInputError
+from little_dist.litellm_prices import litellm_price_fallback
+from little_dist.pricing import PriceFallback
+
+if TYPE_CHECKING:
+    from little_dist.harness.types import Harness, HarnessRole
+    from little_dist.limits import InputLimits
+    from little_dist.permissions import Approver, ToolPermissions
+
+__all__ = [
+    "DEFAULT_REUSE_STRATEGY",
+    "REUSE_STRATEGIES",
+    "ReuseStrategy",
+    "RunOptions",
+    "reuse_strategy",
+]
+
+ReuseStrategy = Literal["planner_reviewed", "always_fresh"]
+REUSE_STRATEGIES: Final = ("planner_reviewed", "always_fresh")
+DEFAULT_REUSE_STRATEGY: Final[ReuseStrategy] = "planner_reviewed"
+
+
+def reuse_strategy(value: Any, where: str) -> ReuseStrategy | None:
+    """``value`` checked as a reuse strategy (``None`` stays ``None``: not chosen here)."""
+    if value is None or value in REUSE_STRATEGIES:
+        return value  # type: ignore[no-any-return]
+    raise InvalidInputError(
+        f"{where}: workflow_version_reuse_strategy must be one of "
+        f"{', '.join(REUSE_STRATEGIES)}, got {value!r}"
+    )
+
+
+def _unset_limits() -> InputLimits:
+    from little_dist.settings import load_limits
+
+    return load_limits()
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """The options of one run (and of every cycle of an outer loop), checked when built.
+
+    ``harness``: one harness for every role, or one per role (default: the workflow's).
+    ``max_workers``: threads running the run's steps. ``progress``: called with each event
+    the run records. ``limits``: the input limits (default: the ``LITTLE_MAX_*`` settings,
+    read when the value is built). ``pricing_fallback``: prices for the model calls the
+    bundled registry has no rates for (``None``: registry rates only). ``permissions``:
+    upstream's runtime tool-call rules, after the workflow's own (read into a
+    :class:`~little_dist.permissions.ToolPermissions`, or ``None``); ``on_ask``: the
+    approver of ``ask`` decisions. ``workflow_version_reuse_strategy``: over the workflow's.
+
+    ``where`` names the caller in the one-line errors (``run_workflow``, ...).
+    """
+
+    harness: Harness | Mapping[HarnessRole, Harness] | None = None
+    max_workers: int = 8
+    progress: Callable[[Any], None] | None = None
+    limits: InputLimits = field(default_factory=_unset_limits)
+    pricing_fallback: PriceFallback | None = litellm_price_fallback
+    permissions: ToolPermissions | None = None
+    on_ask: Approver | None = None
+    workflow_version_reuse_strategy: ReuseStrategy | None = None
+    where: str = field(default="run_workflow", compare=False)
+
+    def __post_init__(self) -> None:
+        where = self.where
+        workers = self.max_workers
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise InvalidInputError(
+                f"{where}: max_workers must be a positive integer, got {workers!r}"
+            )
+        for name in ("progress", "pricing_fallback", "on_ask"):
+            value = getattr(self, name)
+            if value is not None and not callable(value):
+                raise InvalidInputError(f"{where}: {name} must be callable, got {value!r}")
+        from little_dist.limits import InputLimits
+
+        if self.limits is None:
+            object.__setattr__(self, "limits", _unset_limits())
+        elif not isinstance(self.limits, InputLimits):
+            raise InvalidInputError(f"{where}: limits must be InputLimits, got {self.limits!r}")
+        if self.permissions is not None:
+            from little_dist.permissions import tool_permissions
+
+            given = tool_permissions(self.permissions, f"{where}: permissions")
+            object.__setattr__(self, "permissions", given)
+        reuse_strategy(self.workflow_version_reuse_strategy, where)
+
+    @classmethod
+    def of(
+        cls,
+        where: str,
+        *,
+        harness: Harness | Mapping[HarnessRole, Harness] | None = None,
+        max_workers: int = 8,
+        progress: Callable[[Any], None] | None = None,
+        limits: InputLimits | None = None,
+        pricing_fallback: PriceFallback | None = litellm_price_fallback,
+        permissions: ToolPermissions | Mapping[str, Any] | Sequence[Any] | None = None,
+        on_ask: Approver | None = None,
+        workflow_version_reuse_strategy: ReuseStrategy | None = None,
+    ) -> RunOptions:
+        """The options from the public keywords (``permissions`` in any of upstream's
+        shapes, ``limits`` ``None`` for the settings'), checked; ``where`` names the caller."""
+        return cls(
+            harness=harness,
+            max_workers=max_workers,
+            progress=progress,
+            limits=limits,  # type: ignore[arg-type]  # None: read in __post_init__
+            pricing_fallback=pricing_fallback,
+            permissions=permissions,  # type: ignore[arg-type]  # read in __post_init__
+            on_ask=on_ask,
+            workflow_version_reuse_strategy=workflow_version_reuse_strategy,
+            where=where,
+        )
+
+    def not_on_fleet(self) -> list[str]:
+        """The options given here that a run on a fleet cannot honour: a fleet's workers run
+        with their app's capabilities."""
+        given = {
+            "harness": self.harness,
+            "progress": self.progress,
+            "permissions": self.permissions,
+            "on_ask": self.on_ask,
+        }
+        return [name for name, value in given.items() if value is not None]

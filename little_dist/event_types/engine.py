@@ -1,0 +1,61 @@
+"""The engine's own event types in a run's log (beside upstream's catalogue), under ``little.``.
+
+Upstream's types are in :mod:`~little_dist.event_types.catalogue`; these are the engine's
+extensions, named here so that whoever records one and whoever reads it spell it alike. The
+fold tolerates them (:mod:`little_dist.run_state` counts what it does not read), and the
+typed reader reads them as :class:`~little_dist.event_types.EngineEvent`. Their occurrence
+ids are in :mod:`little_dist.occurrences`. Pure: names only (importing this module does not
+load the typed catalogue).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = [
+    "CANCEL_EVENT_TYPE",
+    "CAPABILITY_DRIFT_EVENT",
+    "MEMORY_CONFLICT_EVENT",
+    "MODEL_MEMOIZED",
+    "PLAN_FAILED_EVENT_TYPE",
+    "STEP_SUSPENDED",
+    "SUBMITTED_EVENT_TYPE",
+    "SUBMITTED_PARENT_FIELD",
+    "SUB_RUN_ENDED",
+    "SUB_RUN_STARTED",
+    "TOOL_MEMOIZED",
+]
+
+# little.run.*: a run's life on the fleet.
+
+#: Engine event asking a run to stop (``Client.cancel``, ``little cancel``); occurrence
+#: ``cancel``. ``decide`` then fails the run with causeCode ``cancelled``.
+CANCEL_EVENT_TYPE: Final = "little.run.cancel_requested"
+#: Engine event recording a submission that still has to be planned (``little.plan``):
+#: ``{workflowId, input}``, occurrence ``submit``. Appended before ``RunStarted``.
+SUBMITTED_EVENT_TYPE: Final = "little.run.submitted"
+#: The field of ``little.run.submitted`` holding a sub-run's parent link (``parentRunId``,
+#: ... see :mod:`little_dist.subruns.links`): the planner copies it into ``RunStarted``.
+SUBMITTED_PARENT_FIELD: Final = "parent"
+#: Engine event recording a ``little.plan`` that failed in a way that may pass (a provider's
+#: rate limit, an unexpected error): ``{attempt, error}``, occurrence ``plan-failed:{n}``.
+PLAN_FAILED_EVENT_TYPE: Final = "little.run.plan_failed"
+
+# little.subrun.* and little.step.suspended: sub-runs (payloads in little_dist.subruns).
+
+#: In the parent's log: a tool call's child run, named before the child exists.
+SUB_RUN_STARTED: Final = "little.subrun.started"
+#: In the parent's log: how that child ended.
+SUB_RUN_ENDED: Final = "little.subrun.ended"
+#: An attempt that ended waiting for children (``waitingFor``), in place of its end.
+STEP_SUSPENDED: Final = "little.step.suspended"
+
+# little.harness.*, little.memory.*: what an attempt's harness records beside upstream's.
+
+#: A resumed session's capabilities changed: what changed, recorded before the step fails.
+CAPABILITY_DRIFT_EVENT: Final = "little.harness.capability_drift"
+#: A model call / tool call answered from the memo of an earlier attempt.
+MODEL_MEMOIZED: Final = "little.harness.model.memoized"
+TOOL_MEMOIZED: Final = "little.harness.tool_call.memoized"
+#: An attempt's memory write that lost to another writer of the same store.
+MEMORY_CONFLICT_EVENT: Final = "little.memory.conflict"

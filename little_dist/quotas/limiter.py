@@ -1,0 +1,152 @@
+"""The limiter a model call goes through: reserve before, settle after, block on a 429.
+
+:meth:`QuotaLimiter.reserve` finds the rules a call falls under, asks the backend for its
+estimated amounts and, while the backend says to wait, waits in place (in slices, watching
+the attempt's cancellation and deadline) up to ``max_wait`` seconds in all; past that it
+raises :class:`QuotaWaitTooLong` and the attempt fails with a retriable cause. The
+:class:`Reservation` it returns is settled with the real usage after the call, or
+:meth:`~Reservation.rejected` when the provider answered 429: every rule of the call is
+then blocked for the ``Retry-After`` (the whole fleet waits, not one thread).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from little_dist.errors import InvalidInputError, LittleError, StorageUnavailableError
+from little_dist.quotas.backend import QuotaBackend
+from little_dist.quotas.rules import Amounts, CallIdentity, QuotaRule, QuotaRules
+
+__all__ = [
+    "DEFAULT_RETRY_AFTER",
+    "QuotaLimiter",
+    "QuotaTooSmall",
+    "QuotaWaitTooLong",
+    "Reservation",
+]
+
+_log = logging.getLogger("little_dist.quotas")
+
+#: How long a 429 without ``Retry-After`` blocks its rules (seconds).
+DEFAULT_RETRY_AFTER = 1.0
+#: The longest single sleep of a wait: cancellation and deadlines are looked at this often.
+_SLICE = 0.5
+
+
+class QuotaWaitTooLong(LittleError):
+    """The call would wait for quota longer than the setting allows (retriable later)."""
+
+    def __init__(self, message: str, *, expected_in: float) -> None:
+        super().__init__(message)
+        #: Seconds until the backend expected room when the wait gave up.
+        self.expected_in = expected_in
+
+
+class QuotaTooSmall(InvalidInputError):
+    """One call needs more than a whole period's limit: no wait can admit it."""
+
+
+def _never() -> bool:
+    return False
+
+
+@dataclass
+class Reservation:
+    """One admitted call's hold on its rules' quota."""
+
+    limiter: QuotaLimiter
+    rules: tuple[QuotaRule, ...]
+    reservation_id: str
+    amounts: Amounts
+    waited: float = 0.0
+    _open: bool = True
+
+    def settle(self, input_tokens: int, output_tokens: int) -> None:
+        """The call ended with this usage: it replaces the estimate. A store that cannot be
+        reached is logged, not raised: the call is over, and its estimate stops counting
+        when its lease ends."""
+        if self._open:
+            self._open = False
+            used = Amounts(self.amounts.requests, max(input_tokens, 0), max(output_tokens, 0))
+            try:
+                self.limiter.backend.settle(self.rules, self.reservation_id, self.amounts, used)
+            except StorageUnavailableError as exc:
+                _log.warning("quota reservation %s not settled: %s", self.reservation_id, exc)
+
+    def rejected(self, retry_after: float | None) -> None:
+        """The provider answered 429: block the call's rules for ``retry_after`` seconds."""
+        seconds = DEFAULT_RETRY_AFTER if retry_after is None or retry_after <= 0 else retry_after
+        try:
+            self.limiter.backend.block(self.rules, min(seconds, self.limiter.max_wait))
+        except StorageUnavailableError as exc:
+            _log.warning("quota block after a 429 not recorded: %s", exc)
+        self.settle(0, 0)
+
+
+class QuotaLimiter:
+    """Admits model calls under ``rules`` through ``backend`` (see the module docs).
+
+    ``lease``: how long a reservation counts as in flight when it is never settled (its
+    worker died); ``clock``/``sleep`` are for tests.
+    """
+
+    def __init__(
+        self,
+        rules: QuotaRules,
+        backend: QuotaBackend,
+        *,
+        max_wait: float = 60.0,
+        lease: float = 900.0,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.rules = rules
+        self.backend = backend
+        self.max_wait = max_wait
+        self.lease = lease
+        self._clock = clock
+        self._sleep = sleep
+
+    def reserve(
+        self,
+        call: CallIdentity,
+        amounts: Amounts,
+        *,
+        cancelled: Callable[[], bool] = _never,
+        deadline: float | None = None,
+    ) -> Reservation | None:
+        """Wait until ``amounts`` are admitted under every rule ``call`` falls under and
+        return the hold (``None``: no rule limits the call). Raises :class:`QuotaTooSmall`,
+        :class:`QuotaWaitTooLong`, or returns early when ``cancelled()`` turns true (the
+        caller sees its cancellation)."""
+        rules = self.rules.for_call(call)
+        if not rules:
+            return None
+        for rule in rules:
+            problem = rule.too_large(amounts)
+            if problem is not None:
+                raise QuotaTooSmall(problem)
+        reservation_id = uuid.uuid4().hex
+        started = self._clock()
+        while True:
+            wait = self.backend.reserve(rules, reservation_id, amounts, self.lease)
+            now = self._clock()
+            if wait <= 0:
+                return Reservation(self, rules, reservation_id, amounts, waited=now - started)
+            waited = now - started
+            limit = self.max_wait if deadline is None else min(self.max_wait, deadline - started)
+            if waited + wait > limit:
+                names = ", ".join(rule.name for rule in rules)
+                raise QuotaWaitTooLong(
+                    f"quota of {names} expected in {wait:.2f} s; the call already waited "
+                    f"{waited:.2f} s and may wait {max(limit, 0):.2f} s "
+                    "(LITTLE_QUOTA_MAX_WAIT, or the step's deadline)",
+                    expected_in=wait,
+                )
+            if cancelled():
+                return None
+            self._sleep(min(wait, _SLICE))
