@@ -185,13 +185,8 @@ def limiter_latency(redis_url: str, calls: int) -> list[float]:
     """(c): estimate + reserve + settle on Redis, as a call pays them, no limit binding."""
     import redis
 
-    from little_dist.quotas import (
-        QuotaLimiter,
-        RedisQuotaBackend,
-        call_identity,
-        estimate_amounts,
-        parse_quotas,
-    )
+    from little_dist.harness.quota_estimate import call_identity, estimate_amounts
+    from little_dist.quotas import QuotaLimiter, RedisQuotaBackend, parse_quotas
 
     name = f"little-bench-latency-{uuid.uuid4().hex[:8]}"
     rules = parse_quotas(

@@ -158,9 +158,7 @@ except InvalidInputError as error:
         ("huge", "more than 67,108,864 bytes, too big to read"),
     ],
 )
-def test_a_scripted_model_file_is_read_with_a_bound(
-    tmp_path: Path, source: str, said: str
-) -> None:
+def test_a_scripted_model_file_is_read_with_a_bound(tmp_path: Path, source: str, said: str) -> None:
     path = source if source.startswith("/") else str(_sparse(tmp_path / source))
     done = _python(LOAD_SCRIPT, path)
     assert "Traceback" not in done.stderr and done.returncode == 0, done.stderr[-2000:]

@@ -163,9 +163,7 @@ def test_removal_removes_links_not_their_targets(writable: Path, outside: Path) 
     assert sorted(os.listdir(outside)) == ["bystander", "secret"]
 
 
-def test_chown_changes_links_themselves_never_their_targets(
-    writable: Path, outside: Path
-) -> None:
+def test_chown_changes_links_themselves_never_their_targets(writable: Path, outside: Path) -> None:
     (writable / "host").symlink_to(outside / "secret")
     (writable / "sub").mkdir()
     (writable / "sub" / "f").write_text("x")

@@ -117,12 +117,14 @@ class WorkerRuntime:
     @property
     def quotas(self) -> Any:
         """The provider quota limiter of this worker's model calls, on the fleet's Redis
-        (:func:`~little_dist.quotas.fleet_limiter`; ``None``: no ``LITTLE_QUOTAS``)."""
+        (:func:`~little_dist.harness.quota_limiters.fleet_limiter`; ``None``: no
+        ``LITTLE_QUOTAS``)."""
         with self._lock:
             if not self._quotas_made:
-                from little_dist.quotas import fleet_limiter
+                from little_dist.fleet.worker_slots import fleet_redis
+                from little_dist.harness.quota_limiters import fleet_limiter
 
-                self._quotas = fleet_limiter(self.settings)
+                self._quotas = fleet_limiter(self.settings, fleet_redis(self.settings))
                 self._quotas_made = True
             return self._quotas
 

@@ -263,13 +263,9 @@ def _hold_quota(
     """The call's hold on its provider quota (see :mod:`little_dist.quotas`): the fleet
     worker's limiter, else this process's; waits in place while the quota is spent. ``None``
     when no quota rule limits the call."""
-    from little_dist.quotas import (
-        QuotaTooSmall,
-        QuotaWaitTooLong,
-        call_identity,
-        estimate_amounts,
-        process_limiter,
-    )
+    from little_dist.harness.quota_estimate import call_identity, estimate_amounts
+    from little_dist.harness.quota_limiters import process_limiter
+    from little_dist.quotas import QuotaTooSmall, QuotaWaitTooLong
 
     limiter = ctx.quotas if ctx.quotas is not None else process_limiter()
     if limiter is None:

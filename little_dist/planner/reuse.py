@@ -53,6 +53,7 @@ def check_version_input(version: WorkflowVersion, policy: str, run_input: Any) -
     if policy != "any":
         raise VersionReuseError(f'Unknown WorkflowVersion reuse policy "{policy}".')
 
+
 _ITEMS_FROM_INPUT = re.compile(r"^\{\{\s*input((?:\.[A-Za-z_$][A-Za-z0-9_$-]*)*)\s*\}\}$")
 
 

@@ -6,8 +6,12 @@ API key, shared by every worker.
   :mod:`.memory` (one process) and :mod:`.redis_backend` (one Lua script a call);
 * :mod:`.limiter`: :class:`QuotaLimiter`, what a model call goes through
   (:func:`little_dist.harness.model_calls.call_model` is the one seam);
-* :mod:`.estimate`: what a call reserves (litellm's token counter, its ``max_tokens``);
-* :mod:`.process`: the limiter of a fleet worker (Redis) or of this process (memory).
+
+What a call reserves (litellm's token counter, its ``max_tokens``) is
+:mod:`little_dist.harness.quota_estimate`; which limiter a call goes through (a fleet
+worker's on Redis, else this process's in memory) is :mod:`little_dist.harness.quota_limiters`:
+both need what lies above this package (litellm, the settings), which imports nothing of
+little_dist but its errors.
 
 How waits work and what a 429 does: ``docs/operations.md``, "Provider quotas".
 """
@@ -15,7 +19,6 @@ How waits work and what a 429 does: ``docs/operations.md``, "Provider quotas".
 from __future__ import annotations
 
 from little_dist.quotas.backend import QuotaBackend
-from little_dist.quotas.estimate import call_identity, estimate_amounts
 from little_dist.quotas.limiter import (
     QuotaLimiter,
     QuotaTooSmall,
@@ -23,7 +26,6 @@ from little_dist.quotas.limiter import (
     Reservation,
 )
 from little_dist.quotas.memory import MemoryQuotaBackend
-from little_dist.quotas.process import fleet_limiter, process_limiter
 from little_dist.quotas.redis_backend import RedisQuotaBackend
 from little_dist.quotas.rules import (
     Amounts,
@@ -48,10 +50,6 @@ __all__ = [
     "QuotaWaitTooLong",
     "RedisQuotaBackend",
     "Reservation",
-    "call_identity",
-    "estimate_amounts",
-    "fleet_limiter",
     "key_fingerprint",
     "parse_quotas",
-    "process_limiter",
 ]

@@ -75,7 +75,8 @@ class Capabilities:
     #: worker: :class:`~little_dist.subruns.SubRunHost`); ``None``: in this process.
     sub_runs: Any = None
     #: The provider quota limiter of the attempts' model calls (set by a fleet worker: its
-    #: Redis one, :func:`~little_dist.quotas.fleet_limiter`); ``None``: the process's own.
+    #: Redis one, :func:`~little_dist.harness.quota_limiters.fleet_limiter`); ``None``: the
+    #: process's own.
     quotas: Any = None
 
     def offers_tool(self, name: object) -> bool:

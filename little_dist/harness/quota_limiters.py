@@ -1,6 +1,6 @@
 """Where a limiter comes from: the fleet's Redis, or this process's memory.
 
-A fleet worker builds one :class:`~.limiter.QuotaLimiter` on the fleet's Redis
+A fleet worker builds one :class:`~little_dist.quotas.limiter.QuotaLimiter` on the fleet's Redis
 (:func:`fleet_limiter`) and gives it to its attempts (``Capabilities.quotas``). A model call
 given none (``little run``, ``run_workflow`` in process) uses :func:`process_limiter`: the
 rules ``LITTLE_QUOTAS`` holds now, over windows in this process's memory that every run of
@@ -10,7 +10,7 @@ the process shares (a quota belongs to the key, not to a run).
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from little_dist.quotas.limiter import QuotaLimiter
 from little_dist.quotas.memory import MemoryQuotaBackend
@@ -49,15 +49,14 @@ def process_limiter(settings: QuotaSettings | None = None) -> QuotaLimiter | Non
         return found
 
 
-def fleet_limiter(settings: Settings) -> QuotaLimiter | None:
-    """The limiter a fleet worker gives its attempts: on the fleet's Redis (in memory when
-    the world is not on Redis); ``None`` when ``LITTLE_QUOTAS`` is unset."""
+def fleet_limiter(settings: Settings, client: Any | None) -> QuotaLimiter | None:
+    """The limiter a fleet worker gives its attempts: on the fleet's Redis ``client`` (in
+    memory when the world is not on Redis: ``None``); ``None`` when ``LITTLE_QUOTAS`` is
+    unset."""
     if settings.quotas is None:
         return None
-    from little_dist.fleet.worker_slots import fleet_redis
     from little_dist.quotas.redis_backend import RedisQuotaBackend
 
-    client = fleet_redis(settings)
     if client is None:
         return process_limiter(settings)
     return QuotaLimiter(
