@@ -124,7 +124,10 @@ class WorkerRuntime:
                 from little_dist.fleet.worker_slots import fleet_redis
                 from little_dist.harness.quota_limiters import fleet_limiter
 
-                self._quotas = fleet_limiter(self.settings, fleet_redis(self.settings))
+                # (the fleet's Redis only when there are quotas: a worker on a world of its
+                # own, without LITTLE_QUOTAS, has no fleet Redis to ask for)
+                if self.settings.quotas is not None:
+                    self._quotas = fleet_limiter(self.settings, fleet_redis(self.settings))
                 self._quotas_made = True
             return self._quotas
 
