@@ -91,6 +91,8 @@ if TYPE_CHECKING:
 __all__ = ["RunMismatchError", "submit_run", "submit_runs"]
 
 
+# Long for its docstring (every way a run is submitted, each option's contract); the code,
+# about 40 lines, picks the way.
 def submit_run(
     world: World,
     workflow: WorkflowDefinition | WorkflowVersion | Mapping[str, Any] | str,
