@@ -28,6 +28,8 @@ from little_dist.fleet.submission import submit_run, submit_runs
 from little_dist.ids import validate_run_id
 from little_dist.litellm_prices import litellm_price_fallback
 from little_dist.local_runner import RunMismatchError
+from little_dist.observability.hooks import submitted
+from little_dist.observability.metrics import enable_metrics
 from little_dist.pricing import PriceFallback
 from little_dist.run_state import (
     FOLDED_EVENT_TYPES,
@@ -99,6 +101,8 @@ class Client:
         pricing_fallback: PriceFallback | None = litellm_price_fallback,
     ) -> None:
         self.settings = settings if settings is not None else load_settings()
+        if self.settings.metrics_port is not None:  # (this process's /metrics, once)
+            enable_metrics("client", port=self.settings.metrics_port)
         self.pricing_fallback = pricing_fallback
         self._world = world
         self._owns_world = world is None
@@ -237,6 +241,7 @@ class Client:
         ``cycle``: the run is an outer-loop cycle, planned by the fleet's planner with the
         cycle's context (see :func:`~little_dist.fleet.submission.submit_run`)."""
         self._load_registry()
+        submitted(1)
         return submit_run(
             self.world,
             workflow,
@@ -265,6 +270,7 @@ class Client:
         run's first decision (its start signals it). Idempotent per run id as
         :meth:`submit` (see :func:`~little_dist.fleet.submission.submit_runs`)."""
         self._load_registry()
+        submitted(len(inputs))
         return submit_runs(
             self.world,
             workflow,
