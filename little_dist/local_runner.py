@@ -56,7 +56,7 @@ from little_dist.event_types.engine import CANCEL_EVENT_TYPE
 from little_dist.events import Event, EventInput
 from little_dist.ids import RUN_ID_PREFIX, validate_run_id
 from little_dist.pricing import PriceFallback
-from little_dist.run_state import RunState, RunStateBuilder
+from little_dist.run_state import RUN_ENDED, RunState, RunStateBuilder
 from little_dist.runtime import (
     DEADLINE_GRACE,
     DEFAULT_STEP_TIMEOUT,
@@ -72,7 +72,9 @@ from little_dist.runtime import (
 )
 from little_dist.runtime.daemon_pool import DaemonThreadPool
 from little_dist.scheduling import Decision, RunContext, StepDispatch, decide
-from little_dist.world.base import Lease, World, run_lease_key
+from little_dist.world.base import Lease, World
+from little_dist.world.extras import extras_of
+from little_dist.world.fleet_keys import runner_lease_key
 
 __all__ = [
     "DEFAULT_LEASE_TTL",
@@ -216,7 +218,7 @@ def run_version(
     if existing:
         state = _fold(world, run_id, existing, pricing_fallback)
         _check_same_run(run_id, state, existing, version, run_input)
-        if state.status in ("completed", "failed"):
+        if state.status in RUN_ENDED:
             if progress is not None:
                 progress(state)
             return state
@@ -361,17 +363,17 @@ class _Runner:
         """Hand a finished run's log to the world's archive, where it keeps one (the Redis
         world moves it to S3, then lets the stream expire); the fleet's scheduler does the
         same for fleet runs. A failed archive does not change the run's result."""
-        archive = getattr(self.world, "archive_run", None)
-        if archive is None or state.status not in ("completed", "failed"):
+        archives = extras_of(self.world).archives
+        if archives is None or state.status not in RUN_ENDED:
             return
         try:
-            archive(self.run_id)
+            archives.archive_run(self.run_id)
         except LittleError as error:
             if self.notice is not None:
                 self.notice(f"run {self.run_id} finished but was not archived: {error}")
 
     def _acquire_runner_lock(self, lock_wait: float) -> Lease:
-        key = run_lease_key(self.run_id, "runner")
+        key = runner_lease_key(self.run_id)
         deadline = time.monotonic() + lock_wait
         told = False
         while True:

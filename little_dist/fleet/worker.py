@@ -29,14 +29,15 @@ from little_dist.fleet.sending import schedule_occurrence
 from little_dist.fleet.sub_runs import FleetSubRuns, with_fleet_sub_runs
 from little_dist.fleet.versions import VersionCache
 from little_dist.ids import InvalidIdError, validate_run_id
-from little_dist.run_state import RunState
+from little_dist.run_state import RUN_ENDED, RunState
 from little_dist.runtime import AttemptOutcome, LeaseKeeper, execute_step_attempt
-from little_dist.runtime.dead_attempts import step_lease_key
 from little_dist.scheduling import RunContext, StepDispatch
 from little_dist.scheduling.context import StepPathError, locate_step
 from little_dist.scheduling.step_graph import plan_for
 from little_dist.settings import Role, Settings
 from little_dist.world.base import Lease, World, unique_holder
+from little_dist.world.extras import extras_of
+from little_dist.world.fleet_keys import step_lease_key
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor
@@ -44,14 +45,12 @@ if TYPE_CHECKING:
     from little_dist.fleet.app_registry import AppRegistry
     from little_dist.fleet.queue import TaskQueue
     from little_dist.fleet.shared_redis import SharedRedis
-    from little_dist.fleet.slots import FanoutWindow
+    from little_dist.fleet.worker_slots import FanoutWindow
     from little_dist.scheduling import DispatchKind
 
 __all__ = ["WorkerRuntime"]
 
 _log = logging.getLogger("little.worker")
-
-_TERMINAL = ("completed", "failed")
 
 
 class WorkerRuntime:
@@ -62,7 +61,7 @@ class WorkerRuntime:
     :class:`~little_dist.fleet.queue.TaskQueue`); set by
     :func:`register_tasks`. ``roles`` (the queues the worker consumes) are the attempts it
     may run as an eager continuation (none by default). ``window``: the fleet's cap on a
-    fan-out's branches in flight (:mod:`little_dist.fleet.slots`); by default built from the
+    fan-out's branches in flight (:mod:`little_dist.fleet.worker_slots`); by default built from the
     settings when the world is too (a runtime given its world gets none unless given one).
     """
 
@@ -122,20 +121,22 @@ class WorkerRuntime:
         ``LITTLE_QUOTAS``)."""
         with self._lock:
             if not self._quotas_made:
-                from little_dist.fleet.slots import fleet_redis
+                from little_dist.fleet.worker_slots import fleet_redis
                 from little_dist.harness.quota_limiters import fleet_limiter
 
-                if self.settings.quotas is not None:  # no Redis client for no rules
+                # (the fleet's Redis only when there are quotas: a worker on a world of its
+                # own, without LITTLE_QUOTAS, has no fleet Redis to ask for)
+                if self.settings.quotas is not None:
                     self._quotas = fleet_limiter(self.settings, fleet_redis(self.settings))
                 self._quotas_made = True
             return self._quotas
 
     @property
     def window(self) -> FanoutWindow | None:
-        """The fleet's cap on a fan-out's branches in flight (see :mod:`~.slots`)."""
+        """The fleet's cap on a fan-out's branches in flight (see :mod:`~.worker_slots`)."""
         with self._lock:
             if self._window_from_settings:
-                from little_dist.fleet.slots import fanout_window
+                from little_dist.fleet.worker_slots import fanout_window
 
                 self._window = fanout_window(self.settings)
                 self._window_from_settings = False
@@ -348,7 +349,7 @@ class WorkerRuntime:
             self.release(lease)
             raise
         ctx = tracker.context
-        if state.status in _TERMINAL:
+        if state.status in RUN_ENDED:
             self.runs.forget(run_id)
             _log.info("%s %s %s#%d%s: the run is over", kind, run_id, step_path, attempt, how)
             return AttemptOutcome.already_done.value
@@ -394,7 +395,7 @@ class WorkerRuntime:
             state = tracker.catch_up()
             ctx = tracker.context
             if ctx is None:
-                if state.status not in _TERMINAL and not tracker.awaiting_plan:
+                if state.status not in RUN_ENDED and not tracker.awaiting_plan:
                     self.runs.forget(run_id)  # nothing to keep for a run id nobody started
                 _log.warning(
                     "%s %s %s#%d: the run has not started", kind, run_id, step_path, attempt
@@ -450,7 +451,6 @@ class WorkerRuntime:
         task declares expected (FAILURE, one log line, no retry). An accepted one is
         answered by ``task_id`` too (its run id), and removes a refusal an earlier one left
         under the run id."""
-        from little_dist.fleet.client import submit_run
         from little_dist.fleet.refusals import (
             SubmissionRefused,
             cause_of,
@@ -458,6 +458,7 @@ class WorkerRuntime:
             run_id_for,
             submit_arguments,
         )
+        from little_dist.fleet.submission import submit_run
         from little_dist.local_runner import new_run_id
 
         kwargs = kwargs or {}
@@ -490,18 +491,18 @@ class WorkerRuntime:
             refused = SubmissionRefused(cause_of(error), message, run_id)
             self._record_refusal(task_id, refused)
             raise refused from None
-        accept: Callable[..., None] | None = getattr(self.world, "record_acceptance", None)
-        if accept is not None:
-            accept(task_id, submitted)
+        records = extras_of(self.world).submission_records
+        if records is not None:
+            records.record_acceptance(task_id, submitted)
         return submitted
 
     def _record_refusal(self, task_id: str | None, refused: Any) -> None:
         """Tell the sender (see :meth:`submit`); storage out of reach leaves the log line."""
-        record: Callable[..., bool] | None = getattr(self.world, "record_refusal", None)
-        if record is None:
+        records = extras_of(self.world).submission_records
+        if records is None:
             return
         try:
-            record(task_id, refused.run_id, refused.cause, refused.message)
+            records.record_refusal(task_id, refused.run_id, refused.cause, refused.message)
         except LittleError as error:
             _log.warning("little.submit_run %s: refusal not recorded: %s", task_id, error)
 

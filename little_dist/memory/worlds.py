@@ -10,37 +10,38 @@ world object.
 from __future__ import annotations
 
 import tempfile
-import weakref
 from typing import Any
 
-from little_dist.errors import InvalidInputError
 from little_dist.memory.local import LocalMemoryStore
 from little_dist.memory.store import MemoryStore
 from little_dist.world.base import World
+from little_dist.world.extras import FencesInProcess, KeepsMemory, chosen_store
 
 __all__ = ["memory_store_for"]
 
-_scratch_stores: weakref.WeakKeyDictionary[Any, tuple[Any, LocalMemoryStore]] = (
-    weakref.WeakKeyDictionary()
-)
-
 
 def memory_store_for(world: World) -> MemoryStore:
-    """The memory stores of ``world``; :class:`InvalidInputError` for a World that has none."""
-    made = getattr(world, "memory_store", None)
-    if callable(made):
-        store: MemoryStore = made()
-        return store
-    data_dir = getattr(world, "data_dir", None)
-    if data_dir is not None:
-        return LocalMemoryStore(data_dir)
-    from little_dist.world.memory import MemoryWorld
+    """The memory stores of ``world``; :class:`InvalidInputError` for a World that has none
+    (the choice is :func:`~little_dist.world.extras.chosen_store`'s)."""
+    store: MemoryStore = chosen_store(
+        world,
+        what="memory stores",
+        own=world.memory_store if isinstance(world, KeepsMemory) else None,
+        in_data_dir=LocalMemoryStore,
+        in_process=lambda: _scratch_store(world),
+    )
+    return store
 
-    if isinstance(world, MemoryWorld):
-        held = _scratch_stores.get(world)
-        if held is None:
-            folder = tempfile.TemporaryDirectory(prefix="little-memory-")
-            held = (folder, LocalMemoryStore(folder.name, fenced=world.while_fenced))
-            _scratch_stores[world] = held
-        return held[1]
-    raise InvalidInputError(f"{type(world).__name__} keeps no memory stores")
+
+class _ScratchStore(LocalMemoryStore):
+    """A memory store in a temporary folder that lives as long as the store object."""
+
+    def __init__(self, folder: tempfile.TemporaryDirectory[str], **options: Any) -> None:
+        super().__init__(folder.name, **options)
+        self._folder = folder
+
+
+def _scratch_store(world: World) -> LocalMemoryStore:
+    fenced = world.while_fenced if isinstance(world, FencesInProcess) else None
+    folder = tempfile.TemporaryDirectory(prefix="little-memory-")
+    return _ScratchStore(folder, fenced=fenced)

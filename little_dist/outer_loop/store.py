@@ -24,12 +24,11 @@ import fcntl
 import hashlib
 import os
 import threading
-import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from little_dist.errors import ConflictError, InvalidInputError, StorageUnavailableError
 from little_dist.outer_loop.manifest import (
@@ -38,6 +37,8 @@ from little_dist.outer_loop.manifest import (
     parse_manifest_text,
     validate_outer_loop_id,
 )
+from little_dist.world.base import World
+from little_dist.world.extras import KeepsManifests, chosen_store
 
 __all__ = [
     "LocalManifestStore",
@@ -192,27 +193,16 @@ class MemoryManifestStore:
         return str(revision)
 
 
-_memory_stores: weakref.WeakKeyDictionary[Any, MemoryManifestStore] = weakref.WeakKeyDictionary()
-_memory_lock = threading.Lock()
-
-
-def manifest_store_for(world: Any) -> ManifestStore:
+def manifest_store_for(world: World) -> ManifestStore:
     """The outer-loop manifests of ``world``: its own store when it offers one
     (``RedisS3World.outer_loop_manifests()``), its data directory's (``LocalWorld``), or a
-    store living as long as a ``MemoryWorld``; :class:`InvalidInputError` otherwise."""
-    made = getattr(world, "outer_loop_manifests", None)
-    if callable(made):
-        store: ManifestStore = made()
-        return store
-    data_dir = getattr(world, "data_dir", None)
-    if data_dir is not None:
-        return LocalManifestStore(data_dir)
-    from little_dist.world.memory import MemoryWorld
-
-    if isinstance(world, MemoryWorld):
-        with _memory_lock:
-            held = _memory_stores.get(world)
-            if held is None:
-                held = _memory_stores[world] = MemoryManifestStore()
-        return held
-    raise InvalidInputError(f"{type(world).__name__} keeps no outer-loop manifests")
+    store living as long as a ``MemoryWorld``; :class:`InvalidInputError` otherwise (the
+    choice is :func:`~little_dist.world.extras.chosen_store`'s)."""
+    store: ManifestStore = chosen_store(
+        world,
+        what="outer-loop manifests",
+        own=world.outer_loop_manifests if isinstance(world, KeepsManifests) else None,
+        in_data_dir=LocalManifestStore,
+        in_process=MemoryManifestStore,
+    )
+    return store

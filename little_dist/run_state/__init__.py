@@ -33,6 +33,7 @@ from little_dist.run_state._materialize import (
 )
 from little_dist.run_state._parallel import ParallelBranchState, ParallelGroupState
 from little_dist.run_state._state import (
+    RUN_ENDED,
     RunState,
     RunStatus,
     StepAttempt,
@@ -42,6 +43,7 @@ from little_dist.run_state._state import (
 
 __all__ = [
     "FOLDED_EVENT_TYPES",
+    "RUN_ENDED",
     "EventLike",
     "ParallelBranchState",
     "ParallelGroupState",

@@ -22,6 +22,7 @@ from little_dist.run_state._subruns import SubRunView
 from little_dist.run_state._usage import Pricer, Totals, empty_totals, totals_json
 
 __all__ = [
+    "RUN_ENDED",
     "RunState",
     "RunStatus",
     "StepAttempt",
@@ -30,6 +31,9 @@ __all__ = [
 ]
 
 RunStatus: TypeAlias = Literal["pending", "running", "completed", "failed"]
+#: The statuses of a run that is over (its log holds ``RunCompleted`` or ``RunFailed``):
+#: ``state.status in RUN_ENDED``.
+RUN_ENDED: Final[tuple[RunStatus, ...]] = ("completed", "failed")
 #: ``suspended``: an attempt that ended waiting for sub-runs (``little.step.suspended``); its
 #: step stays ``running`` until an attempt after it ends (engine extension).
 StepStatus: TypeAlias = Literal["pending", "running", "completed", "failed", "suspended"]
