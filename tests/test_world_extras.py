@@ -18,10 +18,10 @@ from little_dist.outer_loop.store import (
 )
 from little_dist.world.extras import (
     Archives,
-    KeepsManifests,
-    KeepsMemory,
+    InDataDir,
     KeepsVersionParts,
     RecordsSubmissions,
+    SharesStorage,
     StartsInOneTrip,
     extras_of,
     require,
@@ -37,8 +37,7 @@ def test_the_fleets_world_has_every_fleet_extra() -> None:
         KeepsVersionParts,
         StartsInOneTrip,
         RecordsSubmissions,
-        KeepsMemory,
-        KeepsManifests,
+        SharesStorage,
     ):
         assert issubclass(RedisS3World, extra), extra.__name__
 
@@ -51,13 +50,14 @@ def test_an_in_process_world_has_none_and_the_answer_is_remembered() -> None:
     assert extras.one_trip_starts is None
     assert extras.submission_records is None
     assert extras_of(world) is extras  # asked once per world object
-    assert not isinstance(world, KeepsMemory)
+    assert not isinstance(world, SharesStorage)
 
 
-def test_a_local_world_keeps_memory_but_no_archive(tmp_path: Path) -> None:
+def test_a_local_world_keeps_stores_in_its_folder_but_no_archive(tmp_path: Path) -> None:
     world = LocalWorld(tmp_path / "data")
     try:
-        assert isinstance(world, KeepsMemory)
+        assert isinstance(world, InDataDir)
+        assert not isinstance(world, SharesStorage)
         assert extras_of(world).archives is None
         assert not isinstance(world, StartsInOneTrip)
     finally:

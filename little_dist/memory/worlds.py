@@ -1,10 +1,10 @@
 """Which :class:`~little_dist.memory.store.MemoryStore` a World keeps its memory in.
 
 A :class:`~little_dist.world.local.LocalWorld` keeps it under its data directory, a
-:class:`~little_dist.world.redis_s3.RedisS3World` in its Redis and bucket (each world's
-``memory_store()``, whose fenced commits are checked against that world's leases); the
-process-local ``MemoryWorld`` of unit tests in a temporary folder that lives as long as the
-world object.
+:class:`~little_dist.world.redis_s3.RedisS3World` in its Redis and bucket (the world's
+``shared_storage()``); either way fenced commits are checked against that world's leases.
+The process-local ``MemoryWorld`` of unit tests keeps it in a temporary folder that lives as
+long as the world object.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 from little_dist.memory.local import LocalMemoryStore
 from little_dist.memory.store import MemoryStore
 from little_dist.world.base import World
-from little_dist.world.extras import FencesInProcess, KeepsMemory, chosen_store
+from little_dist.world.extras import FencesInProcess, SharesStorage, chosen_store
 
 __all__ = ["memory_store_for"]
 
@@ -26,11 +26,30 @@ def memory_store_for(world: World) -> MemoryStore:
     store: MemoryStore = chosen_store(
         world,
         what="memory stores",
-        own=world.memory_store if isinstance(world, KeepsMemory) else None,
-        in_data_dir=LocalMemoryStore,
+        own=(lambda: _on_shared_storage(world)) if isinstance(world, SharesStorage) else None,
+        in_data_dir=lambda folder: LocalMemoryStore(folder, fenced=_fence_of(world)),
         in_process=lambda: _scratch_store(world),
     )
     return store
+
+
+def _on_shared_storage(world: SharesStorage) -> MemoryStore:
+    from little_dist.memory.redis_s3 import RedisS3MemoryStore
+
+    shared = world.shared_storage()
+    return RedisS3MemoryStore(
+        shared.redis,
+        shared.s3,
+        key_prefix=shared.key_prefix,
+        s3_prefix=shared.s3_prefix,
+        lease_key=shared.lease_key,
+        now_ms=shared.now_ms,
+    )
+
+
+def _fence_of(world: World) -> Any:
+    """The world's own fencing (a store's commits checked against its leases), if any."""
+    return world.while_fenced if isinstance(world, FencesInProcess) else None
 
 
 class _ScratchStore(LocalMemoryStore):
@@ -42,6 +61,5 @@ class _ScratchStore(LocalMemoryStore):
 
 
 def _scratch_store(world: World) -> LocalMemoryStore:
-    fenced = world.while_fenced if isinstance(world, FencesInProcess) else None
     folder = tempfile.TemporaryDirectory(prefix="little-memory-")
-    return _ScratchStore(folder, fenced=fenced)
+    return _ScratchStore(folder, fenced=_fence_of(world))

@@ -38,7 +38,7 @@ from little_dist.outer_loop.manifest import (
     validate_outer_loop_id,
 )
 from little_dist.world.base import World
-from little_dist.world.extras import KeepsManifests, chosen_store
+from little_dist.world.extras import SharesStorage, chosen_store
 
 __all__ = [
     "LocalManifestStore",
@@ -194,15 +194,24 @@ class MemoryManifestStore:
 
 
 def manifest_store_for(world: World) -> ManifestStore:
-    """The outer-loop manifests of ``world``: its own store when it offers one
-    (``RedisS3World.outer_loop_manifests()``), its data directory's (``LocalWorld``), or a
+    """The outer-loop manifests of ``world``: on its Redis and bucket when it lends them
+    (``RedisS3World.shared_storage()``), its data directory's (``LocalWorld``), or a
     store living as long as a ``MemoryWorld``; :class:`InvalidInputError` otherwise (the
     choice is :func:`~little_dist.world.extras.chosen_store`'s)."""
     store: ManifestStore = chosen_store(
         world,
         what="outer-loop manifests",
-        own=world.outer_loop_manifests if isinstance(world, KeepsManifests) else None,
+        own=(lambda: _on_shared_storage(world)) if isinstance(world, SharesStorage) else None,
         in_data_dir=LocalManifestStore,
         in_process=MemoryManifestStore,
     )
     return store
+
+
+def _on_shared_storage(world: SharesStorage) -> ManifestStore:
+    from little_dist.outer_loop.redis_s3 import RedisS3ManifestStore
+
+    shared = world.shared_storage()
+    return RedisS3ManifestStore(
+        shared.redis, shared.s3, key_prefix=shared.key_prefix, s3_prefix=shared.s3_prefix
+    )

@@ -10,9 +10,9 @@ protocol                    what it adds                                        
 :class:`KeepsVersionParts`  a version's shared part stored once, by hash         RedisS3World
 :class:`StartsInOneTrip`    a run's claim, start (and first tasks) in one trip   RedisS3World
 :class:`RecordsSubmissions` answers to ``little.submit_run`` tasks               RedisS3World
-:class:`KeepsMemory`        agent memory stores of its own                       Redis, Local
-:class:`KeepsManifests`     outer-loop manifests of its own                      RedisS3World
+:class:`SharesStorage`      its Redis and bucket, for stores that live beside it RedisS3World
 :class:`InDataDir`          a data directory that stores can live under          LocalWorld
+:class:`FencesInProcess`    a lease held while a body runs, in one process       Local, Memory
 ==========================  ===================================================  ==============
 
 Each is ``runtime_checkable`` and asked with ``isinstance`` once per world
@@ -23,8 +23,10 @@ world lacks it (a submit goes step by step, a finished run stays where it is) or
 (:func:`require`).
 
 :func:`chosen_store` is the one rule for where a world keeps a store that is not part of
-``World`` (agent memory, outer-loop manifests): the world's own, else one under its data
-directory, else one living as long as an in-process world.
+``World`` (agent memory, outer-loop manifests): one on the world's Redis and bucket, else
+one under its data directory, else one living as long as an in-process world. The stores'
+packages build them (:mod:`little_dist.memory.worlds`, :mod:`little_dist.outer_loop.store`):
+a world imports nothing of the layers above it.
 """
 
 from __future__ import annotations
@@ -47,10 +49,10 @@ __all__ = [
     "Archives",
     "FencesInProcess",
     "InDataDir",
-    "KeepsManifests",
-    "KeepsMemory",
     "KeepsVersionParts",
     "RecordsSubmissions",
+    "SharedStorage",
+    "SharesStorage",
     "StartsInOneTrip",
     "WorldExtras",
     "chosen_store",
@@ -141,18 +143,26 @@ class RecordsSubmissions(Protocol):
     ) -> bool: ...
 
 
+@dataclass(frozen=True)
+class SharedStorage:
+    """What a world on Redis and S3 lends the stores that live beside it: its clients, its
+    key and object prefixes, its lease key names (a store's fenced commits are checked
+    against the world's leases) and its clock argument for Lua scripts."""
+
+    redis: Any
+    s3: Any
+    key_prefix: str
+    s3_prefix: str
+    lease_key: Callable[[str], str]
+    now_ms: Any
+
+
 @runtime_checkable
-class KeepsMemory(Protocol):
-    """A world with agent memory stores of its own (fenced by its own leases)."""
+class SharesStorage(Protocol):
+    """A world whose Redis and bucket hold other stores too (agent memory, outer-loop
+    manifests), each built by its own package from :class:`SharedStorage`."""
 
-    def memory_store(self) -> Any: ...
-
-
-@runtime_checkable
-class KeepsManifests(Protocol):
-    """A world with outer-loop manifests of its own."""
-
-    def outer_loop_manifests(self) -> Any: ...
+    def shared_storage(self) -> SharedStorage: ...
 
 
 @runtime_checkable
@@ -227,7 +237,7 @@ def chosen_store(
     in_process: Callable[[], _T],
 ) -> _T:
     """The store of ``what`` (e.g. ``"memory stores"``) for ``world``: ``own()`` when the
-    world keeps one of its own (the caller passes it after its ``isinstance``), else
+    world lends its storage (the caller passes it after its ``isinstance``), else
     ``in_data_dir(world.data_dir)`` for a world in a data directory, else one made by
     ``in_process()`` for an in-process world (``MemoryWorld``), the same one for as long as
     that world object lives. :class:`InvalidInputError` for any other world."""

@@ -7,7 +7,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import Any, Final, TypeVar
 
 from little_dist.errors import RunEndedError, StorageUnavailableError
 from little_dist.events import Event, EventInput
@@ -45,9 +45,6 @@ from little_dist.world.local.event_log import (
     row_to_event,
 )
 from little_dist.world.local.files import FileStore
-
-if TYPE_CHECKING:
-    from little_dist.memory.local import LocalMemoryStore
 
 __all__ = ["DEFAULT_DATA_DIR", "LocalWorld"]
 
@@ -268,13 +265,6 @@ class LocalWorld(
             return body()
 
         return self._db.write(checked)
-
-    def memory_store(self) -> LocalMemoryStore:
-        """This world's memory stores (:mod:`little_dist.memory.local`), fenced commits
-        checked against its leases."""
-        from little_dist.memory.local import LocalMemoryStore
-
-        return LocalMemoryStore(self.data_dir, fenced=self.while_fenced)
 
     def close(self) -> None:
         self._db.close()
