@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from little_dist.errors import InvalidInputError, LittleError
+from little_dist.errors import LittleError
 from little_dist.events import Event
 from little_dist.fleet.dispatch import Advance
 from little_dist.fleet.fastpath import FastPath
@@ -36,7 +36,6 @@ from little_dist.scheduling.context import StepPathError, locate_step
 from little_dist.scheduling.step_graph import plan_for
 from little_dist.settings import Role, Settings
 from little_dist.world.base import Lease, World, unique_holder
-from little_dist.world.extras import extras_of
 from little_dist.world.fleet_keys import step_lease_key
 
 if TYPE_CHECKING:
@@ -440,71 +439,11 @@ class WorkerRuntime:
         *,
         task_id: str | None = None,
     ) -> str:
-        """``little.submit_run`` with the message's ``args`` and ``kwargs``: submit a run of a
-        registered workflow (by id) or of an LWIR document; its run id (given, or derived
-        from ``task_id``: see :mod:`~.refusals`).
+        """``little.submit_run``: submit a run by workflow id or LWIR document; its run id, or
+        :class:`~.refusals.SubmissionRefused` (see :mod:`~.submit_task`)."""
+        from little_dist.fleet.submit_task import submit
 
-        A submission its checks refuse (its arguments, run id, workflow id, input, document,
-        the capabilities it names, a run id taken by another run) writes nothing of a run:
-        the refusal is recorded for its sender (by ``task_id``, and under the run id when
-        that is nobody's run) and raised as :class:`~.refusals.SubmissionRefused`, which the
-        task declares expected (FAILURE, one log line, no retry). An accepted one is
-        answered by ``task_id`` too (its run id), and removes a refusal an earlier one left
-        under the run id."""
-        from little_dist.fleet.refusals import (
-            SubmissionRefused,
-            cause_of,
-            given_run_id,
-            run_id_for,
-            submit_arguments,
-        )
-        from little_dist.fleet.submission import submit_run
-        from little_dist.local_runner import new_run_id
-
-        kwargs = kwargs or {}
-        run_id: str | None = None
-        try:
-            run_id = run_id_for(given_run_id(args, kwargs), task_id, new_run_id)
-            sent = submit_arguments(args, kwargs)
-            registry = self.registry
-            if sent.workflow_id is not None and registry.get(sent.workflow_id) is None:
-                known = ", ".join(sorted(registry.workflows)) or "none"
-                raise SubmissionRefused(
-                    "unknown_workflow",
-                    f"workflow {sent.workflow_id!r} is not one of the workers' app "
-                    f"(registered: {known})",
-                )
-            submitted = submit_run(
-                self.world,
-                sent.workflow,
-                sent.input,
-                run_id=run_id,
-                queue=self.queue,
-                settings=self.settings,
-                registry=registry,
-                holder=self.name,
-                window=self.window,
-                shared=self.shared_redis,
-            )
-        except InvalidInputError as error:
-            message = error.message if isinstance(error, SubmissionRefused) else str(error)
-            refused = SubmissionRefused(cause_of(error), message, run_id)
-            self._record_refusal(task_id, refused)
-            raise refused from None
-        records = extras_of(self.world).submission_records
-        if records is not None:
-            records.record_acceptance(task_id, submitted)
-        return submitted
-
-    def _record_refusal(self, task_id: str | None, refused: Any) -> None:
-        """Tell the sender (see :meth:`submit`); storage out of reach leaves the log line."""
-        records = extras_of(self.world).submission_records
-        if records is None:
-            return
-        try:
-            records.record_refusal(task_id, refused.run_id, refused.cause, refused.message)
-        except LittleError as error:
-            _log.warning("little.submit_run %s: refusal not recorded: %s", task_id, error)
+        return submit(self, args, kwargs or {}, task_id=task_id)
 
     def advance(
         self,
