@@ -16,14 +16,13 @@ import typing as _typing
 __version__ = "0.1.0"
 
 if _typing.TYPE_CHECKING:
-    from little_dist.api import run_workflow
+    from little_dist.api import define_workflow, run_workflow
     from little_dist.authoring import (
         InputValidationError,
         ModelSlot,
         RunFailedError,
         RunResult,
         WorkflowDefinition,
-        define_workflow,
         model,
         skill,
     )
@@ -60,7 +59,7 @@ _WHERE = {
     "RunFailedError": "little_dist.authoring",
     "RunResult": "little_dist.authoring",
     "WorkflowDefinition": "little_dist.authoring",
-    "define_workflow": "little_dist.authoring",
+    "define_workflow": "little_dist.api",
     "model": "little_dist.authoring",
     "run_workflow": "little_dist.api",
     "skill": "little_dist.authoring",

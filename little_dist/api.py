@@ -1,5 +1,6 @@
 """The public entry point that runs a workflow: :func:`run_workflow` (upstream's
-``runWorkflow``).
+``runWorkflow``), and the public :func:`define_workflow`, whose definitions run themselves
+(``workflow.run(input, **options)``, the same call).
 
 It sits above everything it can drive: it checks its arguments once (the run options into
 one :class:`~little_dist.authoring.options.RunOptions`, the outer loop's), then hands the
@@ -11,10 +12,13 @@ is :class:`~little_dist.Client`'s; an outer loop on a fleet is
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ParamSpec
 
 from little_dist.authoring.definition import WorkflowDefinition
+from little_dist.authoring.definition import define_workflow as _define_workflow
 from little_dist.authoring.options import ReuseStrategy, RunOptions
 from little_dist.authoring.results import RunResult
 from little_dist.errors import InvalidInputError
@@ -27,7 +31,40 @@ if TYPE_CHECKING:
     from little_dist.permissions import Approver, ToolPermissions
     from little_dist.world.base import World
 
-__all__ = ["run_workflow"]
+__all__ = ["Workflow", "define_workflow", "run_workflow"]
+
+_P = ParamSpec("_P")
+
+
+class Workflow(WorkflowDefinition):
+    """A definition made with the public :func:`define_workflow`: one that can run itself.
+    The authoring layer's :class:`~little_dist.authoring.definition.WorkflowDefinition` runs
+    nothing (a layer below every engine); this adds only :meth:`run`."""
+
+    def run(self, input: Any, **options: Any) -> RunResult:
+        """``run_workflow(self, input, **options)`` (:func:`run_workflow`)."""
+        return run_workflow(self, input, **options)
+
+    @classmethod
+    def of(cls, definition: WorkflowDefinition) -> Workflow:
+        """``definition`` as a :class:`Workflow` (the same fields; itself if it is one)."""
+        if isinstance(definition, cls):
+            return definition
+        fields = {f.name: getattr(definition, f.name) for f in dataclasses.fields(definition)}
+        return cls(**fields)
+
+
+def _runnable(make: Callable[_P, WorkflowDefinition]) -> Callable[_P, Workflow]:
+    @functools.wraps(make)
+    def define(*args: _P.args, **kwargs: _P.kwargs) -> Workflow:
+        return Workflow.of(make(*args, **kwargs))
+
+    return define
+
+
+#: :func:`little_dist.authoring.definition.define_workflow`, whose definition can run itself
+#: (:class:`Workflow`); the same parameters.
+define_workflow = _runnable(_define_workflow)
 
 
 # Long for its docstring (the public API's reference); the code is about 35 lines.

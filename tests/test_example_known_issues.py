@@ -14,7 +14,7 @@ from types import ModuleType
 
 import pytest
 
-from little_dist.authoring import run_workflow
+from little_dist.api import run_workflow
 from little_dist.memory import memory_store_for
 from little_dist.world.local import LocalWorld
 from tests.fleet_processes import FleetEnv, fleet_env, start_scheduler, start_worker

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from little_dist.authoring import run_workflow
+from little_dist.api import run_workflow
 from little_dist.pricing import price_model_call
 from little_dist.subruns import SUB_RUN_ENDED, SUB_RUN_STARTED
 from little_dist.world.local import LocalWorld

@@ -16,7 +16,7 @@ from types import ModuleType
 import jsonschema
 import pytest
 
-from little_dist.authoring import run_workflow
+from little_dist.api import run_workflow
 from little_dist.world.in_process import MemoryWorld
 
 ROOT = Path(__file__).parent.parent

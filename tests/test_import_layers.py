@@ -91,3 +91,77 @@ def test_the_readme_layout_table_names_every_layer_in_the_contracts_order() -> N
         for row in rows
     ]
     assert named == layers
+
+
+def _folder(module: str) -> str:
+    """A module's folder: the package right under little_dist (a top-level module is its own)."""
+    return ".".join(module.split(".")[:2])
+
+
+def _circles(imports: dict[str, set[str]]) -> list[set[str]]:
+    """The import circles of ``imports`` (strongly connected parts of two or more modules)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[set[str]] = []
+    for root in imports:
+        if root in index:
+            continue
+        # Tarjan's algorithm, iterative (the graph is deep enough for recursion to matter).
+        work = [(root, iter(sorted(imports[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(imports.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                part = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    part.add(member)
+                    if member == node:
+                        break
+                if len(part) > 1:
+                    found.append(part)
+    return found
+
+
+def test_every_import_circle_left_stays_inside_one_folder() -> None:
+    import grimp
+
+    graph = grimp.build_graph("little_dist", exclude_type_checking_imports=False, cache_dir=None)
+    imports = {
+        module: set(graph.find_modules_directly_imported_by(module)) for module in graph.modules
+    }
+    across = [part for part in _circles(imports) if len({_folder(m) for m in part}) > 1]
+    assert not across, [sorted({_folder(m) for m in part}) for part in across]
+
+
+def test_the_circle_finder_finds_a_circle_across_folders() -> None:
+    imports = {
+        "little_dist.a.x": {"little_dist.b.y"},
+        "little_dist.b.y": {"little_dist.a.x"},
+        "little_dist.c.z": {"little_dist.c.w"},
+        "little_dist.c.w": {"little_dist.c.z"},
+        "little_dist.d": set(),
+    }
+    parts = _circles(imports)
+    assert sorted(sorted(p) for p in parts) == [
+        ["little_dist.a.x", "little_dist.b.y"],
+        ["little_dist.c.w", "little_dist.c.z"],
+    ]

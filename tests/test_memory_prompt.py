@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from little_dist import define_workflow, model
+from little_dist import define_workflow, model, run_workflow
 from little_dist.harness.prompts import system_prompt
 from little_dist.memory.layout import MemoryMountSpec
 from little_dist.testing import ScriptedModel
@@ -39,7 +39,7 @@ def test_a_model_offered_bash_is_told_each_store_with_its_mode_in_path_order(
 ) -> None:
     scripted_model.on(step="shell").reply_text("done")
     workflow = prompted_workflow(bash={}, memory={"attach": [{"id": "Other_Flow", "mode": "ro"}]})
-    workflow.run({}, world=LocalWorld(tmp_path / "data"))
+    run_workflow(workflow, {}, world=LocalWorld(tmp_path / "data"))
     text = _system_text(scripted_model)
     assert (
         "<memory_stores>\n"
@@ -95,7 +95,7 @@ def test_no_stores_or_no_bash_means_no_memory_in_the_prompt(
         tools=[lookup],
     )
     scripted_model.on(step="shell").reply_text("done")
-    workflow.run({}, world=LocalWorld(tmp_path / "data" / "b"))
+    run_workflow(workflow, {}, world=LocalWorld(tmp_path / "data" / "b"))
     assert len(scripted_model.calls) == 2
     for call in scripted_model.calls:
         text = str(call.messages[0]["content"])

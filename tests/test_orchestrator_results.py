@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from little_dist import define_workflow, model
-from little_dist.authoring import run_workflow
+from little_dist.api import run_workflow
 from little_dist.scratch import scratch_files
 from little_dist.subruns import orchestrator_tools, output_summary, run_orchestration
 from little_dist.testing import ScriptedModel, ToolCall

@@ -418,7 +418,7 @@ def test_the_bash_tool_is_governed_by_argument_rules(
         permissions=[{"tool": "bash", "args": {"cmd": "rm *"}, "action": "deny"}],
     )
     world = LocalWorld(tmp_path / "data")
-    result = workflow.run({}, world=world)
+    result = run_workflow(workflow, {}, world=world)
     assert result.output == "done"
     first = json.loads(scripted_model.calls[1].tool_results[-1]["content"])
     assert "denied by the workflow's permission rules" in first["error"]

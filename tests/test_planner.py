@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from little_dist import define_workflow, model, skill
-from little_dist.authoring import RunFailedError, WorkflowDefinition, run_workflow
+from little_dist.api import run_workflow
+from little_dist.authoring import RunFailedError, WorkflowDefinition
 from little_dist.canonical import sha256_digest
 from little_dist.compiler import WorkflowVersion
 from little_dist.compiler.lock import concrete_input_structure

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from little_dist.authoring import run_workflow
+from little_dist.api import run_workflow
 from little_dist.canonical import sha256_digest
 from little_dist.compiler.lock import concrete_input_structure
 from little_dist.errors import InvalidInputError

@@ -8,6 +8,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
@@ -116,3 +117,35 @@ def test_the_sandbox_api_is_pinned() -> None:
         "SandboxUnavailableError",
         "run_sandboxed",
     ]
+
+
+def test_the_public_define_workflow_makes_a_definition_that_runs_itself(tmp_path: Path) -> None:
+    # The authoring layer runs nothing (it lies below every engine); the public
+    # define_workflow (little_dist.api) adds run(), the same call as run_workflow.
+    import little_dist
+    from little_dist.authoring import WorkflowDefinition
+    from little_dist.authoring import define_workflow as plain_define
+    from little_dist.world.local import LocalWorld
+    from tests.lwir_builder import tool_step, workflow_doc
+
+    @little_dist.tool
+    def double(n: int) -> dict[str, int]:
+        """Twice n."""
+        return {"n": n * 2}
+
+    plan = workflow_doc("echo.flow", [tool_step("out", "double", {"n": "{{ input.n }}"})])
+    schemas = {"input": {"type": "object"}, "output": {"type": "object"}}
+    workflow = little_dist.define_workflow(
+        id="echo.flow", model="scripted/m", tools=[double], plan=plan, **schemas
+    )
+    assert isinstance(workflow, WorkflowDefinition)
+    result = workflow.run({"n": 21}, world=LocalWorld(tmp_path / "data"))
+    assert result.status == "completed"
+    assert result.state.steps["out"].output == {"n": 42}
+    assert not hasattr(
+        plain_define(id="echo.flow", model="scripted/m", plan=plan, **schemas), "run"
+    )
+    with pytest.raises(AttributeError, match="import run_workflow from little_dist"):
+        import little_dist.authoring as authoring
+
+        authoring.run_workflow  # noqa: B018

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from little_dist import define_workflow, model, skill
+from little_dist import define_workflow, model, run_workflow, skill
 from little_dist.canonical import sha256_digest
 from little_dist.harness.prompts import system_prompt
 from little_dist.harness.types import SkillDescriptor
@@ -268,7 +268,7 @@ def test_a_tool_the_skills_do_not_allow_is_refused_with_an_error_the_model_sees(
         skills=[skill(str(write_skill(tmp_path / "s", "refund-policy", REFUND)))],
         plan=skill_plan(["lookup_order", "email"]),
     )
-    result = wf.run({}, world=LocalWorld(tmp_path / "world"))
+    result = run_workflow(wf, {}, world=LocalWorld(tmp_path / "world"))
 
     assert result.status == "completed" and called == ["lookup"]
     seen = {
@@ -324,7 +324,7 @@ def test_the_skill_files_are_mounted_read_only_for_bash(
     # Changing the author's folder after the definition changes nothing: its bytes were read.
     (folder / "SKILL.md").write_text("---\nname: refund-policy\ndescription: x\n---\nlater\n")
 
-    result = wf.run({}, world=world)
+    result = run_workflow(wf, {}, world=world)
 
     assert result.status == "completed"
     read, wrote = (json.loads(c.tool_results[-1]["content"]) for c in scripted_model.calls[1:])

@@ -1,4 +1,4 @@
-"""The authoring front door: ``define_workflow``, ``model``, ``skill`` and ``run_workflow``.
+"""The authoring front door: ``define_workflow``, ``model``, ``skill`` (runs: ``run_workflow``).
 
 Upstream's ``defineWorkflow`` / ``runWorkflow`` (``authoring.ts``) in Python::
 
@@ -24,14 +24,17 @@ A run id that already finished returns its recorded result (no model or tool is 
 again); a run id that stopped part way resumes where its log ends.
 
 This package is what a workflow *is* (its definition, slots, options, errors and results);
-it runs nothing. ``run_workflow`` lives in :mod:`little_dist.api`, above every engine it can
-drive; ``little_dist.authoring.run_workflow`` (its old home) still finds it, loaded on first
-use.
+it runs nothing. ``run_workflow`` (``little_dist.run_workflow``) lives in
+:mod:`little_dist.api`, above every engine it can drive: the one public way to run a
+definition. A definition made here runs nothing itself; the public
+``little_dist.define_workflow`` (:mod:`little_dist.api`) makes one that also has
+``run(input, **options)``. This package no longer re-exports ``run_workflow``: that would be
+an import pointing up the layers.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from little_dist.authoring.definition import (
     DEFAULT_MAX_REVISIONS,
@@ -43,9 +46,6 @@ from little_dist.authoring.options import RunOptions
 from little_dist.authoring.results import RunResult
 from little_dist.authoring.slots import ModelSlot, model, skill
 
-if TYPE_CHECKING:
-    from little_dist.api import run_workflow
-
 __all__ = [
     "DEFAULT_MAX_REVISIONS",
     "InputValidationError",
@@ -56,16 +56,13 @@ __all__ = [
     "WorkflowDefinition",
     "define_workflow",
     "model",
-    "run_workflow",
     "skill",
 ]
 
 
 def __getattr__(name: str) -> Any:
-    # The public entry point's old home (see the module docstring): the one import of this
-    # layer that points up, declared in the layers contract (pyproject.toml).
-    if name == "run_workflow":
-        from little_dist.api import run_workflow
-
-        return run_workflow
+    if name == "run_workflow":  # its old home: say where it is now
+        raise AttributeError(
+            "little_dist.authoring.run_workflow moved: import run_workflow from little_dist"
+        )
     raise AttributeError(f"module 'little_dist.authoring' has no attribute {name!r}")

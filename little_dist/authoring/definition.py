@@ -47,7 +47,6 @@ from little_dist.tools import Tool, ToolRegistry, tool
 
 if TYPE_CHECKING:
     from little_dist.authoring.options import ReuseStrategy
-    from little_dist.authoring.results import RunResult
     from little_dist.harness.types import Harness, HarnessRole
     from little_dist.runtime.capabilities import Capabilities
 
@@ -253,14 +252,6 @@ class WorkflowDefinition:
             permissions=self.permissions or None,
         )
 
-    def run(self, input: Any, **options: Any) -> RunResult:
-        """``run_workflow(self, input, **options)`` (:func:`little_dist.api.run_workflow`: a
-        convenience of the public API, the one call of this layer that points up, declared in
-        the layers contract)."""
-        from little_dist.api import run_workflow
-
-        return run_workflow(self, input, **options)
-
 
 def _with_found_skills(
     declared: tuple[SkillDescriptor, ...],
@@ -290,6 +281,15 @@ def _reuse_strategy(value: Any, where: str) -> ReuseStrategy | None:
 
 
 # Long for its docstring (the public API's reference); the code is about 60 lines.
+def _caller_file() -> object:
+    """The file of the code that called :func:`define_workflow` (skill paths are relative to
+    it), past the public wrapper of it in ``little_dist.api``."""
+    frame = sys._getframe(2)  # 0: here, 1: define_workflow, 2: its caller
+    while frame is not None and frame.f_globals.get("__name__") == "little_dist.api":
+        frame = frame.f_back
+    return None if frame is None else frame.f_globals.get("__file__")
+
+
 def define_workflow(
     *,
     id: str,
@@ -410,9 +410,7 @@ def define_workflow(
                 f"workflow {id!r}: skills must be made with skill(), got {kind}"
             )
     if org_skills is not None or discover_skills:
-        skill_list = _with_found_skills(
-            skill_list, org_skills, discover_skills, sys._getframe(1).f_globals.get("__file__")
-        )
+        skill_list = _with_found_skills(skill_list, org_skills, discover_skills, _caller_file())
     if plan is not None and not isinstance(plan, Mapping):
         raise InvalidInputError(f"workflow {id!r}: plan must be an LWIR document (a dict)")
     rules = tool_permissions(permissions, f"workflow {id!r}: permissions")
