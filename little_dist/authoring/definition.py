@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, TypeAdapter
@@ -284,7 +285,7 @@ def _reuse_strategy(value: Any, where: str) -> ReuseStrategy | None:
 def _caller_file() -> object:
     """The file of the code that called :func:`define_workflow` (skill paths are relative to
     it), past the public wrapper of it in ``little_dist.api``."""
-    frame = sys._getframe(2)  # 0: here, 1: define_workflow, 2: its caller
+    frame: FrameType | None = sys._getframe(2)  # 0: here, 1: define_workflow, 2: its caller
     while frame is not None and frame.f_globals.get("__name__") == "little_dist.api":
         frame = frame.f_back
     return None if frame is None else frame.f_globals.get("__file__")
