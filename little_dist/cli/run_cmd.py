@@ -37,6 +37,7 @@ from typing import IO, Any
 
 from little_dist.cli.run_problems import InvalidWorkflowOrInput, UsageProblem, one_line
 from little_dist.cli.run_target import prepare
+from little_dist.errors import InvalidInputError
 
 __all__ = ["register", "run"]
 
@@ -85,6 +86,13 @@ def register(subparsers: Any, name: str) -> argparse.ArgumentParser:
         "--max-workers", type=_positive_int, default=8, metavar="N", help="parallel attempts"
     )
     parser.add_argument(
+        "--budget-usd",
+        type=_budget,
+        default=None,
+        metavar="DOLLARS",
+        help="the run's dollar ceiling: a model call that could pass it is not sent",
+    )
+    parser.add_argument(
         "--lease-ttl",
         type=_positive_float,
         default=None,
@@ -121,6 +129,10 @@ def run(args: argparse.Namespace) -> int:
     printer = None if args.quiet else _Progress(sys.stderr)
     run_id = args.run_id or new_run_id()
     try:
+        if args.budget_usd is not None:
+            from little_dist.budgets import budget_event
+
+            world.append(run_id, budget_event(args.budget_usd))
         version = resolve(world, run_id)
         if version is None:  # the planner failed and recorded RunFailed
             from little_dist.run_state import materialize_run_state
@@ -282,6 +294,21 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
     return value
+
+
+def _budget(text: str) -> float:
+    from little_dist.budgets import budget_usd
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of dollars, got {text!r}") from None
+    try:
+        budget = budget_usd(value, "--budget-usd")
+    except InvalidInputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    assert budget is not None
+    return budget
 
 
 def _positive_float(text: str) -> float:

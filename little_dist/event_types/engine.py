@@ -13,6 +13,8 @@ from __future__ import annotations
 from typing import Final
 
 __all__ = [
+    "BUDGET_EVENT_TYPE",
+    "BUDGET_RESERVED_FIELD",
     "CANCEL_EVENT_TYPE",
     "CAPABILITY_DRIFT_EVENT",
     "MEMORY_CONFLICT_EVENT",
@@ -40,6 +42,13 @@ SUBMITTED_PARENT_FIELD: Final = "parent"
 #: Engine event recording a ``little.plan`` that failed in a way that may pass (a provider's
 #: rate limit, an unexpected error): ``{attempt, error}``, occurrence ``plan-failed:{n}``.
 PLAN_FAILED_EVENT_TYPE: Final = "little.run.plan_failed"
+
+#: Engine event setting a run's dollar ceiling: ``{budgetUsd}``, occurrence ``budget``;
+#: appended before the run's first step (see :mod:`little_dist.budgets`).
+BUDGET_EVENT_TYPE: Final = "little.run.budget"
+#: The field of ``harness.model.called`` holding the call's worst-case cost (USD) reserved
+#: against the run's budget; released by the call's end event (its ``callId``).
+BUDGET_RESERVED_FIELD: Final = "budgetReservedUsd"
 
 # little.subrun.* and little.step.suspended: sub-runs (payloads in little_dist.subruns).
 

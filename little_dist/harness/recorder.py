@@ -102,7 +102,7 @@ from pydantic import BaseModel
 from little_dist import occurrences
 from little_dist.canonical import canonical_json, sha256_digest, sha256_hex_text
 from little_dist.errors import InvalidInputError, StorageUnavailableError
-from little_dist.event_types.engine import MODEL_MEMOIZED, TOOL_MEMOIZED
+from little_dist.event_types.engine import BUDGET_RESERVED_FIELD, MODEL_MEMOIZED, TOOL_MEMOIZED
 from little_dist.events import Event, EventInput
 from little_dist.world.base import ArtifactInput, Fence, World
 
@@ -404,8 +404,20 @@ class EventRecorder:
         return self.append("harness.session.failed", payload, self.occurrence("session-end"))
 
     # -- model calls -----------------------------------------------------------------------
-    def model_called(self, turn: int, request: Mapping[str, Any]) -> Event | None:
-        """Write-ahead: durable (with everything pending) before the provider is called."""
+    def model_called(
+        self,
+        turn: int,
+        request: Mapping[str, Any],
+        *,
+        reserved_usd: float | None = None,
+        expected_sequence: int | None = None,
+    ) -> Event | None:
+        """Write-ahead: durable (with everything pending) before the provider is called.
+
+        ``reserved_usd``: the call's worst-case cost held against the run's budget
+        (``budgetReservedUsd``); with ``expected_sequence`` the event (and whatever is
+        pending) lands only on that log (else :class:`SequenceConflictError`, nothing
+        lost: see :mod:`little_dist.harness.budget_hold`)."""
         full = json_safe(dict(request))
         digest, size = digest_and_size(full)
         payload: dict[str, Any] = {
@@ -424,9 +436,39 @@ class EventRecorder:
                 "tools": full.get("tools", []),
             }
             payload["requestRef"] = ref
+        if reserved_usd is not None:
+            payload[BUDGET_RESERVED_FIELD] = reserved_usd
+        if expected_sequence is not None:
+            event = EventInput(
+                type="harness.model.called",
+                payload=payload,
+                occurrence_id=self.occurrence("model", turn),
+            )
+            return self._append_expecting(event, expected_sequence)
         return self.append(
             "harness.model.called", payload, self.occurrence("model", turn), durable=True
         )
+
+    def _append_expecting(self, event: EventInput, expected_sequence: int) -> Event:
+        """Append what is pending and ``event`` if the log's last sequence is
+        ``expected_sequence``; on a conflict the pending events stay pending."""
+        with self._write_lock:
+            pending = self.take_pending()
+            try:
+                recorded = self.world.append_batch(
+                    self.run_id,
+                    [*pending, event],
+                    expected_sequence=expected_sequence,
+                    fence=self.fence,
+                    signal=self.signal,
+                )
+            except BaseException:
+                with self._lock:
+                    self._pending[:0] = pending
+                raise
+        if self._sink is not None:
+            self._sink(recorded)
+        return recorded[-1]
 
     def model_responded(
         self,

@@ -44,6 +44,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeAlias
 
 from little_dist.errors import EventLogCorruptError, InvalidInputError
+from little_dist.event_types.engine import BUDGET_EVENT_TYPE, BUDGET_RESERVED_FIELD
 from little_dist.events import Event
 from little_dist.pricing import PriceFallback
 from little_dist.run_state._parallel import ParallelGroupState, apply_parallel
@@ -113,9 +114,12 @@ class RunStateBuilder:
         "_artifact_set",
         "_artifacts",
         "_artifacts_shared",
+        "_budget_usd",
         "_error",
         "_event_count",
         "_finished_at",
+        "_held",
+        "_held_shared",
         "_output",
         "_output_ref",
         "_owned",
@@ -167,6 +171,10 @@ class RunStateBuilder:
         # While it folds sub-run events: their mutable form (the truth once made; _sub_runs
         # and the steps' waiting sets are brought up to date by snapshot).
         self._sub_links: SubRunLinks | None = None
+        self._budget_usd: float | None = None
+        # callId -> USD reserved by a budgeted model call not yet ended (copy-on-write).
+        self._held: dict[str, float] = {}
+        self._held_shared = False
 
     @classmethod
     def from_state(cls, state: RunState) -> RunStateBuilder:
@@ -193,6 +201,9 @@ class RunStateBuilder:
         builder._parallel = state._parallel
         builder._parallel_shared = True
         builder._sub_runs = state._sub_runs
+        builder._budget_usd = state._budget_usd
+        builder._held = state._held
+        builder._held_shared = True
         return builder
 
     @property
@@ -230,6 +241,9 @@ class RunStateBuilder:
         state._parallel = self._parallel
         state._pricer = self._pricer
         state._sub_runs = self._sub_runs
+        state._budget_usd = self._budget_usd
+        state._held = self._held
+        self._held_shared = True
         # From now on the snapshot shares these: copy before the next change.
         self._steps_shared = True
         self._owned.clear()
@@ -387,7 +401,34 @@ class RunStateBuilder:
             attempt_id = f"attempt_{len(step._attempts) + 1}"
         step._attempts.append(StepAttempt(attempt_id, at, None, "running"))
 
+    def _on_budget(self, payload: dict[str, Any], at: Any, event_type: str) -> None:
+        budget = payload.get("budgetUsd")
+        if budget.__class__ in (int, float) and budget > 0:
+            self._budget_usd = float(budget)
+
+    def _on_model_called(self, payload: dict[str, Any], at: Any, event_type: str) -> None:
+        reserved = payload.get(BUDGET_RESERVED_FIELD)
+        call_id = payload.get("callId")
+        if reserved.__class__ in (int, float) and call_id.__class__ is str:
+            self._own_held()[call_id] = float(reserved)
+
+    def _own_held(self) -> dict[str, float]:
+        if self._held_shared:
+            self._held = dict(self._held)
+            self._held_shared = False
+        return self._held
+
+    def _release(self, payload: dict[str, Any]) -> None:
+        call_id = payload.get("callId")
+        if call_id.__class__ is str and call_id in self._held:
+            del self._own_held()[call_id]
+
+    def _on_model_failed(self, payload: dict[str, Any], at: Any, event_type: str) -> None:
+        self._release(payload)
+
     def _on_model_call(self, payload: dict[str, Any], at: Any, event_type: str) -> None:
+        if self._held:
+            self._release(payload)
         if event_type == "ModelCallCompleted":
             usage = payload.get("usage")
         else:
@@ -544,6 +585,9 @@ _HANDLERS: dict[str, _Handler] = {
     "ModelCallCompleted": RunStateBuilder._on_model_call,
     "harness.model.responded": RunStateBuilder._on_model_call,
     "HarnessModelResponded": RunStateBuilder._on_model_call,  # legacy name
+    "harness.model.called": RunStateBuilder._on_model_called,
+    "harness.model.failed": RunStateBuilder._on_model_failed,
+    BUDGET_EVENT_TYPE: RunStateBuilder._on_budget,
     "ArtifactCreated": RunStateBuilder._on_artifact_created,
     "StepCompleted": RunStateBuilder._on_step_completed,
     "StepFailed": RunStateBuilder._on_step_failed,
