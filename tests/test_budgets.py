@@ -68,8 +68,11 @@ def test_a_run_stops_before_its_ceiling_and_never_after_it() -> None:
     assert state.spent_usd <= 400.0 and state.reserved_usd == 0
     events = world.list_events("run_budget_stop")
     called = [e for e in events if e.type == "harness.model.called"]
-    assert len(called) == sent
-    worst = [e.payload["budgetReservedUsd"] for e in called]
+    holds = [e for e in events if e.type == "little.budget.reserved"]
+    assert len(called) == len(holds) == sent
+    # each hold is appended just before its call
+    assert all(events[c.sequence - 2].payload["callId"] == c.payload["callId"] for c in called)
+    worst = [e.payload["reservedUsd"] for e in holds]
     # Every call held its worst case (prompt + 64 output tokens) and the last refusal was
     # due: the next call's worst case would not fit beside what was spent.
     assert all(w >= 64 for w in worst)
@@ -116,11 +119,11 @@ def _event(seq: int, type_: str, payload: dict[str, Any]) -> Event:
 
 def test_the_fold_holds_a_call_until_it_ends_and_then_counts_its_price() -> None:
     model = {"provider": "scripted", "modelId": "quota"}
-    called = {"callId": "model:s:1:1", "stepPath": "s", "budgetReservedUsd": 100.0}
+    hold = {"callId": "model:s:1:1", "stepPath": "s", "reservedUsd": 100.0}
     events = [
         _event(1, "little.run.budget", {"budgetUsd": 250}),
-        _event(2, "harness.model.called", called),
-        _event(3, "harness.model.called", {**called, "callId": "model:s:1:2"}),
+        _event(2, "little.budget.reserved", hold),
+        _event(3, "little.budget.reserved", {**hold, "callId": "model:s:1:2"}),
     ]
     held = materialize_run_state(events, pricing_fallback=prices)
     assert (held.budget_usd, held.spent_usd, held.reserved_usd) == (250.0, 0.0, 200.0)

@@ -14,7 +14,7 @@ from typing import Final
 
 __all__ = [
     "BUDGET_EVENT_TYPE",
-    "BUDGET_RESERVED_FIELD",
+    "BUDGET_RESERVED_EVENT_TYPE",
     "CANCEL_EVENT_TYPE",
     "CAPABILITY_DRIFT_EVENT",
     "MEMORY_CONFLICT_EVENT",
@@ -46,9 +46,11 @@ PLAN_FAILED_EVENT_TYPE: Final = "little.run.plan_failed"
 #: Engine event setting a run's dollar ceiling: ``{budgetUsd}``, occurrence ``budget``;
 #: appended before the run's first step (see :mod:`little_dist.budgets`).
 BUDGET_EVENT_TYPE: Final = "little.run.budget"
-#: The field of ``harness.model.called`` holding the call's worst-case cost (USD) reserved
-#: against the run's budget; released by the call's end event (its ``callId``).
-BUDGET_RESERVED_FIELD: Final = "budgetReservedUsd"
+#: Engine event holding a model call's worst-case cost against the run's budget:
+#: ``{callId, stepPath, reservedUsd}``, occurrence ``budget-hold:{callId}``, appended in one
+#: batch with the call's ``harness.model.called``; the call's end event releases it. (Its own
+#: small event, so that a fold need not read the calls' requests.)
+BUDGET_RESERVED_EVENT_TYPE: Final = "little.budget.reserved"
 
 # little.subrun.* and little.step.suspended: sub-runs (payloads in little_dist.subruns).
 

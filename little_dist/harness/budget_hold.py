@@ -2,8 +2,8 @@
 
 Before the call is sent, the run's log is folded (:class:`~little_dist.run_state.RunState`
 ``budget_usd``, ``spent_usd``, ``reserved_usd``) and the call's ``harness.model.called`` is
-appended carrying its worst-case cost (``budgetReservedUsd``: the prompt's tokens plus its
-output limit, priced as ``little report`` prices calls) only if the log is still what was
+appended with ``little.budget.reserved``, its worst-case cost (the prompt's tokens plus its
+output limit, priced as ``little report`` prices calls), only if the log is still what was
 folded (``expected_sequence``): two calls of one run, in one process or on two workers,
 never both take the last dollars. The call's end event releases the hold; what it spent is
 its priced usage. Everything is in the log, so a resumed run or a retried attempt neither

@@ -102,7 +102,7 @@ from pydantic import BaseModel
 from little_dist import occurrences
 from little_dist.canonical import canonical_json, sha256_digest, sha256_hex_text
 from little_dist.errors import InvalidInputError, StorageUnavailableError
-from little_dist.event_types.engine import BUDGET_RESERVED_FIELD, MODEL_MEMOIZED, TOOL_MEMOIZED
+from little_dist.event_types.engine import BUDGET_RESERVED_EVENT_TYPE, MODEL_MEMOIZED, TOOL_MEMOIZED
 from little_dist.events import Event, EventInput
 from little_dist.world.base import ArtifactInput, Fence, World
 
@@ -414,10 +414,11 @@ class EventRecorder:
     ) -> Event | None:
         """Write-ahead: durable (with everything pending) before the provider is called.
 
-        ``reserved_usd``: the call's worst-case cost held against the run's budget
-        (``budgetReservedUsd``); with ``expected_sequence`` the event (and whatever is
-        pending) lands only on that log (else :class:`SequenceConflictError`, nothing
-        lost: see :mod:`little_dist.harness.budget_hold`)."""
+        ``reserved_usd`` with ``expected_sequence``: the call's worst-case cost held against
+        the run's budget (``little.budget.reserved``, appended with the call), both (and
+        whatever is pending) landing only on that log, else
+        :class:`~little_dist.world.base.SequenceConflictError`, nothing lost (see
+        :mod:`little_dist.harness.budget_hold`)."""
         full = json_safe(dict(request))
         digest, size = digest_and_size(full)
         payload: dict[str, Any] = {
@@ -436,28 +437,32 @@ class EventRecorder:
                 "tools": full.get("tools", []),
             }
             payload["requestRef"] = ref
-        if reserved_usd is not None:
-            payload[BUDGET_RESERVED_FIELD] = reserved_usd
-        if expected_sequence is not None:
-            event = EventInput(
-                type="harness.model.called",
-                payload=payload,
-                occurrence_id=self.occurrence("model", turn),
+        if reserved_usd is not None and expected_sequence is not None:
+            call_id = self.occurrence("model", turn)
+            hold = EventInput(
+                type=BUDGET_RESERVED_EVENT_TYPE,
+                payload={
+                    "callId": call_id,
+                    "reservedUsd": reserved_usd,
+                    **self._base(),
+                },
+                occurrence_id=f"budget-hold:{call_id}",
             )
-            return self._append_expecting(event, expected_sequence)
+            called = EventInput(type="harness.model.called", payload=payload, occurrence_id=call_id)
+            return self._append_expecting((hold, called), expected_sequence)
         return self.append(
             "harness.model.called", payload, self.occurrence("model", turn), durable=True
         )
 
-    def _append_expecting(self, event: EventInput, expected_sequence: int) -> Event:
-        """Append what is pending and ``event`` if the log's last sequence is
+    def _append_expecting(self, events: Sequence[EventInput], expected_sequence: int) -> Event:
+        """Append what is pending and ``events`` if the log's last sequence is
         ``expected_sequence``; on a conflict the pending events stay pending."""
         with self._write_lock:
             pending = self.take_pending()
             try:
                 recorded = self.world.append_batch(
                     self.run_id,
-                    [*pending, event],
+                    [*pending, *events],
                     expected_sequence=expected_sequence,
                     fence=self.fence,
                     signal=self.signal,

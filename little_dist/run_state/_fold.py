@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeAlias
 
 from little_dist.errors import EventLogCorruptError, InvalidInputError
-from little_dist.event_types.engine import BUDGET_EVENT_TYPE, BUDGET_RESERVED_FIELD
+from little_dist.event_types.engine import BUDGET_EVENT_TYPE, BUDGET_RESERVED_EVENT_TYPE
 from little_dist.events import Event
 from little_dist.pricing import PriceFallback
 from little_dist.run_state._parallel import ParallelGroupState, apply_parallel
@@ -406,8 +406,8 @@ class RunStateBuilder:
         if budget.__class__ in (int, float) and budget > 0:
             self._budget_usd = float(budget)
 
-    def _on_model_called(self, payload: dict[str, Any], at: Any, event_type: str) -> None:
-        reserved = payload.get(BUDGET_RESERVED_FIELD)
+    def _on_budget_reserved(self, payload: dict[str, Any], at: Any, event_type: str) -> None:
+        reserved = payload.get("reservedUsd")
         call_id = payload.get("callId")
         if reserved.__class__ in (int, float) and call_id.__class__ is str:
             self._own_held()[call_id] = float(reserved)
@@ -585,7 +585,7 @@ _HANDLERS: dict[str, _Handler] = {
     "ModelCallCompleted": RunStateBuilder._on_model_call,
     "harness.model.responded": RunStateBuilder._on_model_call,
     "HarnessModelResponded": RunStateBuilder._on_model_call,  # legacy name
-    "harness.model.called": RunStateBuilder._on_model_called,
+    BUDGET_RESERVED_EVENT_TYPE: RunStateBuilder._on_budget_reserved,
     "harness.model.failed": RunStateBuilder._on_model_failed,
     BUDGET_EVENT_TYPE: RunStateBuilder._on_budget,
     "ArtifactCreated": RunStateBuilder._on_artifact_created,
