@@ -2,8 +2,8 @@
 their model priced as ``openai/gpt-4o-mini`` (the bundled registry's rates, so that the
 CLI and the fleet's workers, which price with the registry and litellm's map, see dollars).
 
-``budget.fan``: one ``ai.generate`` call of ``scripted/quota`` (``max_tokens`` 64) per key,
-every branch ending whatever the others did; ``budget.one``: a single call. The provider is
+``fan`` (``quota.fan``): one ``ai.generate`` call of ``scripted/quota`` (``max_tokens`` 64)
+per key, every branch ending whatever the others did; ``one`` (``quota.one``): one call. The provider is
 :func:`tests.quota_fleet_app.build_script` (installed from ``LITTLE_SCRIPTED_MODEL``).
 """
 

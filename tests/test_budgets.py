@@ -6,6 +6,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -217,3 +220,16 @@ def test_little_run_refuses_a_bad_budget_in_one_line(bad: str) -> None:
     assert result.returncode == 2
     assert_no_traceback(result)
     assert "--budget-usd" in result.stderr
+
+
+def test_little_submit_refuses_a_bad_budget_in_one_line() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "little_dist.cli", "submit", "x.json", "--budget-usd", "-1"],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert_no_traceback(result)
+    assert "--budget-usd" in result.stderr and "positive number" in result.stderr

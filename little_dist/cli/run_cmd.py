@@ -35,9 +35,9 @@ import sys
 from collections.abc import Mapping
 from typing import IO, Any
 
+from little_dist.cli.common import budget_dollars
 from little_dist.cli.run_problems import InvalidWorkflowOrInput, UsageProblem, one_line
 from little_dist.cli.run_target import prepare
-from little_dist.errors import InvalidInputError
 
 __all__ = ["register", "run"]
 
@@ -87,7 +87,7 @@ def register(subparsers: Any, name: str) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--budget-usd",
-        type=_budget,
+        type=budget_dollars,
         default=None,
         metavar="DOLLARS",
         help="the run's dollar ceiling: a model call that could pass it is not sent",
@@ -294,21 +294,6 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
     return value
-
-
-def _budget(text: str) -> float:
-    from little_dist.budgets import budget_usd
-
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of dollars, got {text!r}") from None
-    try:
-        budget = budget_usd(value, "--budget-usd")
-    except InvalidInputError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    assert budget is not None
-    return budget
 
 
 def _positive_float(text: str) -> float:

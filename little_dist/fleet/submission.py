@@ -59,13 +59,18 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from little_dist import occurrences
+from little_dist.budgets import budget_event
 from little_dist.canonical import (
     canonical_json,
     sha256_digest,
 )
 from little_dist.compiler import WorkflowVersion
 from little_dist.errors import InvalidInputError
-from little_dist.event_types.engine import SUBMITTED_EVENT_TYPE, SUBMITTED_PARENT_FIELD
+from little_dist.event_types.engine import (
+    BUDGET_EVENT_TYPE,
+    SUBMITTED_EVENT_TYPE,
+    SUBMITTED_PARENT_FIELD,
+)
 from little_dist.events import Event, EventInput, recorded_event
 from little_dist.fleet.dispatch import advance_run
 from little_dist.fleet.run_tracker import RunTracker
@@ -138,9 +143,11 @@ def _start_events(
     run_input: Any,
     binding: dict[str, Any] | None = None,
     parent: Mapping[str, Any] | None = None,
+    budget: float | None = None,
 ) -> list[EventInput]:
     """``binding``: the version's (:func:`~little_dist.fleet.versions.split_version`), when
-    the version is stored as a shared part and this binding rather than whole."""
+    the version is stored as a shared part and this binding rather than whole; ``budget``:
+    the run's dollar ceiling, recorded first."""
     registered: dict[str, Any] = {
         "workflowVersionId": version.id,
         "workflowVersionHash": version.hash,
@@ -148,6 +155,7 @@ def _start_events(
     if binding is not None:
         registered[BINDING_FIELD] = binding
     return [
+        *([] if budget is None else [budget_event(budget)]),
         EventInput(
             type="WorkflowVersionRegistered",
             occurrence_id=occurrences.VERSION_REGISTERED,
@@ -170,13 +178,16 @@ def _start(
     *,
     signal: bool = True,
     parent: Mapping[str, Any] | None = None,
+    budget: float | None = None,
 ) -> list[Event]:
     """Record the run's start (after ``planning``, its planning session's events) in one
     append; the recorded events. ``signal=False``: the caller advances the run itself."""
     # Stored before the events that name it, so a reader never finds a dangling id.
     world.register_version(version.id, version.to_json())
     return world.append_batch(
-        run_id, [*planning, *_start_events(version, run_input, parent=parent)], signal=signal
+        run_id,
+        [*planning, *_start_events(version, run_input, parent=parent, budget=budget)],
+        signal=signal,
     )
 
 
@@ -195,8 +206,13 @@ def submit_run(
     parent: Mapping[str, Any] | None = None,
     cycle: Mapping[str, Any] | None = None,
     shared: SharedRedis | None = None,
+    budget_usd: float | None = None,
 ) -> str:
     """Submit one run (see the module docstring); its run id.
+
+    ``budget_usd``: the run's dollar ceiling (default: a definition's own), recorded as
+    ``little.run.budget`` before its start: the workers' model calls reserve against it
+    (see :mod:`little_dist.budgets`).
 
     ``cycle``: the run is one cycle of an outer loop (see :mod:`little_dist.outer_loop`):
     ``{outerLoopId, outerLoop, promptNote?}``, recorded in ``little.run.submitted`` for the
@@ -234,7 +250,7 @@ def submit_run(
     if shared is not None and run_id is not None and cycle is None:
         # The S3 look of a given run id runs while the rest is checked and printed.
         look = shared.look(world, validate_run_id(run_id))
-    request = checked_request(workflow, run_input, run_id, registry, limits)
+    request = checked_request(workflow, run_input, run_id, registry, limits, budget_usd=budget_usd)
     if cycle is not None:
         path = request.planner_path or (
             request.definition.id if request.definition is not None else None
@@ -299,6 +315,8 @@ def _submit_to_planner(
         payload: dict[str, Any] = {"workflowId": planner_path, "input": request.run_input}
         if request.parent:
             payload[SUBMITTED_PARENT_FIELD] = dict(request.parent)
+        if request.budget_usd is not None:  # (before the planner can start it)
+            world.append(run_id, budget_event(request.budget_usd))
         world.append(
             run_id,
             EventInput(
@@ -492,8 +510,18 @@ def _bound_start(world: World, planned: Planned, request: SubmitRequest) -> list
         )
     else:
         started = f'{{"input":{request.input_text},"workflowVersionId":{json_string(version.id)}}}'
+    budget = request.budget_usd
     return [
         *planned.planning,
+        *(
+            []
+            if budget is None
+            else [
+                PreparedEvent(
+                    BUDGET_EVENT_TYPE, occurrences.BUDGET, canonical_json({"budgetUsd": budget})
+                )
+            ]
+        ),
         PreparedEvent("WorkflowVersionRegistered", occurrences.VERSION_REGISTERED, registered),
         PreparedEvent("RunStarted", occurrences.RUN_START, started),
     ]
@@ -509,6 +537,7 @@ def submit_runs(
     registry: AppRegistry | None = None,
     parents: Sequence[Mapping[str, Any]] | None = None,
     fresh: bool = False,
+    budget_usd: float | None = None,
 ) -> list[str]:
     """Submit one run of ``workflow`` per input (``run_ids``: theirs; new ids without);
     their ids. Each is checked and recorded as :func:`submit_run` records it without a
@@ -550,7 +579,9 @@ def submit_runs(
     # another thread while this one prints the next (Redis runs one chunk's scripts while
     # Python prints the next chunk's events).
     requests = [
-        checked_request(workflow, value, run_id, registry, limits, grants=not index)
+        checked_request(
+            workflow, value, run_id, registry, limits, grants=not index, budget_usd=budget_usd
+        )
         for index, (run_id, value) in enumerate(zip(ids, inputs, strict=True))
     ]
     for request, link in zip(requests, links, strict=True):
@@ -571,6 +602,7 @@ def submit_runs(
                     settings=settings,
                     registry=registry,
                     parent=request.parent,
+                    budget_usd=request.budget_usd,
                 )
                 continue
             batch.append((request, planned.version))
@@ -629,6 +661,7 @@ def _start_step_by_step(
                 planned.events,
                 signal=not quiet,
                 parent=request.parent,
+                budget=request.budget_usd,
             )
     if version is None and definition is not None:
         from little_dist.planner import resolve_version
@@ -647,6 +680,7 @@ def _start_step_by_step(
             run_input,
             signal=not (quiet and not events),
             parent=request.parent,
+            budget=request.budget_usd,
         )
     return _Started(run_id, version, recorded)
 

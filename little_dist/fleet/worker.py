@@ -483,6 +483,7 @@ class WorkerRuntime:
                 holder=self.name,
                 window=self.window,
                 shared=self.shared_redis,
+                budget_usd=sent.budget_usd,
             )
         except InvalidInputError as error:
             message = error.message if isinstance(error, SubmissionRefused) else str(error)
