@@ -2,9 +2,9 @@
 their model priced as ``openai/gpt-4o-mini`` (the bundled registry's rates, so that the
 CLI and the fleet's workers, which price with the registry and litellm's map, see dollars).
 
-``fan`` (``quota.fan``): one ``ai.generate`` call of ``scripted/quota`` (``max_tokens`` 64)
-per key, every branch ending whatever the others did; ``one`` (``quota.one``): one call. The provider is
-:func:`tests.quota_fleet_app.build_script` (installed from ``LITTLE_SCRIPTED_MODEL``).
+``fan`` (``quota.fan``): one ``ai.generate`` call of ``scripted/quota`` (64 output tokens
+at most) per key, every branch ending whatever the others did; ``one``: a single call. The
+provider is :func:`tests.quota_fleet_app.build_script` (from ``LITTLE_SCRIPTED_MODEL``).
 """
 
 from __future__ import annotations

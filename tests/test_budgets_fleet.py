@@ -58,5 +58,5 @@ def test_budgeted_runs_on_the_fleet_stop_before_their_ceiling(
 def test_the_submit_task_checks_its_budget_argument() -> None:
     sent = submit_arguments((), {"workflow_id": "quota.fan", "budget_usd": 0.5})
     assert sent.budget_usd == 0.5
-    with pytest.raises(SubmissionRefused, match="invalid_arguments.*budget_usd"):
+    with pytest.raises(SubmissionRefused, match=r"invalid_arguments.*budget_usd"):
         submit_arguments((), {"workflow_id": "quota.fan", "budget_usd": -1})
