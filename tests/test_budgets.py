@@ -212,6 +212,30 @@ def test_little_run_takes_a_budget_and_stops_at_it(tmp_path: Path) -> None:
     assert 0 < state.spent_usd <= 0.0002
     refused = [e for e in events if e.type == "StepFailed"]
     assert refused and all(e.payload["error"]["causeCode"] == "budget_exceeded" for e in refused)
+    # `little report` shows the budget, what was spent and what is held.
+    where = ["--data-dir", str(tmp_path / "world")]
+    report = subprocess.run(
+        [sys.executable, "-m", "little_dist.cli", "report", run_id, *where, "--json"],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert report.returncode == 0, report.stderr
+    spent = round(state.spent_usd, 10)
+    assert json.loads(report.stdout)["budget"] == {
+        "budgetUsd": 0.0002,
+        "spentUsd": spent,
+        "reservedUsd": 0,
+    }
+    table = subprocess.run(
+        [sys.executable, "-m", "little_dist.cli", "report", run_id, *where],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert f"Budget: $0.000200 · spent ${spent:.6f} · reserved $0.000000" in table.stdout
 
 
 @pytest.mark.parametrize("bad", ["0", "-2", "nan", "inf", "ten"])

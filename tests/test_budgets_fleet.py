@@ -4,6 +4,7 @@ workers append to) before it is sent; the run stops before its ceiling."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 from little_dist.fleet.refusals import SubmissionRefused, submit_arguments
 from tests.budget_app import build_script, fan
 from tests.fleet_processes import FleetEnv, fleet_env, start_scheduler, start_worker
+from tests.test_cli_fleet import _ok, little
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 __all__ = ["fleet_env"]  # the fixture, re-exported for pytest
@@ -49,10 +51,31 @@ def test_budgeted_runs_on_the_fleet_stop_before_their_ceiling(
     client = fleet_env.client()
     one = client.submit(fan, {"keys": KEYS, "pad": ""}, budget_usd=BUDGET)
     many = client.submit_many(fan, [{"keys": KEYS, "pad": ""}], budget_usd=BUDGET)
-    for run_id in [one, *many]:
+    submitted = little(
+        fleet_env,
+        "submit",
+        "tests.budget_app:fan",
+        "--input",
+        json.dumps({"keys": KEYS, "pad": ""}),
+        "--budget-usd",
+        str(BUDGET),
+        "--json",
+    )
+    by_cli = json.loads(_ok(submitted))["runId"]
+    for run_id in [one, *many, by_cli]:
         state = client.wait(run_id, timeout=120)
         assert state.status == "completed", state.error
         _check_stopped(client.world.list_events(run_id), state)
+    # `little status` shows the budget, what was spent and what is held.
+    shown = json.loads(_ok(little(fleet_env, "status", by_cli, "--json")))
+    state = client.wait(by_cli, timeout=1)
+    assert shown["budget"] == {
+        "budgetUsd": BUDGET,
+        "spentUsd": round(state.spent_usd, 10),
+        "reservedUsd": 0,
+    }
+    text = _ok(little(fleet_env, "status", by_cli))
+    assert f"budget    ${BUDGET:.6f} (spent ${state.spent_usd:.6f}, reserved $0.000000)" in text
 
 
 def test_the_submit_task_checks_its_budget_argument() -> None:
