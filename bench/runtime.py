@@ -16,7 +16,10 @@ Two figures, each against a baseline so the numbers mean something on any machin
     (``max_branches_cap=500``) that replaces it.
 
 (a) also prints the process CPU time per step, which load on the machine disturbs less than
-the wall time.
+the wall time, and runs the chain again with the Prometheus metrics on, then with metrics
+and traces on (an exporter that drops the spans), interleaved with the runs without: the
+cost per step of :mod:`little_dist.observability` (off, it must cost nothing: the figures
+"off" are the plain (a)).
 
 ``--redis URL`` (e.g. ``redis://127.0.0.1:6379/15``) adds (c): the fleet worker's execute
 path on a :class:`~little_dist.world.redis_s3.RedisS3World` (``weed mini`` is started for
@@ -101,6 +104,41 @@ def _run_fan_out(version: Any, run_input: Any, capabilities: Capabilities) -> fl
     assert state.status == "completed", state.error
     assert len(state.output) == BRANCHES
     return elapsed
+
+
+def _observability_costs(
+    version: Any, capabilities: Capabilities, runs: int
+) -> tuple[float, float, float]:
+    """Median wall seconds of the chain with metrics and traces off, metrics on, both on."""
+    from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+    from little_dist.observability import (
+        disable_metrics,
+        disable_tracing,
+        enable_metrics,
+        enable_tracing,
+    )
+
+    class Dropped(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    def configure(mode: int) -> None:
+        disable_tracing()
+        disable_metrics()
+        if mode >= 1:
+            enable_metrics("bench", serve=False)
+        if mode == 2:
+            enable_tracing(Dropped())
+
+    walls: tuple[list[float], list[float], list[float]] = ([], [], [])
+    for index in range(runs * 3):
+        mode = (index + index // 3) % 3  # (each mode in every position: no order bias)
+        configure(mode)
+        walls[mode].append(_run_chain(version, capabilities))
+    configure(0)
+    off, metrics_on, both_on = (statistics.median(w) for w in walls)
+    return off, metrics_on, both_on
 
 
 FLEET_STEPS = 50
@@ -221,6 +259,14 @@ def main() -> int:
             f"(medians per step): read+fold the log {read_ms:.2f} ms, execute_step_attempt "
             f"{execute_ms:.2f} ms, advance (read+fold+decide+append) {advance_ms:.2f} ms"
         )
+
+    off, metrics_on, both_on = _observability_costs(chain, capabilities, args.runs)
+    print(
+        f"(a) with observability (medians of {args.runs}, interleaved): off "
+        f"{off * 1000:.0f} ms, metrics on {metrics_on * 1000:.0f} ms "
+        f"({(metrics_on - off) / CHAIN_STEPS * 1e6:+.0f} us/step), metrics and traces on "
+        f"{both_on * 1000:.0f} ms ({(both_on - off) / CHAIN_STEPS * 1e6:+.0f} us/step)"
+    )
 
     if args.profile:
         profiler = cProfile.Profile()

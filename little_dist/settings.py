@@ -49,6 +49,7 @@ variable                            field                          default
 ``LITTLE_QUOTAS``                   ``quotas``                     unset: no limits (g)
 ``LITTLE_QUOTA_MAX_WAIT``           ``quota_max_wait``             ``60`` s (g)
 ``LITTLE_QUOTA_LEASE``              ``quota_lease``                ``900`` s (g)
+``LITTLE_METRICS_PORT``             ``metrics_port``               unset: no ``/metrics`` (h)
 ==================================  =============================  ==========================
 
 The Redis URLs may be ``rediss://`` (TLS); their ``ssl_*`` query options are checked here
@@ -74,6 +75,9 @@ Why those defaults (the limits on input are checked where input enters, see
     how long a reservation never settled (its worker died) still counts as in flight.
     ``little run`` reads these alone (:func:`load_quota_settings`) and keeps the windows in
     memory; fleet workers keep them in the fleet's Redis.
+(h) the port ``little worker`` and ``little scheduler`` serve Prometheus metrics on
+    (``http://HOST:PORT/metrics``, :mod:`little_dist.observability`); unset, no metrics are
+    recorded at all. Traces are turned on by the standard ``OTEL_EXPORTER_OTLP_ENDPOINT``.
 
 An empty variable counts as unset. Every bad value is reported at once, one line each (the
 variable, its value with secrets and URL passwords masked, what is expected), in a
@@ -357,6 +361,11 @@ class Settings(LimitSettings, QuotaSettings):
     queue_orchestrator: str = _queue("orchestrator")
     queue_worker: str = _queue("worker")
     queue_fixer: str = _queue("fixer")
+
+    # -- observability ----------------------------------------------------------------------
+    metrics_port: int | None = _env(
+        "LITTLE_METRICS_PORT", None, "a TCP port (1-65535) to serve /metrics on", ge=1, le=65535
+    )
 
     # -- one worker process (set per role by the launch profiles in workers/profiles/) --------
     worker_pool: WorkerPool = _env(

@@ -3,22 +3,23 @@
 A sandbox boundary is tried through the real bash tool in a real workflow run, by a worker
 that is root (each command then runs as a sandbox uid of its own) and by one that is an
 ordinary user (bubblewrap in a user namespace). :func:`run_attack` runs the workflow in a
-separate process (``python -m tests.attack_runner``) as the user the ``attacker`` fixture
-names, against a :class:`~little_dist.world.local.LocalWorld` in a folder that user owns, and
-reads the events back. :func:`host_files` makes what that worker holds and must not leak or
-lose: a secret only it may read, and a bystander file it may write.
+separate process (``python -m tests.attack_runner``, forked from the test zygote,
+:mod:`tests.zygote`) as the user the ``attacker`` fixture names, against a
+:class:`~little_dist.world.local.LocalWorld` in a folder that user owns, and reads the events
+back. :func:`host_files` makes what that worker holds and must not leak or lose: a secret
+only it may read, and a bystander file it may write.
 
-The unprivileged worker is uid/gid :data:`WORKER_UID` (``nobody``), started with ``setpriv``
-when the tests run as root. When they do not, both variants run as the current user (who is
-then the unprivileged one). The repository and its virtual environment must be readable by
-that user: a clone in a 0700 folder is refused with a clear message, not skipped.
+The unprivileged worker is uid/gid :data:`WORKER_UID` (``nobody``), switched to as
+``setpriv`` would when the tests run as root. When they do not, both variants run as the
+current user (who is then the unprivileged one). The repository and its virtual environment
+must be readable by that user: a clone in a 0700 folder is refused with a clear message, not
+skipped.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -32,6 +33,7 @@ from little_dist.events import Event
 from little_dist.sandbox.writable import remove_tree
 from little_dist.testing import ScriptedModel, ToolCall
 from little_dist.world.local import LocalWorld
+from tests import zygote
 
 __all__ = [
     "ATTACKERS",
@@ -201,17 +203,24 @@ def run_attack(
         },
         **(env or {}),
     }
-    prefix: list[str] = []
+    user = None
     if _as_other_user(attacker):
         os.chown(script_path, WORKER_UID, WORKER_UID)
         _check_reachable(REPO)
         _check_reachable(Path(sys.executable).parent)
-        prefix = ["setpriv", f"--reuid={WORKER_UID}", f"--regid={WORKER_UID}", "--clear-groups"]
-    argv = [*prefix, sys.executable, "-m", "tests.attack_runner", workflow, str(data)]
+        user = WORKER_UID
+    args = [workflow, str(data)]
     if run_input is not None:
-        argv.append(json.dumps(run_input))
-    done = subprocess.run(
-        argv, cwd=REPO, env=environment, capture_output=True, text=True, timeout=timeout
+        args.append(json.dumps(run_input))
+    # Forked from the test zygote (litellm and the package imported already): a new
+    # interpreter spent 4 CPU-seconds on imports per attack.
+    done = zygote.run(
+        args,
+        module="tests.attack_runner",
+        cwd=REPO,
+        env=environment,
+        user=user,
+        timeout=timeout,
     )
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:

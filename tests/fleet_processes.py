@@ -10,13 +10,15 @@ isolated from other tests and sessions on the same Redis server:
   the repository root so ``--app tests.workflows_for_tests`` and ``examples.*`` import, the
   network guard on, litellm's local price map). ``fleet_env.settings()``,
   ``fleet_env.world()`` and ``fleet_env.client()`` give the same view in the test process.
-* :func:`start_worker` / :func:`start_scheduler`: a subprocess in its own process group
-  (``start_new_session``), output to a log file; :meth:`FleetProcess.kill` sends SIGKILL to
-  the group, :meth:`FleetProcess.stop` SIGTERM to the process then SIGKILL to the group.
+* :func:`start_worker` / :func:`start_scheduler`: a process in its own process group
+  (``start_new_session``), output to a log file, forked from the test process's zygote
+  (:mod:`tests.zygote`: without the seconds of imports each would cost from scratch);
+  :meth:`FleetProcess.kill` sends SIGKILL to the group, :meth:`FleetProcess.stop` SIGTERM
+  to the process then SIGKILL to the group.
   Every process a ``FleetEnv`` started is killed (SIGKILL) at the fixture's teardown, then
   the test's Redis keys are deleted. It is also killed by the kernel if its pytest process
-  dies (``PR_SET_PDEATHSIG``, :func:`tests.session_lifetime.tied`), and by the session's
-  reaper with the session.
+  dies (``PR_SET_PDEATHSIG``, towards the zygote, which has it towards the pytest process),
+  and by the session's reaper with the session.
 
 Typical use::
 
@@ -34,7 +36,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -44,7 +45,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.session_lifetime import interrupted, tied
+from tests.session_lifetime import interrupted
+from tests.zygote import ZygoteProcess, little_argv, spawn
 
 if TYPE_CHECKING:
     from little_dist.fleet.client import Client
@@ -68,18 +70,13 @@ ALL_ROLES = ("planner", "orchestrator", "worker", "fixer")
 _WORKER_READY = re.compile(r"\bready\.")
 
 
-def little_argv(*args: str) -> list[str]:
-    """The argv that runs ``little ARGS...`` with this interpreter."""
-    return [sys.executable, "-m", "little_dist.cli", *args]
-
-
 @dataclass
 class FleetProcess:
-    """A started ``little`` subprocess (its own process group) and its log file."""
+    """A started ``little`` process (its own process group) and its log file."""
 
     name: str
     argv: list[str]
-    popen: subprocess.Popen[bytes]
+    popen: ZygoteProcess | subprocess.Popen[bytes]
     log_path: Path
 
     @property
@@ -197,14 +194,14 @@ class FleetEnv:
         argv = little_argv(*args)
         log_path = self.tmp / f"{name}-{uuid.uuid4().hex[:6]}.log"
         with log_path.open("wb") as log:
-            popen = subprocess.Popen(
-                tied(argv),
-                cwd=ROOT,
+            popen = spawn(
+                args,
                 env={**self.env, **(env or {})},
+                cwd=ROOT,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                start_new_session=True,
+                new_session=True,
             )
         process = FleetProcess(name, argv, popen, log_path)
         self.processes.append(process)

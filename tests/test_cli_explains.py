@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ import pytest
 from little_dist.events import EventInput
 from little_dist.world.local import LocalWorld
 from tests import workflows_for_tests as wf
+from tests import zygote
 from tests.conftest import load_vectors
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,10 +24,8 @@ CAUSE = "Cause: tool_error in step only: tool 'explode' failed: kaput"
 
 
 def little(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "little_dist.cli", *args],
-        capture_output=True,
-        text=True,
+    return zygote.run(
+        args,
         cwd=ROOT,
         timeout=60,
     )

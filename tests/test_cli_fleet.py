@@ -11,6 +11,7 @@ import json
 import subprocess
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +19,11 @@ import pytest
 
 from little_dist.world.memory import MemoryWorld
 from tests import workflows_for_tests as wf
+from tests import zygote
 from tests.fleet_processes import (
     ROOT,
     FleetEnv,
     fleet_env,
-    little_argv,
     start_scheduler,
     start_worker,
 )
@@ -35,14 +36,7 @@ __all__ = ["fleet_env"]  # the fixture, re-exported for pytest
 def little(
     fleet: FleetEnv, *args: str, timeout: float = 60.0, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        little_argv(*args),
-        cwd=ROOT,
-        env={**fleet.env, **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return zygote.run(args, cwd=ROOT, env={**fleet.env, **(env or {})}, timeout=timeout)
 
 
 def _write(tmp: Path, name: str, value: Any) -> str:
@@ -109,9 +103,11 @@ def test_one_worker_with_four_example_apps_runs_each_of_them(fleet_env: FleetEnv
     names = ["support_triage", "candidate_screening", "draft_review", "order_totals"]
     start_scheduler(fleet_env)
     start_worker(fleet_env, roles=["worker", "fixer"], app=[f"examples.{n}" for n in names])
-    submits = {
-        name: subprocess.Popen(
-            little_argv(
+    with ThreadPoolExecutor(len(names)) as pool:
+        results = {
+            name: pool.submit(
+                little,
+                fleet_env,
                 "submit",
                 f"examples.{name}:workflow",
                 "--input",
@@ -120,25 +116,12 @@ def test_one_worker_with_four_example_apps_runs_each_of_them(fleet_env: FleetEnv
                 "--timeout",
                 "50",
                 "--json",
-            ),
-            cwd=ROOT,
-            env=fleet_env.env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for name in names
-    }
-    try:
-        for name, submit in submits.items():
-            stdout, stderr = submit.communicate(timeout=100)
-            result = subprocess.CompletedProcess(submit.args, submit.returncode, stdout, stderr)
-            assert json.loads(_ok(result))["status"] == "completed", name
-    finally:
-        for submit in submits.values():
-            if submit.poll() is None:
-                submit.kill()
-                submit.wait()
+                timeout=100,
+            )
+            for name in names
+        }
+        for name, result in results.items():
+            assert json.loads(_ok(result.result()))["status"] == "completed", name
 
 
 def test_the_order_totals_example_runs_on_the_fleet_with_its_fixer(fleet_env: FleetEnv) -> None:

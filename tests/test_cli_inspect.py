@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +11,7 @@ import pytest
 
 from little_dist.events import EventInput
 from little_dist.world.local import LocalWorld
+from tests import zygote
 from tests.conftest import load_vectors
 
 REPORT = load_vectors("pricing")["run_reports"][0]
@@ -19,10 +19,8 @@ RUN_ID = REPORT["runId"]
 
 
 def little(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "little_dist.cli", *args],
-        capture_output=True,
-        text=True,
+    return zygote.run(
+        args,
         cwd=cwd,
         timeout=60,
     )

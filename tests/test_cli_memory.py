@@ -6,21 +6,21 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from little_dist.memory import memory_store_for
 from little_dist.world.local import LocalWorld
+from tests import zygote
 
 
 def little(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, "-m", "little_dist.cli", "memory", *args],
+    return zygote.run(
+        ["memory", *args],
         input=stdin,
-        capture_output=True,
         timeout=60,
+        text=False,
     )
 
 

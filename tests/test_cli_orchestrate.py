@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ import pytest
 from little_dist.subruns import SUB_RUN_STARTED
 from little_dist.testing import ScriptedModel, ToolCall, Usage
 from little_dist.world.local import LocalWorld
+from tests import zygote
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -22,12 +22,10 @@ def little(*args: str, script: Path | None = None) -> subprocess.CompletedProces
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     if script is not None:
         env["LITTLE_SCRIPTED_MODEL"] = str(script)
-    return subprocess.run(
-        [sys.executable, "-m", "little_dist.cli", "orchestrate", *args],
+    return zygote.run(
+        ["orchestrate", *args],
         cwd=REPO,
         env=env,
-        capture_output=True,
-        text=True,
         timeout=120,
     )
 

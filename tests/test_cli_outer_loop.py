@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ import pytest
 from little_dist.outer_loop import manifest_store_for
 from little_dist.testing import ScriptedModel, Usage, read_call_log
 from little_dist.world.local import LocalWorld
+from tests import zygote
 from tests.fleet_processes import FleetEnv, fleet_env, start_scheduler, start_worker
 from tests.outer_loop_helpers import simple_lwir
 
@@ -31,12 +31,10 @@ def little(
     run_env = {**(env if env is not None else os.environ), "PYTHONPATH": str(REPO)}
     if script is not None:
         run_env["LITTLE_SCRIPTED_MODEL"] = str(script)
-    return subprocess.run(
-        [sys.executable, "-m", "little_dist.cli", "outer-loop", *args],
+    return zygote.run(
+        ["outer-loop", *args],
         cwd=REPO,
         env=run_env,
-        capture_output=True,
-        text=True,
         timeout=240,
     )
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from little_dist.world.local import LocalWorld
+from tests import zygote
 from tests.workflows_for_tests import chain_lwir, single_tool_lwir
 
 REPO = Path(__file__).resolve().parent.parent
@@ -20,12 +20,10 @@ REPO = Path(__file__).resolve().parent.parent
 def little_run(
     *args: str, cwd: Path = REPO, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "little_dist.cli", "run", *args],
+    return zygote.run(
+        ["run", *args],
         cwd=cwd,
         env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
-        capture_output=True,
-        text=True,
         timeout=120,
     )
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -22,6 +21,7 @@ from little_dist.events import EventInput
 from little_dist.world.base import World
 from little_dist.world.local import LocalWorld
 from tests import workflows_for_tests as wf
+from tests import zygote
 from tests.fleet_processes import ROOT, FleetEnv, fleet_env
 
 __all__ = ["fleet_env"]  # the fixture, re-exported for pytest
@@ -31,10 +31,8 @@ USAGE = {"inputTokens": 1_000_000, "outputTokens": 0}  # $0.15 at gpt-4o-mini's 
 
 
 def little(*args: str, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "little_dist.cli", *args],
-        capture_output=True,
-        text=True,
+    return zygote.run(
+        args,
         cwd=ROOT,
         env=None if env is None else dict(env),
         timeout=60,

@@ -23,6 +23,7 @@ from little_dist.authoring import run_workflow
 from little_dist.pricing import price_model_call
 from little_dist.subruns import SUB_RUN_ENDED, SUB_RUN_STARTED
 from little_dist.world.local import LocalWorld
+from tests import zygote
 from tests.fleet_processes import FleetEnv, fleet_env, start_scheduler, start_worker
 from tests.test_cli_fleet import _ok, little
 
@@ -163,11 +164,9 @@ def _python_m(data_dir: Path) -> subprocess.CompletedProcess[str]:
 
 
 def _little(*args: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "little_dist.cli", *args],
+    done = zygote.run(
+        args,
         cwd=ROOT,
-        capture_output=True,
-        text=True,
         timeout=120,
     )
     assert done.returncode == 0, done.stderr

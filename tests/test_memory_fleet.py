@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,12 +17,12 @@ import pytest
 
 from little_dist.memory import memory_store_for
 from little_dist.testing import ScriptedModel
+from tests import zygote
 from tests.fleet_processes import (
     ROOT,
     FleetEnv,
     FleetProcess,
     fleet_env,
-    little_argv,
     start_scheduler,
     start_worker,
 )
@@ -81,13 +80,8 @@ def test_two_workers_writing_one_memory_file_at_once_lose_nothing(
     assert [e.type for e in world.list_events(winner) if e.type.startswith("little.memory")] == []
 
     # The operator's view, through the real command, on the same Redis and S3.
-    listed = subprocess.run(
-        little_argv("memory", "ls", "--workflow", writer.id, "--json"),
-        cwd=ROOT,
-        env=fleet_env.env,
-        capture_output=True,
-        text=True,
-        timeout=60,
+    listed = zygote.run(
+        ["memory", "ls", "--workflow", writer.id, "--json"], cwd=ROOT, env=fleet_env.env, timeout=60
     )
     assert listed.returncode == 0, listed.stderr
     assert sorted(json.loads(line)["path"] for line in listed.stdout.splitlines()) == sorted(

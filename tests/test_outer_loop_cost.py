@@ -5,8 +5,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +13,7 @@ from little_dist import run_outer_loop
 from little_dist.outer_loop.report import outer_loop_report
 from little_dist.testing import ScriptedModel, Usage
 from little_dist.world.local import LocalWorld
+from tests import zygote
 from tests.outer_loop_helpers import simple_lwir, simple_workflow
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -109,11 +108,9 @@ def test_the_loop_report_prices_the_supervisor_and_rolls_up_the_cycles(
 
     # The same figures from the CLI, as JSON and as the table.
     data_dir = str(tmp_path / "data")
-    shown = subprocess.run(
-        [sys.executable, "-m", "little_dist.cli", "report", LOOP, "--json", "--data-dir", data_dir],
+    shown = zygote.run(
+        ["report", LOOP, "--json", "--data-dir", data_dir],
         cwd=ROOT,
-        capture_output=True,
-        text=True,
         timeout=120,
     )
     assert shown.returncode == 0, shown.stderr
@@ -122,11 +119,9 @@ def test_the_loop_report_prices_the_supervisor_and_rolls_up_the_cycles(
     assert data["supervisor"]["outputTokens"] == 700
     assert data["supervisor"]["costUsd"] == pytest.approx(0.00102, abs=1e-12)
     assert data["total"]["costUsd"] == pytest.approx(0.00111, abs=1e-12)
-    table = subprocess.run(
-        [sys.executable, "-m", "little_dist.cli", "report", LOOP, "--data-dir", data_dir],
+    table = zygote.run(
+        ["report", LOOP, "--data-dir", data_dir],
         cwd=ROOT,
-        capture_output=True,
-        text=True,
         timeout=120,
     )
     assert table.returncode == 0, table.stderr
@@ -136,19 +131,9 @@ def test_the_loop_report_prices_the_supervisor_and_rolls_up_the_cycles(
 
 def test_a_report_of_an_unknown_loop_is_one_line(tmp_path: Path) -> None:
     LocalWorld(tmp_path / "data").close()
-    shown = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "little_dist.cli",
-            "report",
-            "ol_nothing_here",
-            "--data-dir",
-            str(tmp_path / "data"),
-        ],
+    shown = zygote.run(
+        ["report", "ol_nothing_here", "--data-dir", str(tmp_path / "data")],
         cwd=ROOT,
-        capture_output=True,
-        text=True,
         timeout=120,
     )
     assert shown.returncode == 1

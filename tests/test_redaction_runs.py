@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 from little_dist.redaction import REDACTED
-from tests import secrets_app
-from tests.fleet_processes import ROOT, FleetEnv, fleet_env, little_argv, start_worker
+from tests import secrets_app, zygote
+from tests.fleet_processes import ROOT, FleetEnv, fleet_env, start_worker
 
 __all__ = ["fleet_env"]  # the fixture, re-exported for pytest
 
@@ -39,14 +39,7 @@ def assert_clean(where: str, text: str | bytes) -> None:
 def little(
     *args: str, env: dict[str, str], timeout: float = 90
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        little_argv(*args),
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return zygote.run(args, cwd=ROOT, env=env, timeout=timeout)
 
 
 @pytest.fixture(scope="module")

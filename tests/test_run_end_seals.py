@@ -19,12 +19,11 @@ from typing import Any
 
 import pytest
 
-from tests import fleet_app
+from tests import fleet_app, zygote
 from tests.fleet_processes import (
     ROOT,
     FleetEnv,
     fleet_env,
-    little_argv,
     start_scheduler,
     start_worker,
 )
@@ -39,14 +38,7 @@ THINK_INPUT_TOKENS = 200  # the usage of fleet_app.build_script's thinking reply
 
 
 def little(fleet: FleetEnv, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        little_argv(*args),
-        cwd=ROOT,
-        env=fleet.env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return zygote.run(args, cwd=ROOT, env=fleet.env, timeout=60)
 
 
 def wait_for(check: Callable[[], Any], timeout: float, what: str) -> Any:

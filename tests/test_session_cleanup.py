@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.reaper import descendants, snapshot
+from tests.zygote import process_name
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -31,13 +32,16 @@ GONE_WITHIN = 10.0
 
 
 def _tree(root: int) -> dict[int, tuple[int, str]]:
-    """Every live process below ``root``: pid -> (start time, command line)."""
+    """Every live process below ``root``: pid -> (start time, command line and, in brackets,
+    its name: a ``little`` process forked from a test zygote has the zygote's command line
+    and its own name, ``little worker``)."""
     procs = snapshot()
     found: dict[int, tuple[int, str]] = {}
     for pid in descendants({root}, procs):
         with contextlib.suppress(OSError):
             command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-            found[pid] = (procs[pid].start, command.strip())
+            name = Path(f"/proc/{pid}/comm").read_text().strip()
+            found[pid] = (procs[pid].start, f"{command.strip()} [{name}]")
     return found
 
 
@@ -99,8 +103,12 @@ def test_a_signalled_test_run_leaves_no_process_behind(sig: int, tmp_path: Path)
             time.sleep(0.2)
         noted = _tree(run.pid)
         commands = " | ".join(command for _, command in noted.values())
-        for part in ("little_dist.cli worker", "little_dist.cli scheduler", "redis-server"):
-            assert part in commands, (part, commands)
+        for parts in (
+            ("little_dist.cli worker", f"[{process_name(['worker'])}]"),
+            ("little_dist.cli scheduler", f"[{process_name(['scheduler'])}]"),
+            ("redis-server",),
+        ):
+            assert any(part in commands for part in parts), (parts, commands)
         assert any(command.startswith("sleep") for _, command in noted.values()), commands
 
         os.kill(run.pid, sig)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -33,6 +32,7 @@ from little_dist.subruns import (
 )
 from little_dist.testing import ScriptedModel, ToolCall, Usage
 from little_dist.world.local import LocalWorld
+from tests import zygote
 
 KID_PRICE = "openai/gpt-4o-mini"
 NUMBER_IN = {
@@ -308,10 +308,8 @@ def test_a_workflow_tool_is_typed_by_the_workflow() -> None:
 
 
 def _little(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "little_dist.cli", *args],
-        capture_output=True,
-        text=True,
+    return zygote.run(
+        args,
         timeout=120,
     )
 

@@ -11,7 +11,6 @@ the fleet's planner: it cannot be started as a sub-run there yet")."""
 from __future__ import annotations
 
 import json
-import subprocess
 
 import pytest
 
@@ -19,11 +18,11 @@ from little_dist.event_types.engine import SUBMITTED_EVENT_TYPE
 from little_dist.events import Event
 from little_dist.subruns import SUB_RUN_ENDED
 from little_dist.subruns.links import STEP_SUSPENDED
+from tests import zygote
 from tests.fleet_processes import (
     ROOT,
     FleetEnv,
     fleet_env,
-    little_argv,
     start_scheduler,
     start_worker,
 )
@@ -69,15 +68,7 @@ def _only_child(fleet: FleetEnv, parent: str) -> tuple[str, list[Event]]:
 
 
 def _report(fleet: FleetEnv, run_id: str) -> dict[str, object]:
-    done = subprocess.run(
-        little_argv("report", run_id, "--json"),
-        cwd=ROOT,
-        env=fleet.env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = zygote.run(["report", run_id, "--json"], cwd=ROOT, env=fleet.env, timeout=60)
     assert done.returncode == 0, done.stderr
     report: dict[str, object] = json.loads(done.stdout)
     return report

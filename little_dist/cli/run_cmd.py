@@ -125,6 +125,13 @@ def run(args: argparse.Namespace) -> int:
     from little_dist.local_runner import DEFAULT_LEASE_TTL, new_run_id, run_version
 
     _install_scripted_model()
+    from little_dist.errors import InvalidInputError
+    from little_dist.observability import disable_tracing, enable_tracing_from_env
+
+    try:  # (the run as a trace when OTEL_EXPORTER_OTLP_ENDPOINT is set)
+        enable_tracing_from_env("little-run")
+    except InvalidInputError as exc:
+        return _fail(str(exc), EXIT_USAGE)
     world = open_world_for_writing(args)
     printer = None if args.quiet else _Progress(sys.stderr)
     run_id = args.run_id or new_run_id()
@@ -158,6 +165,7 @@ def run(args: argparse.Namespace) -> int:
         if printer is not None:
             printer.finish()
         world.close()
+        disable_tracing()  # (exports the spans still batched)
     return _report(args, state)
 
 

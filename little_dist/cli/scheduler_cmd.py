@@ -92,11 +92,13 @@ def _configure_logging(level: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from little_dist.fleet.interpreter_tuning import tune_gc_for_service
+    from little_dist.fleet.observing import observe_scheduler
     from little_dist.settings import load_settings
 
     _configure_logging(args.loglevel)
     settings = load_settings()
     scheduler = _open_scheduler(settings, name=args.name)
+    observe_scheduler(settings, scheduler)
     tune_gc_for_service()
 
     def stop(signum: int, frame: FrameType | None) -> None:

@@ -117,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
     from little_dist.fleet.app import make_celery_app
     from little_dist.fleet.app_registry import load_registry
     from little_dist.fleet.interpreter_tuning import tune_gc_for_service, tune_switch_interval
+    from little_dist.fleet.observing import observe_worker
     from little_dist.fleet.tasks import WorkerRuntime
     from little_dist.settings import load_settings
     from little_dist.testing import guard, scripted
@@ -133,6 +134,7 @@ def run(args: argparse.Namespace) -> int:
     app = make_celery_app(settings, runtime=runtime)
     queues = ",".join(settings.queue_for(role) for role in args.roles)
     pool = args.pool or settings.worker_pool
+    observe_worker(settings, lambda: runtime.world, runtime.versions, pool=pool)
     argv = [
         "worker",
         f"--hostname={args.hostname or default_node_name()}",

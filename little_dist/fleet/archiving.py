@@ -94,6 +94,10 @@ class Archiver:
         """When the next waiting archive is due (monotonic), ``None`` if none waits."""
         return self._due[0][0] if self._due else None
 
+    def backlog(self) -> int:
+        """Finished runs whose archive has not started yet (for ``little_archive_backlog``)."""
+        return len(self._due)
+
     def start_due(self, now: float | None = None) -> None:
         """Hand the finished runs whose delay has passed (all of them: ``now=None``) to the
         archive threads."""

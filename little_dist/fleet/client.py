@@ -28,6 +28,8 @@ from little_dist.fleet.submission import submit_run, submit_runs
 from little_dist.ids import validate_run_id
 from little_dist.litellm_prices import litellm_price_fallback
 from little_dist.local_runner import RunMismatchError
+from little_dist.observability.hooks import submitted
+from little_dist.observability.metrics import enable_metrics
 from little_dist.pricing import PriceFallback, merge_usage_totals
 from little_dist.report.failure import RunFailure, run_failure
 from little_dist.report.model import calls_usage
@@ -204,6 +206,8 @@ class Client:
         pricing_fallback: PriceFallback | None = litellm_price_fallback,
     ) -> None:
         self.settings = settings if settings is not None else load_settings()
+        if self.settings.metrics_port is not None:  # (this process's /metrics, once)
+            enable_metrics("client", port=self.settings.metrics_port)
         self.pricing_fallback = pricing_fallback
         self._world = world
         self._owns_world = world is None
@@ -346,6 +350,7 @@ class Client:
         ``budget_usd``: the run's dollar ceiling (default: a definition's own; see
         :mod:`little_dist.budgets`)."""
         self._load_registry()
+        submitted(1)
         return submit_run(
             self.world,
             workflow,
@@ -377,6 +382,7 @@ class Client:
         :meth:`submit` (see :func:`~little_dist.fleet.submission.submit_runs`).
         ``budget_usd``: each run's dollar ceiling."""
         self._load_registry()
+        submitted(len(inputs))
         return submit_runs(
             self.world,
             workflow,

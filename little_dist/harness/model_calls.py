@@ -21,6 +21,7 @@ from little_dist.harness.errors import (
     reraise_guard_error,
 )
 from little_dist.harness.recorder import json_safe
+from little_dist.observability.hooks import model_call_ended, quota_rejected, quota_waited
 
 if TYPE_CHECKING:
     from little_dist.harness.types import HarnessContext
@@ -240,6 +241,7 @@ def call_model(
         reraise_guard_error(exc)
         error = model_error_from(exc, model=ctx.model.litellm_model)
         recorder.model_failed(turn, error.envelope(), duration_ms=_elapsed_ms(started))
+        _observe(ctx, None, started, error.cause_code)
         raise error from exc
     reply = _reply_from_response(turn, response, name_map or {})
     if held is not None:
@@ -257,7 +259,22 @@ def call_model(
     recorder.model_responded(
         turn, recorded, model=ctx.model.identity(), duration_ms=_elapsed_ms(started)
     )
+    _observe(ctx, reply.usage, started, None)
     return reply
+
+
+def _observe(
+    ctx: HarnessContext, usage: Mapping[str, Any] | None, started: float, error: str | None
+) -> None:
+    model_call_ended(
+        run_id=ctx.run_id,
+        step_path=ctx.recorder.step_path,
+        model=ctx.model.identity(),
+        pricing_key=ctx.model.pricing_key,
+        usage=usage,
+        seconds=time.monotonic() - started,
+        error=error,
+    )
 
 
 def _hold_quota(
@@ -287,7 +304,10 @@ def _hold_quota(
         default_output_tokens=limiter.rules.default_output_tokens,
     )
     try:
-        return limiter.reserve(call, amounts, cancelled=ctx.cancelled, deadline=ctx.deadline)
+        held = limiter.reserve(call, amounts, cancelled=ctx.cancelled, deadline=ctx.deadline)
+        if held is not None and held.waited > 0:
+            quota_waited([rule.name for rule in held.rules], held.waited)
+        return held
     except QuotaWaitTooLong as exc:
         raise ModelCallError(str(exc), cause_code="model_rate_limited", retriable=True) from exc
     except QuotaTooSmall as exc:
@@ -297,6 +317,7 @@ def _hold_quota(
 def _release_quota(held: Reservation, exc: BaseException) -> None:
     """A failed call gives its reservation back; a 429 blocks its rules for ``Retry-After``."""
     if getattr(exc, "status_code", None) == 429 or type(exc).__name__ == "RateLimitError":
+        quota_rejected([rule.name for rule in held.rules])
         held.rejected(retry_after_of(exc))
     else:
         held.settle(0, 0)

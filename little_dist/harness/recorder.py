@@ -104,6 +104,7 @@ from little_dist.canonical import canonical_json, sha256_digest, sha256_hex_text
 from little_dist.errors import InvalidInputError, StorageUnavailableError
 from little_dist.event_types.engine import BUDGET_RESERVED_EVENT_TYPE, MODEL_MEMOIZED, TOOL_MEMOIZED
 from little_dist.events import Event, EventInput
+from little_dist.observability.hooks import tool_call_ended
 from little_dist.world.base import ArtifactInput, Fence, World
 
 __all__ = [
@@ -600,6 +601,7 @@ class EventRecorder:
         for key, value in (extra or {}).items():
             # A tool's own fields (RecordedResult.record) never replace the call's.
             payload.setdefault(key, value)
+        self._observe_tool(payload, duration_ms, None)
         return self.append(
             "harness.tool_call.succeeded",
             payload,
@@ -613,7 +615,20 @@ class EventRecorder:
         payload = self._tool_fields(index, **fields)
         payload["durationMs"] = duration_ms
         payload["error"] = dict(error)
+        self._observe_tool(payload, duration_ms, str(error.get("causeCode") or "error"))
         return self.append("harness.tool_call.failed", payload, self.occurrence("tool-end", index))
+
+    def _observe_tool(
+        self, payload: Mapping[str, Any], duration_ms: float, error: str | None
+    ) -> None:
+        tool_call_ended(
+            run_id=self.run_id,
+            step_path=self.step_path,
+            tool_name=str(payload["toolName"]),
+            call_id=str(payload["callId"]),
+            seconds=duration_ms / 1000,
+            error=error,
+        )
 
     def tool_memoized(
         self, index: int, source: Event, *, tool_name: str, call_index: int

@@ -65,6 +65,7 @@ from little_dist.runtime.dead_attempts import step_lease_key
 from little_dist.runtime.failures import step_failed, timeout_envelope
 from little_dist.runtime.harness_run import run_and_judge
 from little_dist.runtime.heartbeat import KeptLease, LeaseKeeper
+from little_dist.runtime.observed import observed_attempt
 from little_dist.runtime.outputs import INLINE_OUTPUT_LIMIT, hydrate_events
 from little_dist.scheduling import RunContext, StepDispatch
 from little_dist.scheduling.context import locate_step
@@ -124,6 +125,7 @@ def _inherited_of(events: Sequence[Event]) -> Any:
 
 # Long for its docstring (every caller's contract); the code, about 75 lines, is the walk of
 # one attempt top to bottom, its parts named below.
+@observed_attempt  # (metrics and traces, when on: little_dist.observability)
 def execute_step_attempt(
     world: World,
     dispatch: StepDispatch,

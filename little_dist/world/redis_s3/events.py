@@ -46,6 +46,7 @@ from little_dist.events import (
     wakes_scheduler,
 )
 from little_dist.ids import event_id_for_payload_json, validate_run_id
+from little_dist.observability.hooks import events_appended
 from little_dist.world.artifacts import now_iso
 from little_dist.world.base import Fence, SequenceConflictError
 from little_dist.world.defaults import (
@@ -194,7 +195,7 @@ class EventLog:
         one more command after the append, in the same round trip, and gets its reply;
         ``before`` queues commands ahead of it (they run first: an artifact the events name).
         """
-        return self._append_batch(
+        recorded, new = self._append_batch(
             run_id,
             events,
             expected_sequence=expected_sequence,
@@ -203,7 +204,10 @@ class EventLog:
             release=release,
             then=then,
             before=before,
-        )[0]
+        )
+        if new:  # (an end two processes appended at once is counted by the one that wrote it)
+            events_appended(recorded)
+        return recorded
 
     def claim_and_append(
         self,
