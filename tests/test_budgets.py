@@ -19,12 +19,16 @@ from little_dist.authoring.errors import RunFailedError
 from little_dist.errors import InvalidInputError
 from little_dist.events import Event
 from little_dist.model_registry import ModelPricing
+from little_dist.observability import FleetMetrics
 from little_dist.run_state import materialize_run_state
 from little_dist.world.local import LocalWorld
 from little_dist.world.memory import MemoryWorld
 from tests import budget_app
 from tests.quota_fleet_app import build_script, fan, one
 from tests.test_cli_run import assert_no_traceback, little_run
+from tests.test_metrics import metrics, sample
+
+__all__ = ["metrics"]  # the fixture, re-exported for pytest
 
 # $1 per token in and out: a call of scripted/quota costs its tokens in dollars.
 PER_TOKEN = ModelPricing(input=1_000_000, output=1_000_000)
@@ -149,7 +153,9 @@ def test_the_fold_holds_a_call_until_it_ends_and_then_counts_its_price() -> None
     assert held.reserved_usd == 200.0  # an earlier snapshot never changes
 
 
-def test_a_call_that_would_pass_the_ceiling_is_not_sent_and_the_run_fails_with_it() -> None:
+def test_a_call_that_would_pass_the_ceiling_is_not_sent_and_the_run_fails_with_it(
+    metrics: FleetMetrics,
+) -> None:
     world = MemoryWorld()
     script = build_script(None)
     with script.installed(), pytest.raises(RunFailedError) as failed:
@@ -169,6 +175,7 @@ def test_a_call_that_would_pass_the_ceiling_is_not_sent_and_the_run_fails_with_i
     # One attempt only: the cause is terminal, not retried (the step allows 3).
     starts = [e for e in world.list_events("run_budget_small") if e.type == "StepAttemptStarted"]
     assert len(starts) == 1
+    assert sample(metrics, "little_budget_refusals_total", scope="run") == 1
 
 
 def test_the_workflows_budget_applies_and_a_runs_own_wins() -> None:

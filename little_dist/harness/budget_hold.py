@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from little_dist.harness.errors import ModelCallError
+from little_dist.observability.hooks import budget_refused
 from little_dist.world.base import SequenceConflictError
 
 if TYPE_CHECKING:
@@ -84,6 +85,7 @@ def reserve_and_record(
         if budget is not None:
             held = state.spent_usd + state.reserved_usd
             if held + need > budget:
+                budget_refused("run")
                 raise ModelCallError(
                     f"run {ctx.run_id} budget ${budget:.6g}: this call may cost up to "
                     f"${need:.6g} and ${held:.6g} is spent or held",
