@@ -5,7 +5,9 @@
   settled and 50 in flight (``decide`` walks the group and drives the in-flight branches).
 
 Also reports the whole-run cost: decide calls while playing every attempt to completion,
-per step. Then a 1000-branch parallel step (``maxConcurrency`` 100), one attempt finished per
+per step; and how decide's cost per event grows with a chain's length (10, 100 and 1,000
+steps: flat when scheduling is linear in a run's length; ``bench/decide.py scaling`` prints
+only that). Then a 1000-branch parallel step (``maxConcurrency`` 100), one attempt finished per
 decide as in a live run, three ways: a fresh ``RunContext`` for every call (nothing cached
 across calls), the context kept with ``memoize=False`` (only the branch list is cached: the
 walk of every branch on every call), and the context kept with its parallel memo (the
@@ -16,6 +18,7 @@ flight. Run: ``.venv/bin/python bench/decide.py``.
 from __future__ import annotations
 
 import gc
+import sys
 import time
 from dataclasses import replace
 from typing import Any
@@ -191,7 +194,43 @@ def wide_fan() -> None:
     )
 
 
+def scaling(lengths: tuple[int, ...] = (10, 100, 1000)) -> dict[int, float]:
+    """Decide time per event folded, over whole chain runs of each length (best of 3)."""
+    figures: dict[int, float] = {}
+    for length in lengths:
+        best = float("inf")
+        for _ in range(3):
+            runner = Runner(chain_context(length))
+            spent = 0.0
+            gc.collect()
+            done = False
+            while not done:
+                state = runner.state
+                start = time.perf_counter()
+                decision = decide(runner.ctx, state)
+                spent += time.perf_counter() - start
+                done = decision.done
+                for event in decision.events:
+                    runner.add(event.type, event.payload, event.occurrence_id)
+                for dispatch in decision.dispatch:
+                    base = {"stepPath": dispatch.step_path, "attempt": dispatch.attempt}
+                    runner.add("StepAttemptStarted", base, f"start:{dispatch.step_path}")
+                    runner.add("StepCompleted", {**base, "output": {}}, f"end:{dispatch.step_path}")
+            best = min(best, spent / runner.sequence)
+        figures[length] = best
+    print(
+        "decide time per event, whole chain runs (best of 3): "
+        + ", ".join(f"{n} steps {t * 1e6:.1f} us" for n, t in figures.items())
+        + f"; 1000/10 ratio {figures[lengths[-1]] / figures[lengths[0]]:.2f}"
+    )
+    return figures
+
+
 def main() -> None:
+    if sys.argv[1:] == ["scaling"]:
+        scaling()
+        return
+    scaling()
     chain = Runner(chain_context())
     while len([s for s in chain.state.steps.values() if s.status == "completed"]) < 100:
         chain.round()

@@ -23,7 +23,7 @@ Figures, each with its baseline and the ratio:
     Celery ``group`` of 1000 no-op tasks. Target: at least as fast. The step declares
     ``maxConcurrency: 100``; the two workers register 2 x ``--concurrency`` slots, so the
     engine keeps that many branches in flight (``--branch-window declared``: 100, the
-    window before :mod:`little_dist.fleet.slots`).
+    window before :mod:`little_dist.fleet.worker_slots`).
 (c) 500 parallel ``ai.generate`` steps whose scripted model takes 1 s, on the two workers:
     wall time vs the ideal ``500 x 1 s / (2 x concurrency)``. Target: within 1.5x.
 (d) from one step's commit to the next step's start in the chains of (a): ``recordedAt`` of

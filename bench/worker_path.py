@@ -124,7 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from little_dist.settings import load_settings
     from little_dist.world.factory import world_from_settings
-    from little_dist.world.memory import MemoryWorld
+    from little_dist.world.in_process import MemoryWorld
     from tests.s3_server import start_weed_mini
 
     redis_url = os.environ.get("LITTLE_BENCH_REDIS_URL", DEFAULT_REDIS_URL)

@@ -8,9 +8,15 @@
 * then the loop: fold the new events into a :class:`~little_dist.run_state.RunStateBuilder`
   (incrementally; outputs stored by reference are read back in), ask
   :func:`~little_dist.scheduling.decide` what next, append its events in one batch, and
-  submit each new dispatch to a thread pool running
-  :func:`~little_dist.runtime.execute_step_attempt`; wait for one to finish; repeat until
+  run each new dispatch (:func:`~little_dist.runtime.execute_step_attempt`): a lone one on
+  the loop's own thread, several on a thread pool; wait for one to finish; repeat until
   ``decide`` says the run is done. Nothing but ``decide`` chooses what runs.
+
+The loop runs on a thread of its own; the calling thread gets progress and notices from it
+and watches a lone attempt (no thread hand-off per step): it reads the log for a cancel
+request while the attempt runs, and when the attempt's call outlives its step timeout (or a
+cancel ends the run first), another thread goes on with the loop and the stuck one is left
+behind (a daemon: it never keeps the process alive).
 
 A ``little.run.cancel_requested`` in the log (``little cancel``; a sub-run whose parent was
 stopped, see :mod:`little_dist.subruns`) makes ``decide`` fail the run with causeCode
@@ -33,6 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import queue
 import socket
 import threading
 import time
@@ -49,7 +56,7 @@ from little_dist.event_types.engine import CANCEL_EVENT_TYPE
 from little_dist.events import Event, EventInput
 from little_dist.ids import RUN_ID_PREFIX, validate_run_id
 from little_dist.pricing import PriceFallback
-from little_dist.run_state import RunState, RunStateBuilder
+from little_dist.run_state import RUN_ENDED, RunState, RunStateBuilder
 from little_dist.runtime import (
     DEADLINE_GRACE,
     DEFAULT_STEP_TIMEOUT,
@@ -65,7 +72,9 @@ from little_dist.runtime import (
 )
 from little_dist.runtime.daemon_pool import DaemonThreadPool
 from little_dist.scheduling import Decision, RunContext, StepDispatch, decide
-from little_dist.world.base import Lease, World, run_lease_key
+from little_dist.world.base import Lease, World
+from little_dist.world.extras import extras_of
+from little_dist.world.fleet_keys import runner_lease_key
 
 __all__ = [
     "DEFAULT_LEASE_TTL",
@@ -103,6 +112,26 @@ CANCEL_POLL: Final = 0.5
 #: The runner holds the run's runner lease: nobody else runs its attempts, so an attempt
 #: need not read the log again once it holds its step lease.
 _EXCLUSIVE: Final = Continuation(read_log=False)
+
+
+#: An inline attempt the calling thread watches: ``over_by`` (monotonic) when, past its step
+#: timeout, the loop is taken over by a new thread (``None``: no timeout, never).
+@dataclasses.dataclass(frozen=True, eq=False)
+class _Armed:
+    dispatch: StepDispatch
+    over_by: float | None
+    generation: int
+    #: Set when the attempt's call returned (a loop that took over on a cancel waits for it).
+    returned: threading.Event = dataclasses.field(default_factory=threading.Event)
+
+
+class _Superseded(Exception):
+    """This loop thread's attempt overstayed: another thread took the loop over."""
+
+
+class _Stopped(Exception):
+    """The calling thread was interrupted: the loop stops."""
+
 
 ProgressCallback = Callable[[RunState], None]
 NoticeCallback = Callable[[str], None]
@@ -189,7 +218,7 @@ def run_version(
     if existing:
         state = _fold(world, run_id, existing, pricing_fallback)
         _check_same_run(run_id, state, existing, version, run_input)
-        if state.status in ("completed", "failed"):
+        if state.status in RUN_ENDED:
             if progress is not None:
                 progress(state)
             return state
@@ -297,6 +326,17 @@ class _Runner:
         self.retry_at: dict[tuple[str, int, str], float] = {}
         self.next_sweep: float | None = 0.0  # monotonic time of the next sweep; None: none due
         self.sweep_interval = max(0.05, min(1.0, lease_ttl / 6))
+        # The loop runs on a thread of its own and runs a lone attempt there itself; the
+        # calling thread gets progress, notices and the end from it here, and watches
+        # that attempt (see _drive).
+        self.messages: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+        self.armed: _Armed | None = None
+        self.generation = 0  # of the thread that runs the loop (a new one takes it over)
+        self.guard = threading.Lock()  # armed and generation change together
+        self.stopping = False
+        # Inline attempts whose loop was taken over on a cancel request: still running,
+        # told to stop, waited for before the run returns (as attempts on the pool are).
+        self.left_running: list[_Armed] = []
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -307,7 +347,7 @@ class _Runner:
         executor = DaemonThreadPool(self.max_workers, name=f"little-{self.run_id}")
         try:
             self._start(lock)
-            state = self._loop(lock, executor, heartbeat)
+            state = self._drive(lock, executor, heartbeat)
         finally:
             self.cancel.set()
             # (an abandoned attempt's call may never return: not waited for)
@@ -323,17 +363,17 @@ class _Runner:
         """Hand a finished run's log to the world's archive, where it keeps one (the Redis
         world moves it to S3, then lets the stream expire); the fleet's scheduler does the
         same for fleet runs. A failed archive does not change the run's result."""
-        archive = getattr(self.world, "archive_run", None)
-        if archive is None or state.status not in ("completed", "failed"):
+        archives = extras_of(self.world).archives
+        if archives is None or state.status not in RUN_ENDED:
             return
         try:
-            archive(self.run_id)
+            archives.archive_run(self.run_id)
         except LittleError as error:
             if self.notice is not None:
                 self.notice(f"run {self.run_id} finished but was not archived: {error}")
 
     def _acquire_runner_lock(self, lock_wait: float) -> Lease:
-        key = run_lease_key(self.run_id, "runner")
+        key = runner_lease_key(self.run_id)
         deadline = time.monotonic() + lock_wait
         told = False
         while True:
@@ -383,13 +423,139 @@ class _Runner:
 
     # -- the loop ---------------------------------------------------------------------------
 
-    def _loop(self, lock: Lease, executor: DaemonThreadPool, heartbeat: LeaseHeartbeat) -> RunState:
+    def _drive(
+        self, lock: Lease, executor: DaemonThreadPool, heartbeat: LeaseHeartbeat
+    ) -> RunState:
+        """Run the loop on a thread of its own and wait for its end on this one.
+
+        The loop runs a lone attempt on its own thread (no hand-off per step), so this
+        thread is the watchdog: while that attempt runs, it reads the log for a cancel
+        request every ``CANCEL_POLL`` seconds, and when the attempt is past its step timeout
+        in a call that has not returned (see :meth:`_abandon_ended`), it leaves that thread
+        behind and starts another that goes on with the loop. ``progress`` and ``notice``
+        are called here, on the calling thread.
+        """
+        self._spawn(lock, executor, heartbeat)
+        ended = False  # (the loop's thread said so: it is not waited for again)
+        try:
+            while True:
+                # (not told when an attempt is armed, which would cost a switch per step:
+                # looks every CANCEL_POLL seconds, and at the armed attempt's over_by)
+                armed = self.armed
+                timeout = CANCEL_POLL
+                if armed is not None and armed.over_by is not None:
+                    timeout = min(timeout, max(0.0, armed.over_by - time.monotonic()))
+                try:
+                    kind, value = self.messages.get(timeout=timeout)
+                except queue.Empty:
+                    self._watch(lock, executor, heartbeat)
+                    continue
+                if kind == "progress" and self.progress is not None:
+                    self.progress(value)
+                elif kind == "notice" and self.notice is not None:
+                    self.notice(value)
+                elif kind in ("done", "error"):
+                    ended = True
+                    if kind == "error":
+                        raise value
+                    return value  # type: ignore[no-any-return]
+        except BaseException:
+            if not ended:
+                # Interrupted here (Ctrl-C) or a callback failed: the loop stops at its next
+                # turn, its attempts told to stop; wait for it (a second interrupt does not).
+                self.stopping = True
+                self.cancel.set()
+                while self.messages.get()[0] not in ("done", "error"):
+                    pass
+            raise
+
+    def _spawn(self, lock: Lease, executor: DaemonThreadPool, heartbeat: LeaseHeartbeat) -> None:
+        generation = self.generation
+        thread = threading.Thread(
+            target=self._serve,
+            args=(lock, executor, heartbeat, generation),
+            name=f"little-loop-{self.run_id}-{generation}",
+            daemon=True,  # (one left in a call that never returns dies with the process)
+        )
+        thread.start()
+
+    def _serve(
+        self, lock: Lease, executor: DaemonThreadPool, heartbeat: LeaseHeartbeat, generation: int
+    ) -> None:
+        try:
+            state = self._loop(lock, executor, heartbeat, generation)
+        except _Superseded:
+            return
+        except BaseException as error:
+            if self.generation == generation:
+                self.messages.put(("error", error))
+            return
+        if self.generation == generation:
+            self.messages.put(("done", state))
+
+    def _tell(self, message: str) -> None:
+        if self.notice is not None:
+            self.messages.put(("notice", message))
+
+    def _watch(self, lock: Lease, executor: DaemonThreadPool, heartbeat: LeaseHeartbeat) -> None:
+        """The calling thread's look at the loop's inline attempt (see :meth:`_drive`)."""
+        armed = self.armed
+        if armed is None:
+            return
+        dispatch = armed.dispatch
+        events = self.world.list_events(self.run_id, after=self.builder.event_count)
+        if any(event.type == CANCEL_EVENT_TYPE for event in events):
+            # The run ends now, not when the attempt returns: another thread goes on with
+            # the loop (it fails the run, and waits for the attempt, told to stop).
+            with self.guard:
+                if self.armed is not armed:
+                    return
+                self.armed = None
+                self.generation += 1
+                self.left_running.append(armed)
+            self.cancel.set()
+            self._spawn(lock, executor, heartbeat)
+            return
+        now = time.monotonic()
+        if armed.over_by is None or now < armed.over_by:
+            return
+        ended = any(
+            event.type in ("StepCompleted", "StepFailed")
+            and event.payload.get("stepPath") == dispatch.step_path
+            and event.payload.get("attempt") == dispatch.attempt
+            for event in events
+        )
+        if not ended and now < armed.over_by + self.lease_ttl:
+            return  # (the lease keeper is about to end it, or its lease expires)
+        with self.guard:
+            if self.armed is not armed:
+                return  # (it returned meanwhile)
+            self.armed = None
+            self.generation += 1
+            self.abandoned += 1
+        if self.notice is not None:
+            self.notice(
+                f"step {dispatch.step_path} (attempt {dispatch.attempt}) ran past its "
+                f"{self.timeout:g}s timeout in a call that has not returned; its thread "
+                "is left behind and whatever it does now is discarded"
+            )
+        self._spawn(lock, executor, heartbeat)
+
+    def _loop(
+        self,
+        lock: Lease,
+        executor: DaemonThreadPool,
+        heartbeat: LeaseHeartbeat,
+        generation: int = 0,
+    ) -> RunState:
         reported = -1
         # Whether the next look reads the log (others' appends: a cancel request, a sweep's
         # failures); not right after this loop's own append or start of an attempt, which
         # are folded already (a read would only race the attempt's own first writes).
         read = True
         while True:
+            if self.stopping:
+                raise _Stopped(f"run {self.run_id}: interrupted")
             if heartbeat.cancelled():
                 raise LeaseLostError(f"run {self.run_id}: another runner took over the run")
             state = self._catch_up(read=read or self.behind)
@@ -399,20 +565,22 @@ class _Runner:
                 read = True
                 continue  # failures were appended: fold them first
             if state.event_count != reported and self.progress is not None:
-                self.progress(state)
+                self.messages.put(("progress", state))
                 reported = state.event_count
             decision = decide(self.context, state)
             wrote = self._append(decision, lock)
             if wrote:
                 state = self.builder.snapshot()
-            if self._submit(decision, executor, state) or wrote:
+            if self._submit(decision, executor, state, generation):
                 continue
+            if wrote and not decision.last_round:
+                continue  # (what it recorded may let more run: decide on it)
             if decision.done:
                 self.cancel.set()
                 self._drain(executor)
                 final = self._catch_up()
                 if self.progress is not None and final.event_count != reported:
-                    self.progress(final)
+                    self.messages.put(("progress", final))
                 return final
             self._wait(state, executor)
             read = True
@@ -473,8 +641,8 @@ class _Runner:
             holder=f"{self.holder}:sweep",
             skip=skip,
         )
-        if result.held and self.notice is not None and self.next_sweep == 0.0:
-            self.notice(
+        if result.held and self.next_sweep == 0.0:
+            self._tell(
                 f"{len(result.held)} attempt(s) of a previous process still hold their "
                 f"leases; waiting up to {self.lease_ttl:g}s for them to expire"
             )
@@ -504,13 +672,15 @@ class _Runner:
             self.behind = True  # others' events came in between: the next look reads them
         return bool(new)
 
-    def _submit(self, decision: Decision, executor: DaemonThreadPool, state: RunState) -> bool:
+    def _submit(
+        self, decision: Decision, executor: DaemonThreadPool, state: RunState, generation: int
+    ) -> bool:
         """Start the decision's new dispatches; whether one ran to its end already.
 
-        Without a step timeout, a lone dispatch with nothing else in flight (a chain of
-        steps) runs on this thread: handing it to the pool would only add two thread
-        switches per step. With one, every attempt runs on the pool, so that a call that
-        never returns cannot hold the run's loop (see :meth:`_wait`).
+        A lone dispatch with nothing else in flight (a chain of steps) runs on the loop's
+        thread: handing it to the pool would only add two thread switches per step. The
+        calling thread watches it (:meth:`_drive`): a call past its step timeout that does
+        not return does not hold the run's loop. Several run on the pool (see :meth:`_wait`).
         """
         now = time.monotonic()
         fresh: list[StepDispatch] = []
@@ -521,8 +691,8 @@ class _Runner:
             self.retry_at.pop(key, None)
             self.dispatched.add(key)
             fresh.append(dispatch)
-        if len(fresh) == 1 and not self.in_flight and self.timeout is None:
-            self._settled(fresh[0], self._attempt(fresh[0], state))
+        if len(fresh) == 1 and not self.in_flight:
+            self._inline(fresh[0], state, generation, now)
             return True
         for dispatch in fresh:
             future = executor.submit(self._attempt, dispatch, state)
@@ -531,6 +701,24 @@ class _Runner:
                 # The attempt's clock starts once it holds its lease: a little later.
                 self.over_by[future] = now + self.timeout + DEADLINE_GRACE + self.sweep_interval
         return False
+
+    def _inline(self, dispatch: StepDispatch, state: RunState, generation: int, now: float) -> None:
+        """Run ``dispatch`` on this thread, armed for the calling thread's watch."""
+        over_by = None
+        if self.timeout is not None:
+            over_by = now + self.timeout + DEADLINE_GRACE + self.sweep_interval
+        armed = self.armed = _Armed(dispatch, over_by, generation)
+        try:
+            outcome = self._attempt(dispatch, state)
+        finally:
+            armed.returned.set()
+            with self.guard:
+                superseded = self.generation != generation
+                if self.armed is armed:
+                    self.armed = None
+            if superseded:
+                raise _Superseded
+        self._settled(dispatch, outcome)
 
     def _attempt(self, dispatch: StepDispatch, state: RunState) -> AttemptOutcome:
         return execute_step_attempt(
@@ -606,12 +794,11 @@ class _Runner:
             del self.in_flight[future], self.over_by[future]
             self.abandoned += 1
             executor.abandon(future)
-            if self.notice is not None:
-                self.notice(
-                    f"step {dispatch.step_path} (attempt {dispatch.attempt}) ran past its "
-                    f"{self.timeout:g}s timeout in a call that has not returned; its thread "
-                    "is left behind and whatever it does now is discarded"
-                )
+            self._tell(
+                f"step {dispatch.step_path} (attempt {dispatch.attempt}) ran past its "
+                f"{self.timeout:g}s timeout in a call that has not returned; its thread "
+                "is left behind and whatever it does now is discarded"
+            )
 
     def _drain(self, executor: DaemonThreadPool) -> None:
         """Let in-flight attempts finish (they were told to stop); surface their errors."""
@@ -627,3 +814,8 @@ class _Runner:
         self.over_by.clear()
         for future in futures:
             future.result()
+        for armed in self.left_running:
+            # (past its timeout, one stuck in a call is left behind)
+            left = None if armed.over_by is None else max(0.0, armed.over_by - time.monotonic())
+            if not armed.returned.wait(left):
+                self.abandoned += 1

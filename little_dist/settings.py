@@ -450,7 +450,7 @@ class Settings(LimitSettings, QuotaSettings):
     )
 
     # A parallel step keeps at most the worker queue's registered slots in flight ("fleet",
-    # see little_dist.fleet.slots), or its maxConcurrency whatever the fleet ("declared").
+    # see little_dist.fleet.worker_slots), or its maxConcurrency whatever the fleet ("declared").
     branch_window: BranchWindow = _env(
         "LITTLE_BRANCH_WINDOW",
         "fleet",

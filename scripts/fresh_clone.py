@@ -1,4 +1,4 @@
-"""What a newcomer runs, run in a fresh clone: ``scripts/fresh_clone_check [--fast] [--lint]``.
+"""What a newcomer runs, run in a fresh clone: ``scripts/fresh_clone_check [options]``.
 
 Clones the committed repository (``HEAD``; uncommitted changes are not in it) into a
 temporary directory and runs there, in order, every command block marked
@@ -8,13 +8,15 @@ written under ``bash -e`` from the clone's root. The clone's virtual environment
 ``PATH`` (as the operations recipe asks: "its virtual environment active"); no ``LITTLE_*``,
 ``AWS_*`` or ``FLOWER_*`` variable of the caller's reaches the blocks, except
 ``LITTLE_TEST_REDIS_URL`` (which Redis database the tests use). Stops at the first block
-that fails, naming it. ``.ci/run`` is this with ``--lint``: CI runs the test suite once,
-in the clone.
+that fails, naming it. ``.ci/run`` is this with ``--lint --perf``: CI runs the test suite
+once, in the clone.
 
 ``--fast`` (local use only; CI runs every test) sets ``LITTLE_TEST_FAST=1``, with which
 ``scripts/test`` runs the fast loop (``-m "not integration and not slow"``). ``--lint`` runs
-``.ci/lint`` in the clone at the end. ``--keep`` keeps the clone. Standard library only: it
-runs before anything is installed.
+``.ci/lint`` in the clone at the end; ``--perf`` then ``scripts/perf_guard`` (instructions per
+step against ``bench/instruction_budget.json``, under valgrind). ``--keep`` keeps the clone.
+Options: ``--fast``, ``--lint``, ``--perf``, ``--keep``. Standard library only: it runs
+before anything is installed.
 """
 
 from __future__ import annotations
@@ -140,6 +142,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--fast", action="store_true", help="the fast test loop (local use)")
     parser.add_argument("--lint", action="store_true", help="run .ci/lint in the clone too")
+    parser.add_argument(
+        "--perf", action="store_true", help="run scripts/perf_guard in the clone too"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the clone")
     args = parser.parse_args(argv)
     if subprocess.run(["git", "diff", "--quiet", "HEAD"], cwd=ROOT).returncode != 0:
@@ -155,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
         steps = [(block.label, block.script) for block in plan(checkout)]
         if args.lint:
             steps.append((".ci/lint", "LITTLE_CI_BIN=.venv/bin .ci/lint"))
+        if args.perf:
+            steps.append(("scripts/perf_guard", ".venv/bin/python scripts/perf_guard"))
         for label, script in steps:
             print(f"== {label}", flush=True)
             code = _run(script, checkout, env)

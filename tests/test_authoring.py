@@ -21,8 +21,8 @@ from little_dist import (
 from little_dist.authoring import WorkflowDefinition
 from little_dist.canonical import sha256_digest
 from little_dist.testing import ScriptedModel, Usage
+from little_dist.world.in_process import MemoryWorld
 from little_dist.world.local import LocalWorld
-from little_dist.world.memory import MemoryWorld
 
 
 class Ticket(BaseModel):

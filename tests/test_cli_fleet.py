@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from little_dist.world.memory import MemoryWorld
+from little_dist.world.in_process import MemoryWorld
 from tests import workflows_for_tests as wf
 from tests import zygote
 from tests.fleet_processes import (

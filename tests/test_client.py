@@ -22,7 +22,7 @@ from little_dist.fleet.sending import TASK_EXECUTE_STEP
 from little_dist.run_state import materialize_run_state
 from little_dist.settings import load_settings
 from little_dist.world.base import RunNotFoundError
-from little_dist.world.memory import MemoryWorld
+from little_dist.world.in_process import MemoryWorld
 from tests import workflows_for_tests as wf
 from tests.fleet_processes import FleetEnv, fleet_env, start_worker
 
@@ -93,13 +93,13 @@ def test_submit_announces_the_run_to_the_sweeper_instead_of_signalling_it(
     # to do the same, but the run is in its active runs before its start is recorded.
     import redis
 
-    from little_dist.fleet.scheduler import active_runs_key
+    from little_dist.world.fleet_keys import active_runs_key
 
     client = fleet_env.client()
     raw = redis.Redis.from_url(fleet_env.redis_url)
     try:
         run_id = client.submit(wf.single_tool_lwir("add", {"a": 1, "b": 2}), {}, run_id="run_q")
-        assert raw.sismember(active_runs_key(fleet_env.settings()), run_id)
+        assert raw.sismember(active_runs_key(fleet_env.settings().signal_stream), run_id)
         entries = raw.xrange(fleet_env.signal_stream)
         assert [f[b"run"].decode() for _, f in entries if f[b"run"] == run_id.encode()] == []
         assert _types(client, run_id)[-2:] == ["RunStarted", "StepScheduled"]  # its decision

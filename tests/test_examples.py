@@ -17,7 +17,7 @@ import jsonschema
 import pytest
 
 from little_dist.authoring import run_workflow
-from little_dist.world.memory import MemoryWorld
+from little_dist.world.in_process import MemoryWorld
 
 ROOT = Path(__file__).parent.parent
 EXAMPLES = [
@@ -145,7 +145,7 @@ def test_examples_imported_into_one_process_each_answer_their_own_model(tmp_path
     code = (
         "import importlib\n"
         "from little_dist import run_workflow\n"
-        "from little_dist.world.memory import MemoryWorld\n"
+        "from little_dist.world.in_process import MemoryWorld\n"
         f"modules = [importlib.import_module('examples.' + n) for n in {EXAMPLES!r}]\n"
         "for m in modules:\n"
         "    for wf in (m.workflow, m.planned_workflow):\n"

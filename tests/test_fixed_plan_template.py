@@ -95,7 +95,8 @@ def test_a_batch_of_inputs_validates_the_lwir_once(monkeypatch: pytest.MonkeyPat
 def test_a_fixed_plan_start_prints_the_bytes_the_slow_path_prepares(
     definition: Any, run_input: Any
 ) -> None:
-    from little_dist.fleet.submission import _bound_start, _start_events
+    from little_dist.fleet.one_trip_starts import bound_start as _bound_start
+    from little_dist.fleet.run_starts import start_events as _start_events
     from little_dist.fleet.submission_requests import Planned, SubmitRequest
     from little_dist.planner.fixed import fixed_plan_start
     from little_dist.world.defaults import prepare_events

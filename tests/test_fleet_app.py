@@ -34,7 +34,7 @@ from little_dist.fleet.tasks import TASK_NAMES
 from little_dist.scheduling import StepDispatch, decide
 from little_dist.settings import Settings, load_settings
 from little_dist.world.factory import fleet_world_spec
-from little_dist.world.memory import MemoryWorld
+from little_dist.world.in_process import MemoryWorld
 from tests import workflows_for_tests as wf
 
 S3 = {"LITTLE_S3_BUCKET": "little-test", "LITTLE_S3_ENDPOINT": "http://127.0.0.1:8333"}

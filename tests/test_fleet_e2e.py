@@ -403,13 +403,14 @@ def test_twenty_runs_with_a_parallel_step_all_complete(make_fleet: Callable[...,
 def test_a_fan_out_wider_than_the_fleet_keeps_its_slots_busy_and_reports_the_rest(
     make_fleet: Callable[..., Fleet],
 ) -> None:
-    from little_dist.fleet.slots import FleetSlots, backlog_key, backlog_list, slots_key
+    from little_dist.fleet.worker_slots import FleetSlots
+    from little_dist.world.fleet_keys import backlog_key, backlog_list, slots_key
 
     fleet = make_fleet()
     start_fleet(fleet)  # two workers of 4 slots: a window of 8, the workflow allows 20
     fleet.worker_hosts(2)
     queue = fleet.settings.queue_for("worker")
-    slots = FleetSlots(fleet.redis, slots_key(fleet.settings), cache=0)
+    slots = FleetSlots(fleet.redis, slots_key(fleet.settings.signal_stream), cache=0)
     wait_until(lambda: slots.slots(queue) == 8, timeout=10, what="8 registered slots")
     items = [f"i{index:02d}" for index in range(24)]
     run_id = "run_wide_fan"
@@ -438,7 +439,7 @@ def test_a_fan_out_wider_than_the_fleet_keeps_its_slots_busy_and_reports_the_res
     wait_until(
         lambda: (
             fleet.redis.llen(backlog_list(queue)) == 0
-            and not fleet.redis.hexists(backlog_key(fleet.settings, queue), run_id)
+            and not fleet.redis.hexists(backlog_key(fleet.settings.signal_stream, queue), run_id)
         ),
         timeout=10,
         what="the run's backlog to be cleared",

@@ -12,16 +12,16 @@ import pytest
 from little_dist.compiler import compile_lwir
 from little_dist.events import EventInput
 from little_dist.fleet.run_tracker import RunTracker
-from little_dist.fleet.slots import (
+from little_dist.fleet.worker_slots import (
     Backlog,
     BacklogNotes,
     FanoutWindow,
     FleetSlots,
     SlotRegistration,
-    backlog_list,
 )
 from little_dist.scheduling import decide
-from little_dist.world.memory import MemoryWorld
+from little_dist.world.fleet_keys import backlog_list
+from little_dist.world.in_process import MemoryWorld
 from tests.test_scheduling_parallel import fan_doc, items
 
 pytestmark = pytest.mark.integration

@@ -22,8 +22,8 @@ import pytest
 
 from little_dist.fleet.client import RunMismatchError, submit_run
 from little_dist.world.base import World
+from little_dist.world.in_process import MemoryWorld
 from little_dist.world.local import LocalWorld
-from little_dist.world.memory import MemoryWorld
 from tests import workflows_for_tests as wf
 from tests.conftest_services import S3Service
 from tests.test_world_redis_s3 import _open, s3_env, world_spec

@@ -34,7 +34,7 @@ from little_dist.settings import Settings, load_settings
 from little_dist.tools import ToolRegistry
 from little_dist.tools import tool as tool_fn
 from little_dist.world.base import UndecodedEvent
-from little_dist.world.memory import MemoryWorld
+from little_dist.world.in_process import MemoryWorld
 from little_dist.world.redis_s3 import RedisS3World
 from tests import workflows_for_tests as wf
 from tests.fleet_processes import FleetEnv, fleet_env

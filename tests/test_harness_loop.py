@@ -35,8 +35,8 @@ from little_dist.run_state import materialize_run_state
 from little_dist.testing import ScriptedModel, ToolCall, Usage
 from little_dist.tools import Tool, tool
 from little_dist.world.base import run_lease_key
+from little_dist.world.in_process import MemoryWorld
 from little_dist.world.local import LocalWorld
-from little_dist.world.memory import MemoryWorld
 from tests.harness_helpers import RUN, ai_step, execute, make_ctx, of_type, tool_step
 
 

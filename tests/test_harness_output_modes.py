@@ -18,7 +18,7 @@ from little_dist.harness import (
 )
 from little_dist.harness.output_modes import parse_output
 from little_dist.testing import ScriptedModel
-from little_dist.world.memory import MemoryWorld
+from little_dist.world.in_process import MemoryWorld
 from tests.harness_helpers import OBJECT_SCHEMA, RUN, ai_step, execute, make_ctx, of_type
 
 ARRAY_SCHEMA = {"type": "array", "items": {"type": "string"}, "minItems": 1}
@@ -161,7 +161,7 @@ def test_a_reply_nested_too_deeply_to_parse_is_text_not_a_recursion_error() -> N
 
 
 def test_a_planner_reply_nested_too_deeply_is_text_for_validation_to_refuse() -> None:
-    from little_dist.planner.harnesses import _parse_reply
+    from little_dist.harness.replies import json_in_reply as _parse_reply
 
     deep = '{"steps": ' + "[" * 100_000 + "]" * 100_000 + "}"
     assert _parse_reply(deep) == deep

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -418,6 +419,55 @@ def test_loop_is_driven_by_decide_only(world: LocalWorld, monkeypatch: pytest.Mo
     assert state.output == {"left": {"sum": 2}, "right": {"sum": 4}}
     assert calls.counts == Counter({"add": 2})
     assert decisions == sorted(decisions)  # every decision saw a state at least as new
+
+
+@pytest.mark.parametrize("step_timeout", [None, 0])
+def test_the_runner_decides_once_per_step_of_a_chain(
+    world: LocalWorld, monkeypatch: pytest.MonkeyPatch, step_timeout: float | None
+) -> None:
+    """With the default step timeout (attempts on the pool) and without one (inline): a
+    decision that only scheduled the next step is not followed by another on its events."""
+    calls: list[int] = []
+    real = local_runner.decide
+
+    def counting(ctx: RunContext, state: RunState) -> Decision:
+        calls.append(state.event_count)
+        return real(ctx, state)
+
+    monkeypatch.setattr(local_runner, "decide", counting)
+    version = compile_lwir(chain_lwir(20), input={})
+    capabilities = Capabilities(tools=test_tools, step_timeout=step_timeout)
+    state = run_version(world, version, {}, run_id=RUN, capabilities=capabilities)
+    assert state.status == "completed"
+    assert len(calls) == 20 + 2  # one per step, the one that completes the run, the last look
+
+
+def test_a_chain_runs_each_attempt_on_the_loops_thread_and_progress_on_the_callers(
+    world: LocalWorld,
+) -> None:
+    """With the default step timeout a lone attempt is not handed to the pool: every step of
+    a chain runs on one thread (the loop's), and progress is reported on the calling one."""
+    threads: list[str] = []
+
+    @tool
+    def add(a: int, b: int) -> dict[str, Any]:
+        """Add two numbers."""
+        threads.append(threading.current_thread().name)
+        return {"sum": a + b}
+
+    reported: set[str] = set()
+    state = run_version(
+        world,
+        two_step_version(),
+        {},
+        run_id=RUN,
+        capabilities=Capabilities(tools=ToolRegistry([add])),
+        progress=lambda state: reported.add(threading.current_thread().name),
+    )
+    assert state.status == "completed"
+    assert len(threads) == 2 and len(set(threads)) == 1, threads
+    assert threads[0].startswith(f"little-loop-{RUN}-")
+    assert reported == {threading.current_thread().name}
 
 
 def test_a_decide_with_nothing_to_do_stalls_loudly(

@@ -27,8 +27,8 @@ from little_dist.memory.layout import MemoryConfig
 from little_dist.runtime import AttemptOutcome, execute_step_attempt, step_lease_key
 from little_dist.scheduling import StepDispatch
 from little_dist.world.base import Fence, World
+from little_dist.world.in_process import MemoryWorld
 from little_dist.world.local import LocalWorld
-from little_dist.world.memory import MemoryWorld
 from tests.bash_fleet_app import shell_plan
 from tests.conftest_services import S3Service
 from tests.test_runtime import FakeClock

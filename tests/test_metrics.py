@@ -17,7 +17,7 @@ from little_dist.fleet.observing import queue_depths
 from little_dist.observability import FleetMetrics, disable_metrics, enable_metrics
 from little_dist.observability.hooks import budget_refused, events_appended
 from little_dist.settings import load_settings
-from little_dist.world.memory import MemoryWorld
+from little_dist.world.in_process import MemoryWorld
 from tests.metrics_fleet_app import USAGE, build_script, fan
 
 ROOT = Path(__file__).resolve().parent.parent

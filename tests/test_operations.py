@@ -29,9 +29,9 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from little_dist.fleet.slots import backlog_list
 from little_dist.settings import KNOWN_ENV_VARS, ROLES, Settings, load_settings
 from little_dist.world.factory import fleet_redis_url
+from little_dist.world.fleet_keys import backlog_list
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE = ROOT / "compose.yaml"
@@ -600,7 +600,7 @@ def test_every_role_has_a_deployment_and_a_scaled_object(role: str) -> None:
         assert more == []
         return
     # The worker role also scales on the branches fan-outs hold back for want of slots: the
-    # list little_dist.fleet.slots keeps in the world's Redis.
+    # list little_dist.fleet.worker_slots keeps in the world's Redis.
     (backlog,) = more
     assert backlog["type"] == "redis"
     meta = backlog["metadata"]

@@ -640,7 +640,7 @@ def test_cycle_versions_are_not_offered_for_reuse_to_plain_runs(
 def test_in_process_options_are_refused_with_a_fleet_client(tmp_path: Path) -> None:
     from little_dist.fleet.client import Client
     from little_dist.settings import load_settings
-    from little_dist.world.memory import MemoryWorld
+    from little_dist.world.in_process import MemoryWorld
 
     client = Client(load_settings({}), world=MemoryWorld())
     with pytest.raises(InvalidInputError, match="progress run cycles in this process"):

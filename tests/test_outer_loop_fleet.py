@@ -149,9 +149,9 @@ def test_a_cycle_run_that_ended_while_no_driver_ran_still_takes_its_decision(
 ) -> None:
     """The scheduler finishes a cycle's run as it finishes any run; it must not archive it
     (an archived log refuses the decision the loop appends after the run's end)."""
-    from little_dist.fleet.scheduler import active_runs_key
-    from little_dist.fleet.slots import fleet_redis
     from little_dist.fleet.sweeper import ActiveRuns
+    from little_dist.fleet.worker_slots import fleet_redis
+    from little_dist.world.fleet_keys import active_runs_key
 
     script_file, calls = script(tmp_path)
     start_fleet(fleet_env, script_file)
@@ -168,7 +168,7 @@ def test_a_cycle_run_that_ended_while_no_driver_ran_still_takes_its_decision(
     # scheduler has archived it, or decided not to).
     redis_client = fleet_redis(fleet_env.settings())
     try:
-        active = ActiveRuns(redis_client, active_runs_key(fleet_env.settings()))
+        active = ActiveRuns(redis_client, active_runs_key(fleet_env.settings().signal_stream))
         deadline = time.monotonic() + PATIENCE
         while cycle1 in active.members() and time.monotonic() < deadline:
             time.sleep(0.1)

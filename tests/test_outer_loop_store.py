@@ -22,8 +22,8 @@ from little_dist.outer_loop import (
     manifest_store_for,
 )
 from little_dist.outer_loop.manifest import manifest_text
+from little_dist.world.in_process import MemoryWorld
 from little_dist.world.local import LocalWorld
-from little_dist.world.memory import MemoryWorld
 from tests.conftest_services import S3Service
 
 LOOP = "ol_store_test"

@@ -24,8 +24,8 @@ from little_dist.permissions import (
 )
 from little_dist.testing import ScriptedModel, ToolCall
 from little_dist.tools import Tool, tool
+from little_dist.world.in_process import MemoryWorld
 from little_dist.world.local import LocalWorld
-from little_dist.world.memory import MemoryWorld
 from tests.harness_helpers import RUN, ai_step, execute, make_ctx, of_type, tool_step
 
 

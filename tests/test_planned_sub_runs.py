@@ -20,7 +20,7 @@ from little_dist.harness.types import PlanResult
 from little_dist.run_state import materialize_run_state
 from little_dist.settings import load_settings
 from little_dist.subruns import SUB_RUN_ENDED
-from little_dist.world.memory import MemoryWorld
+from little_dist.world.in_process import MemoryWorld
 from tests.lwir_builder import tool_step, workflow_doc
 from tests.planning_app import INPUT_SCHEMA, noop
 

@@ -24,7 +24,7 @@ from little_dist.planner import (
 )
 from little_dist.testing import ScriptedModel, Usage
 from little_dist.tools import tool
-from little_dist.world.memory import MemoryWorld
+from little_dist.world.in_process import MemoryWorld
 
 INPUT = {"ticketId": "T-1", "body": "Cannot export invoices."}
 TICKET_SCHEMA = {
@@ -274,7 +274,7 @@ def test_a_submitted_fixed_plan_records_what_the_planning_session_records_in_one
     # The slow path: the planning session, then the run's start.
     slow = plan(world, "run_fixed_slow", wf)
     assert slow is not None
-    from little_dist.fleet.submission import _start
+    from little_dist.fleet.run_starts import record_start as _start
 
     _start(world, "run_fixed_slow", slow, data)
     appends: list[int] = []

@@ -20,7 +20,7 @@ from little_dist.planner.review import (
 )
 from little_dist.testing import ScriptedModel
 from little_dist.testing.scripted_request import ScriptedRequest
-from little_dist.world.memory import MemoryWorld
+from little_dist.world.in_process import MemoryWorld
 from tests.test_planner import (
     INPUT,
     SUMMARY_SCHEMA,

@@ -102,7 +102,7 @@ def test_an_unexpected_planning_error_is_tried_again_then_fails_the_run_as_inter
     from little_dist.fleet.planning import PLAN_ATTEMPTS
     from little_dist.fleet.worker import WorkerRuntime
     from little_dist.settings import load_settings
-    from little_dist.world.memory import MemoryWorld
+    from little_dist.world.in_process import MemoryWorld
     from tests.planning_app import INPUT_SCHEMA
 
     planner = _Exploding()

@@ -14,7 +14,7 @@ from little_dist import run_workflow
 from little_dist.authoring.errors import RunFailedError
 from little_dist.harness.model_calls import import_litellm, retry_after_of
 from little_dist.testing.provider_quota import ProviderQuota
-from little_dist.world.memory import MemoryWorld
+from little_dist.world.in_process import MemoryWorld
 from tests.quota_fleet_app import build_script, one
 
 

@@ -187,7 +187,7 @@ def test_replay_is_deterministic() -> None:
 def test_replay_from_memory_world_matches_the_vector() -> None:
     from little_dist.events import EventInput
     from little_dist.world.base import ArtifactInput
-    from little_dist.world.memory import MemoryWorld
+    from little_dist.world.in_process import MemoryWorld
 
     vector = next(v for v in VECTORS if v["name"] == "replay_plan_skips_completed_steps")
     run_id = vector["runId"]

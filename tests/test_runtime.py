@@ -28,8 +28,8 @@ from little_dist.runtime import (
 from little_dist.scheduling import RunContext, StepDispatch
 from little_dist.tools import ToolRegistry, tool
 from little_dist.world.base import World
+from little_dist.world.in_process import MemoryWorld
 from little_dist.world.local import LocalWorld
-from little_dist.world.memory import MemoryWorld
 from tests.workflows_for_tests import single_tool_lwir
 from tests.workflows_for_tests import tools as test_tools
 

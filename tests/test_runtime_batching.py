@@ -17,10 +17,10 @@ from little_dist.ids import event_id_for
 from little_dist.local_runner import run_version
 from little_dist.run_state import materialize_run_state
 from little_dist.runtime import AttemptOutcome, Capabilities, execute_step_attempt
-from little_dist.runtime.dead_attempts import step_lease_key
 from little_dist.runtime.heartbeat import LeaseKeeper
 from little_dist.tools import ToolRegistry, tool
 from little_dist.world.base import Lease
+from little_dist.world.fleet_keys import step_lease_key
 from little_dist.world.local import LocalWorld
 from tests.test_runtime import RUN, dispatch, started
 from tests.workflows_for_tests import chain_lwir, single_tool_lwir

@@ -28,7 +28,7 @@ from little_dist.event_types.engine import CANCEL_EVENT_TYPE
 from little_dist.events import EventInput
 from little_dist.fleet.queue import MemoryQueue, SentTask
 from little_dist.fleet.run_tracker import EVENT_BYTES
-from little_dist.fleet.scheduler import Scheduler, active_runs_key
+from little_dist.fleet.scheduler import Scheduler
 from little_dist.fleet.sending import dispatch_lease_key
 from little_dist.fleet.signals import SignalReader
 from little_dist.run_state import materialize_run_state
@@ -42,6 +42,7 @@ from little_dist.runtime import (
 from little_dist.scheduling import StepDispatch
 from little_dist.settings import Settings
 from little_dist.tools import ToolRegistry
+from little_dist.world.fleet_keys import active_runs_key
 from little_dist.world.redis_s3 import RedisS3World, RunSealedError
 from tests.fleet_processes import FleetEnv, fleet_env
 from tests.lwir_builder import workflow_doc as lwir_doc
@@ -218,7 +219,7 @@ def test_a_chain_runs_signal_by_signal_and_is_archived(fleet: Fleet) -> None:
         scheduler,
         lambda: (
             run_id not in scheduler.runs
-            and not fleet.redis.sismember(active_runs_key(fleet.settings), run_id)
+            and not fleet.redis.sismember(active_runs_key(fleet.settings.signal_stream), run_id)
         ),
     )
     events = events_of(fleet.world, run_id)
@@ -274,7 +275,7 @@ def test_a_finished_run_is_archived_after_the_archive_delay(fleet: Fleet) -> Non
     spin(scheduler, lambda: len(app.sent) == 2)
     for task in app.take():
         assert execute(fleet.world, versions[task.run_id], task) is AttemptOutcome.completed
-    active = active_runs_key(settings)
+    active = active_runs_key(settings.signal_stream)
     first, second = (run_id for run_id, _ in runs)
     spin(scheduler, lambda: events_of(fleet.world, second)[-1].type == "RunCompleted")
     spin(scheduler, lambda: first not in scheduler.runs and second not in scheduler.runs)
@@ -385,7 +386,7 @@ def test_a_client_start_is_announced_not_signalled_and_a_sweep_covers_a_client_t
         raise RuntimeError("the client died")
 
     monkeypatch.setattr(client_module, "advance_run", dies)
-    active = ActiveRuns(fleet.redis, active_runs_key(fleet.settings))
+    active = ActiveRuns(fleet.redis, active_runs_key(fleet.settings.signal_stream))
     with pytest.raises(RuntimeError, match="died"):
         submit_run(
             fleet.world,
@@ -525,7 +526,7 @@ def test_a_dead_schedulers_pending_signals_are_claimed(fleet: Fleet) -> None:
     )
     dead.ensure_group()
     # The active set is built already: only the signals can tell the live one about the run.
-    fleet.redis.set(f"{active_runs_key(fleet.settings)}:built", "1")
+    fleet.redis.set(f"{active_runs_key(fleet.settings.signal_stream)}:built", "1")
     run_id, _ = start_run(fleet.world, chain_lwir(2), {})
     taken = dead.read(count=100, block_ms=100)
     assert {s.run_id for s in taken} == {run_id}
@@ -542,7 +543,7 @@ def test_a_dead_schedulers_pending_signals_are_claimed(fleet: Fleet) -> None:
 
 
 def test_a_restarted_scheduler_handles_its_own_pending_signals(fleet: Fleet) -> None:
-    fleet.redis.set(f"{active_runs_key(fleet.settings)}:built", "1")
+    fleet.redis.set(f"{active_runs_key(fleet.settings.signal_stream)}:built", "1")
     before = SignalReader(
         fleet.redis,
         fleet.settings.signal_stream,
@@ -567,7 +568,7 @@ def test_the_active_set_is_rebuilt_from_the_run_index(fleet: Fleet) -> None:
     app = MemoryQueue()
     scheduler = fleet.scheduler(app, sweep_interval=0.2)
     scheduler.start()
-    assert fleet.redis.sismember(active_runs_key(fleet.settings), run_id)
+    assert fleet.redis.sismember(active_runs_key(fleet.settings.signal_stream), run_id)
     spin(scheduler, lambda: bool(app.sent))
     assert [t.step_path for t in app.sent] == ["s0"]
 
@@ -710,20 +711,20 @@ def test_a_broken_run_does_not_stop_the_others(fleet: Fleet) -> None:
 def test_a_run_whose_look_keeps_raising_is_failed_as_internal_after_a_few_looks(
     fleet: Fleet, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from little_dist.fleet import scheduler as scheduler_module
+    from little_dist.fleet import dispatch as dispatch_module  # (every look decides there)
 
     app, scheduler = started_scheduler(fleet)
     caplog.set_level(logging.INFO, logger="little.scheduler")
     poisoned, _ = start_run(fleet.world, chain_lwir(2), {})
     healthy, _ = start_run(fleet.world, chain_lwir(1), {})
-    real_decide = scheduler_module.decide
+    real_decide = dispatch_module.decide
 
     def decide(ctx: Any, state: Any) -> Any:
         if ctx.run_id == poisoned:
             raise ZeroDivisionError("a bug in decide")
         return real_decide(ctx, state)
 
-    monkeypatch.setattr(scheduler_module, "decide", decide)
+    monkeypatch.setattr(dispatch_module, "decide", decide)
     for look in range(1, 4):
         assert scheduler.sweep_run(poisoned) == []
         ended = events_of(fleet.world, poisoned)[-1]

@@ -16,7 +16,7 @@ from little_dist.events import Event, EventInput
 from little_dist.run_state import RunState, RunStateBuilder
 from little_dist.scheduling import Decision, RunContext, StepDispatch, decide
 from little_dist.step_context import resolve_step_input
-from little_dist.world.memory import MemoryWorld
+from little_dist.world.in_process import MemoryWorld
 from tests.lwir_builder import workflow_doc
 
 Outcome = tuple[str, Any]  # ("ok", output) | ("fail", error) | ("hold", None)

@@ -23,7 +23,7 @@ from little_dist.runtime import Capabilities, CapabilityError
 from little_dist.runtime.grants import overreach
 from little_dist.settings import load_settings
 from little_dist.tools import ToolRegistry, tool
-from little_dist.world.memory import MemoryWorld
+from little_dist.world.in_process import MemoryWorld
 from tests import workflows_for_tests as wf
 
 RUN = "run_checks"

@@ -94,7 +94,8 @@ def test_start_submission_appends_nothing_under_another_claim(world: RedisS3Worl
 
 
 def test_submit_runs_starts_a_batch_in_a_round_trip_per_chunk(world: RedisS3World) -> None:
-    from little_dist.fleet.submission import _SEND_EVERY, submit_runs
+    from little_dist.fleet.one_trip_starts import _SEND_EVERY
+    from little_dist.fleet.submission import submit_runs
     from tests.fleet_app import chain5
 
     # The workflow's shared part is stored, the sending thread's connection opened.
@@ -126,7 +127,8 @@ def test_a_batch_writes_the_bytes_of_the_slow_path(
     """The starts a batch prints from templates are, byte for byte, the stream entries
     (ids, payloads, everything) the slow path's events are appended as, same ids, same
     clock."""
-    from little_dist.fleet.submission import _start_events, submit_runs
+    from little_dist.fleet.run_starts import start_events as _start_events
+    from little_dist.fleet.submission import submit_runs
     from little_dist.fleet.versions import split_version
     from little_dist.planner.fixed import fixed_plan_events
     from little_dist.world.redis_s3 import events as event_log

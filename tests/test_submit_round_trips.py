@@ -27,7 +27,7 @@ import redis.connection
 
 from little_dist.fleet.client import Client, RunMismatchError
 from little_dist.fleet.queue import CeleryQueue
-from little_dist.fleet.scheduler import active_runs_key
+from little_dist.world.fleet_keys import active_runs_key
 from little_dist.world.redis_s3 import RedisS3World
 from tests import workflows_for_tests as wf
 from tests.fleet_processes import FleetEnv, fleet_env, start_worker
@@ -173,7 +173,7 @@ def test_a_submit_on_one_redis_is_one_round_trip(fleet_env: FleetEnv) -> None:
     # The ids stored are the ids the sequences hash to (the fold reads them back).
     assert all(event.event_id.startswith("evt_") for event in events)
     check = redis.Redis.from_url(fleet_env.redis_url)
-    assert check.sismember(active_runs_key(fleet_env.settings()), run_id)
+    assert check.sismember(active_runs_key(fleet_env.settings().signal_stream), run_id)
     check.close()
     queued = [m for m in _queued(fleet_env) if _args_of(m)[0] == run_id]
     assert len(queued) == 1
@@ -272,7 +272,7 @@ def test_the_submit_task_starts_a_run_in_one_script_too(fleet_env: FleetEnv) -> 
     settings = fleet_env.settings()
     check = redis.Redis.from_url(fleet_env.redis_url)
     try:
-        assert check.sismember(active_runs_key(settings), run_id)
+        assert check.sismember(active_runs_key(settings.signal_stream), run_id)
         signals = check.xrange(settings.signal_stream)
     finally:
         check.close()

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from little_dist.fleet import archiving
-from little_dist.fleet.scheduler import active_runs_key
+from little_dist.world.fleet_keys import active_runs_key
 from tests.fleet_processes import fleet_env
 from tests.request_counts import counted
 from tests.test_scheduler import (
@@ -35,7 +35,7 @@ def test_a_round_skips_runs_archived_since_it_began_and_looks_at_the_others(
     # The scheduler remembers no finished run: as one that finished a thousand runs since.
     monkeypatch.setattr(archiving, "FINISHED_MEMORY", 0)
     app, scheduler = started_scheduler(fleet)
-    active = active_runs_key(fleet.settings)
+    active = active_runs_key(fleet.settings.signal_stream)
 
     archived, version = start_run(fleet.world, chain_lwir(1), {})
     spin(scheduler, lambda: bool(app.sent))

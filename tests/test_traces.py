@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from little_dist import run_workflow
 from little_dist.authoring.errors import RunFailedError
 from little_dist.observability import disable_tracing, enable_tracing, run_trace_id
-from little_dist.world.memory import MemoryWorld
+from little_dist.world.in_process import MemoryWorld
 from tests.metrics_fleet_app import USAGE, broken, build_script, fan
 
 

@@ -70,6 +70,9 @@ def test_versions_joined_from_one_part_share_its_lwir_and_are_still_checked() ->
             self.reads += 1
             return self.shared
 
+        def put_version_part(self, body: str) -> str:  # (a KeepsVersionParts world)
+            raise AssertionError("only read here")
+
     one, two, three = (_version(chain5, {"n": n}) for n in (1, 2, 3))
     shared, first_binding = split_version(one)
     world = Parts(shared)

@@ -14,8 +14,8 @@ from little_dist.events import EventInput
 from little_dist.settings import SettingsError
 from little_dist.world.base import ArtifactCorruptError, ArtifactInput, World
 from little_dist.world.factory import is_cross_process, open_world
+from little_dist.world.in_process import MemoryWorld
 from little_dist.world.local import LocalWorld
-from little_dist.world.memory import MemoryWorld
 from tests.world_suite import CrossProcessConformance, FakeClock, WorldConformance, WorldHandle
 
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from little_dist.world.base import World
-from little_dist.world.memory import MemoryWorld
+from little_dist.world.in_process import MemoryWorld
 from tests.world_suite import FakeClock, WorldConformance, WorldHandle
 
 

@@ -75,7 +75,7 @@ PRELOAD = (
     "little_dist.fleet.client",
     "little_dist.fleet.scheduler",
     "little_dist.fleet.tasks",
-    "little_dist.fleet.slots",
+    "little_dist.fleet.worker_slots",
     "little_dist.fleet.app_registry",
     "little_dist.world.factory",
     "little_dist.testing.scripted",

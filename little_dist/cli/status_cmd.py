@@ -17,6 +17,7 @@ from typing import Any
 
 from little_dist.cli.common import outcome_word
 from little_dist.cli.submit_cmd import add_fleet_options, fleet_client
+from little_dist.run_state import RUN_ENDED
 
 __all__ = ["register", "run"]
 
@@ -42,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     status = outcome_word(view.status, view.error)
     if view.planning:
         status += " (planning)"
-    elif view.cancel_requested and view.status not in ("completed", "failed"):
+    elif view.cancel_requested and view.status not in RUN_ENDED:
         status += " (cancel requested)"
     out.write(f"run       {view.run_id}\n")
     out.write(f"status    {status}\n")

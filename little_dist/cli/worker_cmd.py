@@ -10,7 +10,7 @@ checks ping it by that name) unless ``--hostname`` says otherwise.
 At start-up the scripted model provider (``LITTLE_SCRIPTED_MODEL``) and the network guard
 (``LITTLE_NETWORK_GUARD``) are installed when their variables are set, for tests and
 offline demos. The worker registers its slots for its queues with the fleet
-(:mod:`little_dist.fleet.slots`) while it runs. SIGTERM is Celery's warm shutdown; with
+(:mod:`little_dist.fleet.worker_slots`) while it runs. SIGTERM is Celery's warm shutdown; with
 ``REMAP_SIGTERM=SIGQUIT`` (the image sets it) it is the soft shutdown, which lets running
 steps finish for ``LITTLE_SOFT_SHUTDOWN_TIMEOUT`` seconds.
 """
@@ -217,14 +217,20 @@ def _exit_code(worker: list[Any], returned: Any) -> int:
 
 
 def _register_slots(settings: Any, *, node: str, queues: list[str], slots: int) -> Any:
-    """Register this worker's slots with the fleet (see :mod:`little_dist.fleet.slots`):
+    """Register this worker's slots with the fleet (see :mod:`little_dist.fleet.worker_slots`):
     the window a fan-out keeps in flight follows them. ``None`` when the world is not on
     Redis."""
-    from little_dist.fleet.slots import SlotRegistration, fleet_redis, slots_key
+    from little_dist.fleet.worker_slots import SlotRegistration, fleet_redis
+    from little_dist.world.fleet_keys import slots_key
 
     client = fleet_redis(settings)
     if client is None:
         return None
     return SlotRegistration(
-        client, slots_key(settings), f"{node}:{os.getpid()}", queues, slots, owns_client=True
+        client,
+        slots_key(settings.signal_stream),
+        f"{node}:{os.getpid()}",
+        queues,
+        slots,
+        owns_client=True,
     ).start()

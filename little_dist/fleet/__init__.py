@@ -32,11 +32,24 @@ A run's log is the truth; processes only cache it. Follow ``little.execute_step(
    ready under each attempt's dispatch lease, :mod:`.sending`) and the next task goes to its
    role's queue (:mod:`.queue`).
 
-The fast path changes only step 6: the worker that committed looks at the run itself, right
-after its commit, and may run the next attempt in the same slot instead of sending it
-(:mod:`.fastpath`, joined to the spine at one seam: ``FastPath.arrange``). Nothing else differs, and
-nothing depends on it: a worker that dies between its commit and its look is covered by the
-scheduler's sweep.
+The fast path changes step 6, and what a kept attempt skips of 1 to 3: the worker that
+committed looks at the run itself, right after its commit (the same
+:func:`~.dispatch.advance_run`, with its process's claims and a ``keep``), and may run the
+next attempt in the same slot instead of sending it (:mod:`.fastpath`, joined to the spine at
+one seam: ``FastPath.arrange``). An attempt so kept was leased by the look before its
+``StepScheduled`` was appended, so it skips the admit check and the lease of steps 1 and 2;
+when it is ours alone (its step lease's token 1) it also skips the catch-up of step 3 (the
+look folded everything up to it). Nothing else differs, and nothing depends on it: a worker
+that dies between its commit and its look is covered by the scheduler's sweep.
+
+Every look at a run -- the scheduler's, a submitting client's, a worker's after its commit
+-- is that one :func:`~.dispatch.advance_run`: one round cap, one stopping rule, one rule for
+signalling (a look's appends signal the scheduler only when they end the run: the looker
+acts on its own decision). The pure ``decide`` is called in one place
+(:func:`~.dispatch.decision_of`), a decision is appended in one place (``_Look.record``)
+and tasks are sent in one module (:mod:`.sending`); ``tests/test_fleet_one_loop.py`` pins
+it. The worker, the scheduler and the submitting client stand side by side over that core:
+none imports another.
 
 Modules
 =======
@@ -58,9 +71,11 @@ Modules
   scheduler`` process, the signal stream it reads, the active runs it sweeps, the finished
   runs it archives; :mod:`.followed_runs` — what it keeps of the runs it looks at;
   :mod:`.poison` — runs it cannot advance; :mod:`.scheduler_log` — its JSON log lines.
-* :mod:`.slots` — the fleet's task slots, a fan-out's window and its backlog.
-* :mod:`.client` — :class:`~.client.Client`: submit, status, wait, cancel; :mod:`.submission`
-  — :func:`~.submission.submit_run`, what submitting writes and sends.
+* :mod:`.worker_slots` — the fleet's task slots, a fan-out's window and its backlog.
+* :mod:`.client` — :class:`~.client.Client`: submit, status (:mod:`.run_status`), wait,
+  cancel; :mod:`.submission` — :func:`~.submission.submit_run`, what submitting writes and
+  sends; :mod:`.run_starts` — what a run's start records, step by step; :mod:`.one_trip_starts`
+  — a start (and its first tasks) in one round trip where the world can.
 * :mod:`.interpreter_tuning` — garbage collection and thread switches of fleet processes.
 
 Glossary
@@ -80,7 +95,7 @@ archive
     A finished run's log copied to S3 (``archives/RUN.ndjson``); the stream then expires.
 backlog
     Branches a fan-out holds back because the window is full, reported per run in Redis for
-    KEDA to scale workers on (:mod:`.slots`).
+    KEDA to scale workers on (:mod:`.worker_slots`).
 claims
     What a worker's look tells ``decide`` (:class:`~little_dist.scheduling.Claims`): the
     branches whose ends its process committed (their refills are its own) and the branches

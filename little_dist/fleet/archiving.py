@@ -27,10 +27,11 @@ from typing import TYPE_CHECKING, Any, Final
 from little_dist.errors import StorageUnavailableError
 from little_dist.ids import CYCLE_RUN_ID_PREFIX
 from little_dist.world.base import World
+from little_dist.world.extras import extras_of
 
 if TYPE_CHECKING:
-    from little_dist.fleet.slots import FanoutWindow
     from little_dist.fleet.sweeper import ActiveRuns
+    from little_dist.fleet.worker_slots import FanoutWindow
 
 __all__ = ["FINISHED_MEMORY", "Archiver"]
 
@@ -114,18 +115,18 @@ class Archiver:
         """Archive (where the world can), then leave the active set; on failure the run
         stays active and the next sweep finishes it again."""
         try:
-            archive = getattr(self._world, "archive_run", None)
+            archives = extras_of(self._world).archives
             if run_id.startswith(CYCLE_RUN_ID_PREFIX):
-                archive = None  # its outer loop archives it (see the module docstring)
-            if callable(archive):
-                archive(run_id)
+                archives = None  # its outer loop archives it (see the module docstring)
+            if archives is not None:
+                archives.archive_run(run_id)
             self._active.remove(run_id)
         except Exception as exc:
             with self._lock:
                 self._finished.pop(run_id, None)
             _emit("archive-error", level=logging.WARNING, exc=exc, run=run_id, error=f"{exc}")
             return
-        _emit("run-archived", run=run_id, archived=callable(archive))
+        _emit("run-archived", run=run_id, archived=archives is not None)
 
 
 def _emit(

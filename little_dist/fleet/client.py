@@ -13,7 +13,6 @@ import socket
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from little_dist import occurrences
@@ -22,6 +21,7 @@ from little_dist.errors import InvalidInputError, LittleError, RunEndedError
 from little_dist.event_types.engine import CANCEL_EVENT_TYPE
 from little_dist.events import RUN_END_EVENT_TYPES, Event, EventInput
 from little_dist.fleet.dispatch import advance_run
+from little_dist.fleet.run_status import RunStatusView
 from little_dist.fleet.run_tracker import RunTracker
 from little_dist.fleet.shared_redis import SharedRedis, shared_redis
 from little_dist.fleet.submission import submit_run, submit_runs
@@ -30,11 +30,10 @@ from little_dist.litellm_prices import litellm_price_fallback
 from little_dist.local_runner import RunMismatchError
 from little_dist.observability.hooks import submitted
 from little_dist.observability.metrics import enable_metrics
-from little_dist.pricing import PriceFallback, merge_usage_totals
-from little_dist.report.failure import RunFailure, run_failure
-from little_dist.report.model import calls_usage
+from little_dist.pricing import PriceFallback
 from little_dist.run_state import (
     FOLDED_EVENT_TYPES,
+    RUN_ENDED,
     EventLike,
     RunState,
     RunStateBuilder,
@@ -42,6 +41,7 @@ from little_dist.run_state import (
 from little_dist.runtime import hydrate_events
 from little_dist.settings import Settings, load_settings
 from little_dist.world.base import RunNotFoundError, UndecodedEvent, World
+from little_dist.world.fleet_keys import active_runs_key
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from little_dist.authoring import WorkflowDefinition
     from little_dist.fleet.app_registry import AppRegistry
     from little_dist.fleet.queue import TaskQueue
-    from little_dist.fleet.slots import FanoutWindow
+    from little_dist.fleet.worker_slots import FanoutWindow
 
 __all__ = [
     "Client",
@@ -71,111 +71,6 @@ class WaitTimeoutError(LittleError):
     """:meth:`Client.wait` gave up before the run ended."""
 
     retryable = True
-
-
-@dataclass(frozen=True)
-class RunStatusView:
-    """A run at a glance: its folded state, summarized (``to_json`` for machines)."""
-
-    run_id: str
-    status: str
-    workflow_version_id: str | None
-    event_count: int
-    started_at: str | None
-    finished_at: str | None
-    steps: Mapping[str, str] = field(default_factory=dict)
-    output: Any = None
-    has_output: bool = False
-    error: Any = None
-    cost_usd: float | None = None
-    cancel_requested: bool = False
-    planning: bool = False
-    failure: RunFailure | None = None
-    late_calls: int = 0
-    #: The run's dollar budget, and what its log says it spent and holds (``None``: no
-    #: budget; see :mod:`little_dist.budgets`).
-    budget_usd: float | None = None
-    spent_usd: float = 0.0
-    reserved_usd: float = 0.0
-
-    @classmethod
-    def of(
-        cls,
-        state: RunState,
-        *,
-        cancel_requested: bool,
-        planning: bool,
-        late: Sequence[Any] = (),
-        pricing_fallback: PriceFallback | None = None,
-    ) -> RunStatusView:
-        """``late``: the run's late record (:meth:`World.late_events`), whose model calls
-        count in the cost (priced as the state was: ``pricing_fallback``)."""
-        cost = state.usage.cost_usd
-        late_usage = calls_usage(late, fallback=pricing_fallback)
-        late_calls = late_usage.priced_calls + late_usage.unpriced_calls
-        if late_calls:
-            cost = merge_usage_totals(state.usage, late_usage).cost_usd
-        return cls(
-            run_id=state.run_id,
-            status=state.status,
-            workflow_version_id=state.workflow_version_id,
-            event_count=state.event_count,
-            started_at=state.started_at,
-            finished_at=state.finished_at,
-            steps={path: _step_word(state, step.status) for path, step in state.steps.items()},
-            output=state.output if state.has_output else None,
-            has_output=state.has_output,
-            error=state.error if state.has_error else None,
-            cost_usd=cost,
-            cancel_requested=cancel_requested,
-            planning=planning,
-            failure=run_failure(state),
-            late_calls=late_calls,
-            budget_usd=state.budget_usd,
-            spent_usd=state.spent_usd,
-            reserved_usd=state.reserved_usd,
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "runId": self.run_id,
-            "status": self.status,
-            "workflowVersionId": self.workflow_version_id,
-            "eventCount": self.event_count,
-            "startedAt": self.started_at,
-            "finishedAt": self.finished_at,
-            "steps": dict(self.steps),
-            # (rounded below float noise: 0.0002823, not 0.00028230000000000003)
-            "costUsd": None if self.cost_usd is None else round(self.cost_usd, 10),
-            "cancelRequested": self.cancel_requested,
-            "planning": self.planning,
-        }
-        if self.late_calls:
-            data["lateCalls"] = self.late_calls
-        if self.budget_usd is not None:
-            data["budget"] = {
-                "budgetUsd": self.budget_usd,
-                "spentUsd": round(self.spent_usd, 10),
-                "reservedUsd": round(self.reserved_usd, 10),
-            }
-        if self.has_output:
-            data["output"] = self.output
-        if self.error is not None:
-            data["error"] = self.error
-        if self.failure is not None:
-            data["failure"] = self.failure.to_json()
-        return data
-
-
-#: What the status calls a step that was scheduled or running when its run ended: its log
-#: took nothing of it after the end (the fold, as upstream's, leaves it running).
-INTERRUPTED: Final = "interrupted"
-
-
-def _step_word(state: RunState, status: str) -> str:
-    if state.status in ("completed", "failed") and status in ("pending", "running"):
-        return INTERRUPTED
-    return status
 
 
 # -- submission ---------------------------------------------------------------------------
@@ -255,7 +150,7 @@ class Client:
         the settings name no fleet world on Redis (a client on a world of its own)."""
         if self._window_open:
             return
-        from little_dist.fleet.slots import fanout_window, fleet_redis
+        from little_dist.fleet.worker_slots import fanout_window, fleet_redis
 
         self._window_open = True
         try:
@@ -280,10 +175,9 @@ class Client:
         # Only a world on the fleet's Redis is one the scheduler sweeps.
         if self._fleet_redis is None or not isinstance(self.world, RedisS3World):
             return None
-        from little_dist.fleet.scheduler import active_runs_key
         from little_dist.fleet.sweeper import ActiveRuns
 
-        return ActiveRuns(self._fleet_redis, active_runs_key(self.settings)).add
+        return ActiveRuns(self._fleet_redis, active_runs_key(self.settings.signal_stream)).add
 
     def _at_once(self) -> SharedRedis | None:
         """The fleet, when its world, its scheduler's Redis and its broker are one Redis
@@ -414,7 +308,7 @@ class Client:
         events = self._require(run_id)
         state = self._fold(run_id, events)
         types = {event.type for event in events}
-        ended = state.status in ("completed", "failed")
+        ended = state.status in RUN_ENDED
         return RunStatusView.of(
             state,
             cancel_requested=CANCEL_EVENT_TYPE in types,

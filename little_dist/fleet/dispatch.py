@@ -31,15 +31,15 @@ from little_dist.events import Event, EventInput
 from little_dist.fleet.keeping import lease_kept
 from little_dist.fleet.run_tracker import RunTracker
 from little_dist.fleet.sending import dispatch_plan, dispatch_won, schedule_occurrence
-from little_dist.run_state import RunState
-from little_dist.scheduling import Claims, Decision, RunContext, StepDispatch, decide
+from little_dist.run_state import RUN_ENDED, RunState
+from little_dist.scheduling import Claims, Decision, StepDispatch, decide
 from little_dist.settings import Settings
 from little_dist.world.base import Lease, World
 
 if TYPE_CHECKING:
     from little_dist.fleet.queue import TaskQueue
 
-__all__ = ["Advance", "Keep", "KeptAttempt", "advance_run"]
+__all__ = ["Advance", "Keep", "KeptAttempt", "advance_run", "decision_of"]
 
 # decide + append rounds per look at a run: decision steps are settled inline, each round
 # may make the next one ready. Bounded so a bug cannot spin forever.
@@ -85,7 +85,7 @@ class Advance:
     @property
     def done(self) -> bool:
         """The run is over (RunCompleted/RunFailed recorded)."""
-        return self.state.status in ("completed", "failed")
+        return self.state.status in RUN_ENDED
 
 
 @dataclass(frozen=True)
@@ -133,7 +133,7 @@ def advance_run(
     """
     try:
         state = tracker.catch_up() if read else tracker.state()
-        if tracker.awaiting_plan and state.status not in ("completed", "failed"):
+        if tracker.awaiting_plan and state.status not in RUN_ENDED:
             dispatch_plan(world, queue, settings, tracker.run_id, holder=holder)
             return Advance(state, None, (), 0)
         advance = _Look(world, queue, settings, tracker, holder, keep, state).run()
@@ -144,6 +144,19 @@ def advance_run(
     if advance.decision is not None:
         tracker.note_held_back(advance.decision.held_back)
     return advance
+
+
+def decision_of(
+    tracker: RunTracker, state: RunState, claims: Claims | None = None
+) -> Decision | None:
+    """The pure core's ``decide`` on the run ``tracker`` folded (``state``), with a
+    worker's ``claims``; ``None`` before the run's context is known. The one place the
+    fleet decides: every look (:func:`advance_run`), the first decision a submission sends
+    with the run's start, a worker's look at one step it gave back."""
+    ctx = tracker.context
+    if ctx is None:
+        return None
+    return decide(ctx, state) if claims is None else decide(ctx, state, claims)
 
 
 @dataclass
@@ -183,10 +196,11 @@ class _Look:
         """Decide, keep and record until nothing new; then send what became ready."""
         try:
             for _ in range(_MAX_ROUNDS):
-                ctx = self.tracker.context
-                if ctx is None or self.state.status in ("completed", "failed"):
+                if self.state.status in RUN_ENDED:
                     return self.advance()
-                decision = self.decide(ctx)
+                decision = self.decide()
+                if decision is None:
+                    return self.advance()
                 leased_now = self.keep(decision)
                 if not decision.events:
                     break
@@ -200,17 +214,19 @@ class _Look:
             raise
         return self.send()
 
-    def decide(self, ctx: RunContext) -> Decision:
+    def decide(self) -> Decision | None:
         """``decide`` on the state folded so far; a worker's look decides with its process's
         claims (what other processes' commits freed is theirs to refill)."""
         if self.keeping is None:
-            decision = decide(ctx, self.state)
+            decision = decision_of(self.tracker, self.state)
         else:
             claims = Claims(own_ends=self.tracker.own_ends(), left=frozenset(self.left))
-            decision = decide(ctx, self.state, claims)
-            self.left.update(dict.fromkeys(decision.left))
-            self.decided.update(decision.scheduled)
-        self.decision = decision
+            decision = decision_of(self.tracker, self.state, claims)
+            if decision is not None:
+                self.left.update(dict.fromkeys(decision.left))
+                self.decided.update(decision.scheduled)
+        if decision is not None:
+            self.decision = decision
         return decision
 
     def keep(self, decision: Decision) -> bool:

@@ -35,15 +35,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from little_dist.errors import LittleError
-from little_dist.fleet.dispatch import Advance, Keep, KeptAttempt, advance_run
+from little_dist.fleet.dispatch import Advance, Keep, KeptAttempt, advance_run, decision_of
 from little_dist.fleet.run_tracker import RunTracker
 from little_dist.fleet.sending import schedule_occurrence, send_dispatch
 from little_dist.fleet.spares import SPARE_SECONDS, SpareSender
+from little_dist.run_state import RUN_ENDED
 from little_dist.runtime import Continuation
-from little_dist.runtime.dead_attempts import step_lease_key
-from little_dist.scheduling import RunContext, StepDispatch, decide
+from little_dist.scheduling import RunContext, StepDispatch
 from little_dist.scheduling.step_graph import next_in_chain, plan_for
 from little_dist.world.base import Lease, LeaseRequest, unique_holder
+from little_dist.world.fleet_keys import step_lease_key
 
 if TYPE_CHECKING:
     from little_dist.compiler import WorkflowVersion
@@ -58,7 +59,6 @@ _log = logging.getLogger("little.worker")
 _HANDOUT_WAIT_S = 0.25
 # (version id, step path) -> the chain's next step, remembered per process.
 _SUCCESSOR_CACHE_SIZE = 4096
-_TERMINAL = ("completed", "failed")
 
 
 @dataclass
@@ -477,10 +477,9 @@ class FastPath:
             return
         try:
             state = tracker.catch_up()
-            ctx = tracker.context
-            if ctx is None or state.status in _TERMINAL:
+            decision = None if state.status in RUN_ENDED else decision_of(tracker, state)
+            if decision is None:
                 return
-            decision = decide(ctx, state)
             scheduling = {e.occurrence_id for e in decision.events if e.type == "StepScheduled"}
             for dispatch in decision.dispatch:
                 if dispatch.step_path != step_path:

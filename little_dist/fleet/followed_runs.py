@@ -1,29 +1,27 @@
-"""What the scheduler keeps of the runs it follows: folded views, recent offers, sweep memory.
+"""What the scheduler keeps of the runs it follows: folded views and sweep memory.
 
 Each run the scheduler looks at gets a :class:`FollowedRun`: its
-:class:`~little_dist.fleet.run_tracker.RunTracker` (the run's folded state and context), the
-attempts this scheduler offered lately (not offered again before ``dispatch_resend_after``:
-a lease round trip saved per waiting attempt per look) and whether it is in the active set
-yet. :class:`FollowedRuns` holds them, least recently looked at first, bounded by count and
-by ``LITTLE_RUN_CACHE_BYTES`` (a run dropped is read from the log again if it comes back),
-and remembers per run how long its log was when a sweep last looked at it
-(:meth:`FollowedRuns.moving`). Only a cache: forgetting a run loses no work.
+:class:`~little_dist.fleet.run_tracker.RunTracker` (the run's folded state and context,
+and the attempts this process offered lately: :class:`~little_dist.fleet.offers.Offers`)
+and whether it is in the active set yet. :class:`FollowedRuns` holds them, least recently
+looked at first, bounded by count and by ``LITTLE_RUN_CACHE_BYTES`` (a run dropped is read
+from the log again if it comes back), and remembers per run how long its log was when a
+sweep last looked at it (:meth:`FollowedRuns.moving`). Only a cache: forgetting a run loses no work.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from little_dist.fleet.run_tracker import RunTracker
 from little_dist.lru import LruCache
-from little_dist.scheduling import StepDispatch
 from little_dist.world.base import World
 
 if TYPE_CHECKING:
-    from little_dist.fleet.slots import FanoutWindow
     from little_dist.fleet.versions import VersionCache
+    from little_dist.fleet.worker_slots import FanoutWindow
 
 __all__ = ["FollowedRun", "FollowedRuns"]
 
@@ -36,28 +34,8 @@ class FollowedRun:
     """One run the scheduler follows."""
 
     tracker: RunTracker
-    #: (path, attempt, kind) -> monotonic time this scheduler last offered it for sending.
-    offered: dict[tuple[str, int, str], float] = field(default_factory=dict)
     #: Whether this scheduler added the run to the active set.
     registered: bool = False
-
-    def fresh(
-        self, dispatches: Iterable[StepDispatch], now: float, resend_after: float
-    ) -> list[StepDispatch]:
-        """The ``dispatches`` not offered in the last ``resend_after`` seconds, now noted as
-        offered. The memory keeps only ``dispatches``: attempts that started drop out."""
-        offered: dict[tuple[str, int, str], float] = {}
-        fresh: list[StepDispatch] = []
-        for dispatch in dispatches:
-            key = (dispatch.step_path, dispatch.attempt, dispatch.kind)
-            last = self.offered.get(key)
-            if last is not None and now - last < resend_after:
-                offered[key] = last
-                continue
-            offered[key] = now
-            fresh.append(dispatch)
-        self.offered = offered
-        return fresh
 
 
 class FollowedRuns:

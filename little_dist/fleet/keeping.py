@@ -15,10 +15,10 @@ from collections.abc import Callable
 
 from little_dist.fleet.run_tracker import RunTracker
 from little_dist.fleet.sending import dispatch_lease_key
-from little_dist.runtime.dead_attempts import step_lease_key
 from little_dist.scheduling import Decision, StepDispatch
 from little_dist.settings import Settings
 from little_dist.world.base import Lease, LeaseRequest, World, unique_holder
+from little_dist.world.fleet_keys import step_lease_key
 
 __all__ = ["lease_kept"]
 

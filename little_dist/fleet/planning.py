@@ -42,7 +42,8 @@ from little_dist.events import Event, EventInput
 from little_dist.fleet.run_tracker import RunTracker
 from little_dist.ids import validate_run_id
 from little_dist.runtime import LeaseHeartbeat
-from little_dist.world.base import World, run_lease_key, unique_holder
+from little_dist.world.base import World, unique_holder
+from little_dist.world.fleet_keys import plan_lease_key
 
 if TYPE_CHECKING:
     from little_dist.fleet.worker import WorkerRuntime
@@ -114,7 +115,7 @@ def plan(runtime: WorkerRuntime, run_id: str) -> str:
         )
         return "unknown_workflow"
     lease = world.acquire_lease(
-        run_lease_key(run_id, "plan"),
+        plan_lease_key(run_id),
         unique_holder(runtime.name),
         runtime.settings.lease_ttl,
     )

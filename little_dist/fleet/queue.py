@@ -8,7 +8,7 @@ all :class:`TaskQueue` is:
 * :class:`CeleryQueue` sends with a Celery app (``send_task`` to the role's queue from the
   settings) and sizes a queue through the broker (a passive declare);
 * :class:`MemoryQueue` keeps what was sent in a list: tests read it, and deliver the tasks
-  themselves (as :class:`~little_dist.world.memory.MemoryWorld` stands in for storage).
+  themselves (as :class:`~little_dist.world.in_process.MemoryWorld` stands in for storage).
 
 Nothing in the fleet reaches into Celery or kombu but :class:`CeleryQueue` (and the worker
 process itself, which Celery runs).

@@ -31,7 +31,7 @@ from little_dist.scheduling import RunContext
 from little_dist.world.base import UndecodedEvent, World
 
 if TYPE_CHECKING:
-    from little_dist.fleet.slots import BacklogNotes, FanoutWindow
+    from little_dist.fleet.worker_slots import BacklogNotes, FanoutWindow
 
 __all__ = ["BRANCH_END_TYPES", "EVENT_BYTES", "KEPT_EVENT_BYTES", "RunTracker", "branch_paths"]
 

@@ -14,8 +14,9 @@ One loop, one thread:
    outputs hydrated; ``little.run.cancel_requested`` sets ``cancel_requested``), call the pure
    ``decide``, append ``decision.events`` in ONE ``append_batch`` (idempotent by occurrence
    id; repeated while deciding again yields more, e.g. inline decision steps), then send the
-   new dispatches with :func:`~little_dist.fleet.sending.dispatch_ready` under the dispatch
-   leases. Attempts this scheduler already sent are not offered again until
+   new dispatches under the dispatch leases: all of it is
+   :func:`~little_dist.fleet.dispatch.advance_run`, the one loop every look at a run runs
+   (the scheduler's without claims). Attempts this process already sent are not offered again until
    ``dispatch_resend_after`` has passed (a lease round trip saved per pending attempt per
    look); after that the lease decides whether the task is sent again.
 3. **Sweeps** (:mod:`~little_dist.fleet.sweeper`): every few seconds, the scheduler holding the
@@ -46,7 +47,6 @@ the time taken.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import os
 import socket
@@ -57,25 +57,24 @@ from typing import TYPE_CHECKING, Final
 
 from little_dist.errors import (
     LittleError,
-    RunEndedError,
     StorageUnavailableError,
 )
 from little_dist.fleet.archiving import Archiver
-from little_dist.fleet.dispatch import Advance
+from little_dist.fleet.dispatch import Advance, advance_run
 from little_dist.fleet.followed_runs import FollowedRun, FollowedRuns
 from little_dist.fleet.poison import PoisonRuns
 from little_dist.fleet.scheduler_log import log_event as _log
-from little_dist.fleet.sending import dispatch_plan, dispatch_ready
+from little_dist.fleet.sending import dispatch_plan
 from little_dist.fleet.signals import Signal, SignalReader
-from little_dist.fleet.slots import fanout_window
 from little_dist.fleet.sub_runs import ParentNotices, cancel_open_children, notice_run_end
 from little_dist.fleet.sweeper import ActiveRuns, SweepRound, fail_dead_attempts
 from little_dist.fleet.versions import VersionCache
+from little_dist.fleet.worker_slots import fanout_window
 from little_dist.ids import SUB_RUN_ID_PREFIX
-from little_dist.run_state import RunState
-from little_dist.scheduling import Decision, RunContext, StepDispatch, decide
+from little_dist.run_state import RUN_ENDED, RunState
 from little_dist.settings import Settings
 from little_dist.world.base import World
+from little_dist.world.fleet_keys import active_runs_key, sweep_lease_key
 
 if TYPE_CHECKING:
     import redis
@@ -84,15 +83,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Scheduler",
-    "active_runs_key",
     "default_scheduler_name",
     "default_sweep_interval",
 ]
 
-_TERMINAL: Final = ("completed", "failed")
-# decide + append rounds per look at a run (inline decision steps may chain); a bound so a
-# bug cannot spin the loop.
-_MAX_ROUNDS: Final = 64
 # A look with more unread events than this reads the last one first (see the docstring, 4.).
 _UNREAD_END_PEEK: Final = 256
 _END_STATUS: Final = {"RunCompleted": "completed", "RunFailed": "failed"}
@@ -107,11 +101,6 @@ def default_scheduler_name() -> str:
 def default_sweep_interval(settings: Settings) -> float:
     """Half the shortest of the lease TTL and the resend delay, between 0.5 s and 5 s."""
     return max(0.5, min(5.0, min(settings.lease_ttl, settings.dispatch_resend_after) / 2))
-
-
-def active_runs_key(settings: Settings) -> str:
-    """The Redis set of active run ids (beside the signal stream it belongs to)."""
-    return f"{settings.signal_stream}:active-runs"
 
 
 class Scheduler:
@@ -154,13 +143,13 @@ class Scheduler:
             self.name,
             claim_idle=settings.signal_claim_idle,
         )
-        self.active = ActiveRuns(redis_client, active_runs_key(settings))
+        self.active = ActiveRuns(redis_client, active_runs_key(settings.signal_stream))
         #: The fleet's cap on a fan-out's branches in flight, and its backlog (see
-        #: :mod:`little_dist.fleet.slots`); ``None`` with LITTLE_BRANCH_WINDOW=declared.
+        #: :mod:`little_dist.fleet.worker_slots`); ``None`` with LITTLE_BRANCH_WINDOW=declared.
         self.window = fanout_window(settings, client=redis_client)
         self.sweeps = SweepRound(
             world,
-            f"scheduler-sweep:{settings.signal_stream}",
+            sweep_lease_key(settings.signal_stream),
             self.name,
             interval=default_sweep_interval(settings) if sweep_interval is None else sweep_interval,
         )
@@ -366,39 +355,16 @@ class Scheduler:
         entry = self.runs.entry(run_id)
         tracker = entry.tracker
         state = tracker.catch_up()
-        if tracker.awaiting_plan and state.status not in _TERMINAL:
+        if tracker.awaiting_plan and state.status not in RUN_ENDED:
             return self._await_plan(entry, state)
-        decision: Decision | None = None
-        appended = 0
-        sent: list[StepDispatch] = []
-        for _ in range(_MAX_ROUNDS):
-            ctx = tracker.context
-            if ctx is None or state.status in _TERMINAL:
-                break
-            self._register(entry)
-            decision = decide(ctx, state)
-            before = state.event_count
-            if decision.events:
-                try:
-                    recorded = self.world.append_batch(run_id, list(decision.events))
-                except RunEndedError:
-                    # Another writer ended the run meanwhile (a cancel, a worker's look;
-                    # another scheduler that archived it): its log takes no more.
-                    state = tracker.catch_up()
-                    break
-                appended += sum(1 for event in recorded if event.sequence > before)
-                tracker.fold(recorded)
-                newest = max((event.sequence for event in recorded), default=0)
-                state = tracker.catch_up() if tracker.last_sequence < newest else tracker.state()
-            # Send as soon as the decision's events are in the log, before deciding again
-            # (the next round only finds what inline steps made ready, usually nothing).
-            if decision.dispatch and state.status == "running":
-                sent += self._dispatch(entry, ctx, state, decision)
-            if not decision.events or state.event_count == before:
-                break  # nothing new: deciding again would give the same answer
-        result = Advance(state, decision, tuple(sent), appended)
-        if decision is not None:
-            tracker.note_held_back(decision.held_back)
+        if tracker.context is not None and state.status not in RUN_ENDED:
+            self._register(entry)  # before anything is appended: the sweeps come back to it
+        # The one loop that moves a run on (fold, decide, append, send): the scheduler's
+        # look is a look without claims, keeping nothing for itself.
+        result = advance_run(
+            self.world, self.queue, self.settings, tracker, holder=self.name, read=False
+        )
+        state, appended, sent = result.state, result.appended, result.sent
         if appended or sent:
             _log(
                 "decision",
@@ -410,7 +376,7 @@ class Scheduler:
                 seq=state.event_count,
                 ms=round((time.perf_counter() - started) * 1000, 3),
             )
-        if state.status in _TERMINAL:
+        if state.status in RUN_ENDED:
             # Before the run is finished (and its signal acknowledged): a scheduler that
             # dies here leaves the signal to the next one, which notices again.
             if notices is None:
@@ -463,21 +429,6 @@ class Scheduler:
             return False  # its end may concern its children or its parent: fold it
         self._finish(run_id, _END_STATUS[tail[-1].type], tail[-1].sequence)
         return True
-
-    def _dispatch(
-        self, entry: FollowedRun, ctx: RunContext, state: RunState, decision: Decision
-    ) -> tuple[StepDispatch, ...]:
-        """Send what ``decision`` made ready and this scheduler did not offer lately."""
-        fresh = entry.fresh(
-            decision.dispatch, time.monotonic(), self.settings.dispatch_resend_after
-        )
-        if not fresh:
-            return ()
-        narrowed = dataclasses.replace(decision, dispatch=tuple(fresh))
-        sent = dispatch_ready(
-            self.world, self.queue, self.settings, ctx, state, narrowed, holder=self.name
-        )
-        return tuple(sent)
 
     def _finish(self, run_id: str, status: str, sequence: int) -> None:
         """Forget the run's cached view and hand it to the archiver (see :mod:`~.archiving`)."""

@@ -23,10 +23,12 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final
 
 from little_dist import occurrences
-from little_dist.run_state import RunState
+from little_dist.run_state import RUN_ENDED, RunState
 from little_dist.scheduling import Decision, RunContext, StepDispatch
 from little_dist.settings import Settings
-from little_dist.world.base import Lease, LeaseRequest, World, run_lease_key, unique_holder
+from little_dist.world.base import Lease, LeaseRequest, World, unique_holder
+from little_dist.world.fleet_keys import dispatch_lease_key as _dispatch_lease_key
+from little_dist.world.fleet_keys import plan_dispatch_lease_key
 
 if TYPE_CHECKING:
     from little_dist.fleet.queue import TaskQueue
@@ -56,7 +58,7 @@ TASK_SUBMIT_RUN: Final = "little.submit_run"
 
 def dispatch_lease_key(dispatch: StepDispatch) -> str:
     """The lease whose holder alone may send ``dispatch``'s task."""
-    return run_lease_key(dispatch.run_id, f"dispatch:{dispatch.step_path}:{dispatch.attempt}")
+    return _dispatch_lease_key(dispatch.run_id, dispatch.step_path, dispatch.attempt)
 
 
 def task_name_for(dispatch: StepDispatch) -> str:
@@ -113,7 +115,7 @@ def dispatch_won(
     sent but returned (with the others sent first): the caller runs it itself, under the
     dispatch lease it now holds, exactly as a worker would that got its task."""
     sent: list[StepDispatch] = []
-    if not decision.dispatch or state.status in ("completed", "failed"):
+    if not decision.dispatch or state.status in RUN_ENDED:
         return sent, None
     me = unique_holder(holder)
     mine = [dispatch for dispatch in decision.dispatch if dispatch.run_id == ctx.run_id]
@@ -157,7 +159,7 @@ def dispatch_plan(
     """Send ``little.plan(run_id)`` to the planner queue unless sent in the last
     ``dispatch_resend_after`` seconds (lease ``{run}:dispatch:plan``); whether it was sent."""
     lease = world.acquire_lease(
-        run_lease_key(run_id, "dispatch:plan"),
+        plan_dispatch_lease_key(run_id),
         unique_holder(holder),
         settings.dispatch_resend_after,
     )

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from little_dist.settings import Settings
 from little_dist.world.base import World
+from little_dist.world.extras import extras_of
+from little_dist.world.fleet_keys import active_runs_key
 
 if TYPE_CHECKING:
     from little_dist.fleet.queue import CeleryQueue, TaskQueue
@@ -35,10 +37,10 @@ class SharedRedis:
     def look(self, world: World, run_id: str) -> Future[bool] | None:
         """Whether S3 holds an archive of ``run_id``, asked on another thread (``None``: the
         world cannot say)."""
-        has_archive = getattr(world, "has_archive", None)
-        if has_archive is None:
+        archives = extras_of(world).archives
+        if archives is None:
             return None
-        return self.looks.submit(has_archive, run_id)
+        return self.looks.submit(archives.has_archive, run_id)
 
 
 def shared_redis(
@@ -61,9 +63,7 @@ def shared_redis(
     broker_url = str(queue.app.conf.broker_url)
     if where != _address(fleet_url) or where != _address(broker_url):
         return None
-    from little_dist.fleet.scheduler import active_runs_key
-
-    return SharedRedis(queue, active_runs_key(settings), looks)
+    return SharedRedis(queue, active_runs_key(settings.signal_stream), looks)
 
 
 def _address(url: str) -> tuple[Any, ...]:

@@ -29,6 +29,8 @@ from little_dist.errors import LeaseLostError, StorageUnavailableError
 from little_dist.fleet.run_tracker import RunTracker
 from little_dist.runtime import running_worker_attempts, sweep_dead_attempts
 from little_dist.world.base import Lease, World
+from little_dist.world.extras import extras_of
+from little_dist.world.fleet_keys import rebuilt_marker_key
 
 __all__ = ["ActiveRuns", "SweepRound", "fail_dead_attempts"]
 
@@ -60,7 +62,7 @@ class ActiveRuns:
     def __init__(self, client: redis.Redis, key: str) -> None:
         self._redis = client
         self.key = key
-        self._marker = f"{key}:built"
+        self._marker = rebuilt_marker_key(key)
 
     @contextmanager
     def _errors(self, what: str) -> Iterator[None]:
@@ -102,8 +104,8 @@ class ActiveRuns:
         with self._errors("looking for the active-run rebuild marker"):
             if self._redis.exists(self._marker):
                 return 0
-        unarchived = getattr(world, "list_unarchived_run_ids", None)
-        run_ids: list[str] = unarchived() if callable(unarchived) else world.list_run_ids()
+        archives = extras_of(world).archives
+        run_ids = archives.list_unarchived_run_ids() if archives else world.list_run_ids()
         staging = f"{self.key}:rebuild:{uuid.uuid4().hex}"
         with self._errors("rebuilding the active runs"):
             pipe = self._redis.pipeline(transaction=False)

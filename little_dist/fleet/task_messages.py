@@ -226,6 +226,8 @@ class TaskMessages:
                 found = self._templates[key] = self._capture(task, queue, noted)
         return found
 
+    # Long on purpose: one capture, from the in-memory connection's setup to its teardown, in
+    # the order kombu builds a message; split up, each part would need every other's locals.
     def _capture(self, task: str, queue: str, noted: bool) -> _Templates:
         """Send ``task`` once with placeholders over kombu's in-memory transport and make
         templates of what it built (see the module docstring); ``noted``: sent with a note,

@@ -36,6 +36,7 @@ from little_dist.compiler.lock import (
 from little_dist.errors import InvalidInputError, NotFoundError
 from little_dist.lru import LruCache
 from little_dist.world.base import World
+from little_dist.world.extras import extras_of
 
 __all__ = [
     "BINDING_FIELD",
@@ -80,11 +81,11 @@ def workflow_name_of_part(world: World, binding: object) -> str | None:
     """The workflow name (``lwir.metadata.name``) of the shared part a binding names, or None
     when the world keeps no parts or the part is not found."""
     part = binding.get("part") if isinstance(binding, Mapping) else None
-    read = getattr(world, "get_version_part", None)  # a fleet world's (RedisS3World) method
-    if not isinstance(part, str) or read is None:
+    parts = extras_of(world).version_parts
+    if not isinstance(part, str) or parts is None:
         return None
     try:
-        shared = json.loads(read(part))
+        shared = json.loads(parts.get_version_part(part))
         name = json.loads(shared["canonicalJson"]).get("metadata", {}).get("name")
     except (LookupError, ValueError, TypeError, AttributeError, NotFoundError):
         return None
@@ -175,10 +176,12 @@ class VersionCache:
         if known is not None:  # its LWIR was validated when it was read
             part, first = known
             return join_version(part, binding, validate=False, like=first)
-        read = getattr(world, "get_version_part", None)
-        if read is None:
-            raise InvalidInputError(f"This world keeps no workflow version parts (need {ref})")
-        part = json.loads(read(ref))
+        parts = extras_of(world).version_parts
+        if parts is None:
+            raise InvalidInputError(
+                f"{type(world).__name__} keeps no workflow version parts (need {ref})"
+            )
+        part = json.loads(parts.get_version_part(ref))
         version = join_version(part, binding)
         with self._lock:
             self._parts[ref] = (part, version)

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from little_dist.errors import InvalidInputError, LittleError
+from little_dist.errors import LittleError
 from little_dist.events import Event
 from little_dist.fleet.dispatch import Advance
 from little_dist.fleet.fastpath import FastPath
@@ -29,14 +29,14 @@ from little_dist.fleet.sending import schedule_occurrence
 from little_dist.fleet.sub_runs import FleetSubRuns, with_fleet_sub_runs
 from little_dist.fleet.versions import VersionCache
 from little_dist.ids import InvalidIdError, validate_run_id
-from little_dist.run_state import RunState
+from little_dist.run_state import RUN_ENDED, RunState
 from little_dist.runtime import AttemptOutcome, LeaseKeeper, execute_step_attempt
-from little_dist.runtime.dead_attempts import step_lease_key
 from little_dist.scheduling import RunContext, StepDispatch
 from little_dist.scheduling.context import StepPathError, locate_step
 from little_dist.scheduling.step_graph import plan_for
 from little_dist.settings import Role, Settings
 from little_dist.world.base import Lease, World, unique_holder
+from little_dist.world.fleet_keys import step_lease_key
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor
@@ -44,14 +44,12 @@ if TYPE_CHECKING:
     from little_dist.fleet.app_registry import AppRegistry
     from little_dist.fleet.queue import TaskQueue
     from little_dist.fleet.shared_redis import SharedRedis
-    from little_dist.fleet.slots import FanoutWindow
+    from little_dist.fleet.worker_slots import FanoutWindow
     from little_dist.scheduling import DispatchKind
 
 __all__ = ["WorkerRuntime"]
 
 _log = logging.getLogger("little.worker")
-
-_TERMINAL = ("completed", "failed")
 
 
 class WorkerRuntime:
@@ -62,7 +60,7 @@ class WorkerRuntime:
     :class:`~little_dist.fleet.queue.TaskQueue`); set by
     :func:`register_tasks`. ``roles`` (the queues the worker consumes) are the attempts it
     may run as an eager continuation (none by default). ``window``: the fleet's cap on a
-    fan-out's branches in flight (:mod:`little_dist.fleet.slots`); by default built from the
+    fan-out's branches in flight (:mod:`little_dist.fleet.worker_slots`); by default built from the
     settings when the world is too (a runtime given its world gets none unless given one).
     """
 
@@ -122,19 +120,22 @@ class WorkerRuntime:
         ``LITTLE_QUOTAS``)."""
         with self._lock:
             if not self._quotas_made:
-                from little_dist.fleet.slots import fleet_redis
+                from little_dist.fleet.worker_slots import fleet_redis
                 from little_dist.harness.quota_limiters import fleet_limiter
 
-                self._quotas = fleet_limiter(self.settings, fleet_redis(self.settings))
+                # (the fleet's Redis only when there are quotas: a worker on a world of its
+                # own, without LITTLE_QUOTAS, has no fleet Redis to ask for)
+                if self.settings.quotas is not None:
+                    self._quotas = fleet_limiter(self.settings, fleet_redis(self.settings))
                 self._quotas_made = True
             return self._quotas
 
     @property
     def window(self) -> FanoutWindow | None:
-        """The fleet's cap on a fan-out's branches in flight (see :mod:`~.slots`)."""
+        """The fleet's cap on a fan-out's branches in flight (see :mod:`~.worker_slots`)."""
         with self._lock:
             if self._window_from_settings:
-                from little_dist.fleet.slots import fanout_window
+                from little_dist.fleet.worker_slots import fanout_window
 
                 self._window = fanout_window(self.settings)
                 self._window_from_settings = False
@@ -347,7 +348,7 @@ class WorkerRuntime:
             self.release(lease)
             raise
         ctx = tracker.context
-        if state.status in _TERMINAL:
+        if state.status in RUN_ENDED:
             self.runs.forget(run_id)
             _log.info("%s %s %s#%d%s: the run is over", kind, run_id, step_path, attempt, how)
             return AttemptOutcome.already_done.value
@@ -393,7 +394,7 @@ class WorkerRuntime:
             state = tracker.catch_up()
             ctx = tracker.context
             if ctx is None:
-                if state.status not in _TERMINAL and not tracker.awaiting_plan:
+                if state.status not in RUN_ENDED and not tracker.awaiting_plan:
                     self.runs.forget(run_id)  # nothing to keep for a run id nobody started
                 _log.warning(
                     "%s %s %s#%d: the run has not started", kind, run_id, step_path, attempt
@@ -438,72 +439,11 @@ class WorkerRuntime:
         *,
         task_id: str | None = None,
     ) -> str:
-        """``little.submit_run`` with the message's ``args`` and ``kwargs``: submit a run of a
-        registered workflow (by id) or of an LWIR document; its run id (given, or derived
-        from ``task_id``: see :mod:`~.refusals`).
+        """``little.submit_run``: submit a run by workflow id or LWIR document; its run id, or
+        :class:`~.refusals.SubmissionRefused` (see :mod:`~.submit_task`)."""
+        from little_dist.fleet.submit_task import submit
 
-        A submission its checks refuse (its arguments, run id, workflow id, input, document,
-        the capabilities it names, a run id taken by another run) writes nothing of a run:
-        the refusal is recorded for its sender (by ``task_id``, and under the run id when
-        that is nobody's run) and raised as :class:`~.refusals.SubmissionRefused`, which the
-        task declares expected (FAILURE, one log line, no retry). An accepted one is
-        answered by ``task_id`` too (its run id), and removes a refusal an earlier one left
-        under the run id."""
-        from little_dist.fleet.client import submit_run
-        from little_dist.fleet.refusals import (
-            SubmissionRefused,
-            cause_of,
-            given_run_id,
-            run_id_for,
-            submit_arguments,
-        )
-        from little_dist.local_runner import new_run_id
-
-        kwargs = kwargs or {}
-        run_id: str | None = None
-        try:
-            run_id = run_id_for(given_run_id(args, kwargs), task_id, new_run_id)
-            sent = submit_arguments(args, kwargs)
-            registry = self.registry
-            if sent.workflow_id is not None and registry.get(sent.workflow_id) is None:
-                known = ", ".join(sorted(registry.workflows)) or "none"
-                raise SubmissionRefused(
-                    "unknown_workflow",
-                    f"workflow {sent.workflow_id!r} is not one of the workers' app "
-                    f"(registered: {known})",
-                )
-            submitted = submit_run(
-                self.world,
-                sent.workflow,
-                sent.input,
-                run_id=run_id,
-                queue=self.queue,
-                settings=self.settings,
-                registry=registry,
-                holder=self.name,
-                window=self.window,
-                shared=self.shared_redis,
-                budget_usd=sent.budget_usd,
-            )
-        except InvalidInputError as error:
-            message = error.message if isinstance(error, SubmissionRefused) else str(error)
-            refused = SubmissionRefused(cause_of(error), message, run_id)
-            self._record_refusal(task_id, refused)
-            raise refused from None
-        accept: Callable[..., None] | None = getattr(self.world, "record_acceptance", None)
-        if accept is not None:
-            accept(task_id, submitted)
-        return submitted
-
-    def _record_refusal(self, task_id: str | None, refused: Any) -> None:
-        """Tell the sender (see :meth:`submit`); storage out of reach leaves the log line."""
-        record: Callable[..., bool] | None = getattr(self.world, "record_refusal", None)
-        if record is None:
-            return
-        try:
-            record(task_id, refused.run_id, refused.cause, refused.message)
-        except LittleError as error:
-            _log.warning("little.submit_run %s: refusal not recorded: %s", task_id, error)
+        return submit(self, args, kwargs or {}, task_id=task_id)
 
     def advance(
         self,

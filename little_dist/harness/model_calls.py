@@ -169,6 +169,9 @@ def _reply_from_recorded(turn: int, response: Mapping[str, Any]) -> ModelReply:
     )
 
 
+# Long on purpose: one model turn's record from the memo look-up to its end (the request's
+# hash, the quota held, the call, the recorded response or failure), in the order the log
+# takes them.
 def call_model(
     ctx: HarnessContext,
     *,

@@ -11,11 +11,11 @@ checked with ``jsonschema``, draft 7 unless the schema names another).
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from little_dist.canonical import canonical_json
+from little_dist.harness.replies import json_in_reply
 from little_dist.scheduling.schema_checks import compiled_schema
 
 __all__ = [
@@ -25,8 +25,6 @@ __all__ = [
     "parse_output",
     "repair_note",
 ]
-
-_FENCE = re.compile(r"^\s*```[A-Za-z0-9_-]*\s*\n(?P<body>.*?)\n?\s*```\s*$", re.DOTALL)
 
 
 def output_spec(step: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -68,19 +66,6 @@ def instructions(spec: Mapping[str, Any]) -> str:
     return "Answer in plain text."
 
 
-def _json_candidates(text: str) -> list[str]:
-    stripped = text.strip()
-    fenced = _FENCE.match(stripped)
-    if fenced:
-        stripped = fenced.group("body").strip()
-    candidates = [stripped]
-    for open_char, close_char in (("{", "}"), ("[", "]")):
-        start, end = stripped.find(open_char), stripped.rfind(close_char)
-        if 0 <= start < end and (start, end) != (0, len(stripped) - 1):
-            candidates.append(stripped[start : end + 1])
-    return candidates
-
-
 def parse_output(spec: Mapping[str, Any], text: str) -> Any:
     """The step output carried by the model's final ``text``.
 
@@ -101,12 +86,7 @@ def parse_output(spec: Mapping[str, Any], text: str) -> Any:
             if cleaned == value or cleaned.lower() == value.lower():
                 return value
         return answer
-    for candidate in _json_candidates(text):
-        try:
-            return json.loads(candidate)
-        except (ValueError, RecursionError):  # (a reply nested too deeply is not an answer)
-            continue
-    return text
+    return json_in_reply(text)
 
 
 def _kind(value: Any) -> str:

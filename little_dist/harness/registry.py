@@ -44,8 +44,6 @@ from little_dist.harness.types import (
     DelegateToDefault,
     ExecuteStepResult,
     ExecuteStepTask,
-    FixStepResult,
-    FixStepTask,
     Harness,
     HarnessContext,
     HarnessResult,
@@ -203,12 +201,6 @@ class HarnessRegistry:
         """:meth:`run` for an ``execute_step`` task, typed."""
         result = self.run(task, ctx)
         assert isinstance(result, ExecuteStepResult)  # run() checked the result's kind
-        return result
-
-    def run_fix(self, task: FixStepTask, ctx: HarnessContext) -> FixStepResult:
-        """:meth:`run` for a ``fix_step`` task, typed."""
-        result = self.run(task, ctx)
-        assert isinstance(result, FixStepResult)
         return result
 
     def _start(

@@ -133,6 +133,8 @@ def _envelope(tool_name: str, exc: BaseException) -> dict[str, Any]:
     )
 
 
+# Long on purpose: one call's record from the memo look-up to its end (replayed, cancelled,
+# denied, failed or succeeded), each stage writing the ``fields`` the next one reads.
 def run_tool_call(
     ctx: HarnessContext,
     *,

@@ -68,6 +68,7 @@ from little_dist.outer_loop.manifest import (
 from little_dist.outer_loop.store import ManifestStore, manifest_store_for
 from little_dist.outer_loop.supervisor import ModelSupervisor, Supervisor
 from little_dist.pricing import PriceFallback
+from little_dist.world.extras import extras_of
 
 if TYPE_CHECKING:
     from little_dist.fleet.client import Client
@@ -415,11 +416,11 @@ def _archive(world: World, run_id: str) -> None:
     """Hand the cycle's run to the world's archive once its decision is on it (a world that
     archives, RedisS3World, seals an archived log even to ``OuterLoopCycleCompleted``). A
     failed archive changes nothing of the loop: the run stays readable where it is."""
-    archive = getattr(world, "archive_run", None)
-    if archive is None:
+    archives = extras_of(world).archives
+    if archives is None:
         return
     with suppress(LittleError):
-        archive(run_id)
+        archives.archive_run(run_id)
 
 
 def _run_state(world: World, run_id: str, pricing_fallback: PriceFallback | None) -> Any:

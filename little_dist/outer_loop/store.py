@@ -24,12 +24,11 @@ import fcntl
 import hashlib
 import os
 import threading
-import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from little_dist.errors import ConflictError, InvalidInputError, StorageUnavailableError
 from little_dist.outer_loop.manifest import (
@@ -38,6 +37,8 @@ from little_dist.outer_loop.manifest import (
     parse_manifest_text,
     validate_outer_loop_id,
 )
+from little_dist.world.base import World
+from little_dist.world.extras import SharesStorage, chosen_store
 
 __all__ = [
     "LocalManifestStore",
@@ -192,27 +193,25 @@ class MemoryManifestStore:
         return str(revision)
 
 
-_memory_stores: weakref.WeakKeyDictionary[Any, MemoryManifestStore] = weakref.WeakKeyDictionary()
-_memory_lock = threading.Lock()
+def manifest_store_for(world: World) -> ManifestStore:
+    """The outer-loop manifests of ``world``: on its Redis and bucket when it lends them
+    (``RedisS3World.shared_storage()``), its data directory's (``LocalWorld``), or a
+    store living as long as a ``MemoryWorld``; :class:`InvalidInputError` otherwise (the
+    choice is :func:`~little_dist.world.extras.chosen_store`'s)."""
+    store: ManifestStore = chosen_store(
+        world,
+        what="outer-loop manifests",
+        own=(lambda: _on_shared_storage(world)) if isinstance(world, SharesStorage) else None,
+        in_data_dir=LocalManifestStore,
+        in_process=MemoryManifestStore,
+    )
+    return store
 
 
-def manifest_store_for(world: Any) -> ManifestStore:
-    """The outer-loop manifests of ``world``: its own store when it offers one
-    (``RedisS3World.outer_loop_manifests()``), its data directory's (``LocalWorld``), or a
-    store living as long as a ``MemoryWorld``; :class:`InvalidInputError` otherwise."""
-    made = getattr(world, "outer_loop_manifests", None)
-    if callable(made):
-        store: ManifestStore = made()
-        return store
-    data_dir = getattr(world, "data_dir", None)
-    if data_dir is not None:
-        return LocalManifestStore(data_dir)
-    from little_dist.world.memory import MemoryWorld
+def _on_shared_storage(world: SharesStorage) -> ManifestStore:
+    from little_dist.outer_loop.redis_s3 import RedisS3ManifestStore
 
-    if isinstance(world, MemoryWorld):
-        with _memory_lock:
-            held = _memory_stores.get(world)
-            if held is None:
-                held = _memory_stores[world] = MemoryManifestStore()
-        return held
-    raise InvalidInputError(f"{type(world).__name__} keeps no outer-loop manifests")
+    shared = world.shared_storage()
+    return RedisS3ManifestStore(
+        shared.redis, shared.s3, key_prefix=shared.key_prefix, s3_prefix=shared.s3_prefix
+    )

@@ -18,13 +18,12 @@ decision and the call's model and usage. A reply that is no decision raises
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from little_dist.canonical import canonical_json
 from little_dist.errors import LittleError
+from little_dist.harness.replies import json_in_reply
 from little_dist.harness.types import ResolvedModel
 from little_dist.outer_loop.decisions import Supervised, SupervisorCall, decision_from
 from little_dist.redaction import redact
@@ -36,7 +35,6 @@ Supervisor = Callable[[Mapping[str, Any]], Any]
 #: The ``stepPath`` a supervisor's model call names in its litellm metadata.
 SUPERVISOR_STEP_PATH: Final = "supervisor"
 
-_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
 
 _SUPERVISOR_ROLE = """You are the supervisor of a little-workflow outer loop. Each cycle \
 plans and runs a workflow for the goal; you read every cycle's status and output so far and \
@@ -81,24 +79,11 @@ class ModelSupervisor:
             ) from error
         text = str(response.choices[0].message.content or "")
         try:
-            decision = decision_from(_parse(text), f"supervisor model {self.model.litellm_model!r}")
+            decision = decision_from(
+                json_in_reply(text), f"supervisor model {self.model.litellm_model!r}"
+            )
         except LittleError as error:
             raise SupervisorError(str(error)) from error
         return Supervised(
             decision, SupervisorCall(self.model.identity(), usage_from_response(response))
         )
-
-
-def _parse(text: str) -> Any:
-    fenced = _FENCE.match(text)
-    candidate = fenced.group(1) if fenced else text.strip()
-    try:
-        return json.loads(candidate)
-    except (json.JSONDecodeError, RecursionError):
-        start, end = candidate.find("{"), candidate.rfind("}")
-        if 0 <= start < end:
-            try:
-                return json.loads(candidate[start : end + 1])
-            except (json.JSONDecodeError, RecursionError):
-                pass
-    return text

@@ -4,7 +4,6 @@ draft, recorded on the run) and :class:`FixedPlan` (a workflow defined with ``pl
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -13,6 +12,7 @@ from typing import Any
 from little_dist.canonical import canonical_json, sha256_digest
 from little_dist.errors import LittleError
 from little_dist.events import EventInput
+from little_dist.harness.replies import json_in_reply
 from little_dist.harness.types import (
     DEFAULT_HARNESS_ID,
     DelegateToDefault,
@@ -25,8 +25,6 @@ from little_dist.harness.types import (
 from little_dist.redaction import redact
 
 __all__ = ["DefaultPlanner", "FixedPlan", "PlannerError"]
-
-_FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
 
 _PLANNER_ROLE = """You are the planner of little-workflow. You design a workflow as one LWIR \
 document (apiVersion "littleworkflow.dev/v0.1", kind "Workflow") that achieves the goal for \
@@ -44,25 +42,6 @@ Reply with the LWIR JSON object only: no prose, no markdown fences."""
 
 class PlannerError(LittleError):
     """The planner harness could not be run (a model call failed, a harness misbehaved)."""
-
-
-def _parse_reply(text: str) -> Any:
-    """The JSON object in a planner reply (markdown fences tolerated); the raw text when it
-    is not JSON, so validation reports it and the planner gets another try."""
-    fenced = _FENCE.match(text)
-    candidate = fenced.group(1) if fenced else text.strip()
-    try:
-        return json.loads(candidate)
-    except RecursionError:
-        return text  # nested too deeply: not a document (validation says so)
-    except json.JSONDecodeError:
-        start, end = candidate.find("{"), candidate.rfind("}")
-        if 0 <= start < end:
-            try:
-                return json.loads(candidate[start : end + 1])
-            except (json.JSONDecodeError, RecursionError):
-                pass
-    return text
 
 
 class DefaultPlanner:
@@ -100,8 +79,8 @@ class DefaultPlanner:
         for event in recorder.world.list_events(recorder.run_id):
             if event.occurrence_id == ended and event.type == "harness.model.responded":
                 text = event.payload.get("response", {}).get("text")
-                return PlanResult(lwir=_parse_reply(text if isinstance(text, str) else ""))
-        return PlanResult(lwir=_parse_reply(_call_model(ctx, messages, called, ended)))
+                return PlanResult(lwir=json_in_reply(text if isinstance(text, str) else ""))
+        return PlanResult(lwir=json_in_reply(_call_model(ctx, messages, called, ended)))
 
 
 def _call_model(

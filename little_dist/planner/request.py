@@ -116,6 +116,8 @@ class RequestTemplate:
     compile_fields: Mapping[str, Any]  # the compile request's fields that are not input's
 
 
+# Long on purpose: the orchestration request's document, built field by field in upstream's
+# shape (its hashes are compared with upstream's), mostly literal dictionaries.
 def request_template(
     definition: WorkflowDefinition,
     *,

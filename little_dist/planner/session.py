@@ -272,6 +272,8 @@ def _decision_findings(
         return None, [Finding("error", "planner_reuse_decision_invalid", "$", str(error))]
 
 
+# Long on purpose: the planner's revision loop (draft, check, note the findings, draft again)
+# and its fallback, over one harness context and the findings each round hands the next.
 def _plan(
     world: World,
     session: _Session,

@@ -25,6 +25,7 @@ from little_dist.run_state._fold import (
     RunStateBuilder,
     RunStateEventMismatchError,
 )
+from little_dist.run_state._journal import StepJournal
 from little_dist.run_state._materialize import (
     fold_events,
     materialize_run_state,
@@ -32,6 +33,7 @@ from little_dist.run_state._materialize import (
 )
 from little_dist.run_state._parallel import ParallelBranchState, ParallelGroupState
 from little_dist.run_state._state import (
+    RUN_ENDED,
     RunState,
     RunStatus,
     StepAttempt,
@@ -41,6 +43,7 @@ from little_dist.run_state._state import (
 
 __all__ = [
     "FOLDED_EVENT_TYPES",
+    "RUN_ENDED",
     "EventLike",
     "ParallelBranchState",
     "ParallelGroupState",
@@ -49,6 +52,7 @@ __all__ = [
     "RunStateEventMismatchError",
     "RunStatus",
     "StepAttempt",
+    "StepJournal",
     "StepState",
     "StepStatus",
     "fold_events",

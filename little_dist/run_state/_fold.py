@@ -47,6 +47,7 @@ from little_dist.errors import EventLogCorruptError, InvalidInputError
 from little_dist.event_types.engine import BUDGET_EVENT_TYPE, BUDGET_RESERVED_EVENT_TYPE
 from little_dist.events import Event
 from little_dist.pricing import PriceFallback
+from little_dist.run_state._journal import StepJournal
 from little_dist.run_state._parallel import ParallelGroupState, apply_parallel
 from little_dist.run_state._parallel import is_artifact_ref as _is_ref
 from little_dist.run_state._state import ABSENT, RunState, StepAttempt, StepState
@@ -120,6 +121,8 @@ class RunStateBuilder:
         "_finished_at",
         "_held",
         "_held_shared",
+        "_journal",
+        "_journal_len",
         "_output",
         "_output_ref",
         "_owned",
@@ -171,6 +174,9 @@ class RunStateBuilder:
         # While it folds sub-run events: their mutable form (the truth once made; _sub_runs
         # and the steps' waiting sets are brought up to date by snapshot).
         self._sub_links: SubRunLinks | None = None
+        # The step paths whose status changed, shared with the snapshots (see ._journal).
+        self._journal = StepJournal()
+        self._journal_len = 0
         self._budget_usd: float | None = None
         # callId -> USD reserved by a budgeted model call not yet ended (copy-on-write).
         self._held: dict[str, float] = {}
@@ -201,6 +207,8 @@ class RunStateBuilder:
         builder._parallel = state._parallel
         builder._parallel_shared = True
         builder._sub_runs = state._sub_runs
+        builder._journal = state._journal
+        builder._journal_len = state._journal_len
         builder._budget_usd = state._budget_usd
         builder._held = state._held
         builder._held_shared = True
@@ -241,6 +249,8 @@ class RunStateBuilder:
         state._parallel = self._parallel
         state._pricer = self._pricer
         state._sub_runs = self._sub_runs
+        state._journal = self._journal
+        state._journal_len = self._journal_len
         state._budget_usd = self._budget_usd
         state._held = self._held
         self._held_shared = True
@@ -318,6 +328,10 @@ class RunStateBuilder:
             self._owned.add(path)
         return step
 
+    def _status_changed(self, path: str) -> None:
+        """Note in the journal that the step at ``path`` may have changed status."""
+        self._journal, self._journal_len = self._journal.append(self._journal_len, path)
+
     def _links(self) -> SubRunLinks:
         """The sub-run links to change (made from the last view on the first change)."""
         links = self._sub_links
@@ -379,6 +393,7 @@ class RunStateBuilder:
         if path.__class__ is not str:
             return
         step = self._step(path)
+        self._status_changed(path)
         step._status = "running"
         step._error = ABSENT
         step._output = ABSENT
@@ -458,6 +473,7 @@ class RunStateBuilder:
         if path.__class__ is not str:
             return
         step = self._step(path)
+        self._status_changed(path)
         step._status = "completed"
         step._error = ABSENT
         attempts = step._attempts
@@ -493,6 +509,7 @@ class RunStateBuilder:
         if path.__class__ is not str:
             return
         step = self._step(path)
+        self._status_changed(path)
         error = payload.get("error", ABSENT)
         step._status = "failed"
         step._error = error

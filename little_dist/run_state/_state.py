@@ -16,11 +16,13 @@ from types import MappingProxyType
 from typing import Any, Final, Literal, TypeAlias
 
 from little_dist.pricing import UsageTotals
+from little_dist.run_state._journal import StepJournal
 from little_dist.run_state._parallel import ParallelGroupState, parallel_view
 from little_dist.run_state._subruns import SubRunView
 from little_dist.run_state._usage import Pricer, Totals, empty_totals, totals_json
 
 __all__ = [
+    "RUN_ENDED",
     "RunState",
     "RunStatus",
     "StepAttempt",
@@ -29,6 +31,9 @@ __all__ = [
 ]
 
 RunStatus: TypeAlias = Literal["pending", "running", "completed", "failed"]
+#: The statuses of a run that is over (its log holds ``RunCompleted`` or ``RunFailed``):
+#: ``state.status in RUN_ENDED``.
+RUN_ENDED: Final[tuple[RunStatus, ...]] = ("completed", "failed")
 #: ``suspended``: an attempt that ended waiting for sub-runs (``little.step.suspended``); its
 #: step stays ``running`` until an attempt after it ends (engine extension).
 StepStatus: TypeAlias = Literal["pending", "running", "completed", "failed", "suspended"]
@@ -255,6 +260,8 @@ class RunState(_RecordsOutput):
         "_event_count",
         "_finished_at",
         "_held",
+        "_journal",
+        "_journal_len",
         "_output",
         "_output_ref",
         "_parallel",
@@ -284,6 +291,8 @@ class RunState(_RecordsOutput):
     _parallel: dict[str, ParallelGroupState]
     _pricer: Pricer  # where the fold's rates came from; fold_events continues with it
     _sub_runs: SubRunView
+    _journal: StepJournal
+    _journal_len: int
     _budget_usd: float | None
     _held: dict[str, float]
 
@@ -358,6 +367,13 @@ class RunState(_RecordsOutput):
         """The run's parent, its children and its steps waiting for them (engine extension;
         not in :meth:`to_json`)."""
         return self._sub_runs
+
+    @property
+    def journal(self) -> tuple[StepJournal, int]:
+        """The step paths whose status the fold set, shared along this state's lineage, and
+        how many of them this state has seen (engine extension: for indexes kept across
+        states; see :mod:`little_dist.run_state._journal`)."""
+        return self._journal, self._journal_len
 
     @property
     def usage(self) -> UsageTotals:

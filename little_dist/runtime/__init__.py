@@ -28,7 +28,6 @@ from little_dist.runtime.dead_attempts import (
     WORKER_STEP_KINDS,
     SweepResult,
     running_worker_attempts,
-    step_lease_key,
     sweep_dead_attempts,
 )
 from little_dist.runtime.failures import TERMINAL_CAUSES, error_envelope
@@ -40,6 +39,7 @@ from little_dist.runtime.outputs import (
     hydrate_events,
     schema_problems,
 )
+from little_dist.world.fleet_keys import step_lease_key
 
 __all__ = [
     "DEADLINE_GRACE",

@@ -58,10 +58,9 @@ from little_dist.compiler import WorkflowVersion
 from little_dist.errors import LeaseLostError, LittleError, StorageUnavailableError
 from little_dist.event_types.engine import STEP_SUSPENDED
 from little_dist.events import RUN_END_EVENT_TYPES, Event, EventInput
-from little_dist.run_state import RunState, RunStateBuilder
+from little_dist.run_state import RUN_ENDED, RunState, RunStateBuilder
 from little_dist.runtime.capabilities import Capabilities
 from little_dist.runtime.continuation import PLAIN, Continuation
-from little_dist.runtime.dead_attempts import step_lease_key
 from little_dist.runtime.failures import step_failed, timeout_envelope
 from little_dist.runtime.harness_run import run_and_judge
 from little_dist.runtime.heartbeat import KeptLease, LeaseKeeper
@@ -71,6 +70,7 @@ from little_dist.scheduling import RunContext, StepDispatch
 from little_dist.scheduling.context import locate_step
 from little_dist.scheduling.step_graph import plan_for
 from little_dist.world.base import ArtifactInput, Fence, Lease, World, unique_holder
+from little_dist.world.fleet_keys import step_lease_key
 
 if TYPE_CHECKING:
     from little_dist.harness.recorder import EventRecorder, RecordedSink
@@ -461,7 +461,7 @@ def _watchdog_ending(
 
 
 def _attempt_over(state: RunState, path: str, attempt: int) -> bool:
-    if state.status in ("completed", "failed"):
+    if state.status in RUN_ENDED:
         return True
     step_state = state.steps.get(path)
     if step_state is None:

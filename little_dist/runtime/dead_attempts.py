@@ -25,13 +25,13 @@ from little_dist.run_state import RunState
 from little_dist.runtime.failures import CAUSE_LEASE_EXPIRED, error_envelope
 from little_dist.scheduling.context import StepPathError, locate_step
 from little_dist.scheduling.step_graph import plan_for
-from little_dist.world.base import World, run_lease_key
+from little_dist.world.base import World
+from little_dist.world.fleet_keys import step_lease_key
 
 __all__ = [
     "WORKER_STEP_KINDS",
     "SweepResult",
     "running_worker_attempts",
-    "step_lease_key",
     "sweep_dead_attempts",
 ]
 
@@ -39,11 +39,6 @@ WORKER_STEP_KINDS = frozenset({"ai.generate", "tool.call", "code.run"})
 
 # The sweeper holds a step lease only for one append.
 _SWEEP_TTL = 10.0
-
-
-def step_lease_key(run_id: str, step_path: str) -> str:
-    """The lease a worker holds while it runs an attempt of ``step_path``."""
-    return run_lease_key(run_id, f"step:{step_path}")
 
 
 @dataclass

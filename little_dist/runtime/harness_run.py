@@ -94,6 +94,9 @@ __all__ = ["run_and_judge"]
 _scratch_log = logging.getLogger("little_dist.scratch")
 
 
+# Long on purpose: the attempt's way from its harness run to the events that end it, each
+# way it can end (suspended, failed, timed out, invalid output, scratch or memory over its
+# limits, completed) returned where it is found, inside the scratch and memory it holds.
 def run_and_judge(
     world: World,
     dispatch: StepDispatch,

@@ -37,11 +37,6 @@ __all__ = [
 INLINE_OUTPUT_LIMIT: Final = 64 * 1024
 
 
-def _schema_of(output_spec: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    schema = output_spec.get("schema")
-    return schema if isinstance(schema, Mapping) else None
-
-
 def schema_problems(schema: Mapping[str, Any], value: Any) -> list[str]:
     """``"/where: what"`` for each way ``value`` fails the JSON Schema (empty when valid)."""
     compiled = compiled_schema(schema)

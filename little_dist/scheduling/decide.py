@@ -24,7 +24,7 @@ from typing import Any, Final
 
 from little_dist import occurrences
 from little_dist.events import SCHEDULE_EVENT_TYPES, EventInput
-from little_dist.run_state import RunState
+from little_dist.run_state import RUN_ENDED, RunState
 from little_dist.scheduling.drive import drive_scope
 from little_dist.scheduling.env import Env
 from little_dist.scheduling.parallel import drive_parallel
@@ -136,7 +136,7 @@ def decide(ctx: RunContext, state: RunState, claims: Claims | None = None) -> De
     skip the ones they already sent. ``claims``: the refills another owner holds, which the
     decision leaves out (:attr:`Decision.left`); none by default.
     """
-    if state.status in ("completed", "failed"):
+    if state.status in RUN_ENDED:
         return _DONE
     if state.status != "running":
         return _NOTHING

@@ -17,6 +17,7 @@ from little_dist import occurrences
 from little_dist.expressions import ExpressionError, resolve_value
 from little_dist.expressions.jsvalues import truthy
 from little_dist.scheduling.context import build_context, scope_steps_root
+from little_dist.scheduling.dag_index import readiness_for
 from little_dist.scheduling.env import Env, Virtual
 from little_dist.scheduling.settle import FrontierItem, ScopeOutcome, settle
 from little_dist.scheduling.step_graph import ScopePlan, StepPlan
@@ -35,6 +36,8 @@ __all__ = [
 # A scope can complete at most this many decision visits in one call (a guard, never hit by a
 # valid LWIR: every loop is bounded by maxVisits).
 _MAX_INLINE_ROUNDS: Final = 100_000
+#: The top scope is followed by its readiness index (``dag_index``) above this many steps.
+_INDEX_FROM: Final = 8
 
 
 @dataclass
@@ -164,6 +167,13 @@ def drive_scope(
     """
     # Acted on this call, by (path, attempt): a retry of the same path is a new entry.
     handled: set[tuple[str, int]] = set()
+    # (a few steps are replayed faster than an index is kept)
+    indexed = (
+        scope is env.plan.top
+        and not prefix
+        and not extra_completed
+        and len(scope.steps) > _INDEX_FROM
+    )
     for _ in range(_MAX_INLINE_ROUNDS):
         outcome = settle(
             scope,
@@ -172,6 +182,7 @@ def drive_scope(
             env.policy,
             extra_completed=extra_completed,
             scope_label=scope_label,
+            readiness=readiness_for(scope, env.state, env.overlay) if indexed else None,
         )
         if outcome.failure is not None:
             path, error = outcome.failure

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from little_dist.scheduling.context import StepLookup, StepView
+from little_dist.scheduling.dag_index import Readiness
 from little_dist.scheduling.policy import SUSPENDED, GiveUp, NextAttempt
 from little_dist.scheduling.step_graph import END, ScopePlan, StepPlan
 
@@ -121,8 +122,15 @@ def settle(
     *,
     extra_completed: frozenset[str] = frozenset(),
     scope_label: str | None = None,
+    readiness: Readiness | None = None,
 ) -> ScopeOutcome:
-    """Replay ``scope`` (paths under ``prefix``) against ``lookup``; see the module docs."""
+    """Replay ``scope`` (paths under ``prefix``) against ``lookup``; see the module docs.
+
+    ``readiness``: the top scope's readiness as its index keeps it
+    (:mod:`little_dist.scheduling.dag_index`), which spares the replay of every step.
+    """
+    if readiness is not None:
+        return _settle_ready(scope, readiness, lookup, policy)
     if not scope.has_decisions:
         return _settle_dag(scope, prefix, lookup, policy, extra_completed, scope_label)
     steps = scope.steps
@@ -240,6 +248,44 @@ def settle(
                 _error(
                     "Error",
                     f"No runnable LWIR {kind} found{where}; dependencies are incomplete or cyclic.",
+                ),
+            )
+        else:
+            outcome.done = True
+    return outcome
+
+
+def _settle_ready(
+    scope: ScopePlan, readiness: Readiness, lookup: StepLookup, policy: Policy
+) -> ScopeOutcome:
+    """:func:`_settle_dag` for the top scope (prefix ``""``, nothing extra completed) from
+    its index: the same outcome, at the cost of the ready steps."""
+    outcome = ScopeOutcome()
+    steps = scope.steps
+    if readiness.last >= 0:
+        outcome.last_path = steps[readiness.last].path("", 0)
+    final = scope.final_step
+    if final is not None:
+        path = final.path("", 0)
+        view = lookup(path)
+        if view is not None and view.status == _COMPLETED:
+            outcome.last_path = path
+    frontier = outcome.frontier
+    for at in readiness.ready:
+        step = steps[at]
+        path = step.path("", 0)
+        item = _classify(step, path, 0, lookup(path), policy)
+        if isinstance(item, tuple):
+            outcome.failure = item
+            return outcome
+        frontier.append(item)
+    if not frontier:
+        if readiness.completed < len(steps):
+            outcome.failure = (
+                "",
+                _error(
+                    "Error",
+                    "No runnable LWIR step found; dependencies are incomplete or cyclic.",
                 ),
             )
         else:

@@ -22,8 +22,8 @@ from little_dist.world.base import (
     World,
 )
 from little_dist.world.factory import open_world
+from little_dist.world.in_process import MemoryWorld
 from little_dist.world.local import LocalWorld
-from little_dist.world.memory import MemoryWorld
 
 __all__ = [
     "ArtifactCorruptError",

@@ -6,7 +6,11 @@ A world is the only stateful thing the engine talks to. Implementations:
   directory; the embedded default, safe for several processes on one machine.
 * ``RedisS3World`` (``little_dist.world.redis_s3``): Redis Streams for events and leases, S3
   for artifacts and archived logs; the fleet's world.
-* ``MemoryWorld`` (``little_dist.world.memory``): one process, for unit tests.
+* ``MemoryWorld`` (``little_dist.world.in_process``): one process, for unit tests.
+
+This protocol is what every world does. What only some do (archives, version parts, a
+start in one round trip, answers to submissions, stores of their own) is a named optional
+protocol in :mod:`little_dist.world.extras`, asked once per world with ``isinstance``.
 
 Guarantees every implementation keeps (checked by one shared conformance suite):
 
@@ -70,6 +74,7 @@ from little_dist.events import (
     Event,
     EventInput,
 )
+from little_dist.world.fleet_keys import run_lease_key
 
 __all__ = [
     "ArtifactCorruptError",
@@ -495,18 +500,8 @@ class World(Protocol):
         ...
 
 
-# -- lease names and holders (the defaults and input checks the implementations share are
-# in little_dist.world.defaults) ---------------------------------------------------------
-
-
-def run_lease_key(run_id: str, name: str) -> str:
-    """The name of a lease that belongs to one run (``run_lease_key(run, "step:draft")``).
-
-    Fenced appends check their lease atomically with the append. In a Redis cluster that is
-    only possible when the lease lives in the run's slot, so the name carries the run id as a
-    hash tag; other worlds treat it as an opaque string.
-    """
-    return f"{{{run_id}}}:{name}"
+# -- lease holders (lease names are in little_dist.world.fleet_keys; the defaults and input
+# checks the implementations share are in little_dist.world.defaults) ----------------------
 
 
 # Per process: pid for forked pool children (which copy the counter), a random part for a

@@ -13,7 +13,7 @@ import time
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from little_dist.canonical import canonical_json
 from little_dist.errors import InvalidInputError
@@ -38,6 +38,7 @@ from little_dist.world.base import (
 __all__ = [
     "DEFINITION_HASH_PATTERN",
     "VERSION_ID_PATTERN",
+    "AppendsInOneProcess",
     "DecodesEveryEvent",
     "LeasesOneByOne",
     "PreparedEvent",
@@ -57,6 +58,67 @@ __all__ = [
 
 VERSION_ID_PATTERN = re.compile(r"^wfver_[A-Za-z0-9_-]{1,80}$")
 DEFINITION_HASH_PATTERN = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+
+class _AppendsBatches(Protocol):
+    """What :class:`AppendsInOneProcess` needs of its world."""
+
+    def _append_batch(
+        self,
+        run_id: str,
+        events: Sequence[EventInput],
+        *,
+        expected_sequence: int | None,
+        fence: Fence | None,
+    ) -> list[Event]: ...
+
+    def _follow(self, run_id: str, after: int, timeout: float | None) -> Iterator[Event]: ...
+
+    def release_lease(self, lease: Lease) -> None: ...
+
+
+class AppendsInOneProcess:
+    """``append``, ``append_batch`` and ``follow`` of a world with no scheduler to signal
+    and no fused commit-and-release (``MemoryWorld``, ``LocalWorld``): every append is the
+    world's own ``_append_batch`` (input checked, then the atomic write), a release follows
+    it (:func:`releasing_fence`), and ``follow`` checks its window before the world's own
+    ``_follow`` waits for events."""
+
+    def append(
+        self: _AppendsBatches,
+        run_id: str,
+        event: EventInput,
+        *,
+        expected_sequence: int | None = None,
+        fence: Fence | None = None,
+    ) -> Event:
+        (recorded,) = AppendsInOneProcess.append_batch(
+            self, run_id, [event], expected_sequence=expected_sequence, fence=fence
+        )
+        return recorded
+
+    def append_batch(
+        self: _AppendsBatches,
+        run_id: str,
+        events: Sequence[EventInput],
+        *,
+        expected_sequence: int | None = None,
+        fence: Fence | None = None,
+        signal: bool = True,
+        release: bool = False,
+    ) -> list[Event]:
+        del signal  # no scheduler to signal
+        with releasing_fence(self, fence, release):
+            return self._append_batch(
+                run_id, events, expected_sequence=expected_sequence, fence=fence
+            )
+
+    def follow(
+        self: _AppendsBatches, run_id: str, *, after: int = 0, timeout: float | None = None
+    ) -> Iterator[Event]:
+        validate_run_id(run_id)
+        check_event_window(after, None)
+        return self._follow(run_id, after, timeout)
 
 
 class LeasesOneByOne:
@@ -151,8 +213,12 @@ class WaitForEndByFollowing:
                     break
 
 
+class _ReleasesLeases(Protocol):
+    def release_lease(self, lease: Lease) -> None: ...
+
+
 @contextmanager
-def releasing_fence(world: World, fence: Fence | None, release: bool) -> Iterator[None]:
+def releasing_fence(world: _ReleasesLeases, fence: Fence | None, release: bool) -> Iterator[None]:
     """``append_batch(release=True)`` for worlds without a fused commit-and-release: the
     block appends, then the fence's lease is released whatever happened, if it is still
     the fence's tenure (token, and holder when the fence names one: the memory and local

@@ -5,7 +5,7 @@ spec                   world
 =====================  ===============================================================
 ``PATH``               :class:`~little_dist.world.local.LocalWorld` in that directory
 ``local:PATH``         the same, explicitly
-``memory:``            a new, empty :class:`~little_dist.world.memory.MemoryWorld`
+``memory:``            a new, empty :class:`~little_dist.world.in_process.MemoryWorld`
                        (process-local: another process opening ``memory:`` gets its own)
 ``redis://...``        :class:`~little_dist.world.redis_s3.RedisS3World` (also ``rediss://``),
                        with S3 settings from the environment (below)
@@ -45,8 +45,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from little_dist.errors import InvalidInputError
 from little_dist.settings import Settings, load_settings, mask_url
 from little_dist.world.base import World
+from little_dist.world.in_process import MemoryWorld
 from little_dist.world.local import LocalWorld
-from little_dist.world.memory import MemoryWorld
 
 __all__ = [
     "fleet_redis_url",

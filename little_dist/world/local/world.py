@@ -7,7 +7,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import Any, Final, TypeVar
 
 from little_dist.errors import RunEndedError, StorageUnavailableError
 from little_dist.events import Event, EventInput
@@ -22,6 +22,7 @@ from little_dist.world.base import (
     Lease,
 )
 from little_dist.world.defaults import (
+    AppendsInOneProcess,
     DecodesEveryEvent,
     LeasesOneByOne,
     SequentialAppendThenAcquire,
@@ -31,7 +32,6 @@ from little_dist.world.defaults import (
     check_lease_request,
     check_submission,
     prepare_events,
-    releasing_fence,
     validate_definition_hash,
     validate_version_id,
 )
@@ -45,9 +45,6 @@ from little_dist.world.local.event_log import (
     row_to_event,
 )
 from little_dist.world.local.files import FileStore
-
-if TYPE_CHECKING:
-    from little_dist.memory.local import LocalMemoryStore
 
 __all__ = ["DEFAULT_DATA_DIR", "LocalWorld"]
 
@@ -73,6 +70,7 @@ _CLAIMED: Final = "SELECT input_hash FROM submissions WHERE run_id = ?"
 
 
 class LocalWorld(
+    AppendsInOneProcess,
     LeasesOneByOne,
     SequentialAppendThenAcquire,
     SequentialArtifactsThenAppend,
@@ -110,35 +108,6 @@ class LocalWorld(
         return f"LocalWorld({str(self.data_dir)!r})"
 
     # -- events -----------------------------------------------------------------------------
-
-    def append(
-        self,
-        run_id: str,
-        event: EventInput,
-        *,
-        expected_sequence: int | None = None,
-        fence: Fence | None = None,
-    ) -> Event:
-        (recorded,) = self.append_batch(
-            run_id, [event], expected_sequence=expected_sequence, fence=fence
-        )
-        return recorded
-
-    def append_batch(
-        self,
-        run_id: str,
-        events: Sequence[EventInput],
-        *,
-        expected_sequence: int | None = None,
-        fence: Fence | None = None,
-        signal: bool = True,
-        release: bool = False,
-    ) -> list[Event]:
-        del signal  # no scheduler to signal
-        with releasing_fence(self, fence, release):
-            return self._append_batch(
-                run_id, events, expected_sequence=expected_sequence, fence=fence
-            )
 
     def _append_batch(
         self,
@@ -178,13 +147,6 @@ class LocalWorld(
         check_event_window(after, limit)
         rows = self._db.read(_LIST_EVENTS, (run_id, after, -1 if limit is None else limit))
         return [row_to_event(run_id, row) for row in rows]
-
-    def follow(
-        self, run_id: str, *, after: int = 0, timeout: float | None = None
-    ) -> Iterator[Event]:
-        validate_run_id(run_id)
-        check_event_window(after, None)
-        return self._follow(run_id, after, timeout)
 
     def _follow(self, run_id: str, after: int, timeout: float | None) -> Iterator[Event]:
         # Polling: SQLite has no change notification across processes. The sleep grows while
@@ -303,13 +265,6 @@ class LocalWorld(
             return body()
 
         return self._db.write(checked)
-
-    def memory_store(self) -> LocalMemoryStore:
-        """This world's memory stores (:mod:`little_dist.memory.local`), fenced commits
-        checked against its leases."""
-        from little_dist.memory.local import LocalMemoryStore
-
-        return LocalMemoryStore(self.data_dir, fenced=self.while_fenced)
 
     def close(self) -> None:
         self._db.close()

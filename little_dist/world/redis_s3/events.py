@@ -346,6 +346,9 @@ class EventLog:
             raise ClaimedError(text(result[1]))
         return text(result[0])
 
+    # Long on purpose: every append of every step goes through here, and its stages (the run's
+    # cache entry, the events, the script's keys and arguments, the answer) share one set of
+    # locals: one frame per append on the hot path.
     def _append_batch(
         self,
         run_id: str,

@@ -65,7 +65,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from little_dist.errors import InvalidInputError
-from little_dist.world.base import run_lease_key
+from little_dist.world.fleet_keys import run_lease_key
 
 __all__ = ["ENDS_KEPT", "ENDS_TTL_MS", "KeyLayout", "RunKeys", "lease_key_for"]
 

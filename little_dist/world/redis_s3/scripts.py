@@ -44,6 +44,7 @@ _AFTER_END_TABLE = (
 )
 
 
+# Long on purpose: one Lua script's text, read top to bottom as Redis runs it.
 def append_script(*, signal_maxlen: int | None = None, claim: bool = False) -> str:
     """The append script; with ``signal_maxlen``, the variant that also signals each append.
 
@@ -377,6 +378,7 @@ return 0
 """
 
 
+# Long on purpose: one Lua script's text, read top to bottom as Redis runs it.
 def start_and_send_script() -> str:
     """A submission's whole start in one atomic step (one round trip): the claim of its
     input hash, the run's entry among the scheduler's active runs, its first events (the

@@ -44,6 +44,7 @@ from little_dist.world.base import (
     UndecodedEvent,
 )
 from little_dist.world.defaults import PreparedEvent, check_submission
+from little_dist.world.extras import SharedStorage
 from little_dist.world.redis_s3.archive import (
     DEFAULT_ARCHIVE_TTL_SECONDS,
     RunArchives,
@@ -71,9 +72,6 @@ from little_dist.world.redis_s3.versions import VersionStore
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
-
-    from little_dist.memory.redis_s3 import RedisS3MemoryStore
-    from little_dist.outer_loop.redis_s3 import RedisS3ManifestStore
 
 __all__ = [
     "DEFAULT_ARCHIVE_TTL_SECONDS",
@@ -651,28 +649,17 @@ class RedisS3World:
     def indexed_versions(self, definition_hash: str) -> list[str]:
         return self._versions.indexed(definition_hash)
 
-    def memory_store(self) -> RedisS3MemoryStore:
-        """This world's memory stores (:mod:`little_dist.memory.redis_s3`), on its clients."""
-        from little_dist.memory.redis_s3 import RedisS3MemoryStore
-
-        return RedisS3MemoryStore(
+    def shared_storage(self) -> SharedStorage:
+        """This world's clients and names, for the stores that live beside it (agent memory:
+        :mod:`little_dist.memory.redis_s3`; outer-loop manifests:
+        :mod:`little_dist.outer_loop.redis_s3`)."""
+        return SharedStorage(
             self._redis,
             self._s3,
             key_prefix=self._keys.redis_prefix,
             s3_prefix=self._keys.s3_prefix,
             lease_key=lambda name: self._keys.lease(name)[0],
             now_ms=self._now_ms_arg,
-        )
-
-    def outer_loop_manifests(self) -> RedisS3ManifestStore:
-        """This world's outer-loop manifests (:mod:`little_dist.outer_loop.redis_s3`)."""
-        from little_dist.outer_loop.redis_s3 import RedisS3ManifestStore
-
-        return RedisS3ManifestStore(
-            self._redis,
-            self._s3,
-            key_prefix=self._keys.redis_prefix,
-            s3_prefix=self._keys.s3_prefix,
         )
 
     def close(self) -> None:

@@ -1,11 +1,11 @@
 """The fleet's worker slots, the window they set for fan-outs, and the backlog they leave.
 
 **Slots.** Every ``little worker`` registers its task slots (its pool's concurrency) for the
-queues it consumes in the Redis hash :func:`slots_key` (beside the signal stream), and
-refreshes the entry every :data:`SLOT_REFRESH_S` seconds; an entry not refreshed for
-:data:`SLOT_TTL_S` seconds (the worker died) no longer counts, judged by the Redis server's
-clock. A worker that stops removes its entry. :class:`FleetSlots` sums the live entries of a
-queue (one script call, remembered for :data:`SLOT_CACHE_S` seconds).
+queues it consumes in the Redis hash :func:`~little_dist.world.fleet_keys.slots_key` (beside
+the signal stream), and refreshes the entry every :data:`SLOT_REFRESH_S` seconds; an entry
+not refreshed for :data:`SLOT_TTL_S` seconds (the worker died) no longer counts, judged by
+the Redis server's clock. A worker that stops removes its entry. :class:`FleetSlots` sums the
+live entries of a queue (one script call, remembered for :data:`SLOT_CACHE_S` seconds).
 
 **The window.** With ``LITTLE_BRANCH_WINDOW=fleet`` (the default) every look at a run
 (client, scheduler, worker fast path) decides with ``RunContext.max_in_flight`` set to the
@@ -17,11 +17,11 @@ No slot registered (no worker up yet, a fleet scaled to zero): no cap.
 
 **The backlog.** What the cap holds back (``Decision.held_back``: branches the steps'
 ``maxConcurrency`` would have in flight now) is not in any queue, so each look reports it
-per run (:class:`Backlog`): the hash :func:`backlog_key` holds each run's count and the
-list :func:`backlog_list` is kept exactly that long in total, so an autoscaler that reads a
-list's length (KEDA's ``redis`` trigger) sees the fan-outs' demand beside the queue's. A
-run's count drops to zero when its last branches are scheduled, and the scheduler clears
-it when the run ends.
+per run (:class:`Backlog`): the hash :func:`~little_dist.world.fleet_keys.backlog_key` holds
+each run's count and the list :func:`~little_dist.world.fleet_keys.backlog_list` is kept
+exactly that long in total, so an autoscaler that reads a list's length (KEDA's ``redis``
+trigger) sees the fan-outs' demand beside the queue's. A run's count drops to zero when its
+last branches are scheduled, and the scheduler clears it when the run ends.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from little_dist.errors import StorageUnavailableError
+from little_dist.world.fleet_keys import backlog_key, backlog_list, slots_key
 
 if TYPE_CHECKING:
     import redis
@@ -48,11 +49,8 @@ __all__ = [
     "FanoutWindow",
     "FleetSlots",
     "SlotRegistration",
-    "backlog_key",
-    "backlog_list",
     "fanout_window",
     "fleet_redis",
-    "slots_key",
 ]
 
 #: How often a worker refreshes its entry, and how long an entry counts without a refresh.
@@ -130,21 +128,6 @@ elseif delta < 0 then
 end
 return new
 """
-
-
-def slots_key(settings: Settings) -> str:
-    """The hash of registered worker slots (beside the signal stream)."""
-    return f"{settings.signal_stream}:slots"
-
-
-def backlog_key(settings: Settings, queue: str) -> str:
-    """The hash of each run's held-back branches for ``queue``."""
-    return f"{settings.signal_stream}:backlog:{queue}"
-
-
-def backlog_list(queue: str) -> str:
-    """The list whose length is ``queue``'s held-back branches (``little.worker.backlog``)."""
-    return f"{queue}.backlog"
 
 
 class _Scripts:
@@ -357,8 +340,8 @@ def fanout_window(settings: Settings, client: Any | None = None) -> FanoutWindow
             return None
     queue = settings.queue_for("worker")
     return FanoutWindow(
-        FleetSlots(client, slots_key(settings)),
-        Backlog(client, backlog_key(settings, queue), queue),
+        FleetSlots(client, slots_key(settings.signal_stream)),
+        Backlog(client, backlog_key(settings.signal_stream, queue), queue),
         queue,
         client=client if owned else None,
     )

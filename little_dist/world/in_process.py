@@ -39,6 +39,7 @@ from little_dist.world.base import (
     VersionNotFoundError,
 )
 from little_dist.world.defaults import (
+    AppendsInOneProcess,
     DecodesEveryEvent,
     LeasesOneByOne,
     PreparedEvent,
@@ -51,7 +52,6 @@ from little_dist.world.defaults import (
     late_events_of,
     prepare_events,
     refused_after_end,
-    releasing_fence,
     validate_definition_hash,
     validate_version_id,
 )
@@ -69,6 +69,7 @@ class _LeaseState:
 
 
 class MemoryWorld(
+    AppendsInOneProcess,
     LeasesOneByOne,
     SequentialAppendThenAcquire,
     SequentialArtifactsThenAppend,
@@ -96,35 +97,6 @@ class MemoryWorld(
         self._closed = False
 
     # -- events -----------------------------------------------------------------------------
-
-    def append(
-        self,
-        run_id: str,
-        event: EventInput,
-        *,
-        expected_sequence: int | None = None,
-        fence: Fence | None = None,
-    ) -> Event:
-        (recorded,) = self.append_batch(
-            run_id, [event], expected_sequence=expected_sequence, fence=fence
-        )
-        return recorded
-
-    def append_batch(
-        self,
-        run_id: str,
-        events: Sequence[EventInput],
-        *,
-        expected_sequence: int | None = None,
-        fence: Fence | None = None,
-        signal: bool = True,
-        release: bool = False,
-    ) -> list[Event]:
-        del signal  # no scheduler to signal
-        with releasing_fence(self, fence, release):
-            return self._append_batch(
-                run_id, events, expected_sequence=expected_sequence, fence=fence
-            )
 
     def _append_batch(
         self,
@@ -210,13 +182,6 @@ class MemoryWorld(
             # Sequences are 1..N, so sequence s lives at index s - 1.
             end = len(log) if limit is None else min(len(log), after + limit)
             return log[after:end]
-
-    def follow(
-        self, run_id: str, *, after: int = 0, timeout: float | None = None
-    ) -> Iterator[Event]:
-        validate_run_id(run_id)
-        check_event_window(after, None)
-        return self._follow(run_id, after, timeout)
 
     def _follow(self, run_id: str, after: int, timeout: float | None) -> Iterator[Event]:
         cursor = after
