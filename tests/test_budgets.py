@@ -21,8 +21,8 @@ from little_dist.events import Event
 from little_dist.model_registry import ModelPricing
 from little_dist.observability import FleetMetrics
 from little_dist.run_state import materialize_run_state
+from little_dist.world.in_process import MemoryWorld
 from little_dist.world.local import LocalWorld
-from little_dist.world.memory import MemoryWorld
 from tests import budget_app
 from tests.quota_fleet_app import build_script, fan, one
 from tests.test_cli_run import assert_no_traceback, little_run
