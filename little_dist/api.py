@@ -86,6 +86,7 @@ def run_workflow(
     outer_loop_id: str | None = None,
     supervise: Callable[[Mapping[str, Any]], Any] | None = None,
     workflow_version_reuse_strategy: ReuseStrategy | None = None,
+    budget_usd: float | None = None,
 ) -> RunResult:
     """Plan (or take ``plan=``), compile and run ``workflow`` on ``input`` in this process.
 
@@ -111,6 +112,10 @@ def run_workflow(
     ``"always_fresh"``, over the workflow's (``define_workflow``'s; default planner-reviewed);
     checked with an outer loop too (whose cycles' planner reviews no earlier version).
 
+    ``budget_usd``: the run's dollar ceiling (over the workflow's): a model call whose
+    worst-case cost would pass it is not sent, and the run fails with ``budget_exceeded``
+    (see :mod:`little_dist.budgets`).
+
     Every option is checked before anything runs: a bad one is an
     :class:`~little_dist.errors.InvalidInputError` naming it.
     """
@@ -128,6 +133,7 @@ def run_workflow(
         permissions=permissions,
         on_ask=on_ask,
         workflow_version_reuse_strategy=workflow_version_reuse_strategy,
+        budget_usd=budget_usd,
     )
     if max_outer_cycles is not None:
         if (

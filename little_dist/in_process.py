@@ -124,6 +124,12 @@ def run_in_process(
         if state.status in ("completed", "failed"):
             return run_result(workflow, run_id, state)
     capabilities = _with_permissions(workflow, workflow.capabilities(options.harness), options)
+    budget = options.budget_usd if options.budget_usd is not None else workflow.budget_usd
+    if budget is not None:
+        from little_dist.budgets import budget_event
+
+        world.append(run_id, budget_event(budget))  # (idempotent: the first one stands)
+        capabilities = dataclasses.replace(capabilities, pricing_fallback=pricing_fallback)
     if workflow.plan is not None:
         from little_dist.runtime import check_grants
 

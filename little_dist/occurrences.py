@@ -15,6 +15,7 @@ the run ends                ``run-end``                  ``decide``; planning th
                                                          the scheduler (a poisoned run)
 submitted for planning      ``submit``                   client
 cancel asked for            ``cancel``                   client
+the run's dollar budget     ``budget``                   client, in-process runner
 a planning try failed       ``plan-failed:{n}``          ``little.plan``
 attempt 1 scheduled         ``sched:{path}:1``           ``decide``
 an attempt starts           ``start:{path}:{n}``         the attempt (or ``decide`` for
@@ -40,6 +41,7 @@ from __future__ import annotations
 from typing import Final
 
 __all__ = [
+    "BUDGET",
     "CANCEL",
     "RUN_END",
     "RUN_START",
@@ -64,6 +66,7 @@ RUN_START: Final = "run-start"
 RUN_END: Final = "run-end"
 SUBMITTED: Final = "submit"
 CANCEL: Final = "cancel"
+BUDGET: Final = "budget"
 
 
 def scheduled(path: str, attempt: int = 1) -> str:

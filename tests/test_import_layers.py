@@ -65,11 +65,11 @@ def test_an_upward_import_breaks_the_contract_and_is_named(copy: Path, kind: str
 
 
 def test_a_package_without_a_layer_breaks_the_contract(copy: Path) -> None:
-    (copy / "little_dist" / "budgets").mkdir()
-    (copy / "little_dist" / "budgets" / "__init__.py").write_text('"""Budgets."""\n')
+    (copy / "little_dist" / "ledgers").mkdir()
+    (copy / "little_dist" / "ledgers" / "__init__.py").write_text('"""Ledgers."""\n')
     result = _lint_imports(copy)
     assert result.returncode == 1, result.stdout + result.stderr
-    assert "little_dist.budgets" in result.stdout
+    assert "little_dist.ledgers" in result.stdout
 
 
 def test_the_readme_layout_table_names_every_layer_in_the_contracts_order() -> None:

@@ -244,7 +244,7 @@ REFUSALS: list[tuple[str, dict[str, Any], str, str, bool]] = [
         {"kwargs": {"workflow": "support.triage", "input": TICKET}},
         "invalid_arguments",
         "little.submit_run takes no argument 'workflow' (it takes workflow_id, lwir, input, "
-        "run_id)",
+        "run_id, budget_usd)",
         True,
     ),
     (
@@ -269,9 +269,10 @@ REFUSALS: list[tuple[str, dict[str, Any], str, str, bool]] = [
     ),
     (
         "five positional arguments",
-        {"args": ["support.triage", None, TICKET, "RUN_ID", "extra"], "kwargs": {}},
+        {"args": ["support.triage", None, TICKET, "RUN_ID", None, "extra"], "kwargs": {}},
         "invalid_arguments",
-        "takes at most 4 positional arguments (workflow_id, lwir, input, run_id), got 5",
+        "takes at most 5 positional arguments (workflow_id, lwir, input, run_id, budget_usd), "
+        "got 6",
         True,
     ),
     (

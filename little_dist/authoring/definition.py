@@ -91,6 +91,8 @@ class WorkflowDefinition:
     #: session's: :func:`~little_dist.memory.layout.orchestrator_memory_mounts`).
     memory_mounts: tuple[MemoryMountSpec, ...] | None = None
     workflow_version_reuse_strategy: ReuseStrategy | None = None
+    #: The dollar ceiling of each of its runs (:mod:`little_dist.budgets`); a run's own wins.
+    budget_usd: float | None = None
 
     def __repr__(self) -> str:
         return f"WorkflowDefinition(id={self.id!r})"
@@ -275,6 +277,12 @@ def _with_found_skills(
     return choose_skills(declared, org_skills(org_dir), discover_skills(base, list(discover)))
 
 
+def _budget_usd(value: Any, where: str) -> float | None:
+    from little_dist.budgets import budget_usd
+
+    return budget_usd(value, where)
+
+
 def _reuse_strategy(value: Any, where: str) -> ReuseStrategy | None:
     from little_dist.authoring.options import reuse_strategy
 
@@ -313,6 +321,7 @@ def define_workflow(
     org_skills: str | os.PathLike[str] | None = None,
     discover_skills: Sequence[str] = (),
     workflow_version_reuse_strategy: ReuseStrategy | None = None,
+    budget_usd: float | None = None,
 ) -> WorkflowDefinition:
     """Define a workflow (upstream's ``defineWorkflow``).
 
@@ -354,6 +363,8 @@ def define_workflow(
     later run shows the planner the newest completed run's version, and the planner reuses it,
     adapts it or drafts afresh) or ``"always_fresh"`` (always a fresh draft); not part of the
     definition's hash (see :mod:`little_dist.planner.review`).
+    ``budget_usd``: each run's dollar ceiling (a positive number; a run's own
+    ``budget_usd`` wins): see :mod:`little_dist.budgets`.
     """
     if not isinstance(id, str) or not _WORKFLOW_ID.fullmatch(id):
         raise InvalidInputError(f"workflow id must match [A-Za-z0-9][A-Za-z0-9_.-]*, got {id!r}")
@@ -444,4 +455,5 @@ def define_workflow(
         workflow_version_reuse_strategy=_reuse_strategy(
             workflow_version_reuse_strategy, f"workflow {id!r}"
         ),
+        budget_usd=_budget_usd(budget_usd, f"workflow {id!r}"),
     )

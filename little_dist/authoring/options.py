@@ -67,6 +67,8 @@ class RunOptions:
     upstream's runtime tool-call rules, after the workflow's own (read into a
     :class:`~little_dist.permissions.ToolPermissions`, or ``None``); ``on_ask``: the
     approver of ``ask`` decisions. ``workflow_version_reuse_strategy``: over the workflow's.
+    ``budget_usd``: the run's dollar ceiling, over the workflow's (see
+    :mod:`little_dist.budgets`; ``None``: the workflow's, if any).
 
     ``where`` names the caller in the one-line errors (``run_workflow``, ...).
     """
@@ -79,6 +81,7 @@ class RunOptions:
     permissions: ToolPermissions | None = None
     on_ask: Approver | None = None
     workflow_version_reuse_strategy: ReuseStrategy | None = None
+    budget_usd: float | None = None
     where: str = field(default="run_workflow", compare=False)
 
     def __post_init__(self) -> None:
@@ -104,6 +107,9 @@ class RunOptions:
             given = tool_permissions(self.permissions, f"{where}: permissions")
             object.__setattr__(self, "permissions", given)
         reuse_strategy(self.workflow_version_reuse_strategy, where)
+        from little_dist.budgets import budget_usd
+
+        object.__setattr__(self, "budget_usd", budget_usd(self.budget_usd, where))
 
     @classmethod
     def of(
@@ -118,6 +124,7 @@ class RunOptions:
         permissions: ToolPermissions | Mapping[str, Any] | Sequence[Any] | None = None,
         on_ask: Approver | None = None,
         workflow_version_reuse_strategy: ReuseStrategy | None = None,
+        budget_usd: float | None = None,
     ) -> RunOptions:
         """The options from the public keywords (``permissions`` in any of upstream's
         shapes, ``limits`` ``None`` for the settings'), checked; ``where`` names the caller."""
@@ -130,6 +137,7 @@ class RunOptions:
             permissions=permissions,  # type: ignore[arg-type]  # read in __post_init__
             on_ask=on_ask,
             workflow_version_reuse_strategy=workflow_version_reuse_strategy,
+            budget_usd=budget_usd,
             where=where,
         )
 

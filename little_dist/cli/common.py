@@ -73,3 +73,20 @@ def require_run(world: World, run_id: str) -> int:
     if last == 0:
         raise RunNotFoundError(run_id)
     return last
+
+
+def budget_dollars(text: str) -> float:
+    """``--budget-usd``'s type: a positive finite number of dollars (argparse's one-line
+    usage error otherwise)."""
+    from little_dist.budgets import budget_usd
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of dollars, got {text!r}") from None
+    try:
+        budget = budget_usd(value, "--budget-usd")
+    except InvalidInputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    assert budget is not None
+    return budget

@@ -2,7 +2,9 @@
 
 The table and the JSON carry our additions: ATTEMPTS/DURATION (``attempts``/``durationMs``
 and the attempt ``timeline`` in JSON), the steps in run order, words for upstream's signs,
-and why a failed run failed (a ``Cause:`` line; ``failure`` in JSON; a box in the HTML);
+and why a failed run failed (a ``Cause:`` line; ``failure`` in JSON; a box in the HTML),
+and a budgeted run's dollar budget, spent and reserved (a ``Budget:`` line; ``budget`` in
+JSON);
 ``--upstream`` prints upstream's table and JSON byte for byte instead. Model calls that
 finished after the run had ended (its late record, see ``World.late_events``) are a row of
 their own and in the total, in every form. Prices come from the bundled registry, then
@@ -88,7 +90,9 @@ def run(args: argparse.Namespace) -> int:
             late=world.late_events(args.run_id),
         )
         rollup = None
+        budget = None
         if not args.upstream:
+            budget = _budget(events, args)
             from little_dist.subruns import sub_run_rollup
 
             rollup = sub_run_rollup(
@@ -102,6 +106,8 @@ def run(args: argparse.Namespace) -> int:
     ours = not args.upstream
     if args.json:
         data = report_to_json(report, include_timeline=ours, detailed=ours)
+        if budget is not None:
+            data["budget"] = budget
         if rollup is not None:
             from little_dist.subruns import sub_runs_to_json
 
@@ -118,11 +124,35 @@ def run(args: argparse.Namespace) -> int:
     else:
         table = render_table(report, detailed=ours)
         sys.stdout.write(table if table.endswith("\n") else table + "\n")
+        if budget is not None:
+            sys.stdout.write(
+                f"Budget: ${budget['budgetUsd']:.6f} · spent ${budget['spentUsd']:.6f} · "
+                f"reserved ${budget['reservedUsd']:.6f}\n"
+            )
         if rollup is not None:
             from little_dist.subruns import render_sub_runs
 
             sys.stdout.write(render_sub_runs(rollup))
     return 0
+
+
+def _budget(events: Any, args: argparse.Namespace) -> dict[str, float] | None:
+    """The run's dollar budget, spent and reserved (its log folded), or ``None``."""
+    from little_dist.litellm_prices import litellm_price_fallback
+    from little_dist.run_state import materialize_run_state
+
+    state = materialize_run_state(
+        events,
+        run_id=args.run_id,
+        pricing_fallback=None if args.registry_only else litellm_price_fallback,
+    )
+    if state.budget_usd is None:
+        return None
+    return {
+        "budgetUsd": state.budget_usd,
+        "spentUsd": round(state.spent_usd, 10),
+        "reservedUsd": round(state.reserved_usd, 10),
+    }
 
 
 def _loop_report(args: argparse.Namespace) -> int:

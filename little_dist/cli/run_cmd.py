@@ -35,6 +35,7 @@ import sys
 from collections.abc import Mapping
 from typing import IO, Any
 
+from little_dist.cli.common import budget_dollars
 from little_dist.cli.run_problems import InvalidWorkflowOrInput, UsageProblem, one_line
 from little_dist.cli.run_target import prepare
 
@@ -85,6 +86,13 @@ def register(subparsers: Any, name: str) -> argparse.ArgumentParser:
         "--max-workers", type=_positive_int, default=8, metavar="N", help="parallel attempts"
     )
     parser.add_argument(
+        "--budget-usd",
+        type=budget_dollars,
+        default=None,
+        metavar="DOLLARS",
+        help="the run's dollar ceiling: a model call that could pass it is not sent",
+    )
+    parser.add_argument(
         "--lease-ttl",
         type=_positive_float,
         default=None,
@@ -128,6 +136,10 @@ def run(args: argparse.Namespace) -> int:
     printer = None if args.quiet else _Progress(sys.stderr)
     run_id = args.run_id or new_run_id()
     try:
+        if args.budget_usd is not None:
+            from little_dist.budgets import budget_event
+
+            world.append(run_id, budget_event(args.budget_usd))
         version = resolve(world, run_id)
         if version is None:  # the planner failed and recorded RunFailed
             from little_dist.run_state import materialize_run_state

@@ -1,6 +1,7 @@
 """``little status RUN_ID``: a fleet run at a glance (``--json`` for machines).
 
-Prints the run's status, workflow version, event count, cost, output or, for a failed run,
+Prints the run's status, workflow version, event count, cost (and its dollar budget, what it
+spent and what its calls in flight hold, when it has one), output or, for a failed run,
 why it failed (cause code, message, and the step it failed in), and each step's status (a
 step that was in flight when the run ended is ``interrupted``: its log took nothing of it
 after the end). Exit 0 for a run that completed or has not ended, 1 for a failed (or
@@ -50,6 +51,11 @@ def run(args: argparse.Namespace) -> int:
     out.write(f"events    {view.event_count}\n")
     cost = "-" if view.cost_usd is None else f"${view.cost_usd:.6f}"
     out.write(f"cost      {cost}\n")
+    if view.budget_usd is not None:
+        out.write(
+            f"budget    ${view.budget_usd:.6f} (spent ${view.spent_usd:.6f}, "
+            f"reserved ${view.reserved_usd:.6f})\n"
+        )
     if view.failure is not None:
         out.write(f"error     {view.failure.cause or '-'}: {view.failure.message}\n")
         if view.failure.step is not None:

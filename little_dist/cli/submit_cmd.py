@@ -29,6 +29,7 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from little_dist.cli.common import budget_dollars
 from little_dist.redaction import redact
 
 if TYPE_CHECKING:
@@ -92,6 +93,13 @@ def register(sub: Any, name: str) -> argparse.ArgumentParser:
         help="the run input: a JSON file, '-' for standard input, or inline JSON (default {})",
     )
     parser.add_argument("--run-id", metavar="ID", default=None, help="run id to use")
+    parser.add_argument(
+        "--budget-usd",
+        type=budget_dollars,
+        default=None,
+        metavar="DOLLARS",
+        help="the run's dollar ceiling: a model call that could pass it is not sent",
+    )
     parser.add_argument("--wait", action="store_true", help="wait for the run and print it")
     parser.add_argument(
         "--timeout", type=float, default=None, metavar="SECONDS", help="with --wait: give up"
@@ -224,7 +232,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"little submit: {redact(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     with Client(settings, registry=registry) as client:
-        run_id = client.submit(workflow, run_input, run_id=args.run_id)
+        run_id = client.submit(workflow, run_input, run_id=args.run_id, budget_usd=args.budget_usd)
         if not args.wait:
             if args.json:
                 print(json.dumps({"runId": run_id}))

@@ -13,6 +13,8 @@ from __future__ import annotations
 from typing import Final
 
 __all__ = [
+    "BUDGET_EVENT_TYPE",
+    "BUDGET_RESERVED_EVENT_TYPE",
     "CANCEL_EVENT_TYPE",
     "CAPABILITY_DRIFT_EVENT",
     "MEMORY_CONFLICT_EVENT",
@@ -40,6 +42,15 @@ SUBMITTED_PARENT_FIELD: Final = "parent"
 #: Engine event recording a ``little.plan`` that failed in a way that may pass (a provider's
 #: rate limit, an unexpected error): ``{attempt, error}``, occurrence ``plan-failed:{n}``.
 PLAN_FAILED_EVENT_TYPE: Final = "little.run.plan_failed"
+
+#: Engine event setting a run's dollar ceiling: ``{budgetUsd}``, occurrence ``budget``;
+#: appended before the run's first step (see :mod:`little_dist.budgets`).
+BUDGET_EVENT_TYPE: Final = "little.run.budget"
+#: Engine event holding a model call's worst-case cost against the run's budget:
+#: ``{callId, stepPath, reservedUsd}``, occurrence ``budget-hold:{callId}``, appended in one
+#: batch with the call's ``harness.model.called``; the call's end event releases it. (Its own
+#: small event, so that a fold need not read the calls' requests.)
+BUDGET_RESERVED_EVENT_TYPE: Final = "little.budget.reserved"
 
 # little.subrun.* and little.step.suspended: sub-runs (payloads in little_dist.subruns).
 

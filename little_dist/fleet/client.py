@@ -236,10 +236,13 @@ class Client:
         *,
         run_id: str | None = None,
         cycle: Mapping[str, Any] | None = None,
+        budget_usd: float | None = None,
     ) -> str:
         """Submit a run; its id. Idempotent on ``run_id`` (see the module docstring).
         ``cycle``: the run is an outer-loop cycle, planned by the fleet's planner with the
-        cycle's context (see :func:`~little_dist.fleet.submission.submit_run`)."""
+        cycle's context (see :func:`~little_dist.fleet.submission.submit_run`).
+        ``budget_usd``: the run's dollar ceiling (default: a definition's own; see
+        :mod:`little_dist.budgets`)."""
         self._load_registry()
         submitted(1)
         return submit_run(
@@ -255,6 +258,7 @@ class Client:
             window=self.window,
             announce=self._announce(),
             shared=self._at_once(),
+            budget_usd=budget_usd,
         )
 
     def submit_many(
@@ -263,12 +267,14 @@ class Client:
         inputs: Sequence[Any],
         *,
         run_ids: Sequence[str] | None = None,
+        budget_usd: float | None = None,
     ) -> list[str]:
         """Submit one run per input (``run_ids``: their ids, else new ones); their ids, in
         order. For batches: every input is checked first, then the starts go a few dozen
         to a round trip, printed from per-workflow templates, and the scheduler makes each
         run's first decision (its start signals it). Idempotent per run id as
-        :meth:`submit` (see :func:`~little_dist.fleet.submission.submit_runs`)."""
+        :meth:`submit` (see :func:`~little_dist.fleet.submission.submit_runs`).
+        ``budget_usd``: each run's dollar ceiling."""
         self._load_registry()
         submitted(len(inputs))
         return submit_runs(
@@ -276,6 +282,7 @@ class Client:
             workflow,
             inputs,
             run_ids=run_ids,
+            budget_usd=budget_usd,
             settings=self.settings,
             registry=self.registry,
         )

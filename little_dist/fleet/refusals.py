@@ -55,7 +55,7 @@ __all__ = [
 ]
 
 #: ``little.submit_run``'s arguments, in their positions.
-ARGUMENT_NAMES: Final = ("workflow_id", "lwir", "input", "run_id")
+ARGUMENT_NAMES: Final = ("workflow_id", "lwir", "input", "run_id", "budget_usd")
 #: The longest message a refusal records (characters): LWIR findings can be many.
 _MESSAGE_MAX: Final = 4000
 
@@ -89,6 +89,8 @@ class SubmitArguments:
     lwir: dict[str, Any] | None
     input: Any
     run_id: Any
+    #: The run's dollar ceiling, checked (``None``: the workflow's own, if any).
+    budget_usd: float | None = None
 
     @property
     def workflow(self) -> dict[str, Any] | str:
@@ -172,7 +174,13 @@ def submit_arguments(args: Sequence[Any], kwargs: Mapping[str, Any]) -> SubmitAr
             "invalid_arguments",
             f"lwir must be an LWIR document (a JSON object), got {type(lwir).__name__}",
         )
-    return SubmitArguments(workflow_id, lwir, bound.get("input"), bound.get("run_id"))
+    from little_dist.budgets import budget_usd
+
+    try:
+        budget = budget_usd(bound.get("budget_usd"), "little.submit_run")
+    except InvalidInputError as error:
+        raise SubmissionRefused("invalid_arguments", str(error)) from None
+    return SubmitArguments(workflow_id, lwir, bound.get("input"), bound.get("run_id"), budget)
 
 
 def cause_of(error: InvalidInputError) -> str:

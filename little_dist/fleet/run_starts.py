@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from little_dist import occurrences
+from little_dist.budgets import budget_event
 from little_dist.canonical import canonical_json, sha256_digest
 from little_dist.compiler import WorkflowVersion
 from little_dist.event_types.engine import SUBMITTED_EVENT_TYPE
@@ -74,9 +75,11 @@ def start_events(
     run_input: Any,
     binding: dict[str, Any] | None = None,
     parent: Mapping[str, Any] | None = None,
+    budget: float | None = None,
 ) -> list[EventInput]:
     """``binding``: the version's (:func:`~little_dist.fleet.versions.split_version`), when
-    the version is stored as a shared part and this binding rather than whole."""
+    the version is stored as a shared part and this binding rather than whole; ``budget``:
+    the run's dollar ceiling, recorded first."""
     registered: dict[str, Any] = {
         "workflowVersionId": version.id,
         "workflowVersionHash": version.hash,
@@ -84,6 +87,7 @@ def start_events(
     if binding is not None:
         registered[BINDING_FIELD] = binding
     return [
+        *([] if budget is None else [budget_event(budget)]),
         EventInput(
             type="WorkflowVersionRegistered",
             occurrence_id=occurrences.VERSION_REGISTERED,
@@ -106,13 +110,16 @@ def record_start(
     *,
     signal: bool = True,
     parent: Mapping[str, Any] | None = None,
+    budget: float | None = None,
 ) -> list[Event]:
     """Record the run's start (after ``planning``, its planning session's events) in one
     append; the recorded events. ``signal=False``: the caller advances the run itself."""
     # Stored before the events that name it, so a reader never finds a dangling id.
     world.register_version(version.id, version.to_json())
     return world.append_batch(
-        run_id, [*planning, *start_events(version, run_input, parent=parent)], signal=signal
+        run_id,
+        [*planning, *start_events(version, run_input, parent=parent, budget=budget)],
+        signal=signal,
     )
 
 
@@ -165,6 +172,7 @@ def start_step_by_step(
                 planned.events,
                 signal=not quiet,
                 parent=request.parent,
+                budget=request.budget_usd,
             )
     if version is None and definition is not None:
         from little_dist.planner import resolve_version
@@ -183,5 +191,6 @@ def start_step_by_step(
             run_input,
             signal=not (quiet and not events),
             parent=request.parent,
+            budget=request.budget_usd,
         )
     return Started(run_id, version, recorded)

@@ -34,6 +34,11 @@ class RunStatusView:
     planning: bool = False
     failure: RunFailure | None = None
     late_calls: int = 0
+    #: The run's dollar budget, and what its log says it spent and holds (``None``: no
+    #: budget; see :mod:`little_dist.budgets`).
+    budget_usd: float | None = None
+    spent_usd: float = 0.0
+    reserved_usd: float = 0.0
 
     @classmethod
     def of(
@@ -68,6 +73,9 @@ class RunStatusView:
             planning=planning,
             failure=run_failure(state),
             late_calls=late_calls,
+            budget_usd=state.budget_usd,
+            spent_usd=state.spent_usd,
+            reserved_usd=state.reserved_usd,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -86,6 +94,12 @@ class RunStatusView:
         }
         if self.late_calls:
             data["lateCalls"] = self.late_calls
+        if self.budget_usd is not None:
+            data["budget"] = {
+                "budgetUsd": self.budget_usd,
+                "spentUsd": round(self.spent_usd, 10),
+                "reservedUsd": round(self.reserved_usd, 10),
+            }
         if self.has_output:
             data["output"] = self.output
         if self.error is not None:

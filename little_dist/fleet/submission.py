@@ -58,6 +58,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 from little_dist import occurrences
+from little_dist.budgets import budget_event
 from little_dist.compiler import WorkflowVersion
 from little_dist.errors import InvalidInputError
 from little_dist.event_types.engine import SUBMITTED_EVENT_TYPE, SUBMITTED_PARENT_FIELD
@@ -108,8 +109,13 @@ def submit_run(
     parent: Mapping[str, Any] | None = None,
     cycle: Mapping[str, Any] | None = None,
     shared: SharedRedis | None = None,
+    budget_usd: float | None = None,
 ) -> str:
     """Submit one run (see the module docstring); its run id.
+
+    ``budget_usd``: the run's dollar ceiling (default: a definition's own), recorded as
+    ``little.run.budget`` before its start: the workers' model calls reserve against it
+    (see :mod:`little_dist.budgets`).
 
     ``cycle``: the run is one cycle of an outer loop (see :mod:`little_dist.outer_loop`):
     ``{outerLoopId, outerLoop, promptNote?}``, recorded in ``little.run.submitted`` for the
@@ -147,7 +153,7 @@ def submit_run(
     if shared is not None and run_id is not None and cycle is None:
         # The S3 look of a given run id runs while the rest is checked and printed.
         look = shared.look(world, validate_run_id(run_id))
-    request = checked_request(workflow, run_input, run_id, registry, limits)
+    request = checked_request(workflow, run_input, run_id, registry, limits, budget_usd=budget_usd)
     if cycle is not None:
         path = request.planner_path or (
             request.definition.id if request.definition is not None else None
@@ -202,6 +208,8 @@ def _submit_to_planner(
         payload: dict[str, Any] = {"workflowId": planner_path, "input": request.run_input}
         if request.parent:
             payload[SUBMITTED_PARENT_FIELD] = dict(request.parent)
+        if request.budget_usd is not None:  # (before the planner can start it)
+            world.append(run_id, budget_event(request.budget_usd))
         world.append(
             run_id,
             EventInput(
@@ -227,6 +235,7 @@ def submit_runs(
     registry: AppRegistry | None = None,
     parents: Sequence[Mapping[str, Any]] | None = None,
     fresh: bool = False,
+    budget_usd: float | None = None,
 ) -> list[str]:
     """Submit one run of ``workflow`` per input (``run_ids``: theirs; new ids without);
     their ids. Each is checked and recorded as :func:`submit_run` records it without a
@@ -260,13 +269,16 @@ def submit_runs(
                 settings=settings,
                 registry=registry,
                 parent=link,
+                budget_usd=budget_usd,
             )
             for run_id, value, link in zip(ids, inputs, links, strict=True)
         ]
     # Every input is checked before anything is written (a bad one leaves the world as it
     # was); the planner's runs and invalid fixed plans go one by one, the others in chunks.
     requests = [
-        checked_request(workflow, value, run_id, registry, limits, grants=not index)
+        checked_request(
+            workflow, value, run_id, registry, limits, grants=not index, budget_usd=budget_usd
+        )
         for index, (run_id, value) in enumerate(zip(ids, inputs, strict=True))
     ]
     planned: list[tuple[SubmitRequest, Planned]] = []
@@ -285,6 +297,7 @@ def submit_runs(
             settings=settings,
             registry=registry,
             parent=request.parent,
+            budget_usd=request.budget_usd,
         )
     start_chunks(world, starts_at_once, planned, fresh=fresh)
     return ids

@@ -58,6 +58,9 @@ class SubmitRequest:
     fresh: bool = False
     #: A sub-run's link to its parent run, recorded in its ``RunStarted``.
     parent: Mapping[str, Any] | None = None
+    #: The run's dollar ceiling (the submission's, else the definition's), recorded as
+    #: ``little.run.budget`` before its start (see :mod:`little_dist.budgets`).
+    budget_usd: float | None = None
 
     @functools.cached_property
     def input_text(self) -> str:
@@ -77,14 +80,25 @@ def checked_request(
     limits: InputLimits,
     *,
     grants: bool = True,
+    budget_usd: float | None = None,
 ) -> SubmitRequest:
     """What is submitted, checked against the limits and the registry's capabilities
     before anything is read or written (``grants=False``: a fixed plan's grants were
-    checked for an earlier input of the batch; they do not depend on the input)."""
+    checked for an earlier input of the batch; they do not depend on the input).
+    ``budget_usd``: the run's dollar ceiling (checked; default: the definition's)."""
+    from little_dist.authoring import WorkflowDefinition
+    from little_dist.budgets import budget_usd as checked_budget
+
+    budget = checked_budget(budget_usd, "submit")
     fresh = run_id is None
     run_id = new_run_id() if run_id is None else validate_run_id(run_id)
     request = _request(workflow, run_input, run_id, registry, limits, grants=grants)
     request.fresh = fresh
+    if budget is None:
+        named = registry.get(workflow) if isinstance(workflow, str) and registry else workflow
+        if isinstance(named, WorkflowDefinition):
+            budget = named.budget_usd
+    request.budget_usd = budget
     return request
 
 

@@ -70,6 +70,7 @@ def submit(
             holder=runtime.name,
             window=runtime.window,
             shared=runtime.shared_redis,
+            budget_usd=sent.budget_usd,
         )
     except InvalidInputError as error:
         message = error.message if isinstance(error, SubmissionRefused) else str(error)

@@ -7,7 +7,7 @@ task                                                        queue (role)     bod
 ``little.fix_step(run_id, step_path, attempt)``             fixer            one fix attempt
 ``little.plan(run_id)``                                     planner          plan + start
 ``little.orchestrate(run_id)``                              orchestrator     advance a run
-``little.submit_run(workflow_id, lwir, input, run_id)``     planner          submit a run
+``little.submit_run(workflow_id, ..., budget_usd)``         planner          submit a run
 ==========================================================  ===============  =============
 
 A task body catches up the run's cached tracker
@@ -117,9 +117,16 @@ def register_tasks(app: Celery, runtime: WorkerRuntime) -> None:
         lwir: dict[str, Any] | None = None,
         input: Any = None,
         run_id: str | None = None,
+        budget_usd: float | None = None,
     ) -> str:
         return runtime.submit(
             (),
-            {"workflow_id": workflow_id, "lwir": lwir, "input": input, "run_id": run_id},
+            {
+                "workflow_id": workflow_id,
+                "lwir": lwir,
+                "input": input,
+                "run_id": run_id,
+                "budget_usd": budget_usd,
+            },
             task_id=self.request.id,
         )

@@ -208,9 +208,14 @@ def call_model(
             held.settle(0, 0)
         raise HarnessCancelled(f"step {recorder.step_path} was cancelled before model turn {turn}")
     try:
-        recorder.model_called(turn, request)
+        if ctx.budgeted:
+            from little_dist.harness.budget_hold import reserve_and_record
+
+            reserve_and_record(ctx, turn, request, messages, tools)
+        else:
+            recorder.model_called(turn, request)
     except BaseException:
-        if held is not None:  # (a lost lease: the call is never sent)
+        if held is not None:  # (a lost lease, a spent budget: the call is never sent)
             held.settle(0, 0)
         raise
     kwargs: dict[str, Any] = dict(ctx.model.settings)

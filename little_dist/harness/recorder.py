@@ -102,7 +102,7 @@ from pydantic import BaseModel
 from little_dist import occurrences
 from little_dist.canonical import canonical_json, sha256_digest, sha256_hex_text
 from little_dist.errors import InvalidInputError, StorageUnavailableError
-from little_dist.event_types.engine import MODEL_MEMOIZED, TOOL_MEMOIZED
+from little_dist.event_types.engine import BUDGET_RESERVED_EVENT_TYPE, MODEL_MEMOIZED, TOOL_MEMOIZED
 from little_dist.events import Event, EventInput
 from little_dist.observability.hooks import tool_call_ended
 from little_dist.world.base import ArtifactInput, Fence, World
@@ -405,8 +405,21 @@ class EventRecorder:
         return self.append("harness.session.failed", payload, self.occurrence("session-end"))
 
     # -- model calls -----------------------------------------------------------------------
-    def model_called(self, turn: int, request: Mapping[str, Any]) -> Event | None:
-        """Write-ahead: durable (with everything pending) before the provider is called."""
+    def model_called(
+        self,
+        turn: int,
+        request: Mapping[str, Any],
+        *,
+        reserved_usd: float | None = None,
+        expected_sequence: int | None = None,
+    ) -> Event | None:
+        """Write-ahead: durable (with everything pending) before the provider is called.
+
+        ``reserved_usd`` with ``expected_sequence``: the call's worst-case cost held against
+        the run's budget (``little.budget.reserved``, appended with the call), both (and
+        whatever is pending) landing only on that log, else
+        :class:`~little_dist.world.base.SequenceConflictError`, nothing lost (see
+        :mod:`little_dist.harness.budget_hold`)."""
         full = json_safe(dict(request))
         digest, size = digest_and_size(full)
         payload: dict[str, Any] = {
@@ -425,9 +438,43 @@ class EventRecorder:
                 "tools": full.get("tools", []),
             }
             payload["requestRef"] = ref
+        if reserved_usd is not None and expected_sequence is not None:
+            call_id = self.occurrence("model", turn)
+            hold = EventInput(
+                type=BUDGET_RESERVED_EVENT_TYPE,
+                payload={
+                    "callId": call_id,
+                    "reservedUsd": reserved_usd,
+                    **self._base(),
+                },
+                occurrence_id=f"budget-hold:{call_id}",
+            )
+            called = EventInput(type="harness.model.called", payload=payload, occurrence_id=call_id)
+            return self._append_expecting((hold, called), expected_sequence)
         return self.append(
             "harness.model.called", payload, self.occurrence("model", turn), durable=True
         )
+
+    def _append_expecting(self, events: Sequence[EventInput], expected_sequence: int) -> Event:
+        """Append what is pending and ``events`` if the log's last sequence is
+        ``expected_sequence``; on a conflict the pending events stay pending."""
+        with self._write_lock:
+            pending = self.take_pending()
+            try:
+                recorded = self.world.append_batch(
+                    self.run_id,
+                    [*pending, *events],
+                    expected_sequence=expected_sequence,
+                    fence=self.fence,
+                    signal=self.signal,
+                )
+            except BaseException:
+                with self._lock:
+                    self._pending[:0] = pending
+                raise
+        if self._sink is not None:
+            self._sink(recorded)
+        return recorded[-1]
 
     def model_responded(
         self,

@@ -294,6 +294,12 @@ class HarnessContext:
     #: :class:`~little_dist.quotas.QuotaLimiter`); ``None``: this process's, from
     #: ``LITTLE_QUOTAS`` (none when unset).
     quotas: Any = None
+    #: Whether the run has a dollar budget (``little.run.budget`` in its log when the attempt
+    #: started): each model call then reserves its worst case against it
+    #: (:mod:`little_dist.harness.budget_hold`), priced with ``pricing_fallback`` for models
+    #: the registry lacks (``None``: litellm's cost map).
+    budgeted: bool = False
+    pricing_fallback: Any = None
 
 
 @runtime_checkable

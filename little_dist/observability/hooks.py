@@ -282,7 +282,7 @@ def submitted(count: int) -> None:
 
 def budget_refused(scope: str) -> None:
     """A model call was not sent: it would pass a dollar budget of ``scope`` (``run``,
-    ``key_daily``, ...). For the budget work to call; nothing calls it yet."""
+    ``key_daily``, ...): :mod:`little_dist.harness.budget_hold` counts a run's."""
     m = _metrics._active
     if m is not None:
         m.budget_refusals.labels(scope).inc()

@@ -44,6 +44,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeAlias
 
 from little_dist.errors import EventLogCorruptError, InvalidInputError
+from little_dist.event_types.engine import BUDGET_EVENT_TYPE, BUDGET_RESERVED_EVENT_TYPE
 from little_dist.events import Event
 from little_dist.pricing import PriceFallback
 from little_dist.run_state._journal import StepJournal
@@ -114,9 +115,12 @@ class RunStateBuilder:
         "_artifact_set",
         "_artifacts",
         "_artifacts_shared",
+        "_budget_usd",
         "_error",
         "_event_count",
         "_finished_at",
+        "_held",
+        "_held_shared",
         "_journal",
         "_journal_len",
         "_output",
@@ -173,6 +177,10 @@ class RunStateBuilder:
         # The step paths whose status changed, shared with the snapshots (see ._journal).
         self._journal = StepJournal()
         self._journal_len = 0
+        self._budget_usd: float | None = None
+        # callId -> USD reserved by a budgeted model call not yet ended (copy-on-write).
+        self._held: dict[str, float] = {}
+        self._held_shared = False
 
     @classmethod
     def from_state(cls, state: RunState) -> RunStateBuilder:
@@ -201,6 +209,9 @@ class RunStateBuilder:
         builder._sub_runs = state._sub_runs
         builder._journal = state._journal
         builder._journal_len = state._journal_len
+        builder._budget_usd = state._budget_usd
+        builder._held = state._held
+        builder._held_shared = True
         return builder
 
     @property
@@ -240,6 +251,9 @@ class RunStateBuilder:
         state._sub_runs = self._sub_runs
         state._journal = self._journal
         state._journal_len = self._journal_len
+        state._budget_usd = self._budget_usd
+        state._held = self._held
+        self._held_shared = True
         # From now on the snapshot shares these: copy before the next change.
         self._steps_shared = True
         self._owned.clear()
@@ -402,7 +416,34 @@ class RunStateBuilder:
             attempt_id = f"attempt_{len(step._attempts) + 1}"
         step._attempts.append(StepAttempt(attempt_id, at, None, "running"))
 
+    def _on_budget(self, payload: dict[str, Any], at: Any, event_type: str) -> None:
+        budget = payload.get("budgetUsd")
+        if budget.__class__ in (int, float) and budget > 0:
+            self._budget_usd = float(budget)
+
+    def _on_budget_reserved(self, payload: dict[str, Any], at: Any, event_type: str) -> None:
+        reserved = payload.get("reservedUsd")
+        call_id = payload.get("callId")
+        if reserved.__class__ in (int, float) and call_id.__class__ is str:
+            self._own_held()[call_id] = float(reserved)
+
+    def _own_held(self) -> dict[str, float]:
+        if self._held_shared:
+            self._held = dict(self._held)
+            self._held_shared = False
+        return self._held
+
+    def _release(self, payload: dict[str, Any]) -> None:
+        call_id = payload.get("callId")
+        if call_id.__class__ is str and call_id in self._held:
+            del self._own_held()[call_id]
+
+    def _on_model_failed(self, payload: dict[str, Any], at: Any, event_type: str) -> None:
+        self._release(payload)
+
     def _on_model_call(self, payload: dict[str, Any], at: Any, event_type: str) -> None:
+        if self._held:
+            self._release(payload)
         if event_type == "ModelCallCompleted":
             usage = payload.get("usage")
         else:
@@ -561,6 +602,9 @@ _HANDLERS: dict[str, _Handler] = {
     "ModelCallCompleted": RunStateBuilder._on_model_call,
     "harness.model.responded": RunStateBuilder._on_model_call,
     "HarnessModelResponded": RunStateBuilder._on_model_call,  # legacy name
+    BUDGET_RESERVED_EVENT_TYPE: RunStateBuilder._on_budget_reserved,
+    "harness.model.failed": RunStateBuilder._on_model_failed,
+    BUDGET_EVENT_TYPE: RunStateBuilder._on_budget,
     "ArtifactCreated": RunStateBuilder._on_artifact_created,
     "StepCompleted": RunStateBuilder._on_step_completed,
     "StepFailed": RunStateBuilder._on_step_failed,

@@ -255,9 +255,11 @@ class RunState(_RecordsOutput):
 
     __slots__ = (
         "_artifacts",
+        "_budget_usd",
         "_error",
         "_event_count",
         "_finished_at",
+        "_held",
         "_journal",
         "_journal_len",
         "_output",
@@ -291,6 +293,25 @@ class RunState(_RecordsOutput):
     _sub_runs: SubRunView
     _journal: StepJournal
     _journal_len: int
+    _budget_usd: float | None
+    _held: dict[str, float]
+
+    @property
+    def budget_usd(self) -> float | None:
+        """The run's dollar ceiling (``little.run.budget``), or ``None`` without one."""
+        return self._budget_usd
+
+    @property
+    def spent_usd(self) -> float:
+        """What the run's priced model calls cost (the usage total; 0 before any)."""
+        cost = self._usage[4]
+        return float(cost) if cost is not None else 0.0
+
+    @property
+    def reserved_usd(self) -> float:
+        """The worst-case cost held by budgeted model calls sent and not yet ended (a call
+        whose worker died mid-call stays held: never forgotten, at its worst case)."""
+        return sum(self._held.values())
 
     @property
     def run_id(self) -> str:

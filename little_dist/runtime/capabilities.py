@@ -78,6 +78,9 @@ class Capabilities:
     #: Redis one, :func:`~little_dist.harness.quota_limiters.fleet_limiter`); ``None``: the
     #: process's own.
     quotas: Any = None
+    #: Rates for models the registry lacks, for a budgeted run's reservations (the run's
+    #: ``pricing_fallback``); ``None``: litellm's cost map.
+    pricing_fallback: Any = None
 
     def offers_tool(self, name: object) -> bool:
         """Whether a document may name tool ``name`` for a model: a registered tool, or

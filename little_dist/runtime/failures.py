@@ -48,6 +48,7 @@ TERMINAL_CAUSES: Final = frozenset(
         "runtime_config_error",
         "step_schema_error",
         "max_visits_exceeded",
+        "budget_exceeded",  # ours: the run's dollar budget cannot hold the next model call
     }
 )
 

@@ -1,0 +1,105 @@
+"""A budgeted run's model call: its worst-case cost reserved in the run's log, or refused.
+
+Before the call is sent, the run's log is folded (:class:`~little_dist.run_state.RunState`
+``budget_usd``, ``spent_usd``, ``reserved_usd``) and the call's ``harness.model.called`` is
+appended with ``little.budget.reserved``, its worst-case cost (the prompt's tokens plus its
+output limit, priced as ``little report`` prices calls), only if the log is still what was
+folded (``expected_sequence``): two calls of one run, in one process or on two workers,
+never both take the last dollars. The call's end event releases the hold; what it spent is
+its priced usage. Everything is in the log, so a resumed run or a retried attempt neither
+counts twice nor forgets. A call that would pass the ceiling is not sent: the step fails with
+the terminal cause ``budget_exceeded``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from little_dist.harness.errors import ModelCallError
+from little_dist.observability.hooks import budget_refused
+from little_dist.world.base import SequenceConflictError
+
+if TYPE_CHECKING:
+    from little_dist.events import Event
+    from little_dist.harness.types import HarnessContext
+
+__all__ = ["CAUSE_BUDGET_EXCEEDED", "reserve_and_record"]
+
+CAUSE_BUDGET_EXCEEDED: Final = "budget_exceeded"
+_TRIES: Final = 200  # appends lost to other writers of the run before giving up
+
+
+def worst_case_usd(
+    ctx: HarnessContext,
+    messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[Mapping[str, Any]],
+) -> float:
+    """The most this call may cost: its prompt's tokens and its output limit, priced."""
+    from little_dist.harness.quota_estimate import estimate_amounts
+    from little_dist.litellm_prices import litellm_price_fallback
+    from little_dist.quotas.rules import DEFAULT_OUTPUT_TOKENS
+    from little_dist.run_state._usage import price_call, pricer_for
+
+    model = ctx.model
+    amounts = estimate_amounts(
+        model.litellm_model,
+        messages,
+        tools,
+        model.settings,
+        default_output_tokens=DEFAULT_OUTPUT_TOKENS,
+    )
+    fallback = ctx.pricing_fallback if ctx.pricing_fallback is not None else litellm_price_fallback
+    usage = {"inputTokens": amounts.input_tokens, "outputTokens": amounts.output_tokens}
+    cost = price_call(model.identity(), usage, pricer_for(fallback))[4]
+    if cost is None:
+        raise ModelCallError(
+            f"model {model.litellm_model!r} has no known price: a run with a budget cannot "
+            "call it (give its rates with pricing_fallback)",
+            cause_code="runtime_config_error",
+            retriable=False,
+        )
+    return float(cost)
+
+
+def reserve_and_record(
+    ctx: HarnessContext,
+    turn: int,
+    request: Mapping[str, Any],
+    messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[Mapping[str, Any]],
+) -> None:
+    """Append the call's ``harness.model.called`` with its reservation, or raise the
+    terminal ``budget_exceeded`` when the run's budget cannot hold it."""
+    from little_dist.litellm_prices import litellm_price_fallback
+    from little_dist.run_state import materialize_run_state
+
+    fallback = ctx.pricing_fallback if ctx.pricing_fallback is not None else litellm_price_fallback
+    need = worst_case_usd(ctx, messages, tools)
+    recorder = ctx.recorder
+    recorder.flush()  # (what this attempt recorded goes first)
+    for _ in range(_TRIES):
+        events: list[Event] = recorder.world.list_events(ctx.run_id)
+        state = materialize_run_state(events, run_id=ctx.run_id, pricing_fallback=fallback)
+        budget = state.budget_usd
+        if budget is not None:
+            held = state.spent_usd + state.reserved_usd
+            if held + need > budget:
+                budget_refused("run")
+                raise ModelCallError(
+                    f"run {ctx.run_id} budget ${budget:.6g}: this call may cost up to "
+                    f"${need:.6g} and ${held:.6g} is spent or held",
+                    cause_code=CAUSE_BUDGET_EXCEEDED,
+                    retriable=False,
+                )
+        last = events[-1].sequence if events else 0
+        try:
+            recorder.model_called(turn, request, reserved_usd=need, expected_sequence=last)
+            return
+        except SequenceConflictError:
+            continue
+    raise ModelCallError(
+        f"run {ctx.run_id}: could not reserve budget (the log kept changing)",
+        cause_code="step_failed",
+        retriable=True,
+    )
