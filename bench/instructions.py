@@ -70,7 +70,7 @@ def worker(branches: int) -> None:
     from little_dist.fleet.run_tracker import RunTracker
     from little_dist.fleet.tasks import WorkerRuntime
     from little_dist.settings import load_settings
-    from little_dist.world.memory import MemoryWorld
+    from little_dist.world.in_process import MemoryWorld
     from tests import fleet_app
 
     settings = load_settings(
