@@ -217,8 +217,11 @@ def test_a_fork_bomb_and_many_threads_are_held_to_the_process_limit(
 SCRATCH = "for i in $(seq 20); do head -c 60M /dev/zero > f$i || break; done; echo wrote-all"
 TMP = "for i in $(seq 20); do head -c 60M /dev/zero > /tmp/f$i || break; done; du -sb /tmp"
 # Files written through descriptors still open after their names are gone: in no folder.
+# As many bytes as SCRATCH writes (1.2 GB): a watcher that looks every few tens of
+# milliseconds on a loaded host must see them before the last is written (600 MB took a
+# third of a second here; a CI run with every test in parallel once missed it).
 UNLINKED = (
-    'for i in $(seq 3 12); do eval "exec $i>hidden$i"; rm hidden$i; '
+    'for i in $(seq 3 22); do eval "exec $i>hidden$i"; rm hidden$i; '
     "head -c 60M /dev/zero >&$i; done; echo wrote-all; sleep 1"
 )
 # Bytes below a folder deeper than a walk goes: they count, or the command ends.

@@ -30,9 +30,20 @@ from typing import Final
 
 from little_dist.sandbox.writable import MAX_DEPTH, UnsafeEntryError, WritableFolder
 
-__all__ = ["MAX_DEPTH", "DiskUse", "disk_use", "own_proc", "unlinked_open_bytes"]
+__all__ = [
+    "CHILDREN_LISTED",
+    "MAX_DEPTH",
+    "DiskUse",
+    "descendants",
+    "disk_use",
+    "own_proc",
+    "unlinked_open_bytes",
+]
 
 _MAX_FDS: Final = 4096
+_MAX_PIDS: Final = 4096
+#: Whether this kernel lists each task's children (``/proc/<pid>/task/<tid>/children``).
+CHILDREN_LISTED: Final = os.path.exists(f"/proc/self/task/{os.getpid()}/children")
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +119,28 @@ def unlinked_open_bytes(pids: Iterable[int], devices: set[int]) -> int:
         if budget <= 0:
             break
     return total
+
+
+def descendants(root: int) -> list[int]:
+    """``root`` and every process below it, from the kernel's ``children`` lists: a look
+    at the command's processes only, not at every process of the host (which, on a busy
+    host, made a look slow, and the looks further apart). Bounded by ``_MAX_PIDS``."""
+    found, todo = [root], [root]
+    while todo and len(found) < _MAX_PIDS:
+        pid = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue  # ended meanwhile
+        for task in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{task}/children", "rb") as listed:
+                    children = [int(child) for child in listed.read().split()]
+            except (OSError, ValueError):
+                continue
+            found += children
+            todo += children
+    return found[:_MAX_PIDS]
 
 
 def own_proc() -> bool:

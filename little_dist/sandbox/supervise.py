@@ -35,7 +35,13 @@ from pathlib import Path
 from typing import Final
 
 from little_dist.sandbox.cgroups import CommandCgroup
-from little_dist.sandbox.disk import disk_use, own_proc, unlinked_open_bytes
+from little_dist.sandbox.disk import (
+    CHILDREN_LISTED,
+    descendants,
+    disk_use,
+    own_proc,
+    unlinked_open_bytes,
+)
 from little_dist.sandbox.limits import SandboxLimits
 
 __all__ = ["GRACE", "WATCH_EVERY", "Outcome", "Running", "supervise"]
@@ -112,6 +118,7 @@ class _Supervisor:
         self.status_open = False
         self.devices = {os.stat(p).st_dev for p in running.writable if os.path.isdir(p)}
         self.sandbox_ns: str | None = None  # its PID namespace (/proc/<pid>/ns/pid)
+        self.sandbox_pid: int | None = None  # its pid here
         self.see_pids = own_proc()
         self.near = False  # past half the disk bound at the last look
         self.disk_bytes = max(limits.disk_bytes, running.disk_before)
@@ -232,6 +239,7 @@ class _Supervisor:
                     with contextlib.suppress(OSError):
                         self.sandbox_init = os.pidfd_open(pid)
                         self.sandbox_ns = os.readlink(f"/proc/{pid}/ns/pid")
+                        self.sandbox_pid = pid
                     return
 
     def _first_process_ended(self) -> bool:
@@ -265,11 +273,19 @@ class _Supervisor:
         return time.monotonic() - began
 
     def _pids(self) -> list[int]:
-        """The command's processes: its cgroup's, else its PID namespace's (a look at every
-        process of the host), else none known."""
+        """The command's processes: its cgroup's, else its PID namespace's (the namespace's
+        first process and its descendants -- an orphan in the namespace is adopted by that
+        first process, so none is missed; a look at every process of the host where the
+        kernel has no ``children`` files), else none known."""
         if self.r.group is not None:
             return self.r.group.pids()
         if self.sandbox_ns is None:
+            return []
+        if self.sandbox_pid is not None and CHILDREN_LISTED:
+            with contextlib.suppress(OSError):
+                # Still the namespace's first process, not a pid reused since it ended.
+                if os.readlink(f"/proc/{self.sandbox_pid}/ns/pid") == self.sandbox_ns:
+                    return descendants(self.sandbox_pid)
             return []
         found = []
         for name in os.listdir("/proc"):
