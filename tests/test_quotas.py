@@ -277,7 +277,12 @@ def test_an_unreachable_store_fails_the_reservation_and_never_the_settlement(
     from little_dist.errors import StorageUnavailableError
     from little_dist.quotas import Reservation
 
-    gone = RedisQuotaBackend(redis.Redis(port=1, socket_connect_timeout=0.2))
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    # No retries: redis-py's default backs off for seconds before it gives up.
+    unreachable = redis.Redis(port=1, socket_connect_timeout=0.2, retry=Retry(NoBackoff(), 0))
+    gone = RedisQuotaBackend(unreachable)
     limit = rule(requests=5)
     limiter = QuotaLimiter(QuotaRules((limit,)), gone)
     with pytest.raises(StorageUnavailableError, match="quota store"):

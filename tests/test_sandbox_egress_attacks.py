@@ -65,11 +65,13 @@ def _attack(
     return run, seen, decisions
 
 
-def _raw(request: str, port: int | None = None) -> str:
+def _raw(request: str, port: int | None = None, *, until: str | None = None) -> str:
     """A shell command that sends ``request`` (``\\r\\n`` spelled as in printf) to the proxy
-    as it is, bypassing any client's URL parsing, and prints the answer."""
+    as it is, bypassing any client's URL parsing, and prints the answer: to its end, or to
+    the line holding ``until`` (a tunnel stays open: no waiting out the 10 s for it)."""
     text = request if port is None else request.replace("PORT", str(port))
-    return f"exec 3<>/dev/tcp/{PROXY}; printf '{text}' >&3; timeout 10 cat <&3; echo; echo end"
+    read = "cat" if until is None else f"sed '/{until}/q'"
+    return f"exec 3<>/dev/tcp/{PROXY}; printf '{text}' >&3; timeout 10 {read} <&3; echo; echo end"
 
 
 def _refused_by_policy(decision: dict[str, Any], *words: str) -> None:
@@ -149,7 +151,8 @@ def test_an_ipv6_literal_tunnel_goes_to_the_checked_address(
         {
             "cmd": _raw(
                 f"CONNECT [::1]:{site6.port} HTTP/1.1\\r\\nHost: [::1]:{site6.port}\\r\\n\\r\\n"
-                "PING\\n"
+                "PING\\n",
+                until="PONG",
             )
         },
         {"cmd": _raw("CONNECT [::1]:1 HTTP/1.1\\r\\n\\r\\n")},
