@@ -274,11 +274,11 @@ def test_the_example_in_the_operations_guide_is_valid() -> None:
 def test_an_unreachable_store_fails_the_reservation_and_never_the_settlement(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from little_dist.errors import StorageUnavailableError
-    from little_dist.quotas import Reservation
-
     from redis.backoff import NoBackoff
     from redis.retry import Retry
+
+    from little_dist.errors import StorageUnavailableError
+    from little_dist.quotas import Reservation
 
     # No retries: redis-py's default backs off for seconds before it gives up.
     unreachable = redis.Redis(port=1, socket_connect_timeout=0.2, retry=Retry(NoBackoff(), 0))
