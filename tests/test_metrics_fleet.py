@@ -6,6 +6,7 @@ HTTP and the series are checked against what happened."""
 from __future__ import annotations
 
 import json
+import time
 import urllib.request
 from collections import defaultdict
 from pathlib import Path
@@ -93,8 +94,16 @@ def test_worker_and_scheduler_serve_the_fleet_series(
         client.close()
     assert value(submitter, "little_client_submissions_total") == 2
     assert value(submitter, "little_process_info", process="client") == 1
-    worker, scheduler = scrape(worker_port), scrape(scheduler_port)
-    both = [worker, scheduler]
+    # A run's end is counted by the process that appended it, just after the append: the
+    # client can read the end from the stream first. Scrape until both ends are counted.
+    deadline = time.monotonic() + 15
+    while True:
+        worker, scheduler = scrape(worker_port), scrape(scheduler_port)
+        both = [worker, scheduler]
+        ended = sum(value(samples, "little_runs_total") for samples in both)
+        if ended >= 2 or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
 
     def total(name: str, **labels: str) -> float:
         return sum(value(samples, name, **labels) for samples in both)
