@@ -161,9 +161,8 @@ def test_a_forked_process_as_another_user_is_that_user_only(tmp_path: Path) -> N
     if user is not None:
         argv = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *argv]
     new = subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
-    # Forked even where a new process as that user would find another interpreter (the
-    # probe imports nothing the zygote has not).
-    server = zygote()
+    # That user's zygote: started as that user, it found the interpreter they find.
+    server = zygote(user)
     assert server is not None
     with (tmp_path / "out.log").open("w+b") as out:
         forked = server.spawn(
@@ -179,7 +178,8 @@ def test_a_forked_process_as_another_user_is_that_user_only(tmp_path: Path) -> N
     assert seen_forked["ids"] == seen_new["ids"]
     if user is not None:
         assert seen_forked["ids"][2] == []
-        assert seen_forked["pdeathsig"] == signal.SIGKILL  # set again after the change of user
+        assert seen_forked["pdeathsig"] == signal.SIGKILL
+    assert seen_forked["stdlib"] == seen_new["stdlib"]
 
 
 def _started(tmp_path: Path, server: Zygote | None = None) -> ZygoteProcess:

@@ -96,14 +96,6 @@ def _startup_settings(env: Mapping[str, str]) -> dict[str, str]:
     }
 
 
-def _open_to_all(folder: Path) -> bool:
-    """Whether every user may list ``folder`` and pass through its parents."""
-    folder = folder.resolve()
-    if folder.stat().st_mode & 0o005 != 0o005:
-        return False
-    return all(parent.stat().st_mode & 0o001 for parent in folder.parents)
-
-
 class ZygoteProcess:
     """A ``little`` process the zygote forked: what the tests use of ``subprocess.Popen``."""
 
@@ -172,9 +164,15 @@ class ZygoteProcess:
 
 
 class Zygote:
-    """A running zygote (:mod:`tests.zygote_server`) and the socket to ask it for children."""
+    """A running zygote (:mod:`tests.zygote_server`) and the socket to ask it for children.
 
-    def __init__(self) -> None:
+    ``user``: a uid the zygote runs as from its start (``setpriv``, from root), so that its
+    children are what a new process of that user would be: the interpreter that user finds
+    (one under ``/root`` is not theirs to read: another, or the venv's fallback), the
+    modules it can read, no privilege ever held."""
+
+    def __init__(self, user: int | None = None) -> None:
+        self.user = user
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         # What the zygote itself writes (its errors), open as long as the zygote runs.
         self._log = tempfile.TemporaryFile()  # noqa: SIM115
@@ -189,14 +187,17 @@ class Zygote:
         env["PYTHONUNBUFFERED"] = "1"
         env.pop("PYTHONIOENCODING", None)  # its streams are the locale's, which children start from
         self.env = env
+        argv = [
+            sys.executable,
+            str(SERVER),
+            str(theirs.fileno()),
+            str(os.getpid()),
+            "1" if main_thread else "0",
+        ]
+        if user is not None:
+            argv = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *argv]
         self.process = subprocess.Popen(
-            [
-                sys.executable,
-                str(SERVER),
-                str(theirs.fileno()),
-                str(os.getpid()),
-                "1" if main_thread else "0",
-            ],
+            argv,
             pass_fds=[theirs.fileno()],
             cwd=ROOT,
             env=env,
@@ -210,8 +211,9 @@ class Zygote:
         self._lock = threading.Lock()
         readable, _, _ = select.select([ours], [], [], START_TIMEOUT)
         if not readable or ours.recv(64) != b"ready":
+            said = self.log()[-4000:]
             self.close()
-            raise RuntimeError(f"the test zygote did not start:\n{self.log()[-4000:]}")
+            raise RuntimeError(f"the test zygote did not start:\n{said}")
         self.startup = _startup_settings(env)
 
     def log(self) -> str:
@@ -221,12 +223,11 @@ class Zygote:
 
     def serves(self, env: Mapping[str, str], user: int | None = None) -> bool:
         """Whether a child of this zygote can be what a new process with ``env`` (as
-        ``user``) would be. Another user's child imports what it has yet to from the
-        zygote's folders: where one of them is not open to every user (an interpreter under
-        ``/root``), a new process as that user finds another interpreter, or none."""
-        if self.process.poll() is not None or _startup_settings(env) != self.startup:
+        ``user``) would be: the zygote runs as that user, and it started with ``env``'s
+        interpreter settings."""
+        if self.process.poll() is not None or user != self.user:
             return False
-        return user is None or all(_open_to_all(Path(p)) for p in sys.path if os.path.isdir(p))
+        return _startup_settings(env) == self.startup
 
     def spawn(
         self,
@@ -242,7 +243,10 @@ class Zygote:
         module: str = CLI,
         user: int | None = None,
     ) -> ZygoteProcess:
-        """Fork ``python -m MODULE ARGS`` (see :func:`spawn`)."""
+        """Fork ``python -m MODULE ARGS`` (see :func:`spawn`); ``user`` must be the
+        zygote's."""
+        if user != self.user:
+            raise ValueError(f"this zygote runs as {self.user}, not {user}: zygote({user})")
         opened: list[int] = []
 
         def fd_of(value: FileArg, default: int) -> int:
@@ -265,7 +269,6 @@ class Zygote:
             "env": dict(env),
             "cwd": str(Path(cwd).resolve()),
             "new_session": new_session,
-            "user": user,
             "name": name or (process_name(args) if module == CLI else module),
         }
         import json
@@ -300,22 +303,25 @@ class Zygote:
         self._log.close()
 
 
-_zygote: Zygote | None = None
+_zygotes: dict[int | None, Zygote] = {}
 _zygote_lock = threading.Lock()
 
 
-def zygote() -> Zygote | None:
-    """This process's zygote, started on first use; ``None`` when turned off."""
-    global _zygote
+def zygote(user: int | None = None) -> Zygote | None:
+    """This process's zygote (``user``'s: one that runs as that uid, which needs root), started
+    on first use; ``None`` when turned off."""
     if os.environ.get(ENABLE_ENV, "1") == "0" or sys.platform != "linux":
         return None
+    if user is not None and os.geteuid() != 0:
+        return None
     with _zygote_lock:
-        if _zygote is None or _zygote.process.poll() is not None:
-            _zygote = Zygote()
+        found = _zygotes.get(user)
+        if found is None or found.process.poll() is not None:
+            found = _zygotes[user] = Zygote(user)
             import atexit
 
-            atexit.register(_zygote.close)
-        return _zygote
+            atexit.register(found.close)
+        return found
 
 
 def spawn(
@@ -337,7 +343,7 @@ def spawn(
     ``new_session``: its own session and process group (``start_new_session``); ``user``: as
     that uid and gid, without other groups (``setpriv --reuid=U --regid=U --clear-groups``,
     from root)."""
-    server = zygote()
+    server = zygote(user)
     if server is not None and server.serves(env, user):
         return server.spawn(
             args,

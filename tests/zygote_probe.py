@@ -58,6 +58,7 @@ def view() -> dict[str, object]:
         "threads": threading.active_count(),
         "dont_write_bytecode": sys.dont_write_bytecode,
         "pycache_prefix": sys.pycache_prefix,
+        "stdlib": os.__file__,
         "main": __name__,
         "pdeathsig": death.value,
         "ids": [os.getresuid(), os.getresgid(), os.getgroups()],

@@ -19,9 +19,8 @@ the modules it preloads; it does not import the ``tests`` package.
 The protocol, on ``SOCK_SEQPACKET`` sockets (one message each):
 
 * the control socket (FD, from the client): the zygote sends ``ready``; each request is a
-  JSON object (``module``, ``args``, ``env``, ``cwd``, ``new_session``, ``user``, ``name``)
-  with four file
-  descriptors: a reply socket, then the child's stdin, stdout and stderr. End of file: the
+  JSON object (``module``, ``args``, ``env``, ``cwd``, ``new_session``, ``name``) with four
+  file descriptors: a reply socket, then the child's stdin, stdout and stderr. End of file: the
   zygote exits.
 * the reply socket: ``pid N`` with a pidfd of the child (signals sent through it never reach
   another process that reused the pid), then ``exit CODE`` once the zygote has reaped it
@@ -49,7 +48,6 @@ import tempfile
 import threading
 
 _PR_SET_PDEATHSIG = 1
-_PR_SET_DUMPABLE = 4
 _PR_SET_NAME = 15
 #: What every ``little`` process of the tests imports (``little_dist.cli`` imports the rest of
 #: its commands when it builds its parser).
@@ -95,12 +93,24 @@ def _open_fds() -> set[int]:
 
 
 def preload() -> None:
-    """Import :data:`PRELOAD` and build the CLI's parser (which imports every command)."""
-    for name in PRELOAD:
-        importlib.import_module(name)
-    from little_dist.cli import build_parser
+    """Import :data:`PRELOAD` and build the CLI's parser (which imports every command).
 
-    build_parser()
+    A module this interpreter cannot import is left out (said in the zygote's log): a child
+    that needs it fails to import it as a new process would. (The zygote of an unprivileged
+    user runs the interpreter that user finds, which may lack what the venv's has: Debian's
+    Python 3.11.2 and redis-py's asyncio part, which needs ``async_timeout`` before 3.11.3.)
+    """
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:
+            print(f"zygote: not preloaded: {name}: {exc!r}", file=sys.stderr)
+    try:
+        from little_dist.cli import build_parser
+
+        build_parser()
+    except Exception as exc:
+        print(f"zygote: the CLI's parser not built: {exc!r}", file=sys.stderr)
 
 
 def serve(control: socket.socket, owned: set[int]) -> dict[str, object] | None:
@@ -175,14 +185,7 @@ def _become_child(
     """In a forked child: become the process the request describes (not yet running)."""
     if request.get("new_session"):
         os.setsid()
-    user = request.get("user")
-    if user is not None:  # as `setpriv --reuid=U --regid=U --clear-groups` would start it
-        assert isinstance(user, int)
-        os.setgroups([])
-        os.setresgid(user, user, user)
-        os.setresuid(user, user, user)
-        _prctl(_PR_SET_DUMPABLE, 1)  # (an exec would make its /proc files its own again)
-    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # (after the user: a change of user clears it)
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != zygote:  # the zygote ended before the signal was set
         os._exit(1)
     for target, fd in enumerate(stdio):
