@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from little_dist.harness.budget_tree import CAUSE_BUDGET_EXCEEDED
 from little_dist.harness.errors import ModelCallError
-from little_dist.observability.hooks import budget_refused
 from little_dist.world.base import SequenceConflictError
 
 if TYPE_CHECKING:
@@ -26,7 +26,6 @@ if TYPE_CHECKING:
 
 __all__ = ["CAUSE_BUDGET_EXCEEDED", "reserve_and_record"]
 
-CAUSE_BUDGET_EXCEEDED: Final = "budget_exceeded"
 _TRIES: Final = 200  # appends lost to other writers of the run before giving up
 
 
@@ -70,7 +69,11 @@ def reserve_and_record(
     tools: Sequence[Mapping[str, Any]],
 ) -> None:
     """Append the call's ``harness.model.called`` with its reservation, or raise the
-    terminal ``budget_exceeded`` when the run's budget cannot hold it."""
+    terminal ``budget_exceeded`` when the run's budget (or, for a sub-run of a budgeted run,
+    the tree's: :mod:`little_dist.harness.budget_tree`) cannot hold it."""
+    import uuid
+
+    from little_dist.harness.budget_tree import drawn_event, lend, shortfall
     from little_dist.litellm_prices import litellm_price_fallback
     from little_dist.run_state import materialize_run_state
 
@@ -81,17 +84,15 @@ def reserve_and_record(
     for _ in range(_TRIES):
         events: list[Event] = recorder.world.list_events(ctx.run_id)
         state = materialize_run_state(events, run_id=ctx.run_id, pricing_fallback=fallback)
-        budget = state.budget_usd
-        if budget is not None:
-            held = state.spent_usd + state.reserved_usd
-            if held + need > budget:
-                budget_refused("run")
-                raise ModelCallError(
-                    f"run {ctx.run_id} budget ${budget:.6g}: this call may cost up to "
-                    f"${need:.6g} and ${held:.6g} is spent or held",
-                    cause_code=CAUSE_BUDGET_EXCEEDED,
-                    retriable=False,
-                )
+        short = shortfall(state, need, "run")
+        if short:
+            parent = state.budget_parent_run_id
+            assert parent is not None
+            draw_id = uuid.uuid4().hex
+            lend(recorder.world, parent, ctx.run_id, short, fallback, draw_id)
+            drawn = drawn_event(short, draw_id)
+            recorder.append(drawn.type, dict(drawn.payload), str(drawn.occurrence_id), durable=True)
+            continue
         last = events[-1].sequence if events else 0
         try:
             recorder.model_called(turn, request, reserved_usd=need, expected_sequence=last)
