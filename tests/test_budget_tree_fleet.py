@@ -1,0 +1,76 @@
+"""Budget trees on the real fleet: a budgeted parent's sub-runs run on two worker processes
+(four slots each) while the parent is suspended, each child borrowing from the parent's log
+what its call needs; the tree stops before the parent's ceiling, and a child with its own
+smaller budget stops at it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from little_dist.litellm_prices import litellm_price_fallback
+from little_dist.run_state import RunState, materialize_run_state
+from tests import budget_tree_app as app
+from tests.fleet_processes import FleetEnv, fleet_env, start_scheduler, start_worker
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+__all__ = ["fleet_env"]  # the fixture, re-exported for pytest
+
+
+def _state(world: Any, run_id: str) -> RunState:
+    events = world.list_events(run_id)
+    return materialize_run_state(events, run_id=run_id, pricing_fallback=litellm_price_fallback)
+
+
+def _children(world: Any, run_id: str) -> list[str]:
+    return [
+        e.payload["childRunId"]
+        for e in world.list_events(run_id)
+        if e.type == "little.subrun.started"
+    ]
+
+
+def _cause(state: RunState) -> Any:
+    return state.error.get("causeCode") if isinstance(state.error, dict) else None
+
+
+def test_a_budget_tree_on_the_fleet_stops_before_the_parents_ceiling(
+    fleet_env: FleetEnv, tmp_path: Path
+) -> None:
+    fleet_env.env.update({"LITTLE_APP": "tests.budget_tree_app", app.SCRIPT_ENV: "1"})
+    for _ in range(2):
+        start_worker(fleet_env, app="tests.budget_tree_app", concurrency=4)
+    start_scheduler(fleet_env)
+    client = fleet_env.client()
+    budget = 0.00015  # the boss's first call and a few of its eight kids
+    stopped = client.submit(app.boss, {"scenario": "kids"}, budget_usd=budget)
+    small = client.submit(app.boss, {"scenario": "small"}, budget_usd=0.001)
+    world = client.world
+
+    state = client.wait(stopped, timeout=120)
+    assert state.status == "failed" and _cause(state) == "budget_exceeded"
+    kids = [_state(world, kid) for kid in _children(world, stopped)]
+    assert len(kids) == 8 and all(kid.status in ("completed", "failed") for kid in kids)
+    done = [kid for kid in kids if kid.status == "completed"]
+    refused = [kid for kid in kids if _cause(kid) == "budget_exceeded"]
+    assert done and refused and len(done) + len(refused) == 8
+    for kid in kids:
+        assert kid.budget_parent_run_id == stopped
+        assert kid.committed_usd <= kid.drawn_usd + 1e-12
+    final = _state(world, stopped)
+    assert final.sub_runs_usd == pytest.approx(sum(kid.committed_usd for kid in kids))
+    assert final.spent_usd + sum(kid.spent_usd for kid in kids) <= budget
+    assert final.committed_usd <= budget
+
+    state = client.wait(small, timeout=120)
+    assert state.status == "completed", state.error
+    (child_id,) = _children(world, small)
+    child = _state(world, child_id)
+    sent = [e for e in world.list_events(child_id) if e.type == "harness.model.called"]
+    assert child.budget_usd == app.SMALL_BUDGET and 0 < len(sent) < 5
+    assert child.committed_usd <= app.SMALL_BUDGET
+    final = _state(world, small)
+    assert final.sub_runs_usd == pytest.approx(child.committed_usd)
+    assert final.committed_usd <= 0.001
