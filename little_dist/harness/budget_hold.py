@@ -18,13 +18,24 @@ from typing import TYPE_CHECKING, Any, Final
 
 from little_dist.harness.budget_tree import CAUSE_BUDGET_EXCEEDED
 from little_dist.harness.errors import ModelCallError
+from little_dist.observability.hooks import budget_refused
 from little_dist.world.base import SequenceConflictError
 
 if TYPE_CHECKING:
     from little_dist.events import Event
     from little_dist.harness.types import HarnessContext
+    from little_dist.quotas.limiter import DailyHold
 
-__all__ = ["CAUSE_BUDGET_EXCEEDED", "reserve_and_record"]
+__all__ = [
+    "CAUSE_BUDGET_EXCEEDED",
+    "CAUSE_DAILY_BUDGET_EXCEEDED",
+    "hold_daily",
+    "reserve_and_record",
+    "settle_daily",
+]
+
+#: A call that would pass an operator's daily dollar ceiling of its key (not sent).
+CAUSE_DAILY_BUDGET_EXCEEDED: Final = "daily_budget_exceeded"
 
 _TRIES: Final = 200  # appends lost to other writers of the run before giving up
 
@@ -104,3 +115,42 @@ def reserve_and_record(
         cause_code="step_failed",
         retriable=True,
     )
+
+
+def hold_daily(
+    ctx: HarnessContext,
+    messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[Mapping[str, Any]],
+) -> DailyHold | None:
+    """The call's worst case held against the operator's daily dollar ceilings of its
+    provider, model and key (:mod:`little_dist.quotas.daily`), on the fleet worker's
+    limiter (Redis), else this process's; ``None`` when no ceiling applies. A call that
+    would pass one is not sent: the terminal ``daily_budget_exceeded``."""
+    from little_dist.harness.quota_estimate import call_identity
+    from little_dist.harness.quota_limiters import process_limiter
+    from little_dist.quotas.limiter import DailyBudgetExceeded
+
+    limiter = ctx.quotas if ctx.quotas is not None else process_limiter()
+    if limiter is None or not limiter.rules.daily:
+        return None
+    call = call_identity(ctx.model.litellm_model, ctx.model.settings)
+    if not limiter.rules.daily_for(call):
+        return None
+    try:
+        return limiter.reserve_daily(call, worst_case_usd(ctx, messages, tools))
+    except DailyBudgetExceeded as exc:
+        budget_refused("key_daily")
+        raise ModelCallError(
+            str(exc), cause_code=CAUSE_DAILY_BUDGET_EXCEEDED, retriable=False
+        ) from exc
+
+
+def settle_daily(ctx: HarnessContext, hold: DailyHold, usage: Mapping[str, Any]) -> None:
+    """The call ended with ``usage``: its price replaces its worst case (a price unknown
+    here: the worst case stands)."""
+    from little_dist.litellm_prices import litellm_price_fallback
+    from little_dist.run_state._usage import price_call, pricer_for
+
+    fallback = ctx.pricing_fallback if ctx.pricing_fallback is not None else litellm_price_fallback
+    cost = price_call(ctx.model.identity(), dict(usage), pricer_for(fallback))[4]
+    hold.settle(hold.usd if cost is None else float(cost))
