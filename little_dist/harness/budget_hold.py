@@ -13,7 +13,7 @@ the terminal cause ``budget_exceeded``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from little_dist.harness.budget_tree import CAUSE_BUDGET_EXCEEDED
@@ -22,7 +22,7 @@ from little_dist.observability.hooks import budget_refused
 from little_dist.world.base import SequenceConflictError
 
 if TYPE_CHECKING:
-    from little_dist.events import Event
+    from little_dist.events import Event, EventInput
     from little_dist.harness.types import HarnessContext
     from little_dist.quotas.limiter import DailyHold
 
@@ -82,6 +82,20 @@ def reserve_and_record(
     """Append the call's ``harness.model.called`` with its reservation, or raise the
     terminal ``budget_exceeded`` when the run's budget (or, for a sub-run of a budgeted run,
     the tree's: :mod:`little_dist.harness.budget_tree`) cannot hold it."""
+    recorder = ctx.recorder
+
+    def record(need: float, last: int) -> None:
+        recorder.model_called(turn, request, reserved_usd=need, expected_sequence=last)
+
+    reserve(ctx, worst_case_usd(ctx, messages, tools), record)
+
+
+def reserve(ctx: HarnessContext, need: float, record: Callable[[float, int], None]) -> None:
+    """Fold the run's log until ``record(need, last_sequence)`` (which appends the call and
+    its ``little.budget.reserved`` only if the log's last sequence is still that, else
+    raises :class:`~little_dist.world.base.SequenceConflictError`) succeeds; borrow from
+    the run's parent first when it must; ``budget_exceeded`` when the budget cannot hold
+    ``need``."""
     import uuid
 
     from little_dist.harness.budget_tree import drawn_event, lend, shortfall
@@ -89,7 +103,6 @@ def reserve_and_record(
     from little_dist.run_state import materialize_run_state
 
     fallback = ctx.pricing_fallback if ctx.pricing_fallback is not None else litellm_price_fallback
-    need = worst_case_usd(ctx, messages, tools)
     recorder = ctx.recorder
     recorder.flush()  # (what this attempt recorded goes first)
     for _ in range(_TRIES):
@@ -104,9 +117,8 @@ def reserve_and_record(
             drawn = drawn_event(short, draw_id)
             recorder.append(drawn.type, dict(drawn.payload), str(drawn.occurrence_id), durable=True)
             continue
-        last = events[-1].sequence if events else 0
         try:
-            recorder.model_called(turn, request, reserved_usd=need, expected_sequence=last)
+            record(need, events[-1].sequence if events else 0)
             return
         except SequenceConflictError:
             continue
@@ -114,6 +126,19 @@ def reserve_and_record(
         f"run {ctx.run_id}: could not reserve budget (the log kept changing)",
         cause_code="step_failed",
         retriable=True,
+    )
+
+
+def planner_hold(call_id: str, usd: float) -> EventInput:
+    """``little.budget.reserved`` of a planner call (appended with its ``harness.model.called``:
+    the planner records its calls on the run without a step)."""
+    from little_dist.event_types.engine import BUDGET_RESERVED_EVENT_TYPE
+    from little_dist.events import EventInput
+
+    return EventInput(
+        type=BUDGET_RESERVED_EVENT_TYPE,
+        payload={"callId": call_id, "reservedUsd": usd, "role": "planner"},
+        occurrence_id=f"budget-hold:{call_id}",
     )
 
 
