@@ -24,7 +24,17 @@ from little_dist import as_tool, define_workflow, model
 from tests.lwir_builder import workflow_doc
 from tests.quota_fleet_app import _FAN_IN, REPLY
 
-__all__ = ["DONE", "SCENARIOS", "SMALL_BUDGET", "boss", "build_script", "kid", "small"]
+__all__ = [
+    "DONE",
+    "PLANNED_LWIR",
+    "SCENARIOS",
+    "SMALL_BUDGET",
+    "boss",
+    "build_script",
+    "kid",
+    "planned",
+    "small",
+]
 
 SCRIPT_ENV = "LITTLE_BUDGET_TREE_SCRIPT"
 DONE = "every kid answered"
@@ -100,6 +110,24 @@ small = define_workflow(
 )
 
 
+#: ``planned`` (``budget.planned``): ``kid``'s step, planned by its planner (the model's
+#: reply is :data:`PLANNED_LWIR`) when it starts.
+PLANNED_LWIR = workflow_doc(
+    "budget.planned",
+    [_ask("Think about {{ input.item }}.")],
+    input_schema=_ITEM,
+    output_schema={"type": "string"},
+    version="1.0.0",
+)
+planned = define_workflow(
+    id="budget.planned",
+    description="One model call about an item, planned.",
+    input=_ITEM,
+    output=str,
+    model=_KID_SLOT,
+)
+
+
 def _kid(item: str) -> tuple[str, dict[str, Any]]:
     return ("budget__kid", {"item": item})
 
@@ -108,6 +136,7 @@ def _kid(item: str) -> tuple[str, dict[str, Any]]:
 SCENARIOS: dict[str, list[tuple[str, dict[str, Any]]]] = {
     "kids": [_kid(f"k{n}") for n in range(1, 9)],
     "small": [("budget__small", {"keys": [f"s{n}" for n in range(1, 6)]})],
+    "planned": [("budget__planned", {"item": "p1"})],
 }
 
 _BOSS_IN = {"type": "object", "required": ["scenario"], "properties": {"scenario": {}}}
@@ -118,7 +147,7 @@ boss = define_workflow(
     input=_BOSS_IN,
     output=str,
     model=_BOSS_SLOT,
-    tools=[as_tool(kid), as_tool(small)],
+    tools=[as_tool(kid), as_tool(small), as_tool(planned)],
     plan=workflow_doc(
         "budget.boss",
         [
@@ -131,7 +160,7 @@ boss = define_workflow(
         ],
         input_schema=_BOSS_IN,
         output_schema={"type": "string"},
-        tools=["budget.kid", "budget.small"],
+        tools=["budget.kid", "budget.small", "budget.planned"],
         models=["boss"],
         version="1.0.0",
     ),
@@ -148,6 +177,7 @@ def build_script() -> Any:
     )
     for name, calls in SCENARIOS.items():
         script.on(model="boss", contains=f"scenario:{name}").call_tools(calls, times=None)
+    script.on(step="planner").reply_json(PLANNED_LWIR, times=None)
     script.otherwise().reply_text(REPLY, times=None)
     return script
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from little_dist import run_workflow
 from little_dist.authoring.errors import RunFailedError
 from little_dist.events import Event
@@ -168,3 +170,39 @@ def test_the_fold_of_a_child_knows_its_parent_and_counts_an_unpriced_call_at_its
     assert state.budget_parent_run_id == "run_boss" and state.budget_tree
     assert (state.budget_usd, state.drawn_usd, state.reserved_usd) == (3.0, 1.0, 0.0)
     assert state.committed_usd == 0.75
+
+
+def test_a_planned_sub_runs_planner_borrows_from_the_parent_before_its_call() -> None:
+    world = MemoryWorld()
+    state = _boss(world, "planned", 0.001, "run_tree_planned")
+    assert state.status == "completed", state.error
+    (child_id,) = _children(world, "run_tree_planned")
+    events = world.list_events(child_id)
+    types = [e.type for e in events]
+    # Recorded before the planner ran: the child borrows from its parent.
+    assert types[0] == "little.run.budget"
+    assert events[0].payload == {"fromParentRunId": "run_tree_planned"}
+    planner_hold = next(
+        e for e in events if e.type == "little.budget.reserved" and e.payload.get("role")
+    )
+    assert types.index("little.budget.drawn") < events.index(planner_hold)
+    assert types.index("little.budget.reserved") < types.index("RunStarted")
+    child = _state(world, child_id)
+    assert len([e for e in events if e.type == "harness.model.responded"]) == 2  # plan, ask
+    assert state.sub_runs_usd == child.committed_usd == child.spent_usd > 0
+
+
+def test_a_sub_runs_planner_call_the_parent_cannot_hold_is_not_sent() -> None:
+    world = MemoryWorld()
+    with app.build_script().installed() as script, pytest.raises(RunFailedError):
+        run_workflow(
+            app.boss,
+            {"scenario": "planned"},
+            world=world,
+            run_id="run_tree_poor",
+            budget_usd=0.00008,  # the boss's own first call, and little more
+        )
+    (child_id,) = _children(world, "run_tree_poor")
+    child = _state(world, child_id)
+    assert child.status == "failed" and _cause(child) == "budget_exceeded"
+    assert [call.step_path for call in script.calls if call.step_path == "planner"] == []

@@ -437,6 +437,9 @@ class RunStateBuilder:
         budget = payload.get("budgetUsd")
         if budget.__class__ in (int, float) and budget > 0:
             self._budget_usd = float(budget)
+        lender = payload.get("fromParentRunId")
+        if lender.__class__ is str:
+            self._own_ledger().parent = lender
 
     def _on_budget_reserved(self, payload: dict[str, Any], at: Any, event_type: str) -> None:
         reserved = payload.get("reservedUsd")
