@@ -22,7 +22,7 @@ hex digits of the SHA-256 of the API key a model slot's settings pass, see
 limits; a call falls under every rule that matches it, and each rule is one budget shared by
 all the calls it matches (``name`` identifies it in Redis: two fleets with one Redis and one
 name share it). ``defaultOutputTokens`` is what a call reserves for its output when it sets no
-``max_tokens``.
+``max_tokens``. ``daily``: dollar ceilings per UTC day (:mod:`.daily`).
 """
 
 from __future__ import annotations
