@@ -12,7 +12,7 @@ bundled registry's rates: the fleet's workers and scheduler price them too).
   sees tool results it answers :data:`DONE`.
 
 Fleet workers install :func:`build_script` at import when ``$LITTLE_BUDGET_TREE_SCRIPT`` is
-set; in process a test installs it.
+set (each call taking ``$LITTLE_BUDGET_TREE_LATENCY`` seconds); in process a test installs it.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ __all__ = [
 ]
 
 SCRIPT_ENV = "LITTLE_BUDGET_TREE_SCRIPT"
+LATENCY_ENV = "LITTLE_BUDGET_TREE_LATENCY"  # seconds each scripted call takes
 DONE = "every kid answered"
 _PRICE = "openai/gpt-4o-mini"
 _KID_SLOT = model("scripted/quota", id="default", max_tokens=64, pricing=_PRICE)
@@ -137,6 +138,7 @@ SCENARIOS: dict[str, list[tuple[str, dict[str, Any]]]] = {
     "kids": [_kid(f"k{n}") for n in range(1, 9)],
     "small": [("budget__small", {"keys": [f"s{n}" for n in range(1, 6)]})],
     "planned": [("budget__planned", {"item": "p1"})],
+    "two": [_kid("t1"), _kid("t2")],
 }
 
 _BOSS_IN = {"type": "object", "required": ["scenario"], "properties": {"scenario": {}}}
@@ -171,7 +173,7 @@ def build_script() -> Any:
     """The provider of both models (see the module docstring)."""
     from little_dist.testing import ScriptedModel
 
-    script = ScriptedModel()
+    script = ScriptedModel(latency=float(os.environ.get(LATENCY_ENV, "0")))
     script.on(model="boss", match=lambda request: bool(request.tool_results)).reply_text(
         DONE, times=None
     )

@@ -5,6 +5,7 @@ smaller budget stops at it."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -74,3 +75,56 @@ def test_a_budget_tree_on_the_fleet_stops_before_the_parents_ceiling(
     final = _state(world, small)
     assert final.sub_runs_usd == pytest.approx(child.committed_usd)
     assert final.committed_usd <= 0.001
+
+
+FAST_FAILOVER = {
+    "LITTLE_LEASE_TTL": "2",
+    "LITTLE_HEARTBEAT_INTERVAL": "0.5",
+    "LITTLE_DISPATCH_RESEND_AFTER": "5",
+    "LITTLE_SIGNAL_CLAIM_IDLE": "1",
+    "LITTLE_SOFT_SHUTDOWN_TIMEOUT": "0",
+}
+
+
+def test_a_kid_whose_worker_died_mid_call_counts_against_the_parent_at_its_worst(
+    fleet_env: FleetEnv,
+) -> None:
+    fleet_env.env.update(
+        {
+            "LITTLE_APP": "tests.budget_tree_app",
+            app.SCRIPT_ENV: "1",
+            app.LATENCY_ENV: "3",
+            **FAST_FAILOVER,
+        }
+    )
+    victim = start_worker(fleet_env, app="tests.budget_tree_app", concurrency=4)
+    start_scheduler(fleet_env)
+    client = fleet_env.client()
+    world = client.world
+    budget = 0.001
+    run_id = client.submit(app.boss, {"scenario": "two"}, budget_usd=budget)
+    deadline = time.monotonic() + 90
+
+    def kid_calling() -> bool:
+        return any(
+            e.type == "harness.model.called"
+            for kid in _children(world, run_id)
+            for e in world.list_events(kid)
+        )
+
+    while not kid_calling():
+        assert time.monotonic() < deadline, "no kid's call was sent"
+        time.sleep(0.05)
+    victim.kill()  # between a kid call's reservation and its settlement
+    start_worker(fleet_env, app="tests.budget_tree_app", concurrency=4)
+    state = client.wait(run_id, timeout=120)
+    assert state.status == "completed", state.error
+    kids = [_state(world, kid) for kid in _children(world, run_id)]
+    dead = [kid for kid in kids if kid.reserved_usd > 0]
+    assert dead  # the killed call is held at its worst case, never forgotten
+    for kid in kids:
+        assert kid.status == "completed"
+        assert kid.committed_usd == pytest.approx(kid.spent_usd + kid.reserved_usd)
+    final = _state(world, run_id)
+    assert final.sub_runs_usd == pytest.approx(sum(kid.committed_usd for kid in kids))
+    assert final.committed_usd <= budget
