@@ -21,8 +21,8 @@ import os
 from typing import Any
 
 from little_dist import as_tool, define_workflow, model
-from tests.lwir_builder import workflow_doc
-from tests.quota_fleet_app import _FAN_IN, REPLY
+from tests.lwir_builder import fan_in_schema, workflow_doc
+from tests.quota_fleet_app import REPLY
 
 __all__ = [
     "DONE",
@@ -99,7 +99,7 @@ small = define_workflow(
                     "failureMode": "all_settled",
                     "fanIn": {"order": "input", "output": "array"},
                 },
-                "output": {"mode": "array", "schema": _FAN_IN},
+                "output": {"mode": "array", "schema": fan_in_schema({"type": "string"})},
                 "steps": [_ask("Think about item {{ item }}.")],
             }
         ],

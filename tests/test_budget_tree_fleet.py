@@ -5,6 +5,7 @@ smaller budget stops at it."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from little_dist.litellm_prices import litellm_price_fallback
 from little_dist.run_state import RunState, materialize_run_state
 from tests import budget_tree_app as app
 from tests.fleet_processes import FleetEnv, fleet_env, start_scheduler, start_worker
+from tests.test_cli_fleet import _ok, little
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 __all__ = ["fleet_env"]  # the fixture, re-exported for pytest
@@ -64,6 +66,10 @@ def test_a_budget_tree_on_the_fleet_stops_before_the_parents_ceiling(
     assert final.sub_runs_usd == pytest.approx(sum(kid.committed_usd for kid in kids))
     assert final.spent_usd + sum(kid.spent_usd for kid in kids) <= budget
     assert final.committed_usd <= budget
+    # `little status` shows what the sub-runs count beside the run's own spend.
+    shown = json.loads(_ok(little(fleet_env, "status", stopped, "--json"), 1))["budget"]
+    assert shown["subRunsUsd"] == round(final.sub_runs_usd, 10) > 0
+    assert ", sub-runs $" in _ok(little(fleet_env, "status", stopped), 1)  # (failed: 1)
 
     state = client.wait(small, timeout=120)
     assert state.status == "completed", state.error
