@@ -288,16 +288,7 @@ def _record_ended(info: ToolCallInfo, link: ParentLink, outcome: SubRunOutcome) 
         "stepPath": link.step_path,
         **outcome.ended_payload(),
     }
-    if info.ctx.budgeted:
-        from little_dist.litellm_prices import litellm_price_fallback
-        from little_dist.run_state import materialize_run_state
-
-        ctx = info.ctx
-        fallback = ctx.pricing_fallback or litellm_price_fallback
-        child = outcome.child_run_id
-        events = ctx.recorder.world.list_events(child)
-        state = materialize_run_state(events, run_id=child, pricing_fallback=fallback)
-        payload.update(spent_payload(state))
+    payload.update(child_spent(info, outcome.child_run_id))
     info.ctx.recorder.append(
         SUB_RUN_ENDED,
         payload,
@@ -413,6 +404,20 @@ def ended_payload_of(child: str, state: RunState) -> dict[str, Any]:
         elif state.output_ref is not None:
             payload["outputRef"] = state.output_ref
     return payload
+
+
+def child_spent(info: ToolCallInfo, child: str) -> dict[str, Any]:
+    """``spentUsd`` of the call's child as its log says now, when the calling run is
+    budgeted (:func:`spent_payload`), else nothing."""
+    ctx = info.ctx
+    if not ctx.budgeted:
+        return {}
+    from little_dist.litellm_prices import litellm_price_fallback
+    from little_dist.run_state import materialize_run_state
+
+    fallback = ctx.pricing_fallback or litellm_price_fallback
+    events = ctx.recorder.world.list_events(child)
+    return spent_payload(materialize_run_state(events, run_id=child, pricing_fallback=fallback))
 
 
 def spent_payload(state: RunState) -> dict[str, Any]:
