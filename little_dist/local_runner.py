@@ -600,7 +600,7 @@ class _Runner:
             handed.append(event)
             count += 1
         self._fold(handed)
-        if read:
+        if read or known:  # (a gap: another writer's events came in between, a sub-run's loan)
             self._fold(self.world.list_events(self.run_id, after=self.builder.event_count))
         if known:  # out of order: what is still ahead of the fold waits for the next look
             done = self.builder.event_count
