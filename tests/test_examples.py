@@ -18,6 +18,7 @@ import pytest
 
 from little_dist.api import run_workflow
 from little_dist.world.in_process import MemoryWorld
+from tests import zygote
 
 ROOT = Path(__file__).parent.parent
 EXAMPLES = [
@@ -163,10 +164,10 @@ def test_examples_imported_into_one_process_each_answer_their_own_model(tmp_path
 def test_python_dash_m_runs_the_example_and_points_at_the_report(name: str, tmp_path: Path) -> None:
     env = {key: value for key, value in os.environ.items() if key != "LITTLE_MODEL"}
     env["PYTHONPATH"] = str(ROOT)
-    result = subprocess.run(
-        [sys.executable, "-m", f"examples.{name}", "--data-dir", str(tmp_path / "world")],
-        capture_output=True,
-        text=True,
+    # `python -m examples.NAME`, forked from the test zygote (tests/zygote.py)
+    result = zygote.run(
+        ["--data-dir", str(tmp_path / "world")],
+        module=f"examples.{name}",
         cwd=ROOT,
         env=env,
         timeout=180,
