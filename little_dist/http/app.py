@@ -1,0 +1,211 @@
+"""The HTTP API's routes: ``make_app(fleet)`` (see :mod:`little_dist.http`).
+
+``/v1`` routes need a bearer token with their scope (:mod:`.auth`); ``/healthz`` and
+``/readyz`` need none. Submission and status are the client's (``Client.submit``,
+``Client.status``, as ``little submit``/``little status``); events are the world's log.
+Every refusal is a problem (:mod:`.problems`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Annotated, Any, Final
+
+from fastapi import Depends, FastAPI, Header, Path, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from little_dist import __version__
+from little_dist.errors import LittleError
+from little_dist.http.auth import require
+from little_dist.http.event_stream import sse_events
+from little_dist.http.fleet_access import FleetAccess
+from little_dist.http.health import check_redis, check_s3
+from little_dist.http.idempotency import MAX_KEY_LENGTH, body_hash
+from little_dist.http.models import Health, ProblemDetails, RunAccepted, RunStatus, SubmitRun
+from little_dist.http.problems import PROBLEM_JSON, Problem, install_problem_handlers
+from little_dist.http.tokens import TokenRecord
+from little_dist.ids import InvalidIdError, validate_run_id
+from little_dist.local_runner import new_run_id
+
+__all__ = ["make_app"]
+
+_PROBLEM: Final = {"model": ProblemDetails, "content": {PROBLEM_JSON: {}}}
+
+
+def _problems(*codes: int) -> dict[int | str, dict[str, Any]]:
+    return {code: {**_PROBLEM, "description": _WHY[code]} for code in codes}
+
+
+_WHY: Final = {
+    400: "malformed request (not JSON, a bad run id or Last-Event-ID)",
+    401: "no bearer token, or one that is not valid",
+    403: "the token lacks the route's scope",
+    404: "no such run",
+    409: "the Idempotency-Key was used with another body, or the run id with another input",
+    413: "over one of the fleet's input limits",
+    422: "the body is invalid (a wrong type, an unknown workflow id, ...)",
+    503: "the fleet's storage is unreachable",
+}
+
+RunId = Annotated[str, Path(description="the run id ('run_...')")]
+
+
+def _run_id(run_id: str, *, where: dict[str, str]) -> str:
+    try:
+        return validate_run_id(run_id)
+    except InvalidIdError as exc:
+        raise Problem(400, str(exc), errors=[{**where, "detail": str(exc)}]) from None
+
+
+def _urls(run_id: str) -> dict[str, str]:
+    return {"self": f"/v1/runs/{run_id}", "events": f"/v1/runs/{run_id}/events"}
+
+
+def make_app(fleet: FleetAccess) -> FastAPI:
+    """The API over ``fleet`` (closed when the app shuts down)."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await run_in_threadpool(fleet.close)
+
+    app = FastAPI(
+        title="little-dist",
+        version=__version__,
+        description="Submit runs to a little-dist fleet, read and watch them.",
+        lifespan=lifespan,
+    )
+    app.state.fleet = fleet
+    install_problem_handlers(app)
+
+    @app.get("/healthz", response_model=Health, tags=["health"])
+    def healthz() -> Health:
+        """The process is up (no storage is asked)."""
+        return Health(status="ok")
+
+    @app.get(
+        "/readyz",
+        response_model=Health,
+        tags=["health"],
+        responses={503: {"model": Health, "description": _WHY[503]}},
+    )
+    def readyz() -> Any:
+        """Redis and S3 are reachable from this process."""
+        checks = {"redis": check_redis(fleet.redis), "s3": check_s3(fleet.settings)}
+        ok = all(value == "ok" for value in checks.values())
+        health = Health(status="ok" if ok else "unavailable", checks=checks)
+        return health if ok else JSONResponse(health.model_dump(), status_code=503)
+
+    @app.post(
+        "/v1/runs",
+        status_code=202,
+        response_model=RunAccepted,
+        tags=["runs"],
+        responses=_problems(400, 401, 403, 409, 413, 422, 503),
+    )
+    def submit_run(
+        body: SubmitRun,
+        token: Annotated[TokenRecord, Depends(require("runs:submit"))],
+        idempotency_key: Annotated[
+            str | None,
+            Header(
+                min_length=1,
+                max_length=MAX_KEY_LENGTH,
+                description="the same key and body answer the same run",
+            ),
+        ] = None,
+    ) -> JSONResponse:
+        """Submit a run of a workflow the served app defines; 202 with its id and URLs."""
+        del token
+        if fleet.registry is None or fleet.registry.get(body.workflow) is None:
+            known = ", ".join(fleet.workflow_ids()[:20]) or "none"
+            detail = f"unknown workflow {body.workflow!r} (this server's app defines: {known})"
+            raise Problem(422, detail, errors=[{"pointer": "/workflow", "detail": detail}])
+        run_id = _run_id(body.runId, where={"pointer": "/runId"}) if body.runId else new_run_id()
+        claim = None
+        if idempotency_key is not None:
+            digest = body_hash(body.model_dump(exclude_none=True))
+            claim = fleet.idempotency().claim(idempotency_key, digest, run_id)
+            if claim.conflict:
+                detail = "this Idempotency-Key was used with another body"
+                raise Problem(409, detail, errors=[{"header": "idempotency-key", "detail": detail}])
+            run_id = claim.run_id
+        run_input = {} if body.input is None else body.input
+        try:
+            run_id = fleet.submit(body.workflow, run_input, run_id, body.budgetUsd)
+        except LittleError:
+            if claim is not None and claim.fresh and idempotency_key is not None:
+                fleet.idempotency().release(idempotency_key, run_id)
+            raise
+        accepted = RunAccepted.model_validate({"runId": run_id, "urls": _urls(run_id)})
+        return JSONResponse(
+            accepted.model_dump(), status_code=202, headers={"Location": f"/v1/runs/{run_id}"}
+        )
+
+    @app.get(
+        "/v1/runs/{run_id}",
+        response_model=RunStatus,
+        tags=["runs"],
+        responses=_problems(400, 401, 403, 404, 503),
+    )
+    def run_status(
+        run_id: RunId, token: Annotated[TokenRecord, Depends(require("runs:read"))]
+    ) -> JSONResponse:
+        """The run at a glance, as ``little status --json``: status, steps, cost, output,
+        and for a failed run why (``failure``)."""
+        del token
+        view = fleet.client.status(_run_id(run_id, where={"path": "run_id"}))
+        return JSONResponse(view.to_json())
+
+    @app.get(
+        "/v1/runs/{run_id}/events",
+        tags=["runs"],
+        response_class=StreamingResponse,
+        responses={
+            200: {
+                "content": {"text/event-stream": {}},
+                "description": "the run's events (id: sequence, event: type, data: JSON)",
+            },
+            **_problems(400, 401, 403, 404, 503),
+        },
+    )
+    async def run_events(
+        request: Request,
+        run_id: RunId,
+        token: Annotated[TokenRecord, Depends(require("runs:read"))],
+        last_event_id: Annotated[
+            str | None, Header(description="the last sequence received: resume after it")
+        ] = None,
+    ) -> StreamingResponse:
+        """The run's events as Server-Sent Events, live until its end event."""
+        del token, request
+        checked = _run_id(run_id, where={"path": "run_id"})
+        after = _last_event_id(last_event_id)
+        world = fleet.client.world
+        last = await run_in_threadpool(world.last_sequence, checked)
+        if last == 0:
+            raise Problem(404, f"Run not found: {checked}")
+        if after > last:
+            detail = f"Last-Event-ID {after} is past the run's last event ({last})"
+            raise Problem(400, detail, errors=[{"header": "last-event-id", "detail": detail}])
+        return StreamingResponse(
+            sse_events(world, checked, after),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+    return app
+
+
+def _last_event_id(value: str | None) -> int:
+    if value is None or value.strip() == "":
+        return 0
+    text = value.strip()
+    if not text.isdigit() or len(text) > 18:
+        detail = f"Last-Event-ID must be an event sequence (a whole number), got {value[:40]!r}"
+        raise Problem(400, detail, errors=[{"header": "last-event-id", "detail": detail}])
+    return int(text)
