@@ -7,6 +7,7 @@ mid-run with ``Last-Event-ID``; ``Idempotency-Key`` holds under concurrent POSTs
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -38,11 +39,26 @@ def _events_of(fleet: FleetEnv, run_id: str) -> list[tuple[int, str]]:
     return [(event.sequence, event.type) for event in world.list_events(run_id)]
 
 
+def _wait_archived(fleet: FleetEnv, run_id: str, timeout: float = 30.0) -> None:
+    """Until Redis let go of the run's log (its archive in S3 is all there is)."""
+    import redis
+
+    client = redis.Redis.from_url(fleet.redis_url)
+    deadline = time.monotonic() + timeout
+    try:
+        while client.exists(f"{fleet.key_prefix}{{{run_id}}}:events"):
+            assert time.monotonic() < deadline, f"run {run_id} was not archived in {timeout}s"
+            time.sleep(0.2)
+    finally:
+        client.close()
+
+
 def test_a_run_submitted_over_http_is_watched_to_its_end_and_reads_as_little_status(
     fleet_env: FleetEnv,
 ) -> None:
     start_worker(fleet_env, roles=["worker"], app=APP)
-    start_scheduler(fleet_env)
+    # Archived at once, and let go of by Redis: its events are then read from S3.
+    start_scheduler(fleet_env, env={"LITTLE_ARCHIVE_DELAY": "0", "LITTLE_ARCHIVE_TTL": "0"})
     served = start_serve(fleet_env)
     token = _token(fleet_env, "runs:submit", "runs:read")
     with served.client(token) as http:
@@ -76,6 +92,16 @@ def test_a_run_submitted_over_http_is_watched_to_its_end_and_reads_as_little_sta
         assert why["status"] == "failed"
         assert why["failure"]["stepPath"] == "boom"
         assert "this tool always fails" in why["failure"]["message"]
+
+        _wait_archived(fleet_env, run_id)
+        with http.stream("GET", f"/v1/runs/{run_id}/events") as stream:
+            assert [(e.id, e.event, e.data) for e in read_sse(stream)] == [
+                (e.id, e.event, e.data) for e in seen
+            ]
+        resume = {"Last-Event-ID": str(seen[2].id)}
+        with http.stream("GET", f"/v1/runs/{run_id}/events", headers=resume) as stream:
+            assert [e.id for e in read_sse(stream)] == [e.id for e in seen[3:]]
+        assert http.get(f"/v1/runs/{run_id}").json()["output"] == {"n": STEPS - 1}
 
 
 def test_a_reconnect_with_last_event_id_gets_every_event_exactly_once(

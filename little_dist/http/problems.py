@@ -3,7 +3,8 @@
 A problem names what went wrong (``title``, ``detail``) and where (``errors``: one entry per
 bad field, with a JSON pointer into the body, or the header, path or query parameter that
 was wrong). No handler lets a traceback out: an unexpected error is a 500 problem that says
-only that, and the traceback goes to the server's log.
+only that, and the traceback goes to the server's log. An engine error's message is
+redacted as the logs are (:mod:`little_dist.redaction`).
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def problem_response(
         "type": "about:blank",
         "title": title or HTTPStatus(status).phrase,
         "status": status,
-        "detail": redact(detail),
+        "detail": detail,
         "instance": request.url.path,
     }
     if errors:
@@ -142,7 +143,7 @@ def install_problem_handlers(app: FastAPI) -> None:
         status = _status_of(exc)
         if status == 500:
             _LOG.error("request %s failed", request.url.path, exc_info=exc)
-        return problem_response(request, status, str(exc))
+        return problem_response(request, status, redact(str(exc)))
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

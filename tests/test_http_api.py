@@ -1,0 +1,224 @@
+"""The HTTP API's refusals and documents against ``little serve`` as a process (Redis and
+``weed mini``; no worker: nothing here runs a run): every scope refused where it should be
+(401, 403), bad input as RFC 9457 problems naming what and where, ``/readyz``, the
+committed OpenAPI document, and ``little tokens``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from typing import Any
+
+import httpx
+import pytest
+
+from little_dist.http.tokens import TokenStore
+from little_dist.world.fleet_keys import api_tokens_key
+from tests import zygote
+from tests.fleet_processes import ROOT, FleetEnv, fleet_env
+from tests.http_service import Served, start_serve
+from tests.ports import reserve_port
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+
+__all__ = ["fleet_env"]  # the fixture, re-exported for pytest
+
+OPENAPI = ROOT / "docs" / "openapi.json"
+RUN = {"workflow": "http.steps", "input": {"sleep": 0}}
+
+
+def _little(fleet: FleetEnv, *args: str) -> subprocess.CompletedProcess[str]:
+    return zygote.run(args, cwd=ROOT, env=fleet.env, timeout=60)
+
+
+def _store(fleet: FleetEnv) -> tuple[Any, TokenStore]:
+    import redis
+
+    client = redis.Redis.from_url(fleet.redis_url)
+    return client, TokenStore(client, api_tokens_key(fleet.signal_stream))
+
+
+def _is_problem(answer: httpx.Response, status: int) -> dict[str, Any]:
+    assert answer.status_code == status, answer.text
+    assert answer.headers["content-type"] == "application/problem+json"
+    body: dict[str, Any] = answer.json()
+    assert body["status"] == status and body["title"] and body["detail"]
+    assert "Traceback" not in answer.text
+    return body
+
+
+def _calls(http: httpx.Client) -> dict[str, httpx.Response]:
+    return {
+        "runs:submit": http.post("/v1/runs", json=RUN),
+        "runs:read": http.get("/v1/runs/run_nobody"),
+        "runs:read events": http.get("/v1/runs/run_nobody/events"),
+    }
+
+
+def test_every_v1_route_refuses_a_missing_bad_or_revoked_token_and_a_wrong_scope(
+    fleet_env: FleetEnv,
+) -> None:
+    served = start_serve(fleet_env)
+    redis, store = _store(fleet_env)
+    try:
+        with served.client() as http:
+            assert http.get("/healthz").json() == {"status": "ok", "checks": {}}
+            for name, answer in _calls(http).items():
+                body = _is_problem(answer, 401)
+                assert answer.headers["www-authenticate"].startswith("Bearer"), name
+                assert "bearer token is required" in body["detail"]
+        for bad in ["nonsense", "ldt_000000000000." + "x" * 43]:
+            with served.client(bad) as http:
+                for answer in _calls(http).values():
+                    assert "not valid" in _is_problem(answer, 401)["detail"]
+        tokens = {
+            scope: store.create([scope]).token
+            for scope in ("runs:submit", "runs:read", "runs:cancel", "admin")
+        }
+        allowed = {  # route -> the scopes that reach it (past auth: 202 or 404)
+            "runs:submit": {"runs:submit", "admin"},
+            "runs:read": {"runs:read", "admin"},
+            "runs:read events": {"runs:read", "admin"},
+        }
+        for scope, token in tokens.items():
+            with served.client(token) as http:
+                for route, answer in _calls(http).items():
+                    if scope in allowed[route]:
+                        assert answer.status_code in (202, 404), (scope, route, answer.text)
+                    else:
+                        body = _is_problem(answer, 403)
+                        assert route.split()[0] in body["detail"], body
+        # Revoked: refused at once.
+        admin = store.list()[-1]
+        assert admin.scopes == ("admin",)
+        assert store.revoke(admin.id)
+        with served.client(tokens["admin"]) as http:
+            _is_problem(http.get("/v1/runs/run_nobody"), 401)
+    finally:
+        redis.close()
+
+
+def test_bad_input_is_a_problem_that_names_what_and_where(fleet_env: FleetEnv) -> None:
+    served = start_serve(fleet_env)
+    redis, store = _store(fleet_env)
+    try:
+        token = store.create(["admin"]).token
+    finally:
+        redis.close()
+    with served.client(token) as http:
+        malformed = http.post(
+            "/v1/runs",
+            content=b'{"workflow": "http.steps",',
+            headers={"content-type": "application/json"},
+        )
+        assert "not JSON" in _is_problem(malformed, 400)["detail"]
+        assert "malformed JSON" in malformed.json()["errors"][0]["detail"]
+
+        wrong = http.post("/v1/runs", json={"workflow": 3, "budgetUsd": "1", "extra": True})
+        errors = {e["pointer"]: e["detail"] for e in _is_problem(wrong, 422)["errors"]}
+        assert set(errors) == {"/workflow", "/budgetUsd", "/extra"}, errors
+        assert "string" in errors["/workflow"] and "number" in errors["/budgetUsd"]
+
+        missing = http.post("/v1/runs", json={"input": {}})
+        assert _is_problem(missing, 422)["errors"][0]["pointer"] == "/workflow"
+
+        negative = http.post("/v1/runs", json={**RUN, "budgetUsd": -1})
+        assert _is_problem(negative, 422)["errors"][0]["pointer"] == "/budgetUsd"
+
+        unknown = http.post("/v1/runs", json={"workflow": "no.such", "input": {}})
+        body = _is_problem(unknown, 422)
+        assert body["errors"] == [{"pointer": "/workflow", "detail": body["detail"]}]
+        assert "'no.such'" in body["detail"] and "http.steps" in body["detail"]
+
+        bad_id = http.post("/v1/runs", json={**RUN, "runId": "not a run id"})
+        assert _is_problem(bad_id, 400)["errors"][0]["pointer"] == "/runId"
+
+        not_input = http.post("/v1/runs", json={"workflow": "http.steps", "input": {}})
+        assert "sleep" in _is_problem(not_input, 422)["detail"]  # the workflow's input schema
+
+        for path in ("/v1/runs/run$bad", "/v1/runs/run$bad/events"):
+            answer = http.get(path)
+            assert _is_problem(answer, 400)["errors"][0]["path"] == "run_id"
+        for path in ("/v1/runs/run_nobody", "/v1/runs/run_nobody/events"):
+            assert "run_nobody" in _is_problem(http.get(path), 404)["detail"]
+
+        run_id = http.post("/v1/runs", json=RUN).json()["runId"]
+        for value, why in [("x", "whole number"), ("-1", "whole number"), ("999", "past")]:
+            answer = http.get(f"/v1/runs/{run_id}/events", headers={"Last-Event-ID": value})
+            body = _is_problem(answer, 400)
+            assert why in body["detail"] and body["errors"][0]["header"] == "last-event-id"
+        # The same run id with another input: a conflict, not a second run.
+        again = http.post("/v1/runs", json={**RUN, "runId": run_id, "input": {"sleep": 5}})
+        _is_problem(again, 409)
+
+
+def test_readyz_says_whether_redis_and_s3_are_reachable(fleet_env: FleetEnv) -> None:
+    served = start_serve(fleet_env)
+    with served.client() as http:
+        answer = http.get("/readyz")
+        assert answer.status_code == 200
+        assert answer.json() == {"status": "ok", "checks": {"redis": "ok", "s3": "ok"}}
+    dead = f"http://127.0.0.1:{reserve_port()}"  # nothing listens there
+    port = reserve_port()
+    process = fleet_env.start(
+        "serve-no-s3",
+        ["serve", "--port", str(port), "--app", "tests.http_fleet_app"],
+        env={"LITTLE_S3_ENDPOINT": dead},
+    )
+    process.wait_for_output(r"Uvicorn running on")
+    with Served(process, f"http://127.0.0.1:{port}").client() as http:
+        answer = http.get("/readyz")
+        assert answer.status_code == 503
+        checks = answer.json()["checks"]
+        assert checks["redis"] == "ok" and checks["s3"].startswith("unreachable")
+        assert http.get("/healthz").status_code == 200
+
+
+def test_the_committed_openapi_document_is_the_served_one(fleet_env: FleetEnv) -> None:
+    committed = json.loads(OPENAPI.read_text(encoding="utf-8"))
+    served = start_serve(fleet_env)
+    with served.client() as http:
+        answer = http.get("/openapi.json")
+    assert answer.status_code == 200
+    assert answer.json() == committed, (
+        "docs/openapi.json is stale: `little serve --openapi > docs/openapi.json`"
+    )
+    printed = _little(fleet_env, "serve", "--openapi")
+    assert printed.returncode == 0, printed.stderr
+    assert json.loads(printed.stdout) == committed
+    assert set(committed["paths"]) == {
+        "/healthz",
+        "/readyz",
+        "/v1/runs",
+        "/v1/runs/{run_id}",
+        "/v1/runs/{run_id}/events",
+    }
+
+
+def test_little_tokens_makes_lists_and_revokes_tokens_stored_hashed(fleet_env: FleetEnv) -> None:
+    made = _little(
+        fleet_env, "tokens", "create", "--scope", "runs:read,runs:submit", "--name", "ci job"
+    )
+    assert made.returncode == 0, made.stderr
+    token = made.stdout.strip()
+    assert token.startswith("ldt_") and "not shown again" in made.stderr
+    redis, store = _store(fleet_env)
+    try:
+        stored = redis.hgetall(api_tokens_key(fleet_env.signal_stream))
+        assert len(stored) == 1
+        assert token.split(".", 1)[1].encode() not in b"".join(stored.values())  # hash only
+        record = store.verify(token)
+        assert record is not None and record.scopes == ("runs:submit", "runs:read")
+    finally:
+        redis.close()
+    listed = json.loads(_little(fleet_env, "tokens", "list", "--json").stdout)
+    assert listed == [record.to_json()] and listed[0]["name"] == "ci job"
+    assert token.split(".", 1)[1] not in _little(fleet_env, "tokens", "list").stdout
+    bad = _little(fleet_env, "tokens", "create", "--scope", "runs:everything")
+    assert bad.returncode == 1 and "unknown scope 'runs:everything'" in bad.stderr
+    assert "Traceback" not in bad.stderr
+    assert _little(fleet_env, "tokens", "revoke", record.id).returncode == 0
+    gone = _little(fleet_env, "tokens", "revoke", record.id)
+    assert gone.returncode == 1 and f"no token {record.id}" in gone.stderr
+    assert json.loads(_little(fleet_env, "tokens", "list", "--json").stdout) == []
