@@ -90,8 +90,7 @@ def test_every_v1_route_refuses_a_missing_bad_or_revoked_token_and_a_wrong_scope
                         body = _is_problem(answer, 403)
                         assert route.split()[0] in body["detail"], body
         # Revoked: refused at once.
-        admin = store.list()[-1]
-        assert admin.scopes == ("admin",)
+        (admin,) = [record for record in store.list() if record.scopes == ("admin",)]
         assert store.revoke(admin.id)
         with served.client(tokens["admin"]) as http:
             _is_problem(http.get("/v1/runs/run_nobody"), 401)
@@ -113,7 +112,32 @@ def test_bad_input_is_a_problem_that_names_what_and_where(fleet_env: FleetEnv) -
             headers={"content-type": "application/json"},
         )
         assert "not JSON" in _is_problem(malformed, 400)["detail"]
-        assert "malformed JSON" in malformed.json()["errors"][0]["detail"]
+        assert malformed.json()["errors"] == [
+            {
+                "pointer": "",
+                "detail": "malformed JSON at character 26: "
+                "Expecting property name enclosed in double quotes",
+            }
+        ]
+        deep = http.post(
+            "/v1/runs",
+            content=b'{"workflow": "http.steps", "input": ' + b"[" * 5000 + b"]" * 5000 + b"}",
+            headers={"content-type": "application/json"},
+        )
+        assert "nested too deeply" in _is_problem(deep, 400)["detail"]
+        # Over the body cap (twice LITTLE_MAX_INPUT_BYTES and 64 KiB), declared or chunked.
+        huge = b'{"workflow": "http.steps", "input": "' + b"x" * (3 << 20) + b'"}'
+        declared = http.post("/v1/runs", content=huge, headers={"content-type": "application/json"})
+        assert "over this server's" in _is_problem(declared, 413)["detail"]
+        chunked = http.post(
+            "/v1/runs",
+            content=iter([huge[i : i + 65536] for i in range(0, len(huge), 65536)]),
+            headers={"content-type": "application/json"},
+        )
+        assert "over this server's" in _is_problem(chunked, 413)["detail"]
+        # Under the cap but over LITTLE_MAX_INPUT_BYTES: the engine's own limit.
+        over = http.post("/v1/runs", json={**RUN, "input": {"sleep": 0, "pad": "x" * (1 << 20)}})
+        assert "LITTLE_MAX_INPUT_BYTES" in _is_problem(over, 413)["detail"]
 
         wrong = http.post("/v1/runs", json={"workflow": 3, "budgetUsd": "1", "extra": True})
         errors = {e["pointer"]: e["detail"] for e in _is_problem(wrong, 422)["errors"]}

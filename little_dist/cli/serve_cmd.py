@@ -85,6 +85,15 @@ def run(args: argparse.Namespace) -> int:
             "little serve: no --app (nor LITTLE_APP): POST /v1/runs will refuse every workflow id",
             file=sys.stderr,
         )
+    from little_dist.world.factory import fleet_redis_url
+
+    if fleet_redis_url(settings) is None:
+        print(
+            "little serve: the HTTP API serves a fleet on Redis: set LITTLE_WORLD (or --world) "
+            "to a redis:// URL",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     import uvicorn
 
     app = make_app(FleetAccess(settings, registry))

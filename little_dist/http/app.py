@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from little_dist import __version__
 from little_dist.errors import LittleError
 from little_dist.http.auth import require
+from little_dist.http.body_limit import BodyLimit
 from little_dist.http.event_stream import sse_events
 from little_dist.http.fleet_access import FleetAccess
 from little_dist.http.health import check_redis, check_s3
@@ -27,6 +28,7 @@ from little_dist.http.models import Health, ProblemDetails, RunAccepted, RunStat
 from little_dist.http.problems import PROBLEM_JSON, Problem, install_problem_handlers
 from little_dist.http.tokens import TokenRecord
 from little_dist.ids import InvalidIdError, validate_run_id
+from little_dist.limits import InputLimits
 from little_dist.local_runner import new_run_id
 
 __all__ = ["make_app"]
@@ -44,12 +46,19 @@ _WHY: Final = {
     403: "the token lacks the route's scope",
     404: "no such run",
     409: "the Idempotency-Key was used with another body, or the run id with another input",
-    413: "over one of the fleet's input limits",
+    413: "over one of the fleet's input limits (or the body over twice the input's)",
     422: "the body is invalid (a wrong type, an unknown workflow id, ...)",
     503: "the fleet's storage is unreachable",
 }
 
 RunId = Annotated[str, Path(description="the run id ('run_...')")]
+
+
+def body_limit(limits: InputLimits) -> int:
+    """The largest request body read: twice the input limit (JSON's escapes and spacing
+    make a body longer than the input's canonical JSON, which the limit counts) and room
+    for the other fields."""
+    return 2 * limits.max_input_bytes + 64 * 1024
 
 
 def _run_id(run_id: str, *, where: dict[str, str]) -> str:
@@ -81,6 +90,7 @@ def make_app(fleet: FleetAccess) -> FastAPI:
     )
     app.state.fleet = fleet
     install_problem_handlers(app)
+    app.add_middleware(BodyLimit, limit=body_limit(fleet.settings.limits))
 
     @app.get("/healthz", response_model=Health, tags=["health"])
     def healthz() -> Health:

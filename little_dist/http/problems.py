@@ -35,6 +35,7 @@ __all__ = ["PROBLEM_JSON", "Problem", "install_problem_handlers", "problem_respo
 
 PROBLEM_JSON: Final = "application/problem+json"
 _LOG = logging.getLogger("little_dist.http")
+_UNPARSED: Final = "There was an error parsing the body"
 
 
 class Problem(Exception):
@@ -93,11 +94,15 @@ def _pointer(loc: Sequence[Any]) -> dict[str, Any]:
 def _validation_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
     found = []
     for error in exc.errors():
-        entry = _pointer(error.get("loc", ()))
+        loc = error.get("loc", ())
         message = str(error.get("msg", "invalid"))
         if error.get("type") == "json_invalid":
+            # (its loc is the body and the character where the parse stopped)
             ctx = error.get("ctx") or {}
-            message = f"malformed JSON: {ctx.get('error', message)}"
+            where = f" at character {loc[1]}" if len(loc) > 1 else ""
+            message = f"malformed JSON{where}: {ctx.get('error', message)}"
+            loc = ("body",)
+        entry = _pointer(loc)
         entry["detail"] = message
         found.append(entry)
     return found
@@ -136,6 +141,9 @@ def install_problem_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         detail = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail)
+        if exc.status_code == 400 and detail == _UNPARSED:
+            # FastAPI's word for a body json cannot read (nested deeper than it recurses)
+            detail = "the request body cannot be parsed as JSON (nested too deeply?)"
         return problem_response(request, exc.status_code, detail, headers=exc.headers)
 
     @app.exception_handler(LittleError)
