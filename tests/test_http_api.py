@@ -17,7 +17,7 @@ from little_dist.http.tokens import TokenStore
 from little_dist.world.fleet_keys import api_tokens_key
 from tests import zygote
 from tests.fleet_processes import ROOT, FleetEnv, fleet_env
-from tests.http_service import Served, start_serve
+from tests.http_service import Served, read_sse, start_serve
 from tests.ports import reserve_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -53,6 +53,7 @@ def _calls(http: httpx.Client) -> dict[str, httpx.Response]:
         "runs:submit": http.post("/v1/runs", json=RUN),
         "runs:read": http.get("/v1/runs/run_nobody"),
         "runs:read events": http.get("/v1/runs/run_nobody/events"),
+        "runs:cancel": http.post("/v1/runs/run_nobody/cancel"),
     }
 
 
@@ -80,6 +81,7 @@ def test_every_v1_route_refuses_a_missing_bad_or_revoked_token_and_a_wrong_scope
             "runs:submit": {"runs:submit", "admin"},
             "runs:read": {"runs:read", "admin"},
             "runs:read events": {"runs:read", "admin"},
+            "runs:cancel": {"runs:cancel", "admin"},
         }
         for scope, token in tokens.items():
             with served.client(token) as http:
@@ -172,6 +174,8 @@ def test_bad_input_is_a_problem_that_names_what_and_where(fleet_env: FleetEnv) -
             answer = http.get(f"/v1/runs/{run_id}/events", headers={"Last-Event-ID": value})
             body = _is_problem(answer, 400)
             assert why in body["detail"] and body["errors"][0]["header"] == "last-event-id"
+        reason = http.post(f"/v1/runs/{run_id}/cancel", json={"reason": 3})
+        assert _is_problem(reason, 422)["errors"][0]["pointer"] == "/reason"
         # The same run id with another input: a conflict, not a second run.
         again = http.post("/v1/runs", json={**RUN, "runId": run_id, "input": {"sleep": 5}})
         _is_problem(again, 409)
@@ -217,6 +221,7 @@ def test_the_committed_openapi_document_is_the_served_one(fleet_env: FleetEnv) -
         "/v1/runs",
         "/v1/runs/{run_id}",
         "/v1/runs/{run_id}/events",
+        "/v1/runs/{run_id}/cancel",
     }
 
 
@@ -246,3 +251,35 @@ def test_little_tokens_makes_lists_and_revokes_tokens_stored_hashed(fleet_env: F
     gone = _little(fleet_env, "tokens", "revoke", record.id)
     assert gone.returncode == 1 and f"no token {record.id}" in gone.stderr
     assert json.loads(_little(fleet_env, "tokens", "list", "--json").stdout) == []
+
+
+def test_a_run_is_cancelled_over_http_and_its_events_end_with_the_cancel(
+    fleet_env: FleetEnv,
+) -> None:
+    served = start_serve(fleet_env)  # no worker: the run waits for its first step
+    redis, store = _store(fleet_env)
+    try:
+        submit, cancel = (
+            store.create(["runs:submit", "runs:read"]).token,
+            store.create(["runs:cancel"]).token,
+        )
+    finally:
+        redis.close()
+    with served.client(submit) as http:
+        run_id = http.post("/v1/runs", json=RUN).json()["runId"]
+        assert http.get(f"/v1/runs/{run_id}").json()["status"] == "running"
+    with served.client(cancel) as http:
+        answer = http.post(f"/v1/runs/{run_id}/cancel", json={"reason": "not needed"})
+        assert answer.status_code == 202, answer.text
+        assert answer.json() == {"runId": run_id, "cancelRequested": True}
+        again = http.post(f"/v1/runs/{run_id}/cancel")
+        assert "already ended (failed)" in _is_problem(again, 409)["detail"]
+    with served.client(submit) as http:
+        with http.stream("GET", f"/v1/runs/{run_id}/events") as stream:
+            events = list(read_sse(stream))
+        assert events[-1].event == "RunFailed"
+        assert events[-1].data["payload"]["error"]["causeCode"] == "cancelled"
+        requested = [e for e in events if e.event == "little.run.cancel_requested"]
+        assert requested[0].data["payload"]["reason"] == "not needed"
+        status = http.get(f"/v1/runs/{run_id}").json()
+        assert status["status"] == "failed" and status["cancelRequested"] is True

@@ -24,7 +24,15 @@ from little_dist.http.event_stream import sse_events
 from little_dist.http.fleet_access import FleetAccess
 from little_dist.http.health import check_redis, check_s3
 from little_dist.http.idempotency import MAX_KEY_LENGTH, body_hash
-from little_dist.http.models import Health, ProblemDetails, RunAccepted, RunStatus, SubmitRun
+from little_dist.http.models import (
+    CancelAccepted,
+    CancelRun,
+    Health,
+    ProblemDetails,
+    RunAccepted,
+    RunStatus,
+    SubmitRun,
+)
 from little_dist.http.problems import PROBLEM_JSON, Problem, install_problem_handlers
 from little_dist.http.tokens import TokenRecord
 from little_dist.ids import InvalidIdError, validate_run_id
@@ -45,7 +53,8 @@ _WHY: Final = {
     401: "no bearer token, or one that is not valid",
     403: "the token lacks the route's scope",
     404: "no such run",
-    409: "the Idempotency-Key was used with another body, or the run id with another input",
+    409: "the Idempotency-Key was used with another body, the run id with another input, "
+    "or the run to cancel has ended",
     413: "over one of the fleet's input limits (or the body over twice the input's)",
     422: "the body is invalid (a wrong type, an unknown workflow id, ...)",
     503: "the fleet's storage is unreachable",
@@ -170,6 +179,28 @@ def make_app(fleet: FleetAccess) -> FastAPI:
         del token
         view = fleet.client.status(_run_id(run_id, where={"path": "run_id"}))
         return JSONResponse(view.to_json())
+
+    @app.post(
+        "/v1/runs/{run_id}/cancel",
+        status_code=202,
+        response_model=CancelAccepted,
+        tags=["runs"],
+        responses=_problems(400, 401, 403, 404, 409, 422, 503),
+    )
+    def cancel_run(
+        run_id: RunId,
+        token: Annotated[TokenRecord, Depends(require("runs:cancel"))],
+        body: CancelRun | None = None,
+    ) -> JSONResponse:
+        """Ask the run to stop, as ``little cancel``: it fails with causeCode ``cancelled``."""
+        del token
+        checked = _run_id(run_id, where={"path": "run_id"})
+        client = fleet.client
+        if not client.cancel(checked, reason=body.reason if body is not None else None):
+            status = client.status(checked).status
+            raise Problem(409, f"run {checked} has already ended ({status})")
+        accepted = CancelAccepted(runId=checked, cancelRequested=True)
+        return JSONResponse(accepted.model_dump(), status_code=202)
 
     @app.get(
         "/v1/runs/{run_id}/events",

@@ -11,6 +11,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
+    "CancelAccepted",
+    "CancelRun",
     "Health",
     "ProblemDetails",
     "ProblemError",
@@ -38,6 +40,22 @@ class SubmitRun(BaseModel):
     budgetUsd: float | None = Field(
         default=None, gt=0, allow_inf_nan=False, description="the run's dollar ceiling"
     )
+
+
+class CancelRun(BaseModel):
+    """``POST /v1/runs/{id}/cancel``: why (recorded with the cancel request)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    reason: str | None = Field(default=None, max_length=1000)
+
+
+class CancelAccepted(BaseModel):
+    """``202``: the cancel is recorded; the run fails with causeCode ``cancelled`` (a step
+    already running is left to finish, and what it commits after the end is refused)."""
+
+    runId: str
+    cancelRequested: bool
 
 
 class RunUrls(BaseModel):
