@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -283,3 +286,49 @@ def test_a_run_is_cancelled_over_http_and_its_events_end_with_the_cancel(
         assert requested[0].data["payload"]["reason"] == "not needed"
         status = http.get(f"/v1/runs/{run_id}").json()
         assert status["status"] == "failed" and status["cancelRequested"] is True
+
+
+def test_watchers_of_quiet_runs_do_not_hold_up_other_requests(fleet_env: FleetEnv) -> None:
+    # Each watcher of a run that records nothing waits in a thread for its next event: more
+    # watchers than the server's default thread pool (40) must neither wait for one another
+    # to get their first events nor hold up the requests that need a thread (every route
+    # with a token does).
+    served = start_serve(fleet_env)  # no worker: the run stays quiet after its start
+    redis, store = _store(fleet_env)
+    try:
+        token = store.create(["admin"]).token
+    finally:
+        redis.close()
+    watchers = 60
+    with served.client(token) as http:
+        run_id = http.post("/v1/runs", json=RUN).json()["runId"]
+    ready = threading.Barrier(watchers + 1, timeout=60)
+    stop = threading.Event()
+
+    def watch(_: int) -> int:
+        with served.client(token) as http, http.stream("GET", f"/v1/runs/{run_id}/events") as s:
+            seen = next(read_sse(s))  # caught up: the server now waits for the next event
+            ready.wait()
+            stop.wait(60)
+            return seen.id
+
+    with ThreadPoolExecutor(watchers) as pool:
+        futures = [pool.submit(watch, index) for index in range(watchers)]
+        try:
+            started = time.monotonic()
+            ready.wait()
+            caught_up = time.monotonic() - started
+            took = 0.0
+            with served.client(token) as http:
+                for _ in range(6):
+                    started = time.monotonic()
+                    answer = http.post("/v1/runs", json=RUN)
+                    status = http.get(f"/v1/runs/{run_id}")
+                    took = max(took, time.monotonic() - started)
+                    time.sleep(0.5)
+        finally:
+            stop.set()
+        assert [future.result() for future in futures] == [1] * watchers
+    assert answer.status_code == 202 and status.status_code == 200
+    assert caught_up < 5.0, f"{watchers} watchers took {caught_up:.1f}s to get their first event"
+    assert took < 3.0, f"a submit and a status took {took:.1f}s beside {watchers} watchers"

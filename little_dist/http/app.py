@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Final
 
+from anyio import to_thread
 from fastapi import Depends, FastAPI, Header, Path, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -20,7 +21,7 @@ from little_dist import __version__
 from little_dist.errors import LittleError
 from little_dist.http.auth import require
 from little_dist.http.body_limit import BodyLimit
-from little_dist.http.event_stream import sse_events
+from little_dist.http.event_stream import Watchers, sse_events
 from little_dist.http.fleet_access import FleetAccess
 from little_dist.http.health import check_redis, check_s3
 from little_dist.http.idempotency import MAX_KEY_LENGTH, body_hash
@@ -98,6 +99,7 @@ def make_app(fleet: FleetAccess) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.fleet = fleet
+    watchers = Watchers()
     install_problem_handlers(app)
     app.add_middleware(BodyLimit, limit=body_limit(fleet.settings.limits))
 
@@ -227,14 +229,14 @@ def make_app(fleet: FleetAccess) -> FastAPI:
         checked = _run_id(run_id, where={"path": "run_id"})
         after = _last_event_id(last_event_id)
         world = fleet.client.world
-        last = await run_in_threadpool(world.last_sequence, checked)
+        last = await to_thread.run_sync(world.last_sequence, checked, limiter=watchers.limiter)
         if last == 0:
             raise Problem(404, f"Run not found: {checked}")
         if after > last:
             detail = f"Last-Event-ID {after} is past the run's last event ({last})"
             raise Problem(400, detail, errors=[{"header": "last-event-id", "detail": detail}])
         return StreamingResponse(
-            sse_events(world, checked, after),
+            sse_events(world, checked, after, watchers),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )

@@ -9,7 +9,11 @@ reconnect whose last event was the end); a live run's events come as they are ap
 (the world reads wherever the log is). A quiet run gets a comment line now and then, so
 proxies keep the connection and a gone client is noticed.
 
-The world's reads block, so they run in worker threads, a batch at a time.
+The world's reads block, so they run in worker threads, a batch at a time, under a limit of
+their own (:data:`WATCHER_THREADS`, :class:`Watchers`): a watcher waits in its thread for
+the next event (up to :data:`KEEPALIVE_S`), and in the server's default pool (40 threads)
+forty watchers of quiet runs would keep every other request, and the next watchers' first
+events, waiting for one.
 """
 
 from __future__ import annotations
@@ -18,16 +22,32 @@ import json
 from collections.abc import AsyncIterator
 from typing import Final
 
-from anyio import to_thread
+from anyio import CapacityLimiter, to_thread
 
 from little_dist.events import RUN_END_EVENT_TYPES, Event
 from little_dist.world.base import World
 
-__all__ = ["KEEPALIVE_S", "format_event", "sse_events"]
+__all__ = ["KEEPALIVE_S", "WATCHER_THREADS", "Watchers", "format_event", "sse_events"]
 
 #: Longest a quiet stream goes without sending anything (a comment line).
 KEEPALIVE_S: Final = 10.0
 _BATCH: Final = 500
+#: Watchers whose reads wait in threads at once; more wait for one of them to get an event.
+WATCHER_THREADS: Final = 1000
+
+
+class Watchers:
+    """The thread limit of one server's event streams (made in its event loop, on first use)."""
+
+    def __init__(self, threads: int = WATCHER_THREADS) -> None:
+        self._threads = threads
+        self._limiter: CapacityLimiter | None = None
+
+    @property
+    def limiter(self) -> CapacityLimiter:
+        if self._limiter is None:
+            self._limiter = CapacityLimiter(self._threads)
+        return self._limiter
 
 
 def format_event(event: Event) -> str:
@@ -59,14 +79,22 @@ def ended_at(world: World, run_id: str, sequence: int) -> bool:
 
 
 async def sse_events(
-    world: World, run_id: str, after: int, *, keepalive_s: float = KEEPALIVE_S
+    world: World,
+    run_id: str,
+    after: int,
+    watchers: Watchers,
+    *,
+    keepalive_s: float = KEEPALIVE_S,
 ) -> AsyncIterator[str]:
     """The SSE text of the run's events after ``after``, until its end event."""
-    if await to_thread.run_sync(ended_at, world, run_id, after):
+    limiter = watchers.limiter
+    if await to_thread.run_sync(ended_at, world, run_id, after, limiter=limiter):
         return
     last = after
     while True:
-        batch = await to_thread.run_sync(_next_batch, world, run_id, last, keepalive_s)
+        batch = await to_thread.run_sync(
+            _next_batch, world, run_id, last, keepalive_s, limiter=limiter
+        )
         if not batch:
             yield ": keep-alive\n\n"
             continue
