@@ -332,3 +332,23 @@ def test_watchers_of_quiet_runs_do_not_hold_up_other_requests(fleet_env: FleetEn
     assert answer.status_code == 202 and status.status_code == 200
     assert caught_up < 5.0, f"{watchers} watchers took {caught_up:.1f}s to get their first event"
     assert took < 3.0, f"a submit and a status took {took:.1f}s beside {watchers} watchers"
+
+
+def test_little_serve_refuses_bad_arguments_in_one_line(fleet_env: FleetEnv) -> None:
+    served = start_serve(fleet_env)
+    taken = served.url.rsplit(":", 1)[1]
+    cases = [
+        (["serve", "--port", "http"], "expected a port number, got 'http'"),
+        (["serve", "--port", "70000"], "expected a port from 1 to 65535"),
+        (["serve", "--app", "tests.no_such_app"], "cannot import app module 'tests.no_such_app'"),
+        (["serve", "--world", str(fleet_env.tmp / "local-world")], "a fleet on Redis"),
+        (
+            ["serve", "--port", taken, "--app", "tests.http_fleet_app"],
+            f"cannot serve on 127.0.0.1:{taken}",
+        ),
+    ]
+    for args, message in cases:
+        result = _little(fleet_env, *args)
+        assert result.returncode == 2, (args, result.stdout, result.stderr)
+        assert message in result.stderr, (args, result.stderr)
+        assert "Traceback" not in result.stderr, (args, result.stderr)
