@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from little_dist.fleet.app_registry import AppRegistry
     from little_dist.fleet.client import Client
     from little_dist.settings import Settings
+    from little_dist.world.base import World
 
 __all__ = ["FleetAccess", "open_redis"]
 
@@ -46,6 +47,7 @@ class FleetAccess:
         self.registry = registry
         self._lock = threading.Lock()
         self._client: Client | None = None
+        self._world: World | None = None
         self._redis: Any = None
         self._warm = False
 
@@ -61,8 +63,12 @@ class FleetAccess:
         with self._lock:
             if self._client is None:
                 from little_dist.fleet.client import Client
+                from little_dist.world.factory import world_from_settings
 
-                self._client = Client(self.settings, registry=self.registry)
+                # Opened here, under the lock (the client would open it at first use, as
+                # many times as requests race to it); closed by close().
+                self._world = world_from_settings(self.settings)
+                self._client = Client(self.settings, world=self._world, registry=self.registry)
             return self._client
 
     def tokens(self) -> TokenStore:
@@ -92,6 +98,9 @@ class FleetAccess:
             if self._client is not None:
                 self._client.close()
                 self._client = None
+            if self._world is not None:
+                self._world.close()
+                self._world = None
             if self._redis is not None:
                 self._redis.close()
                 self._redis = None
