@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from little_dist.canonical import sha256_digest
+from little_dist.harness.budget_hold import hold_daily, settle_daily
 from little_dist.harness.errors import (
     HarnessCancelled,
     ModelCallError,
@@ -26,6 +27,7 @@ from little_dist.observability.hooks import model_call_ended, quota_rejected, qu
 if TYPE_CHECKING:
     from little_dist.harness.types import HarnessContext
     from little_dist.quotas import Reservation
+    from little_dist.quotas.limiter import DailyHold
 
 __all__ = [
     "Completion",
@@ -207,7 +209,9 @@ def call_model(
         if held is not None:
             held.settle(0, 0)
         raise HarnessCancelled(f"step {recorder.step_path} was cancelled before model turn {turn}")
+    daily: DailyHold | None = None
     try:
+        daily = hold_daily(ctx, messages, tools)
         if ctx.budgeted:
             from little_dist.harness.budget_hold import reserve_and_record
 
@@ -217,6 +221,8 @@ def call_model(
     except BaseException:
         if held is not None:  # (a lost lease, a spent budget: the call is never sent)
             held.settle(0, 0)
+        if daily is not None:
+            daily.settle(0.0)
         raise
     kwargs: dict[str, Any] = dict(ctx.model.settings)
     kwargs.update(
@@ -239,6 +245,8 @@ def call_model(
     except BaseException as exc:
         if held is not None:
             _release_quota(held, exc)
+        if daily is not None:
+            daily.settle(0.0)
         if not isinstance(exc, Exception):
             raise
         reraise_guard_error(exc)
@@ -247,6 +255,8 @@ def call_model(
         _observe(ctx, None, started, error.cause_code)
         raise error from exc
     reply = _reply_from_response(turn, response, name_map or {})
+    if daily is not None:
+        settle_daily(ctx, daily, reply.usage)
     if held is not None:
         given, taken = reply.usage.get("inputTokens", 0), reply.usage.get("outputTokens", 0)
         if given or taken:

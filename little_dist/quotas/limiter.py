@@ -16,13 +16,17 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from little_dist.errors import InvalidInputError, LittleError, StorageUnavailableError
 from little_dist.quotas.backend import QuotaBackend
+from little_dist.quotas.daily import DailyBackend, DailyCeiling, MemoryDailyBackend
 from little_dist.quotas.rules import Amounts, CallIdentity, QuotaRule, QuotaRules
 
 __all__ = [
     "DEFAULT_RETRY_AFTER",
+    "DailyBudgetExceeded",
+    "DailyHold",
     "QuotaLimiter",
     "QuotaTooSmall",
     "QuotaWaitTooLong",
@@ -52,6 +56,36 @@ class QuotaTooSmall(InvalidInputError):
 
 def _never() -> bool:
     return False
+
+
+def _utc_day() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%d")
+
+
+class DailyBudgetExceeded(LittleError):
+    """The call's worst case would pass a daily dollar ceiling (:mod:`.daily`)."""
+
+
+@dataclass
+class DailyHold:
+    """One admitted call's worst case held against its daily ceilings."""
+
+    backend: DailyBackend
+    ceilings: tuple[DailyCeiling, ...]
+    day: str
+    reservation_id: str
+    usd: float
+    _open: bool = True
+
+    def settle(self, usd: float) -> None:
+        """The call cost ``usd`` (0: it failed): it replaces the worst case. A store that
+        cannot be reached is logged: the worst case then stays counted for the day."""
+        if self._open:
+            self._open = False
+            try:
+                self.backend.settle(self.ceilings, self.day, self.reservation_id, max(usd, 0.0))
+            except StorageUnavailableError as exc:
+                _log.warning("daily budget hold %s not settled: %s", self.reservation_id, exc)
 
 
 @dataclass
@@ -103,9 +137,14 @@ class QuotaLimiter:
         lease: float = 900.0,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        daily: DailyBackend | None = None,
+        today: Callable[[], str] = _utc_day,
     ) -> None:
         self.rules = rules
         self.backend = backend
+        #: Where the daily dollar ceilings count (:mod:`.daily`; in memory unless given).
+        self.daily: DailyBackend = daily if daily is not None else MemoryDailyBackend()
+        self._today = today
         self.max_wait = max_wait
         self.lease = lease
         self._clock = clock
@@ -150,3 +189,19 @@ class QuotaLimiter:
             if cancelled():
                 return None
             self._sleep(min(wait, _SLICE))
+
+    def reserve_daily(self, call: CallIdentity, usd: float) -> DailyHold | None:
+        """Hold ``usd`` (the call's worst case) against every daily ceiling ``call`` falls
+        under (``None``: none does); :class:`DailyBudgetExceeded` when one cannot hold it."""
+        ceilings = self.rules.daily_for(call)
+        if not ceilings:
+            return None
+        day, reservation_id = self._today(), uuid.uuid4().hex
+        passed = self.daily.reserve(ceilings, day, reservation_id, usd)
+        if passed is not None:
+            spent = self.daily.spent(passed, day)
+            raise DailyBudgetExceeded(
+                f"daily budget {passed.name!r} (${passed.usd:.6g} a UTC day) for {day}: this "
+                f"call may cost up to ${usd:.6g} and ${spent:.6g} is spent or held"
+            )
+        return DailyHold(self.daily, ceilings, day, reservation_id, usd)

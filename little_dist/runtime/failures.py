@@ -49,6 +49,7 @@ TERMINAL_CAUSES: Final = frozenset(
         "step_schema_error",
         "max_visits_exceeded",
         "budget_exceeded",  # ours: the run's dollar budget cannot hold the next model call
+        "daily_budget_exceeded",  # ours: an operator's daily ceiling of the call's key
     }
 )
 
