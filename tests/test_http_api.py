@@ -57,6 +57,7 @@ def _calls(http: httpx.Client) -> dict[str, httpx.Response]:
         "runs:read": http.get("/v1/runs/run_nobody"),
         "runs:read events": http.get("/v1/runs/run_nobody/events"),
         "runs:cancel": http.post("/v1/runs/run_nobody/cancel"),
+        "runs:read workflows": http.get("/v1/workflows"),
     }
 
 
@@ -85,12 +86,13 @@ def test_every_v1_route_refuses_a_missing_bad_or_revoked_token_and_a_wrong_scope
             "runs:read": {"runs:read", "admin"},
             "runs:read events": {"runs:read", "admin"},
             "runs:cancel": {"runs:cancel", "admin"},
+            "runs:read workflows": {"runs:read", "admin"},
         }
         for scope, token in tokens.items():
             with served.client(token) as http:
                 for route, answer in _calls(http).items():
                     if scope in allowed[route]:
-                        assert answer.status_code in (202, 404), (scope, route, answer.text)
+                        assert answer.status_code in (200, 202, 404), (scope, route, answer.text)
                     else:
                         body = _is_problem(answer, 403)
                         assert route.split()[0] in body["detail"], body
@@ -154,6 +156,12 @@ def test_bad_input_is_a_problem_that_names_what_and_where(fleet_env: FleetEnv) -
 
         negative = http.post("/v1/runs", json={**RUN, "budgetUsd": -1})
         assert _is_problem(negative, 422)["errors"][0]["pointer"] == "/budgetUsd"
+
+        listed = http.get("/v1/workflows").json()["workflows"]
+        assert [w["id"] for w in listed] == ["http.broken", "http.steps"]
+        steps = listed[1]
+        assert steps["inputSchema"]["required"] == ["sleep"] and steps["planned"] is False
+        assert steps["description"] == "A chain of pauses."
 
         unknown = http.post("/v1/runs", json={"workflow": "no.such", "input": {}})
         body = _is_problem(unknown, 422)
@@ -225,6 +233,7 @@ def test_the_committed_openapi_document_is_the_served_one(fleet_env: FleetEnv) -
         "/v1/runs/{run_id}",
         "/v1/runs/{run_id}/events",
         "/v1/runs/{run_id}/cancel",
+        "/v1/workflows",
     }
 
 

@@ -18,6 +18,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from little_dist import __version__
+from little_dist.authoring import WorkflowDefinition
 from little_dist.errors import LittleError
 from little_dist.http.auth import require
 from little_dist.http.body_limit import BodyLimit
@@ -33,6 +34,8 @@ from little_dist.http.models import (
     RunAccepted,
     RunStatus,
     SubmitRun,
+    WorkflowInfo,
+    Workflows,
 )
 from little_dist.http.problems import PROBLEM_JSON, Problem, install_problem_handlers
 from little_dist.http.tokens import TokenRecord
@@ -78,6 +81,10 @@ def _run_id(run_id: str, *, where: dict[str, str]) -> str:
         raise Problem(400, str(exc), errors=[{**where, "detail": str(exc)}]) from None
 
 
+def _by_id(workflow: WorkflowDefinition) -> str:
+    return workflow.id
+
+
 def _urls(run_id: str) -> dict[str, str]:
     return {"self": f"/v1/runs/{run_id}", "events": f"/v1/runs/{run_id}/events"}
 
@@ -120,6 +127,30 @@ def make_app(fleet: FleetAccess) -> FastAPI:
         ok = all(value == "ok" for value in checks.values())
         health = Health(status="ok" if ok else "unavailable", checks=checks)
         return health if ok else JSONResponse(health.model_dump(), status_code=503)
+
+    @app.get(
+        "/v1/workflows",
+        response_model=Workflows,
+        tags=["workflows"],
+        responses=_problems(401, 403),
+    )
+    def workflows(token: Annotated[TokenRecord, Depends(require("runs:read"))]) -> Workflows:
+        """The workflows this server's app defines: what ``POST /v1/runs`` accepts by id."""
+        del token
+        registry = fleet.registry
+        found = [] if registry is None else sorted(registry.workflows.values(), key=_by_id)
+        return Workflows(
+            workflows=[
+                WorkflowInfo(
+                    id=workflow.id,
+                    description=workflow.description,
+                    inputSchema=workflow.input_schema,
+                    outputSchema=workflow.output_schema,
+                    planned=workflow.plan is None,
+                )
+                for workflow in found
+            ]
+        )
 
     @app.post(
         "/v1/runs",

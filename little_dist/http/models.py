@@ -20,6 +20,8 @@ __all__ = [
     "RunStatus",
     "RunUrls",
     "SubmitRun",
+    "WorkflowInfo",
+    "Workflows",
 ]
 
 
@@ -56,6 +58,20 @@ class CancelAccepted(BaseModel):
 
     runId: str
     cancelRequested: bool
+
+
+class WorkflowInfo(BaseModel):
+    """A workflow ``POST /v1/runs`` accepts: its id, what it is for, its input schema."""
+
+    id: str
+    description: str
+    inputSchema: Any = Field(description="the JSON Schema its input must match")
+    outputSchema: Any
+    planned: bool = Field(description="planned by the fleet's planner (no fixed plan)")
+
+
+class Workflows(BaseModel):
+    workflows: list[WorkflowInfo]
 
 
 class RunUrls(BaseModel):
