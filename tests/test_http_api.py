@@ -7,6 +7,7 @@ committed OpenAPI document, and ``little tokens``.
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import threading
 import time
@@ -361,3 +362,33 @@ def test_little_serve_refuses_bad_arguments_in_one_line(fleet_env: FleetEnv) -> 
         assert result.returncode == 2, (args, result.stdout, result.stderr)
         assert message in result.stderr, (args, result.stderr)
         assert "Traceback" not in result.stderr, (args, result.stderr)
+
+
+def test_with_redis_unreachable_the_api_answers_503_problems_and_readyz_says_why(
+    fleet_env: FleetEnv,
+) -> None:
+    dead = f"redis://127.0.0.1:{reserve_port()}/0"  # nothing listens there
+    world = fleet_env.env["LITTLE_WORLD"].replace(fleet_env.redis_url, dead)
+    assert world != fleet_env.env["LITTLE_WORLD"]
+    port = reserve_port()
+    process = fleet_env.start(
+        "serve-no-redis",
+        ["serve", "--port", str(port), "--app", "tests.http_fleet_app"],
+        env={"LITTLE_WORLD": world},
+    )
+    process.wait_for_output(r"Uvicorn running on")
+    served = Served(process, f"http://127.0.0.1:{port}")
+    with served.client("ldt_0123456789ab." + "x" * 43) as http:
+        assert http.get("/healthz").status_code == 200
+        ready = http.get("/readyz")
+        assert ready.status_code == 503
+        assert ready.json()["checks"]["redis"].startswith("unreachable")
+        assert ready.json()["checks"]["s3"] == "ok"
+        for answer in _calls(http).values():
+            body = _is_problem(answer, 503)
+            assert "Redis is unreachable" in body["detail"]
+            assert answer.headers["retry-after"] == "5"
+    # SIGTERM: requests finished and the app shut down, then the process ends by the signal
+    # (uvicorn raises it again once it has stopped, so a supervisor sees why it ended).
+    assert served.process.stop() == -signal.SIGTERM
+    assert "Application shutdown complete" in served.process.output()

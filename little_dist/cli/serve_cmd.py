@@ -8,8 +8,10 @@ route needs a bearer token from ``little tokens create``. The fleet is the one `
 submit`` reaches (``LITTLE_WORLD``, ``LITTLE_*``; ``--world`` overrides ``LITTLE_WORLD``).
 
 ``--openapi`` prints the OpenAPI document and exits (``docs/openapi.json`` is its output).
-Exit 0 when stopped (SIGTERM, SIGINT), 2 on usage errors (an app that cannot be imported,
-a port that cannot be bound).
+SIGTERM or SIGINT stops it gracefully (requests in flight get up to 5 s, then the app shuts
+down and closes its client), and the process then ends by that signal, as uvicorn does. Exit
+2 on usage errors (an app that cannot be imported, a port that cannot be bound, a world not
+on Redis).
 """
 
 from __future__ import annotations

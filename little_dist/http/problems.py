@@ -18,6 +18,8 @@ from typing import Any, Final
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from little_dist.errors import (
@@ -151,7 +153,16 @@ def install_problem_handlers(app: FastAPI) -> None:
         status = _status_of(exc)
         if status == 500:
             _LOG.error("request %s failed", request.url.path, exc_info=exc)
-        return problem_response(request, status, redact(str(exc)))
+        retry = {"Retry-After": "5"} if status == 503 else None
+        return problem_response(request, status, redact(str(exc)), headers=retry)
+
+    @app.exception_handler(RedisConnectionError)
+    @app.exception_handler(RedisTimeoutError)
+    async def _redis(request: Request, exc: Exception) -> JSONResponse:
+        # The tokens and idempotency keys are read straight from Redis (the world's own
+        # calls say StorageUnavailableError, handled above).
+        detail = f"the fleet's Redis is unreachable: {type(exc).__name__}"
+        return problem_response(request, 503, detail, headers={"Retry-After": "5"})
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
