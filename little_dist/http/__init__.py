@@ -4,7 +4,8 @@ A FastAPI app on uvicorn over the same :class:`~little_dist.fleet.client.Client`
 ``little submit``/``status``: nothing here submits, folds or follows a run its own way.
 Modules keep FastAPI out of ``little --help``: import them directly.
 
-* :mod:`.app` — ``make_app(fleet)``: the routes; :mod:`.fleet_access` — what they reach
+* :mod:`.app` — ``make_app(fleet)``: the routes (``/v1/runs`` submit, status, cancel and
+  events; ``/v1/workflows``; the probes); :mod:`.fleet_access` — what they reach
   (the client, the fleet's Redis, the app's workflows), opened once per process.
 * :mod:`.models` — request and response bodies (the OpenAPI document is built from them).
 * :mod:`.problems` — RFC 9457 ``application/problem+json`` errors, for every refusal.
@@ -14,6 +15,7 @@ Modules keep FastAPI out of ``little --help``: import them directly.
 * :mod:`.event_stream` — a run's events as Server-Sent Events, resumable by
   ``Last-Event-ID``.
 * :mod:`.health` — ``/readyz``: Redis and S3 reachable.
+* :mod:`.body_limit` — a request body over the cap is a 413 before it is all read.
 """
 
 from __future__ import annotations

@@ -132,7 +132,7 @@ def make_app(fleet: FleetAccess) -> FastAPI:
         "/v1/workflows",
         response_model=Workflows,
         tags=["workflows"],
-        responses=_problems(401, 403),
+        responses=_problems(401, 403, 503),
     )
     def workflows(token: Annotated[TokenRecord, Depends(require("runs:read"))]) -> Workflows:
         """The workflows this server's app defines: what ``POST /v1/runs`` accepts by id."""
