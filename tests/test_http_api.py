@@ -392,3 +392,27 @@ def test_with_redis_unreachable_the_api_answers_503_problems_and_readyz_says_why
     # (uvicorn raises it again once it has stopped, so a supervisor sees why it ended).
     assert served.process.stop() == -signal.SIGTERM
     assert "Application shutdown complete" in served.process.output()
+
+
+def test_a_token_with_a_rate_is_refused_429_once_it_is_used_up(fleet_env: FleetEnv) -> None:
+    served = start_serve(fleet_env)
+    made = _little(fleet_env, "tokens", "create", "--scope", "runs:read", "--rate", "3/minute")
+    assert made.returncode == 0, made.stderr
+    limited = made.stdout.strip()
+    redis, store = _store(fleet_env)
+    try:
+        free = store.create(["runs:read"]).token
+    finally:
+        redis.close()
+    with served.client(limited) as http:
+        assert [http.get("/v1/workflows").status_code for _ in range(3)] == [200] * 3
+        over = http.get("/v1/runs/run_nobody")
+        body = _is_problem(over, 429)
+        assert "3/minute" in body["detail"]
+        assert 0 < int(over.headers["retry-after"]) <= 60
+    with served.client(free) as http:  # another token's window is its own
+        assert [http.get("/v1/workflows").status_code for _ in range(5)] == [200] * 5
+    listed = _little(fleet_env, "tokens", "list").stdout
+    assert "3/minute" in listed
+    bad = _little(fleet_env, "tokens", "create", "--scope", "runs:read", "--rate", "lots")
+    assert bad.returncode == 1 and "--rate: expected a rate such as" in bad.stderr

@@ -1,12 +1,15 @@
 """``little tokens create|list|revoke``: the HTTP API's bearer tokens.
 
-``create --scope SCOPE [--scope ...] [--name NAME]`` prints the new token once (only its
-hash is stored: it cannot be shown again); scopes are ``runs:submit``, ``runs:read``,
-``runs:cancel`` and ``admin`` (every scope), also comma-separated. ``list`` shows each
-token's id, name, scopes and when it was made; ``revoke ID`` removes one (the next request
-with it is refused). The tokens live in the fleet's Redis (``LITTLE_WORLD``, ``--world``).
+``create --scope SCOPE [--scope ...] [--name NAME] [--rate 600/minute]`` prints the new
+token once (only its hash is stored: it cannot be shown again); scopes are ``runs:submit``,
+``runs:read``, ``runs:cancel`` and ``admin`` (every scope), also comma-separated; ``--rate``
+caps its requests (a ``limits`` rate string; over it, a 429). ``list`` shows each token's
+id, when it was made, its scopes, rate and name; ``revoke ID`` removes one (the next
+request with it is refused). The tokens live in the fleet's Redis (``LITTLE_WORLD``,
+``--world``).
 
-Exit 0 on success, 1 for a token id that does not exist or a bad scope, 2 usage errors.
+Exit 0 on success, 1 for a token id that does not exist or a bad scope or rate, 2 usage
+errors.
 """
 
 from __future__ import annotations
@@ -37,6 +40,12 @@ def register(sub: Any, name: str) -> argparse.ArgumentParser:
         help="runs:submit, runs:read, runs:cancel or admin (repeatable, or comma-separated)",
     )
     create.add_argument("--name", default="", help="what the token is for")
+    create.add_argument(
+        "--rate",
+        default=None,
+        metavar="RATE",
+        help="its requests' rate, e.g. 600/minute (default: no limit)",
+    )
     create.add_argument("--json", action="store_true", help="print the token and its record")
     listing = actions.add_parser("list", help="list the tokens (never their secrets)")
     listing.add_argument("--json", action="store_true", help="print JSON")
@@ -58,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
         store = TokenStore(redis, api_tokens_key(settings.signal_stream))
         if args.action == "create":
             scopes = [part.strip() for value in args.scope for part in value.split(",")]
-            issued = store.create([s for s in scopes if s], name=args.name)
+            issued = store.create([s for s in scopes if s], name=args.name, rate=args.rate)
             if args.json:
                 print(json.dumps({**issued.record.to_json(), "token": issued.token}))
             else:
@@ -74,9 +83,10 @@ def run(args: argparse.Namespace) -> int:
             if args.json:
                 print(json.dumps([record.to_json() for record in records], indent=2))
             for record in records if not args.json else ():
+                rate = record.rate or "-"
                 print(
                     f"{record.id}  {record.created_at}  {','.join(record.scopes):<32}  "
-                    f"{record.name}"
+                    f"{rate:<12}  {record.name}"
                 )
             return 0
         if not store.revoke(args.token_id):

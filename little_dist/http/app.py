@@ -61,6 +61,7 @@ _WHY: Final = {
     "or the run to cancel has ended",
     413: "over one of the fleet's input limits (or the body over twice the input's)",
     422: "the body is invalid (a wrong type, an unknown workflow id, ...)",
+    429: "the token's rate is used up (see Retry-After)",
     503: "the fleet's storage is unreachable",
 }
 
@@ -132,7 +133,7 @@ def make_app(fleet: FleetAccess) -> FastAPI:
         "/v1/workflows",
         response_model=Workflows,
         tags=["workflows"],
-        responses=_problems(401, 403, 503),
+        responses=_problems(401, 403, 429, 503),
     )
     def workflows(token: Annotated[TokenRecord, Depends(require("runs:read"))]) -> Workflows:
         """The workflows this server's app defines: what ``POST /v1/runs`` accepts by id."""
@@ -157,7 +158,7 @@ def make_app(fleet: FleetAccess) -> FastAPI:
         status_code=202,
         response_model=RunAccepted,
         tags=["runs"],
-        responses=_problems(400, 401, 403, 409, 413, 422, 503),
+        responses=_problems(400, 401, 403, 409, 413, 422, 429, 503),
     )
     def submit_run(
         body: SubmitRun,
@@ -202,7 +203,7 @@ def make_app(fleet: FleetAccess) -> FastAPI:
         "/v1/runs/{run_id}",
         response_model=RunStatus,
         tags=["runs"],
-        responses=_problems(400, 401, 403, 404, 503),
+        responses=_problems(400, 401, 403, 404, 429, 503),
     )
     def run_status(
         run_id: RunId, token: Annotated[TokenRecord, Depends(require("runs:read"))]
@@ -218,7 +219,7 @@ def make_app(fleet: FleetAccess) -> FastAPI:
         status_code=202,
         response_model=CancelAccepted,
         tags=["runs"],
-        responses=_problems(400, 401, 403, 404, 409, 422, 503),
+        responses=_problems(400, 401, 403, 404, 409, 422, 429, 503),
     )
     def cancel_run(
         run_id: RunId,
@@ -244,7 +245,7 @@ def make_app(fleet: FleetAccess) -> FastAPI:
                 "content": {"text/event-stream": {}},
                 "description": "the run's events (id: sequence, event: type, data: JSON)",
             },
-            **_problems(400, 401, 403, 404, 503),
+            **_problems(400, 401, 403, 404, 429, 503),
         },
     )
     async def run_events(

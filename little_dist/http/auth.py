@@ -2,7 +2,8 @@
 
 No ``Authorization: Bearer`` token, or one the fleet does not know (malformed, revoked):
 401 with ``WWW-Authenticate: Bearer``. A valid token without the scope (``admin`` holds
-every scope): 403.
+every scope): 403. A token made with a rate that has used it up: 429 with ``Retry-After``
+(:mod:`.rate_limits`).
 """
 
 from __future__ import annotations
@@ -49,6 +50,14 @@ def require(scope: str) -> Callable[..., TokenRecord]:
             raise Problem(
                 403, f"the token lacks the scope {scope!r} (it holds {', '.join(record.scopes)})"
             )
+        if record.rate is not None:
+            wait = fleet.rates().retry_after(record.id, record.rate)
+            if wait is not None:
+                raise Problem(
+                    429,
+                    f"the token's rate ({record.rate}) is used up: retry in {wait}s",
+                    headers={"Retry-After": str(wait)},
+                )
         return record
 
     check.__name__ = f"require_{scope.replace(':', '_')}"

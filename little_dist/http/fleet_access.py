@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from little_dist.errors import InvalidInputError
 from little_dist.http.idempotency import IdempotencyKeys
+from little_dist.http.rate_limits import TokenRates
 from little_dist.http.tokens import TokenStore
-from little_dist.world.fleet_keys import api_tokens_key, idempotency_key
+from little_dist.world.fleet_keys import api_rate_prefix, api_tokens_key, idempotency_key
 
 if TYPE_CHECKING:
     from little_dist.fleet.app_registry import AppRegistry
@@ -50,6 +51,7 @@ class FleetAccess:
         self._world: World | None = None
         self._redis: Any = None
         self._warm = False
+        self._rates: TokenRates | None = None
 
     @property
     def redis(self) -> Any:
@@ -73,6 +75,17 @@ class FleetAccess:
 
     def tokens(self) -> TokenStore:
         return TokenStore(self.redis, api_tokens_key(self.settings.signal_stream))
+
+    def rates(self) -> TokenRates:
+        redis = self.redis
+        with self._lock:
+            if self._rates is None:
+                from little_dist.world.factory import fleet_redis_url
+
+                url = fleet_redis_url(self.settings) or ""
+                prefix = api_rate_prefix(self.settings.signal_stream)
+                self._rates = TokenRates(redis, url, prefix)
+            return self._rates
 
     def idempotency(self) -> IdempotencyKeys:
         stream = self.settings.signal_stream
@@ -101,6 +114,7 @@ class FleetAccess:
             if self._world is not None:
                 self._world.close()
                 self._world = None
+            self._rates = None
             if self._redis is not None:
                 self._redis.close()
                 self._redis = None

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from little_dist.errors import InvalidInputError
+from little_dist.http.rate_limits import check_rate
 
 __all__ = ["ADMIN", "SCOPES", "IssuedToken", "TokenRecord", "TokenStore", "check_scopes"]
 
@@ -59,6 +60,8 @@ class TokenRecord:
     scopes: tuple[str, ...]
     created_at: str
     secret_sha256: str
+    #: Its requests' rate (``"600/minute"``; ``None``: no limit; see :mod:`.rate_limits`).
+    rate: str | None = None
 
     def allows(self, scope: str) -> bool:
         return ADMIN in self.scopes or scope in self.scopes
@@ -70,6 +73,7 @@ class TokenRecord:
             "name": self.name,
             "scopes": list(self.scopes),
             "createdAt": self.created_at,
+            "rate": self.rate,
         }
 
     @classmethod
@@ -81,6 +85,7 @@ class TokenRecord:
             scopes=tuple(str(scope) for scope in data.get("scopes", ())),
             created_at=str(data.get("createdAt", "")),
             secret_sha256=str(data.get("secretSha256", "")),
+            rate=str(data["rate"]) if data.get("rate") else None,
         )
 
 
@@ -99,9 +104,12 @@ class TokenStore:
         self._redis = redis
         self._key = key
 
-    def create(self, scopes: Iterable[str], name: str = "") -> IssuedToken:
-        """Make a token with ``scopes`` (checked); the token is in the answer only."""
+    def create(self, scopes: Iterable[str], name: str = "", rate: str | None = None) -> IssuedToken:
+        """Make a token with ``scopes`` (checked) and an optional ``rate`` (``"600/minute"``);
+        the token is in the answer only."""
         checked = check_scopes(scopes)
+        if rate is not None:
+            check_rate(rate)
         if len(name) > _NAME_MAX:
             raise InvalidInputError(f"--name: longer than {_NAME_MAX} characters")
         secret = secrets.token_urlsafe(32)
@@ -113,6 +121,7 @@ class TokenStore:
                 scopes=checked,
                 created_at=datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
                 secret_sha256=_digest(secret),
+                rate=rate,
             )
             stored = json.dumps(
                 {
@@ -120,6 +129,7 @@ class TokenStore:
                     "scopes": list(checked),
                     "createdAt": record.created_at,
                     "secretSha256": record.secret_sha256,
+                    "rate": rate,
                 }
             )
             if self._redis.hsetnx(self._key, token_id, stored):

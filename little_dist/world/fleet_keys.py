@@ -16,6 +16,7 @@ from __future__ import annotations
 
 __all__ = [
     "active_runs_key",
+    "api_rate_prefix",
     "api_tokens_key",
     "backlog_key",
     "backlog_list",
@@ -108,3 +109,9 @@ def idempotency_key(signal_stream: str, key_digest: str) -> str:
     """What an ``Idempotency-Key`` of ``POST /v1/runs`` answered (JSON: the body's hash and
     the run id), by the sha256 hex of the key; it expires."""
     return f"{signal_stream}:idempotency:{key_digest}"
+
+
+def api_rate_prefix(signal_stream: str) -> str:
+    """The key prefix of the HTTP API's per-token rate windows (``limits``' moving windows,
+    one per token with a rate; see :mod:`little_dist.http.rate_limits`)."""
+    return f"{signal_stream}:api-rate"
