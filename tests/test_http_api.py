@@ -416,3 +416,20 @@ def test_a_token_with_a_rate_is_refused_429_once_it_is_used_up(fleet_env: FleetE
     assert "3/minute" in listed
     bad = _little(fleet_env, "tokens", "create", "--scope", "runs:read", "--rate", "lots")
     assert bad.returncode == 1 and "--rate: expected a rate such as" in bad.stderr
+
+
+def test_a_token_restricted_to_workflows_submits_only_those(fleet_env: FleetEnv) -> None:
+    served = start_serve(fleet_env)
+    made = _little(
+        fleet_env, "tokens", "create", "--scope", "runs:submit", "--workflow", "http.broken"
+    )
+    assert made.returncode == 0, made.stderr
+    with served.client(made.stdout.strip()) as http:
+        refused = http.post("/v1/runs", json=RUN)
+        body = _is_problem(refused, 403)
+        assert body["errors"][0]["pointer"] == "/workflow"
+        assert "'http.steps'" in body["detail"] and "http.broken" in body["detail"]
+        allowed = http.post("/v1/runs", json={"workflow": "http.broken", "input": {}})
+        assert allowed.status_code == 202, allowed.text
+    (listed,) = json.loads(_little(fleet_env, "tokens", "list", "--json").stdout)
+    assert listed["workflows"] == ["http.broken"]

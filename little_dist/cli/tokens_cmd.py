@@ -1,12 +1,13 @@
 """``little tokens create|list|revoke``: the HTTP API's bearer tokens.
 
-``create --scope SCOPE [--scope ...] [--name NAME] [--rate 600/minute]`` prints the new
-token once (only its hash is stored: it cannot be shown again); scopes are ``runs:submit``,
-``runs:read``, ``runs:cancel`` and ``admin`` (every scope), also comma-separated; ``--rate``
-caps its requests (a ``limits`` rate string; over it, a 429). ``list`` shows each token's
-id, when it was made, its scopes, rate and name; ``revoke ID`` removes one (the next
-request with it is refused). The tokens live in the fleet's Redis (``LITTLE_WORLD``,
-``--world``).
+``create --scope SCOPE [--scope ...] [--name NAME] [--rate 600/minute] [--workflow ID ...]``
+prints the new token once (only its hash is stored: it cannot be shown again); scopes are
+``runs:submit``, ``runs:read``, ``runs:cancel`` and ``admin`` (every scope), also
+comma-separated; ``--rate`` caps its requests (a ``limits`` rate string; over it, a 429);
+``--workflow`` names the workflows it may submit runs of (another is a 403). ``list`` shows
+each token's id, when it was made, its scopes, rate and name (``--json``: and its
+workflows); ``revoke ID`` removes one (the next request with it is refused). The tokens
+live in the fleet's Redis (``LITTLE_WORLD``, ``--world``).
 
 Exit 0 on success, 1 for a token id that does not exist or a bad scope or rate, 2 usage
 errors.
@@ -46,6 +47,13 @@ def register(sub: Any, name: str) -> argparse.ArgumentParser:
         metavar="RATE",
         help="its requests' rate, e.g. 600/minute (default: no limit)",
     )
+    create.add_argument(
+        "--workflow",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="a workflow id it may submit runs of (repeatable; default: any)",
+    )
     create.add_argument("--json", action="store_true", help="print the token and its record")
     listing = actions.add_parser("list", help="list the tokens (never their secrets)")
     listing.add_argument("--json", action="store_true", help="print JSON")
@@ -67,7 +75,9 @@ def run(args: argparse.Namespace) -> int:
         store = TokenStore(redis, api_tokens_key(settings.signal_stream))
         if args.action == "create":
             scopes = [part.strip() for value in args.scope for part in value.split(",")]
-            issued = store.create([s for s in scopes if s], name=args.name, rate=args.rate)
+            issued = store.create(
+                [s for s in scopes if s], name=args.name, rate=args.rate, workflows=args.workflow
+            )
             if args.json:
                 print(json.dumps({**issued.record.to_json(), "token": issued.token}))
             else:

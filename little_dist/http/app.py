@@ -55,7 +55,7 @@ def _problems(*codes: int) -> dict[int | str, dict[str, Any]]:
 _WHY: Final = {
     400: "malformed request (not JSON, a bad run id or Last-Event-ID)",
     401: "no bearer token, or one that is not valid",
-    403: "the token lacks the route's scope",
+    403: "the token lacks the route's scope (or may not submit that workflow)",
     404: "no such run",
     409: "the Idempotency-Key was used with another body, the run id with another input, "
     "or the run to cancel has ended",
@@ -173,7 +173,12 @@ def make_app(fleet: FleetAccess) -> FastAPI:
         ] = None,
     ) -> JSONResponse:
         """Submit a run of a workflow the served app defines; 202 with its id and URLs."""
-        del token
+        if not token.may_submit(body.workflow):
+            detail = (
+                f"the token may not submit runs of {body.workflow!r} "
+                f"(only of {', '.join(token.workflows)})"
+            )
+            raise Problem(403, detail, errors=[{"pointer": "/workflow", "detail": detail}])
         if fleet.registry is None or fleet.registry.get(body.workflow) is None:
             known = ", ".join(fleet.workflow_ids()[:20]) or "none"
             detail = f"unknown workflow {body.workflow!r} (this server's app defines: {known})"

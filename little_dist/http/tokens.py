@@ -62,6 +62,11 @@ class TokenRecord:
     secret_sha256: str
     #: Its requests' rate (``"600/minute"``; ``None``: no limit; see :mod:`.rate_limits`).
     rate: str | None = None
+    #: The workflow ids it may submit runs of (empty: any).
+    workflows: tuple[str, ...] = ()
+
+    def may_submit(self, workflow_id: str) -> bool:
+        return not self.workflows or workflow_id in self.workflows
 
     def allows(self, scope: str) -> bool:
         return ADMIN in self.scopes or scope in self.scopes
@@ -74,6 +79,7 @@ class TokenRecord:
             "scopes": list(self.scopes),
             "createdAt": self.created_at,
             "rate": self.rate,
+            "workflows": list(self.workflows),
         }
 
     @classmethod
@@ -86,6 +92,7 @@ class TokenRecord:
             created_at=str(data.get("createdAt", "")),
             secret_sha256=str(data.get("secretSha256", "")),
             rate=str(data["rate"]) if data.get("rate") else None,
+            workflows=tuple(str(workflow) for workflow in data.get("workflows") or ()),
         )
 
 
@@ -104,10 +111,20 @@ class TokenStore:
         self._redis = redis
         self._key = key
 
-    def create(self, scopes: Iterable[str], name: str = "", rate: str | None = None) -> IssuedToken:
-        """Make a token with ``scopes`` (checked) and an optional ``rate`` (``"600/minute"``);
-        the token is in the answer only."""
+    def create(
+        self,
+        scopes: Iterable[str],
+        name: str = "",
+        rate: str | None = None,
+        workflows: Iterable[str] = (),
+    ) -> IssuedToken:
+        """Make a token with ``scopes`` (checked), an optional ``rate`` (``"600/minute"``) and
+        the ``workflows`` it may submit runs of (none given: any); the token is in the
+        answer only."""
         checked = check_scopes(scopes)
+        allowed = tuple(dict.fromkeys(workflows))
+        if any(not workflow or len(workflow) > _NAME_MAX for workflow in allowed):
+            raise InvalidInputError(f"--workflow: expected 1 to {_NAME_MAX} characters")
         if rate is not None:
             check_rate(rate)
         if len(name) > _NAME_MAX:
@@ -122,6 +139,7 @@ class TokenStore:
                 created_at=datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
                 secret_sha256=_digest(secret),
                 rate=rate,
+                workflows=allowed,
             )
             stored = json.dumps(
                 {
@@ -130,6 +148,7 @@ class TokenStore:
                     "createdAt": record.created_at,
                     "secretSha256": record.secret_sha256,
                     "rate": rate,
+                    "workflows": list(allowed),
                 }
             )
             if self._redis.hsetnx(self._key, token_id, stored):
