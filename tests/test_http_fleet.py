@@ -7,6 +7,7 @@ mid-run with ``Last-Event-ID``; ``Idempotency-Key`` holds under concurrent POSTs
 
 from __future__ import annotations
 
+import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -15,7 +16,8 @@ import pytest
 
 from little_dist.http.tokens import TokenStore
 from little_dist.world.fleet_keys import api_tokens_key
-from tests.fleet_processes import FleetEnv, fleet_env, start_scheduler, start_worker
+from tests import zygote
+from tests.fleet_processes import ROOT, FleetEnv, fleet_env, start_scheduler, start_worker
 from tests.http_fleet_app import STEPS
 from tests.http_service import APP, SseEvent, read_sse, start_serve
 
@@ -84,6 +86,14 @@ def test_a_run_submitted_over_http_is_watched_to_its_end_and_reads_as_little_sta
             assert status.json() == client.status(run_id).to_json()
         assert status.json()["status"] == "completed"
         assert status.json()["output"] == {"n": STEPS - 1}
+        report = http.get(f"/v1/runs/{run_id}/report")
+        assert report.status_code == 200
+        printed = zygote.run(["report", run_id, "--json"], cwd=ROOT, env=fleet_env.env)
+        assert printed.returncode == 0, printed.stderr
+        assert report.json() == json.loads(printed.stdout)
+        assert [step["stepPath"] for step in report.json()["steps"]] == [
+            f"s{index}" for index in range(STEPS)
+        ]
 
         failed = http.post("/v1/runs", json={"workflow": "http.broken", "input": {}}).json()
         with http.stream("GET", failed["urls"]["events"]) as stream:

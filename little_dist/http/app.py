@@ -219,6 +219,25 @@ def make_app(fleet: FleetAccess) -> FastAPI:
         view = fleet.client.status(_run_id(run_id, where={"path": "run_id"}))
         return JSONResponse(view.to_json())
 
+    @app.get(
+        "/v1/runs/{run_id}/report",
+        tags=["runs"],
+        responses={
+            200: {
+                "content": {"application/json": {"schema": {"type": "object"}}},
+                "description": "the report, as `little report --json` prints it",
+            },
+            **_problems(400, 401, 403, 404, 429, 503),
+        },
+    )
+    def run_report(
+        run_id: RunId, token: Annotated[TokenRecord, Depends(require("runs:read"))]
+    ) -> JSONResponse:
+        """The run's report, as ``little report --json``: attempts, tokens, dollars and
+        duration per step, its timeline, why it failed, its budget and sub-runs."""
+        del token
+        return JSONResponse(fleet.client.report(_run_id(run_id, where={"path": "run_id"})))
+
     @app.post(
         "/v1/runs/{run_id}/cancel",
         status_code=202,
