@@ -106,6 +106,7 @@ def v1_calls(http: httpx.Client) -> dict[str, httpx.Response]:
     return {
         "runs:submit": http.post("/v1/runs", json=RUN),
         "runs:read": http.get("/v1/runs/run_nobody"),
+        "runs:read list": http.get("/v1/runs"),
         "runs:read events": http.get("/v1/runs/run_nobody/events"),
         "runs:read report": http.get("/v1/runs/run_nobody/report"),
         "runs:cancel": http.post("/v1/runs/run_nobody/cancel"),

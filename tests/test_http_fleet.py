@@ -179,3 +179,29 @@ def test_twenty_concurrent_posts_with_one_idempotency_key_make_one_run(
         fresh = http.post("/v1/runs", json=body, headers={"Idempotency-Key": "order-43"})
         assert fresh.status_code == 202 and fresh.json()["runId"] not in run_ids
     assert len(world.list_run_ids()) == 2
+
+    # Listed newest first, a page at a time; filtered by status and workflow glob.
+    with served.client(_token(fleet_env, "runs:read")) as http:
+        every = http.get("/v1/runs").json()
+        assert [run["runId"] for run in every["runs"]] == [fresh.json()["runId"], *run_ids]
+        assert every["nextCursor"] is None
+        assert {run["workflow"] for run in every["runs"]} == {"http.steps"}
+        pages, cursor = [], None
+        while True:
+            query: dict[str, Any] = {"limit": 1, **({"cursor": cursor} if cursor else {})}
+            page = http.get("/v1/runs", params=query).json()
+            pages += [run["runId"] for run in page["runs"]]
+            cursor = page["nextCursor"]
+            if cursor is None:
+                break
+        assert pages == [run["runId"] for run in every["runs"]]
+        assert len(http.get("/v1/runs", params={"status": "running"}).json()["runs"]) == 2
+        assert http.get("/v1/runs", params={"status": "completed"}).json()["runs"] == []
+        assert len(http.get("/v1/runs", params={"workflow": "http.*"}).json()["runs"]) == 2
+        assert http.get("/v1/runs", params={"workflow": "other.*"}).json()["runs"] == []
+        bad = http.get("/v1/runs", params={"cursor": "not-a-cursor"})
+        assert bad.status_code == 400 and bad.json()["errors"][0]["query"] == "cursor"
+        for query in ({"limit": 0}, {"status": "lost"}):
+            wrong = http.get("/v1/runs", params=query)
+            assert wrong.status_code == 422
+            assert wrong.json()["errors"][0]["query"] == next(iter(query))

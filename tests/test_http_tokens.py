@@ -44,6 +44,7 @@ def test_every_v1_route_refuses_a_missing_bad_or_revoked_token_and_a_wrong_scope
             "runs:submit": {"runs:submit", "admin"},
             "runs:read": {"runs:read", "admin"},
             "runs:read events": {"runs:read", "admin"},
+            "runs:read list": {"runs:read", "admin"},
             "runs:read report": {"runs:read", "admin"},
             "runs:cancel": {"runs:cancel", "admin"},
             "runs:read workflows": {"runs:read", "admin"},

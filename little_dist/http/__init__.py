@@ -4,9 +4,10 @@ A FastAPI app on uvicorn over the same :class:`~little_dist.fleet.client.Client`
 ``little submit``/``status``: nothing here submits, folds or follows a run its own way.
 Modules keep FastAPI out of ``little --help``: import them directly.
 
-* :mod:`.app` — ``make_app(fleet)``: the routes (``/v1/runs`` submit, status, cancel and
-  events; ``/v1/workflows``; the probes); :mod:`.fleet_access` — what they reach
-  (the client, the fleet's Redis, the app's workflows), opened once per process.
+* :mod:`.app` — ``make_app(fleet)``: the routes (``/v1/runs``: submit, list, status,
+  report, cancel, events; ``/v1/workflows``; the probes); :mod:`.cursors` — list pages;
+  :mod:`.fleet_access` — what they reach (the client, the fleet's Redis, the app's
+  workflows), opened once per process.
 * :mod:`.models` — request and response bodies (the OpenAPI document is built from them).
 * :mod:`.problems` — RFC 9457 ``application/problem+json`` errors, for every refusal.
 * :mod:`.tokens` — bearer tokens with scopes, stored hashed in Redis; :mod:`.auth` — the

@@ -13,15 +13,17 @@ from contextlib import asynccontextmanager
 from typing import Annotated, Any, Final
 
 from anyio import to_thread
-from fastapi import Depends, FastAPI, Header, Path, Request
+from fastapi import Depends, FastAPI, Header, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from little_dist import __version__
 from little_dist.authoring import WorkflowDefinition
 from little_dist.errors import LittleError
+from little_dist.fleet.run_listing import list_runs
 from little_dist.http.auth import require
 from little_dist.http.body_limit import BodyLimit
+from little_dist.http.cursors import MAX_PAGE, PAGE, RunStatusWord, decode_cursor, encode_cursor
 from little_dist.http.event_stream import Watchers, sse_events
 from little_dist.http.fleet_access import FleetAccess
 from little_dist.http.health import check_redis, check_s3
@@ -32,6 +34,7 @@ from little_dist.http.models import (
     Health,
     ProblemDetails,
     RunAccepted,
+    RunList,
     RunStatus,
     SubmitRun,
     WorkflowInfo,
@@ -202,6 +205,43 @@ def make_app(fleet: FleetAccess) -> FastAPI:
         accepted = RunAccepted.model_validate({"runId": run_id, "urls": _urls(run_id)})
         return JSONResponse(
             accepted.model_dump(), status_code=202, headers={"Location": f"/v1/runs/{run_id}"}
+        )
+
+    @app.get(
+        "/v1/runs",
+        response_model=RunList,
+        tags=["runs"],
+        responses=_problems(400, 401, 403, 422, 429, 503),
+    )
+    def list_runs_route(
+        token: Annotated[TokenRecord, Depends(require("runs:read"))],
+        status: Annotated[RunStatusWord | None, Query(description="only runs with it")] = None,
+        workflow: Annotated[
+            str | None,
+            Query(max_length=200, description="only runs of workflows whose id matches (a glob)"),
+        ] = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="runs per page")] = PAGE,
+        cursor: Annotated[
+            str | None, Query(max_length=400, description="a page's nextCursor")
+        ] = None,
+    ) -> RunList:
+        """The fleet's runs, newest first, as ``little runs --json``, a page at a time."""
+        del token
+        client = fleet.client
+        shown = list_runs(
+            client.world,
+            status=status,
+            workflow=workflow,
+            limit=limit,
+            before=None if cursor is None else decode_cursor(cursor),
+            pricing_fallback=client.pricing_fallback,
+        )
+        last = shown[-1] if len(shown) == limit else None
+        return RunList.model_validate(
+            {
+                "runs": [summary.to_json() for summary in shown],
+                "nextCursor": None if last is None else encode_cursor(last),
+            }
         )
 
     @app.get(

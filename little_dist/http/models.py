@@ -17,6 +17,8 @@ __all__ = [
     "ProblemDetails",
     "ProblemError",
     "RunAccepted",
+    "RunList",
+    "RunListed",
     "RunStatus",
     "RunUrls",
     "SubmitRun",
@@ -72,6 +74,25 @@ class WorkflowInfo(BaseModel):
 
 class Workflows(BaseModel):
     workflows: list[WorkflowInfo]
+
+
+class RunListed(BaseModel):
+    """A run in a listing, as ``little runs --json`` prints it."""
+
+    runId: str
+    workflow: str | None
+    status: str = Field(description="running, completed, failed or cancelled")
+    startedAt: str
+    finishedAt: str | None
+    durationMs: float | None
+    costUsd: float | None
+
+
+class RunList(BaseModel):
+    runs: list[RunListed]
+    nextCursor: str | None = Field(
+        description="the cursor of the next page (null: this page is the last)"
+    )
 
 
 class RunUrls(BaseModel):
