@@ -111,6 +111,15 @@ def test_a_run_submitted_over_http_is_watched_to_its_end_and_reads_as_little_sta
         resume = {"Last-Event-ID": str(seen[2].id)}
         with http.stream("GET", f"/v1/runs/{run_id}/events", headers=resume) as stream:
             assert [e.id for e in read_sse(stream)] == [e.id for e in seen[3:]]
+        # As NDJSON: the archived log, one envelope a line.
+        ndjson = http.get(f"/v1/runs/{run_id}/events", headers={"Accept": "application/x-ndjson"})
+        assert ndjson.headers["content-type"].startswith("application/x-ndjson")
+        assert [json.loads(line) for line in ndjson.text.splitlines()] == [e.data for e in seen]
+        later = http.get(
+            f"/v1/runs/{run_id}/events",
+            headers={"Accept": "application/x-ndjson", "Last-Event-ID": str(seen[-2].id)},
+        )
+        assert [json.loads(line) for line in later.text.splitlines()] == [seen[-1].data]
         assert http.get(f"/v1/runs/{run_id}").json()["output"] == {"n": STEPS - 1}
 
 

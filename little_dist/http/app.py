@@ -24,7 +24,7 @@ from little_dist.fleet.run_listing import list_runs
 from little_dist.http.auth import require
 from little_dist.http.body_limit import BodyLimit
 from little_dist.http.cursors import MAX_PAGE, PAGE, RunStatusWord, decode_cursor, encode_cursor
-from little_dist.http.event_stream import Watchers, sse_events
+from little_dist.http.event_stream import Watchers, ndjson_events, sse_events
 from little_dist.http.fleet_access import FleetAccess
 from little_dist.http.health import check_redis, check_s3
 from little_dist.http.idempotency import MAX_KEY_LENGTH, body_hash
@@ -306,8 +306,10 @@ def make_app(fleet: FleetAccess) -> FastAPI:
         response_class=StreamingResponse,
         responses={
             200: {
-                "content": {"text/event-stream": {}},
-                "description": "the run's events (id: sequence, event: type, data: JSON)",
+                "content": {"text/event-stream": {}, "application/x-ndjson": {}},
+                "description": "the run's events: SSE (id: sequence, event: type, data: JSON), "
+                "live until its end; or NDJSON (Accept: application/x-ndjson), what its log "
+                "holds now",
             },
             **_problems(400, 401, 403, 404, 429, 503),
         },
@@ -319,8 +321,10 @@ def make_app(fleet: FleetAccess) -> FastAPI:
         last_event_id: Annotated[
             str | None, Header(description="the last sequence received: resume after it")
         ] = None,
+        accept: Annotated[str | None, Header(include_in_schema=False)] = None,
     ) -> StreamingResponse:
-        """The run's events as Server-Sent Events, live until its end event."""
+        """The run's events as Server-Sent Events, live until its end event (or as NDJSON,
+        what its log holds now)."""
         del token, request
         checked = _run_id(run_id, where={"path": "run_id"})
         after = _last_event_id(last_event_id)
@@ -331,6 +335,10 @@ def make_app(fleet: FleetAccess) -> FastAPI:
         if after > last:
             detail = f"Last-Event-ID {after} is past the run's last event ({last})"
             raise Problem(400, detail, errors=[{"header": "last-event-id", "detail": detail}])
+        if accept is not None and "application/x-ndjson" in accept:
+            return StreamingResponse(
+                ndjson_events(world, checked, after, watchers), media_type="application/x-ndjson"
+            )
         return StreamingResponse(
             sse_events(world, checked, after, watchers),
             media_type="text/event-stream",

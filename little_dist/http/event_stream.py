@@ -9,6 +9,10 @@ reconnect whose last event was the end); a live run's events come as they are ap
 (the world reads wherever the log is). A quiet run gets a comment line now and then, so
 proxies keep the connection and a gone client is noticed.
 
+With ``Accept: application/x-ndjson`` the events come as NDJSON instead (one envelope a
+line, as ``little events --json``): what the log holds now, not followed; for a finished
+run, its whole log (from its archive once Redis has let go of it).
+
 The world's reads block, so they run in worker threads, a batch at a time, under a limit of
 their own (:data:`WATCHER_THREADS`, :class:`Watchers`): a watcher waits in its thread for
 the next event (up to :data:`KEEPALIVE_S`), and in the server's default pool (40 threads)
@@ -27,7 +31,14 @@ from anyio import CapacityLimiter, to_thread
 from little_dist.events import RUN_END_EVENT_TYPES, Event
 from little_dist.world.base import World
 
-__all__ = ["KEEPALIVE_S", "WATCHER_THREADS", "Watchers", "format_event", "sse_events"]
+__all__ = [
+    "KEEPALIVE_S",
+    "WATCHER_THREADS",
+    "Watchers",
+    "format_event",
+    "ndjson_events",
+    "sse_events",
+]
 
 #: Longest a quiet stream goes without sending anything (a comment line).
 KEEPALIVE_S: Final = 10.0
@@ -70,6 +81,10 @@ def _next_batch(world: World, run_id: str, after: int, wait_s: float) -> list[Ev
     return [first] if first is not None else []
 
 
+def _page(world: World, run_id: str, after: int) -> list[Event]:
+    return world.list_events(run_id, after=after, limit=_BATCH)
+
+
 def ended_at(world: World, run_id: str, sequence: int) -> bool:
     """Whether the event at ``sequence`` is the run's end."""
     if sequence <= 0:
@@ -103,3 +118,17 @@ async def sse_events(
             last = event.sequence
             if event.type in RUN_END_EVENT_TYPES:
                 return
+
+
+async def ndjson_events(
+    world: World, run_id: str, after: int, watchers: Watchers
+) -> AsyncIterator[str]:
+    """The run's events after ``after`` as NDJSON lines: what its log holds now."""
+    last = after
+    while True:
+        batch = await to_thread.run_sync(_page, world, run_id, last, limiter=watchers.limiter)
+        if not batch:
+            return
+        for event in batch:
+            yield json.dumps(event.to_json(), ensure_ascii=False, separators=(",", ":")) + "\n"
+            last = event.sequence
