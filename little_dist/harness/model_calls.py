@@ -300,7 +300,7 @@ def _hold_quota(
     when no quota rule limits the call."""
     from little_dist.harness.quota_estimate import call_identity, estimate_amounts
     from little_dist.harness.quota_limiters import process_limiter
-    from little_dist.quotas import QuotaTooSmall, QuotaWaitTooLong
+    from little_dist.quotas import QuotaTooSmall, QuotaWaitGivenBack, QuotaWaitTooLong
 
     limiter = ctx.quotas if ctx.quotas is not None else process_limiter()
     if limiter is None:
@@ -321,6 +321,12 @@ def _hold_quota(
         if held is not None and held.waited > 0:
             quota_waited([rule.name for rule in held.rules], held.waited)
         return held
+    except QuotaWaitGivenBack as exc:
+        # A fleet worker's slot is worth more than a wait: the attempt ends, and runs again
+        # once the quota is expected (the policy's quota_wait, free of the step's retries).
+        given_back = ModelCallError(str(exc), cause_code="quota_wait", retriable=True)
+        given_back.retry_after = exc.expected_in
+        raise given_back from exc
     except QuotaWaitTooLong as exc:
         raise ModelCallError(str(exc), cause_code="model_rate_limited", retriable=True) from exc
     except QuotaTooSmall as exc:
