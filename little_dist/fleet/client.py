@@ -21,6 +21,7 @@ from little_dist.errors import InvalidInputError, LittleError, RunEndedError
 from little_dist.event_types.engine import CANCEL_EVENT_TYPE
 from little_dist.events import RUN_END_EVENT_TYPES, Event, EventInput
 from little_dist.fleet.dispatch import advance_run
+from little_dist.fleet.run_report import read_run_report, run_report_json
 from little_dist.fleet.run_status import RunStatusView
 from little_dist.fleet.run_tracker import RunTracker
 from little_dist.fleet.shared_redis import SharedRedis, shared_redis
@@ -77,7 +78,8 @@ class WaitTimeoutError(LittleError):
 
 
 class Client:
-    """The fleet from a program: ``submit``, ``status``, ``wait``, ``events``, ``cancel``.
+    """The fleet from a program: ``submit``, ``status``, ``report``, ``wait``, ``events``,
+    ``cancel``.
 
     ``settings`` default to :func:`~little_dist.settings.load_settings` (the environment);
     ``world`` to :func:`~little_dist.world.factory.world_from_settings`; ``app`` (the Celery app
@@ -317,6 +319,14 @@ class Client:
             late=self.world.late_events(run_id) if ended else (),
             pricing_fallback=self.pricing_fallback,
         )
+
+    def report(self, run_id: str) -> dict[str, Any]:
+        """The run's report as ``little report --json`` prints it: attempts, tokens, dollars
+        and duration per step, its budget and its sub-runs (:class:`RunNotFoundError` for an
+        unknown run; see :mod:`~little_dist.fleet.run_report`)."""
+        validate_run_id(run_id)
+        parts = read_run_report(self.world, run_id, pricing_fallback=self.pricing_fallback)
+        return run_report_json(parts)
 
     def events(
         self, run_id: str, *, follow: bool = False, after: int = 0, timeout: float | None = None
