@@ -21,7 +21,7 @@ from little_dist.harness.errors import (
     model_error_from,
     reraise_guard_error,
 )
-from little_dist.harness.recorder import json_safe
+from little_dist.harness.log_values import json_safe
 from little_dist.observability.hooks import model_call_ended, quota_rejected, quota_waited
 
 if TYPE_CHECKING:

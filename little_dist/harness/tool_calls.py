@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from little_dist.errors import InvalidInputError, LittleError
 from little_dist.harness.errors import HarnessCancelled, ToolCallError, reraise_guard_error
-from little_dist.harness.recorder import digest_and_size, json_safe
+from little_dist.harness.log_values import digest_and_size, json_safe
 from little_dist.redaction import redact
 from little_dist.tools import InvalidToolInputError
 
