@@ -130,6 +130,9 @@ def run_in_process(
 
         world.append(run_id, budget_event(budget))  # (idempotent: the first one stands)
         capabilities = dataclasses.replace(capabilities, pricing_fallback=pricing_fallback)
+    limits = options.run_limits(workflow.timeout_ms, workflow.max_attempts)
+    if limits:
+        world.append(run_id, limits.event())  # (idempotent: the first one stands)
     if workflow.plan is not None:
         from little_dist.runtime import check_grants
 
@@ -162,6 +165,7 @@ def run_in_process(
         pricing_fallback=pricing_fallback,
         parent=parent,
         archive=archive,
+        cancel=options.cancel,
     )
     return run_result(workflow, run_id, state)
 
