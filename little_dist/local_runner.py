@@ -359,6 +359,9 @@ class _Runner:
         self.generation = 0  # of the thread that runs the loop (a new one takes it over)
         self.guard = threading.Lock()  # armed and generation change together
         self.stopping = False
+        #: Set with ``stopping`` when the calling thread was interrupted: attempts in flight
+        #: stop without an end (a resumed run retries them).
+        self.interrupted = threading.Event()
         # Inline attempts whose loop was taken over on a cancel request: still running,
         # told to stop, waited for before the run returns (as attempts on the pool are).
         self.left_running: list[_Armed] = []
@@ -489,6 +492,7 @@ class _Runner:
                 # Interrupted here (Ctrl-C) or a callback failed: the loop stops at its next
                 # turn, its attempts told to stop; wait for it (a second interrupt does not).
                 self.stopping = True
+                self.interrupted.set()
                 self.cancel.set()
                 while self.messages.get()[0] not in ("done", "error"):
                     pass
@@ -795,6 +799,7 @@ class _Runner:
             # The runner lease: no one else runs this run's attempts.
             continuation=_EXCLUSIVE,
             timeout=self.timeout,
+            abandon=self.interrupted,
         )
 
     def _settled(self, dispatch: StepDispatch, outcome: AttemptOutcome) -> None:
