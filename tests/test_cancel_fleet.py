@@ -1,0 +1,116 @@
+"""Deadlines and cancellation on the real fleet (Redis, S3, ``little worker`` and
+``little scheduler`` processes; the scripted provider's calls take 30 s).
+
+* A cancel while a worker's model call is in flight: the run ends at once, and the worker's
+  attempt stops waiting for the call (told by the run's end announcement): its record of
+  the interrupted call, with what it is taken to have spent, is in the run's late record
+  seconds later, not when the call would have answered.
+* A deadline with no worker at all: the scheduler's sweeps end the run, ``deadline_exceeded``.
+* A parent cancelled ends its children: ``tests/test_subruns_fleet.py``
+  (``test_cancelling_a_parent_cancels_its_running_children``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from little_dist.report.model import calls_usage
+from little_dist.testing import ScriptedModel
+from tests.cancel_app import REPLY, slow
+from tests.fleet_processes import FleetEnv, fleet_env, start_scheduler, start_worker
+from tests.test_cli_fleet import _ok, little
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+__all__ = ["fleet_env"]  # the fixture, re-exported for pytest
+
+LONG = 30.0
+
+
+def _slow_script(tmp_path: Path) -> Path:
+    script = ScriptedModel(latency=LONG)
+    script.otherwise().reply_text(REPLY, times=None)
+    return script.save(tmp_path / "script.json")
+
+
+def _until(check: Any, what: str, timeout: float) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        found = check()
+        if found:
+            return found
+        assert time.monotonic() < deadline, f"{what} did not happen within {timeout}s"
+        time.sleep(0.05)
+
+
+def test_a_cancel_interrupts_the_model_call_a_worker_has_in_flight(
+    fleet_env: FleetEnv, tmp_path: Path
+) -> None:
+    fleet_env.env.update(
+        {"LITTLE_APP": "tests.cancel_app", "LITTLE_SCRIPTED_MODEL": str(_slow_script(tmp_path))}
+    )
+    start_worker(fleet_env, app="tests.cancel_app", concurrency=2)
+    start_scheduler(fleet_env)
+    client = fleet_env.client()
+    world = client.world
+    run_id = client.submit(slow, {"item": "a"})
+    _until(
+        lambda: any(e.type == "harness.model.called" for e in world.list_events(run_id)),
+        "the model call",
+        60,
+    )
+    cancelled_at = time.monotonic()
+    assert client.cancel(run_id, reason="enough")
+    state = client.wait(run_id, timeout=20)
+    assert state.error["causeCode"] == "cancelled"
+
+    def interrupted() -> list[Any]:
+        return [e for e in world.late_events(run_id) if e.type == "harness.model.failed"]
+
+    (call,) = _until(interrupted, "the interrupted call's record", 15)
+    took = time.monotonic() - cancelled_at
+    assert took < 10  # the worker did not wait out the 30 s call
+    error = call.payload["error"]
+    assert error["causeCode"] == "cancelled" and error["interrupted"] is True
+    spent = calls_usage([call])
+    assert spent.input_tokens == error["usage"]["inputTokens"] > 0
+    # `little status` counts it (the run's late record) with the run's calls.
+    shown = json.loads(_ok(little(fleet_env, "status", run_id, "--json"), 1))
+    assert shown["lateCalls"] == 1
+
+
+def test_a_deadline_ends_a_run_no_worker_is_running(fleet_env: FleetEnv) -> None:
+    start_scheduler(fleet_env)  # no worker at all: nothing runs the runs' steps
+    client = fleet_env.client()
+    by_client = client.submit(slow, {"item": "a"}, deadline="2s")
+    many = client.submit_many(slow, [{"item": "b"}], deadline="2s", max_attempts=2)
+    submitted = little(
+        fleet_env,
+        "submit",
+        "tests.cancel_app:slow",
+        "--input",
+        json.dumps({"item": "c"}),
+        "--deadline",
+        "2s",
+        "--json",
+    )
+    by_cli = json.loads(_ok(submitted))["runId"]
+    for run_id in [by_client, *many, by_cli]:
+        state = client.wait(run_id, timeout=30)
+        assert state.status == "failed"
+        assert state.error["causeCode"] == "deadline_exceeded", state.error
+        assert state.error["message"].startswith("Run passed its deadline 20")
+        events = client.world.list_events(run_id)
+        (limits,) = [e for e in events if e.type == "little.run.limits"]
+        assert limits.payload["causeCode"] == "deadline_exceeded"
+        (request,) = [e for e in events if e.type == "little.run.cancel_requested"]
+        assert request.payload["requestedBy"] == "deadline"
+        assert not [e for e in events if e.type == "StepAttemptStarted"]
+    (limits,) = [
+        e for e in client.world.list_events(many[0]) if e.type == "little.run.limits"
+    ]
+    assert limits.payload["maxAttempts"] == 2
