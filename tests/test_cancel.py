@@ -184,3 +184,58 @@ def test_a_resumed_run_keeps_the_deadline_it_started_with() -> None:
         run_workflow(two, {"item": "a"}, world=world, run_id="run_keep", timeout="1s")
     limits = [e for e in world.list_events("run_keep") if e.type == "little.run.limits"]
     assert len(limits) == 1 and limits[0].payload["timeoutMs"] == 3_600_000
+
+
+def test_a_cancelled_outer_loop_ends_its_current_cycle_and_asks_no_supervisor(
+    tmp_path: Any, scripted_model: Any
+) -> None:
+    from little_dist.world.local import LocalWorld
+    from tests.outer_loop_helpers import script_decisions, script_planner, simple_workflow
+
+    world = LocalWorld(tmp_path / "data")
+    script_planner(scripted_model)
+    script_decisions(scripted_model, {"kind": "continue"}, {"kind": "continue"})
+    token = CancelToken()
+    token.cancel("stop the loop")
+    with pytest.raises(RunFailedError) as caught:
+        run_workflow(
+            simple_workflow(), {"value": "v"}, world=world, max_outer_cycles=3, cancel=token
+        )
+    assert caught.value.cause_code == "cancelled"
+    assert scripted_model.calls_for(step="supervisor") == []
+    assert len(scripted_model.calls_for(step="planner")) == 1  # one cycle, not three
+    (run_id,) = world.list_run_ids()
+    (request,) = [e for e in world.list_events(run_id) if e.type == "little.run.cancel_requested"]
+    assert request.payload["reason"] == "stop the loop"
+
+
+def test_a_cancel_kills_the_sandboxed_command_a_step_runs() -> None:
+    from little_dist.testing import ScriptedModel
+    from tests.bash_fleet_app import shell
+
+    world = MemoryWorld()
+    script = ScriptedModel()
+    script.on(step="shell").call_tool("bash", {"cmd": "sleep 30; echo late"}).then_reply_text(
+        "done"
+    )
+    token = CancelToken()
+
+    def cancel_once_running() -> None:
+        while not any(
+            e.type == "harness.tool_call.started" for e in world.list_events("run_bash_cancel")
+        ):
+            time.sleep(0.02)
+        time.sleep(0.3)  # (the command is running in its sandbox)
+        token.cancel()
+
+    canceller = threading.Thread(target=cancel_once_running)
+    with script.installed():
+        canceller.start()
+        started = time.monotonic()
+        failed = _failed(world, shell, run_id="run_bash_cancel", cancel=token)
+        took = time.monotonic() - started
+    canceller.join()
+    assert failed.cause_code == "cancelled"
+    # run_workflow waits for its attempts: it returned because the command was killed, not
+    # after the 30 s sleep.
+    assert took < 10

@@ -81,7 +81,7 @@ __all__ = ["OuterLoopError", "drive_outer_loop", "goal_of", "run_outer_loop"]
 
 _UNCOMPILED = "uncompiled"
 #: A cycle that ended so does not go to the supervisor: the loop stops with it.
-_STOPPING_CAUSES = frozenset({"cancelled", "timeout"})
+_STOPPING_CAUSES = frozenset({"cancelled", "timeout", "deadline_exceeded"})
 
 
 class OuterLoopError(RunFailedError):
