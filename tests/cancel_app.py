@@ -10,6 +10,7 @@ Fleet workers import it, so it imports nothing from pytest.
   first call with a retriable error (run-level ``max_attempts`` decides whether it is tried
   again).
 * ``timed`` (``cancel.timed``): ``slow`` with upstream's run-level ``timeout`` of 1 s.
+* ``planned`` (``cancel.planned``): no fixed plan (its runs wait for a planner).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 from little_dist import define_workflow, model
 from tests.lwir_builder import workflow_doc
 
-__all__ = ["REPLY", "build_script", "flaky", "slow", "timed", "two"]
+__all__ = ["REPLY", "build_script", "flaky", "planned", "slow", "timed", "two"]
 
 SLOT = "default"
 REPLY = "done thinking"
@@ -60,6 +61,14 @@ slow = _workflow("cancel.slow", ["think"])
 two = _workflow("cancel.two", ["first", "second"])
 flaky = _workflow("cancel.flaky", ["think"])
 timed = _workflow("cancel.timed", ["think"], timeout="1s")
+#: No fixed plan: its runs wait for the fleet's planner.
+planned = define_workflow(
+    id="cancel.planned",
+    description="A workflow the planner plans.",
+    input=_INPUT,
+    output={"type": "string"},
+    model=_SLOT,
+)
 
 
 def build_script(*, latency: float = 0.0, fail_first: bool = False, call_log: Any = None) -> Any:

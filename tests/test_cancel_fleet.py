@@ -21,7 +21,7 @@ import pytest
 
 from little_dist.report.model import calls_usage
 from little_dist.testing import ScriptedModel
-from tests.cancel_app import REPLY, slow
+from tests.cancel_app import REPLY, planned, slow
 from tests.fleet_processes import FleetEnv, fleet_env, start_scheduler, start_worker
 from tests.test_cli_fleet import _ok, little
 
@@ -99,6 +99,9 @@ def test_a_deadline_ends_a_run_no_worker_is_running(fleet_env: FleetEnv) -> None
         "--json",
     )
     by_cli = json.loads(_ok(submitted))["runId"]
+    unplanned = client.submit(planned, {"item": "d"}, deadline="2s")
+    state = client.wait(unplanned, timeout=30)  # ended though no planner ever took it
+    assert state.error["causeCode"] == "deadline_exceeded", state.error
     for run_id in [by_client, *many, by_cli]:
         state = client.wait(run_id, timeout=30)
         assert state.status == "failed"

@@ -395,8 +395,10 @@ class Client:
         Appends ``little.run.cancel_requested`` (occurrence ``cancel``); ``decide`` then
         records ``RunFailed`` with causeCode ``cancelled`` (done here at once when possible,
         else by the scheduler or the next worker commit). Nothing new starts; a step already
-        running is left to finish, but the run's end seals its log, so nothing the step
-        records after it is taken (its model usage goes to the run's late record).
+        running is told to stop when the run's end is announced (its model call in flight
+        abandoned, its sandboxed command killed: :mod:`~little_dist.fleet.end_watch`), and
+        the run's end seals its log, so nothing the step records after it is taken (its
+        model usage goes to the run's late record).
         """
         events = self._require(run_id)
         if any(event.type in TERMINAL_TYPES for event in events):

@@ -197,6 +197,11 @@ class RunTracker:
         return self._cancel_requested
 
     @property
+    def cancel_error(self) -> dict[str, Any] | None:
+        """The error its cancel request ends the run with (``None``: upstream's cancelled)."""
+        return self._cancel_error
+
+    @property
     def awaiting_plan(self) -> bool:
         """Submitted for planning (``little.run.submitted``) and not started yet."""
         return self._submitted and not self._started
