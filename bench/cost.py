@@ -82,6 +82,7 @@ from bench.fleet import (  # noqa: E402  (the path above first)
     start_engine,
     stop_engine,
 )
+from little_dist.world.redis_s3.outcomes import OUTCOME_TTL_SECONDS  # noqa: E402
 
 CHAIN_STEPS = 5
 FAN_BRANCHES = 20
@@ -449,8 +450,30 @@ def say_redis(
         f"{verdict(archive_ttl <= 900)}"
     )
 
+    # A run's outcome record (``{run}:outcome``, issue 37) outlives its archive by design: a
+    # service that watches runs without S3 credentials learns from it how a run ended, for
+    # OUTCOME_TTL_SECONDS (a day). It is shown on its own line with its own target, not
+    # counted in what a run leaves behind for good.
+    def is_outcome(k: Key) -> bool:
+        return k.run is not None and k.name.endswith(":outcome")
+
     def lasting(keys: list[Key]) -> list[Key]:
-        return [k for k in keys if k.ttl_ms == -1 or k.ttl_ms > (archive_ttl + 60) * 1000]
+        return [
+            k
+            for k in keys
+            if (k.ttl_ms == -1 or k.ttl_ms > (archive_ttl + 60) * 1000) and not is_outcome(k)
+        ]
+
+    outcomes = [k for k in after if is_outcome(k) and k.run in batch_ids]
+    if outcomes:
+        longest = max(k.ttl_ms for k in outcomes) / 1000
+        report.say(
+            "Redis per run kept a day: its outcome record, "
+            f"{sum(k.size for k in outcomes) / runs:,.0f} B, the longest TTL left "
+            f"{longest:,.0f} s (target: <= OUTCOME_TTL_SECONDS, "
+            f"{OUTCOME_TTL_SECONDS:,} s, and one record a run) "
+            f"{verdict(longest <= OUTCOME_TTL_SECONDS and len(outcomes) <= runs)}"
+        )
 
     left = sum(k.size for k in lasting(after)) - sum(k.size for k in lasting(before))
     kinds = Counter(_kind(k.name) for k in lasting(after) if k.run in batch_ids)
@@ -484,10 +507,13 @@ def say_redis(
         f"{verdict(not no_ttl_runs)}; keys of no run without a TTL that appeared: "
         f"{new_shared or 'none'}"
     )
-    ttls = [k.ttl_ms / 1000 for k in after if k.run in batch_ids and k.ttl_ms > 0]
+    ttls = [
+        k.ttl_ms / 1000 for k in after if k.run in batch_ids and k.ttl_ms > 0 and not is_outcome(k)
+    ]
     if ttls:
         report.say(
-            f"    the longest TTL left on an archived run's own key: {max(ttls):,.0f} s "
+            f"    the longest TTL left on an archived run's own key but its outcome record: "
+            f"{max(ttls):,.0f} s "
             f"(LITTLE_ARCHIVE_TTL {archive_ttl:g} s, its seal marker a little longer; target "
             f"<= that + 60 s) {verdict(max(ttls) <= archive_ttl + 60)}"
         )

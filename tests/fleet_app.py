@@ -38,7 +38,7 @@ from typing import Any
 
 from little_dist import define_workflow, model
 from little_dist.tools import tool
-from tests.lwir_builder import workflow_doc
+from tests.lwir_builder import fan_in_schema, workflow_doc
 
 __all__ = [
     "BENCH_CHAIN_STEPS",
@@ -138,23 +138,6 @@ def _effect_step(step_id: str, step_path: str, **extra: Any) -> dict[str, Any]:
     return step
 
 
-def _fan_in_schema(item: Any) -> dict[str, Any]:
-    return {
-        "type": "array",
-        "items": {
-            "type": "object",
-            "required": ["itemKey", "status", "artifacts"],
-            "properties": {
-                "itemKey": {"type": "string"},
-                "status": {"type": "string"},
-                "output": item,
-                "outputRef": {"type": "string"},
-                "artifacts": {"type": "array", "items": {"type": "string"}},
-            },
-        },
-    }
-
-
 _SUMMARY_SCHEMA = {
     "type": "object",
     "required": ["verdict", "notes"],
@@ -188,7 +171,7 @@ def _effect_fan(
         "failureMode": "fail_fast",
         "fanIn": {"order": "input", "output": "array"},
     }
-    step["output"] = {"mode": "array", "schema": _fan_in_schema({"type": "object"})}
+    step["output"] = {"mode": "array", "schema": fan_in_schema({"type": "object"})}
     step["steps"] = [_effect_step("work", "fan[{{ item }}].work")]
     return step
 
@@ -303,7 +286,7 @@ def _fan_plan(name: str, child: dict[str, Any], item_schema: Any) -> dict[str, A
                     "failureMode": "fail_fast",
                     "fanIn": {"order": "input", "output": "array"},
                 },
-                "output": {"mode": "array", "schema": _fan_in_schema(item_schema)},
+                "output": {"mode": "array", "schema": fan_in_schema(item_schema)},
                 "steps": [child],
             }
         ],

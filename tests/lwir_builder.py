@@ -11,7 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["API_VERSION", "models_named", "tool_step", "tools_called", "workflow_doc"]
+__all__ = [
+    "API_VERSION",
+    "fan_in_schema",
+    "models_named",
+    "tool_step",
+    "tools_called",
+    "workflow_doc",
+]
 
 API_VERSION = "littleworkflow.dev/v0.1"
 _OBJECT: Mapping[str, Any] = {"type": "object"}
@@ -52,6 +59,26 @@ def workflow_doc(
     }
     doc.update(extra)
     return doc
+
+
+def fan_in_schema(output: Any = None) -> dict[str, Any]:
+    """The schema of a parallel step's array output: the fan-in envelopes (``itemKey``,
+    ``status``, ``artifacts``; ``output``, described by ``output`` when given, and
+    ``outputRef``)."""
+    return {
+        "type": "array",
+        "items": {
+            "type": "object",
+            "required": ["itemKey", "status", "artifacts"],
+            "properties": {
+                "itemKey": {"type": "string"},
+                "status": {"type": "string"},
+                "output": {} if output is None else output,
+                "outputRef": {"type": "string"},
+                "artifacts": {"type": "array", "items": {"type": "string"}},
+            },
+        },
+    }
 
 
 def tool_step(step_id: str, tool_name: str, args: Any, **extra: Any) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from typing import Any
 
 from little_dist import define_workflow, model
 from little_dist.tools import tool
-from tests.lwir_builder import workflow_doc
+from tests.lwir_builder import fan_in_schema, workflow_doc
 
 __all__ = ["ATTEMPTS", "USAGE", "broken", "build_script", "explode", "fan", "noop"]
 
@@ -41,21 +41,6 @@ _KEYS_INPUT = {
     "type": "object",
     "required": ["keys"],
     "properties": {"keys": {"type": "array", "items": {"type": "string"}}},
-}
-
-_FAN_IN = {
-    "type": "array",
-    "items": {
-        "type": "object",
-        "required": ["itemKey", "status", "artifacts"],
-        "properties": {
-            "itemKey": {"type": "string"},
-            "status": {"type": "string"},
-            "output": {"type": "string"},
-            "outputRef": {"type": "string"},
-            "artifacts": {"type": "array", "items": {"type": "string"}},
-        },
-    },
 }
 
 fan = define_workflow(
@@ -87,7 +72,7 @@ fan = define_workflow(
                     "failureMode": "fail_fast",
                     "fanIn": {"order": "input", "output": "array"},
                 },
-                "output": {"mode": "array", "schema": _FAN_IN},
+                "output": {"mode": "array", "schema": fan_in_schema({"type": "string"})},
                 "steps": [
                     {
                         "id": "ask",

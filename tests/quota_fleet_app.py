@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from little_dist import define_workflow, model
-from tests.lwir_builder import workflow_doc
+from tests.lwir_builder import fan_in_schema, workflow_doc
 
 __all__ = ["ATTEMPTS", "MAX_TOKENS", "REPLY", "SLOT", "build_script", "fan", "one"]
 
@@ -33,22 +33,6 @@ _KEYS_INPUT = {
         "keys": {"type": "array", "items": {"type": "string"}},
         # Words added to every prompt: bigger calls (bench/quota.py --prompt-words).
         "pad": {"type": "string"},
-    },
-}
-
-
-_FAN_IN = {
-    "type": "array",
-    "items": {
-        "type": "object",
-        "required": ["itemKey", "status", "artifacts"],
-        "properties": {
-            "itemKey": {"type": "string"},
-            "status": {"type": "string"},
-            "output": {"type": "string"},
-            "outputRef": {"type": "string"},
-            "artifacts": {"type": "array", "items": {"type": "string"}},
-        },
     },
 }
 
@@ -89,7 +73,7 @@ fan = define_workflow(
                     "failureMode": "all_settled",
                     "fanIn": {"order": "input", "output": "array"},
                 },
-                "output": {"mode": "array", "schema": _FAN_IN},
+                "output": {"mode": "array", "schema": fan_in_schema({"type": "string"})},
                 "steps": [_ask(ATTEMPTS)],
             }
         ],

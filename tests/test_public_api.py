@@ -28,6 +28,7 @@ EXPECTED = [
     "__version__",
     "as_tool",
     "define_workflow",
+    "load_workflow",
     "model",
     "run_outer_loop",
     "run_workflow",

@@ -19,8 +19,8 @@ from little_dist.tools import ToolRegistry, tool
 
 # (API_VERSION and tool_step re-exported: tests import them from here too.)
 from tests.lwir_builder import API_VERSION as API_VERSION
+from tests.lwir_builder import fan_in_schema, workflow_doc
 from tests.lwir_builder import tool_step as tool_step
-from tests.lwir_builder import workflow_doc
 
 SIDE_EFFECTS_ENV = "LITTLE_TEST_SIDE_EFFECTS"
 
@@ -68,20 +68,7 @@ models = {"model.fast": "scripted/fast"}
 
 
 #: The fan-in envelope array a parallel step's array output must describe.
-FAN_IN_SCHEMA: dict[str, Any] = {
-    "type": "array",
-    "items": {
-        "type": "object",
-        "required": ["itemKey", "status", "artifacts"],
-        "properties": {
-            "itemKey": {"type": "string"},
-            "status": {"type": "string"},
-            "output": {},
-            "outputRef": {"type": "string"},
-            "artifacts": {"type": "array", "items": {"type": "string"}},
-        },
-    },
-}
+FAN_IN_SCHEMA: dict[str, Any] = fan_in_schema()
 
 
 #: The tools this module registers: what its documents permit.

@@ -20,8 +20,11 @@ from little_dist.redaction import install_log_redaction, redact
 # Subcommand name -> module under little_dist.cli. A module that does not exist yet is skipped,
 # so the CLI grows one subcommand at a time.
 SUBCOMMANDS: tuple[tuple[str, str], ...] = (
+    ("init", "init_cmd"),
+    ("add", "add_cmd"),
     ("validate", "validate_cmd"),
     ("run", "run_cmd"),
+    ("test", "test_cmd"),
     ("events", "events_cmd"),
     ("replay", "replay_cmd"),
     ("report", "report_cmd"),

@@ -45,7 +45,7 @@ from little_dist.cli.run_problems import InvalidWorkflowOrInput, UsageProblem, o
 from little_dist.cli.run_target import prepare
 from little_dist.run_limits import run_limits
 
-__all__ = ["register", "run"]
+__all__ = ["register", "run", "run_to_state"]
 
 EXIT_COMPLETED = 0
 EXIT_FAILED = 1
@@ -138,15 +138,22 @@ def register(subparsers: Any, name: str) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    code, state = run_to_state(args)
+    return code if state is None else _report(args, state)
+
+
+def run_to_state(args: argparse.Namespace) -> tuple[int, Any]:
+    """Run what ``args`` name to its end: ``(0, the run's final state)``, or ``(exit code,
+    None)`` after saying on stderr why nothing ran (``little test`` runs through this too)."""
     _tolerant_streams()
     try:
         prepared = prepare(args)
     except UsageProblem as exc:
-        return _fail(str(exc), EXIT_USAGE)
+        return _fail(str(exc), EXIT_USAGE, args), None
     except InvalidWorkflowOrInput as exc:
         for line in exc.lines:
             print(one_line(line), file=sys.stderr)
-        return _fail(str(exc), EXIT_INVALID)
+        return _fail(str(exc), EXIT_INVALID, args), None
     resolve, run_input, capabilities = prepared
     from little_dist.cli.common import open_world_for_writing
     from little_dist.litellm_prices import litellm_price_fallback
@@ -159,17 +166,18 @@ def run(args: argparse.Namespace) -> int:
     try:  # (the run as a trace when OTEL_EXPORTER_OTLP_ENDPOINT is set)
         enable_tracing_from_env("little-run")
     except InvalidInputError as exc:
-        return _fail(str(exc), EXIT_USAGE)
+        return _fail(str(exc), EXIT_USAGE, args), None
     try:
         limits = run_limits(
             "little run",
             now=time.time(),
-            timeout=_timeout_arg(args.run_timeout),
-            deadline=args.deadline,
-            attempts=args.max_attempts,
+            # (``little test`` runs through here too, without these options)
+            timeout=_timeout_arg(getattr(args, "run_timeout", None)),
+            deadline=getattr(args, "deadline", None),
+            attempts=getattr(args, "max_attempts", None),
         )
     except InvalidInputError as exc:
-        return _fail(str(exc).removeprefix("little run: "), EXIT_USAGE)
+        return _fail(str(exc).removeprefix("little run: "), EXIT_USAGE, args), None
     world = open_world_for_writing(args)
     printer = None if args.quiet else _Progress(sys.stderr)
     run_id = args.run_id or new_run_id()
@@ -212,13 +220,13 @@ def run(args: argparse.Namespace) -> int:
             f"command and --run-id {run_id}",
             file=sys.stderr,
         )
-        return EXIT_INTERRUPTED
+        return EXIT_INTERRUPTED, None
     finally:
         if printer is not None:
             printer.finish()
         world.close()
         disable_tracing()  # (exports the spans still batched)
-    return _report(args, state)
+    return 0, state
 
 
 def _timeout_arg(text: str | None) -> str | int | None:
@@ -340,8 +348,9 @@ def _print(text: str) -> None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
-def _fail(message: str, code: int) -> int:
-    print(f"little run: {one_line(message)}", file=sys.stderr)
+def _fail(message: str, code: int, args: argparse.Namespace) -> int:
+    command = getattr(args, "command", None) or "run"
+    print(f"little {command}: {one_line(message)}", file=sys.stderr)
     return code
 
 

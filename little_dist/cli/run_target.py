@@ -1,6 +1,7 @@
-"""What ``little run`` runs: the workflow named on the command line (an LWIR file, or
-``module:attribute``), its validated input and its capabilities -- everything that can be
-wrong is found here, before a world is opened."""
+"""What ``little run`` runs: the workflow named on the command line (a workflow folder or its
+name in ``little-workflow.json``, an LWIR file, or ``module:attribute``), its validated input
+and its capabilities -- everything that can be wrong is found here, before a world is
+opened."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from little_dist.cli.json_input import read_input, read_json
 from little_dist.cli.run_problems import InvalidWorkflowOrInput, UsageProblem, one_line
 from little_dist.limits import InputLimits
 
-__all__ = ["Resolver", "prepare"]
+__all__ = ["Resolver", "load_folder", "prepare", "workflow_folder"]
 
 _TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
@@ -52,7 +53,14 @@ def prepare(args: argparse.Namespace) -> tuple[Resolver, Any, Any]:
     app_parts: list[Capabilities] = [capabilities_of(import_app_module(name)) for name in args.app]
     target = args.workflow
     resolve: Resolver
-    if _TARGET.fullmatch(target) and not os.path.exists(target):
+    folder = workflow_folder(target)
+    if folder is not None:
+        definition = load_folder(folder)
+        resolve, run_input, own, checked = _workflow_from_object(
+            definition, run_input, target, limits
+        )
+        app_parts.insert(0, own)
+    elif _TARGET.fullmatch(target) and not os.path.exists(target):
         module_name, _, attribute = target.partition(":")
         module = import_app_module(module_name)
         try:
@@ -83,6 +91,35 @@ def prepare(args: argparse.Namespace) -> tuple[Resolver, Any, Any]:
         # document selects among it, never names more.
         check_grants(checked, capabilities, "the app")
     return resolve, run_input, capabilities
+
+
+def workflow_folder(target: str) -> str | None:
+    """The workflow folder ``target`` names (a folder, or a name in the nearest
+    ``little-workflow.json``), or ``None`` when it names an LWIR file or ``module:attribute``.
+    Something that is none of these (no such file, no such workflow) is a usage problem."""
+    if not os.path.isdir(target) and (
+        target == "-" or os.path.exists(target) or ":" in target or target.endswith(".json")
+    ):
+        return None
+    from little_dist.errors import InvalidInputError
+    from little_dist.workspace import resolve_workflow_reference
+
+    try:
+        return str(resolve_workflow_reference(target))
+    except InvalidInputError as exc:
+        raise UsageProblem(f"{target}: {exc}") from None
+
+
+def load_folder(folder: str) -> Any:
+    """The workflow a folder defines (:func:`~little_dist.workspace.load_workflow`); what is
+    wrong with it is a usage problem naming the file."""
+    from little_dist.errors import InvalidInputError
+    from little_dist.workspace import load_workflow
+
+    try:
+        return load_workflow(folder)
+    except InvalidInputError as exc:
+        raise UsageProblem(str(exc)) from None
 
 
 def _fixed(version: Any, run_input: Any) -> Resolver:

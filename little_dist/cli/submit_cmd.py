@@ -2,7 +2,9 @@
 
 ``WORKFLOW`` is an LWIR JSON file (or a compiled WorkflowVersion's JSON with an ``lwir``
 field), ``module:attribute`` naming a workflow object (a workflow made with
-``define_workflow``, an LWIR dict or a compiled WorkflowVersion), or the id of a workflow
+``define_workflow``, an LWIR dict or a compiled WorkflowVersion), a workflow folder (a path
+with a ``/``, or ``.`` for a project with one workflow; see :mod:`little_dist.workspace`), or
+the id of a workflow
 defined in the ``--app`` module (default ``LITTLE_APP``); an id the local app does not know
 is sent to the planner workers, whose app must define it. A document that names a tool,
 model slot or harness its workflow (in the ``--app`` module) does not register is refused
@@ -194,6 +196,8 @@ def _import_object(spec: str) -> Any:
 
 def resolve_workflow(spec: str) -> Any:
     """What ``WORKFLOW`` names: a dict (LWIR), a definition, a version, or an id (str)."""
+    if os.path.isdir(spec) and (os.sep in spec or spec in (".", "..")):
+        return _folder_workflow(spec)  # a workflow folder, or a one-workflow project
     # A path to anything but a folder named like an id is read as a file (and refused unless
     # it is a regular one: a FIFO or /dev/zero is not a workflow id either).
     as_path = os.path.exists(spec) and (not os.path.isdir(spec) or os.sep in spec)
@@ -208,6 +212,16 @@ def resolve_workflow(spec: str) -> Any:
             return value["lwir"]
         return value
     return spec
+
+
+def _folder_workflow(spec: str) -> Any:
+    from little_dist.errors import InvalidInputError
+    from little_dist.workspace import load_workflow, resolve_workflow_reference
+
+    try:
+        return load_workflow(resolve_workflow_reference(spec))
+    except InvalidInputError as exc:
+        raise _Usage(str(exc)) from None
 
 
 def _print_outcome(client: Client, run_id: str, *, as_json: bool, timeout: float | None) -> int:

@@ -20,7 +20,9 @@ them:
   LWIR run gets no tools and passes its model slots to litellm as written.
 
 ``MODULE`` may be ``package.module`` or ``package.module:attribute`` (the attribute then
-names one workflow or a list of them). Several modules may be given; the first one that
+names one workflow or a list of them), or a folder: a workflow folder (its ``workflow.py``,
+tools and skills, :func:`~little_dist.workspace.load_workflow`) or a project folder (every
+workflow its ``little-workflow.json`` names). Several may be given; the first one that
 defines a workflow id wins.
 
 One workflow per id in a module: a run sent by id (``little.submit_run``) must take the
@@ -39,6 +41,7 @@ import os
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -209,6 +212,29 @@ def _duplicate(module: str, workflow_id: str, first: str, second: str) -> str:
     )
 
 
+def _folder_workflows(name: str) -> list[tuple[str, WorkflowDefinition]] | None:
+    """The workflows of ``name`` when it is a workflow folder (a ``workflow.py``) or a project
+    folder (a ``little-workflow.json``: every workflow it names); ``None`` for a module."""
+    from little_dist.workspace import MANIFEST, load_workflow, resolve_workflow_reference
+    from little_dist.workspace.reference import read_manifest
+
+    if not os.path.isdir(name):
+        return None
+    try:
+        if os.path.isfile(os.path.join(name, "workflow.py")):
+            return [(name, load_workflow(name))]
+        manifest = os.path.join(name, MANIFEST)
+        if not os.path.isfile(manifest):
+            return None
+        listed = sorted(read_manifest(Path(manifest)).get("workflows", {}))
+        return [
+            (f"{name}:{each}", load_workflow(resolve_workflow_reference(each, name)))
+            for each in listed
+        ]
+    except InvalidInputError as exc:
+        raise AppImportError(f"app {name!r}: {exc}") from None
+
+
 def load_registry(modules: str | Iterable[str] | None) -> AppRegistry:
     """Import the app module(s) and collect their workflows and capabilities.
 
@@ -224,6 +250,11 @@ def load_registry(modules: str | Iterable[str] | None) -> AppRegistry:
     workflows: dict[str, WorkflowDefinition] = {}
     parts: list[Capabilities] = []
     for name in names:
+        in_folder = _folder_workflows(name)
+        if in_folder is not None:  # a workflow folder, or a project: its workflows
+            for definition in _with_tool_workflows(in_folder, name):
+                workflows.setdefault(definition.id, definition)
+            continue
         module_name, _, attribute = name.partition(":")
         module = _import(module_name)
         if attribute:
