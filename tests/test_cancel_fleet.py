@@ -21,7 +21,7 @@ import pytest
 
 from little_dist.report.model import calls_usage
 from little_dist.testing import ScriptedModel
-from tests.cancel_app import REPLY, planned, slow
+from tests.cancel_app import REPLY, flaky, planned, slow
 from tests.fleet_processes import FleetEnv, fleet_env, start_scheduler, start_worker
 from tests.test_cli_fleet import _ok, little
 
@@ -117,3 +117,38 @@ def test_a_deadline_ends_a_run_no_worker_is_running(fleet_env: FleetEnv) -> None
         e for e in client.world.list_events(many[0]) if e.type == "little.run.limits"
     ]
     assert limits.payload["maxAttempts"] == 2
+
+
+def test_a_deadline_interrupts_a_workers_call_and_max_attempts_retries_on_the_fleet(
+    fleet_env: FleetEnv, tmp_path: Path
+) -> None:
+    script = ScriptedModel()
+    # The flaky run: its first call fails (retriable), its second answers; others are slow.
+    script.fail(run="run_flaky_on_fleet", times=1, error="rate_limit")
+    script.on(run="run_flaky_on_fleet").reply_text(REPLY, times=None)
+    script.otherwise().reply_text(REPLY, times=None, latency=LONG)
+    fleet_env.env.update(
+        {
+            "LITTLE_APP": "tests.cancel_app",
+            "LITTLE_SCRIPTED_MODEL": str(script.save(tmp_path / "script.json")),
+        }
+    )
+    start_worker(fleet_env, app="tests.cancel_app", concurrency=2)
+    start_scheduler(fleet_env)
+    client = fleet_env.client()
+    world = client.world
+    timed_out = client.submit(slow, {"item": "a"}, timeout="4s")
+    flaky_run = client.submit(flaky, {"item": "b"}, run_id="run_flaky_on_fleet", max_attempts=2)
+    state = client.wait(timed_out, timeout=30)
+    assert state.error["causeCode"] == "timeout", state.error
+    assert state.error["message"] == "Run exceeded its timeout of 4000 ms."
+
+    def interrupted() -> list[Any]:
+        return [e for e in world.late_events(timed_out) if e.type == "harness.model.failed"]
+
+    (call,) = _until(interrupted, "the interrupted call's record", 15)
+    assert call.payload["error"]["interrupted"] is True
+    done = client.wait(flaky_run, timeout=30)
+    assert done.status == "completed" and done.output == REPLY
+    attempts = [e for e in world.list_events(flaky_run) if e.type == "StepAttemptStarted"]
+    assert len(attempts) == 2  # the step has no retry of its own: the run's max_attempts
