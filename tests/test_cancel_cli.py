@@ -163,3 +163,23 @@ def test_little_run_refuses_a_bad_deadline(tmp_path: Path) -> None:
     assert "little run: little run: deadline must be a duration from now" not in result.stderr
     assert "deadline must be a duration from now such as '10m'" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_little_run_applies_the_workflows_own_timeout(tmp_path: Path) -> None:
+    data_dir, log = tmp_path / "world", tmp_path / "calls.jsonl"
+    script = ScriptedModel(call_log=log, latency=30.0)
+    script.otherwise().reply_text(REPLY, times=None)
+    command = _command(data_dir, "--quiet")
+    command[command.index("tests.cancel_app:two")] = "tests.cancel_app:timed"
+    started = time.monotonic()
+    result = subprocess.run(
+        command,
+        cwd=REPO,
+        env=_env(script.save(tmp_path / "slow.json")),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 1, result.stderr
+    assert "Run exceeded its timeout of 1000 ms. (timeout)" in result.stderr
+    assert time.monotonic() - started < 25
