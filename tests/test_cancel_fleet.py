@@ -152,3 +152,25 @@ def test_a_deadline_interrupts_a_workers_call_and_max_attempts_retries_on_the_fl
     assert done.status == "completed" and done.output == REPLY
     attempts = [e for e in world.list_events(flaky_run) if e.type == "StepAttemptStarted"]
     assert len(attempts) == 2  # the step has no retry of its own: the run's max_attempts
+
+
+def test_a_parents_deadline_ends_its_running_children(fleet_env: FleetEnv) -> None:
+    from tests.subrun_fleet_app import boss
+    from tests.test_subruns_fleet import APP, _check_children, _configure, _ended_runs, _types
+
+    _configure(fleet_env)
+    start_scheduler(fleet_env)
+    start_worker(fleet_env, app=APP, concurrency=4)
+    client = fleet_env.client()
+    # Three children whose first step takes 20 s: running when the parent's deadline passes.
+    parent = client.submit(boss, {"scenario": "late"}, deadline="8s")
+    state = client.wait(parent, timeout=60)
+    assert state.error["causeCode"] == "deadline_exceeded", state.error
+    children = _check_children(fleet_env, parent, 3)
+    _until(lambda: _ended_runs(fleet_env, list(children)), "the children's ends", 60)
+    for child in children:
+        events = client.world.list_events(child)
+        (cancel,) = _types(events, "little.run.cancel_requested")
+        assert cancel.payload["parentRunId"] == parent
+        (end,) = _types(events, "RunFailed")
+        assert end.payload["error"]["causeCode"] == "cancelled", child
