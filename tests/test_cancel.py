@@ -239,3 +239,20 @@ def test_a_cancel_kills_the_sandboxed_command_a_step_runs() -> None:
     # run_workflow waits for its attempts: it returned because the command was killed, not
     # after the 30 s sleep.
     assert took < 10
+
+
+def test_the_submit_task_checks_its_limits() -> None:
+    from little_dist.fleet.refusals import SubmissionRefused, submit_arguments
+
+    sent = submit_arguments(
+        (), {"workflow_id": "cancel.slow", "deadline": "10m", "timeout": 5000, "max_attempts": 2}
+    )
+    assert sent.limits == {"deadline": "10m", "timeout": 5000, "max_attempts": 2}
+    by_position = submit_arguments(
+        ("cancel.slow", None, {}, None, None, "2026-01-31T18:00:00Z"), {}
+    )
+    assert by_position.limits == {"deadline": "2026-01-31T18:00:00Z"}
+    with pytest.raises(SubmissionRefused, match=r"invalid_arguments.*deadline must be"):
+        submit_arguments((), {"workflow_id": "cancel.slow", "deadline": "soonish"})
+    with pytest.raises(SubmissionRefused, match=r"invalid_arguments.*max_attempts must be"):
+        submit_arguments((), {"workflow_id": "cancel.slow", "max_attempts": 0})
