@@ -51,6 +51,7 @@ __all__ = [
     "deadline_at",
     "deadline_cancel",
     "duration_ms",
+    "iso_ms",
     "max_attempts",
     "requested_cancel",
     "run_limits",
@@ -219,7 +220,8 @@ def run_limits(
     return RunLimits(at, cause, limit_ms, max_attempts(attempts, where))
 
 
-def _iso(ms: int) -> str:
+def iso_ms(ms: int) -> str:
+    """Unix milliseconds as an ISO 8601 UTC time (``2026-01-31T18:00:00.000Z``)."""
     return (
         dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
         .isoformat(timespec="milliseconds")
@@ -232,7 +234,7 @@ def stop_error(limits: RunLimits) -> dict[str, Any]:
     if limits.cause_code == CAUSE_TIMEOUT and limits.timeout_ms is not None:
         message = f"Run exceeded its timeout of {limits.timeout_ms} ms."
     else:
-        at = "" if limits.deadline_at_ms is None else f" {_iso(limits.deadline_at_ms)}"
+        at = "" if limits.deadline_at_ms is None else f" {iso_ms(limits.deadline_at_ms)}"
         message = f"Run passed its deadline{at}."
     return {"name": "TimeoutError", "message": message, "causeCode": limits.cause_code}
 

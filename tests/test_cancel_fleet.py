@@ -113,6 +113,11 @@ def test_a_deadline_ends_a_run_no_worker_is_running(fleet_env: FleetEnv) -> None
         (request,) = [e for e in events if e.type == "little.run.cancel_requested"]
         assert request.payload["requestedBy"] == "deadline"
         assert not [e for e in events if e.type == "StepAttemptStarted"]
+    shown = json.loads(_ok(little(fleet_env, "status", by_cli, "--json"), 1))
+    assert shown["deadline"]["causeCode"] == "deadline_exceeded"
+    assert shown["deadline"]["at"].endswith("Z")
+    text = _ok(little(fleet_env, "status", by_cli), 1)
+    assert f"deadline  {shown['deadline']['at']} (deadline_exceeded)" in text
     (limits,) = [
         e for e in client.world.list_events(many[0]) if e.type == "little.run.limits"
     ]

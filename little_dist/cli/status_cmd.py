@@ -56,6 +56,8 @@ def run(args: argparse.Namespace) -> int:
             f"budget    ${view.budget_usd:.6f} (spent ${view.spent_usd:.6f}, "
             f"reserved ${view.reserved_usd:.6f})\n"
         )
+    if view.deadline is not None:
+        out.write(f"deadline  {view.deadline} ({view.deadline_cause})\n")
     if view.failure is not None:
         out.write(f"error     {view.failure.cause or '-'}: {view.failure.message}\n")
         if view.failure.step is not None:

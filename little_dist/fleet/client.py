@@ -31,6 +31,7 @@ from little_dist.local_runner import RunMismatchError
 from little_dist.observability.hooks import submitted
 from little_dist.observability.metrics import enable_metrics
 from little_dist.pricing import PriceFallback
+from little_dist.run_limits import RunLimits
 from little_dist.run_state import (
     FOLDED_EVENT_TYPES,
     RUN_ENDED,
@@ -330,6 +331,7 @@ class Client:
             # Only an ended run can have one (an attempt refused after the end).
             late=self.world.late_events(run_id) if ended else (),
             pricing_fallback=self.pricing_fallback,
+            limits=RunLimits.of_events(events),
         )
 
     def events(
