@@ -60,6 +60,7 @@ def test_upstreams_timeout_ends_the_run_mid_call_with_cause_timeout() -> None:
     assert failed.cause_code == "timeout"
     assert took < 5  # the 30 s call was not waited for
     events = world.list_events("run_timeout")
+    assert events[0].type == "OrchestrationRequested"  # (names the workflow: `little runs`)
     (limits,) = [e for e in events if e.type == "little.run.limits"]
     assert limits.payload["timeoutMs"] == 1000 and limits.payload["causeCode"] == "timeout"
     (end,) = [e for e in events if e.type == "RunFailed"]

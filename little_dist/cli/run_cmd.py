@@ -155,6 +155,8 @@ def run_to_state(args: argparse.Namespace) -> tuple[int, Any]:
             print(one_line(line), file=sys.stderr)
         return _fail(str(exc), EXIT_INVALID, args), None
     resolve, run_input, capabilities = prepared
+    # A define_workflow target's own timeout and max attempts; the command line's win.
+    own_timeout, own_attempts = getattr(resolve, "workflow_limits", (None, None))
     from little_dist.cli.common import open_world_for_writing
     from little_dist.litellm_prices import litellm_price_fallback
     from little_dist.local_runner import DEFAULT_LEASE_TTL, new_run_id, run_version
@@ -172,9 +174,9 @@ def run_to_state(args: argparse.Namespace) -> tuple[int, Any]:
             "little run",
             now=time.time(),
             # (``little test`` runs through here too, without these options)
-            timeout=_timeout_arg(getattr(args, "run_timeout", None)),
+            timeout=_timeout_arg(getattr(args, "run_timeout", None)) or own_timeout,
             deadline=getattr(args, "deadline", None),
-            attempts=getattr(args, "max_attempts", None),
+            attempts=getattr(args, "max_attempts", None) or own_attempts,
         )
     except InvalidInputError as exc:
         return _fail(str(exc).removeprefix("little run: "), EXIT_USAGE, args), None
@@ -186,9 +188,11 @@ def run_to_state(args: argparse.Namespace) -> tuple[int, Any]:
             from little_dist.budgets import budget_event
 
             world.append(run_id, budget_event(args.budget_usd))
-        if limits:  # (a resumed run keeps the limits it started with)
-            world.append(run_id, limits.event())
         version = resolve(world, run_id)
+        if limits and version is not None:
+            # (after planning: a log's first event names its workflow, for `little runs`;
+            # a resumed run keeps the limits it started with)
+            world.append(run_id, limits.event())
         if version is None:  # the planner failed and recorded RunFailed
             from little_dist.run_state import materialize_run_state
 

@@ -197,21 +197,10 @@ def _workflow_from_object(
         def resolve(world: Any, run_id: str) -> Any:
             from little_dist.planner import resolve_version
 
-            if definition.timeout_ms is not None or definition.max_attempts is not None:
-                # The workflow's own run limits, unless the command line's were recorded
-                # first (the first little.run.limits of a run stands).
-                import time
-
-                from little_dist.run_limits import run_limits
-
-                own = run_limits(
-                    definition.id,
-                    now=time.time(),
-                    timeout=definition.timeout_ms,
-                    attempts=definition.max_attempts,
-                )
-                world.append(run_id, own.event())
             return resolve_version(world, run_id, definition, run_input, capabilities=capabilities)
+
+        # The workflow's own run limits, for the command line's to fill in (see run_cmd).
+        resolve.workflow_limits = (definition.timeout_ms, definition.max_attempts)  # type: ignore[attr-defined]
 
         return resolve, run_input, capabilities, definition.plan
     if isinstance(obj, WorkflowVersion):

@@ -225,12 +225,18 @@ def bound_start(
                 )
             ]
         ),
+        PreparedEvent("WorkflowVersionRegistered", occurrences.VERSION_REGISTERED, registered),
         *(
-            [PreparedEvent(LIMITS_EVENT_TYPE, occurrences.LIMITS, canonical_json(limits))]
-            if (limits := request.limits.event().payload)
+            [
+                PreparedEvent(
+                    LIMITS_EVENT_TYPE,
+                    occurrences.LIMITS,
+                    canonical_json(request.limits.event().payload),
+                )
+            ]
+            if request.limits
             else []
         ),
-        PreparedEvent("WorkflowVersionRegistered", occurrences.VERSION_REGISTERED, registered),
         PreparedEvent("RunStarted", occurrences.RUN_START, started),
     ]
 

@@ -91,12 +91,13 @@ def start_events(
         registered[BINDING_FIELD] = binding
     return [
         *([] if budget is None else [budget_event(budget)]),
-        *([limits.event()] if limits else []),
         EventInput(
             type="WorkflowVersionRegistered",
             occurrence_id=occurrences.VERSION_REGISTERED,
             payload=registered,
         ),
+        # (after the version: a log's first event names its workflow, for `little runs`)
+        *([limits.event()] if limits else []),
         EventInput(
             type="RunStarted",
             occurrence_id=occurrences.RUN_START,

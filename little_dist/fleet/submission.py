@@ -221,15 +221,18 @@ def _submit_to_planner(
             payload[SUBMITTED_PARENT_FIELD] = dict(request.parent)
         if request.budget_usd is not None:  # (before the planner can start it)
             world.append(run_id, budget_event(request.budget_usd))
-        if request.limits:
-            world.append(run_id, request.limits.event())
-        world.append(
+        # (the submission first: a log's first event names its workflow, `little runs`;
+        # its limits in the same append, before the planner can start it)
+        world.append_batch(
             run_id,
-            EventInput(
-                type=SUBMITTED_EVENT_TYPE,
-                occurrence_id=occurrences.SUBMITTED,
-                payload={**(cycle or {}), **payload},
-            ),
+            [
+                EventInput(
+                    type=SUBMITTED_EVENT_TYPE,
+                    occurrence_id=occurrences.SUBMITTED,
+                    payload={**(cycle or {}), **payload},
+                ),
+                *([request.limits.event()] if request.limits else []),
+            ],
         )
     if queue is not None and settings is not None:
         tracker = RunTracker(world, run_id, max_branches_cap=settings.max_branches_cap)
