@@ -12,6 +12,7 @@ not yet ended): see :class:`~little_dist.run_state.RunState` ``budget_usd``, ``s
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from little_dist import occurrences
@@ -19,7 +20,7 @@ from little_dist.errors import InvalidInputError
 from little_dist.event_types.engine import BUDGET_EVENT_TYPE
 from little_dist.events import EventInput
 
-__all__ = ["budget_event", "budget_usd"]
+__all__ = ["borrows_from", "budget_event", "budget_usd"]
 
 
 def budget_usd(value: Any, where: str) -> float | None:
@@ -38,8 +39,22 @@ def budget_usd(value: Any, where: str) -> float | None:
     return float(value)
 
 
-def budget_event(budget: float) -> EventInput:
-    """The event recording a run's ceiling (idempotent: one per run)."""
-    return EventInput(
-        type=BUDGET_EVENT_TYPE, payload={"budgetUsd": budget}, occurrence_id=occurrences.BUDGET
-    )
+def budget_event(budget: float | None, from_parent: str | None = None) -> EventInput:
+    """The event recording a run's ceiling (idempotent: one per run); ``from_parent``: the
+    budgeted parent a sub-run borrows from (recorded before the sub-run is planned, so its
+    planner's calls borrow too: :mod:`little_dist.harness.budget_tree`)."""
+    payload: dict[str, Any] = {}
+    if budget is not None:
+        payload["budgetUsd"] = budget
+    if from_parent is not None:
+        payload["fromParentRunId"] = from_parent
+    return EventInput(type=BUDGET_EVENT_TYPE, payload=payload, occurrence_id=occurrences.BUDGET)
+
+
+def borrows_from(parent: Mapping[str, Any] | None) -> str | None:
+    """The parent run a sub-run with the parent link ``parent`` (its ``RunStarted``
+    fields) borrows from, if its parent is budgeted."""
+    if not parent or parent.get("budgetFromParent") is not True:
+        return None
+    parent_run_id = parent.get("parentRunId")
+    return parent_run_id if isinstance(parent_run_id, str) else None

@@ -125,10 +125,12 @@ def run_in_process(
             return run_result(workflow, run_id, state)
     capabilities = _with_permissions(workflow, workflow.capabilities(options.harness), options)
     budget = options.budget_usd if options.budget_usd is not None else workflow.budget_usd
-    if budget is not None:
-        from little_dist.budgets import budget_event
+    from little_dist.budgets import borrows_from, budget_event
 
-        world.append(run_id, budget_event(budget))  # (idempotent: the first one stands)
+    lender = borrows_from(parent)
+    if budget is not None or lender is not None:
+        # (idempotent: the first one stands; before planning: the planner's calls spend it)
+        world.append(run_id, budget_event(budget, lender))
         capabilities = dataclasses.replace(capabilities, pricing_fallback=pricing_fallback)
     limits = options.run_limits(workflow.timeout_ms, workflow.max_attempts)
     if workflow.plan is not None:

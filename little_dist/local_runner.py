@@ -93,6 +93,7 @@ from little_dist.scheduling import Decision, RunContext, StepDispatch, decide
 from little_dist.world.base import Lease, World
 from little_dist.world.extras import extras_of
 from little_dist.world.fleet_keys import runner_lease_key
+from little_dist.world.process_mark import marked
 
 __all__ = [
     "DEFAULT_LEASE_TTL",
@@ -328,7 +329,8 @@ class _Runner:
             run_id=run_id,
             max_branches_cap=max_branches_cap,
         )
-        self.holder = f"runner:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+        own = f"runner:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+        self.holder = marked(own)
         self.builder = RunStateBuilder(run_id, pricing_fallback=pricing_fallback)
         self.memo_events: dict[str, list[Event]] = {}
         # Events the attempts appended (handed over by execute_step_attempt), by sequence,
@@ -650,7 +652,7 @@ class _Runner:
             handed.append(event)
             count += 1
         self._fold(handed)
-        if read:
+        if read or known:  # (a gap: another writer's events came in between, a sub-run's loan)
             self._fold(self.world.list_events(self.run_id, after=self.builder.event_count))
         if known:  # out of order: what is still ahead of the fold waits for the next look
             done = self.builder.event_count

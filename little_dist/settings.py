@@ -48,6 +48,7 @@ variable                            field                          default
 ``LITTLE_VERSION_CACHE_BYTES``      ``version_cache_bytes``        ``67108864`` (64 MiB) (f)
 ``LITTLE_QUOTAS``                   ``quotas``                     unset: no limits (g)
 ``LITTLE_QUOTA_MAX_WAIT``           ``quota_max_wait``             ``60`` s (g)
+``LITTLE_QUOTA_GIVE_BACK_AFTER``    ``quota_give_back_after``      ``2`` s (g)
 ``LITTLE_QUOTA_LEASE``              ``quota_lease``                ``900`` s (g)
 ``LITTLE_METRICS_PORT``             ``metrics_port``               unset: no ``/metrics`` (h)
 ==================================  =============================  ==========================
@@ -294,6 +295,9 @@ class QuotaSettings(_FromEnvironment):
         "quota rules as JSON, or the path of a JSON file (see little_dist.quotas.rules)",
     )
     quota_max_wait: float = _seconds("LITTLE_QUOTA_MAX_WAIT", 60.0, allow_zero=True)
+    #: A fleet worker's model call whose quota wait is expected longer than this gives its
+    #: slot back (the attempt ends ``quota_wait`` and runs again when the quota is expected).
+    quota_give_back_after: float = _seconds("LITTLE_QUOTA_GIVE_BACK_AFTER", 2.0, allow_zero=True)
     quota_lease: float = _seconds("LITTLE_QUOTA_LEASE", 900.0)
 
     @field_validator("quotas")

@@ -174,3 +174,49 @@ def test_run_workflow_refuses_an_input_of_another_shape(
 def test_max_concurrent_sub_runs_must_be_a_positive_integer(limit: Any) -> None:
     with pytest.raises(InvalidInputError, match=r"maxConcurrentSubRuns must be an integer >= 1\.$"):
         run_orchestration([double_workflow()], {}, model=BOSS, max_concurrent_sub_runs=limit)
+
+
+def test_a_budgeted_orchestrations_sub_runs_and_planning_runs_spend_from_its_budget(
+    world: LocalWorld, scripted_model: ScriptedModel
+) -> None:
+    from little_dist.run_state import materialize_run_state
+
+    double = double_workflow()
+    planned = fixed_plan_events(double, {"n": 7})
+    assert planned is not None
+    _script_kid(scripted_model)
+    scripted_model.on(model="boss").call_tool(
+        "plan_workflow", {"workflowId": "math.double", "input": {"n": 7}}, usage=Usage(100, 10)
+    ).then_call_tools(
+        [
+            ToolCall("run_workflow", {"workflowVersionId": planned.version.id, "input": {"n": 7}}),
+            ToolCall("start_workflow", {"workflowId": "math.double", "input": {"n": 5}}),
+        ],
+        usage=Usage(200, 20),
+    ).then_reply_text("14 and 10", usage=Usage(300, 30))
+    budget = 0.05
+    result = run_orchestration(
+        [double],
+        {"numbers": [7, 5]},
+        model=BOSS,
+        input_schema=TASK,
+        world=world,
+        run_id="run_orch_budget",
+        budget_usd=budget,
+    )
+    assert result.output == "14 and 10"
+    ended = [
+        e.payload for e in world.list_events("run_orch_budget") if e.type == "little.subrun.ended"
+    ]
+    assert len(ended) == 4 and all("spentUsd" in p for p in ended)  # 2 planning runs, 2 kids
+    kids = [p["childRunId"] for p in ended if p["status"] == "completed"]
+    for child in [p["childRunId"] for p in ended]:  # each borrows from the orchestration
+        child_state = materialize_run_state(world.list_events(child), run_id=child)
+        assert child_state.budget_parent_run_id == "run_orch_budget"
+    spent = [
+        materialize_run_state(world.list_events(kid), run_id=kid).committed_usd for kid in kids
+    ]
+    state = materialize_run_state(world.list_events("run_orch_budget"), run_id="run_orch_budget")
+    assert state.budget_usd == budget and all(s > 0 for s in spent)
+    assert state.sub_runs_usd == pytest.approx(sum(spent))
+    assert 0 < state.committed_usd <= budget

@@ -127,7 +127,9 @@ def run(args: argparse.Namespace) -> int:
         if budget is not None:
             sys.stdout.write(
                 f"Budget: ${budget['budgetUsd']:.6f} · spent ${budget['spentUsd']:.6f} · "
-                f"reserved ${budget['reservedUsd']:.6f}\n"
+                f"reserved ${budget['reservedUsd']:.6f}"
+                + (f" · sub-runs ${budget['subRunsUsd']:.6f}" if "subRunsUsd" in budget else "")
+                + "\n"
             )
         if rollup is not None:
             from little_dist.subruns import render_sub_runs
@@ -148,11 +150,14 @@ def _budget(events: Any, args: argparse.Namespace) -> dict[str, float] | None:
     )
     if state.budget_usd is None:
         return None
-    return {
+    budget = {
         "budgetUsd": state.budget_usd,
         "spentUsd": round(state.spent_usd, 10),
         "reservedUsd": round(state.reserved_usd, 10),
     }
+    if state.sub_runs_usd:
+        budget["subRunsUsd"] = round(state.sub_runs_usd, 10)
+    return budget
 
 
 def _loop_report(args: argparse.Namespace) -> int:

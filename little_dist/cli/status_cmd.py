@@ -54,7 +54,9 @@ def run(args: argparse.Namespace) -> int:
     if view.budget_usd is not None:
         out.write(
             f"budget    ${view.budget_usd:.6f} (spent ${view.spent_usd:.6f}, "
-            f"reserved ${view.reserved_usd:.6f})\n"
+            f"reserved ${view.reserved_usd:.6f}"
+            + (f", sub-runs ${view.sub_runs_usd:.6f}" if view.sub_runs_usd else "")
+            + ")\n"
         )
     if view.deadline is not None:
         out.write(f"deadline  {view.deadline} ({view.deadline_cause})\n")

@@ -13,7 +13,9 @@ from __future__ import annotations
 from typing import Final
 
 __all__ = [
+    "BUDGET_DRAWN_EVENT_TYPE",
     "BUDGET_EVENT_TYPE",
+    "BUDGET_LENT_EVENT_TYPE",
     "BUDGET_RESERVED_EVENT_TYPE",
     "CANCEL_EVENT_TYPE",
     "CAPABILITY_DRIFT_EVENT",
@@ -56,6 +58,12 @@ BUDGET_EVENT_TYPE: Final = "little.run.budget"
 #: batch with the call's ``harness.model.called``; the call's end event releases it. (Its own
 #: small event, so that a fold need not read the calls' requests.)
 BUDGET_RESERVED_EVENT_TYPE: Final = "little.budget.reserved"
+#: In a child's log (a run that borrows from its budgeted parent): ``{usd, drawId}``, what
+#: it borrowed, occurrence ``budget-draw:{drawId}`` (see :mod:`little_dist.budget_tree`).
+BUDGET_DRAWN_EVENT_TYPE: Final = "little.budget.drawn"
+#: In the parent's log, appended first: ``{childRunId, usd, drawId}``, occurrence
+#: ``budget-lend:{drawId}``, only if the parent's log is still what was folded.
+BUDGET_LENT_EVENT_TYPE: Final = "little.budget.lent"
 
 # little.subrun.* and little.step.suspended: sub-runs (payloads in little_dist.subruns).
 

@@ -44,6 +44,8 @@ class RunStatusView:
     budget_usd: float | None = None
     spent_usd: float = 0.0
     reserved_usd: float = 0.0
+    #: What its sub-runs count against the budget (:mod:`little_dist.harness.budget_tree`).
+    sub_runs_usd: float = 0.0
 
     @classmethod
     def of(
@@ -85,6 +87,7 @@ class RunStatusView:
             budget_usd=state.budget_usd,
             spent_usd=state.spent_usd,
             reserved_usd=state.reserved_usd,
+            sub_runs_usd=state.sub_runs_usd,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -111,6 +114,8 @@ class RunStatusView:
                 "spentUsd": round(self.spent_usd, 10),
                 "reservedUsd": round(self.reserved_usd, 10),
             }
+            if self.sub_runs_usd:
+                data["budget"]["subRunsUsd"] = round(self.sub_runs_usd, 10)
         if self.has_output:
             data["output"] = self.output
         if self.error is not None:

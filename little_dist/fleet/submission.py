@@ -58,7 +58,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 from little_dist import occurrences
-from little_dist.budgets import budget_event
+from little_dist.budgets import borrows_from, budget_event
 from little_dist.compiler import WorkflowVersion
 from little_dist.errors import InvalidInputError
 from little_dist.event_types.engine import SUBMITTED_EVENT_TYPE, SUBMITTED_PARENT_FIELD
@@ -219,8 +219,9 @@ def _submit_to_planner(
         payload: dict[str, Any] = {"workflowId": planner_path, "input": request.run_input}
         if request.parent:
             payload[SUBMITTED_PARENT_FIELD] = dict(request.parent)
-        if request.budget_usd is not None:  # (before the planner can start it)
-            world.append(run_id, budget_event(request.budget_usd))
+        lender = borrows_from(request.parent)
+        if request.budget_usd is not None or lender is not None:  # (before the planner)
+            world.append(run_id, budget_event(request.budget_usd, lender))
         # (the submission first: a log's first event names its workflow, `little runs`;
         # its limits in the same append, before the planner can start it)
         world.append_batch(

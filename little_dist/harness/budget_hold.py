@@ -13,20 +13,30 @@ the terminal cause ``budget_exceeded``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from little_dist.harness.budget_tree import CAUSE_BUDGET_EXCEEDED
 from little_dist.harness.errors import ModelCallError
 from little_dist.observability.hooks import budget_refused
 from little_dist.world.base import SequenceConflictError
 
 if TYPE_CHECKING:
-    from little_dist.events import Event
+    from little_dist.events import Event, EventInput
     from little_dist.harness.types import HarnessContext
+    from little_dist.quotas.limiter import DailyHold
 
-__all__ = ["CAUSE_BUDGET_EXCEEDED", "reserve_and_record"]
+__all__ = [
+    "CAUSE_BUDGET_EXCEEDED",
+    "CAUSE_DAILY_BUDGET_EXCEEDED",
+    "hold_daily",
+    "reserve_and_record",
+    "settle_daily",
+]
 
-CAUSE_BUDGET_EXCEEDED: Final = "budget_exceeded"
+#: A call that would pass an operator's daily dollar ceiling of its key (not sent).
+CAUSE_DAILY_BUDGET_EXCEEDED: Final = "daily_budget_exceeded"
+
 _TRIES: Final = 200  # appends lost to other writers of the run before giving up
 
 
@@ -70,31 +80,45 @@ def reserve_and_record(
     tools: Sequence[Mapping[str, Any]],
 ) -> None:
     """Append the call's ``harness.model.called`` with its reservation, or raise the
-    terminal ``budget_exceeded`` when the run's budget cannot hold it."""
+    terminal ``budget_exceeded`` when the run's budget (or, for a sub-run of a budgeted run,
+    the tree's: :mod:`little_dist.harness.budget_tree`) cannot hold it."""
+    recorder = ctx.recorder
+
+    def record(need: float, last: int) -> None:
+        recorder.model_called(turn, request, reserved_usd=need, expected_sequence=last)
+
+    reserve(ctx, worst_case_usd(ctx, messages, tools), record)
+
+
+def reserve(ctx: HarnessContext, need: float, record: Callable[[float, int], None]) -> None:
+    """Fold the run's log until ``record(need, last_sequence)`` (which appends the call and
+    its ``little.budget.reserved`` only if the log's last sequence is still that, else
+    raises :class:`~little_dist.world.base.SequenceConflictError`) succeeds; borrow from
+    the run's parent first when it must; ``budget_exceeded`` when the budget cannot hold
+    ``need``."""
+    import uuid
+
+    from little_dist.harness.budget_tree import drawn_event, lend, shortfall
     from little_dist.litellm_prices import litellm_price_fallback
     from little_dist.run_state import materialize_run_state
 
     fallback = ctx.pricing_fallback if ctx.pricing_fallback is not None else litellm_price_fallback
-    need = worst_case_usd(ctx, messages, tools)
     recorder = ctx.recorder
     recorder.flush()  # (what this attempt recorded goes first)
     for _ in range(_TRIES):
         events: list[Event] = recorder.world.list_events(ctx.run_id)
         state = materialize_run_state(events, run_id=ctx.run_id, pricing_fallback=fallback)
-        budget = state.budget_usd
-        if budget is not None:
-            held = state.spent_usd + state.reserved_usd
-            if held + need > budget:
-                budget_refused("run")
-                raise ModelCallError(
-                    f"run {ctx.run_id} budget ${budget:.6g}: this call may cost up to "
-                    f"${need:.6g} and ${held:.6g} is spent or held",
-                    cause_code=CAUSE_BUDGET_EXCEEDED,
-                    retriable=False,
-                )
-        last = events[-1].sequence if events else 0
+        short = shortfall(state, need, "run")
+        if short:
+            parent = state.budget_parent_run_id
+            assert parent is not None
+            draw_id = uuid.uuid4().hex
+            lend(recorder.world, parent, ctx.run_id, short, fallback, draw_id)
+            drawn = drawn_event(short, draw_id)
+            recorder.append(drawn.type, dict(drawn.payload), str(drawn.occurrence_id), durable=True)
+            continue
         try:
-            recorder.model_called(turn, request, reserved_usd=need, expected_sequence=last)
+            record(need, events[-1].sequence if events else 0)
             return
         except SequenceConflictError:
             continue
@@ -103,3 +127,55 @@ def reserve_and_record(
         cause_code="step_failed",
         retriable=True,
     )
+
+
+def planner_hold(call_id: str, usd: float) -> EventInput:
+    """``little.budget.reserved`` of a planner call (appended with its ``harness.model.called``:
+    the planner records its calls on the run without a step)."""
+    from little_dist.event_types.engine import BUDGET_RESERVED_EVENT_TYPE
+    from little_dist.events import EventInput
+
+    return EventInput(
+        type=BUDGET_RESERVED_EVENT_TYPE,
+        payload={"callId": call_id, "reservedUsd": usd, "role": "planner"},
+        occurrence_id=f"budget-hold:{call_id}",
+    )
+
+
+def hold_daily(
+    ctx: HarnessContext,
+    messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[Mapping[str, Any]],
+) -> DailyHold | None:
+    """The call's worst case held against the operator's daily dollar ceilings of its
+    provider, model and key (:mod:`little_dist.quotas.daily`), on the fleet worker's
+    limiter (Redis), else this process's; ``None`` when no ceiling applies. A call that
+    would pass one is not sent: the terminal ``daily_budget_exceeded``."""
+    from little_dist.harness.quota_estimate import call_identity
+    from little_dist.harness.quota_limiters import process_limiter
+    from little_dist.quotas.limiter import DailyBudgetExceeded
+
+    limiter = ctx.quotas if ctx.quotas is not None else process_limiter()
+    if limiter is None or not limiter.rules.daily:
+        return None
+    call = call_identity(ctx.model.litellm_model, ctx.model.settings)
+    if not limiter.rules.daily_for(call):
+        return None
+    try:
+        return limiter.reserve_daily(call, worst_case_usd(ctx, messages, tools))
+    except DailyBudgetExceeded as exc:
+        budget_refused("key_daily")
+        raise ModelCallError(
+            str(exc), cause_code=CAUSE_DAILY_BUDGET_EXCEEDED, retriable=False
+        ) from exc
+
+
+def settle_daily(ctx: HarnessContext, hold: DailyHold, usage: Mapping[str, Any]) -> None:
+    """The call ended with ``usage``: its price replaces its worst case (a price unknown
+    here: the worst case stands)."""
+    from little_dist.litellm_prices import litellm_price_fallback
+    from little_dist.run_state._usage import price_call, pricer_for
+
+    fallback = ctx.pricing_fallback if ctx.pricing_fallback is not None else litellm_price_fallback
+    cost = price_call(ctx.model.identity(), dict(usage), pricer_for(fallback))[4]
+    hold.settle(hold.usd if cost is None else float(cost))

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from little_dist.canonical import sha256_digest
+from little_dist.harness.budget_hold import hold_daily, settle_daily
 from little_dist.harness.errors import (
     HarnessCancelled,
     ModelCallError,
@@ -31,6 +32,7 @@ from little_dist.observability.hooks import model_call_ended, quota_rejected, qu
 if TYPE_CHECKING:
     from little_dist.harness.types import HarnessContext
     from little_dist.quotas import Reservation
+    from little_dist.quotas.limiter import DailyHold
 
 __all__ = [
     "Completion",
@@ -212,7 +214,9 @@ def call_model(
         if held is not None:
             held.settle(0, 0)
         raise HarnessCancelled(f"step {recorder.step_path} was cancelled before model turn {turn}")
+    daily: DailyHold | None = None
     try:
+        daily = hold_daily(ctx, messages, tools)
         if ctx.budgeted:
             from little_dist.harness.budget_hold import reserve_and_record
 
@@ -222,6 +226,8 @@ def call_model(
     except BaseException:
         if held is not None:  # (a lost lease, a spent budget: the call is never sent)
             held.settle(0, 0)
+        if daily is not None:
+            daily.settle(0.0)
         raise
     kwargs: dict[str, Any] = dict(ctx.model.settings)
     kwargs.update(
@@ -246,6 +252,8 @@ def call_model(
     except BaseException as exc:
         if held is not None:
             _release_quota(held, exc)
+        if daily is not None:
+            daily.settle(0.0)
         if not isinstance(exc, Exception):
             raise
         reraise_guard_error(exc)
@@ -254,6 +262,8 @@ def call_model(
         _observe(ctx, None, started, error.cause_code)
         raise error from exc
     reply = _reply_from_response(turn, response, name_map or {})
+    if daily is not None:
+        settle_daily(ctx, daily, reply.usage)
     if held is not None:
         given, taken = reply.usage.get("inputTokens", 0), reply.usage.get("outputTokens", 0)
         if given or taken:
@@ -330,7 +340,7 @@ def _hold_quota(
     when no quota rule limits the call."""
     from little_dist.harness.quota_estimate import call_identity, estimate_amounts
     from little_dist.harness.quota_limiters import process_limiter
-    from little_dist.quotas import QuotaTooSmall, QuotaWaitTooLong
+    from little_dist.quotas import QuotaTooSmall, QuotaWaitGivenBack, QuotaWaitTooLong
 
     limiter = ctx.quotas if ctx.quotas is not None else process_limiter()
     if limiter is None:
@@ -351,6 +361,12 @@ def _hold_quota(
         if held is not None and held.waited > 0:
             quota_waited([rule.name for rule in held.rules], held.waited)
         return held
+    except QuotaWaitGivenBack as exc:
+        # A fleet worker's slot is worth more than a wait: the attempt ends, and runs again
+        # once the quota is expected (the policy's quota_wait, free of the step's retries).
+        given_back = ModelCallError(str(exc), cause_code="quota_wait", retriable=True)
+        given_back.retry_after = exc.expected_in
+        raise given_back from exc
     except QuotaWaitTooLong as exc:
         raise ModelCallError(str(exc), cause_code="model_rate_limited", retriable=True) from exc
     except QuotaTooSmall as exc:

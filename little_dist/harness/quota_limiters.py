@@ -55,6 +55,7 @@ def fleet_limiter(settings: Settings, client: Any | None) -> QuotaLimiter | None
     unset."""
     if settings.quotas is None:
         return None
+    from little_dist.quotas.daily import RedisDailyBackend
     from little_dist.quotas.redis_backend import RedisQuotaBackend
 
     if client is None:
@@ -64,4 +65,6 @@ def fleet_limiter(settings: Settings, client: Any | None) -> QuotaLimiter | None
         RedisQuotaBackend(client),
         max_wait=settings.quota_max_wait,
         lease=settings.quota_lease,
+        daily=RedisDailyBackend(client),
+        give_back_after=settings.quota_give_back_after,
     )

@@ -52,17 +52,20 @@ def run_fleet_cycle(
     outer_loop: Mapping[str, Any],
     prompt_note: str | None,
     timeout: float | None = None,
+    budget_usd: float | None = None,
 ) -> RunResult:
     """Submit the cycle's run (idempotent on ``run_id``: a resumed cycle finds its run, an
     ended one is not planned or run again) and wait for its end; its result, or
     :class:`~little_dist.authoring.errors.RunFailedError` as
     :func:`~little_dist.in_process.run_workflow_cycle` raises it. ``timeout``:
-    :meth:`~little_dist.fleet.client.Client.wait`'s."""
+    :meth:`~little_dist.fleet.client.Client.wait`'s; ``budget_usd``: the cycle run's dollar
+    ceiling (what its loop has left)."""
     client.submit(
         workflow,
         run_input,
         run_id=run_id,
         cycle=cycle_submission(outer_loop_id, outer_loop, prompt_note),
+        budget_usd=budget_usd,
     )
     state = client.wait(run_id, timeout=timeout)
     return run_result(workflow, run_id, state)

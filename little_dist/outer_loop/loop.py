@@ -81,7 +81,8 @@ __all__ = ["OuterLoopError", "drive_outer_loop", "goal_of", "run_outer_loop"]
 
 _UNCOMPILED = "uncompiled"
 #: A cycle that ended so does not go to the supervisor: the loop stops with it.
-_STOPPING_CAUSES = frozenset({"cancelled", "timeout", "deadline_exceeded"})
+# (a cycle refused for its budget: the loop's is spent too, a cycle's budget being its rest)
+_STOPPING_CAUSES = frozenset({"cancelled", "timeout", "deadline_exceeded", "budget_exceeded"})
 
 
 class OuterLoopError(RunFailedError):
@@ -168,6 +169,7 @@ def run_outer_loop(
     client: Client | None = None,
     cycle_timeout: float | None = None,
     workflow_version_reuse_strategy: ReuseStrategy | None = None,
+    budget_usd: float | None = None,
 ) -> RunResult:
     """Plan and run ``workflow`` on ``input`` in cycles until the supervisor says ``done``
     (upstream's ``runOuterLoop``; see :mod:`little_dist.outer_loop`).
@@ -190,7 +192,8 @@ def run_outer_loop(
     one only outside an outer loop, :func:`~little_dist.planner.resolve_version`).
     ``cycle_timeout``: how long to wait for one cycle's run on the fleet (``None``: no
     limit; :class:`~little_dist.fleet.client.WaitTimeoutError` after it, the loop
-    resumable).
+    resumable). ``budget_usd``: the loop's dollar ceiling, which its cycles spend from
+    (see :mod:`little_dist.outer_loop.budget`).
 
     Returns the last cycle's :class:`RunResult` with the supervisor's ``finalOutput`` as its
     ``output``. Raises :class:`OuterLoopError` (``outer_loop_exhausted`` after
@@ -210,6 +213,7 @@ def run_outer_loop(
         permissions=permissions,
         on_ask=on_ask,
         workflow_version_reuse_strategy=workflow_version_reuse_strategy,
+        budget_usd=budget_usd,
     )
     return drive_outer_loop(
         workflow,
@@ -281,6 +285,7 @@ def drive_outer_loop(
         return OuterLoopManifest(loop_id, goal, max_cycles, tuple(cycles), **fields)
 
     for number in range(len(cycles) + 1, max_cycles + 1):
+        cycle_options = _cycle_budget(world, loop_id, cycles, options)
         run_id = resume_run_id or cycle_run_id(uuid.uuid4().hex[:20])
         if resume_run_id is None:
             etag = store.write(manifest(pending_cycle_run_id=run_id), expected=etag)
@@ -293,7 +298,7 @@ def drive_outer_loop(
             loop_id=loop_id,
             context=outer_loop_context(number, max_cycles, cycles),
             note=note,
-            options=options,
+            options=cycle_options,
             number=number,
             client=client,
             cycle_timeout=cycle_timeout,
@@ -331,6 +336,29 @@ def drive_outer_loop(
     raise _exhausted(world, loop_id, cycles, pricing_fallback)
 
 
+def _cycle_budget(
+    world: World, loop_id: str, cycles: list[CycleSummary], options: RunOptions
+) -> RunOptions:
+    """The options of the next cycle's run: with a loop budget, what the loop has left as
+    the run's own (:mod:`little_dist.outer_loop.budget`); ``budget_exceeded`` when nothing is."""
+    budget = options.budget_usd
+    if budget is None:
+        return options
+    from little_dist.outer_loop.budget import loop_spent
+
+    spent = loop_spent(world, cycles, options.pricing_fallback)
+    left = budget - spent
+    if left <= 1e-12:
+        raise OuterLoopError(
+            f"outer loop {loop_id} budget ${budget:.6g}: its {len(cycles)} cycle(s) spent or "
+            f"hold ${spent:.6g}; no cycle can start",
+            outer_loop_id=loop_id,
+            cause_code="budget_exceeded",
+            last_cycle_output=cycles[-1].output if cycles else None,
+        )
+    return replace(options, budget_usd=left)
+
+
 def _run_cycle(
     workflow: WorkflowDefinition,
     run_input: Any,
@@ -358,6 +386,7 @@ def _run_cycle(
                 outer_loop=context,
                 prompt_note=note,
                 timeout=cycle_timeout,
+                budget_usd=options.budget_usd,
             )
         else:
             from little_dist.in_process import run_workflow_cycle

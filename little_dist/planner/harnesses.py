@@ -91,14 +91,21 @@ def _call_model(
     world, run_id, model = ctx.recorder.world, ctx.run_id, ctx.model
     base = {"turn": 1, "callId": called, "role": "planner", "attempt": ctx.recorder.attempt}
     request = {"model": model.litellm_model, "messages": messages, "tools": []}
-    world.append(
-        run_id,
-        EventInput(
-            type="harness.model.called",
-            occurrence_id=called,
-            payload={**base, "promptHash": sha256_digest(request), "request": request},
-        ),
+    call = EventInput(
+        type="harness.model.called",
+        occurrence_id=called,
+        payload={**base, "promptHash": sha256_digest(request), "request": request},
     )
+    if ctx.budgeted:  # (its worst case held against the run's budget, or refused)
+        from little_dist.harness.budget_hold import planner_hold, reserve, worst_case_usd
+
+        def record(need: float, last: int) -> None:
+            hold = planner_hold(called, need)
+            world.append_batch(run_id, [hold, call], expected_sequence=last)
+
+        reserve(ctx, worst_case_usd(ctx, messages, ()), record)
+    else:
+        world.append(run_id, call)
     started = time.monotonic()
     try:
         response = import_litellm().completion(

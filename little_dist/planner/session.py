@@ -13,6 +13,8 @@ from little_dist.canonical import canonical_json, sha256_digest
 from little_dist.compiler import WorkflowVersion, compile_lwir
 from little_dist.errors import InvalidInputError
 from little_dist.events import Event, EventInput
+from little_dist.harness.budget_tree import CAUSE_BUDGET_EXCEEDED
+from little_dist.harness.errors import ModelCallError
 from little_dist.harness.memo import Memo
 from little_dist.harness.recorder import EventRecorder
 from little_dist.harness.types import (
@@ -306,6 +308,8 @@ def _plan(
         scope=HarnessScope(run_id=session.run_id, role="planner"),
         system=definition.system,
         skills=definition.skills,
+        budgeted=_budgeted(world, session.run_id),
+        pricing_fallback=capabilities.pricing_fallback,
     )
     note: str | None = None
     last_findings: list[Finding] = []
@@ -329,9 +333,15 @@ def _plan(
             # One recorder per revision: its attempt number is the revision.
             recorder = EventRecorder(world, session.run_id, "planner", revision)
             ctx = dataclasses.replace(base_ctx, recorder=recorder)
-            result = harness.run(task, ctx)
-            if isinstance(result, DelegateToDefault):
-                result = default.run(task, ctx)
+            try:
+                result = harness.run(task, ctx)
+                if isinstance(result, DelegateToDefault):
+                    result = default.run(task, ctx)
+            except ModelCallError as error:
+                if error.cause_code != CAUSE_BUDGET_EXCEEDED:
+                    raise
+                _fail(session, definition, revision, [], refused=error)
+                return None
             if not isinstance(result, PlanResult):
                 raise PlannerError(
                     f"planner harness returned {getattr(result, 'kind', result)!r} for a plan task"
@@ -440,14 +450,33 @@ def _register(
     return version
 
 
+def _budgeted(world: World, run_id: str) -> bool:
+    """Whether the run's log holds a budget its planner's calls spend from (in process the
+    budget is recorded before planning; a fleet records it with the run's start, after)."""
+    from little_dist.run_state import materialize_run_state
+
+    return materialize_run_state(world.list_events(run_id), run_id=run_id).budget_tree
+
+
 def _fail(
-    session: _Session, definition: WorkflowDefinition, revisions: int, findings: list[Finding]
+    session: _Session,
+    definition: WorkflowDefinition,
+    revisions: int,
+    findings: list[Finding],
+    *,
+    refused: ModelCallError | None = None,
 ) -> None:
+    """``RunFailed``: no valid LWIR (``planner_validation_exhausted``), or a planner call the
+    run's budget could not hold (``refused``: ``budget_exceeded``)."""
     detail = "; ".join(f"{f.path}: {f.message} ({f.code})" for f in findings[:5])
     message = (
         f"Planner did not produce valid LWIR for {definition.id!r} within {revisions} "
         f"revision(s)" + (f": {detail}" if detail else ".")
     )
+    cause, name = "planner_validation_exhausted", "WorkflowCompileError"
+    if refused is not None:
+        message = f"Planner of {definition.id!r} stopped at revision {revisions}: {refused}"
+        cause, name = CAUSE_BUDGET_EXCEEDED, "ModelCallError"
     session.append(
         "RunStarted", occurrences.RUN_START, {**session.parent, "workflowVersionId": _UNCOMPILED}
     )
@@ -457,9 +486,9 @@ def _fail(
         {
             "workflowVersionId": _UNCOMPILED,
             "error": {
-                "name": "WorkflowCompileError",
+                "name": name,
                 "message": message,
-                "causeCode": "planner_validation_exhausted",
+                "causeCode": cause,
                 "retriable": False,
             },
         },

@@ -22,7 +22,7 @@ hex digits of the SHA-256 of the API key a model slot's settings pass, see
 limits; a call falls under every rule that matches it, and each rule is one budget shared by
 all the calls it matches (``name`` identifies it in Redis: two fleets with one Redis and one
 name share it). ``defaultOutputTokens`` is what a call reserves for its output when it sets no
-``max_tokens``.
+``max_tokens``. ``daily``: dollar ceilings per UTC day (:mod:`.daily`).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from little_dist.errors import InvalidInputError
+from little_dist.quotas.daily import DailyCeiling, parse_daily
 
 __all__ = [
     "DEFAULT_OUTPUT_TOKENS",
@@ -59,7 +60,7 @@ _RATES: Final = {
     "outputTokens": "output_tokens",
 }
 _RULE_KEYS: Final = {"name", "provider", "model", "key", "period", "concurrent", *_RATES}
-_TOP_KEYS: Final = {"rules", "defaultOutputTokens"}
+_TOP_KEYS: Final = {"rules", "defaultOutputTokens", "daily"}
 
 
 class QuotaConfigError(InvalidInputError):
@@ -131,10 +132,16 @@ class QuotaRules:
 
     rules: tuple[QuotaRule, ...] = ()
     default_output_tokens: int = DEFAULT_OUTPUT_TOKENS
+    #: Daily dollar ceilings (:mod:`.daily`).
+    daily: tuple[DailyCeiling, ...] = ()
 
     def for_call(self, call: CallIdentity) -> tuple[QuotaRule, ...]:
         """The rules ``call`` falls under (every one must admit it)."""
         return tuple(rule for rule in self.rules if rule.matches(call))
+
+    def daily_for(self, call: CallIdentity) -> tuple[DailyCeiling, ...]:
+        """The daily dollar ceilings ``call`` falls under."""
+        return tuple(ceiling for ceiling in self.daily if ceiling.matches(call))
 
 
 def key_fingerprint(api_key: str | None) -> str:
@@ -171,11 +178,15 @@ def parse_quotas(text: str) -> QuotaRules:
     if not isinstance(items, list):
         raise QuotaConfigError("rules: expected a list")
     rules = [_rule(item, index) for index, item in enumerate(items)]
-    names = [rule.name for rule in rules]
-    for name in names:
-        if names.count(name) > 1:
-            raise QuotaConfigError(f"two rules are named {name!r}")
-    return QuotaRules(tuple(rules), int(output))
+    days = data.get("daily", [])
+    if not isinstance(days, list):
+        raise QuotaConfigError("daily: expected a list")
+    daily = [parse_daily(item, index, QuotaConfigError) for index, item in enumerate(days)]
+    for names in ([rule.name for rule in rules], [ceiling.name for ceiling in daily]):
+        for name in names:
+            if names.count(name) > 1:
+                raise QuotaConfigError(f"two rules are named {name!r}")
+    return QuotaRules(tuple(rules), int(output), tuple(daily))
 
 
 def _whole(value: Any) -> bool:

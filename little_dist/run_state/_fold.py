@@ -44,9 +44,15 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeAlias
 
 from little_dist.errors import EventLogCorruptError, InvalidInputError
-from little_dist.event_types.engine import BUDGET_EVENT_TYPE, BUDGET_RESERVED_EVENT_TYPE
+from little_dist.event_types.engine import (
+    BUDGET_DRAWN_EVENT_TYPE,
+    BUDGET_EVENT_TYPE,
+    BUDGET_LENT_EVENT_TYPE,
+    BUDGET_RESERVED_EVENT_TYPE,
+)
 from little_dist.events import Event
 from little_dist.pricing import PriceFallback
+from little_dist.run_state._budget import EMPTY_LEDGER, BudgetLedger, ledger_touches
 from little_dist.run_state._journal import StepJournal
 from little_dist.run_state._parallel import ParallelGroupState, apply_parallel
 from little_dist.run_state._parallel import is_artifact_ref as _is_ref
@@ -123,6 +129,8 @@ class RunStateBuilder:
         "_held_shared",
         "_journal",
         "_journal_len",
+        "_ledger",
+        "_ledger_shared",
         "_output",
         "_output_ref",
         "_owned",
@@ -181,6 +189,8 @@ class RunStateBuilder:
         # callId -> USD reserved by a budgeted model call not yet ended (copy-on-write).
         self._held: dict[str, float] = {}
         self._held_shared = False
+        self._ledger = EMPTY_LEDGER  # (its share of a budget tree: ._budget)
+        self._ledger_shared = True
 
     @classmethod
     def from_state(cls, state: RunState) -> RunStateBuilder:
@@ -212,6 +222,8 @@ class RunStateBuilder:
         builder._budget_usd = state._budget_usd
         builder._held = state._held
         builder._held_shared = True
+        builder._ledger = state._ledger
+        builder._ledger_shared = True
         return builder
 
     @property
@@ -254,6 +266,8 @@ class RunStateBuilder:
         state._budget_usd = self._budget_usd
         state._held = self._held
         self._held_shared = True
+        state._ledger = self._ledger
+        self._ledger_shared = True
         # From now on the snapshot shares these: copy before the next change.
         self._steps_shared = True
         self._owned.clear()
@@ -382,6 +396,9 @@ class RunStateBuilder:
                 links.parent_run_id = parent
                 links.parent_step_path = step_path if step_path.__class__ is str else None
                 links.changed()
+                if payload.get("budgetFromParent") is True:
+                    self._own_ledger().parent = parent
+            self._on_budget(payload, at, event_type)  # (a child's own smaller budget)
 
     def _on_step_scheduled(self, payload: dict[str, Any], at: Any, event_type: str) -> None:
         path = payload.get("stepPath")
@@ -420,6 +437,9 @@ class RunStateBuilder:
         budget = payload.get("budgetUsd")
         if budget.__class__ in (int, float) and budget > 0:
             self._budget_usd = float(budget)
+        lender = payload.get("fromParentRunId")
+        if lender.__class__ is str:
+            self._own_ledger().parent = lender
 
     def _on_budget_reserved(self, payload: dict[str, Any], at: Any, event_type: str) -> None:
         reserved = payload.get("reservedUsd")
@@ -427,16 +447,30 @@ class RunStateBuilder:
         if reserved.__class__ in (int, float) and call_id.__class__ is str:
             self._own_held()[call_id] = float(reserved)
 
+    def _own_ledger(self) -> BudgetLedger:
+        if self._ledger_shared:
+            self._ledger = self._ledger.copy()
+            self._ledger_shared = False
+        return self._ledger
+
+    def _on_budget_drawn(self, payload: dict[str, Any], at: Any, event_type: str) -> None:
+        self._own_ledger().on_drawn(payload)
+
+    def _on_budget_lent(self, payload: dict[str, Any], at: Any, event_type: str) -> None:
+        self._own_ledger().on_lent(payload)
+
     def _own_held(self) -> dict[str, float]:
         if self._held_shared:
             self._held = dict(self._held)
             self._held_shared = False
         return self._held
 
-    def _release(self, payload: dict[str, Any]) -> None:
+    def _release(self, payload: dict[str, Any]) -> float:
+        """Ends a budgeted call's hold; what it held (0.0: none)."""
         call_id = payload.get("callId")
         if call_id.__class__ is str and call_id in self._held:
-            del self._own_held()[call_id]
+            return self._own_held().pop(call_id)
+        return 0.0
 
     def _on_model_failed(self, payload: dict[str, Any], at: Any, event_type: str) -> None:
         self._release(payload)
@@ -451,8 +485,7 @@ class RunStateBuilder:
                 add_call(self._step(path)._usage, call)
 
     def _on_model_call(self, payload: dict[str, Any], at: Any, event_type: str) -> None:
-        if self._held:
-            self._release(payload)
+        held = self._release(payload) if self._held else 0.0
         if event_type == "ModelCallCompleted":
             usage = payload.get("usage")
         else:
@@ -461,6 +494,8 @@ class RunStateBuilder:
         if usage.__class__ is not dict:
             return
         call = price_call(payload.get("model"), usage, self._pricer)
+        if held and call[4] is None:  # (a budgeted call this fold cannot price)
+            self._own_ledger().unpriced += held
         add_call(self._usage, call)
         path = payload.get("stepPath")
         if path.__class__ is str:
@@ -576,6 +611,8 @@ class RunStateBuilder:
         links = self._links()
         if child in links.ended:
             return
+        if ledger_touches(payload):
+            self._own_ledger().on_sub_run_ended(payload)
         links.ended.add(child)
         links.changed()
         links.child_ended(child)
@@ -614,6 +651,8 @@ _HANDLERS: dict[str, _Handler] = {
     BUDGET_RESERVED_EVENT_TYPE: RunStateBuilder._on_budget_reserved,
     "harness.model.failed": RunStateBuilder._on_model_failed,
     BUDGET_EVENT_TYPE: RunStateBuilder._on_budget,
+    BUDGET_DRAWN_EVENT_TYPE: RunStateBuilder._on_budget_drawn,
+    BUDGET_LENT_EVENT_TYPE: RunStateBuilder._on_budget_lent,
     "ArtifactCreated": RunStateBuilder._on_artifact_created,
     "StepCompleted": RunStateBuilder._on_step_completed,
     "StepFailed": RunStateBuilder._on_step_failed,

@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import Any, Final, Literal, TypeAlias
 
 from little_dist.pricing import UsageTotals
+from little_dist.run_state._budget import BudgetLedger
 from little_dist.run_state._journal import StepJournal
 from little_dist.run_state._parallel import ParallelGroupState, parallel_view
 from little_dist.run_state._subruns import SubRunView
@@ -262,6 +263,7 @@ class RunState(_RecordsOutput):
         "_held",
         "_journal",
         "_journal_len",
+        "_ledger",
         "_output",
         "_output_ref",
         "_parallel",
@@ -295,6 +297,7 @@ class RunState(_RecordsOutput):
     _journal_len: int
     _budget_usd: float | None
     _held: dict[str, float]
+    _ledger: BudgetLedger
 
     @property
     def budget_usd(self) -> float | None:
@@ -312,6 +315,35 @@ class RunState(_RecordsOutput):
         """The worst-case cost held by budgeted model calls sent and not yet ended (a call
         whose worker died mid-call stays held: never forgotten, at its worst case)."""
         return sum(self._held.values())
+
+    @property
+    def budget_parent_run_id(self) -> str | None:
+        """The parent run whose budget this run borrows from (a sub-run of a budgeted run,
+        :mod:`little_dist.budget_tree`), or ``None``."""
+        return self._ledger.parent
+
+    @property
+    def budget_tree(self) -> bool:
+        """Whether the run's model calls are budgeted: its own ceiling or its parent's."""
+        return self._budget_usd is not None or self._ledger.parent is not None
+
+    @property
+    def drawn_usd(self) -> float:
+        """What the run borrowed from its parent's budget (``little.budget.drawn``)."""
+        return self._ledger.drawn
+
+    @property
+    def sub_runs_usd(self) -> float:
+        """What the run's budgeted children count against it: each one's final spend once
+        it ended, else what the run lent it (``little.budget.lent``)."""
+        return self._ledger.sub_runs_usd()
+
+    @property
+    def committed_usd(self) -> float:
+        """Everything counted against the run's budget: what it spent (a budgeted call it
+        cannot price at its worst case), what its calls in flight hold, and its children."""
+        ledger = self._ledger
+        return self.spent_usd + ledger.unpriced + self.reserved_usd + ledger.sub_runs_usd()
 
     @property
     def run_id(self) -> str:

@@ -321,7 +321,7 @@ def _run_harness(
         memory_mounts=capabilities.memory_mounts if bash is not None else (),
         sub_runs=capabilities.sub_runs,
         quotas=capabilities.quotas,
-        budgeted=state.budget_usd is not None,
+        budgeted=state.budget_tree,
         pricing_fallback=capabilities.pricing_fallback,
     )
     try:

@@ -96,7 +96,8 @@ class StepDispatch:
     """ "Execute this attempt", carried as ids only (the fleet sends these as task args).
 
     ``parent_run_id`` (a sub-run's parent, from :attr:`RunContext.parent_run_id`) is shown
-    with the task, never one of its arguments; it takes no part in comparisons: the same
+    with the task, never one of its arguments; ``not_before_ms`` is when the task may run
+    (the fleet sends it with that delay). Neither takes part in comparisons: the same
     attempt is the same dispatch whoever built it."""
 
     run_id: str
@@ -106,6 +107,9 @@ class StepDispatch:
     role: DispatchRole
     kind: DispatchKind
     parent_run_id: str | None = field(default=None, compare=False)
+    #: Not to run before this time (milliseconds since the epoch): an attempt after one that
+    #: gave its slot back for quota (:func:`~little_dist.scheduling.policy.not_before_ms`).
+    not_before_ms: int | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -183,10 +183,16 @@ def _link(info: ToolCallInfo) -> ParentLink:
 
 
 def _parent_payload(
-    info: ToolCallInfo, link: ParentLink, pipeline_store: str | None = None
+    info: ToolCallInfo,
+    link: ParentLink,
+    workflow: WorkflowDefinition,
+    pipeline_store: str | None = None,
 ) -> dict[str, Any]:
-    """What the child's ``RunStarted`` records of its parent: the link, and what it
-    inherits (:mod:`little_dist.runtime.inherited`), so that any process runs it so."""
+    """What the child's ``RunStarted`` records of its parent: the link, what it inherits
+    (:mod:`little_dist.runtime.inherited`), so that any process runs it so, and its budget:
+    ``budgetFromParent`` when the parent's calls are budgeted (the child borrows from the
+    parent's budget, :mod:`little_dist.harness.budget_tree`), ``budgetUsd`` its own ceiling
+    (its workflow's ``budget_usd``)."""
     from little_dist.runtime.inherited import INHERITED_FIELD, inherited_from
 
     payload = link.to_payload()
@@ -194,6 +200,10 @@ def _parent_payload(
     inherited = inherited_from(ctx.permissions, ctx.memory_mounts, pipeline_store=pipeline_store)
     if inherited:
         payload[INHERITED_FIELD] = inherited.to_payload()
+    if ctx.budgeted:
+        payload["budgetFromParent"] = True
+    if workflow.budget_usd is not None:
+        payload["budgetUsd"] = workflow.budget_usd
     return payload
 
 
@@ -227,7 +237,7 @@ def await_sub_run(
     recorder = info.ctx.recorder
     _record_started(info, link, child, workflow, run_input)
     child_workflow = _with_parent_denies(workflow, info.ctx.permissions)
-    parent = _parent_payload(info, link, pipeline_store)
+    parent = _parent_payload(info, link, workflow, pipeline_store)
     if driver is None:
         from little_dist.subruns.local_host import LocalSubRuns
 
@@ -271,14 +281,17 @@ def _record_started(
 
 def _record_ended(info: ToolCallInfo, link: ParentLink, outcome: SubRunOutcome) -> None:
     """``little.subrun.ended`` in the parent's log, durably (step 3; whoever records it first
-    wins: the scheduler noticing the child's end on the fleet, or this call)."""
+    wins: the scheduler noticing the child's end on the fleet, or this call); with the
+    child's final spend when it borrowed from the parent's budget."""
+    payload: dict[str, Any] = {
+        "parentRunId": link.parent_run_id,
+        "stepPath": link.step_path,
+        **outcome.ended_payload(),
+    }
+    payload.update(child_spent(info, outcome.child_run_id))
     info.ctx.recorder.append(
         SUB_RUN_ENDED,
-        {
-            "parentRunId": link.parent_run_id,
-            "stepPath": link.step_path,
-            **outcome.ended_payload(),
-        },
+        payload,
         occurrences.sub_run_ended(outcome.child_run_id),
         durable=True,
     )
@@ -315,7 +328,7 @@ def start_elsewhere(
         recorded = outcome_from_ended(world, child, ended)
         if recorded is not None:
             return recorded
-    parent = _parent_payload(info, link, pipeline_store)
+    parent = _parent_payload(info, link, workflow, pipeline_store)
     if not memo.sub_run_started(child):
         # Recorded with the turn's other calls' (written before any child is submitted);
         # the attempt submits them all at once before it suspends.
@@ -384,12 +397,36 @@ def ended_payload_of(child: str, state: RunState) -> dict[str, Any]:
     inline, or by reference when the child recorded it so), without the parent's fields."""
     outcome = outcome_from_state(child, state)
     payload = outcome.ended_payload()
+    payload.update(spent_payload(state))
     if outcome.status == "completed":
         if state.has_output:
             payload["output"] = state.output
         elif state.output_ref is not None:
             payload["outputRef"] = state.output_ref
     return payload
+
+
+def child_spent(info: ToolCallInfo, child: str) -> dict[str, Any]:
+    """``spentUsd`` of the call's child as its log says now, when the calling run is
+    budgeted (:func:`spent_payload`), else nothing."""
+    ctx = info.ctx
+    if not ctx.budgeted:
+        return {}
+    from little_dist.litellm_prices import litellm_price_fallback
+    from little_dist.run_state import materialize_run_state
+
+    fallback = ctx.pricing_fallback or litellm_price_fallback
+    events = ctx.recorder.world.list_events(child)
+    return spent_payload(materialize_run_state(events, run_id=child, pricing_fallback=fallback))
+
+
+def spent_payload(state: RunState) -> dict[str, Any]:
+    """``spentUsd`` of a child that borrowed from its parent's budget, as it ended: what it
+    and its own children count (a call it could not price at its worst case; see
+    :mod:`little_dist.run_state._budget`), else nothing."""
+    if state.budget_parent_run_id is None:
+        return {}
+    return {"spentUsd": state.committed_usd}
 
 
 def _with_parent_denies(

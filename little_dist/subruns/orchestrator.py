@@ -84,7 +84,7 @@ from little_dist.harness.bash_tool import OWN_SCRATCH
 from little_dist.ids import PLAN_RUN_ID_PREFIX
 from little_dist.memory.layout import pipeline_store_id
 from little_dist.sandbox.writable import WritableFolder
-from little_dist.subruns.engine import await_sub_run, call_key_of
+from little_dist.subruns.engine import await_sub_run, call_key_of, child_spent
 from little_dist.subruns.links import SUB_RUN_ENDED, SUB_RUN_STARTED
 from little_dist.tools import InvalidToolInputError, Tool
 
@@ -290,9 +290,16 @@ class _Orchestration:
             durable=True,
         )
         world: World = recorder.world
-        version = resolve_version(
-            world, plan_run, wf, run_input, capabilities=wf.capabilities(self.harness)
-        )
+        capabilities = wf.capabilities(self.harness)
+        if info.ctx.budgeted:  # (the planning run's planner borrows from this run's budget)
+            import dataclasses
+
+            from little_dist.budgets import budget_event
+
+            world.append(plan_run, budget_event(None, info.ctx.run_id))
+            fallback = info.ctx.pricing_fallback
+            capabilities = dataclasses.replace(capabilities, pricing_fallback=fallback)
+        version = resolve_version(world, plan_run, wf, run_input, capabilities=capabilities)
         if version is None:
             state = materialize_run_state(world.list_events(plan_run), run_id=plan_run)
             error = state.error if isinstance(state.error, Mapping) else {}
@@ -304,6 +311,7 @@ class _Orchestration:
                     "status": "failed",
                     "causeCode": error.get("causeCode"),
                     "message": message,
+                    **child_spent(info, plan_run),
                 },
                 occurrences.sub_run_ended(plan_run),
                 durable=True,
@@ -311,7 +319,12 @@ class _Orchestration:
             raise OrchestrationError(message, cause_code="planner_validation_exhausted")
         recorder.append(
             SUB_RUN_ENDED,
-            {**base, "status": "planned", "workflowVersionId": version.id},
+            {
+                **base,
+                "status": "planned",
+                "workflowVersionId": version.id,
+                **child_spent(info, plan_run),
+            },
             occurrences.sub_run_ended(plan_run),
             durable=True,
         )
@@ -604,6 +617,7 @@ def run_orchestration(
     harness: Harness | Mapping[HarnessRole, Harness] | None = None,
     max_concurrent_sub_runs: int = DEFAULT_MAX_CONCURRENT_SUB_RUNS,
     bash: BashCapabilities | Mapping[str, Any] | None = None,
+    budget_usd: float | None = None,
 ) -> RunResult:
     """Run an orchestrator model over ``workflows`` on ``input`` in this process (see the
     module docstring); returns the orchestrator run's result (its output is the model's
@@ -615,7 +629,8 @@ def run_orchestration(
     ``bash``: upstream's bash capabilities of the orchestrator (``{}`` for the defaults):
     given, its model also has the sandboxed bash tool, and sub-run outputs come to it as
     files in its scratch (``outputPath``) instead of inline. The workflow it runs is
-    :func:`orchestrator_workflow`'s.
+    :func:`orchestrator_workflow`'s. ``budget_usd``: the orchestration's dollar ceiling,
+    which its sub-runs and planning runs spend from too (:mod:`little_dist.harness.budget_tree`).
     """
     from little_dist.authoring.options import RunOptions
     from little_dist.in_process import run_in_process
@@ -635,5 +650,5 @@ def run_orchestration(
     )
     # The orchestrator's own run, on the in-process engine; its children are driven through
     # the sub-run host (await_sub_run), never through the public entry point.
-    options = RunOptions(where="run_orchestration")
+    options = RunOptions(where="run_orchestration", budget_usd=budget_usd)
     return run_in_process(orchestrator, input, options, world=world, run_id=run_id)

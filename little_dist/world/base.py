@@ -75,6 +75,7 @@ from little_dist.events import (
     EventInput,
 )
 from little_dist.world.fleet_keys import run_lease_key
+from little_dist.world.process_mark import process_mark
 
 __all__ = [
     "ArtifactCorruptError",
@@ -512,8 +513,11 @@ _holder_serial = itertools.count(1)
 
 def unique_holder(name: str) -> str:
     """``name`` plus a suffix no other call, in this or any process, gets: the holder of
-    a lease taken for one call, so the same process cannot mistake it for another's."""
-    return f"{name}:{os.getpid()}.{_HOLDER_NONCE}.{next(_holder_serial):x}"
+    a lease taken for one call, so the same process cannot mistake it for another's. It ends
+    with the process's mark (:mod:`little_dist.world.process_mark`): a world on one machine
+    frees the lease of a holder whose process died at once, not at its expiry."""
+    serial = next(_holder_serial)
+    return f"{name}:{os.getpid()}.{_HOLDER_NONCE}.{serial:x}{process_mark()}"
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,8 @@
 
 A lease row stays after release (``holder`` NULL, ``expires_at`` 0) so that its token only
 grows: every new tenure gets a larger token, and a fence naming an older token is refused.
+A live lease whose holder's process is known to be gone (a crash on this machine, see
+:mod:`little_dist.world.process_mark`) is taken as if it had expired.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from typing import Final
 
 from little_dist.world.base import Lease
 from little_dist.world.local.event_log import check_fence
+from little_dist.world.process_mark import holder_is_dead
 
 __all__ = ["acquire", "release", "renew"]
 
@@ -37,7 +40,9 @@ def acquire(
     current, token, current_expiry = row
     live = current is not None and current_expiry > now
     if live and current != holder:
-        return None
+        if not holder_is_dead(current):
+            return None
+        live = False  # its process is gone (a crash): no need to wait for the expiry
     if not live:
         token += 1  # a new tenure: older holders' fences go stale
     conn.execute(_UPDATE, (holder, token, expires_at, key))
