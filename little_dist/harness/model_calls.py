@@ -21,6 +21,11 @@ from little_dist.harness.errors import (
     model_error_from,
     reraise_guard_error,
 )
+from little_dist.harness.interruptible import (
+    CallInterrupted,
+    call_interruptibly,
+    spent_estimate,
+)
 from little_dist.harness.log_values import json_safe
 from little_dist.observability.hooks import model_call_ended, quota_rejected, quota_waited
 
@@ -241,7 +246,9 @@ def call_model(
         kwargs["timeout"] = min(left, given) if isinstance(given, int | float) else left
     try:
         call = completion if completion is not None else import_litellm().completion
-        response = call(**kwargs)
+        response = call_interruptibly(call, kwargs, ctx.cancelled, watch=ctx.can_cancel)
+    except CallInterrupted as stopped:
+        raise _interrupted(ctx, turn, held, messages, tools, stopped) from None
     except BaseException as exc:
         if held is not None:
             _release_quota(held, exc)
@@ -274,6 +281,39 @@ def call_model(
     )
     _observe(ctx, reply.usage, started, None)
     return reply
+
+
+def _interrupted(
+    ctx: HarnessContext,
+    turn: int,
+    held: Reservation | None,
+    messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[Mapping[str, Any]],
+    stopped: CallInterrupted,
+) -> HarnessCancelled:
+    """Record a call the attempt stopped waiting for (see :mod:`.interruptible`): failed
+    with causeCode ``cancelled``, ``interrupted``, and what it is taken to have spent
+    (``usage``, priced as a call's, under the error: the fold and the report count it)."""
+    spent = spent_estimate(ctx.model.litellm_model, messages, tools, ctx.model.settings)
+    if held is not None:
+        held.settle(spent["inputTokens"], 0)
+    step = ctx.recorder.step_path
+    message = f"step {step} was cancelled during model turn {turn}: the call was interrupted"
+    ctx.recorder.model_failed(
+        turn,
+        {
+            "name": "AbortError",
+            "message": message,
+            "causeCode": "cancelled",
+            "retriable": False,
+            "interrupted": True,
+            "usage": spent,
+            "model": ctx.model.identity(),
+        },
+        duration_ms=round(stopped.seconds * 1000, 3),
+    )
+    _observe(ctx, spent, time.monotonic() - stopped.seconds, "cancelled")
+    return HarnessCancelled(message)
 
 
 def _observe(

@@ -61,7 +61,9 @@ class RunContext:
       at most ``min(maxConcurrency, max_in_flight)`` branches in flight.
     - ``cancel_requested``: a ``little.run.cancel_requested`` event was recorded (the fold
       skips engine events, so the caller reads it from the log and sets this);
-      ``decide`` then fails the run with causeCode ``cancelled``.
+      ``decide`` then fails the run with causeCode ``cancelled``, or with
+      ``cancel_error`` when set (a deadline's: causeCode ``timeout`` or
+      ``deadline_exceeded``, see :mod:`little_dist.run_limits`).
     - ``memoize``: let ``decide`` remember, on this context, the branches of a parallel step
       that did not change between calls (see :mod:`little_dist.scheduling.branch_cache`); the
       decisions are the same either way. ``False`` re-drives every branch on every call (the
@@ -83,6 +85,7 @@ class RunContext:
     max_branches_cap: int | None = None
     max_in_flight: int | None = None
     cancel_requested: bool = False
+    cancel_error: Any = None
     memoize: bool = True
     parent_run_id: str | None = None
     inherited: Any = None
