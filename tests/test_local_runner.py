@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-import little_dist.local_runner as local_runner
+import little_dist.local_runner.runner as local_runner  # (the runner loop decide is patched in)
 from little_dist.compiler import WorkflowVersion, compile_lwir
 from little_dist.events import EventInput
 from little_dist.harness.types import ResolvedModel

@@ -1,45 +1,5 @@
-"""The embedded default runner: one process, a thread pool, any world.
-
-:func:`run_version` drives one run of a compiled :class:`WorkflowVersion` to its end:
-
-* the run input is checked against the workflow's input schema before anything is written;
-* the version is registered and ``WorkflowVersionRegistered`` + ``RunStarted`` appended
-  (occurrence ids ``version-registered`` and ``run-start``: idempotent);
-* then the loop: fold the new events into a :class:`~little_dist.run_state.RunStateBuilder`
-  (incrementally; outputs stored by reference are read back in), ask
-  :func:`~little_dist.scheduling.decide` what next, append its events in one batch, and
-  run each new dispatch (:func:`~little_dist.runtime.execute_step_attempt`): a lone one on
-  the loop's own thread, several on a thread pool; wait for one to finish; repeat until
-  ``decide`` says the run is done. Nothing but ``decide`` chooses what runs.
-
-The loop runs on a thread of its own; the calling thread gets progress and notices from it
-and watches a lone attempt (no thread hand-off per step): it reads the log for a cancel
-request while the attempt runs, and when the attempt's call outlives its step timeout (or a
-cancel ends the run first), another thread goes on with the loop and the stuck one is left
-behind (a daemon: it never keeps the process alive).
-
-A ``little.run.cancel_requested`` in the log (``little cancel``; a sub-run whose parent was
-stopped, see :mod:`little_dist.subruns`) makes ``decide`` fail the run with causeCode
-``cancelled``; attempts in flight are told to stop and waited for (a model call in flight is
-not: see :mod:`little_dist.harness.model_calls`). The caller's ``cancel`` handle records that
-request when it is set, and a run whose deadline (``little.run.limits``, see
-:mod:`little_dist.run_limits`) passes records it with the deadline's cause. Both are looked
-at every ``CANCEL_POLL`` seconds at most. An interrupt of the calling thread (Ctrl-C) only
-stops this process driving the run: the run stays open, and calling again with its id
-resumes it.
-
-Calling it again with the id of a finished run returns the recorded state and runs nothing.
-With the id of an unfinished run it resumes: attempts left *running* by a dead process are
-failed with causeCode ``lease_expired`` once their step lease is free
-(:func:`~little_dist.runtime.sweep_dead_attempts`, at start and then periodically while
-some are still leased) and ``decide`` retries them; the harness memo replays the tool calls
-and model turns they had finished, so resuming repeats no recorded side effect.
-
-One runner per run: the runner holds the lease ``{run}:runner`` (heartbeated) and fences
-its own appends with it; a second runner waits up to ``lock_wait`` seconds for it (a killed
-runner's lease expires after ``lease_ttl``) and then gives up with
-:class:`RunnerBusyError`.
-"""
+"""The in-process runner's loop: one run, driven by the calling thread, its attempts on a
+thread pool or inline (see :mod:`little_dist.local_runner`)."""
 
 from __future__ import annotations
 
@@ -50,30 +10,18 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Any, Final
 
 from little_dist import occurrences
-from little_dist.canonical import canonical_json
 from little_dist.compiler import WorkflowVersion
-from little_dist.errors import (
-    ConflictError,
-    InvalidInputError,
-    LeaseLostError,
-    LittleError,
-    RunEndedError,
-)
+from little_dist.errors import LeaseLostError, LittleError, RunEndedError
 from little_dist.event_types.engine import CANCEL_EVENT_TYPE, LIMITS_EVENT_TYPE
 from little_dist.events import Event, EventInput
-from little_dist.ids import RUN_ID_PREFIX, validate_run_id
+from little_dist.local_runner.checks import RunnerBusyError, RunStalledError
 from little_dist.pricing import PriceFallback
-from little_dist.run_limits import (
-    RunLimits,
-    cancel_error,
-    deadline_cancel,
-    requested_cancel,
-)
+from little_dist.run_limits import RunLimits, cancel_error, deadline_cancel, requested_cancel
 from little_dist.run_state import RUN_ENDED, RunState, RunStateBuilder
 from little_dist.runtime import (
     DEADLINE_GRACE,
@@ -85,7 +33,6 @@ from little_dist.runtime import (
     LeaseKeeper,
     execute_step_attempt,
     hydrate_events,
-    run_input_of,
     sweep_dead_attempts,
 )
 from little_dist.runtime.daemon_pool import DaemonThreadPool
@@ -94,17 +41,6 @@ from little_dist.world.base import Lease, World
 from little_dist.world.extras import extras_of
 from little_dist.world.fleet_keys import runner_lease_key
 from little_dist.world.process_mark import marked
-
-__all__ = [
-    "DEFAULT_LEASE_TTL",
-    "RunInputError",
-    "RunMismatchError",
-    "RunStalledError",
-    "RunnerBusyError",
-    "check_run_input",
-    "new_run_id",
-    "run_version",
-]
 
 #: Lease TTL of the runner lock and of step attempts. Short enough that a killed
 #: ``little run`` can be resumed within seconds; heartbeats renew every third of it.
@@ -154,138 +90,6 @@ class _Stopped(Exception):
 
 ProgressCallback = Callable[[RunState], None]
 NoticeCallback = Callable[[str], None]
-
-
-class RunInputError(InvalidInputError):
-    """The run input does not match the workflow's input schema; ``problems`` lists why."""
-
-    def __init__(self, problems: list[str]) -> None:
-        self.problems = problems
-        super().__init__("input does not match the workflow's input schema: " + "; ".join(problems))
-
-
-class RunMismatchError(InvalidInputError):
-    """An existing run id was given with another workflow version or another input."""
-
-
-class RunnerBusyError(ConflictError):
-    """Another runner holds the run and did not let go within the wait."""
-
-
-class RunStalledError(LittleError):
-    """``decide`` has nothing to run, nothing is running, and the run is not over."""
-
-
-def new_run_id() -> str:
-    """A fresh run id: ``run_`` + 32 hex digits (random)."""
-    return RUN_ID_PREFIX + uuid.uuid4().hex
-
-
-def check_run_input(version: WorkflowVersion, run_input: Any) -> None:
-    """Raise :class:`RunInputError` unless ``run_input`` matches the LWIR input schema."""
-    from little_dist.runtime.outputs import schema_problems
-
-    spec = version.lwir.get("input")
-    schema = spec.get("schema") if isinstance(spec, dict) else None
-    if not isinstance(schema, dict):
-        return
-    try:
-        canonical_json(run_input)
-    except InvalidInputError as error:
-        raise RunInputError([str(error)]) from error
-    problems = schema_problems(schema, run_input)
-    if problems:
-        raise RunInputError(problems)
-
-
-def run_version(
-    world: World,
-    version: WorkflowVersion,
-    run_input: Any,
-    *,
-    run_id: str | None = None,
-    capabilities: Capabilities | None = None,
-    max_workers: int = 8,
-    progress: ProgressCallback | None = None,
-    notice: NoticeCallback | None = None,
-    lease_ttl: float = DEFAULT_LEASE_TTL,
-    lock_wait: float | None = None,
-    max_branches_cap: int | None = None,
-    pricing_fallback: PriceFallback | None = None,
-    parent: Mapping[str, Any] | None = None,
-    archive: bool = True,
-    cancel: Any = None,
-) -> RunState:
-    """Run (or resume, or just read back) one run of ``version``; return its final state.
-
-    ``progress`` is called on the calling thread with each new state; ``notice`` with
-    one-line messages (waiting for a previous runner's lease, ...). ``lock_wait`` (default
-    ``lease_ttl`` + 2 s) bounds the wait for another runner's lease. Raises
-    :class:`RunInputError` / :class:`RunMismatchError` before writing anything,
-    :class:`RunnerBusyError` when the run stays held, :class:`RunStalledError` when
-    ``decide`` cannot make progress. ``pricing_fallback`` prices the state's model calls the
-    bundled registry has no rates for (``None``: registry rates only). ``parent``: the link
-    of a sub-run to the run that started it (``parentRunId``, ... see
-    :mod:`little_dist.subruns`), recorded in its ``RunStarted``. ``archive=False`` leaves a
-    finished run's log where it is (an outer loop records its cycle's decision on it first,
-    then archives it). ``cancel``: a cancel handle (anything with ``is_set()``, see
-    :class:`~little_dist.run_limits.CancelToken`): once set, the run is cancelled.
-    """
-    if max_workers < 1:
-        raise InvalidInputError(f"max_workers must be at least 1, got {max_workers!r}")
-    check_run_input(version, run_input)
-    run_id = new_run_id() if run_id is None else validate_run_id(run_id)
-    existing = world.list_events(run_id)
-    if existing:
-        state = _fold(world, run_id, existing, pricing_fallback)
-        _check_same_run(run_id, state, existing, version, run_input)
-        if state.status in RUN_ENDED:
-            if progress is not None:
-                progress(state)
-            return state
-    runner = _Runner(
-        world,
-        version,
-        run_input,
-        run_id=run_id,
-        capabilities=capabilities or Capabilities(),
-        max_workers=max_workers,
-        progress=progress,
-        notice=notice,
-        lease_ttl=lease_ttl,
-        max_branches_cap=max_branches_cap,
-        pricing_fallback=pricing_fallback,
-        parent=parent,
-        archive=archive,
-        cancel_handle=cancel,
-    )
-    return runner.run(lock_wait=lease_ttl + 2.0 if lock_wait is None else lock_wait)
-
-
-def _fold(
-    world: World, run_id: str, events: Iterable[Event], pricing_fallback: PriceFallback | None
-) -> RunState:
-    builder = RunStateBuilder(run_id, pricing_fallback=pricing_fallback)
-    builder.apply_all(hydrate_events(world, events))
-    return builder.snapshot()
-
-
-def _check_same_run(
-    run_id: str,
-    state: RunState,
-    events: list[Event],
-    version: WorkflowVersion,
-    run_input: Any,
-) -> None:
-    recorded = state.workflow_version_id
-    if recorded is not None and recorded != version.id:
-        raise RunMismatchError(
-            f"run {run_id} belongs to workflow version {recorded}, not {version.id}"
-        )
-    if any(event.type == "RunStarted" for event in events) and canonical_json(
-        run_input_of(events)
-    ) != canonical_json(run_input):
-        raise RunMismatchError(f"run {run_id} was started with a different input")
 
 
 class _Runner:
