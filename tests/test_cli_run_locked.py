@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from little_dist.canonical import sha256_digest
+from little_dist.cli.locked_versions import is_locked_version
 from little_dist.cli.run_problems import InvalidWorkflowOrInput
-from little_dist.cli.run_target import check_input_binding, is_locked_version
+from little_dist.cli.run_target import check_input_binding
 from little_dist.compiler import CompileRequest, compile_lwir
 from tests import zygote
 from tests.workflows_for_tests import chain_lwir
@@ -140,3 +141,49 @@ def test_input_binding_errors() -> None:
         check_input_binding({"inputBinding": "required", "inputHash": "sha256:0"}, INPUT, "v")
     check_input_binding({"inputBinding": "required", "inputHash": sha256_digest(INPUT)}, INPUT, "v")
     check_input_binding({"inputHash": "sha256:0"}, INPUT, "v")  # not bound: any input
+
+
+def little_submit(*args: str) -> subprocess.CompletedProcess[str]:
+    # Nothing here reaches a fleet: each case is refused before a client is made.
+    return zygote.run(
+        ["submit", *args, "--world", "redis://127.0.0.1:1/0"],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=120,
+    )
+
+
+def test_submit_of_a_locked_version_refuses_another_input(tmp_path: Path) -> None:
+    version = compile_lwir(chain_lwir(2), input=INPUT)
+    path = write(tmp_path / "version.json", version.to_json())
+
+    result = little_submit(str(path), "--input", json.dumps({"ticket": "T-2"}))
+
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert f"{path}: WorkflowVersion inputHash does not match --input." in result.stderr
+
+
+def test_submit_of_an_altered_version_is_refused(tmp_path: Path) -> None:
+    document = compile_lwir(chain_lwir(2), input=INPUT).to_json()
+    document["lock"]["requestId"] = "orq_other"
+    path = write(tmp_path / "version.json", document)
+
+    result = little_submit(str(path), "--input", json.dumps(INPUT))
+
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert f"{path}: WorkflowVersion" in result.stderr and "does not match" in result.stderr
+
+
+def test_submit_reads_a_locked_version_as_it_is(tmp_path: Path) -> None:
+    from little_dist.cli.submit_cmd import check_lock, resolve_workflow
+    from little_dist.compiler import WorkflowVersion
+
+    version = planner_style_version()
+    path = write(tmp_path / "version.json", version.to_json())
+
+    read = resolve_workflow(str(path))
+
+    assert isinstance(read, WorkflowVersion) and read.id == version.id
+    check_lock(read, {"any": "input"}, str(path))  # not bound to an input

@@ -18,13 +18,13 @@ from little_dist.cli.app_modules import (
     resolve_attribute,
 )
 from little_dist.cli.json_input import read_input, read_json
+from little_dist.cli.locked_versions import input_binding_problem, is_locked_version
 from little_dist.cli.run_problems import InvalidWorkflowOrInput, UsageProblem, one_line
 from little_dist.limits import InputLimits
 
 __all__ = [
     "Resolver",
     "check_input_binding",
-    "is_locked_version",
     "load_folder",
     "prepare",
     "workflow_folder",
@@ -149,41 +149,11 @@ def _compile(document: Any, run_input: Any, label: str) -> Any:
         raise InvalidWorkflowOrInput(f"{label}: workflow is nested too deeply") from None
 
 
-def is_locked_version(document: Any) -> bool:
-    """Upstream's ``isLockedWorkflowVersion``: a compiled WorkflowVersion's JSON (ids, hashes,
-    canonical form, LWIR and lock), which ``little run`` runs as it is instead of compiling
-    its LWIR again for the run's input."""
-    return (
-        isinstance(document, Mapping)
-        and all(
-            isinstance(document.get(key), str)
-            for key in ("id", "hash", "canonicalizer", "canonicalJson", "lwirVersionId", "lwirHash")
-        )
-        and isinstance(document.get("lwir"), Mapping)
-        and isinstance(document.get("lock"), Mapping)
-    )
-
-
 def check_input_binding(lock: Mapping[str, Any], run_input: Any, label: str) -> None:
-    """Upstream's ``assertLockedWorkflowVersionInputMatches``: a version locked with
-    ``inputBinding: "required"`` runs only on the input whose digest its lock holds."""
-    if lock.get("inputBinding") != "required":
-        return
-    from little_dist.canonical import sha256_digest
-
-    locked = lock.get("inputHash")
-    if not isinstance(locked, str):
-        raise InvalidWorkflowOrInput(f"{label}: WorkflowVersion lock is missing inputHash.")
-    given = sha256_digest(run_input)
-    if locked != given:
-        raise InvalidWorkflowOrInput(
-            f"{label}: WorkflowVersion inputHash does not match --input.",
-            [
-                f"lock.inputHash {locked}",
-                f"--input digest {given}",
-                'the version was compiled for another input (its lock has inputBinding "required")',
-            ],
-        )
+    """:func:`~little_dist.cli.locked_versions.input_binding_problem` as a refusal (exit 1)."""
+    problem = input_binding_problem(lock, run_input)
+    if problem is not None:
+        raise InvalidWorkflowOrInput(f"{label}: {problem[0]}", problem[1:])
 
 
 def _locked_version(document: Mapping[str, Any], run_input: Any, label: str) -> Any:
