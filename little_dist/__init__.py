@@ -29,10 +29,12 @@ if _typing.TYPE_CHECKING:
     from little_dist.errors import InvalidInputError, LittleError
     from little_dist.fleet.client import Client
     from little_dist.outer_loop import run_outer_loop
+    from little_dist.run_limits import CancelToken
     from little_dist.subruns import as_tool
     from little_dist.tools import Tool, tool
 
 __all__ = [
+    "CancelToken",
     "Client",
     "InputValidationError",
     "InvalidInputError",
@@ -54,6 +56,7 @@ __all__ = [
 ]
 
 _WHERE = {
+    "CancelToken": "little_dist.run_limits",
     "Client": "little_dist.fleet.client",
     "InputValidationError": "little_dist.authoring",
     "ModelSlot": "little_dist.authoring",

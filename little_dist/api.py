@@ -87,6 +87,10 @@ def run_workflow(
     supervise: Callable[[Mapping[str, Any]], Any] | None = None,
     workflow_version_reuse_strategy: ReuseStrategy | None = None,
     budget_usd: float | None = None,
+    timeout: str | float | None = None,
+    max_attempts: int | None = None,
+    deadline: Any = None,
+    cancel: Any = None,
 ) -> RunResult:
     """Plan (or take ``plan=``), compile and run ``workflow`` on ``input`` in this process.
 
@@ -116,6 +120,18 @@ def run_workflow(
     worst-case cost would pass it is not sent, and the run fails with ``budget_exceeded``
     (see :mod:`little_dist.budgets`).
 
+    ``timeout`` and ``max_attempts``: upstream's (over the workflow's): a wall-clock cap
+    (``'10m'``, ``'2h'``, or milliseconds, upstream's unit) past which the run fails with
+    causeCode ``timeout``, and the attempts of a step with no ``retry`` of its own.
+    ``deadline``: when the run must end at the latest (a timezone-aware ``datetime``, a
+    ``timedelta`` or ``'10m'`` from now, an ISO 8601 time); past it the run fails with
+    causeCode ``deadline_exceeded``. Both are recorded in the run's log when it starts
+    (``little.run.limits``): a resumed run keeps them. ``cancel``: upstream's ``signal``, a
+    :class:`~little_dist.CancelToken` (or ``threading.Event``); once set from any thread,
+    the run fails with causeCode ``cancelled``, its model call in flight not waited for.
+    An interrupt (Ctrl-C) is not a cancel: the run stays open and the same ``run_id``
+    resumes it. See :mod:`little_dist.run_limits`.
+
     Every option is checked before anything runs: a bad one is an
     :class:`~little_dist.errors.InvalidInputError` naming it.
     """
@@ -134,6 +150,10 @@ def run_workflow(
         on_ask=on_ask,
         workflow_version_reuse_strategy=workflow_version_reuse_strategy,
         budget_usd=budget_usd,
+        timeout=timeout,
+        max_attempts=max_attempts,
+        deadline=deadline,
+        cancel=cancel,
     )
     if max_outer_cycles is not None:
         if (

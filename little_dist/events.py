@@ -216,7 +216,13 @@ RUN_END_EVENT_TYPES: frozenset[str] = frozenset({"RunCompleted", "RunFailed"})
 #: refused because the run had ended keeps these in the run's late record
 #: (:meth:`~little_dist.world.base.World.late_events`), so the spend is still counted.
 USAGE_EVENT_TYPES: frozenset[str] = frozenset(
-    {"ModelCallCompleted", "harness.model.responded", "HarnessModelResponded"}
+    {
+        "ModelCallCompleted",
+        "harness.model.responded",
+        "HarnessModelResponded",
+        # (an interrupted call records what it is taken to have spent under its error)
+        "harness.model.failed",
+    }
 )
 
 #: What a decision records when it schedules work (and nothing else): the steps and branches

@@ -132,6 +132,7 @@ def run_in_process(
         # (idempotent: the first one stands; before planning: the planner's calls spend it)
         world.append(run_id, budget_event(budget, lender))
         capabilities = dataclasses.replace(capabilities, pricing_fallback=pricing_fallback)
+    limits = options.run_limits(workflow.timeout_ms, workflow.max_attempts)
     if workflow.plan is not None:
         from little_dist.runtime import check_grants
 
@@ -151,6 +152,10 @@ def run_in_process(
         events = world.list_events(run_id)
         state = materialize_run_state(events, run_id=run_id, pricing_fallback=pricing_fallback)
         return run_result(workflow, run_id, state)
+    if limits:
+        # After planning (a log's first event names its workflow, for `little runs`); the
+        # first one recorded stands: a resumed run keeps its limits.
+        world.append(run_id, limits.event())
     from little_dist.local_runner import run_version
 
     state = run_version(
@@ -164,6 +169,7 @@ def run_in_process(
         pricing_fallback=pricing_fallback,
         parent=parent,
         archive=archive,
+        cancel=options.cancel,
     )
     return run_result(workflow, run_id, state)
 

@@ -20,7 +20,13 @@ behind (a daemon: it never keeps the process alive).
 
 A ``little.run.cancel_requested`` in the log (``little cancel``; a sub-run whose parent was
 stopped, see :mod:`little_dist.subruns`) makes ``decide`` fail the run with causeCode
-``cancelled``; attempts in flight are told to stop and waited for.
+``cancelled``; attempts in flight are told to stop and waited for (a model call in flight is
+not: see :mod:`little_dist.harness.model_calls`). The caller's ``cancel`` handle records that
+request when it is set, and a run whose deadline (``little.run.limits``, see
+:mod:`little_dist.run_limits`) passes records it with the deadline's cause. Both are looked
+at every ``CANCEL_POLL`` seconds at most. An interrupt of the calling thread (Ctrl-C) only
+stops this process driving the run: the run stays open, and calling again with its id
+resumes it.
 
 Calling it again with the id of a finished run returns the recorded state and runs nothing.
 With the id of an unfinished run it resumes: attempts left *running* by a dead process are
@@ -51,11 +57,23 @@ from typing import Any, Final
 from little_dist import occurrences
 from little_dist.canonical import canonical_json
 from little_dist.compiler import WorkflowVersion
-from little_dist.errors import ConflictError, InvalidInputError, LeaseLostError, LittleError
-from little_dist.event_types.engine import CANCEL_EVENT_TYPE
+from little_dist.errors import (
+    ConflictError,
+    InvalidInputError,
+    LeaseLostError,
+    LittleError,
+    RunEndedError,
+)
+from little_dist.event_types.engine import CANCEL_EVENT_TYPE, LIMITS_EVENT_TYPE
 from little_dist.events import Event, EventInput
 from little_dist.ids import RUN_ID_PREFIX, validate_run_id
 from little_dist.pricing import PriceFallback
+from little_dist.run_limits import (
+    RunLimits,
+    cancel_error,
+    deadline_cancel,
+    requested_cancel,
+)
 from little_dist.run_state import RUN_ENDED, RunState, RunStateBuilder
 from little_dist.runtime import (
     DEADLINE_GRACE,
@@ -196,6 +214,7 @@ def run_version(
     pricing_fallback: PriceFallback | None = None,
     parent: Mapping[str, Any] | None = None,
     archive: bool = True,
+    cancel: Any = None,
 ) -> RunState:
     """Run (or resume, or just read back) one run of ``version``; return its final state.
 
@@ -209,7 +228,8 @@ def run_version(
     of a sub-run to the run that started it (``parentRunId``, ... see
     :mod:`little_dist.subruns`), recorded in its ``RunStarted``. ``archive=False`` leaves a
     finished run's log where it is (an outer loop records its cycle's decision on it first,
-    then archives it).
+    then archives it). ``cancel``: a cancel handle (anything with ``is_set()``, see
+    :class:`~little_dist.run_limits.CancelToken`): once set, the run is cancelled.
     """
     if max_workers < 1:
         raise InvalidInputError(f"max_workers must be at least 1, got {max_workers!r}")
@@ -237,6 +257,7 @@ def run_version(
         pricing_fallback=pricing_fallback,
         parent=parent,
         archive=archive,
+        cancel_handle=cancel,
     )
     return runner.run(lock_wait=lease_ttl + 2.0 if lock_wait is None else lock_wait)
 
@@ -286,8 +307,12 @@ class _Runner:
         pricing_fallback: PriceFallback | None,
         parent: Mapping[str, Any] | None = None,
         archive: bool = True,
+        cancel_handle: Any = None,
     ) -> None:
         self.world = world
+        self.cancel_handle = cancel_handle
+        #: The run's limits, as its log records them (see :mod:`little_dist.run_limits`).
+        self.limits = RunLimits()
         self.parent = dict(parent or {})
         self.archive_on_end = archive
         self.version = version
@@ -336,6 +361,9 @@ class _Runner:
         self.generation = 0  # of the thread that runs the loop (a new one takes it over)
         self.guard = threading.Lock()  # armed and generation change together
         self.stopping = False
+        #: Set with ``stopping`` when the calling thread was interrupted: attempts in flight
+        #: stop without an end (a resumed run retries them).
+        self.interrupted = threading.Event()
         # Inline attempts whose loop was taken over on a cancel request: still running,
         # told to stop, waited for before the run returns (as attempts on the pool are).
         self.left_running: list[_Armed] = []
@@ -466,6 +494,7 @@ class _Runner:
                 # Interrupted here (Ctrl-C) or a callback failed: the loop stops at its next
                 # turn, its attempts told to stop; wait for it (a second interrupt does not).
                 self.stopping = True
+                self.interrupted.set()
                 self.cancel.set()
                 while self.messages.get()[0] not in ("done", "error"):
                     pass
@@ -505,6 +534,7 @@ class _Runner:
         if armed is None:
             return
         dispatch = armed.dispatch
+        self._stop_due(lock)
         events = self.world.list_events(self.run_id, after=self.builder.event_count)
         if any(event.type == CANCEL_EVENT_TYPE for event in events):
             # The run ends now, not when the attempt returns: another thread goes on with
@@ -562,6 +592,9 @@ class _Runner:
                 raise LeaseLostError(f"run {self.run_id}: another runner took over the run")
             state = self._catch_up(read=read or self.behind)
             read = self.behind = False
+            if self._stop_due(lock):
+                read = True
+                continue  # the cancel request was appended: fold it first
             sweep_due = self.next_sweep is not None and time.monotonic() >= self.next_sweep
             if sweep_due and self._sweep(state):
                 read = True
@@ -586,6 +619,25 @@ class _Runner:
                 return final
             self._wait(state, executor)
             read = True
+
+    def _stop_due(self, lock: Lease) -> bool:
+        """Record the run's cancel request when the caller's handle was set or the run's
+        deadline passed (and none is recorded yet); whether it did."""
+        # (also called from the calling thread's watch: reads only what one assignment
+        # replaces, never the builder)
+        if self.context.cancel_requested:
+            return False
+        if self.cancel_handle is not None and self.cancel_handle.is_set():
+            request = requested_cancel(self.cancel_handle, "run_workflow")
+        elif self.limits.passed(time.time()):
+            request = deadline_cancel(self.limits)
+        else:
+            return False
+        try:
+            self.world.append(self.run_id, request, fence=lock.fence)
+        except RunEndedError:
+            return False  # (it ended meanwhile)
+        return True
 
     def _catch_up(self, *, read: bool = True) -> RunState:
         """Fold what the attempts handed over (while it follows on without a gap), then
@@ -627,8 +679,19 @@ class _Runner:
                     self.context, inherited=event.payload["inherited"]
                 )
             if event.type == CANCEL_EVENT_TYPE and not self.context.cancel_requested:
-                # (``little cancel``, or a sub-run's parent stopping): decide fails the run
-                self.context = dataclasses.replace(self.context, cancel_requested=True)
+                # (``little cancel``, a sub-run's parent stopping, the caller's cancel
+                # handle, the run's deadline): decide fails the run
+                self.context = dataclasses.replace(
+                    self.context,
+                    cancel_requested=True,
+                    cancel_error=cancel_error(event.payload),
+                )
+            if event.type == LIMITS_EVENT_TYPE and not self.limits:
+                self.limits = RunLimits.from_payload(event.payload)
+                if self.limits.max_attempts is not None:
+                    self.context = dataclasses.replace(
+                        self.context, default_max_attempts=self.limits.max_attempts
+                    )
             if event.type in _MEMO_TYPES:
                 path = event.payload.get("stepPath")
                 if isinstance(path, str):
@@ -738,6 +801,7 @@ class _Runner:
             # The runner lease: no one else runs this run's attempts.
             continuation=_EXCLUSIVE,
             timeout=self.timeout,
+            abandon=self.interrupted,
         )
 
     def _settled(self, dispatch: StepDispatch, outcome: AttemptOutcome) -> None:
@@ -756,6 +820,9 @@ class _Runner:
             deadlines.append(self.next_sweep)
         if self.over_by:
             deadlines.append(min(self.over_by.values()))
+        left = self.limits.seconds_left(time.time())
+        if left is not None:
+            deadlines.append(time.monotonic() + max(left, 0.0))
         timeout = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
         if not self.in_flight:
             if timeout is None:

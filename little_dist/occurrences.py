@@ -16,6 +16,7 @@ the run ends                ``run-end``                  ``decide``; planning th
 submitted for planning      ``submit``                   client
 cancel asked for            ``cancel``                   client
 the run's dollar budget     ``budget``                   client, in-process runner
+the run's limits            ``limits``                   client, in-process runner
 a planning try failed       ``plan-failed:{n}``          ``little.plan``
 attempt 1 scheduled         ``sched:{path}:1``           ``decide``
 an attempt starts           ``start:{path}:{n}``         the attempt (or ``decide`` for
@@ -43,6 +44,7 @@ from typing import Final
 __all__ = [
     "BUDGET",
     "CANCEL",
+    "LIMITS",
     "RUN_END",
     "RUN_START",
     "SUBMITTED",
@@ -67,6 +69,7 @@ RUN_END: Final = "run-end"
 SUBMITTED: Final = "submit"
 CANCEL: Final = "cancel"
 BUDGET: Final = "budget"
+LIMITS: Final = "limits"
 
 
 def scheduled(path: str, attempt: int = 1) -> str:

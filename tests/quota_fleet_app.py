@@ -15,10 +15,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from little_dist import define_workflow, model
-from tests.lwir_builder import fan_in_schema, workflow_doc
+from little_dist import define_workflow, model, tool
+from tests.lwir_builder import fan_in_schema, tool_step, workflow_doc
 
-__all__ = ["ATTEMPTS", "MAX_TOKENS", "REPLY", "SLOT", "build_script", "fan", "one"]
+__all__ = [
+    "ATTEMPTS",
+    "MAX_TOKENS",
+    "REPLY",
+    "SLOT",
+    "build_script",
+    "fan",
+    "note",
+    "noted",
+    "one",
+    "two",
+]
 
 SLOT = "default"
 MAX_TOKENS = 64
@@ -97,6 +108,61 @@ one = define_workflow(
         input_schema=_ITEM_INPUT,
         output_schema={"type": "string"},
         models=[SLOT],
+        version="1.0.0",
+    ),
+)
+
+
+#: ``quota.two``: two model calls one after the other, each step allowed one attempt (a slot
+#: given back for quota is free of it).
+two = define_workflow(
+    id="quota.two",
+    description="Two model calls in a row under a provider quota.",
+    input=_ITEM_INPUT,
+    output={"type": "string"},
+    model=_SLOT,
+    plan=workflow_doc(
+        "quota.two",
+        [
+            {
+                **_ask(1),
+                "id": "first",
+                "with": {"model": SLOT, "prompt": "First: {{ input.item }}"},
+            },
+            {
+                **_ask(1),
+                "id": "second",
+                "needs": ["first"],
+                "with": {"model": SLOT, "prompt": "Then: {{ steps.first.output }}"},
+            },
+        ],
+        input_schema=_ITEM_INPUT,
+        output_schema={"type": "string"},
+        models=[SLOT],
+        version="1.0.0",
+    ),
+)
+
+
+@tool
+def note(item: str) -> dict[str, str]:
+    """Note the item (no model call: work a slot can do while a call waits for quota)."""
+    return {"noted": item}
+
+
+#: ``quota.note``: one tool step, no model call.
+noted = define_workflow(
+    id="quota.note",
+    description="A tool step and no model call.",
+    input=_ITEM_INPUT,
+    output={"type": "object"},
+    model=_SLOT,
+    tools=[note],
+    plan=workflow_doc(
+        "quota.note",
+        [tool_step("note", "note", {"item": "{{ input.item }}"})],
+        input_schema=_ITEM_INPUT,
+        output_schema={"type": "object"},
         version="1.0.0",
     ),
 )

@@ -54,6 +54,7 @@ SCENARIOS: dict[str, list[tuple[str, dict[str, Any]]]] = {
     "one": [_kid(1, 0.2)],
     "ten": [_kid(n, 0.3) for n in range(1, 11)],
     "slow": [_kid(n, 4.0) for n in range(1, 4)],
+    "late": [_kid(n, 20.0) for n in range(1, 4)],  # (outlives a parent's deadline)
     "before-suspend": [_kid(1, 0.2), ("slow_tool", {"seconds": 8.0})],
     "fail": [_kid(1, 0.1), _kid(-1, 0.1)],
     "bench": [_kid(n, 0.0) for n in range(1, 1001)],

@@ -7,8 +7,6 @@ import dataclasses
 import json
 import math
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +21,7 @@ from little_dist.observability import FleetMetrics
 from little_dist.run_state import materialize_run_state
 from little_dist.world.in_process import MemoryWorld
 from little_dist.world.local import LocalWorld
-from tests import budget_app
+from tests import budget_app, zygote
 from tests.quota_fleet_app import build_script, fan, one
 from tests.test_cli_run import assert_no_traceback, little_run
 from tests.test_metrics import metrics, sample
@@ -221,13 +219,8 @@ def test_little_run_takes_a_budget_and_stops_at_it(tmp_path: Path) -> None:
     assert refused and all(e.payload["error"]["causeCode"] == "budget_exceeded" for e in refused)
     # `little report` shows the budget, what was spent and what is held.
     where = ["--data-dir", str(tmp_path / "world")]
-    report = subprocess.run(
-        [sys.executable, "-m", "little_dist.cli", "report", run_id, *where, "--json"],
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    report = zygote.run(["report", run_id, *where, "--json"], env=env, timeout=60)
     assert report.returncode == 0, report.stderr
     spent = round(state.spent_usd, 10)
     assert json.loads(report.stdout)["budget"] == {
@@ -235,13 +228,7 @@ def test_little_run_takes_a_budget_and_stops_at_it(tmp_path: Path) -> None:
         "spentUsd": spent,
         "reservedUsd": 0,
     }
-    table = subprocess.run(
-        [sys.executable, "-m", "little_dist.cli", "report", run_id, *where],
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    table = zygote.run(["report", run_id, *where], env=env, timeout=60)
     assert f"Budget: $0.000200 · spent ${spent:.6f} · reserved $0.000000" in table.stdout
 
 
@@ -254,11 +241,9 @@ def test_little_run_refuses_a_bad_budget_in_one_line(bad: str) -> None:
 
 
 def test_little_submit_refuses_a_bad_budget_in_one_line() -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "little_dist.cli", "submit", "x.json", "--budget-usd", "-1"],
+    result = zygote.run(
+        ["submit", "x.json", "--budget-usd", "-1"],
         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
-        capture_output=True,
-        text=True,
         timeout=60,
     )
     assert result.returncode == 2

@@ -229,8 +229,8 @@ def test_a_path_that_is_not_a_regular_file_is_refused_unread(
         "a FIFO": "not a regular file (a FIFO)",
         "a directory": "is a directory",
     }[what]
-    if what == "a directory" and argv[0] == "run" and argv[1] == path:
-        # `little run FOLDER`: a folder is a workflow folder, and this one has no workflow.py
+    if what == "a directory" and argv[0] in ("run", "submit") and argv[1] == path:
+        # `little run|submit FOLDER`: a folder is a workflow folder; this one has no workflow.py
         assert f"{path}: no workflow.py" in line, line
     else:
         assert "cannot read " in line and f"{path}: {said}" in line, line

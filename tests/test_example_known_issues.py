@@ -7,8 +7,6 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -17,6 +15,7 @@ import pytest
 from little_dist.api import run_workflow
 from little_dist.memory import memory_store_for
 from little_dist.world.local import LocalWorld
+from tests import zygote
 from tests.fleet_processes import FleetEnv, fleet_env, start_scheduler, start_worker
 from tests.test_cli_fleet import _ok, little
 
@@ -60,11 +59,10 @@ def test_the_second_run_knows_what_the_first_learned(
 
 def test_the_module_runs_twice_from_the_command_line(tmp_path: Path) -> None:
     def run() -> str:
-        done = subprocess.run(
-            [sys.executable, "-m", "examples.known_issues", "--data-dir", str(tmp_path / "d")],
+        done = zygote.run(  # `python -m examples.known_issues`, forked from the test zygote
+            ["--data-dir", str(tmp_path / "d")],
+            module="examples.known_issues",
             cwd=ROOT,
-            capture_output=True,
-            text=True,
             timeout=120,
             env={k: v for k, v in os.environ.items() if k != "LITTLE_MODEL"},
         )

@@ -10,7 +10,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -153,11 +152,10 @@ def test_the_orchestrator_runs_both_workflows_as_sub_runs_and_combines_them(
 
 
 def _python_m(data_dir: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "examples.research_digest", "--data-dir", str(data_dir)],
+    return zygote.run(  # `python -m examples.research_digest`, forked from the test zygote
+        ["--data-dir", str(data_dir)],
+        module="examples.research_digest",
         cwd=ROOT,
-        capture_output=True,
-        text=True,
         timeout=180,
         env={k: v for k, v in os.environ.items() if k != "LITTLE_MODEL"},
     )

@@ -18,6 +18,7 @@ import pytest
 
 from little_dist.api import run_workflow
 from little_dist.world.in_process import MemoryWorld
+from tests import zygote
 
 ROOT = Path(__file__).parent.parent
 EXAMPLES = [
@@ -142,17 +143,9 @@ def test_order_totals_passes_a_scratch_file_between_steps_and_the_fixer_repairs_
 def test_examples_imported_into_one_process_each_answer_their_own_model(tmp_path: Path) -> None:
     # Each example installs its script for its own model name: importing all three (as a
     # worker with three --app modules does) leaves every one of them runnable.
-    code = (
-        "import importlib\n"
-        "from little_dist import run_workflow\n"
-        "from little_dist.world.in_process import MemoryWorld\n"
-        f"modules = [importlib.import_module('examples.' + n) for n in {EXAMPLES!r}]\n"
-        "for m in modules:\n"
-        "    for wf in (m.workflow, m.planned_workflow):\n"
-        "        r = run_workflow(wf, m.SAMPLE_INPUT, world=MemoryWorld())\n"
-        "        print(m.__name__, r.status)\n"
-    )
-    result = _python(["-c", code])
+    env = {key: value for key, value in os.environ.items() if key != "LITTLE_MODEL"}
+    env["PYTHONPATH"] = str(ROOT)
+    result = zygote.run(list(EXAMPLES), module="tests.examples_together", cwd=ROOT, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.split("\n")[:-1] == [
         f"examples.{name} completed" for name in EXAMPLES for _ in range(2)
@@ -163,10 +156,10 @@ def test_examples_imported_into_one_process_each_answer_their_own_model(tmp_path
 def test_python_dash_m_runs_the_example_and_points_at_the_report(name: str, tmp_path: Path) -> None:
     env = {key: value for key, value in os.environ.items() if key != "LITTLE_MODEL"}
     env["PYTHONPATH"] = str(ROOT)
-    result = subprocess.run(
-        [sys.executable, "-m", f"examples.{name}", "--data-dir", str(tmp_path / "world")],
-        capture_output=True,
-        text=True,
+    # `python -m examples.NAME`, forked from the test zygote (tests/zygote.py)
+    result = zygote.run(
+        ["--data-dir", str(tmp_path / "world")],
+        module=f"examples.{name}",
         cwd=ROOT,
         env=env,
         timeout=180,

@@ -121,7 +121,19 @@ def test_the_five_tasks_are_registered_by_name() -> None:
         (TASK_FIX_STEP, ["run_id", "step_path", "attempt"]),
         (TASK_PLAN, ["run_id"]),
         (TASK_ORCHESTRATE, ["run_id"]),
-        (TASK_SUBMIT_RUN, ["workflow_id", "lwir", "input", "run_id", "budget_usd"]),
+        (
+            TASK_SUBMIT_RUN,
+            [
+                "workflow_id",
+                "lwir",
+                "input",
+                "run_id",
+                "budget_usd",
+                "deadline",
+                "timeout",
+                "max_attempts",
+            ],
+        ),
     ],
 )
 def test_task_arguments_are_ids(name: str, params: list[str]) -> None:

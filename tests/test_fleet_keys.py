@@ -32,6 +32,9 @@ def test_the_fleets_keys_sit_beside_the_signal_stream() -> None:
     assert fleet_keys.slots_key(stream) == "little:signals:slots"
     assert fleet_keys.backlog_key(stream, "little.steps") == "little:signals:backlog:little.steps"
     assert fleet_keys.backlog_list("little.steps") == "little.steps.backlog"
+    assert fleet_keys.api_tokens_key(stream) == "little:signals:api-tokens"
+    assert fleet_keys.api_rate_prefix(stream) == "little:signals:api-rate"
+    assert fleet_keys.idempotency_key(stream, "ab12") == "little:signals:idempotency:ab12"
 
 
 def test_every_module_names_leases_through_the_one_module() -> None:

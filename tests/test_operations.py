@@ -330,8 +330,9 @@ def test_the_files_run_the_fleet_commands() -> None:
     # Guards the extraction above: if it found nothing, the parse test would prove nothing.
     seen = {(c.where.split(":")[0], c.argv[1]) for c in little_commands()}
     assert ("compose", "worker") in seen and ("compose", "scheduler") in seen
+    assert ("compose", "serve") in seen
     deploy = {sub for where, sub in seen if where.startswith("deploy/")}
-    assert deploy == {"worker", "scheduler"}
+    assert deploy == {"worker", "scheduler", "serve"}
 
 
 # -- the `celery` commands ----------------------------------------------------------------------
@@ -824,7 +825,7 @@ def network_policies() -> dict[str, dict[str, Any]]:
     return {doc["metadata"]["name"]: doc["spec"] for _, doc in of_kind("NetworkPolicy")}
 
 
-def test_network_policies_admit_no_one_to_the_fleet_but_flowers_users() -> None:
+def test_network_policies_admit_no_one_to_the_fleet_but_flowers_and_the_apis_users() -> None:
     policies = network_policies()
     fleet = {"app.kubernetes.io/part-of": "little-dist"}
     closed = [
@@ -838,7 +839,8 @@ def test_network_policies_admit_no_one_to_the_fleet_but_flowers_users() -> None:
     for deployment in deployments():
         labels = deployment.doc["spec"]["template"]["metadata"]["labels"]
         assert fleet.items() <= labels.items(), deployment.name
-    # Other policies open only Flower's port, and Redis's (to the fleet and KEDA).
+    # Other policies open only Flower's port, the HTTP API's, and Redis's (to the fleet and
+    # KEDA).
     opened: dict[str, set[int]] = {}
     for spec in policies.values():
         if spec in closed:
@@ -847,7 +849,7 @@ def test_network_policies_admit_no_one_to_the_fleet_but_flowers_users() -> None:
         for rule in spec["ingress"]:
             assert rule["from"], f"{selected}: open to every pod"
             opened.setdefault(selected, set()).update(p["port"] for p in rule["ports"])
-    assert opened == {"little-flower": {5555}, "redis": {6379}}
+    assert opened == {"little-flower": {5555}, "little-api": {8080}, "redis": {6379}}
     (redis_rule,) = next(
         spec
         for spec in policies.values()

@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +18,7 @@ import pytest
 from little_dist.planner.request import PRIOR_CYCLE_NOTE_SEPARATOR
 from little_dist.testing import ScriptedModel, read_call_log
 from little_dist.world import open_world
+from tests import zygote
 from tests.conftest_services import S3Service
 from tests.outer_loop_helpers import simple_lwir
 
@@ -42,12 +41,12 @@ def script(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def run_app(spec: str, script_file: Path, env: dict[str, str], *flags: str) -> Any:
-    return subprocess.run(
-        [sys.executable, "-m", "tests.outer_loop_crash_app", spec, str(script_file), LOOP, *flags],
+    # `python -m tests.outer_loop_crash_app ...`, forked from the test zygote (tests/zygote.py)
+    return zygote.run(
+        [spec, str(script_file), LOOP, *flags],
+        module="tests.outer_loop_crash_app",
         cwd=ROOT,
         env=env,
-        capture_output=True,
-        text=True,
         timeout=120,
     )
 

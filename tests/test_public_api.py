@@ -15,6 +15,7 @@ import pytest
 import little_dist
 
 EXPECTED = [
+    "CancelToken",
     "Client",
     "InputValidationError",
     "InvalidInputError",

@@ -244,7 +244,7 @@ REFUSALS: list[tuple[str, dict[str, Any], str, str, bool]] = [
         {"kwargs": {"workflow": "support.triage", "input": TICKET}},
         "invalid_arguments",
         "little.submit_run takes no argument 'workflow' (it takes workflow_id, lwir, input, "
-        "run_id, budget_usd)",
+        "run_id, budget_usd, deadline, timeout, max_attempts)",
         True,
     ),
     (
@@ -268,11 +268,14 @@ REFUSALS: list[tuple[str, dict[str, Any], str, str, bool]] = [
         True,
     ),
     (
-        "five positional arguments",
-        {"args": ["support.triage", None, TICKET, "RUN_ID", None, "extra"], "kwargs": {}},
+        "eight positional arguments",
+        {
+            "args": ["support.triage", None, TICKET, "RUN_ID", None, None, None, None, "extra"],
+            "kwargs": {},
+        },
         "invalid_arguments",
-        "takes at most 5 positional arguments (workflow_id, lwir, input, run_id, budget_usd), "
-        "got 6",
+        "takes at most 8 positional arguments (workflow_id, lwir, input, run_id, budget_usd, "
+        "deadline, timeout, max_attempts), got 9",
         True,
     ),
     (

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, TypeAdapter
 
+from little_dist import run_limits
 from little_dist.authoring.errors import InputValidationError
 from little_dist.authoring.schemas import json_path, schema_of
 from little_dist.authoring.slots import ModelSlot, as_slot, derive_slot_id, resolve_slots
@@ -93,6 +94,10 @@ class WorkflowDefinition:
     workflow_version_reuse_strategy: ReuseStrategy | None = None
     #: The dollar ceiling of each of its runs (:mod:`little_dist.budgets`); a run's own wins.
     budget_usd: float | None = None
+    #: Upstream's run-level ``timeout`` (milliseconds) and ``maxAttempts`` for each of its
+    #: runs (:mod:`little_dist.run_limits`); a run's own win.
+    timeout_ms: int | None = None
+    max_attempts: int | None = None
 
     def __repr__(self) -> str:
         return f"WorkflowDefinition(id={self.id!r})"
@@ -322,6 +327,8 @@ def define_workflow(
     discover_skills: Sequence[str] = (),
     workflow_version_reuse_strategy: ReuseStrategy | None = None,
     budget_usd: float | None = None,
+    timeout: str | float | None = None,
+    max_attempts: int | None = None,
 ) -> WorkflowDefinition:
     """Define a workflow (upstream's ``defineWorkflow``).
 
@@ -365,6 +372,10 @@ def define_workflow(
     definition's hash (see :mod:`little_dist.planner.review`).
     ``budget_usd``: each run's dollar ceiling (a positive number; a run's own
     ``budget_usd`` wins): see :mod:`little_dist.budgets`.
+    ``timeout`` and ``max_attempts``: upstream's run-level options for each run (a run's own
+    win): a wall-clock cap (``'10m'``, ``'2h'``, or milliseconds, upstream's unit) past which
+    the run fails with causeCode ``timeout``, and the attempts of a step that declares no
+    ``retry`` of its own (default 1); see :mod:`little_dist.run_limits`.
     """
     if not isinstance(id, str) or not _WORKFLOW_ID.fullmatch(id):
         raise InvalidInputError(f"workflow id must match [A-Za-z0-9][A-Za-z0-9_.-]*, got {id!r}")
@@ -456,4 +467,6 @@ def define_workflow(
             workflow_version_reuse_strategy, f"workflow {id!r}"
         ),
         budget_usd=_budget_usd(budget_usd, f"workflow {id!r}"),
+        timeout_ms=run_limits.timeout_ms(timeout, f"workflow {id!r}"),
+        max_attempts=run_limits.max_attempts(max_attempts, f"workflow {id!r}"),
     )

@@ -68,7 +68,10 @@ class RunOptions:
     :class:`~little_dist.permissions.ToolPermissions`, or ``None``); ``on_ask``: the
     approver of ``ask`` decisions. ``workflow_version_reuse_strategy``: over the workflow's.
     ``budget_usd``: the run's dollar ceiling, over the workflow's (see
-    :mod:`little_dist.budgets`; ``None``: the workflow's, if any).
+    :mod:`little_dist.budgets`; ``None``: the workflow's, if any). ``timeout``,
+    ``max_attempts`` (upstream's, over the workflow's), ``deadline`` and the ``cancel``
+    handle: see :mod:`little_dist.run_limits` (the timeout and a deadline given as a
+    duration count from the run's start: :meth:`run_limits`).
 
     ``where`` names the caller in the one-line errors (``run_workflow``, ...).
     """
@@ -82,6 +85,10 @@ class RunOptions:
     on_ask: Approver | None = None
     workflow_version_reuse_strategy: ReuseStrategy | None = None
     budget_usd: float | None = None
+    timeout: Any = None
+    deadline: Any = None
+    max_attempts: int | None = None
+    cancel: Any = field(default=None, compare=False)
     where: str = field(default="run_workflow", compare=False)
 
     def __post_init__(self) -> None:
@@ -110,6 +117,27 @@ class RunOptions:
         from little_dist.budgets import budget_usd
 
         object.__setattr__(self, "budget_usd", budget_usd(self.budget_usd, where))
+        from little_dist import run_limits
+
+        run_limits.run_limits(
+            where, now=0.0, timeout=self.timeout, deadline=self.deadline, attempts=self.max_attempts
+        )  # (checked here; computed when the run starts)
+        run_limits.cancel_handle(self.cancel, where)
+
+    def run_limits(self, workflow_timeout_ms: int | None, workflow_max_attempts: int | None) -> Any:
+        """The run's :class:`~little_dist.run_limits.RunLimits` from now: its own timeout,
+        deadline and max attempts over the workflow's."""
+        import time
+
+        from little_dist import run_limits
+
+        return run_limits.run_limits(
+            self.where,
+            now=time.time(),
+            timeout=self.timeout if self.timeout is not None else workflow_timeout_ms,
+            deadline=self.deadline,
+            attempts=self.max_attempts if self.max_attempts is not None else workflow_max_attempts,
+        )
 
     @classmethod
     def of(
@@ -125,6 +153,10 @@ class RunOptions:
         on_ask: Approver | None = None,
         workflow_version_reuse_strategy: ReuseStrategy | None = None,
         budget_usd: float | None = None,
+        timeout: Any = None,
+        deadline: Any = None,
+        max_attempts: int | None = None,
+        cancel: Any = None,
     ) -> RunOptions:
         """The options from the public keywords (``permissions`` in any of upstream's
         shapes, ``limits`` ``None`` for the settings'), checked; ``where`` names the caller."""
@@ -138,6 +170,10 @@ class RunOptions:
             on_ask=on_ask,
             workflow_version_reuse_strategy=workflow_version_reuse_strategy,
             budget_usd=budget_usd,
+            timeout=timeout,
+            deadline=deadline,
+            max_attempts=max_attempts,
+            cancel=cancel,
             where=where,
         )
 
@@ -149,5 +185,6 @@ class RunOptions:
             "progress": self.progress,
             "permissions": self.permissions,
             "on_ask": self.on_ask,
+            "cancel": self.cancel,
         }
         return [name for name, value in given.items() if value is not None]

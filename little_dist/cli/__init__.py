@@ -37,6 +37,8 @@ SUBCOMMANDS: tuple[tuple[str, str], ...] = (
     ("memory", "memory_cmd"),
     ("orchestrate", "orchestrate_cmd"),
     ("outer-loop", "outer_loop_cmd"),
+    ("serve", "serve_cmd"),
+    ("tokens", "tokens_cmd"),
 )
 
 

@@ -1,10 +1,11 @@
 """``little cancel RUN_ID``: ask a fleet run to stop.
 
 Records ``little.run.cancel_requested``; the run then fails with causeCode ``cancelled``
-(nothing new starts; a step already running is left to finish, and whatever it commits
-after the run's end is refused). ``--wait`` follows the run until it has ended and prints
-``run RUN_ID cancelled`` (or how it ended, if it ended first). Exit 0 when the cancel was
-recorded, 1 when the run had already ended or does not exist.
+(nothing new starts; a step already running is told to stop: its model call in flight is
+abandoned, its sandboxed command killed, and whatever it records after the run's end is
+refused, its model usage kept in the run's late record). ``--wait`` follows the run until
+it has ended and prints ``run RUN_ID cancelled`` (or how it ended, if it ended first).
+Exit 0 when the cancel was recorded, 1 when the run had already ended or does not exist.
 """
 
 from __future__ import annotations

@@ -69,8 +69,9 @@ def register(sub: Any, name: str) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    from little_dist.fleet.run_report import read_run_report, run_report_json
     from little_dist.litellm_prices import litellm_price_fallback
-    from little_dist.report import build_run_report, render_html, render_table, report_to_json
+    from little_dist.report import render_html, render_table
 
     if args.upstream and args.html:  # a usage error: exit 2, like argparse's own
         print(
@@ -79,40 +80,21 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.run_id.startswith("ol_"):
         return _loop_report(args)
+    ours = not args.upstream
     world = open_world_for_reading(args)
     try:
         require_run(world, args.run_id)
-        events = world.list_events(args.run_id)
-        report = build_run_report(
-            events,
-            run_id=args.run_id,
+        parts = read_run_report(
+            world,
+            args.run_id,
             pricing_fallback=None if args.registry_only else litellm_price_fallback,
-            late=world.late_events(args.run_id),
+            ours=ours,
         )
-        rollup = None
-        budget = None
-        if not args.upstream:
-            budget = _budget(events, args)
-            from little_dist.subruns import sub_run_rollup
-
-            rollup = sub_run_rollup(
-                world.list_events,
-                args.run_id,
-                events=events,
-                pricing_fallback=None if args.registry_only else litellm_price_fallback,
-            )
     finally:
         world.close()
-    ours = not args.upstream
+    report, budget, rollup = parts.report, parts.budget, parts.rollup
     if args.json:
-        data = report_to_json(report, include_timeline=ours, detailed=ours)
-        if budget is not None:
-            data["budget"] = budget
-        if rollup is not None:
-            from little_dist.subruns import sub_runs_to_json
-
-            data.update(sub_runs_to_json(rollup))
-        json.dump(data, sys.stdout, indent=2)
+        json.dump(run_report_json(parts, ours=ours), sys.stdout, indent=2)
         sys.stdout.write("\n")
     elif args.html:
         target = Path(args.html)
@@ -136,28 +118,6 @@ def run(args: argparse.Namespace) -> int:
 
             sys.stdout.write(render_sub_runs(rollup))
     return 0
-
-
-def _budget(events: Any, args: argparse.Namespace) -> dict[str, float] | None:
-    """The run's dollar budget, spent and reserved (its log folded), or ``None``."""
-    from little_dist.litellm_prices import litellm_price_fallback
-    from little_dist.run_state import materialize_run_state
-
-    state = materialize_run_state(
-        events,
-        run_id=args.run_id,
-        pricing_fallback=None if args.registry_only else litellm_price_fallback,
-    )
-    if state.budget_usd is None:
-        return None
-    budget = {
-        "budgetUsd": state.budget_usd,
-        "spentUsd": round(state.spent_usd, 10),
-        "reservedUsd": round(state.reserved_usd, 10),
-    }
-    if state.sub_runs_usd:
-        budget["subRunsUsd"] = round(state.sub_runs_usd, 10)
-    return budget
 
 
 def _loop_report(args: argparse.Namespace) -> int:

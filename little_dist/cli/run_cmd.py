@@ -22,7 +22,11 @@ Exit codes: 0 the run completed; 1 the run failed (one-line reason), or the work
 input is invalid (one line per finding) or over a limit on submitted input (``LITTLE_MAX_*``,
 see :mod:`little_dist.limits`); 2 usage errors: a file that cannot be read, input
 that is not JSON, a module or attribute that cannot be imported. Nothing is written to the
-world before the workflow and the input are known to be valid.
+world before the workflow and the input are known to be valid. 130: interrupted (Ctrl-C):
+the run stays open, and the same command with ``--run-id`` resumes it.
+
+``--deadline``, ``--run-timeout`` and ``--max-attempts``: the run's limits (see
+:mod:`little_dist.run_limits`), recorded when it starts; a resumed run keeps its own.
 """
 
 from __future__ import annotations
@@ -32,12 +36,14 @@ import io
 import json
 import os
 import sys
+import time
 from collections.abc import Mapping
 from typing import IO, Any
 
 from little_dist.cli.common import budget_dollars
 from little_dist.cli.run_problems import InvalidWorkflowOrInput, UsageProblem, one_line
 from little_dist.cli.run_target import prepare
+from little_dist.run_limits import run_limits
 
 __all__ = ["register", "run", "run_to_state"]
 
@@ -45,6 +51,7 @@ EXIT_COMPLETED = 0
 EXIT_FAILED = 1
 EXIT_INVALID = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
 
 
 def register(subparsers: Any, name: str) -> argparse.ArgumentParser:
@@ -93,6 +100,27 @@ def register(subparsers: Any, name: str) -> argparse.ArgumentParser:
         help="the run's dollar ceiling: a model call that could pass it is not sent",
     )
     parser.add_argument(
+        "--deadline",
+        metavar="WHEN",
+        default=None,
+        help="when the run must end at the latest: a duration from now ('10m') or an ISO 8601 "
+        "time with its zone; past it the run fails with causeCode deadline_exceeded",
+    )
+    parser.add_argument(
+        "--run-timeout",
+        metavar="DURATION",
+        default=None,
+        help="upstream's run timeout ('10m', '2h', or milliseconds): past it the run fails "
+        "with causeCode timeout",
+    )
+    parser.add_argument(
+        "--max-attempts",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="attempts of a step that declares no retry of its own (upstream's maxAttempts)",
+    )
+    parser.add_argument(
         "--lease-ttl",
         type=_positive_float,
         default=None,
@@ -127,6 +155,8 @@ def run_to_state(args: argparse.Namespace) -> tuple[int, Any]:
             print(one_line(line), file=sys.stderr)
         return _fail(str(exc), EXIT_INVALID, args), None
     resolve, run_input, capabilities = prepared
+    # A define_workflow target's own timeout and max attempts; the command line's win.
+    own_timeout, own_attempts = getattr(resolve, "workflow_limits", (None, None))
     from little_dist.cli.common import open_world_for_writing
     from little_dist.litellm_prices import litellm_price_fallback
     from little_dist.local_runner import DEFAULT_LEASE_TTL, new_run_id, run_version
@@ -139,6 +169,17 @@ def run_to_state(args: argparse.Namespace) -> tuple[int, Any]:
         enable_tracing_from_env("little-run")
     except InvalidInputError as exc:
         return _fail(str(exc), EXIT_USAGE, args), None
+    try:
+        limits = run_limits(
+            "little run",
+            now=time.time(),
+            # (``little test`` runs through here too, without these options)
+            timeout=_timeout_arg(getattr(args, "run_timeout", None)) or own_timeout,
+            deadline=getattr(args, "deadline", None),
+            attempts=getattr(args, "max_attempts", None) or own_attempts,
+        )
+    except InvalidInputError as exc:
+        return _fail(str(exc).removeprefix("little run: "), EXIT_USAGE, args), None
     world = open_world_for_writing(args)
     printer = None if args.quiet else _Progress(sys.stderr)
     run_id = args.run_id or new_run_id()
@@ -148,6 +189,10 @@ def run_to_state(args: argparse.Namespace) -> tuple[int, Any]:
 
             world.append(run_id, budget_event(args.budget_usd))
         version = resolve(world, run_id)
+        if limits and version is not None:
+            # (after planning: a log's first event names its workflow, for `little runs`;
+            # a resumed run keeps the limits it started with)
+            world.append(run_id, limits.event())
         if version is None:  # the planner failed and recorded RunFailed
             from little_dist.run_state import materialize_run_state
 
@@ -168,12 +213,29 @@ def run_to_state(args: argparse.Namespace) -> tuple[int, Any]:
                 max_branches_cap=args.max_branches,
                 pricing_fallback=litellm_price_fallback,
             )
+    except KeyboardInterrupt:
+        # Ctrl-C stops this process driving the run; the run stays open (nothing ends it:
+        # an interrupt is not a cancel), and the same run id resumes it.
+        if printer is not None:
+            printer.finish()
+            printer = None
+        print(
+            f"little run: interrupted; run {run_id} stays open: resume it with the same "
+            f"command and --run-id {run_id}",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED, None
     finally:
         if printer is not None:
             printer.finish()
         world.close()
         disable_tracing()  # (exports the spans still batched)
     return 0, state
+
+
+def _timeout_arg(text: str | None) -> str | int | None:
+    """``--run-timeout``: a duration, or digits (milliseconds, upstream's unit)."""
+    return int(text) if text is not None and text.isdigit() else text
 
 
 def _install_scripted_model() -> None:

@@ -242,6 +242,9 @@ def _workflow_from_object(
 
             return resolve_version(world, run_id, definition, run_input, capabilities=capabilities)
 
+        # The workflow's own run limits, for the command line's to fill in (see run_cmd).
+        resolve.workflow_limits = (definition.timeout_ms, definition.max_attempts)  # type: ignore[attr-defined]
+
         return resolve, run_input, capabilities, definition.plan
     if isinstance(obj, WorkflowVersion):
         limits.check_lwir(obj.lwir, label)

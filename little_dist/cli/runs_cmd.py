@@ -7,17 +7,14 @@ array. Works on any world (``--data-dir``/``--world``, default ``$LITTLE_WORLD``
 LocalWorld lists every run; the fleet's lists the runs in Redis (live, not archived yet)
 and the archives in S3 (``archives/RUN_ID.ndjson``; an archived run is read from there).
 
-Cheap on purpose: each run costs its first and last events
-(:meth:`~little_dist.world.base.World.first_and_last_events`), which give its workflow,
-status, start and end; only the runs shown are read further, for their model calls' usage
-(the cost) and, for a run started from a bare LWIR document, its version's name. Runs sort by
-their first event's ``recordedAt``.
+Cheap on purpose (:func:`~little_dist.fleet.run_listing.list_runs`, which ``GET /v1/runs``
+shares): each run costs its first and last events, and only the runs shown are read
+further, for their cost. Runs sort by their first event's ``recordedAt``, then run id.
 """
 
 from __future__ import annotations
 
 import argparse
-import fnmatch
 import json
 import sys
 from typing import Any
@@ -58,59 +55,18 @@ def register(sub: Any, name: str) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from little_dist.events import USAGE_EVENT_TYPES
-    from little_dist.fleet.versions import BINDING_FIELD, workflow_name_of_part
+    from little_dist.fleet.run_listing import list_runs
     from little_dist.litellm_prices import litellm_price_fallback
-    from little_dist.report.model import calls_usage
-    from little_dist.report.runs import RunSummary, summarize_run, workflow_hint
-    from little_dist.world.base import VersionNotFoundError
 
     world = open_world_for_reading(args)
-    names: dict[str, str | None] = {}  # version id -> its workflow's name
-
-    def name_of(version_id: str, binding: object) -> str | None:
-        if version_id not in names:
-            try:
-                metadata = world.get_version(version_id).get("lwir", {}).get("metadata", {})
-            except VersionNotFoundError:  # a fleet submit stores a shared part and a binding
-                metadata = {"name": workflow_name_of_part(world, binding)}
-            name = metadata.get("name") if isinstance(metadata, dict) else None
-            names[version_id] = name if isinstance(name, str) else version_id
-        return names[version_id]
-
     try:
-        found: list[tuple[RunSummary, str | None, object]] = []
-        for run_id in world.list_run_ids():
-            bounds = world.first_and_last_events(run_id)
-            if bounds is None:
-                continue
-            workflow, version = workflow_hint(bounds[0])
-            summary = summarize_run(*bounds, workflow=workflow)
-            if args.status is not None and summary.status != args.status:
-                continue
-            found.append((summary, version, bounds[0].payload.get(BINDING_FIELD)))
-        found.sort(key=lambda item: item[0].started_at, reverse=True)
-        shown: list[RunSummary] = []
-        for summary, version, binding in found:
-            if summary.workflow is None and version is not None:
-                summary = _with(summary, workflow=name_of(version, binding))
-            if args.workflow is not None and not fnmatch.fnmatchcase(
-                summary.workflow or "", args.workflow
-            ):
-                continue
-            calls = [
-                event
-                for event in world.list_events_partly(
-                    summary.run_id, after=0, decode=USAGE_EVENT_TYPES
-                )
-                if event.type in USAGE_EVENT_TYPES
-            ]
-            # Only an ended run can have a late record (one S3 list call on the fleet).
-            late = world.late_events(summary.run_id) if summary.status != "running" else []
-            usage = calls_usage([*calls, *late], fallback=litellm_price_fallback)
-            shown.append(_with(summary, cost_usd=usage.cost_usd))
-            if args.limit and len(shown) >= args.limit:
-                break
+        shown = list_runs(
+            world,
+            status=args.status,
+            workflow=args.workflow,
+            limit=args.limit,
+            pricing_fallback=litellm_price_fallback,
+        )
     finally:
         world.close()
     if args.json:
@@ -118,12 +74,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         _table(shown)
     return 0
-
-
-def _with(summary: Any, **changes: Any) -> Any:
-    import dataclasses
-
-    return dataclasses.replace(summary, **changes)
 
 
 def _table(rows: list[Any]) -> None:

@@ -58,6 +58,8 @@ def run(args: argparse.Namespace) -> int:
             + (f", sub-runs ${view.sub_runs_usd:.6f}" if view.sub_runs_usd else "")
             + ")\n"
         )
+    if view.deadline is not None:
+        out.write(f"deadline  {view.deadline} ({view.deadline_cause})\n")
     if view.failure is not None:
         out.write(f"error     {view.failure.cause or '-'}: {view.failure.message}\n")
         if view.failure.step is not None:

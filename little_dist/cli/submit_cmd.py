@@ -106,6 +106,20 @@ def register(sub: Any, name: str) -> argparse.ArgumentParser:
         metavar="DOLLARS",
         help="the run's dollar ceiling: a model call that could pass it is not sent",
     )
+    parser.add_argument(
+        "--deadline",
+        metavar="WHEN",
+        default=None,
+        help="when the run must end at the latest: a duration from now ('10m') or an ISO 8601 "
+        "time with its zone; past it the run fails with causeCode deadline_exceeded",
+    )
+    parser.add_argument(
+        "--max-attempts",
+        type=int,
+        default=None,
+        metavar="N",
+        help="attempts of a step that declares no retry of its own (upstream's maxAttempts)",
+    )
     parser.add_argument("--wait", action="store_true", help="wait for the run and print it")
     parser.add_argument(
         "--timeout", type=float, default=None, metavar="SECONDS", help="with --wait: give up"
@@ -274,7 +288,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"little submit: {redact(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     with Client(settings, registry=registry) as client:
-        run_id = client.submit(workflow, run_input, run_id=args.run_id, budget_usd=args.budget_usd)
+        run_id = client.submit(
+            workflow,
+            run_input,
+            run_id=args.run_id,
+            budget_usd=args.budget_usd,
+            deadline=args.deadline,
+            max_attempts=args.max_attempts,
+        )
         if not args.wait:
             if args.json:
                 print(json.dumps({"runId": run_id}))

@@ -19,6 +19,7 @@ __all__ = [
     "BUDGET_RESERVED_EVENT_TYPE",
     "CANCEL_EVENT_TYPE",
     "CAPABILITY_DRIFT_EVENT",
+    "LIMITS_EVENT_TYPE",
     "MEMORY_CONFLICT_EVENT",
     "MODEL_MEMOIZED",
     "PLAN_FAILED_EVENT_TYPE",
@@ -35,6 +36,10 @@ __all__ = [
 #: Engine event asking a run to stop (``Client.cancel``, ``little cancel``); occurrence
 #: ``cancel``. ``decide`` then fails the run with causeCode ``cancelled``.
 CANCEL_EVENT_TYPE: Final = "little.run.cancel_requested"
+#: Engine event recording a run's limits (upstream's run-level ``timeout`` and
+#: ``maxAttempts``, a submission's deadline): ``{deadlineAt?, causeCode?, timeoutMs?,
+#: maxAttempts?}``, occurrence ``limits``; see :mod:`little_dist.run_limits`.
+LIMITS_EVENT_TYPE: Final = "little.run.limits"
 #: Engine event recording a submission that still has to be planned (``little.plan``):
 #: ``{workflowId, input}``, occurrence ``submit``. Appended before ``RunStarted``.
 SUBMITTED_EVENT_TYPE: Final = "little.run.submitted"

@@ -72,10 +72,12 @@ Modules
   runs it archives; :mod:`.followed_runs` — what it keeps of the runs it looks at;
   :mod:`.poison` — runs it cannot advance; :mod:`.scheduler_log` — its JSON log lines.
 * :mod:`.worker_slots` — the fleet's task slots, a fan-out's window and its backlog.
-* :mod:`.client` — :class:`~.client.Client`: submit, status (:mod:`.run_status`), wait,
-  cancel; :mod:`.submission` — :func:`~.submission.submit_run`, what submitting writes and
-  sends; :mod:`.run_starts` — what a run's start records, step by step; :mod:`.one_trip_starts`
-  — a start (and its first tasks) in one round trip where the world can.
+* :mod:`.client` — :class:`~.client.Client`: submit, status (:mod:`.run_status`), report
+  (:mod:`.run_report`, also ``little report``'s), wait, cancel; :mod:`.run_listing` — the
+  runs of a world, as ``little runs`` lists them; :mod:`.submission` —
+  :func:`~.submission.submit_run`, what submitting writes and sends; :mod:`.run_starts` —
+  what a run's start records, step by step; :mod:`.one_trip_starts` — a start (and its first
+  tasks) in one round trip where the world can.
 * :mod:`.interpreter_tuning` — garbage collection and thread switches of fleet processes.
 
 Glossary

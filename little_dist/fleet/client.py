@@ -21,6 +21,7 @@ from little_dist.errors import InvalidInputError, LittleError, RunEndedError
 from little_dist.event_types.engine import CANCEL_EVENT_TYPE
 from little_dist.events import RUN_END_EVENT_TYPES, Event, EventInput
 from little_dist.fleet.dispatch import advance_run
+from little_dist.fleet.run_report import read_run_report, run_report_json
 from little_dist.fleet.run_status import RunStatusView
 from little_dist.fleet.run_tracker import RunTracker
 from little_dist.fleet.shared_redis import SharedRedis, shared_redis
@@ -31,6 +32,7 @@ from little_dist.local_runner import RunMismatchError
 from little_dist.observability.hooks import submitted
 from little_dist.observability.metrics import enable_metrics
 from little_dist.pricing import PriceFallback
+from little_dist.run_limits import RunLimits
 from little_dist.run_state import (
     FOLDED_EVENT_TYPES,
     RUN_ENDED,
@@ -77,7 +79,8 @@ class WaitTimeoutError(LittleError):
 
 
 class Client:
-    """The fleet from a program: ``submit``, ``status``, ``wait``, ``events``, ``cancel``.
+    """The fleet from a program: ``submit``, ``status``, ``report``, ``wait``, ``events``,
+    ``cancel``.
 
     ``settings`` default to :func:`~little_dist.settings.load_settings` (the environment);
     ``world`` to :func:`~little_dist.world.factory.world_from_settings`; ``app`` (the Celery app
@@ -237,12 +240,20 @@ class Client:
         run_id: str | None = None,
         cycle: Mapping[str, Any] | None = None,
         budget_usd: float | None = None,
+        deadline: Any = None,
+        timeout: str | float | None = None,
+        max_attempts: int | None = None,
     ) -> str:
         """Submit a run; its id. Idempotent on ``run_id`` (see the module docstring).
         ``cycle``: the run is an outer-loop cycle, planned by the fleet's planner with the
         cycle's context (see :func:`~little_dist.fleet.submission.submit_run`).
         ``budget_usd``: the run's dollar ceiling (default: a definition's own; see
-        :mod:`little_dist.budgets`)."""
+        :mod:`little_dist.budgets`). ``deadline``: when the run must end at the latest (a
+        timezone-aware ``datetime``, a ``timedelta`` or ``'10m'`` from now, an ISO 8601
+        time): past it the run fails with causeCode ``deadline_exceeded``, its attempts in
+        flight interrupted, whether or not a worker is running its steps. ``timeout`` and
+        ``max_attempts``: upstream's run-level options (default: a definition's own); see
+        :mod:`little_dist.run_limits`."""
         self._load_registry()
         submitted(1)
         return submit_run(
@@ -259,6 +270,7 @@ class Client:
             announce=self._announce(),
             shared=self._at_once(),
             budget_usd=budget_usd,
+            limits=_limits(timeout, deadline, max_attempts),
         )
 
     def submit_many(
@@ -268,13 +280,17 @@ class Client:
         *,
         run_ids: Sequence[str] | None = None,
         budget_usd: float | None = None,
+        deadline: Any = None,
+        timeout: str | float | None = None,
+        max_attempts: int | None = None,
     ) -> list[str]:
         """Submit one run per input (``run_ids``: their ids, else new ones); their ids, in
         order. For batches: every input is checked first, then the starts go a few dozen
         to a round trip, printed from per-workflow templates, and the scheduler makes each
         run's first decision (its start signals it). Idempotent per run id as
         :meth:`submit` (see :func:`~little_dist.fleet.submission.submit_runs`).
-        ``budget_usd``: each run's dollar ceiling."""
+        ``budget_usd``: each run's dollar ceiling; ``deadline``, ``timeout``,
+        ``max_attempts``: each run's, as :meth:`submit` takes them."""
         self._load_registry()
         submitted(len(inputs))
         return submit_runs(
@@ -283,6 +299,7 @@ class Client:
             inputs,
             run_ids=run_ids,
             budget_usd=budget_usd,
+            limits=_limits(timeout, deadline, max_attempts),
             settings=self.settings,
             registry=self.registry,
         )
@@ -316,7 +333,16 @@ class Client:
             # Only an ended run can have one (an attempt refused after the end).
             late=self.world.late_events(run_id) if ended else (),
             pricing_fallback=self.pricing_fallback,
+            limits=RunLimits.of_events(events),
         )
+
+    def report(self, run_id: str) -> dict[str, Any]:
+        """The run's report as ``little report --json`` prints it: attempts, tokens, dollars
+        and duration per step, its budget and its sub-runs (:class:`RunNotFoundError` for an
+        unknown run; see :mod:`~little_dist.fleet.run_report`)."""
+        validate_run_id(run_id)
+        parts = read_run_report(self.world, run_id, pricing_fallback=self.pricing_fallback)
+        return run_report_json(parts)
 
     def events(
         self, run_id: str, *, follow: bool = False, after: int = 0, timeout: float | None = None
@@ -381,8 +407,10 @@ class Client:
         Appends ``little.run.cancel_requested`` (occurrence ``cancel``); ``decide`` then
         records ``RunFailed`` with causeCode ``cancelled`` (done here at once when possible,
         else by the scheduler or the next worker commit). Nothing new starts; a step already
-        running is left to finish, but the run's end seals its log, so nothing the step
-        records after it is taken (its model usage goes to the run's late record).
+        running is told to stop when the run's end is announced (its model call in flight
+        abandoned, its sandboxed command killed: :mod:`~little_dist.fleet.end_watch`), and
+        the run's end seals its log, so nothing the step records after it is taken (its
+        model usage goes to the run's late record).
         """
         events = self._require(run_id)
         if any(event.type in TERMINAL_TYPES for event in events):
@@ -424,6 +452,11 @@ class Client:
         tracker = RunTracker(self.world, run_id, max_branches_cap=self.settings.max_branches_cap)
         advance_run(self.world, self.queue, self.settings, tracker, holder=self._holder)
         return True
+
+
+def _limits(timeout: Any, deadline: Any, max_attempts: Any) -> dict[str, Any]:
+    given = {"timeout": timeout, "deadline": deadline, "max_attempts": max_attempts}
+    return {name: value for name, value in given.items() if value is not None}
 
 
 def _cancelled_error(reason: str | None) -> dict[str, Any]:

@@ -22,6 +22,7 @@ became ready.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
@@ -31,6 +32,7 @@ from little_dist.events import Event, EventInput
 from little_dist.fleet.keeping import lease_kept
 from little_dist.fleet.run_tracker import RunTracker
 from little_dist.fleet.sending import dispatch_plan, dispatch_won, schedule_occurrence
+from little_dist.run_limits import deadline_cancel, stop_error
 from little_dist.run_state import RUN_ENDED, RunState
 from little_dist.scheduling import Claims, Decision, StepDispatch, decide
 from little_dist.settings import Settings
@@ -133,6 +135,8 @@ def advance_run(
     """
     try:
         state = tracker.catch_up() if read else tracker.state()
+        if past_deadline(world, tracker, state):
+            state = tracker.catch_up()
         if tracker.awaiting_plan and state.status not in RUN_ENDED:
             dispatch_plan(world, queue, settings, tracker.run_id, holder=holder)
             return Advance(state, None, (), 0)
@@ -144,6 +148,26 @@ def advance_run(
     if advance.decision is not None:
         tracker.note_held_back(advance.decision.held_back)
     return advance
+
+
+def past_deadline(world: World, tracker: RunTracker, state: RunState) -> bool:
+    """Record the run's cancel request once its deadline (``little.run.limits``, see
+    :mod:`little_dist.run_limits`) has passed; whether it did. Every look does this (the
+    sweeps look at every active run every few seconds), so a run whose deadline passes ends
+    then, with or without a worker running its steps; one still waiting for its planner is
+    ended here (its planner, if one comes, finds it over)."""
+    if (
+        tracker.cancel_requested
+        or state.status in RUN_ENDED
+        or not tracker.limits.passed(time.time())
+    ):
+        return False
+    world.append(tracker.run_id, deadline_cancel(tracker.limits))
+    if tracker.awaiting_plan:
+        from little_dist.fleet.planning import end_unplanned
+
+        end_unplanned(world, tracker.run_id, stop_error(tracker.limits))
+    return True
 
 
 def decision_of(

@@ -59,6 +59,9 @@ def lease_kept(
             break
         if dispatch.run_id != tracker.run_id or not keep(dispatch):
             continue
+        if dispatch.not_before_ms is not None:
+            continue  # not to run yet (a quota wait): its task is sent with the delay
+
         if tracker.offers.claim([dispatch], settings.dispatch_resend_after):
             picked.append(dispatch)  # (else this process offered it lately: someone has it)
     keys = [step_lease_key(dispatch.run_id, dispatch.step_path) for dispatch in picked]

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Final
 from little_dist import occurrences
 from little_dist.canonical import canonical_json
 from little_dist.compiler import WorkflowVersion
-from little_dist.event_types.engine import BUDGET_EVENT_TYPE
+from little_dist.event_types.engine import BUDGET_EVENT_TYPE, LIMITS_EVENT_TYPE
 from little_dist.events import recorded_event
 from little_dist.fleet.dispatch import decision_of
 from little_dist.fleet.run_starts import Started, check_same
@@ -226,6 +226,17 @@ def bound_start(
             ]
         ),
         PreparedEvent("WorkflowVersionRegistered", occurrences.VERSION_REGISTERED, registered),
+        *(
+            [
+                PreparedEvent(
+                    LIMITS_EVENT_TYPE,
+                    occurrences.LIMITS,
+                    canonical_json(request.limits.event().payload),
+                )
+            ]
+            if request.limits
+            else []
+        ),
         PreparedEvent("RunStarted", occurrences.RUN_START, started),
     ]
 

@@ -93,14 +93,17 @@ def plan(runtime: WorkerRuntime, run_id: str) -> str:
     run_input = submitted.payload.get("input")
     parent = _parent_of(submitted)
     if tracker.cancel_requested:
-        # Asked to stop before it was planned (its parent ended, ``little cancel``): ended
-        # without a planner call; the scheduler tells the parent.
+        # Asked to stop before it was planned (its parent ended, ``little cancel``, its
+        # deadline): ended without a planner call; the scheduler tells the parent.
+        error = tracker.cancel_error or {}
+        if error.get("causeCode") not in ("timeout", "deadline_exceeded"):
+            error = {}  # (a plain cancel: said as before)
         fail_unplanned(
             world,
             run_id,
-            "Run was cancelled before it was planned.",
-            name="AbortError",
-            cause="cancelled",
+            error.get("message") or "Run was cancelled before it was planned.",
+            name=error.get("name") or "AbortError",
+            cause=error.get("causeCode") or "cancelled",
             parent=parent,
         )
         return "cancelled"
@@ -271,6 +274,22 @@ def _passing(error: Exception) -> bool:
     if cause is None:
         return False  # a misbehaving harness: it will misbehave again
     return bool(model_error_from(cause, model="planner").envelope().get("retriable"))
+
+
+def end_unplanned(world: World, run_id: str, error: Mapping[str, Any]) -> None:
+    """End a run still waiting for its planner with ``error`` (its deadline passed): as
+    :func:`fail_unplanned`, with the submission's parent link."""
+    submitted = next(
+        (e for e in world.list_events(run_id) if e.type == SUBMITTED_EVENT_TYPE), None
+    )
+    fail_unplanned(
+        world,
+        run_id,
+        str(error.get("message")),
+        name=str(error.get("name")),
+        cause=str(error.get("causeCode")),
+        parent=None if submitted is None else _parent_of(submitted),
+    )
 
 
 def fail_unplanned(

@@ -44,11 +44,18 @@ class TaskQueue(Protocol):
     """Sends the fleet's tasks; see the module docstring."""
 
     def send(
-        self, task: str, args: Sequence[Any], role: Role, *, note: Mapping[str, str] | None = None
+        self,
+        task: str,
+        args: Sequence[Any],
+        role: Role,
+        *,
+        note: Mapping[str, str] | None = None,
+        countdown: float | None = None,
     ) -> None:
         """Send task ``task`` with ``args`` to ``role``'s queue (results are never read);
-        ``note``: what to show with the task (see the module docstring). Senders pass
-        ``note`` only when they have one."""
+        ``note``: what to show with the task (see the module docstring); ``countdown``: not
+        to run for that many seconds (Celery's ETA: a worker holds the message, not a slot,
+        meanwhile). Senders pass ``note`` and ``countdown`` only when they have one."""
         ...
 
     def depth(self, role: Role) -> int | None:
@@ -93,10 +100,18 @@ class CeleryQueue:
         return self._messages.push(task, args, role, note=note)
 
     def send(
-        self, task: str, args: Sequence[Any], role: Role, *, note: Mapping[str, str] | None = None
+        self,
+        task: str,
+        args: Sequence[Any],
+        role: Role,
+        *,
+        note: Mapping[str, str] | None = None,
+        countdown: float | None = None,
     ) -> None:
-        shown = {} if note is None else {"kwargsrepr": repr(dict(note))}
-        self.app.send_task(task, args=tuple(args), queue=self._settings.queue_for(role), **shown)
+        options: dict[str, Any] = {} if note is None else {"kwargsrepr": repr(dict(note))}
+        if countdown is not None and countdown > 0:
+            options["countdown"] = countdown
+        self.app.send_task(task, args=tuple(args), queue=self._settings.queue_for(role), **options)
 
     def depth(self, role: Role) -> int | None:
         try:
@@ -141,27 +156,41 @@ class SentTask(NamedTuple):
 class MemoryQueue:
     """:class:`TaskQueue` in memory: what was sent waits in :attr:`sent` until
     :meth:`take`; ``depth`` counts what waits (``None`` when ``sized`` is false);
-    :meth:`note_of` tells a task's note."""
+    :meth:`note_of` tells a task's note, :meth:`countdown_of` its delay."""
 
     def __init__(self, *, sized: bool = True) -> None:
         self.sent: list[SentTask] = []
         self._notes: dict[SentTask, Mapping[str, str]] = {}
+        self._countdowns: dict[SentTask, float] = {}
         self._sized = sized
         self._lock = threading.Lock()
 
     def send(
-        self, task: str, args: Sequence[Any], role: Role, *, note: Mapping[str, str] | None = None
+        self,
+        task: str,
+        args: Sequence[Any],
+        role: Role,
+        *,
+        note: Mapping[str, str] | None = None,
+        countdown: float | None = None,
     ) -> None:
         sent = SentTask(task, tuple(args), role)
         with self._lock:
             self.sent.append(sent)
             if note is not None:
                 self._notes[sent] = dict(note)
+            if countdown is not None:
+                self._countdowns[sent] = countdown
 
     def note_of(self, task: SentTask) -> Mapping[str, str] | None:
         """The note ``task`` was sent with, if any (kept after :meth:`take`)."""
         with self._lock:
             return self._notes.get(task)
+
+    def countdown_of(self, task: SentTask) -> float | None:
+        """The delay ``task`` was sent with, if any (kept after :meth:`take`)."""
+        with self._lock:
+            return self._countdowns.get(task)
 
     def depth(self, role: Role) -> int | None:
         if not self._sized:

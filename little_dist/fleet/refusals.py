@@ -39,7 +39,7 @@ What a refusal names (``causeCode``):
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from little_dist.errors import InvalidInputError
@@ -55,7 +55,16 @@ __all__ = [
 ]
 
 #: ``little.submit_run``'s arguments, in their positions.
-ARGUMENT_NAMES: Final = ("workflow_id", "lwir", "input", "run_id", "budget_usd")
+ARGUMENT_NAMES: Final = (
+    "workflow_id",
+    "lwir",
+    "input",
+    "run_id",
+    "budget_usd",
+    "deadline",
+    "timeout",
+    "max_attempts",
+)
 #: The longest message a refusal records (characters): LWIR findings can be many.
 _MESSAGE_MAX: Final = 4000
 
@@ -91,6 +100,9 @@ class SubmitArguments:
     run_id: Any
     #: The run's dollar ceiling, checked (``None``: the workflow's own, if any).
     budget_usd: float | None = None
+    #: The run's limits as sent (``deadline``, ``timeout``, ``max_attempts``; checked), see
+    #: :mod:`little_dist.run_limits`.
+    limits: dict[str, Any] = field(default_factory=dict)
 
     @property
     def workflow(self) -> dict[str, Any] | str:
@@ -175,12 +187,27 @@ def submit_arguments(args: Sequence[Any], kwargs: Mapping[str, Any]) -> SubmitAr
             f"lwir must be an LWIR document (a JSON object), got {type(lwir).__name__}",
         )
     from little_dist.budgets import budget_usd
+    from little_dist.run_limits import run_limits
 
+    limits = {
+        name: bound[name]
+        for name in ("deadline", "timeout", "max_attempts")
+        if bound.get(name) is not None
+    }
     try:
         budget = budget_usd(bound.get("budget_usd"), "little.submit_run")
+        run_limits(
+            "little.submit_run",
+            now=0.0,
+            timeout=limits.get("timeout"),
+            deadline=limits.get("deadline"),
+            attempts=limits.get("max_attempts"),
+        )
     except InvalidInputError as error:
         raise SubmissionRefused("invalid_arguments", str(error)) from None
-    return SubmitArguments(workflow_id, lwir, bound.get("input"), bound.get("run_id"), budget)
+    return SubmitArguments(
+        workflow_id, lwir, bound.get("input"), bound.get("run_id"), budget, limits
+    )
 
 
 def cause_of(error: InvalidInputError) -> str:

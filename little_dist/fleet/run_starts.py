@@ -22,6 +22,7 @@ from little_dist.events import Event, EventInput
 from little_dist.fleet.submission_requests import SubmitRequest
 from little_dist.fleet.versions import BINDING_FIELD
 from little_dist.local_runner import RunMismatchError
+from little_dist.run_limits import RunLimits
 from little_dist.world.base import World
 
 __all__ = [
@@ -76,10 +77,12 @@ def start_events(
     binding: dict[str, Any] | None = None,
     parent: Mapping[str, Any] | None = None,
     budget: float | None = None,
+    limits: RunLimits | None = None,
 ) -> list[EventInput]:
     """``binding``: the version's (:func:`~little_dist.fleet.versions.split_version`), when
     the version is stored as a shared part and this binding rather than whole; ``budget``:
-    the run's dollar ceiling, recorded first."""
+    the run's dollar ceiling, recorded first; ``limits``: the run's deadline and max
+    attempts (:mod:`little_dist.run_limits`), recorded with it."""
     registered: dict[str, Any] = {
         "workflowVersionId": version.id,
         "workflowVersionHash": version.hash,
@@ -93,6 +96,8 @@ def start_events(
             occurrence_id=occurrences.VERSION_REGISTERED,
             payload=registered,
         ),
+        # (after the version: a log's first event names its workflow, for `little runs`)
+        *([limits.event()] if limits else []),
         EventInput(
             type="RunStarted",
             occurrence_id=occurrences.RUN_START,
@@ -111,6 +116,7 @@ def record_start(
     signal: bool = True,
     parent: Mapping[str, Any] | None = None,
     budget: float | None = None,
+    limits: RunLimits | None = None,
 ) -> list[Event]:
     """Record the run's start (after ``planning``, its planning session's events) in one
     append; the recorded events. ``signal=False``: the caller advances the run itself."""
@@ -118,7 +124,10 @@ def record_start(
     world.register_version(version.id, version.to_json())
     return world.append_batch(
         run_id,
-        [*planning, *start_events(version, run_input, parent=parent, budget=budget)],
+        [
+            *planning,
+            *start_events(version, run_input, parent=parent, budget=budget, limits=limits),
+        ],
         signal=signal,
     )
 
@@ -173,6 +182,7 @@ def start_step_by_step(
                 signal=not quiet,
                 parent=request.parent,
                 budget=request.budget_usd,
+                limits=request.limits,
             )
     if version is None and definition is not None:
         from little_dist.planner import resolve_version
@@ -192,5 +202,6 @@ def start_step_by_step(
             signal=not (quiet and not events),
             parent=request.parent,
             budget=request.budget_usd,
+            limits=request.limits,
         )
     return Started(run_id, version, recorded)

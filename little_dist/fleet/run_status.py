@@ -10,6 +10,7 @@ from typing import Any, Final
 from little_dist.pricing import PriceFallback, merge_usage_totals
 from little_dist.report.failure import RunFailure, run_failure
 from little_dist.report.model import calls_usage
+from little_dist.run_limits import RunLimits, iso_ms
 from little_dist.run_state import RUN_ENDED, RunState
 
 __all__ = ["INTERRUPTED", "RunStatusView"]
@@ -34,6 +35,10 @@ class RunStatusView:
     planning: bool = False
     failure: RunFailure | None = None
     late_calls: int = 0
+    #: When the run ends at the latest (ISO 8601) and with which cause (``timeout``,
+    #: ``deadline_exceeded``), from its ``little.run.limits`` (:mod:`little_dist.run_limits`).
+    deadline: str | None = None
+    deadline_cause: str | None = None
     #: The run's dollar budget, and what its log says it spent and holds (``None``: no
     #: budget; see :mod:`little_dist.budgets`).
     budget_usd: float | None = None
@@ -51,6 +56,7 @@ class RunStatusView:
         planning: bool,
         late: Sequence[Any] = (),
         pricing_fallback: PriceFallback | None = None,
+        limits: RunLimits | None = None,
     ) -> RunStatusView:
         """``late``: the run's late record (:meth:`World.late_events`), whose model calls
         count in the cost (priced as the state was: ``pricing_fallback``)."""
@@ -59,6 +65,7 @@ class RunStatusView:
         late_calls = late_usage.priced_calls + late_usage.unpriced_calls
         if late_calls:
             cost = merge_usage_totals(state.usage, late_usage).cost_usd
+        at = None if limits is None else limits.deadline_at_ms
         return cls(
             run_id=state.run_id,
             status=state.status,
@@ -75,6 +82,8 @@ class RunStatusView:
             planning=planning,
             failure=run_failure(state),
             late_calls=late_calls,
+            deadline=None if at is None else iso_ms(at),
+            deadline_cause=None if limits is None or at is None else limits.cause_code,
             budget_usd=state.budget_usd,
             spent_usd=state.spent_usd,
             reserved_usd=state.reserved_usd,
@@ -97,6 +106,8 @@ class RunStatusView:
         }
         if self.late_calls:
             data["lateCalls"] = self.late_calls
+        if self.deadline is not None:
+            data["deadline"] = {"at": self.deadline, "causeCode": self.deadline_cause}
         if self.budget_usd is not None:
             data["budget"] = {
                 "budgetUsd": self.budget_usd,

@@ -19,12 +19,17 @@ from collections.abc import Iterator, Sequence
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Final, cast
 
-from little_dist.event_types.engine import CANCEL_EVENT_TYPE, SUBMITTED_EVENT_TYPE
+from little_dist.event_types.engine import (
+    CANCEL_EVENT_TYPE,
+    LIMITS_EVENT_TYPE,
+    SUBMITTED_EVENT_TYPE,
+)
 from little_dist.events import Event
 from little_dist.fleet.advancing import Advancing
 from little_dist.fleet.offers import Offers
 from little_dist.fleet.spares import SpareAttempts
 from little_dist.fleet.versions import BINDING_FIELD, VersionCache
+from little_dist.run_limits import RunLimits, cancel_error
 from little_dist.run_state import FOLDED_EVENT_TYPES, EventLike, RunState, RunStateBuilder
 from little_dist.runtime import hydrate_events
 from little_dist.scheduling import RunContext
@@ -49,7 +54,11 @@ EVENT_BYTES: Final = 384
 KEPT_EVENT_BYTES: Final = 3072
 
 #: Event types whose payloads a tracker reads: the fold's, and the engine's own it acts on.
-_TRACKED_TYPES: Final = FOLDED_EVENT_TYPES | {SUBMITTED_EVENT_TYPE, CANCEL_EVENT_TYPE}
+_TRACKED_TYPES: Final = FOLDED_EVENT_TYPES | {
+    SUBMITTED_EVENT_TYPE,
+    CANCEL_EVENT_TYPE,
+    LIMITS_EVENT_TYPE,
+}
 _by_sequence: Final = attrgetter("sequence")
 
 
@@ -119,6 +128,9 @@ class RunTracker:
         self._started = False
         self._submitted = False
         self._cancel_requested = False
+        self._cancel_error: dict[str, Any] | None = None
+        #: The run's limits as its log records them (:mod:`little_dist.run_limits`).
+        self.limits = RunLimits()
         self._context: RunContext | None = None
         #: Which thread of this process advances the run (see :mod:`~.advancing`).
         self.advancing = Advancing()
@@ -183,6 +195,11 @@ class RunTracker:
     @property
     def cancel_requested(self) -> bool:
         return self._cancel_requested
+
+    @property
+    def cancel_error(self) -> dict[str, Any] | None:
+        """The error its cancel request ends the run with (``None``: upstream's cancelled)."""
+        return self._cancel_error
 
     @property
     def awaiting_plan(self) -> bool:
@@ -255,6 +272,8 @@ class RunTracker:
         self._parent_run_id = None
         self._inherited = None
         self._started = self._submitted = self._cancel_requested = False
+        self._cancel_error = None
+        self.limits = RunLimits()
         self._context = None
         self._last_mark = None
         self._broken = False
@@ -391,6 +410,10 @@ class RunTracker:
                 self._submitted = True
             elif kind == CANCEL_EVENT_TYPE and not self._cancel_requested:
                 self._cancel_requested = True
+                self._cancel_error = cancel_error(payload)
+                changed = True
+            elif kind == LIMITS_EVENT_TYPE and not self.limits:
+                self.limits = RunLimits.from_payload(payload)
                 changed = True
             elif kind in BRANCH_END_TYPES and self._own_ends:
                 self._own_ends.discard(payload.get("branchPath"))
@@ -409,7 +432,9 @@ class RunTracker:
             # cancel flag changed.
             if self._context.cancel_requested != self._cancel_requested:
                 self._context = dataclasses.replace(
-                    self._context, cancel_requested=self._cancel_requested
+                    self._context,
+                    cancel_requested=self._cancel_requested,
+                    cancel_error=self._cancel_error,
                 )
             return
         if not self._started or self._version_id is None:
@@ -424,6 +449,8 @@ class RunTracker:
             max_branches_cap=self.max_branches_cap,
             max_in_flight=self._window.max_in_flight() if self._window is not None else None,
             cancel_requested=self._cancel_requested,
+            cancel_error=self._cancel_error,
+            default_max_attempts=self.limits.max_attempts or 1,
             parent_run_id=self._parent_run_id,
             inherited=self._inherited,
         )

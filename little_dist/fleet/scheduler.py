@@ -60,7 +60,7 @@ from little_dist.errors import (
     StorageUnavailableError,
 )
 from little_dist.fleet.archiving import Archiver
-from little_dist.fleet.dispatch import Advance, advance_run
+from little_dist.fleet.dispatch import Advance, advance_run, past_deadline
 from little_dist.fleet.followed_runs import FollowedRun, FollowedRuns
 from little_dist.fleet.poison import PoisonRuns
 from little_dist.fleet.scheduler_log import log_event as _log
@@ -355,6 +355,8 @@ class Scheduler:
         entry = self.runs.entry(run_id)
         tracker = entry.tracker
         state = tracker.catch_up()
+        if tracker.awaiting_plan and past_deadline(self.world, tracker, state):
+            state = tracker.catch_up()  # (ended: its deadline passed before it was planned)
         if tracker.awaiting_plan and state.status not in RUN_ENDED:
             return self._await_plan(entry, state)
         if tracker.context is not None and state.status not in RUN_ENDED:

@@ -19,8 +19,9 @@ sub-run's step tasks also name the parent run for Flower (:func:`send_dispatch`)
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from little_dist import occurrences
 from little_dist.run_state import RUN_ENDED, RunState
@@ -71,13 +72,17 @@ def send_dispatch(queue: TaskQueue, dispatch: StepDispatch) -> None:
 
     The task of a sub-run's step also carries the note ``{'parentRunId': ...}`` (shown by
     Flower as its keyword arguments; the task takes none, see
-    :mod:`~little_dist.fleet.queue`)."""
+    :mod:`~little_dist.fleet.queue`). A dispatch not to run yet (``not_before_ms``: after an
+    attempt that gave its slot back for quota) is sent with that delay."""
     args = (dispatch.run_id, dispatch.step_path, dispatch.attempt)
-    if dispatch.parent_run_id is None:
-        queue.send(task_name_for(dispatch), args, dispatch.role)
-    else:
-        note = {"parentRunId": dispatch.parent_run_id}
-        queue.send(task_name_for(dispatch), args, dispatch.role, note=note)
+    options: dict[str, Any] = {}
+    if dispatch.parent_run_id is not None:
+        options["note"] = {"parentRunId": dispatch.parent_run_id}
+    if dispatch.not_before_ms is not None:
+        wait = dispatch.not_before_ms / 1000 - time.time()
+        if wait > 0:
+            options["countdown"] = wait  # a quota wait: the task runs when quota is expected
+    queue.send(task_name_for(dispatch), args, dispatch.role, **options)
 
 
 def dispatch_ready(

@@ -110,12 +110,15 @@ def submit_run(
     cycle: Mapping[str, Any] | None = None,
     shared: SharedRedis | None = None,
     budget_usd: float | None = None,
+    limits: Mapping[str, Any] | None = None,
 ) -> str:
     """Submit one run (see the module docstring); its run id.
 
     ``budget_usd``: the run's dollar ceiling (default: a definition's own), recorded as
     ``little.run.budget`` before its start: the workers' model calls reserve against it
-    (see :mod:`little_dist.budgets`).
+    (see :mod:`little_dist.budgets`). ``limits``: ``{"timeout", "deadline",
+    "max_attempts"}`` as :func:`~little_dist.run_limits.run_limits` takes them (default: a
+    definition's own timeout and max attempts), recorded as ``little.run.limits``.
 
     ``cycle``: the run is one cycle of an outer loop (see :mod:`little_dist.outer_loop`):
     ``{outerLoopId, outerLoop, promptNote?}``, recorded in ``little.run.submitted`` for the
@@ -148,12 +151,20 @@ def submit_run(
     them, never name another tool, model slot or harness. Without a registry only the
     workers check that, when a step runs (it fails with ``runtime_config_error``).
     """
-    limits = settings.limits if settings is not None else InputLimits()
+    input_limits = settings.limits if settings is not None else InputLimits()
     look: Future[bool] | None = None
     if shared is not None and run_id is not None and cycle is None:
         # The S3 look of a given run id runs while the rest is checked and printed.
         look = shared.look(world, validate_run_id(run_id))
-    request = checked_request(workflow, run_input, run_id, registry, limits, budget_usd=budget_usd)
+    request = checked_request(
+        workflow,
+        run_input,
+        run_id,
+        registry,
+        input_limits,
+        budget_usd=budget_usd,
+        **_limit_options(limits),
+    )
     if cycle is not None:
         path = request.planner_path or (
             request.definition.id if request.definition is not None else None
@@ -211,13 +222,18 @@ def _submit_to_planner(
         lender = borrows_from(request.parent)
         if request.budget_usd is not None or lender is not None:  # (before the planner)
             world.append(run_id, budget_event(request.budget_usd, lender))
-        world.append(
+        # (the submission first: a log's first event names its workflow, `little runs`;
+        # its limits in the same append, before the planner can start it)
+        world.append_batch(
             run_id,
-            EventInput(
-                type=SUBMITTED_EVENT_TYPE,
-                occurrence_id=occurrences.SUBMITTED,
-                payload={**(cycle or {}), **payload},
-            ),
+            [
+                EventInput(
+                    type=SUBMITTED_EVENT_TYPE,
+                    occurrence_id=occurrences.SUBMITTED,
+                    payload={**(cycle or {}), **payload},
+                ),
+                *([request.limits.event()] if request.limits else []),
+            ],
         )
     if queue is not None and settings is not None:
         tracker = RunTracker(world, run_id, max_branches_cap=settings.max_branches_cap)
@@ -237,6 +253,7 @@ def submit_runs(
     parents: Sequence[Mapping[str, Any]] | None = None,
     fresh: bool = False,
     budget_usd: float | None = None,
+    limits: Mapping[str, Any] | None = None,
 ) -> list[str]:
     """Submit one run of ``workflow`` per input (``run_ids``: theirs; new ids without);
     their ids. Each is checked and recorded as :func:`submit_run` records it without a
@@ -256,7 +273,7 @@ def submit_runs(
     links: list[Mapping[str, Any] | None] = (
         list(parents) if parents is not None else [None] * len(inputs)
     )
-    limits = settings.limits if settings is not None else InputLimits()
+    input_limits = settings.limits if settings is not None else InputLimits()
     ids = list(run_ids) if run_ids is not None else [new_run_id() for _ in inputs]
     fresh = fresh or run_ids is None  # (ids made up here: no archive can hold them)
     starts_at_once = extras_of(world).one_trip_starts
@@ -271,6 +288,7 @@ def submit_runs(
                 registry=registry,
                 parent=link,
                 budget_usd=budget_usd,
+                limits=limits,
             )
             for run_id, value, link in zip(ids, inputs, links, strict=True)
         ]
@@ -278,7 +296,14 @@ def submit_runs(
     # was); the planner's runs and invalid fixed plans go one by one, the others in chunks.
     requests = [
         checked_request(
-            workflow, value, run_id, registry, limits, grants=not index, budget_usd=budget_usd
+            workflow,
+            value,
+            run_id,
+            registry,
+            input_limits,
+            grants=not index,
+            budget_usd=budget_usd,
+            **_limit_options(limits),
         )
         for index, (run_id, value) in enumerate(zip(ids, inputs, strict=True))
     ]
@@ -299,9 +324,19 @@ def submit_runs(
             registry=registry,
             parent=request.parent,
             budget_usd=request.budget_usd,
+            limits=limits,
         )
     start_chunks(world, starts_at_once, planned, fresh=fresh)
     return ids
+
+
+def _limit_options(limits: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``limits`` as :func:`~.submission_requests.checked_request` takes them."""
+    given = dict(limits or {})
+    unknown = set(given) - {"timeout", "deadline", "max_attempts"}
+    if unknown:
+        raise InvalidInputError(f"submit: unknown run limits {sorted(unknown)}")
+    return given
 
 
 def _first_look(

@@ -7,8 +7,9 @@ here reads or writes a world."""
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from little_dist.canonical import (
@@ -21,6 +22,7 @@ from little_dist.errors import InvalidInputError
 from little_dist.ids import validate_run_id
 from little_dist.limits import InputLimits
 from little_dist.local_runner import check_run_input, new_run_id
+from little_dist.run_limits import RunLimits, run_limits
 from little_dist.runtime import check_grants
 from little_dist.world.defaults import PreparedEvent
 
@@ -61,6 +63,10 @@ class SubmitRequest:
     #: The run's dollar ceiling (the submission's, else the definition's), recorded as
     #: ``little.run.budget`` before its start (see :mod:`little_dist.budgets`).
     budget_usd: float | None = None
+    #: The run's limits (a deadline, upstream's run-level timeout and maxAttempts: the
+    #: submission's, else the definition's), recorded as ``little.run.limits`` before its
+    #: start (see :mod:`little_dist.run_limits`); empty: none.
+    limits: RunLimits = field(default_factory=RunLimits)
 
     @functools.cached_property
     def input_text(self) -> str:
@@ -81,6 +87,9 @@ def checked_request(
     *,
     grants: bool = True,
     budget_usd: float | None = None,
+    timeout: Any = None,
+    deadline: Any = None,
+    max_attempts: int | None = None,
 ) -> SubmitRequest:
     """What is submitted, checked against the limits and the registry's capabilities
     before anything is read or written (``grants=False``: a fixed plan's grants were
@@ -99,6 +108,15 @@ def checked_request(
         if isinstance(named, WorkflowDefinition):
             budget = named.budget_usd
     request.budget_usd = budget
+    named = registry.get(workflow) if isinstance(workflow, str) and registry else workflow
+    own = named if isinstance(named, WorkflowDefinition) else None
+    request.limits = run_limits(
+        "submit",
+        now=time.time(),
+        timeout=timeout if timeout is not None or own is None else own.timeout_ms,
+        deadline=deadline,
+        attempts=max_attempts if max_attempts is not None or own is None else own.max_attempts,
+    )
     return request
 
 

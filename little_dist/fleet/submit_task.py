@@ -71,6 +71,7 @@ def submit(
             window=runtime.window,
             shared=runtime.shared_redis,
             budget_usd=sent.budget_usd,
+            limits=sent.limits,
         )
     except InvalidInputError as error:
         message = error.message if isinstance(error, SubmissionRefused) else str(error)

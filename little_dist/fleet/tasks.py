@@ -7,7 +7,7 @@ task                                                        queue (role)     bod
 ``little.fix_step(run_id, step_path, attempt)``             fixer            one fix attempt
 ``little.plan(run_id)``                                     planner          plan + start
 ``little.orchestrate(run_id)``                              orchestrator     advance a run
-``little.submit_run(workflow_id, ..., budget_usd)``         planner          submit a run
+``little.submit_run(workflow_id, ..., deadline, ...)``      planner          submit a run
 ==========================================================  ===============  =============
 
 A task body catches up the run's cached tracker
@@ -118,6 +118,9 @@ def register_tasks(app: Celery, runtime: WorkerRuntime) -> None:
         input: Any = None,
         run_id: str | None = None,
         budget_usd: float | None = None,
+        deadline: str | None = None,
+        timeout: str | float | None = None,
+        max_attempts: int | None = None,
     ) -> str:
         return runtime.submit(
             (),
@@ -127,6 +130,9 @@ def register_tasks(app: Celery, runtime: WorkerRuntime) -> None:
                 "input": input,
                 "run_id": run_id,
                 "budget_usd": budget_usd,
+                "deadline": deadline,
+                "timeout": timeout,
+                "max_attempts": max_attempts,
             },
             task_id=self.request.id,
         )

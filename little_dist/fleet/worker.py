@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from little_dist.errors import LittleError
 from little_dist.events import Event
 from little_dist.fleet.dispatch import Advance
+from little_dist.fleet.end_watch import EndWatch
 from little_dist.fleet.fastpath import FastPath
 from little_dist.fleet.run_cache import RunCache
 from little_dist.fleet.run_tracker import RunTracker
@@ -103,6 +104,16 @@ class WorkerRuntime:
         self._shared: SharedRedis | None = None
         self._shared_known = False
         self._looks: Executor | None = None
+        self._end_watch: EndWatch | None = None
+
+    @property
+    def end_watch(self) -> EndWatch:
+        """Tells this process's attempts to stop when their run ends (:mod:`~.end_watch`)."""
+        world = self.world
+        with self._lock:
+            if self._end_watch is None:
+                self._end_watch = EndWatch(getattr(world, "read_ends", None))
+            return self._end_watch
 
     @property
     def world(self) -> World:
@@ -196,6 +207,9 @@ class WorkerRuntime:
     def close(self) -> None:
         self.fastpath.spares.close()
         with self._lock:
+            if self._end_watch is not None:
+                self._end_watch.close()
+                self._end_watch = None
             if self._keeper is not None:
                 self._keeper.close()
                 self._keeper = None
@@ -270,21 +284,23 @@ class WorkerRuntime:
             self._with_sub_runs,
             self.quotas,
         )
-        outcome = execute_step_attempt(
-            self.world,
-            dispatch,
-            version=ctx.version,
-            capabilities=capabilities,
-            lease_ttl=self.settings.lease_ttl,
-            state=state,
-            context=ctx,
-            prior_events=step_events,
-            holder=unique_holder(self.name),
-            keeper=self.keeper,
-            on_recorded=fold_recorded,
-            timeout=capabilities.attempt_timeout(self.settings.step_timeout),
-            continuation=arranged.continuation,
-        )
+        with self.end_watch.watching(run_id) as ended:
+            outcome = execute_step_attempt(
+                self.world,
+                dispatch,
+                version=ctx.version,
+                capabilities=capabilities,
+                lease_ttl=self.settings.lease_ttl,
+                state=state,
+                context=ctx,
+                prior_events=step_events,
+                holder=unique_holder(self.name),
+                keeper=self.keeper,
+                on_recorded=fold_recorded,
+                timeout=capabilities.attempt_timeout(self.settings.step_timeout),
+                continuation=arranged.continuation,
+                cancel=ended,
+            )
         how = " (inline)" if continued is not None else ""
         _log.info("%s %s %s#%d%s: %s", kind, run_id, step_path, attempt, how, outcome.value)
         committed = outcome in (

@@ -59,10 +59,13 @@ __all__ = [
 
 
 class HarnessError(LittleError):
-    """A harness failure with upstream's ``causeCode`` and a retriable flag."""
+    """A harness failure with upstream's ``causeCode`` and a retriable flag; ``retry_after``
+    (seconds): the attempt after it should not start before then (recorded as the error's
+    ``retryAfterMs``, an engine extension)."""
 
     cause_code: str = "step_failed"
     retriable: bool = True
+    retry_after: float | None = None
 
     def __init__(
         self, message: str, *, cause_code: str | None = None, retriable: bool | None = None

@@ -25,10 +25,10 @@ from little_dist.canonical import canonical_json
 from little_dist.harness.ai_generate import tool_loop
 from little_dist.harness.code_run import run_fixed_code, runnable_code
 from little_dist.harness.errors import HarnessError
+from little_dist.harness.log_values import json_safe
 from little_dist.harness.model_calls import Completion
 from little_dist.harness.output_modes import instructions, output_spec, parse_output
 from little_dist.harness.prompts import system_prompt
-from little_dist.harness.recorder import json_safe
 from little_dist.harness.types import (
     FixStepResult,
     FixStepTask,

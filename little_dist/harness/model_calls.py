@@ -21,7 +21,12 @@ from little_dist.harness.errors import (
     model_error_from,
     reraise_guard_error,
 )
-from little_dist.harness.recorder import json_safe
+from little_dist.harness.interruptible import (
+    CallInterrupted,
+    call_interruptibly,
+    spent_estimate,
+)
+from little_dist.harness.log_values import json_safe
 from little_dist.observability.hooks import model_call_ended, quota_rejected, quota_waited
 
 if TYPE_CHECKING:
@@ -241,7 +246,9 @@ def call_model(
         kwargs["timeout"] = min(left, given) if isinstance(given, int | float) else left
     try:
         call = completion if completion is not None else import_litellm().completion
-        response = call(**kwargs)
+        response = call_interruptibly(call, kwargs, ctx.cancelled, watch=ctx.can_cancel)
+    except CallInterrupted as stopped:
+        raise _interrupted(ctx, turn, held, messages, tools, stopped) from None
     except BaseException as exc:
         if held is not None:
             _release_quota(held, exc)
@@ -276,6 +283,39 @@ def call_model(
     return reply
 
 
+def _interrupted(
+    ctx: HarnessContext,
+    turn: int,
+    held: Reservation | None,
+    messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[Mapping[str, Any]],
+    stopped: CallInterrupted,
+) -> HarnessCancelled:
+    """Record a call the attempt stopped waiting for (see :mod:`.interruptible`): failed
+    with causeCode ``cancelled``, ``interrupted``, and what it is taken to have spent
+    (``usage``, priced as a call's, under the error: the fold and the report count it)."""
+    spent = spent_estimate(ctx.model.litellm_model, messages, tools, ctx.model.settings)
+    if held is not None:
+        held.settle(spent["inputTokens"], 0)
+    step = ctx.recorder.step_path
+    message = f"step {step} was cancelled during model turn {turn}: the call was interrupted"
+    ctx.recorder.model_failed(
+        turn,
+        {
+            "name": "AbortError",
+            "message": message,
+            "causeCode": "cancelled",
+            "retriable": False,
+            "interrupted": True,
+            "usage": spent,
+            "model": ctx.model.identity(),
+        },
+        duration_ms=round(stopped.seconds * 1000, 3),
+    )
+    _observe(ctx, spent, time.monotonic() - stopped.seconds, "cancelled")
+    return HarnessCancelled(message)
+
+
 def _observe(
     ctx: HarnessContext, usage: Mapping[str, Any] | None, started: float, error: str | None
 ) -> None:
@@ -300,7 +340,7 @@ def _hold_quota(
     when no quota rule limits the call."""
     from little_dist.harness.quota_estimate import call_identity, estimate_amounts
     from little_dist.harness.quota_limiters import process_limiter
-    from little_dist.quotas import QuotaTooSmall, QuotaWaitTooLong
+    from little_dist.quotas import QuotaTooSmall, QuotaWaitGivenBack, QuotaWaitTooLong
 
     limiter = ctx.quotas if ctx.quotas is not None else process_limiter()
     if limiter is None:
@@ -321,6 +361,12 @@ def _hold_quota(
         if held is not None and held.waited > 0:
             quota_waited([rule.name for rule in held.rules], held.waited)
         return held
+    except QuotaWaitGivenBack as exc:
+        # A fleet worker's slot is worth more than a wait: the attempt ends, and runs again
+        # once the quota is expected (the policy's quota_wait, free of the step's retries).
+        given_back = ModelCallError(str(exc), cause_code="quota_wait", retriable=True)
+        given_back.retry_after = exc.expected_in
+        raise given_back from exc
     except QuotaWaitTooLong as exc:
         raise ModelCallError(str(exc), cause_code="model_rate_limited", retriable=True) from exc
     except QuotaTooSmall as exc:

@@ -24,8 +24,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from little_dist.canonical import canonical_json
+from little_dist.harness.log_values import json_safe
 from little_dist.harness.output_modes import instructions
-from little_dist.harness.recorder import json_safe
 
 if TYPE_CHECKING:
     from little_dist.harness.types import SkillDescriptor

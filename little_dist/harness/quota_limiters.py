@@ -66,4 +66,5 @@ def fleet_limiter(settings: Settings, client: Any | None) -> QuotaLimiter | None
         max_wait=settings.quota_max_wait,
         lease=settings.quota_lease,
         daily=RedisDailyBackend(client),
+        give_back_after=settings.quota_give_back_after,
     )

@@ -91,19 +91,17 @@ engine events, so a reused turn is never priced twice.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from pydantic import BaseModel
-
 from little_dist import occurrences
-from little_dist.canonical import canonical_json, sha256_digest, sha256_hex_text
+from little_dist.canonical import canonical_json, sha256_digest
 from little_dist.errors import InvalidInputError, StorageUnavailableError
 from little_dist.event_types.engine import BUDGET_RESERVED_EVENT_TYPE, MODEL_MEMOIZED, TOOL_MEMOIZED
 from little_dist.events import Event, EventInput
+from little_dist.harness.log_values import digest_and_size, json_safe
 from little_dist.observability.hooks import tool_call_ended
 from little_dist.world.base import ArtifactInput, Fence, World
 
@@ -113,9 +111,6 @@ __all__ = [
     "TOOL_MEMOIZED",
     "EventRecorder",
     "RecordedSink",
-    "digest_and_size",
-    "frozen_digest",
-    "json_safe",
 ]
 
 DEFAULT_INLINE_LIMIT: Final = 64 * 1024
@@ -130,52 +125,6 @@ RecordedSink = Callable[[Sequence[Event]], None]
 OUTAGE_INLINE_LIMIT: Final = 1024 * 1024
 
 _log = logging.getLogger("little.runtime")
-
-
-# id(value) -> (value, digest). The entry keeps the value alive, so its id cannot be reused
-# for another object while cached.
-_frozen_digests: dict[int, tuple[Any, str]] = {}
-_FROZEN_DIGESTS_MAX: Final = 4096
-
-
-def frozen_digest(value: Any) -> str:
-    """``sha256_digest(json_safe(value))`` of a value that is never mutated once built (a
-    tool's input schema, a compiled plan's step object), cached by identity: computed once
-    per object."""
-    found = _frozen_digests.get(id(value))
-    if found is not None and found[0] is value:
-        return found[1]
-    digest = sha256_digest(json_safe(value))
-    if len(_frozen_digests) >= _FROZEN_DIGESTS_MAX:
-        _frozen_digests.clear()
-    _frozen_digests[id(value)] = (value, digest)
-    return digest
-
-
-def digest_and_size(value: Any) -> tuple[str, int]:
-    """``(sha256_digest(value), UTF-8 size of its canonical JSON)`` from one encoding."""
-    text = canonical_json(value)
-    return "sha256:" + sha256_hex_text(text), len(text.encode("utf-8"))
-
-
-def json_safe(value: Any) -> Any:
-    """``value`` as plain JSON data (pydantic models and dataclasses dumped, tuples as lists).
-
-    Values with no JSON form are given as their ``str``: tool results must survive the log.
-    """
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json", by_alias=True)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return json_safe(dataclasses.asdict(value))
-    if isinstance(value, Mapping):
-        return {str(key): json_safe(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [json_safe(item) for item in value]
-    if value is None or isinstance(value, bool | int | str):
-        return value
-    if isinstance(value, float):
-        return value if value == value and value not in (float("inf"), float("-inf")) else None
-    return str(value)
 
 
 class EventRecorder:

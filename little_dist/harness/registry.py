@@ -38,8 +38,8 @@ from little_dist.harness.drift import (
     check_manifest_drift,
 )
 from little_dist.harness.errors import HarnessConfigError, StepSchemaError, envelope_for
+from little_dist.harness.log_values import frozen_digest, json_safe
 from little_dist.harness.output_modes import output_findings, output_spec, repair_note
-from little_dist.harness.recorder import frozen_digest, json_safe
 from little_dist.harness.types import (
     DelegateToDefault,
     ExecuteStepResult,

@@ -32,8 +32,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from little_dist.errors import InvalidInputError, LittleError
 from little_dist.harness.errors import HarnessCancelled, ToolCallError, reraise_guard_error
-from little_dist.harness.recorder import digest_and_size, json_safe
+from little_dist.harness.log_values import digest_and_size, json_safe
 from little_dist.redaction import redact
+from little_dist.sandbox.supervise import STOP
 from little_dist.tools import InvalidToolInputError
 
 if TYPE_CHECKING:
@@ -210,7 +211,14 @@ def run_tool_call(
             )
             returned = in_context(safe_args, info)
         else:
-            returned = tool.call(safe_args)
+            # A sandboxed command it runs (the bash tool) is killed when the attempt is told
+            # to stop; a plain function runs to its end (Python cannot stop a thread).
+            watched = STOP.set(ctx.cancelled) if ctx.can_cancel else None
+            try:
+                returned = tool.call(safe_args)
+            finally:
+                if watched is not None:
+                    STOP.reset(watched)
         if isinstance(returned, RecordedResult):
             returned, record = returned.value, json_safe(dict(returned.record))
         result = json_safe(returned)

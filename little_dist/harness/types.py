@@ -301,6 +301,12 @@ class HarnessContext:
     budgeted: bool = False
     pricing_fallback: Any = None
 
+    @property
+    def can_cancel(self) -> bool:
+        """Whether ``cancelled()`` can turn true: a model call in flight is then waited for
+        on another thread and abandoned when it does (:mod:`.interruptible`)."""
+        return self.cancelled is not _never_cancelled
+
 
 @runtime_checkable
 class Harness(Protocol):

@@ -82,7 +82,7 @@ __all__ = ["OuterLoopError", "drive_outer_loop", "goal_of", "run_outer_loop"]
 _UNCOMPILED = "uncompiled"
 #: A cycle that ended so does not go to the supervisor: the loop stops with it.
 # (a cycle refused for its budget: the loop's is spent too, a cycle's budget being its rest)
-_STOPPING_CAUSES = frozenset({"cancelled", "timeout", "budget_exceeded"})
+_STOPPING_CAUSES = frozenset({"cancelled", "timeout", "deadline_exceeded", "budget_exceeded"})
 
 
 class OuterLoopError(RunFailedError):

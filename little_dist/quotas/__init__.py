@@ -22,6 +22,7 @@ from little_dist.quotas.backend import QuotaBackend
 from little_dist.quotas.limiter import (
     QuotaLimiter,
     QuotaTooSmall,
+    QuotaWaitGivenBack,
     QuotaWaitTooLong,
     Reservation,
 )
@@ -47,6 +48,7 @@ __all__ = [
     "QuotaRule",
     "QuotaRules",
     "QuotaTooSmall",
+    "QuotaWaitGivenBack",
     "QuotaWaitTooLong",
     "RedisQuotaBackend",
     "Reservation",

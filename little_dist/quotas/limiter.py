@@ -3,7 +3,11 @@
 :meth:`QuotaLimiter.reserve` finds the rules a call falls under, asks the backend for its
 estimated amounts and, while the backend says to wait, waits in place (in slices, watching
 the attempt's cancellation and deadline) up to ``max_wait`` seconds in all; past that it
-raises :class:`QuotaWaitTooLong` and the attempt fails with a retriable cause. The
+raises :class:`QuotaWaitTooLong` and the attempt fails with a retriable cause. A fleet
+worker's limiter (``give_back_after``) does not wait in place for a wait expected longer than
+that: :class:`QuotaWaitGivenBack`, and the attempt ends with the cause ``quota_wait`` and when
+to run again, so its slot serves other work meanwhile (see
+:mod:`little_dist.scheduling.policy`). The
 :class:`Reservation` it returns is settled with the real usage after the call, or
 :meth:`~Reservation.rejected` when the provider answered 429: every rule of the call is
 then blocked for the ``Retry-After`` (the whole fleet waits, not one thread).
@@ -29,6 +33,7 @@ __all__ = [
     "DailyHold",
     "QuotaLimiter",
     "QuotaTooSmall",
+    "QuotaWaitGivenBack",
     "QuotaWaitTooLong",
     "Reservation",
 ]
@@ -48,6 +53,11 @@ class QuotaWaitTooLong(LittleError):
         super().__init__(message)
         #: Seconds until the backend expected room when the wait gave up.
         self.expected_in = expected_in
+
+
+class QuotaWaitGivenBack(QuotaWaitTooLong):
+    """The call would wait longer than ``give_back_after``: the attempt gives its worker slot
+    back and runs again once the quota is expected (a fleet's limiter only)."""
 
 
 class QuotaTooSmall(InvalidInputError):
@@ -139,6 +149,7 @@ class QuotaLimiter:
         sleep: Callable[[float], None] = time.sleep,
         daily: DailyBackend | None = None,
         today: Callable[[], str] = _utc_day,
+        give_back_after: float | None = None,
     ) -> None:
         self.rules = rules
         self.backend = backend
@@ -146,6 +157,9 @@ class QuotaLimiter:
         self.daily: DailyBackend = daily if daily is not None else MemoryDailyBackend()
         self._today = today
         self.max_wait = max_wait
+        #: A wait expected longer than this is not waited in place (:class:`QuotaWaitGivenBack`):
+        #: a fleet worker's slot is given back meanwhile. ``None``: always wait in place.
+        self.give_back_after = give_back_after
         self.lease = lease
         self._clock = clock
         self._sleep = sleep
@@ -177,6 +191,18 @@ class QuotaLimiter:
             if wait <= 0:
                 return Reservation(self, rules, reservation_id, amounts, waited=now - started)
             waited = now - started
+            give_back = self.give_back_after
+            if give_back is not None and waited + wait > give_back:
+                names = ", ".join(rule.name for rule in rules)
+                # A wait only calls in flight can end is a poll (their end is unknown): the
+                # attempt comes back no sooner than the threshold, so a slot given back is
+                # not taken again at once, many times over.
+                again = max(wait, give_back)
+                raise QuotaWaitGivenBack(
+                    f"quota of {names} expected in {wait:.2f} s: the attempt gives its slot "
+                    f"back and runs again in {again:.2f} s (LITTLE_QUOTA_GIVE_BACK_AFTER)",
+                    expected_in=again,
+                )
             limit = self.max_wait if deadline is None else min(self.max_wait, deadline - started)
             if waited + wait > limit:
                 names = ", ".join(rule.name for rule in rules)

@@ -369,6 +369,10 @@ def _model_call(event_type: str, payload: Mapping[str, Any]) -> tuple[Any, Any] 
         response = payload.get("response")
         usage = response.get("usage") if isinstance(response, Mapping) else None
         return usage, payload.get("model")
+    if event_type == "harness.model.failed":  # an interrupted call's estimate, if any
+        error = payload.get("error")
+        if isinstance(error, Mapping) and isinstance(error.get("usage"), Mapping):
+            return error["usage"], error.get("model")
     return None
 
 

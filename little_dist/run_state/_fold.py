@@ -474,6 +474,15 @@ class RunStateBuilder:
 
     def _on_model_failed(self, payload: dict[str, Any], at: Any, event_type: str) -> None:
         self._release(payload)
+        error = payload.get("error")
+        if error.__class__ is dict and error.get("usage").__class__ is dict:
+            # An interrupted call: what it is taken to have spent (little_dist.harness.
+            # interruptible) counts as a call's usage.
+            call = price_call(error.get("model"), error["usage"], self._pricer)
+            add_call(self._usage, call)
+            path = payload.get("stepPath")
+            if path.__class__ is str:
+                add_call(self._step(path)._usage, call)
 
     def _on_model_call(self, payload: dict[str, Any], at: Any, event_type: str) -> None:
         held = self._release(payload) if self._held else 0.0

@@ -144,6 +144,7 @@ def execute_step_attempt(
     on_recorded: RecordedSink | None = None,
     timeout: float | None = None,
     continuation: Continuation = PLAIN,
+    abandon: threading.Event | None = None,
 ) -> AttemptOutcome:
     """Execute ``dispatch`` (one attempt of one step); see the module docstring.
 
@@ -174,6 +175,12 @@ def execute_step_attempt(
     seconds later (see :mod:`.heartbeat`), and whatever the call does after is refused by the
     fence. The run moves on in time either way; a thread stuck in such a call stays stuck
     until the call returns.
+
+    ``abandon``, when set by the time the harness returns (the process driving the run was
+    interrupted: Ctrl-C of ``little run``), means the attempt stops without an end, as a
+    dead worker's does: what it recorded is flushed (a model call it interrupted, with what
+    the call spent), nothing is committed, its lease is released, and a resumed run retries
+    it (``lease_expired``, not counted against the step's attempts).
     """
     # Long on purpose: the walk (lease -> catch up -> start -> run -> commit) reads top to
     # bottom here, each part one call; about 75 lines of code under this docstring.
@@ -231,6 +238,9 @@ def execute_step_attempt(
             timed_out=heartbeat.timed_out.is_set,
             timeout=timeout,
         )
+        if abandon is not None and abandon.is_set():
+            recorder.flush()
+            return AttemptOutcome.superseded
         heartbeat.stop()
         try:
             recorded = _commit(world, recorder, ending, staged, heartbeat.lease.fence, continuation)

@@ -9,6 +9,7 @@ retry actually happens is ``decide``'s call (the step's retry budget, terminal c
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -85,7 +86,18 @@ def error_envelope(
             retriable = not isinstance(error, InvalidInputError | NotFoundError)
     if cause_code in TERMINAL_CAUSES:
         retriable = False
-    return {"name": name, "message": message, "causeCode": cause_code, "retriable": retriable}
+    envelope: dict[str, Any] = {
+        "name": name,
+        "message": message,
+        "causeCode": cause_code,
+        "retriable": retriable,
+    }
+    retry_after = getattr(error, "retry_after", None)
+    if isinstance(retry_after, int | float) and 0 < retry_after < 86_400:
+        # When the next attempt may start, counted from this end's recordedAt (ours: a quota
+        # wait, see little_dist.scheduling.policy).
+        envelope["retryAfterMs"] = math.ceil(retry_after * 1000)
+    return envelope
 
 
 def timeout_envelope(path: str, timeout: float) -> dict[str, Any]:

@@ -561,7 +561,7 @@ def _manifest(
     as ``memoryMountsHash`` (a resumed session compares them all:
     :mod:`little_dist.harness.drift`)."""
     from little_dist.canonical import sha256_digest
-    from little_dist.harness.recorder import frozen_digest
+    from little_dist.harness.log_values import frozen_digest
     from little_dist.mcp.gateway import session_manifest
 
     # Step objects come from the scheduling plan, cached per version: hashed once each.

@@ -63,7 +63,9 @@ class SandboxResult:
     ``"cpu"`` (CPU time), ``"memory"`` (its cgroup's memory: the kernel killed a process of it
     for want of memory), ``"disk"`` (its writable mounts' files passed ``disk_bytes`` or
     ``disk_files``), ``"file_size"`` (a file past ``file_bytes``), ``"output"`` (a runaway
-    printer); ``None`` when the command ended on its own. ``stdout``/``stderr`` hold at most
+    printer), ``"cancelled"`` (its step was told to stop:
+    :data:`~little_dist.sandbox.supervise.STOP`); ``None`` when the command ended on its own.
+    ``stdout``/``stderr`` hold at most
     ``output_bytes`` each, then a truncation marker naming what was dropped; a command the
     sandbox stopped for memory, disk or CPU time ends its ``stderr`` with a line saying so.
     ``limits`` names what held the command's memory, processes and CPU: ``"cgroup2"`` or

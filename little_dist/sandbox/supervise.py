@@ -13,7 +13,10 @@ each process it lists; the sandbox's PID namespace, by its first process; the pr
   past half the bound, less often for a large tree);
 * in a cgroup: when the kernel killed one of its processes for want of memory (``"memory"``)
   or its processes together used ``cpu_seconds`` (``"cpu"``);
-* when its first process ends: what it left running is ended with it.
+* when its first process ends: what it left running is ended with it;
+* when the step that runs it is told to stop (its run cancelled or past its deadline, its
+  lease lost): :data:`STOP`, the caller's ``cancelled()``, is looked at every
+  :data:`WATCH_EVERY` seconds (``"cancelled"``).
 
 After a kill the loop reads what is still in the pipes for at most :data:`GRACE` seconds, then
 closes them and returns: a command returns at its wall limit (plus that grace) however its
@@ -23,13 +26,14 @@ processes are arranged.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import os
 import select
 import signal
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -44,13 +48,18 @@ from little_dist.sandbox.disk import (
 )
 from little_dist.sandbox.limits import SandboxLimits
 
-__all__ = ["GRACE", "WATCH_EVERY", "Outcome", "Running", "supervise"]
+__all__ = ["GRACE", "STOP", "WATCH_EVERY", "Outcome", "Running", "supervise"]
 
 #: How long after a kill the pipes are still read before they are closed.
 GRACE: Final = 1.0
 #: How often the disk and the cgroup are looked at (less often when a walk takes long).
 WATCH_EVERY: Final = 0.05
 _CHUNK: Final = 65536
+#: Whether the command's caller must stop (set around a tool call by the harness: the
+#: attempt's ``cancelled()``); ``None``: nothing to watch.
+STOP: contextvars.ContextVar[Callable[[], bool] | None] = contextvars.ContextVar(
+    "little_sandbox_stop", default=None
+)
 
 
 @dataclass
@@ -123,6 +132,7 @@ class _Supervisor:
         self.near = False  # past half the disk bound at the last look
         self.disk_bytes = max(limits.disk_bytes, running.disk_before)
         self.disk_files = limits.disk_files
+        self.stop = STOP.get()
 
     def run(self, started: float) -> Outcome:
         r = self.r
@@ -171,6 +181,8 @@ class _Supervisor:
                 return
             if self.killed_at is None and now >= deadline:
                 self._stop("timeout")
+            elif self.killed_at is None and self.stop is not None and self.stop():
+                self._stop("cancelled")
             if self.killed_at is not None:
                 if now >= self.killed_at + GRACE:
                     return
@@ -341,6 +353,8 @@ class _Supervisor:
 
 
 _NOTES: Final = {
+    "cancelled": "sandbox: stopped: the step was cancelled (its run was cancelled or passed its "
+    "deadline)",
     "memory": "sandbox: stopped: the command passed its memory limit ({limits.memory_bytes} "
     "bytes, all its processes together)",
     "cpu": "sandbox: stopped: the command used its CPU time ({limits.cpu_seconds} s, all its "

@@ -145,7 +145,9 @@ def decide(ctx: RunContext, state: RunState, claims: Claims | None = None) -> De
     if ctx.cancel_requested:
         return _fail_run(
             env,
-            {"name": "AbortError", "message": "Run was cancelled.", "causeCode": "cancelled"},
+            dict(ctx.cancel_error)
+            if ctx.cancel_error is not None
+            else {"name": "AbortError", "message": "Run was cancelled.", "causeCode": "cancelled"},
         )
     if plan.top.final_error is not None:
         return _fail_run(env, {"name": "Error", "message": plan.top.final_error})

@@ -22,7 +22,7 @@ from little_dist.scheduling.context import (
     build_context,
     scope_steps_root,
 )
-from little_dist.scheduling.policy import GiveUp, NextAttempt, next_action
+from little_dist.scheduling.policy import GiveUp, NextAttempt, next_action, not_before_ms
 from little_dist.scheduling.step_graph import StepPlan, WorkflowPlan
 from little_dist.scheduling.types import Claims, DispatchKind, RunContext, StepDispatch
 
@@ -118,6 +118,7 @@ class Env:
         self, step: StepPlan, path: str, attempt: int, kind: DispatchKind, *, new: bool = False
     ) -> None:
         """Dispatch an attempt; ``new``: this call emitted its ``StepScheduled``."""
+        view = self.lookup(path) if attempt > 1 else None
         dispatch = StepDispatch(
             run_id=self.ctx.run_id,
             step_path=path,
@@ -126,6 +127,7 @@ class Env:
             role="fixer" if kind == "fix_step" else "worker",
             kind=kind,
             parent_run_id=self.ctx.parent_run_id,
+            not_before_ms=None if view is None else not_before_ms(view.attempts[: attempt - 1]),
         )
         self.dispatch.append(dispatch)
         if new:

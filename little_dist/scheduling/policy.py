@@ -17,6 +17,12 @@ without recording it anywhere:
 An attempt that ended ``suspended`` (it waits for sub-runs, ``little.step.suspended``) is
 neither a failure nor a crash: the attempt after it, once its sub-runs have ended, runs as
 the same kind, free of the step's budget and of the crash budget.
+
+An attempt that failed with causeCode ``quota_wait`` gave its worker slot back rather than
+wait for its provider quota (a fleet worker's model call, see :mod:`little_dist.quotas`):
+the same kind of attempt runs again, free of the step's budget, at most
+``MAX_QUOTA_WAITS`` times per path, and not before its error's ``retryAfterMs`` past its
+end (:func:`not_before_ms`: the dispatch carries it, and the fleet sends the task then).
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ from little_dist.scheduling.types import DispatchKind
 
 __all__ = [
     "CAUSE_LEASE_EXPIRED",
+    "CAUSE_QUOTA_WAIT",
+    "MAX_QUOTA_WAITS",
     "SUSPENDED",
     "TERMINAL_CAUSES",
     "AttemptLike",
@@ -37,9 +45,14 @@ __all__ = [
     "NextAttempt",
     "admits",
     "next_action",
+    "not_before_ms",
 ]
 
 CAUSE_LEASE_EXPIRED: Final = "lease_expired"
+#: An attempt that gave its slot back while its provider quota was spent (see above).
+CAUSE_QUOTA_WAIT: Final = "quota_wait"
+#: How many times one step path may give its slot back for quota before it fails.
+MAX_QUOTA_WAITS: Final = 100
 #: The status of an attempt that ended waiting for sub-runs.
 SUSPENDED: Final = "suspended"
 
@@ -97,7 +110,7 @@ def next_action(
     """The next attempt after ``attempts`` (all failed), or :class:`GiveUp`."""
     max_attempts = step.max_attempts or max(default_max_attempts, 1)
     kind: DispatchKind = "execute_step"
-    worker_used = fixes_used = crashes = 0
+    worker_used = fixes_used = crashes = quota_waits = 0
     error: Any = None
     for attempt in attempts:
         if attempt.status == SUSPENDED:
@@ -109,6 +122,11 @@ def next_action(
             if crashes > max_crash_retries:
                 return GiveUp(error)
             continue  # the same kind again, free of charge
+        if cause == CAUSE_QUOTA_WAIT:
+            quota_waits += 1
+            if quota_waits > MAX_QUOTA_WAITS:
+                return GiveUp(error)
+            continue  # the same kind again once the quota is expected, free of charge
         if kind == "fix_step":
             return GiveUp(error)
         worker_used += 1
@@ -121,6 +139,26 @@ def next_action(
             continue
         return GiveUp(error)
     return NextAttempt(len(attempts) + 1, kind)
+
+
+def not_before_ms(attempts: Sequence[AttemptLike]) -> int | None:
+    """When the attempt after ``attempts`` may start (milliseconds since the epoch): the last
+    one's end plus its error's ``retryAfterMs`` when it gave its slot back for quota
+    (``None``: at once). Read from the log, so every process that decides agrees."""
+    if not attempts:
+        return None
+    last = attempts[-1]
+    error = last.error
+    if cause_of(error) != CAUSE_QUOTA_WAIT or not isinstance(error, Mapping):
+        return None
+    delay = error.get("retryAfterMs")
+    ended = getattr(last, "finished_at", None)
+    if not isinstance(delay, int) or isinstance(delay, bool) or not isinstance(ended, str):
+        return None
+    from little_dist.scheduling.times import epoch_ms
+
+    at = epoch_ms(ended)
+    return None if at is None else at + delay
 
 
 def admits(

@@ -61,7 +61,9 @@ class RunContext:
       at most ``min(maxConcurrency, max_in_flight)`` branches in flight.
     - ``cancel_requested``: a ``little.run.cancel_requested`` event was recorded (the fold
       skips engine events, so the caller reads it from the log and sets this);
-      ``decide`` then fails the run with causeCode ``cancelled``.
+      ``decide`` then fails the run with causeCode ``cancelled``, or with
+      ``cancel_error`` when set (a deadline's: causeCode ``timeout`` or
+      ``deadline_exceeded``, see :mod:`little_dist.run_limits`).
     - ``memoize``: let ``decide`` remember, on this context, the branches of a parallel step
       that did not change between calls (see :mod:`little_dist.scheduling.branch_cache`); the
       decisions are the same either way. ``False`` re-drives every branch on every call (the
@@ -83,6 +85,7 @@ class RunContext:
     max_branches_cap: int | None = None
     max_in_flight: int | None = None
     cancel_requested: bool = False
+    cancel_error: Any = None
     memoize: bool = True
     parent_run_id: str | None = None
     inherited: Any = None
@@ -93,7 +96,8 @@ class StepDispatch:
     """ "Execute this attempt", carried as ids only (the fleet sends these as task args).
 
     ``parent_run_id`` (a sub-run's parent, from :attr:`RunContext.parent_run_id`) is shown
-    with the task, never one of its arguments; it takes no part in comparisons: the same
+    with the task, never one of its arguments; ``not_before_ms`` is when the task may run
+    (the fleet sends it with that delay). Neither takes part in comparisons: the same
     attempt is the same dispatch whoever built it."""
 
     run_id: str
@@ -103,6 +107,9 @@ class StepDispatch:
     role: DispatchRole
     kind: DispatchKind
     parent_run_id: str | None = field(default=None, compare=False)
+    #: Not to run before this time (milliseconds since the epoch): an attempt after one that
+    #: gave its slot back for quota (:func:`~little_dist.scheduling.policy.not_before_ms`).
+    not_before_ms: int | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,12 @@ from __future__ import annotations
 
 __all__ = [
     "active_runs_key",
+    "api_rate_prefix",
+    "api_tokens_key",
     "backlog_key",
     "backlog_list",
     "dispatch_lease_key",
+    "idempotency_key",
     "plan_dispatch_lease_key",
     "plan_lease_key",
     "rebuilt_marker_key",
@@ -94,3 +97,21 @@ def backlog_key(signal_stream: str, queue: str) -> str:
 def backlog_list(queue: str) -> str:
     """The list whose length is ``queue``'s held-back branches (``little.worker.backlog``)."""
     return f"{queue}.backlog"
+
+
+def api_tokens_key(signal_stream: str) -> str:
+    """The hash of the HTTP API's bearer tokens: token id -> its record (JSON: name,
+    scopes, the sha256 of its secret, when it was made; see :mod:`little_dist.http.tokens`)."""
+    return f"{signal_stream}:api-tokens"
+
+
+def idempotency_key(signal_stream: str, key_digest: str) -> str:
+    """What an ``Idempotency-Key`` of ``POST /v1/runs`` answered (JSON: the body's hash and
+    the run id), by the sha256 hex of the key; it expires."""
+    return f"{signal_stream}:idempotency:{key_digest}"
+
+
+def api_rate_prefix(signal_stream: str) -> str:
+    """The key prefix of the HTTP API's per-token rate windows (``limits``' moving windows,
+    one per token with a rate; see :mod:`little_dist.http.rate_limits`)."""
+    return f"{signal_stream}:api-rate"

@@ -184,6 +184,10 @@ class EventReads:
         validate_run_id(run_id)
         return self._watch.wait_for_end(run_id, timeout)
 
+    def read_ends(self, after: str | None, block_ms: int) -> tuple[str, list[str]]:
+        """See :meth:`~little_dist.world.redis_s3.watching.RunWatch.read_ends`."""
+        return self._watch.read_ends(after, block_ms)
+
     def first_and_last_events(self, run_id: str) -> tuple[Event, Event] | None:
         validate_run_id(run_id)
         keys = self._keys.run(run_id)

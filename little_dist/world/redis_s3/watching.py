@@ -137,6 +137,29 @@ class RunWatch:
                 if any(wanted in flat for _, flat in entries):
                     look_at = time.monotonic()  # this run's end: look now
 
+    def read_ends(self, after: str | None, block_ms: int) -> tuple[str, list[str]]:
+        """The runs whose end was announced after the announcement ``after`` (``None``:
+        from now on), waiting up to ``block_ms`` for one; the last announcement read (pass
+        it next time) and those runs' ids. An announcement only says "look": an end lost
+        with a Redis that died between the append and it is not here."""
+        ends = self._keys.ends
+        with redis_errors("read of the runs' ends"):
+            if after is None:
+                newest: Any = self._raw.xrevrange(ends, count=1)
+                after = newest[0][0].decode() if newest else "0-0"
+            reply: Any = self._raw.xread({ends: after}, count=_PAGE, block=max(1, block_ms))
+        entries = _read_entries(reply)
+        if not entries:
+            return after, []
+        runs = []
+        for _, flat in entries:
+            # (a raw entry: [field, value, ...])
+            fields = dict(zip(flat[::2], flat[1::2], strict=True))
+            run = fields.get(b"run")
+            if isinstance(run, bytes):
+                runs.append(run.decode())
+        return entries[-1][0].decode(), runs
+
     def _ends_after(self, run_id: str, after: int) -> tuple[bool, int]:
         """Whether the events after ``after`` hold the run's end; the last sequence read.
 

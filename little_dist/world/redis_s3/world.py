@@ -421,6 +421,12 @@ class RedisS3World:
     def wait_for_end(self, run_id: str, *, timeout: float | None = None) -> bool:
         return self._reads.wait_for_end(run_id, timeout)
 
+    def read_ends(self, after: str | None, block_ms: int) -> tuple[str, list[str]]:
+        """The runs whose end was announced since ``after`` (see
+        :meth:`~little_dist.world.redis_s3.watching.RunWatch.read_ends`): a worker's
+        attempts of a run that ended are told to stop (:mod:`little_dist.fleet.end_watch`)."""
+        return self._reads.read_ends(after, block_ms)
+
     def list_run_ids(self) -> list[str]:
         """Every run: not archived yet (the run index in Redis), or archived (the archives
         in S3, listed: one request a thousand runs)."""
