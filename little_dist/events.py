@@ -35,6 +35,7 @@ __all__ = [
     "RUN_END_EVENT_TYPES",
     "SCHEDULE_EVENT_TYPES",
     "SIDE_CHANNEL_EVENT_TYPES",
+    "UPSTREAM_ONLY_EVENT_TYPES",
     "USAGE_EVENT_TYPES",
     "WORLD_EVENT_TYPES",
     "Event",
@@ -127,6 +128,56 @@ AFTER_END_EVENT_TYPES: tuple[str, ...] = (*SIDE_CHANNEL_EVENT_TYPES, "OuterLoopC
 #: name for them): a tool-permission decision (see :mod:`little_dist.permissions`). Typed
 #: like the others, and the fold counts them without reading them.
 PERMISSION_EVENT_TYPES: tuple[str, ...] = ("harness.permission.decided",)
+
+#: Catalogued types little-dist never writes, each with why: upstream writes them for behaviour
+#: that has no equivalent here. They stay in the catalogue (with their payload models) so a log
+#: upstream wrote still reads; every other catalogued type is written somewhere
+#: (``tests/test_event_catalogue.py`` checks both ways).
+UPSTREAM_ONLY_EVENT_TYPES: dict[str, str] = {
+    **dict.fromkeys(
+        ("ModelCallStarted", "ModelCallCompleted", "ToolCallStarted", "ToolCallCompleted"),
+        "declared by upstream's world.ts, but model and tool calls are recorded as "
+        "harness.model.* and harness.tool_call.*, by upstream's harness and by ours; "
+        "ModelCallCompleted is still read and priced",
+    ),
+    **dict.fromkeys(
+        (
+            "harness.runtime.command.denied",
+            "harness.runtime.tier.escalated",
+            "harness.runtime.tier.unavailable",
+        ),
+        "upstream's tiered runtime classifies each command (run, escalate from its in-memory "
+        "Tier-0 to a next tier, or deny); here every command runs in the one kernel sandbox "
+        "and none is classified, so none is denied or escalated",
+    ),
+    "harness.runtime.dispose.failed": "upstream reports a failed teardown of a turn's runtime; "
+    "closing the bash sandbox session here records no event",
+    **dict.fromkeys(
+        ("harness.file.staged_from_message", "harness.file.staged_from_host"),
+        "upstream stages a message's attachments or host files into the session's filesystem; "
+        "here nothing is staged: a step sees its scratch, memory and skill mounts",
+    ),
+    "harness.file.written_by_tool": "upstream's file tools write the session's files; here "
+    "tools do not, and what bash commands change is in each command's scratch manifest",
+    "harness.artifact.created": "upstream's /artifacts root turns a file written there into an "
+    "artifact; here a step's files are its scratch folder, published with the attempt's "
+    "commit, each with the artifactRef its bytes were stored under (ArtifactCreated records "
+    "large outputs)",
+    "harness.filesystem.mounted": "upstream lists its four managed roots (/session, "
+    "/artifacts, /.agents, /persistent) at each turn; the sandbox's mounts here "
+    "(/mnt/scratch, /mnt/memory, /mnt/skills) are none of them, and the payload names only those",
+    **dict.fromkeys(
+        (
+            "harness.persistent_dir.loaded",
+            "harness.persistent_dir.commit.started",
+            "harness.persistent_dir.commit.succeeded",
+            "harness.persistent_dir.commit.failed",
+        ),
+        "upstream's persistent dirs (/persistent, loaded before a turn, committed after it); "
+        "the store here is workflow memory (/mnt/memory), whose commits are recorded as "
+        'harness.file.* with root "memory" and little.memory.conflict',
+    ),
+}
 
 #: Every event type a run log may hold (upstream's, then little-dist's own harness events).
 EVENT_TYPES: tuple[str, ...] = (

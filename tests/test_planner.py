@@ -127,13 +127,17 @@ def test_invalid_first_draft_gets_its_findings_back_and_the_second_registers(
     assert types_of(world, "run_plan_repair") == [
         "OrchestrationRequested",
         "PlannerStarted",
+        "harness.session.started",
         "harness.model.called",
         "harness.model.responded",
+        "harness.session.completed",
         "PlannerDraftedWorkflow",
         "WorkflowValidationFailed",
         "PlannerStarted",
+        "harness.session.started",
         "harness.model.called",
         "harness.model.responded",
+        "harness.session.completed",
         "PlannerDraftedWorkflow",
         "WorkflowValidationSucceeded",
     ]
@@ -234,7 +238,10 @@ def test_a_crashed_planning_session_resumes_without_paying_twice(
     rule.raise_error("server")
     with pytest.raises(PlannerError):
         plan(world, "run_plan_resume", wf)
-    assert types_of(world, "run_plan_resume")[-1] == "harness.model.failed"
+    assert types_of(world, "run_plan_resume")[-2:] == [
+        "harness.model.failed",
+        "harness.session.failed",
+    ]
     scripted_model.on(step="planner").reply_json(valid_lwir())
     version = plan(world, "run_plan_resume", wf)
     assert version is not None

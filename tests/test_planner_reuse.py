@@ -71,13 +71,15 @@ def test_the_planner_is_shown_the_candidate_and_reuses_it_unchanged(
     assert '```mermaid\ngraph TD\n  n0["summarize"]\n```' in shown
     assert "--- Prior cycle note ---" in shown and '"kind": "reuse_unchanged"' in shown
     types = types_of(world, "run_second")
-    assert types[:4] == [
+    assert types[:6] == [
         "OrchestrationRequested",
         "PlannerStarted",
+        "harness.session.started",
         "harness.model.called",
         "harness.model.responded",
+        "harness.session.completed",
     ]
-    assert types[4] == "PlannerReuseDecisionRecorded"
+    assert types[6] == "PlannerReuseDecisionRecorded"
     assert "PlannerDraftedWorkflow" not in types
     (payload,) = payload_of(world, "run_second", "PlannerReuseDecisionRecorded")
     brief = reuse_brief(select_reuse_candidates(world, "support.summarize")[-1], None)

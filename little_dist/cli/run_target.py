@@ -18,10 +18,17 @@ from little_dist.cli.app_modules import (
     resolve_attribute,
 )
 from little_dist.cli.json_input import read_input, read_json
+from little_dist.cli.locked_versions import input_binding_problem, is_locked_version
 from little_dist.cli.run_problems import InvalidWorkflowOrInput, UsageProblem, one_line
 from little_dist.limits import InputLimits
 
-__all__ = ["Resolver", "load_folder", "prepare", "workflow_folder"]
+__all__ = [
+    "Resolver",
+    "check_input_binding",
+    "load_folder",
+    "prepare",
+    "workflow_folder",
+]
 
 _TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
@@ -78,10 +85,14 @@ def prepare(args: argparse.Namespace) -> tuple[Resolver, Any, Any]:
             max_bytes=limits.max_lwir_bytes,
             setting="LITTLE_MAX_LWIR_BYTES",
         )
-        if isinstance(document, dict) and "lwir" in document:
-            document = document["lwir"]  # a compiled WorkflowVersion carries its LWIR
-        limits.check_lwir(document, label)
-        checked = _compile(document, run_input, label)
+        if is_locked_version(document):
+            limits.check_lwir(document["lwir"], label)
+            checked = _locked_version(document, run_input, label)
+        else:
+            if isinstance(document, dict) and "lwir" in document:
+                document = document["lwir"]  # a WorkflowVersion-like document: its LWIR
+            limits.check_lwir(document, label)
+            checked = _compile(document, run_input, label)
         resolve = _fixed(checked, run_input)
     capabilities = merge_capabilities(app_parts)
     if checked is not None:
@@ -133,14 +144,46 @@ def _compile(document: Any, run_input: Any, label: str) -> Any:
     try:
         return compile_lwir(document, input=run_input)
     except LwirInvalidError as exc:
-        findings = [f for f in exc.findings if f.severity == "error"]
-        noun = "finding" if len(findings) == 1 else "findings"
-        raise InvalidWorkflowOrInput(
-            f"{label}: invalid workflow, {len(findings)} {noun}",
-            [f"{f.code} {f.path}: {f.message}" for f in findings],
-        ) from None
+        raise _invalid_lwir(exc, label) from None
     except RecursionError:
         raise InvalidWorkflowOrInput(f"{label}: workflow is nested too deeply") from None
+
+
+def check_input_binding(lock: Mapping[str, Any], run_input: Any, label: str) -> None:
+    """:func:`~little_dist.cli.locked_versions.input_binding_problem` as a refusal (exit 1)."""
+    problem = input_binding_problem(lock, run_input)
+    if problem is not None:
+        raise InvalidWorkflowOrInput(f"{label}: {problem[0]}", problem[1:])
+
+
+def _locked_version(document: Mapping[str, Any], run_input: Any, label: str) -> Any:
+    """The WorkflowVersion ``document`` holds, its hashes checked and its input binding
+    honoured, as it is: not compiled again."""
+    from little_dist.compiler import (
+        LwirInvalidError,
+        WorkflowVersion,
+        WorkflowVersionMismatchError,
+    )
+
+    try:
+        version = WorkflowVersion.from_json(document)
+    except LwirInvalidError as exc:
+        raise _invalid_lwir(exc, label) from None
+    except WorkflowVersionMismatchError as exc:
+        raise InvalidWorkflowOrInput(f"{label}: {one_line(str(exc))}") from None
+    except RecursionError:
+        raise InvalidWorkflowOrInput(f"{label}: workflow is nested too deeply") from None
+    check_input_binding(version.lock, run_input, label)
+    return version
+
+
+def _invalid_lwir(exc: Any, label: str) -> InvalidWorkflowOrInput:
+    findings = [f for f in exc.findings if f.severity == "error"]
+    noun = "finding" if len(findings) == 1 else "findings"
+    return InvalidWorkflowOrInput(
+        f"{label}: invalid workflow, {len(findings)} {noun}",
+        [f"{f.code} {f.path}: {f.message}" for f in findings],
+    )
 
 
 def _check_input(version: Any, run_input: Any) -> None:
@@ -205,7 +248,12 @@ def _workflow_from_object(
         return resolve, run_input, capabilities, definition.plan
     if isinstance(obj, WorkflowVersion):
         limits.check_lwir(obj.lwir, label)
+        check_input_binding(obj.lock, run_input, label)
         return _fixed(obj, run_input), run_input, None, obj
+    if is_locked_version(obj):
+        limits.check_lwir(obj["lwir"], label)
+        version = _locked_version(obj, run_input, label)
+        return _fixed(version, run_input), run_input, None, version
     if isinstance(obj, Mapping):
         document = obj.get("lwir", obj)
         limits.check_lwir(document, label)

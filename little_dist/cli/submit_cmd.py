@@ -1,8 +1,10 @@
 """``little submit WORKFLOW --input JSON|FILE``: start a run on the fleet.
 
-``WORKFLOW`` is an LWIR JSON file (or a compiled WorkflowVersion's JSON with an ``lwir``
-field), ``module:attribute`` naming a workflow object (a workflow made with
-``define_workflow``, an LWIR dict or a compiled WorkflowVersion), a workflow folder (a path
+``WORKFLOW`` is an LWIR JSON file (or a compiled WorkflowVersion's JSON, submitted as it is,
+not compiled again; one locked with ``inputBinding: "required"`` refuses an input whose digest
+is not its ``lock.inputHash``, exit 1), ``module:attribute`` naming a workflow object (a
+workflow made with ``define_workflow``, an LWIR dict or a compiled WorkflowVersion), a
+workflow folder (a path
 with a ``/``, or ``.`` for a project with one workflow; see :mod:`little_dist.workspace`), or
 the id of a workflow
 defined in the ``--app`` module (default ``LITTLE_APP``); an id the local app does not know
@@ -32,6 +34,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from little_dist.cli.common import budget_dollars
+from little_dist.cli.locked_versions import input_binding_problem, is_locked_version
+from little_dist.errors import InvalidInputError
 from little_dist.redaction import redact
 
 if TYPE_CHECKING:
@@ -205,6 +209,8 @@ def resolve_workflow(spec: str) -> Any:
         document = _read_json_text(_read_file(spec, spec, "LITTLE_MAX_LWIR_BYTES"), spec)
         if not isinstance(document, Mapping):
             raise _Usage(f"{spec}: expected an LWIR JSON object")
+        if is_locked_version(document):
+            return _locked_version(document, spec)
         return document.get("lwir", document)
     if ":" in spec:
         value = _import_object(spec)
@@ -214,8 +220,29 @@ def resolve_workflow(spec: str) -> Any:
     return spec
 
 
+def _locked_version(document: Mapping[str, Any], spec: str) -> Any:
+    """A compiled WorkflowVersion file is submitted as it is (its hashes checked), not
+    compiled again, as ``little run`` runs one."""
+    from little_dist.compiler import WorkflowVersion, WorkflowVersionMismatchError
+
+    try:
+        return WorkflowVersion.from_json(document)
+    except WorkflowVersionMismatchError as exc:
+        raise InvalidInputError(f"{spec}: {exc}") from None
+
+
+def check_lock(workflow: Any, run_input: Any, spec: str) -> None:
+    """A version locked to its input (``inputBinding: "required"``) refuses another one."""
+    from little_dist.compiler import WorkflowVersion
+
+    if isinstance(workflow, WorkflowVersion):
+        problem = input_binding_problem(workflow.lock, run_input)
+        if problem is not None:
+            details = f" ({'; '.join(problem[1:])})" if problem[1:] else ""
+            raise InvalidInputError(f"{spec}: {problem[0]}{details}")
+
+
 def _folder_workflow(spec: str) -> Any:
-    from little_dist.errors import InvalidInputError
     from little_dist.workspace import load_workflow, resolve_workflow_reference
 
     try:
@@ -247,6 +274,7 @@ def run(args: argparse.Namespace) -> int:
     except _Usage as exc:
         print(f"little submit: {redact(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
+    check_lock(workflow, run_input, args.workflow)
     settings = fleet_settings(args)
     modules = args.app if args.app else ([settings.app] if settings.app else [])
     from little_dist.fleet.app_registry import AppImportError, load_registry

@@ -1,40 +1,22 @@
-"""``date()``: ``new Date(String(v)).toISOString()`` for the ISO forms V8 accepts.
+"""``date()``: ``new Date(String(v)).toISOString()``, on a machine whose time zone is UTC.
 
-Supported, as V8's ES5 date-time parser reads them:
-
-* ``YYYY``, ``YYYY-MM``, ``YYYY-MM-DD`` and the expanded years ``+YYYYYY`` / ``-YYYYYY``
-  (``-000000`` is invalid); date-only forms are UTC;
-* ``T`` (or ``t``) then ``HH:mm``, ``HH:mm:ss`` or ``HH:mm:ss.fff...`` (any number of fraction
-  digits, truncated to milliseconds), ``24:00`` allowed only with zero minutes/seconds/fraction;
-* an optional offset ``Z``/``z``, ``+HH:mm`` or ``+HHmm``;
-* days past the end of a month roll over (``2024-02-31`` is March 2), as in V8.
-
-Deviations, deliberate because they depend on the machine or on V8's legacy heuristics:
-
-* a date-time **without** an offset is local time in JavaScript; here it is read as UTC;
-* a single space instead of ``T`` is accepted like ``T`` (V8 reaches the same fields through
-  its legacy parser);
-* every other form V8's legacy parser guesses at (``Jan 2 2024``, ``2024/01/02``, ``"5"``) is
-  treated as invalid.
+The string is read as V8's ``Date`` parser reads it (:mod:`.date_parser`): the ISO forms and the
+legacy ones (``"10"``, ``"2024/1/5"``, ``"March 7 2024"``, RFC 2822 ``"Tue, 05 Mar 2024 10:30:00
+GMT"``, ``"2024-03-05 10:30"``). A date-time without an offset is local time in JavaScript; here
+local time is UTC, as on a server whose ``TZ`` is UTC, so the result does not depend on the
+machine. Times outside +-8.64e15 ms are invalid, as ``TimeClip`` makes them.
 
 Invalid input yields ``None``; the caller raises upstream's ``RangeError: Invalid time value``.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Final
+
+from little_dist.expressions.date_parser import parse_date
 
 __all__ = ["iso_date_string"]
 
-_ISO: Final = re.compile(
-    r"(?:(?P<sign>[+-])(?P<year6>[0-9]{6})|(?P<year4>[0-9]{4}))"
-    r"(?:-(?P<month>[0-9]{2})(?:-(?P<day>[0-9]{2}))?)?"
-    r"(?:[Tt ](?P<hour>[0-9]{2}):(?P<minute>[0-9]{2})"
-    r"(?::(?P<second>[0-9]{2})(?:\.(?P<fraction>[0-9]+))?)?"
-    r"(?P<zone>[Zz]|[+-][0-9]{2}:[0-9]{2}|[+-][0-9]{4})?)?",
-    re.ASCII,
-)
 _MS_PER_DAY: Final = 86_400_000
 _MAX_TIME: Final = 8.64e15
 
@@ -65,42 +47,13 @@ def _civil_from_days(days: int) -> tuple[int, int, int]:
 
 def _time_value(text: str) -> int | None:
     """Milliseconds since the epoch, or None when V8 would give an Invalid Date."""
-    match = _ISO.fullmatch(text)
-    if match is None:
+    fields = parse_date(text)
+    if fields is None:
         return None
-    fields = match.groupdict()
-    if fields["year6"] is not None:
-        year = int(fields["year6"])
-        if fields["sign"] == "-":
-            if year == 0:
-                return None
-            year = -year
-    else:
-        year = int(fields["year4"])
-    month = int(fields["month"] or 1)
-    day = int(fields["day"] or 1)
-    if not (1 <= month <= 12 and 1 <= day <= 31):
-        return None
-    millis = 0
-    if fields["hour"] is not None:
-        hour, minute = int(fields["hour"]), int(fields["minute"])
-        second = int(fields["second"] or 0)
-        fraction = fields["fraction"] or ""
-        milli = int((fraction[:3]).ljust(3, "0")) if fraction else 0
-        if hour > 24 or minute > 59 or second > 59:
-            return None
-        if hour == 24 and (minute or second or (fraction and int(fraction[:9]))):
-            return None
-        millis = ((hour * 60 + minute) * 60 + second) * 1000 + milli
-        zone = fields["zone"]
-        if zone and zone not in "Zz":
-            digits = zone[1:].replace(":", "")
-            zone_hour, zone_minute = int(digits[:2]), int(digits[2:])
-            if zone_hour > 23 or zone_minute > 59:
-                return None
-            offset = (zone_hour * 60 + zone_minute) * 60_000
-            millis -= offset if zone[0] == "+" else -offset
-    value = _days_from_civil(year, month, day) * _MS_PER_DAY + millis
+    millis = ((fields.hour * 60 + fields.minute) * 60 + fields.second) * 1000 + fields.millisecond
+    value = _days_from_civil(fields.year, fields.month, fields.day) * _MS_PER_DAY + millis
+    # Local time is UTC here, so a missing offset is zero.
+    value -= (fields.offset or 0) * 1000
     if abs(value) > _MAX_TIME:
         return None
     return value

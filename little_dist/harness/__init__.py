@@ -35,7 +35,9 @@ Modules: :mod:`.types` (the contract), :mod:`.recorder` (events and their occurr
 against the recorded manifest), :mod:`.registry`, :mod:`.default` (the default harness),
 :mod:`.ai_generate`, :mod:`.model_calls`, :mod:`.tool_calls`, :mod:`.output_modes`,
 :mod:`.prompts`, :mod:`.fixer`, :mod:`.errors`, :mod:`.bash_tool` (the sandboxed ``bash``
-tool a workflow may offer its models). Nothing here imports litellm until a model is called.
+tool a workflow may offer its models), :mod:`.outcomes` (``report_outcome``: an observer's
+verdict on a run, upstream's ``outcome.reported``). Nothing here imports litellm until a
+model is called.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ from little_dist.harness.errors import (
     envelope_for,
 )
 from little_dist.harness.memo import Memo, MemoHit
+from little_dist.harness.outcomes import OutcomeReport, report_outcome
 from little_dist.harness.output_modes import output_findings
 from little_dist.harness.recorder import DEFAULT_INLINE_LIMIT, EventRecorder
 from little_dist.harness.registry import HarnessRegistry, resolve_repair_policy
@@ -107,6 +110,7 @@ __all__ = [
     "ModelCallError",
     "OrchestrateResult",
     "OrchestrateTask",
+    "OutcomeReport",
     "PlanResult",
     "PlanTask",
     "ResolvedModel",
@@ -117,6 +121,7 @@ __all__ = [
     "TurnLimitError",
     "envelope_for",
     "output_findings",
+    "report_outcome",
     "resolve_repair_policy",
     "role_for_step",
 ]

@@ -267,10 +267,10 @@ class HarnessRegistry:
                     f"the default harness {harness_id_of(self.default)} delegated a "
                     f"{task.kind} task"
                 )
-        if result.kind != task.kind:
-            raise HarnessConfigError(
-                f"harness returned a {result.kind!r} result for a {task.kind!r} task"
-            )
+        kind = getattr(result, "kind", None)
+        if kind != task.kind:
+            what = f"a {kind!r} result" if isinstance(kind, str) else repr(result)[:200]
+            raise HarnessConfigError(f"harness returned {what} for a {task.kind!r} task")
         return result
 
     def _run_with_repair(

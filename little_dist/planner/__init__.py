@@ -22,7 +22,10 @@ Upstream's compile pipeline (``compiler.ts``, ``planner-reuse.ts``,
    definition hash.
 
 Everything is recorded on the run before ``RunStarted``: ``OrchestrationRequested``,
-``PlannerStarted``, the planner's ``harness.model.*`` calls, ``PlannerDraftedWorkflow``,
+``PlannerStarted``, the planner's session (run through the harness registry as every role's
+is: ``harness.session.started`` with its manifest -- model slot and digest, skills, harness
+id, the request's ids -- then ``.completed`` or ``.failed``, step path ``planner``, attempt =
+revision) and its ``harness.model.*`` calls, ``PlannerDraftedWorkflow``,
 ``WorkflowValidationFailed`` | ``WorkflowValidationSucceeded``, ``PlannerReuseDecisionRecorded``
 when the planner decided on a candidate; the runner then records ``WorkflowVersionRegistered``.
 Every event has an occurrence id and recorded drafts and model replies are reused, so a

@@ -14,12 +14,13 @@ from little_dist.compiler import WorkflowVersion, compile_lwir
 from little_dist.errors import InvalidInputError
 from little_dist.events import Event, EventInput
 from little_dist.harness.budget_tree import CAUSE_BUDGET_EXCEEDED
-from little_dist.harness.errors import ModelCallError
+from little_dist.harness.errors import HarnessConfigError, ModelCallError
 from little_dist.harness.memo import Memo
 from little_dist.harness.recorder import EventRecorder
+from little_dist.harness.registry import HarnessRegistry
 from little_dist.harness.types import (
-    DelegateToDefault,
     HarnessContext,
+    HarnessResult,
     HarnessScope,
     PlanResult,
     PlanTask,
@@ -310,7 +311,9 @@ def _plan(
         skills=definition.skills,
         budgeted=_budgeted(world, session.run_id),
         pricing_fallback=capabilities.pricing_fallback,
+        manifest=_session_manifest(request),
     )
+    registry = HarnessRegistry(default=default, overrides={"planner": harness}, repair=False)
     note: str | None = None
     last_findings: list[Finding] = []
     for revision in range(1, revisions + 1):
@@ -334,9 +337,7 @@ def _plan(
             recorder = EventRecorder(world, session.run_id, "planner", revision)
             ctx = dataclasses.replace(base_ctx, recorder=recorder)
             try:
-                result = harness.run(task, ctx)
-                if isinstance(result, DelegateToDefault):
-                    result = default.run(task, ctx)
+                result = _run_planner(registry, harness, task, ctx)
             except ModelCallError as error:
                 if error.cause_code != CAUSE_BUDGET_EXCEEDED:
                     raise
@@ -383,6 +384,37 @@ def _plan(
             return _register(world, session, definition, request, revision, floor, version)
     _fail(session, definition, revisions, last_findings)
     return None
+
+
+def _run_planner(
+    registry: HarnessRegistry,
+    harness: Harness,
+    task: PlanTask,
+    ctx: HarnessContext,
+) -> HarnessResult:
+    """One draft from the planner harness. A planner session goes through the registry, as
+    every role's does: ``harness.session.started`` with its manifest, a custom harness's
+    delegation to the default, ``harness.session.completed`` / ``.failed``. A fixed
+    ``plan=`` is no session (no harness decides anything): its plan is taken as it is, and
+    :mod:`little_dist.planner.fixed` records the same events in one append."""
+    if isinstance(harness, FixedPlan):
+        return harness.run(task, ctx)
+    try:
+        return registry.run(task, ctx)
+    except HarnessConfigError as error:  # a misbehaving harness: it will misbehave again
+        raise PlannerError(str(error)) from None
+
+
+def _session_manifest(request: OrchestrationRequest) -> dict[str, Any]:
+    """What the planner adds to its session manifest (the registry adds the model slot and
+    digest, tools and skills digests and the harness id): the request the drafts are for."""
+    locks = request.body["locks"]
+    return {
+        "requestId": request.request_id,
+        "requestHash": locks["requestHash"],
+        "workflowDefinitionHash": locks["workflowDefinitionHash"],
+        "capabilityManifestHash": request.compile_request.capability_manifest_hash,
+    }
 
 
 def _reuse(
