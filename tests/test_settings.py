@@ -116,6 +116,7 @@ EVERY_VAR: dict[str, tuple[str, str, Any]] = {
     "LITTLE_VERSION_CACHE_BYTES": ("2000000", "version_cache_bytes", 2_000_000),
     "LITTLE_QUOTAS": ('{"rules": [{"requests": 5}]}', "quotas", '{"rules": [{"requests": 5}]}'),
     "LITTLE_QUOTA_MAX_WAIT": ("2.5", "quota_max_wait", 2.5),
+    "LITTLE_QUOTA_GIVE_BACK_AFTER": ("0.5", "quota_give_back_after", 0.5),
     "LITTLE_QUOTA_LEASE": ("120", "quota_lease", 120.0),
     "LITTLE_METRICS_PORT": ("9464", "metrics_port", 9464),
 }
@@ -228,6 +229,7 @@ BAD_VALUES: list[tuple[str, str, str]] = [
     ("LITTLE_RUN_CACHE_BYTES", "lots", "a whole number of bytes, 1 or more"),
     ("LITTLE_VERSION_CACHE_BYTES", "0", "a whole number of bytes, 1 or more"),
     ("LITTLE_QUOTA_MAX_WAIT", "-1", "a number of seconds, 0 or more"),
+    ("LITTLE_QUOTA_GIVE_BACK_AFTER", "soon", "a number of seconds, 0 or more"),
     ("LITTLE_QUOTA_LEASE", "0", "a number of seconds, greater than 0"),
     ("LITTLE_METRICS_PORT", "70000", "a TCP port (1-65535) to serve /metrics on"),
 ]
