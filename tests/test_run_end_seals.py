@@ -1,6 +1,7 @@
 """The end of a run seals its log, on the fleet: a step in flight when the run is cancelled
-commits nothing after ``RunFailed``, ``little status`` shows no running step, and the model
-usage the late step paid for is still counted by ``little report`` and ``little status``.
+commits nothing after ``RunFailed``, ``little status`` shows no running step, and what the
+step's model call in flight is taken to have spent (it is abandoned at the end: its prompt's
+tokens) is still counted by ``little report`` and ``little status``.
 
 Real ``little worker`` processes on Redis and ``weed mini``; the step is a scripted model
 call, cancelled while it runs: the call is held (``tests.fleet_app``'s model hold) until the
@@ -88,8 +89,9 @@ def test_a_step_in_flight_when_the_run_is_cancelled_commits_nothing_after_the_en
         probe = redis.Redis.from_url(fleet_env.redis_url)
         try:
             if archived:
+                # (The attempt abandons its call when the run ends, so its late record may
+                # come before or after the archive: either way it goes to the late record.)
                 wait_for(lambda: probe.exists(marker), 20, "the run's archive")
-                assert probe.exists(lease), "the step ended before the archive"
             release.touch()  # the call in flight answers now, after the end
             wait_for(lambda: not probe.exists(lease), THINK_LATENCY + 20, "the step to end")
         finally:
@@ -106,7 +108,7 @@ def test_a_step_in_flight_when_the_run_is_cancelled_commits_nothing_after_the_en
         late = world.late_events(run_id)
         assert [record.type for record in late] == ["harness.model.failed"]
         assert late[0].payload["error"]["interrupted"] is True
-        spent = late[0].payload["usage"]["inputTokens"]
+        spent = late[0].payload["error"]["usage"]["inputTokens"]
         assert spent > 0
 
     status = little(fleet_env, "status", run_id, "--json")
