@@ -1,5 +1,6 @@
-"""``little test WORKFLOW --input FILE|JSON [--expected FILE]``: run a workflow in this
-process and check what it gave (upstream's ``little test``).
+"""``little test WORKFLOW --input FILE|JSON [--expected FILE] [--timeout DURATION]``: run a
+workflow in this process and check what it gave (upstream's ``little test``; ``--timeout``
+is upstream's run timeout, as ``little run --run-timeout``).
 
 ``WORKFLOW`` is what ``little run`` takes (a workflow folder, its name in
 ``little-workflow.json``, an LWIR file or ``module:attribute``). The run must complete
@@ -39,6 +40,14 @@ def register(subparsers: Any, name: str) -> argparse.ArgumentParser:
     parser.add_argument("--input", metavar="FILE|JSON", required=True, help="the run input")
     parser.add_argument(
         "--expected", metavar="FILE", default=None, help="the output the run must give"
+    )
+    parser.add_argument(
+        "--timeout",
+        dest="run_timeout",
+        metavar="DURATION",
+        default=None,
+        help="upstream's run timeout ('10m', '2h', or milliseconds): past it the run fails "
+        "with causeCode timeout, and so does the test",
     )
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     add_world_options(parser)
