@@ -195,9 +195,7 @@ def test_the_next_cycle_gets_what_the_supervisor_left(tmp_path: Path) -> None:
     assert spent <= budget
     per_cycle = _price("gpt-4o-mini", PLANNER) + _price("gpt-4o", DECISION)
     assert spent == pytest.approx(len(cycles) * per_cycle + _price("gpt-4o-mini", PLANNER))
-    budgets = [
-        materialize_run_state(world.list_events(r), run_id=r).budget_usd for r in runs
-    ]
+    budgets = [materialize_run_state(world.list_events(r), run_id=r).budget_usd for r in runs]
     assert budgets == pytest.approx([budget - n * per_cycle for n in range(len(runs))])
 
 

@@ -167,9 +167,7 @@ def hold_daily(
     provider, model and key (:mod:`little_dist.quotas.daily`), on the fleet worker's
     limiter (Redis), else this process's; ``None`` when no ceiling applies. A call that
     would pass one is not sent: the terminal ``daily_budget_exceeded``."""
-    return hold_model_daily(
-        ctx.quotas, ctx.model, lambda: worst_case_usd(ctx, messages, tools)
-    )
+    return hold_model_daily(ctx.quotas, ctx.model, lambda: worst_case_usd(ctx, messages, tools))
 
 
 def hold_model_daily(
