@@ -1,28 +1,27 @@
-"""Every standalone LWIR document in ``examples/lwir/`` runs offline to completion through the
-real ``little`` command, with the app module that provides its tool and model slots
-(``--app examples.lwir_app``) and its sample input (``examples/lwir/inputs/``)."""
+"""Every standalone LWIR document in ``examples/lwir/`` runs offline to completion through
+``little run`` (the CLI's main, forked from the test zygote: ``tests/zygote.py``), with the
+app module that provides its tool and model slots (``--app examples.lwir_app``) and its
+sample input (``examples/lwir/inputs/``)."""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import jsonschema
 import pytest
 
+from tests import zygote
+
 ROOT = Path(__file__).resolve().parent.parent
-LITTLE = Path(sys.executable).with_name("little")
 DOCUMENTS = sorted((ROOT / "examples" / "lwir").glob("*.json"))
 
 
 def _little(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("LITTLE_MODEL", "PYTHONPATH")}
-    return subprocess.run(
-        [str(LITTLE), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=180
-    )
+    return zygote.run(list(args), cwd=cwd, env=env, timeout=180)
 
 
 def test_every_document_has_a_sample_input_and_a_documented_command() -> None:
