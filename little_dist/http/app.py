@@ -193,11 +193,16 @@ def make_app(fleet: FleetAccess) -> FastAPI:
             claim = fleet.idempotency().claim(idempotency_key, digest, run_id)
             if claim.conflict:
                 detail = "this Idempotency-Key was used with another body"
-                raise Problem(409, detail, errors=[{"header": "idempotency-key", "detail": detail}])
+                raise Problem(
+                    409,
+                    detail,
+                    errors=[{"header": "idempotency-key", "detail": detail}],
+                    code="idempotency_conflict",
+                )
             run_id = claim.run_id
         run_input = {} if body.input is None else body.input
         try:
-            run_id = fleet.submit(body.workflow, run_input, run_id, body.budgetUsd)
+            run_id = fleet.submit(body.workflow, run_input, run_id, body.budgetUsd, body.deadline)
         except LittleError:
             if claim is not None and claim.fresh and idempotency_key is not None:
                 fleet.idempotency().release(idempotency_key, run_id)
@@ -296,7 +301,7 @@ def make_app(fleet: FleetAccess) -> FastAPI:
         client = fleet.client
         if not client.cancel(checked, reason=body.reason if body is not None else None):
             status = client.status(checked).status
-            raise Problem(409, f"run {checked} has already ended ({status})")
+            raise Problem(409, f"run {checked} has already ended ({status})", code="run_ended")
         accepted = CancelAccepted(runId=checked, cancelRequested=True)
         return JSONResponse(accepted.model_dump(), status_code=202)
 

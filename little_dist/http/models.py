@@ -44,6 +44,14 @@ class SubmitRun(BaseModel):
     budgetUsd: float | None = Field(
         default=None, gt=0, allow_inf_nan=False, description="the run's dollar ceiling"
     )
+    deadline: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        description="when the run must end at the latest: a duration from now ('10m', '1h') "
+        "or an ISO 8601 time with its zone; past it the run fails with causeCode "
+        "deadline_exceeded",
+    )
 
 
 class CancelRun(BaseModel):
@@ -154,5 +162,10 @@ class ProblemDetails(BaseModel):
     title: str
     status: int
     detail: str
+    code: str | None = Field(
+        default=None,
+        description="which refusal, for programs: run_mismatch (the run id was used with "
+        "another input), idempotency_conflict, run_ended (the run to cancel has ended)",
+    )
     instance: str | None = None
     errors: list[ProblemError] | None = None

@@ -51,6 +51,7 @@ class Problem(Exception):
         errors: Sequence[Mapping[str, Any]] = (),
         headers: Mapping[str, str] | None = None,
         title: str | None = None,
+        code: str | None = None,
     ) -> None:
         super().__init__(detail)
         self.status = status
@@ -58,6 +59,7 @@ class Problem(Exception):
         self.errors = list(errors)
         self.headers = dict(headers or {})
         self.title = title
+        self.code = code
 
 
 def problem_response(
@@ -68,6 +70,7 @@ def problem_response(
     errors: Sequence[Mapping[str, Any]] = (),
     headers: Mapping[str, str] | None = None,
     title: str | None = None,
+    code: str | None = None,
 ) -> JSONResponse:
     body: dict[str, Any] = {
         "type": "about:blank",
@@ -76,6 +79,8 @@ def problem_response(
         "detail": detail,
         "instance": request.url.path,
     }
+    if code is not None:
+        body["code"] = code
     if errors:
         body["errors"] = [dict(error) for error in errors]
     return JSONResponse(
@@ -130,7 +135,13 @@ def install_problem_handlers(app: FastAPI) -> None:
     @app.exception_handler(Problem)
     async def _problem(request: Request, exc: Problem) -> JSONResponse:
         return problem_response(
-            request, exc.status, exc.detail, errors=exc.errors, headers=exc.headers, title=exc.title
+            request,
+            exc.status,
+            exc.detail,
+            errors=exc.errors,
+            headers=exc.headers,
+            title=exc.title,
+            code=exc.code,
         )
 
     @app.exception_handler(RequestValidationError)
@@ -154,7 +165,8 @@ def install_problem_handlers(app: FastAPI) -> None:
         if status == 500:
             _LOG.error("request %s failed", request.url.path, exc_info=exc)
         retry = {"Retry-After": "5"} if status == 503 else None
-        return problem_response(request, status, redact(str(exc)), headers=retry)
+        code = "run_mismatch" if isinstance(exc, RunMismatchError) else None
+        return problem_response(request, status, redact(str(exc)), headers=retry, code=code)
 
     @app.exception_handler(RedisConnectionError)
     @app.exception_handler(RedisTimeoutError)
