@@ -92,9 +92,15 @@ def test_a_client_on_an_http_url_submits_waits_and_reads_as_the_fleet_client(
         assert ids == ["run_a1", "run_a2"]
         assert [client.wait(one, timeout=60).status for one in ids] == ["completed"] * 2
 
-        failed = client.wait(client.submit("http.broken", {}), timeout=60)
+        broken = client.submit("http.broken", {})
+        failed = client.wait(broken, timeout=60)
         assert failed.status == "failed"
         assert "this tool always fails" in json.dumps(failed.error)
+        # Its id and input again with a budget it was not started with: the ended run takes
+        # no more events, a 409 run_ended (a 500 before schemathesis found it).
+        with pytest.raises(ApiConflictError, match="has ended|is archived") as ended:
+            client.submit("http.broken", {}, run_id=broken, budget_usd=9)
+        assert ended.value.problem["code"] == "run_ended"
 
         with pytest.raises(RunNotFoundError, match="run_nobody"):
             client.status("run_nobody")
@@ -211,6 +217,12 @@ def test_refusals_name_the_missing_scope_and_the_retry_after(fleet_env: FleetEnv
     bad = Client(served.url, token="ldt_nope.nope")
     with bad, pytest.raises(ApiAccessError, match="401 the bearer token is not valid"):
         bad.status("run_nobody")
+    # A method a path does not take: 405 naming every method it does (schemathesis found
+    # Starlette's naming only the first route's).
+    with httpx.Client(base_url=served.url) as http:
+        refused = http.request("OPTIONS", "/v1/runs")
+        assert refused.status_code == 405 and refused.headers["allow"] == "GET, POST"
+        assert http.delete("/v1/runs/run_x").headers["allow"] == "GET"
     with Client(served.url, token=limited) as client:
         client.submit("http.steps", {"sleep": 0})
         with pytest.raises(ApiRateLimitedError, match=r"Retry-After: \d+") as over:

@@ -42,7 +42,7 @@ from little_dist.http.models import (
 )
 from little_dist.http.problems import PROBLEM_JSON, Problem, install_problem_handlers
 from little_dist.http.tokens import TokenRecord
-from little_dist.ids import InvalidIdError, validate_run_id
+from little_dist.ids import RUN_ID_PATTERN, InvalidIdError, validate_run_id
 from little_dist.limits import InputLimits
 from little_dist.local_runner import new_run_id
 
@@ -68,7 +68,15 @@ _WHY: Final = {
     503: "the fleet's storage is unreachable",
 }
 
-RunId = Annotated[str, Path(description="the run id ('run_...')")]
+# (The pattern is documented, not enforced by FastAPI: a run id that breaks it is a 400
+# naming the rule, from validate_run_id, not a generic 422.)
+RunId = Annotated[
+    str,
+    Path(
+        description="the run id ('run_' + 1-80 of A-Z a-z 0-9 _ -)",
+        json_schema_extra={"pattern": RUN_ID_PATTERN.pattern},
+    ),
+]
 
 
 def body_limit(limits: InputLimits) -> int:

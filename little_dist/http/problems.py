@@ -21,12 +21,15 @@ from fastapi.responses import JSONResponse
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Route
 
 from little_dist.errors import (
     ConflictError,
     InvalidInputError,
+    LeaseLostError,
     LittleError,
     NotFoundError,
+    RunEndedError,
     StorageUnavailableError,
 )
 from little_dist.limits import InputLimitError
@@ -118,7 +121,9 @@ def _validation_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
 def _status_of(exc: LittleError) -> int:
     if isinstance(exc, InputLimitError):
         return 413
-    if isinstance(exc, RunMismatchError | ConflictError):
+    # A run id of a run that has ended, submitted again with what its log lacks (another
+    # budget or deadline): its log takes no more events.
+    if isinstance(exc, RunMismatchError | ConflictError | LeaseLostError):
         return 409
     if isinstance(exc, InvalidInputError):
         return 422
@@ -127,6 +132,26 @@ def _status_of(exc: LittleError) -> int:
     if isinstance(exc, StorageUnavailableError):
         return 503
     return 500
+
+
+def _allowed(request: Request) -> str:
+    """The methods of every route on the request's path (Starlette's 405 names only the
+    first route's, where a path has one route per method)."""
+    path = request.url.path
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        if isinstance(route, Route) and route.methods and route.path_regex.match(path):
+            methods.update(route.methods)
+    methods.discard("HEAD")  # (Starlette's implied HEAD of a GET, not in the document)
+    return ", ".join(sorted(methods))
+
+
+def _code_of(exc: LittleError) -> str | None:
+    if isinstance(exc, RunMismatchError):
+        return "run_mismatch"
+    if isinstance(exc, RunEndedError):
+        return "run_ended"
+    return None
 
 
 def install_problem_handlers(app: FastAPI) -> None:
@@ -157,7 +182,10 @@ def install_problem_handlers(app: FastAPI) -> None:
         if exc.status_code == 400 and detail == _UNPARSED:
             # FastAPI's word for a body json cannot read (nested deeper than it recurses)
             detail = "the request body cannot be parsed as JSON (nested too deeply?)"
-        return problem_response(request, exc.status_code, detail, headers=exc.headers)
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            headers["Allow"] = _allowed(request)
+        return problem_response(request, exc.status_code, detail, headers=headers)
 
     @app.exception_handler(LittleError)
     async def _little(request: Request, exc: LittleError) -> JSONResponse:
@@ -165,7 +193,7 @@ def install_problem_handlers(app: FastAPI) -> None:
         if status == 500:
             _LOG.error("request %s failed", request.url.path, exc_info=exc)
         retry = {"Retry-After": "5"} if status == 503 else None
-        code = "run_mismatch" if isinstance(exc, RunMismatchError) else None
+        code = _code_of(exc)
         return problem_response(request, status, redact(str(exc)), headers=retry, code=code)
 
     @app.exception_handler(RedisConnectionError)
