@@ -98,7 +98,7 @@ def test_a_client_on_an_http_url_submits_waits_and_reads_as_the_fleet_client(
         assert "this tool always fails" in json.dumps(failed.error)
         # Its id and input again with a budget it was not started with: the ended run takes
         # no more events, a 409 run_ended (a 500 before schemathesis found it).
-        with pytest.raises(ApiConflictError, match="has ended|is archived") as ended:
+        with pytest.raises(ApiConflictError, match=r"has ended|is archived") as ended:
             client.submit("http.broken", {}, run_id=broken, budget_usd=9)
         assert ended.value.problem["code"] == "run_ended"
 
