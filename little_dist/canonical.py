@@ -30,6 +30,7 @@ __all__ = [
     "NonHashableValueError",
     "canonical_json",
     "js_number_string",
+    "js_stringify",
     "sha256_digest",
     "sha256_hex",
     "sha256_hex_text",
@@ -183,6 +184,43 @@ def js_number_string(number: int | float) -> str:
     exp_sign = "+" if exponent >= 0 else "-"
     head = digits[0] + ("." + digits[1:] if k > 1 else "")
     return f"{sign}{head}e{exp_sign}{abs(exponent)}"
+
+
+def js_stringify(value: Any) -> str:
+    """``JSON.stringify(value)`` as JavaScript prints it: keys in their insertion order (not
+    sorted: what upstream's ``--json`` outputs are), no whitespace, numbers as
+    :func:`js_number_string`. For JSON data only (dicts with str keys, lists, str, finite
+    numbers, bools, None)."""
+    parts: list[str] = []
+
+    def walk(item: Any) -> None:
+        if item is None or item is True or item is False:
+            parts.append("null" if item is None else ("true" if item else "false"))
+        elif isinstance(item, str):
+            parts.append(_encode_string(item))
+        elif isinstance(item, int | float):
+            parts.append(js_number_string(item))
+        elif isinstance(item, dict):
+            parts.append("{")
+            for index, (key, inner) in enumerate(item.items()):
+                if index:
+                    parts.append(",")
+                parts.append(_encode_string(str(key)))
+                parts.append(":")
+                walk(inner)
+            parts.append("}")
+        elif isinstance(item, list | tuple):
+            parts.append("[")
+            for index, inner in enumerate(item):
+                if index:
+                    parts.append(",")
+                walk(inner)
+            parts.append("]")
+        else:
+            raise TypeError(f"not JSON data: {type(item).__name__}")
+
+    walk(value)
+    return "".join(parts)
 
 
 # Paths are built only when an error is raised: a path is "$" or (parent, key-or-index).

@@ -121,8 +121,14 @@ SIDE_CHANNEL_EVENT_TYPES: tuple[str, ...] = ("outcome.reported",)
 #: What a run's log still takes after its end (see :mod:`little_dist.world.base`): the
 #: side-channel observations, and an outer loop's ``OuterLoopCycleCompleted``, which
 #: upstream appends to a cycle's run once the run has ended and the supervisor decided
-#: (see :mod:`little_dist.outer_loop`). Neither is an input to the run it is written on.
-AFTER_END_EVENT_TYPES: tuple[str, ...] = (*SIDE_CHANNEL_EVENT_TYPES, "OuterLoopCycleCompleted")
+#: (see :mod:`little_dist.outer_loop`), with the hold of the supervisor's call before it
+#: (``little.budget.supervisor_reserved``, :mod:`little_dist.event_types.engine`'s
+#: ``SUPERVISOR_HOLD_EVENT_TYPE``). None is an input to the run it is written on.
+AFTER_END_EVENT_TYPES: tuple[str, ...] = (
+    *SIDE_CHANNEL_EVENT_TYPES,
+    "little.budget.supervisor_reserved",
+    "OuterLoopCycleCompleted",
+)
 
 #: Harness events of little-dist's own under upstream's ``harness.`` prefix (upstream has no
 #: name for them): a tool-permission decision (see :mod:`little_dist.permissions`). Typed

@@ -1,8 +1,9 @@
 """A small MCP server for the tests (the official SDK's ``MCPServer``), no tests here.
 
-``python -m tests.mcp_server COUNT_FILE [PORT]``: serves over stdio, or over streamable HTTP
-on 127.0.0.1:PORT. Every tool call appends its name and a newline to COUNT_FILE, so a test
-counts the calls the server really served (across processes and attempts).
+``python -m tests.mcp_server COUNT_FILE [PORT [sse]]``: serves over stdio, or over streamable
+HTTP on 127.0.0.1:PORT (HTTP+SSE with ``sse``). Every tool call appends its name and a
+newline to COUNT_FILE, so a test counts the calls the server really served (across processes
+and attempts).
 """
 
 from __future__ import annotations
@@ -38,7 +39,9 @@ def main() -> None:
         served("delete_account")
         return f"deleted {account_id}"
 
-    if len(sys.argv) > 2:
+    if len(sys.argv) > 3 and sys.argv[3] == "sse":
+        app.run("sse", host="127.0.0.1", port=int(sys.argv[2]))
+    elif len(sys.argv) > 2:
         app.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
     else:
         app.run()

@@ -124,11 +124,10 @@ def free_port() -> int:
     return reserve_port()
 
 
-@pytest.fixture
-def http_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+def _serve(tmp_path: Path, *mode: str) -> Iterator[tuple[int, Path]]:
     count, port = tmp_path / "http-calls", free_port()
     process = subprocess.Popen(
-        [sys.executable, SERVER_SCRIPT, str(count), str(port)],
+        [sys.executable, SERVER_SCRIPT, str(count), str(port), *mode],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -142,10 +141,22 @@ def http_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
                 if process.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError("the test MCP server did not start") from None
                 time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp", count
+        yield port, count
     finally:
         process.kill()
         process.wait(timeout=10)
+
+
+@pytest.fixture
+def http_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    for port, count in _serve(tmp_path):
+        yield f"http://127.0.0.1:{port}/mcp", count
+
+
+@pytest.fixture
+def sse_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    for port, count in _serve(tmp_path, "sse"):
+        yield f"http://127.0.0.1:{port}/sse", count
 
 
 def test_a_streamable_http_server_round_trip(
@@ -165,6 +176,25 @@ def test_a_streamable_http_server_round_trip(
     session = of_type(world.list_events(result.run_id), "harness.session.started")[0].payload
     # Headers (credentials) never reach the manifest.
     assert session["manifest"]["mcp"]["servers"][0]["transport"] == {"type": "http", "url": url}
+    assert "t0ken" not in json.dumps(session)
+
+
+def test_an_sse_server_round_trip(
+    tmp_path: Path, scripted_model: ScriptedModel, sse_server: tuple[str, Path]
+) -> None:
+    url, count = sse_server
+    script_sum(scripted_model, "legacy")
+    server = {
+        "id": "legacy",
+        "description": "A calculator.",
+        "transport": {"type": "sse", "url": url, "headers": {"Authorization": "Bearer t0ken"}},
+    }
+    world = LocalWorld(tmp_path / "data")
+    result = run_workflow(mcp_workflow([server]), {}, world=world)
+    check_round_trip(world, result, scripted_model, "legacy")
+    assert calls(count) == ["add"]
+    session = of_type(world.list_events(result.run_id), "harness.session.started")[0].payload
+    assert session["manifest"]["mcp"]["servers"][0]["transport"] == {"type": "sse", "url": url}
     assert "t0ken" not in json.dumps(session)
 
 
@@ -267,8 +297,8 @@ def test_an_unreachable_server_is_a_clear_retriable_error(tmp_path: Path) -> Non
         ([{"id": "a b", "description": "x", "transport": {}}], r"mcp\[0\]\.id must match"),
         ([{"id": "a", "description": " ", "transport": {}}], r"mcp\[0\]\.description is required"),
         (
-            [{"id": "a", "description": "x", "transport": {"type": "sse", "url": "http://h"}}],
-            r"mcp\[0\]\.transport\.type must be 'stdio' or 'http'",
+            [{"id": "a", "description": "x", "transport": {"type": "websocket", "url": "ws://h"}}],
+            r"mcp\[0\]\.transport\.type must be 'stdio', 'http' or 'sse'",
         ),
         (
             [{"id": "a", "description": "x", "transport": {"type": "http", "url": "ftp://h"}}],

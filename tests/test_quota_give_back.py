@@ -205,3 +205,15 @@ def test_the_celery_queue_sends_the_delay_as_celerys_countdown() -> None:
     queue.send("little.execute_step", ("run_x", "s", 2), "worker", countdown=2.5)
     queue.send("little.execute_step", ("run_x", "s", 3), "worker")
     assert app.options == [{"countdown": 2.5}, {}]
+
+
+def test_a_call_that_gave_its_slot_back_once_waits_for_its_turn_in_place() -> None:
+    # Sent when the quota was expected, it may find the calls that waited in place took the
+    # room: it waits for its turn then, rather than going to the back of the line again.
+    limiter = _limiter(0.5)
+    limiter.max_wait = 0.3
+    held = limiter.reserve(CALL, ONE)
+    assert held is not None
+    with pytest.raises(QuotaWaitTooLong) as waited:
+        limiter.reserve(CALL, ONE, give_back=False)
+    assert not isinstance(waited.value, QuotaWaitGivenBack)

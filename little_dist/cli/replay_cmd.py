@@ -1,4 +1,5 @@
-"""``little replay RUN_ID``: what is complete and what must run again."""
+"""``little replay RUN_ID [--json|--upstream]``: what is complete and what must run again
+(``--upstream``: the folded state as upstream's ``little replay`` prints it, byte for byte)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,12 @@ def register(sub: Any, name: str) -> argparse.ArgumentParser:
     )
     parser.add_argument("run_id", metavar="RUN_ID")
     parser.add_argument("--json", action="store_true", help="print the replay plan as JSON")
+    parser.add_argument(
+        "--upstream",
+        action="store_true",
+        help="print upstream's output byte for byte: JSON.stringify of the run's folded state, "
+        "one line",
+    )
     add_world_options(parser)
     return parser
 
@@ -32,6 +39,12 @@ def run(args: argparse.Namespace) -> int:
         plan = replay_run_from_world(world, args.run_id)
     finally:
         world.close()
+    if args.upstream:
+        from little_dist.canonical import js_stringify
+
+        # upstream's `little replay`: writeJsonLine(replay.state)
+        sys.stdout.write(js_stringify(plan.state.to_json()) + "\n")
+        return 0
     if args.json:
         json.dump(plan.to_json(), sys.stdout, ensure_ascii=False, indent=2)
         sys.stdout.write("\n")

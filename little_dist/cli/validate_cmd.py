@@ -46,6 +46,12 @@ def register(subparsers: Any, name: str) -> argparse.ArgumentParser:
         action="store_true",
         help='print {"valid": ..., "findings": [...]} as JSON instead of text',
     )
+    parser.add_argument(
+        "--upstream",
+        action="store_true",
+        help="print upstream's output byte for byte: JSON.stringify of validateLwir's result "
+        "(every finding; valid only with none), one line",
+    )
     return parser
 
 
@@ -77,12 +83,19 @@ def run(args: argparse.Namespace) -> int:
     try:
         from little_dist.lwir import validate_lwir
 
-        findings = [f for f in validate_lwir(document) if f.severity == "error"]
+        every = validate_lwir(document)
+        findings = [f for f in every if f.severity == "error"]
         identity = None if findings else _identity(document)
     except RecursionError:
         return _fail(f"{label}: document is nested too deeply to validate")
     except Exception as exc:  # a validator bug must still not print a traceback
         return _fail(f"{label}: internal error while validating: {type(exc).__name__}: {exc}")
+    if args.upstream:
+        from little_dist.canonical import js_stringify
+
+        # upstream's `little validate`: writeJsonLine(validateLwir(document))
+        _print(js_stringify({"valid": not every, "findings": [f.to_json() for f in every]}))
+        return EXIT_INVALID if every else EXIT_VALID
     if args.json:
         report: dict[str, Any] = {
             "valid": not findings,

@@ -28,6 +28,7 @@ __all__ = [
     "SUBMITTED_PARENT_FIELD",
     "SUB_RUN_ENDED",
     "SUB_RUN_STARTED",
+    "SUPERVISOR_HOLD_EVENT_TYPE",
     "TOOL_MEMOIZED",
 ]
 
@@ -64,6 +65,12 @@ BUDGET_DRAWN_EVENT_TYPE: Final = "little.budget.drawn"
 #: In the parent's log, appended first: ``{childRunId, usd, drawId}``, occurrence
 #: ``budget-lend:{drawId}``, only if the parent's log is still what was folded.
 BUDGET_LENT_EVENT_TYPE: Final = "little.budget.lent"
+#: In an outer-loop cycle's run, after its end: the worst case of the supervisor's call about
+#: the cycle, held against the loop's budget before the call is sent: ``{outerLoopId,
+#: cycleNumber, reservedUsd}``, occurrence ``outer-loop:supervisor-hold:{n}``; the cycle's
+#: ``OuterLoopCycleCompleted`` (its ``supervisorCall``) replaces it (see
+#: :mod:`little_dist.outer_loop.budget`). One of the events a run takes after its end.
+SUPERVISOR_HOLD_EVENT_TYPE: Final = "little.budget.supervisor_reserved"
 
 # little.subrun.* and little.step.suspended: sub-runs (payloads in little_dist.subruns).
 

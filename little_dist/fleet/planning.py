@@ -27,6 +27,7 @@ the cycle as in process, and ``RunStarted`` carries ``outerLoopId``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -188,7 +189,10 @@ def _plan_and_start(
         run_id,
         definition,
         run_input,
-        capabilities=runtime.registry.capabilities_for_workflow(definition.id),
+        # (with the worker's limiter: its planner's calls count against daily key ceilings)
+        capabilities=dataclasses.replace(
+            runtime.registry.capabilities_for_workflow(definition.id), quotas=runtime.quotas
+        ),
         parent=parent or None,
         outer_loop=outer_loop,
         prompt_note=prompt_note,

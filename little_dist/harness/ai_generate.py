@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from little_dist.harness.compaction import compact_conversation
 from little_dist.harness.errors import SubRunPending, TurnLimitError
 from little_dist.harness.model_calls import Completion, ModelReply, call_model
 from little_dist.harness.output_modes import output_spec, parse_output
@@ -78,8 +79,11 @@ def tool_loop(
     conversation = [dict(message) for message in messages]
     definitions, names = wire_tools(tools)
     for _ in range(max_turns):
+        # Older bulky tool results elided once the conversation runs long (deterministic:
+        # a resumed attempt sends, and its memo matches, the same messages).
+        sent = compact_conversation(conversation)
         reply = call_model(
-            ctx, messages=conversation, tools=definitions, name_map=names, completion=completion
+            ctx, messages=sent, tools=definitions, name_map=names, completion=completion
         )
         if not reply.tool_calls:
             return reply

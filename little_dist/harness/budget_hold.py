@@ -23,15 +23,19 @@ from little_dist.world.base import SequenceConflictError
 
 if TYPE_CHECKING:
     from little_dist.events import Event, EventInput
-    from little_dist.harness.types import HarnessContext
-    from little_dist.quotas.limiter import DailyHold
+    from little_dist.harness.types import HarnessContext, ResolvedModel
+    from little_dist.pricing import PriceFallback
+    from little_dist.quotas.limiter import DailyHold, QuotaLimiter
 
 __all__ = [
     "CAUSE_BUDGET_EXCEEDED",
     "CAUSE_DAILY_BUDGET_EXCEEDED",
     "hold_daily",
+    "hold_model_daily",
+    "model_worst_case_usd",
     "reserve_and_record",
     "settle_daily",
+    "settle_model_daily",
 ]
 
 #: A call that would pass an operator's daily dollar ceiling of its key (not sent).
@@ -46,12 +50,24 @@ def worst_case_usd(
     tools: Sequence[Mapping[str, Any]],
 ) -> float:
     """The most this call may cost: its prompt's tokens and its output limit, priced."""
+    return model_worst_case_usd(ctx.model, messages, tools, ctx.pricing_fallback)
+
+
+def model_worst_case_usd(
+    model: ResolvedModel,
+    messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[Mapping[str, Any]],
+    pricing_fallback: PriceFallback | None,
+) -> float:
+    """The most a call of ``model`` may cost (its prompt's tokens, counted with litellm's
+    token counter, and its output limit), priced as ``little report`` prices calls
+    (``pricing_fallback``: ``None`` is litellm's cost map); ``runtime_config_error`` for a
+    model with no known price."""
     from little_dist.harness.quota_estimate import estimate_amounts
     from little_dist.litellm_prices import litellm_price_fallback
     from little_dist.quotas.rules import DEFAULT_OUTPUT_TOKENS
     from little_dist.run_state._usage import price_call, pricer_for
 
-    model = ctx.model
     amounts = estimate_amounts(
         model.litellm_model,
         messages,
@@ -59,7 +75,7 @@ def worst_case_usd(
         model.settings,
         default_output_tokens=DEFAULT_OUTPUT_TOKENS,
     )
-    fallback = ctx.pricing_fallback if ctx.pricing_fallback is not None else litellm_price_fallback
+    fallback = pricing_fallback if pricing_fallback is not None else litellm_price_fallback
     usage = {"inputTokens": amounts.input_tokens, "outputTokens": amounts.output_tokens}
     cost = price_call(model.identity(), usage, pricer_for(fallback))[4]
     if cost is None:
@@ -151,18 +167,26 @@ def hold_daily(
     provider, model and key (:mod:`little_dist.quotas.daily`), on the fleet worker's
     limiter (Redis), else this process's; ``None`` when no ceiling applies. A call that
     would pass one is not sent: the terminal ``daily_budget_exceeded``."""
+    return hold_model_daily(ctx.quotas, ctx.model, lambda: worst_case_usd(ctx, messages, tools))
+
+
+def hold_model_daily(
+    limiter: QuotaLimiter | None, model: ResolvedModel, worst_case: Callable[[], float]
+) -> DailyHold | None:
+    """:func:`hold_daily` of a call of ``model`` whose worst case ``worst_case()`` gives
+    (asked only when a ceiling applies), on ``limiter`` (``None``: this process's)."""
     from little_dist.harness.quota_estimate import call_identity
     from little_dist.harness.quota_limiters import process_limiter
     from little_dist.quotas.limiter import DailyBudgetExceeded
 
-    limiter = ctx.quotas if ctx.quotas is not None else process_limiter()
+    limiter = limiter if limiter is not None else process_limiter()
     if limiter is None or not limiter.rules.daily:
         return None
-    call = call_identity(ctx.model.litellm_model, ctx.model.settings)
+    call = call_identity(model.litellm_model, model.settings)
     if not limiter.rules.daily_for(call):
         return None
     try:
-        return limiter.reserve_daily(call, worst_case_usd(ctx, messages, tools))
+        return limiter.reserve_daily(call, worst_case())
     except DailyBudgetExceeded as exc:
         budget_refused("key_daily")
         raise ModelCallError(
@@ -173,9 +197,19 @@ def hold_daily(
 def settle_daily(ctx: HarnessContext, hold: DailyHold, usage: Mapping[str, Any]) -> None:
     """The call ended with ``usage``: its price replaces its worst case (a price unknown
     here: the worst case stands)."""
+    settle_model_daily(hold, ctx.model, usage, ctx.pricing_fallback)
+
+
+def settle_model_daily(
+    hold: DailyHold,
+    model: ResolvedModel,
+    usage: Mapping[str, Any],
+    pricing_fallback: PriceFallback | None,
+) -> None:
+    """:func:`settle_daily` of a call of ``model``."""
     from little_dist.litellm_prices import litellm_price_fallback
     from little_dist.run_state._usage import price_call, pricer_for
 
-    fallback = ctx.pricing_fallback if ctx.pricing_fallback is not None else litellm_price_fallback
-    cost = price_call(ctx.model.identity(), dict(usage), pricer_for(fallback))[4]
+    fallback = pricing_fallback if pricing_fallback is not None else litellm_price_fallback
+    cost = price_call(model.identity(), dict(usage), pricer_for(fallback))[4]
     hold.settle(hold.usd if cost is None else float(cost))

@@ -357,7 +357,13 @@ def _hold_quota(
         default_output_tokens=limiter.rules.default_output_tokens,
     )
     try:
-        held = limiter.reserve(call, amounts, cancelled=ctx.cancelled, deadline=ctx.deadline)
+        held = limiter.reserve(
+            call,
+            amounts,
+            cancelled=ctx.cancelled,
+            deadline=ctx.deadline,
+            give_back=not ctx.quota_gave_back,
+        )
         if held is not None and held.waited > 0:
             quota_waited([rule.name for rule in held.rules], held.waited)
         return held

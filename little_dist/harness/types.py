@@ -294,6 +294,9 @@ class HarnessContext:
     #: :class:`~little_dist.quotas.QuotaLimiter`); ``None``: this process's, from
     #: ``LITTLE_QUOTAS`` (none when unset).
     quotas: Any = None
+    #: The attempt before this one gave its worker slot back for quota: this one waits for
+    #: its turn in place (see :mod:`little_dist.quotas.limiter`).
+    quota_gave_back: bool = False
     #: Whether the run has a dollar budget (``little.run.budget`` in its log when the attempt
     #: started): each model call then reserves its worst case against it
     #: (:mod:`little_dist.harness.budget_hold`), priced with ``pricing_fallback`` for models

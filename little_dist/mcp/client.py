@@ -1,7 +1,7 @@
 """Talking to one MCP server with the official ``mcp`` SDK, from synchronous code.
 
-Each operation opens a session (spawn the stdio process, or open the streamable-HTTP
-session), initializes it, does one thing and closes it, inside its own event loop
+Each operation opens a session (spawn the stdio process, or open the streamable-HTTP or
+HTTP+SSE session), initializes it, does one thing and closes it, inside its own event loop
 (``anyio.run``): tools run on worker threads with no loop of their own, and a session held
 across calls would have to outlive the thread and the attempt. The cost is one connection
 (for stdio, one process) per listing and per call.
@@ -64,10 +64,20 @@ async def _session(server: McpServerConfig) -> AsyncIterator[ClientSession]:
             await session.initialize()
             yield session
         return
+    assert transport.url is not None
+    if transport.type == "sse":
+        from mcp.client.sse import sse_client
+
+        async with (
+            sse_client(transport.url, headers=dict(transport.headers)) as streams,
+            ClientSession(streams[0], streams[1]) as session,
+        ):
+            await session.initialize()
+            yield session
+        return
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
 
-    assert transport.url is not None
     async with (
         httpx2.AsyncClient(
             headers=dict(transport.headers), timeout=httpx2.Timeout(30.0, read=300.0)

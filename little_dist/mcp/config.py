@@ -2,10 +2,12 @@
 
 Upstream's shape, field for field: ``{"servers": [{"id", "description", "transport",
 "tools"?}]}`` or just the list of servers; a transport is ``{"type": "stdio", "command",
-"args"?, "cwd"?, "env"?}`` or ``{"type": "http", "url", "headers"?}`` (streamable HTTP).
+"args"?, "cwd"?, "env"?}``, ``{"type": "http", "url", "headers"?}`` (streamable HTTP) or
+``{"type": "sse", "url", "headers"?}`` (the older HTTP+SSE transport).
 ``tools`` is upstream's tool policy limited to ``include`` / ``exclude`` (source names).
-Upstream's ``guide`` skills, ``rename``, configured ``schemas``, ``sse`` transport and gateway
-name overrides are not supported: a config naming them is refused, never half-read.
+Upstream's ``guide`` skills, ``rename``, configured ``schemas`` and gateway name overrides are
+not supported, nor a WebSocket transport (the official SDK has no WebSocket client): a config
+naming them is refused, never half-read.
 """
 
 from __future__ import annotations
@@ -35,9 +37,10 @@ _SERVER_ID = re.compile(r"^[A-Za-z0-9_-]+$")
 
 @dataclass(frozen=True)
 class McpTransport:
-    """How to reach one server: a process over stdio, or streamable HTTP at ``url``."""
+    """How to reach one server: a process over stdio, streamable HTTP at ``url``, or HTTP+SSE
+    at ``url`` (its event-stream endpoint)."""
 
-    type: Literal["stdio", "http"]
+    type: Literal["stdio", "http", "sse"]
     command: str | None = None
     args: tuple[str, ...] = ()
     cwd: str | None = None
@@ -119,14 +122,14 @@ def _transport(value: Any, where: str) -> McpTransport:
             cwd=cwd,
             env=_string_map(value.get("env", {}), f"{where}.env"),
         )
-    if kind == "http":
+    if kind in ("http", "sse"):
         _known(value, {"type", "url", "headers"}, where)
         url = value.get("url")
         if not isinstance(url, str) or urlsplit(url).scheme not in ("http", "https"):
             raise InvalidInputError(f"{where}.url must be an http(s) URL, got {url!r}")
         headers = _string_map(value.get("headers", {}), f"{where}.headers")
-        return McpTransport("http", url=url, headers=headers)
-    raise InvalidInputError(f"{where}.type must be 'stdio' or 'http', got {kind!r}")
+        return McpTransport("http" if kind == "http" else "sse", url=url, headers=headers)
+    raise InvalidInputError(f"{where}.type must be 'stdio', 'http' or 'sse', got {kind!r}")
 
 
 def _server(value: Any, where: str) -> McpServerConfig:

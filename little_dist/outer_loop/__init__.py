@@ -49,10 +49,8 @@ if _typing.TYPE_CHECKING:
         outer_loop_context,
         supervise_state,
     )
-    from little_dist.outer_loop.loop import (
-        OuterLoopError,
-        run_outer_loop,
-    )
+    from little_dist.outer_loop.errors import OuterLoopError
+    from little_dist.outer_loop.loop import run_outer_loop
     from little_dist.outer_loop.manifest import (
         CycleSummary,
         OuterLoopGoal,
@@ -120,7 +118,7 @@ _WHERE = {
     "decision_from": "little_dist.outer_loop.decisions",
     "outer_loop_context": "little_dist.outer_loop.decisions",
     "supervise_state": "little_dist.outer_loop.decisions",
-    "OuterLoopError": "little_dist.outer_loop.loop",
+    "OuterLoopError": "little_dist.outer_loop.errors",
     "run_outer_loop": "little_dist.outer_loop.loop",
     "CycleSummary": "little_dist.outer_loop.manifest",
     "OuterLoopGoal": "little_dist.outer_loop.manifest",

@@ -11,8 +11,10 @@ Per cycle ``n`` (``1..max_outer_cycles``):
    planner sees the cycle's ``outerLoop`` context and the last ``continue`` note, and the
    run's ``RunStarted`` carries ``outerLoopId``;
 3. the decision for cycle ``n``: the one recorded on the run as ``OuterLoopCycleCompleted``
-   if any, else the supervisor's, which is then appended (occurrence id
-   ``outer-loop:cycle:{n}``: appended once however often a resumed loop gets here) with
+   if any, else the supervisor's (its call held first against the loop's budget and the
+   key's daily ceilings: :mod:`~little_dist.outer_loop.budget`), which is then appended
+   (occurrence id ``outer-loop:cycle:{n}``: appended once however often a resumed loop
+   gets here) with
    the supervisor's model call (``supervisorCall``: its model and tokens) when it reports
    one;
 4. the manifest records the cycle (and ``result`` on ``done``), ``pendingCycleRunId`` gone.
@@ -45,6 +47,7 @@ from little_dist.errors import InvalidInputError, LittleError
 from little_dist.events import EventInput
 from little_dist.ids import OUTER_LOOP_ID_PREFIX
 from little_dist.litellm_prices import litellm_price_fallback
+from little_dist.outer_loop.budget import ask_supervisor, loop_limiter, loop_spent
 from little_dist.outer_loop.decisions import (
     CYCLE_COMPLETED,
     Continue,
@@ -58,6 +61,7 @@ from little_dist.outer_loop.decisions import (
     recorded_decision,
     supervise_state,
 )
+from little_dist.outer_loop.errors import OuterLoopError
 from little_dist.outer_loop.manifest import (
     CycleSummary,
     OuterLoopGoal,
@@ -83,39 +87,6 @@ _UNCOMPILED = "uncompiled"
 #: A cycle that ended so does not go to the supervisor: the loop stops with it.
 # (a cycle refused for its budget: the loop's is spent too, a cycle's budget being its rest)
 _STOPPING_CAUSES = frozenset({"cancelled", "timeout", "deadline_exceeded", "budget_exceeded"})
-
-
-class OuterLoopError(RunFailedError):
-    """An outer loop that cannot go on (upstream's ``RunFailedError`` of a loop).
-
-    ``cause_code``: ``outer_loop_exhausted`` (``max_outer_cycles`` cycles and no ``done``;
-    ``result`` is the last cycle's run, ``last_cycle_output`` its output) or
-    ``runtime_config_error`` (the message names which: ``outer_loop_max_cycles_mismatch``,
-    ``outer_loop_goal_mismatch``, ``outer_loop_manifest_corrupt``,
-    ``outer_loop_requested_without_supervise_adapter``).
-    """
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        outer_loop_id: str,
-        cause_code: str,
-        run_id: str = _UNCOMPILED,
-        workflow_version_id: str = _UNCOMPILED,
-        result: RunResult | None = None,
-        last_cycle_output: Any = None,
-    ) -> None:
-        super().__init__(
-            message,
-            run_id=run_id,
-            workflow_version_id=workflow_version_id,
-            cause_code=cause_code,
-            error={"name": "RunFailedError", "message": message, "causeCode": cause_code},
-            result=result,
-        )
-        self.outer_loop_id = outer_loop_id
-        self.last_cycle_output = last_cycle_output
 
 
 def _config_error(outer_loop_id: str, message: str) -> OuterLoopError:
@@ -198,8 +169,9 @@ def run_outer_loop(
     Returns the last cycle's :class:`RunResult` with the supervisor's ``finalOutput`` as its
     ``output``. Raises :class:`OuterLoopError` (``outer_loop_exhausted`` after
     ``max_outer_cycles`` cycles without ``done``; ``runtime_config_error`` when a resumed
-    loop was started with another ``max_outer_cycles`` or another workflow definition),
-    :class:`RunFailedError` when a cycle was cancelled, and
+    loop was started with another ``max_outer_cycles`` or another workflow definition;
+    ``budget_exceeded`` / ``daily_budget_exceeded`` when a budget cannot start a cycle or
+    hold the supervisor's call), :class:`RunFailedError` when a cycle was cancelled, and
     :class:`~little_dist.outer_loop.store.ManifestConflictError` when another process
     advanced the loop meanwhile.
     """
@@ -280,6 +252,7 @@ def drive_outer_loop(
     note = cycles[-1].summary if cycles else None
     supervisor = _supervisor_for(workflow, supervise, loop_id)
     resume_run_id = None if existing is None else existing.pending_cycle_run_id
+    limiter = loop_limiter(client)  # (daily key ceilings of the supervisor's calls)
 
     def manifest(**fields: Any) -> OuterLoopManifest:
         return OuterLoopManifest(loop_id, goal, max_cycles, tuple(cycles), **fields)
@@ -306,7 +279,16 @@ def drive_outer_loop(
         cycles.append(cycle)
         decision = recorded_decision(world.list_events(run_id), number)
         if decision is None:
-            answer = supervisor(supervise_state(goal, cycles))
+            answer = ask_supervisor(
+                world,
+                supervisor,
+                supervise_state(goal, cycles),
+                loop_id=loop_id,
+                cycles=cycles,
+                budget=options.budget_usd,
+                fallback=pricing_fallback,
+                limiter=limiter,
+            )
             call = None
             if isinstance(answer, Supervised):
                 answer, call = answer.decision, answer.call
@@ -344,8 +326,6 @@ def _cycle_budget(
     budget = options.budget_usd
     if budget is None:
         return options
-    from little_dist.outer_loop.budget import loop_spent
-
     spent = loop_spent(world, cycles, options.pricing_fallback)
     left = budget - spent
     if left <= 1e-12:

@@ -12,14 +12,16 @@ made (the loop records its tokens beside the decision, and the loop's report pri
 another is given) for that JSON, through litellm: the same code path as a real provider, so
 the scripted provider of :mod:`little_dist.testing` answers it in tests (its calls carry
 ``stepPath`` ``"supervisor"`` and the cycle's run id). It returns a ``Supervised``: the
-decision and the call's model and usage. A reply that is no decision raises
+decision and the call's model and usage; its :meth:`~ModelSupervisor.worst_case_usd` is
+what the loop holds before the call (:mod:`little_dist.outer_loop.budget`). A reply that
+is no decision raises
 :class:`SupervisorError`, and its tokens are not recorded (nothing is appended).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from little_dist.canonical import canonical_json
 from little_dist.errors import LittleError
@@ -27,6 +29,9 @@ from little_dist.harness.replies import json_in_reply
 from little_dist.harness.types import ResolvedModel
 from little_dist.outer_loop.decisions import Supervised, SupervisorCall, decision_from
 from little_dist.redaction import redact
+
+if TYPE_CHECKING:
+    from little_dist.pricing import PriceFallback
 
 __all__ = ["SUPERVISOR_STEP_PATH", "ModelSupervisor", "Supervisor", "SupervisorError"]
 
@@ -56,16 +61,30 @@ class ModelSupervisor:
         self.model = model
         self.system = system
 
+    def messages(self, state: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The prompt of the decision about ``state``."""
+        system = "\n\n".join(part for part in (_SUPERVISOR_ROLE, self.system) if part)
+        return [
+            {"role": "system", "content": system},
+            {"role": "user", "content": canonical_json(dict(state))},
+        ]
+
+    def worst_case_usd(
+        self, state: Mapping[str, Any], pricing_fallback: PriceFallback | None
+    ) -> float:
+        """The most the decision about ``state`` may cost: its prompt's tokens and its
+        output limit, priced as a model call's worst case is (the loop holds it against its
+        budget and the key's daily ceilings before the call: :mod:`.budget`)."""
+        from little_dist.harness.budget_hold import model_worst_case_usd
+
+        return model_worst_case_usd(self.model, self.messages(state), (), pricing_fallback)
+
     def __call__(self, state: Mapping[str, Any]) -> Supervised:
         from little_dist.harness.model_calls import import_litellm, usage_from_response
 
         cycles = state.get("cycles") or []
         run_id = cycles[-1].get("runId") if cycles else None
-        system = "\n\n".join(part for part in (_SUPERVISOR_ROLE, self.system) if part)
-        messages = [
-            {"role": "system", "content": system},
-            {"role": "user", "content": canonical_json(dict(state))},
-        ]
+        messages = self.messages(state)
         try:
             response = import_litellm().completion(
                 model=self.model.litellm_model,

@@ -12,6 +12,7 @@ from typing import Any
 from little_dist.canonical import canonical_json, sha256_digest
 from little_dist.errors import LittleError
 from little_dist.events import EventInput
+from little_dist.harness.budget_hold import hold_daily, settle_daily
 from little_dist.harness.replies import json_in_reply
 from little_dist.harness.types import (
     DEFAULT_HARNESS_ID,
@@ -96,16 +97,23 @@ def _call_model(
         occurrence_id=called,
         payload={**base, "promptHash": sha256_digest(request), "request": request},
     )
-    if ctx.budgeted:  # (its worst case held against the run's budget, or refused)
-        from little_dist.harness.budget_hold import planner_hold, reserve, worst_case_usd
+    # Its worst case held against the key's daily ceilings and the run's budget, or refused.
+    daily = hold_daily(ctx, messages, ())
+    try:
+        if ctx.budgeted:
+            from little_dist.harness.budget_hold import planner_hold, reserve, worst_case_usd
 
-        def record(need: float, last: int) -> None:
-            hold = planner_hold(called, need)
-            world.append_batch(run_id, [hold, call], expected_sequence=last)
+            def record(need: float, last: int) -> None:
+                hold = planner_hold(called, need)
+                world.append_batch(run_id, [hold, call], expected_sequence=last)
 
-        reserve(ctx, worst_case_usd(ctx, messages, ()), record)
-    else:
-        world.append(run_id, call)
+            reserve(ctx, worst_case_usd(ctx, messages, ()), record)
+        else:
+            world.append(run_id, call)
+    except BaseException:
+        if daily is not None:
+            daily.settle(0.0)
+        raise
     started = time.monotonic()
     try:
         response = import_litellm().completion(
@@ -115,6 +123,8 @@ def _call_model(
             **dict(model.settings),
         )
     except Exception as error:
+        if daily is not None:
+            daily.settle(0.0)
         # Provider errors can echo the request: a key in its URL, its Authorization header.
         text = redact(str(error))
         world.append(
@@ -131,6 +141,9 @@ def _call_model(
         )
         raise PlannerError(f"planner model {model.litellm_model!r} failed: {text}") from error
     text = response.choices[0].message.content or ""
+    usage = usage_from_response(response)
+    if daily is not None:
+        settle_daily(ctx, daily, usage)
     world.append(
         run_id,
         EventInput(
@@ -139,7 +152,7 @@ def _call_model(
             payload={
                 **base,
                 "model": model.identity(),
-                "response": {"text": text, "usage": usage_from_response(response)},
+                "response": {"text": text, "usage": usage},
                 "durationMs": round((time.monotonic() - started) * 1000),
             },
         ),

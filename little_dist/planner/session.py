@@ -13,7 +13,7 @@ from little_dist.canonical import canonical_json, sha256_digest
 from little_dist.compiler import WorkflowVersion, compile_lwir
 from little_dist.errors import InvalidInputError
 from little_dist.events import Event, EventInput
-from little_dist.harness.budget_tree import CAUSE_BUDGET_EXCEEDED
+from little_dist.harness.budget_hold import CAUSE_BUDGET_EXCEEDED, CAUSE_DAILY_BUDGET_EXCEEDED
 from little_dist.harness.errors import HarnessConfigError, ModelCallError
 from little_dist.harness.memo import Memo
 from little_dist.harness.recorder import EventRecorder
@@ -60,6 +60,8 @@ if TYPE_CHECKING:
 __all__ = ["resolve_version"]
 
 _UNCOMPILED: Final = "uncompiled"
+#: A planner call a budget could not hold (not sent): the run fails with that cause.
+_REFUSALS: Final = frozenset({CAUSE_BUDGET_EXCEEDED, CAUSE_DAILY_BUDGET_EXCEEDED})
 
 
 class _Session:
@@ -311,6 +313,7 @@ def _plan(
         skills=definition.skills,
         budgeted=_budgeted(world, session.run_id),
         pricing_fallback=capabilities.pricing_fallback,
+        quotas=capabilities.quotas,
         manifest=_session_manifest(request),
     )
     registry = HarnessRegistry(default=default, overrides={"planner": harness}, repair=False)
@@ -339,7 +342,7 @@ def _plan(
             try:
                 result = _run_planner(registry, harness, task, ctx)
             except ModelCallError as error:
-                if error.cause_code != CAUSE_BUDGET_EXCEEDED:
+                if error.cause_code not in _REFUSALS:
                     raise
                 _fail(session, definition, revision, [], refused=error)
                 return None
@@ -499,7 +502,7 @@ def _fail(
     refused: ModelCallError | None = None,
 ) -> None:
     """``RunFailed``: no valid LWIR (``planner_validation_exhausted``), or a planner call the
-    run's budget could not hold (``refused``: ``budget_exceeded``)."""
+    run's budget or a daily key ceiling could not hold (``refused``: its cause)."""
     detail = "; ".join(f"{f.path}: {f.message} ({f.code})" for f in findings[:5])
     message = (
         f"Planner did not produce valid LWIR for {definition.id!r} within {revisions} "
@@ -508,7 +511,7 @@ def _fail(
     cause, name = "planner_validation_exhausted", "WorkflowCompileError"
     if refused is not None:
         message = f"Planner of {definition.id!r} stopped at revision {revisions}: {refused}"
-        cause, name = CAUSE_BUDGET_EXCEEDED, "ModelCallError"
+        cause, name = refused.cause_code, "ModelCallError"
     session.append(
         "RunStarted", occurrences.RUN_START, {**session.parent, "workflowVersionId": _UNCOMPILED}
     )

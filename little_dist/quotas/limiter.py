@@ -171,11 +171,13 @@ class QuotaLimiter:
         *,
         cancelled: Callable[[], bool] = _never,
         deadline: float | None = None,
+        give_back: bool = True,
     ) -> Reservation | None:
         """Wait until ``amounts`` are admitted under every rule ``call`` falls under and
         return the hold (``None``: no rule limits the call). Raises :class:`QuotaTooSmall`,
         :class:`QuotaWaitTooLong`, or returns early when ``cancelled()`` turns true (the
-        caller sees its cancellation)."""
+        caller sees its cancellation). ``give_back``: false for a call that gave its slot
+        back once already (it waits for its turn in place, see :class:`QuotaWaitGivenBack`)."""
         rules = self.rules.for_call(call)
         if not rules:
             return None
@@ -191,13 +193,13 @@ class QuotaLimiter:
             if wait <= 0:
                 return Reservation(self, rules, reservation_id, amounts, waited=now - started)
             waited = now - started
-            give_back = self.give_back_after
-            if give_back is not None and waited + wait > give_back:
+            threshold = self.give_back_after if give_back else None
+            if threshold is not None and waited + wait > threshold:
                 names = ", ".join(rule.name for rule in rules)
                 # A wait only calls in flight can end is a poll (their end is unknown): the
                 # attempt comes back no sooner than the threshold, so a slot given back is
                 # not taken again at once, many times over.
-                again = max(wait, give_back)
+                again = max(wait, threshold)
                 raise QuotaWaitGivenBack(
                     f"quota of {names} expected in {wait:.2f} s: the attempt gives its slot "
                     f"back and runs again in {again:.2f} s (LITTLE_QUOTA_GIVE_BACK_AFTER)",

@@ -527,7 +527,7 @@ class RunStateBuilder:
                 last._attempt_id, last._started_at, at, "completed", last._error
             )
         else:
-            attempts.append(StepAttempt("attempt_1", at, at, "completed"))
+            attempts.append(StepAttempt("attempt_1", at, at, "completed", born_ended=True))
         if "output" in payload:
             step._output = payload["output"]
         refs = step._artifact_refs
@@ -562,7 +562,7 @@ class RunStateBuilder:
             last = attempts[-1]
             attempts[-1] = StepAttempt(last._attempt_id, last._started_at, at, "failed", error)
         else:
-            attempts.append(StepAttempt("attempt_1", at, at, "failed", error))
+            attempts.append(StepAttempt("attempt_1", at, at, "failed", error, born_ended=True))
 
     def _on_step_suspended(self, payload: dict[str, Any], at: Any, event_type: str) -> None:
         path = payload.get("stepPath")

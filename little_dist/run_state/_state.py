@@ -91,7 +91,7 @@ class _RecordsOutput(_RecordsError):
 class StepAttempt(_RecordsError):
     """One attempt of a step; immutable (the fold replaces it rather than editing it)."""
 
-    __slots__ = ("_attempt_id", "_error", "_finished_at", "_started_at", "_status")
+    __slots__ = ("_attempt_id", "_born_ended", "_error", "_finished_at", "_started_at", "_status")
 
     def __init__(
         self,
@@ -100,12 +100,17 @@ class StepAttempt(_RecordsError):
         finished_at: str | None,
         status: StepStatus,
         error: Any = ABSENT,
+        *,
+        born_ended: bool = False,
     ) -> None:
         self._attempt_id = attempt_id
         self._started_at = started_at
         self._finished_at = finished_at
         self._status = status
         self._error = error
+        #: Made by its end (no StepAttemptStarted before it): upstream then lays out its
+        #: JSON ``finishedAt`` before ``status`` (the key order of its object literal).
+        self._born_ended = born_ended
 
     @property
     def attempt_id(self) -> str:
@@ -128,12 +133,11 @@ class StepAttempt(_RecordsError):
         return self._status
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "attemptId": self._attempt_id,
-            "startedAt": self._started_at,
-            "status": self._status,
-        }
-        if self._finished_at is not None:
+        data: dict[str, Any] = {"attemptId": self._attempt_id, "startedAt": self._started_at}
+        if self._born_ended and self._finished_at is not None:
+            data["finishedAt"] = self._finished_at
+        data["status"] = self._status
+        if self._finished_at is not None and not self._born_ended:
             data["finishedAt"] = self._finished_at
         if self._error is not ABSENT:
             data["error"] = self._error

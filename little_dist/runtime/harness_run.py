@@ -321,6 +321,7 @@ def _run_harness(
         memory_mounts=capabilities.memory_mounts if bash is not None else (),
         sub_runs=capabilities.sub_runs,
         quotas=capabilities.quotas,
+        quota_gave_back=_gave_back_for_quota(state, path, dispatch.attempt),
         budgeted=state.budget_tree,
         pricing_fallback=capabilities.pricing_fallback,
     )
@@ -337,6 +338,18 @@ def _run_harness(
         f"the {role} harness returned {type(result).__name__} for step {path!r}; "
         "expected ExecuteStepResult or FixStepResult"
     )
+
+
+def _gave_back_for_quota(state: RunState, path: str, attempt: int) -> bool:
+    """Whether the attempt before ``attempt`` gave its slot back for quota (``quota_wait``):
+    this one, sent when the quota was expected, then waits for its turn in place instead of
+    giving its slot back again (and going to the back of the line behind the calls that
+    waited in place meanwhile)."""
+    step = state.steps.get(path)
+    if step is None or attempt < 2 or len(step.attempts) < attempt - 1:
+        return False
+    error = step.attempts[attempt - 2].error
+    return isinstance(error, Mapping) and error.get("causeCode") == "quota_wait"
 
 
 def _task_for(

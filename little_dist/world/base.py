@@ -34,7 +34,7 @@ Guarantees every implementation keeps (checked by one shared conformance suite):
 * The end of a run seals its log: once it holds ``RunCompleted`` or ``RunFailed``, an append
   that would add an event of the run's own (any type but the facts written onto a run after
   it of :data:`~little_dist.events.AFTER_END_EVENT_TYPES`: observers' side-channel
-  observations, an outer loop's ``OuterLoopCycleCompleted``) raises
+  observations, an outer loop's ``OuterLoopCycleCompleted`` and its supervisor's hold) raises
   :class:`~little_dist.errors.RunEndedError` and writes nothing to the log: a step that was
   in flight when the run ended commits nothing after the end. Of what it
   refused, the events that carry a model call's usage
