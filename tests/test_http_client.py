@@ -28,7 +28,7 @@ from little_dist.fleet.http_client import HttpClient
 from little_dist.local_runner import RunMismatchError
 from little_dist.world.base import RunNotFoundError
 from tests.fleet_processes import ROOT, FleetEnv, fleet_env, start_scheduler, start_worker
-from tests.http_fleet_app import STEPS
+from tests.http_fleet_app import STEPS, steps
 from tests.http_service import APP, start_serve, token_store
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
@@ -86,9 +86,8 @@ def test_a_client_on_an_http_url_submits_waits_and_reads_as_the_fleet_client(
         with pytest.raises(RunMismatchError, match="different input"):
             client.submit("http.steps", {"sleep": 9}, run_id=run_id)
 
-        ids = client.submit_many(
-            "http.steps", [{"sleep": 0}, {"sleep": 0}], run_ids=["run_a1", "run_a2"]
-        )
+        # (a definition is submitted by its id, as the server's app defines it)
+        ids = client.submit_many(steps, [{"sleep": 0}, {"sleep": 0}], run_ids=["run_a1", "run_a2"])
         assert ids == ["run_a1", "run_a2"]
         assert [client.wait(one, timeout=60).status for one in ids] == ["completed"] * 2
 
