@@ -25,8 +25,6 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 from little_dist.canonical import sha256_digest
 from little_dist.errors import InvalidInputError
@@ -204,37 +202,11 @@ class RedisS3World:
         clock: Callable[[], float] | None = None,
     ) -> RedisS3World:
         """Build the clients from a ``redis://`` URL and an S3 endpoint (None: AWS)."""
-        import boto3
-        from botocore.config import Config
+        from little_dist.world.redis_s3.clients import redis_client_for, s3_client_for
 
-        redis_client = redis.Redis.from_url(
-            redis_url,
-            decode_responses=False,
-            socket_timeout=socket_timeout,
-            socket_connect_timeout=socket_timeout,
-            health_check_interval=30,
-            # redis-py >= 6 re-sends a timed-out command by default; a timed-out append may
-            # have landed, and without an occurrence id a re-send would record it twice.
-            # Failures surface as StorageUnavailableError and the caller decides.
-            retry=Retry(NoBackoff(), 0),
-        )
-        s3_client = boto3.client(
-            "s3",
-            endpoint_url=s3_endpoint,
-            region_name=region,
-            aws_access_key_id=access_key_id,
-            aws_secret_access_key=secret_access_key,
-            config=Config(
-                retries={"mode": "standard"},
-                # boto3 >= 1.36 checksums by default; some S3-compatible stores reject them.
-                request_checksum_calculation="when_required",
-                response_checksum_validation="when_required",
-                s3={"addressing_style": "path"},
-            ),
-        )
         return cls(
-            redis_client,
-            s3_client,
+            redis_client_for(redis_url, socket_timeout),
+            s3_client_for(s3_endpoint, region, access_key_id, secret_access_key),
             bucket,
             key_prefix=key_prefix,
             s3_prefix=s3_prefix,
