@@ -118,9 +118,7 @@ def test_a_deadline_ends_a_run_no_worker_is_running(fleet_env: FleetEnv) -> None
     assert shown["deadline"]["at"].endswith("Z")
     text = _ok(little(fleet_env, "status", by_cli), 1)
     assert f"deadline  {shown['deadline']['at']} (deadline_exceeded)" in text
-    (limits,) = [
-        e for e in client.world.list_events(many[0]) if e.type == "little.run.limits"
-    ]
+    (limits,) = [e for e in client.world.list_events(many[0]) if e.type == "little.run.limits"]
     assert limits.payload["maxAttempts"] == 2
 
 

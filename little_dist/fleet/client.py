@@ -91,18 +91,38 @@ class Client:
     ``pricing_fallback`` prices the model calls the bundled registry has no rates for in
     the states and costs it reports (default: litellm's cost map; ``None``: registry only).
     What the client opens itself it closes in :meth:`close` (also a context manager).
+
+    ``Client("https://host:8080", token=...)`` (an ``http://`` or ``https://`` URL of
+    ``little serve``) is a client of the HTTP API instead: the same methods over HTTP only,
+    no Redis, S3 or Celery (:class:`~little_dist.fleet.http_client.HttpClient`).
     """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Client:
+        target = args[0] if args else kwargs.get("settings", kwargs.get("url"))
+        if cls is Client and _is_http(target):
+            from little_dist.fleet.http_client import HttpClient
+
+            return super().__new__(HttpClient)
+        return super().__new__(cls)
 
     def __init__(
         self,
-        settings: Settings | None = None,
+        settings: Settings | str | None = None,
         *,
+        token: str | None = None,
         world: World | None = None,
         app: Celery | None = None,
         registry: AppRegistry | None = None,
         queue: TaskQueue | None = None,
         pricing_fallback: PriceFallback | None = litellm_price_fallback,
     ) -> None:
+        if isinstance(settings, str) or token is not None:
+            raise InvalidInputError(
+                f"Client({settings!r}): a URL must be http:// or https:// (little serve's), "
+                "and token= goes with one"
+                if isinstance(settings, str)
+                else "Client(token=...): a token is for an http(s):// URL of little serve"
+            )
         self.settings = settings if settings is not None else load_settings()
         if self.settings.metrics_port is not None:  # (this process's /metrics, once)
             enable_metrics("client", port=self.settings.metrics_port)
@@ -452,6 +472,10 @@ class Client:
         tracker = RunTracker(self.world, run_id, max_branches_cap=self.settings.max_branches_cap)
         advance_run(self.world, self.queue, self.settings, tracker, holder=self._holder)
         return True
+
+
+def _is_http(target: object) -> bool:
+    return isinstance(target, str) and target.lower().startswith(("http://", "https://"))
 
 
 def _limits(timeout: Any, deadline: Any, max_attempts: Any) -> dict[str, Any]:

@@ -283,9 +283,7 @@ def _passing(error: Exception) -> bool:
 def end_unplanned(world: World, run_id: str, error: Mapping[str, Any]) -> None:
     """End a run still waiting for its planner with ``error`` (its deadline passed): as
     :func:`fail_unplanned`, with the submission's parent link."""
-    submitted = next(
-        (e for e in world.list_events(run_id) if e.type == SUBMITTED_EVENT_TYPE), None
-    )
+    submitted = next((e for e in world.list_events(run_id) if e.type == SUBMITTED_EVENT_TYPE), None)
     fail_unplanned(
         world,
         run_id,

@@ -42,7 +42,7 @@ from little_dist.http.models import (
 )
 from little_dist.http.problems import PROBLEM_JSON, Problem, install_problem_handlers
 from little_dist.http.tokens import TokenRecord
-from little_dist.ids import InvalidIdError, validate_run_id
+from little_dist.ids import RUN_ID_PATTERN, InvalidIdError, validate_run_id
 from little_dist.limits import InputLimits
 from little_dist.local_runner import new_run_id
 
@@ -68,7 +68,15 @@ _WHY: Final = {
     503: "the fleet's storage is unreachable",
 }
 
-RunId = Annotated[str, Path(description="the run id ('run_...')")]
+# (The pattern is documented, not enforced by FastAPI: a run id that breaks it is a 400
+# naming the rule, from validate_run_id, not a generic 422.)
+RunId = Annotated[
+    str,
+    Path(
+        description="the run id ('run_' + 1-80 of A-Z a-z 0-9 _ -)",
+        json_schema_extra={"pattern": RUN_ID_PATTERN.pattern},
+    ),
+]
 
 
 def body_limit(limits: InputLimits) -> int:
@@ -193,11 +201,16 @@ def make_app(fleet: FleetAccess) -> FastAPI:
             claim = fleet.idempotency().claim(idempotency_key, digest, run_id)
             if claim.conflict:
                 detail = "this Idempotency-Key was used with another body"
-                raise Problem(409, detail, errors=[{"header": "idempotency-key", "detail": detail}])
+                raise Problem(
+                    409,
+                    detail,
+                    errors=[{"header": "idempotency-key", "detail": detail}],
+                    code="idempotency_conflict",
+                )
             run_id = claim.run_id
         run_input = {} if body.input is None else body.input
         try:
-            run_id = fleet.submit(body.workflow, run_input, run_id, body.budgetUsd)
+            run_id = fleet.submit(body.workflow, run_input, run_id, body.budgetUsd, body.deadline)
         except LittleError:
             if claim is not None and claim.fresh and idempotency_key is not None:
                 fleet.idempotency().release(idempotency_key, run_id)
@@ -296,7 +309,7 @@ def make_app(fleet: FleetAccess) -> FastAPI:
         client = fleet.client
         if not client.cancel(checked, reason=body.reason if body is not None else None):
             status = client.status(checked).status
-            raise Problem(409, f"run {checked} has already ended ({status})")
+            raise Problem(409, f"run {checked} has already ended ({status})", code="run_ended")
         accepted = CancelAccepted(runId=checked, cancelRequested=True)
         return JSONResponse(accepted.model_dump(), status_code=202)
 

@@ -94,17 +94,28 @@ class FleetAccess:
     def workflow_ids(self) -> list[str]:
         return sorted(self.registry.workflows) if self.registry is not None else []
 
-    def submit(self, workflow: str, run_input: Any, run_id: str, budget_usd: float | None) -> str:
+    def submit(
+        self,
+        workflow: str,
+        run_input: Any,
+        run_id: str,
+        budget_usd: float | None,
+        deadline: str | None = None,
+    ) -> str:
         """``Client.submit``; the first call of the process alone (it opens what the client
         keeps for the next ones)."""
         client = self.client
         if not self._warm:
             with self._lock:
                 if not self._warm:
-                    done = client.submit(workflow, run_input, run_id=run_id, budget_usd=budget_usd)
+                    done = client.submit(
+                        workflow, run_input, run_id=run_id, budget_usd=budget_usd, deadline=deadline
+                    )
                     self._warm = True
                     return done
-        return client.submit(workflow, run_input, run_id=run_id, budget_usd=budget_usd)
+        return client.submit(
+            workflow, run_input, run_id=run_id, budget_usd=budget_usd, deadline=deadline
+        )
 
     def close(self) -> None:
         with self._lock:

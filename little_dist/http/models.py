@@ -10,6 +10,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from little_dist.ids import RUN_ID_PATTERN
+
 __all__ = [
     "CancelAccepted",
     "CancelRun",
@@ -40,9 +42,18 @@ class SubmitRun(BaseModel):
         default=None,
         description="the run id to use ('run_' + 1-80 of A-Z a-z 0-9 _ -); submitting again "
         "with the same id and input answers the same run",
+        json_schema_extra={"pattern": RUN_ID_PATTERN.pattern},
     )
     budgetUsd: float | None = Field(
         default=None, gt=0, allow_inf_nan=False, description="the run's dollar ceiling"
+    )
+    deadline: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        description="when the run must end at the latest: a duration from now ('10m', '1h') "
+        "or an ISO 8601 time with its zone; past it the run fails with causeCode "
+        "deadline_exceeded",
     )
 
 
@@ -154,5 +165,11 @@ class ProblemDetails(BaseModel):
     title: str
     status: int
     detail: str
+    code: str | None = Field(
+        default=None,
+        description="which refusal, for programs: run_mismatch (the run id was used with "
+        "another input), idempotency_conflict, run_ended (the run has ended: it takes no "
+        "cancel, and its id no submission with another budget or deadline)",
+    )
     instance: str | None = None
     errors: list[ProblemError] | None = None

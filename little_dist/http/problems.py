@@ -21,12 +21,15 @@ from fastapi.responses import JSONResponse
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Route
 
 from little_dist.errors import (
     ConflictError,
     InvalidInputError,
+    LeaseLostError,
     LittleError,
     NotFoundError,
+    RunEndedError,
     StorageUnavailableError,
 )
 from little_dist.limits import InputLimitError
@@ -51,6 +54,7 @@ class Problem(Exception):
         errors: Sequence[Mapping[str, Any]] = (),
         headers: Mapping[str, str] | None = None,
         title: str | None = None,
+        code: str | None = None,
     ) -> None:
         super().__init__(detail)
         self.status = status
@@ -58,6 +62,7 @@ class Problem(Exception):
         self.errors = list(errors)
         self.headers = dict(headers or {})
         self.title = title
+        self.code = code
 
 
 def problem_response(
@@ -68,6 +73,7 @@ def problem_response(
     errors: Sequence[Mapping[str, Any]] = (),
     headers: Mapping[str, str] | None = None,
     title: str | None = None,
+    code: str | None = None,
 ) -> JSONResponse:
     body: dict[str, Any] = {
         "type": "about:blank",
@@ -76,6 +82,8 @@ def problem_response(
         "detail": detail,
         "instance": request.url.path,
     }
+    if code is not None:
+        body["code"] = code
     if errors:
         body["errors"] = [dict(error) for error in errors]
     return JSONResponse(
@@ -113,7 +121,9 @@ def _validation_errors(exc: RequestValidationError) -> list[dict[str, Any]]:
 def _status_of(exc: LittleError) -> int:
     if isinstance(exc, InputLimitError):
         return 413
-    if isinstance(exc, RunMismatchError | ConflictError):
+    # A run id of a run that has ended, submitted again with what its log lacks (another
+    # budget or deadline): its log takes no more events.
+    if isinstance(exc, RunMismatchError | ConflictError | LeaseLostError):
         return 409
     if isinstance(exc, InvalidInputError):
         return 422
@@ -124,13 +134,39 @@ def _status_of(exc: LittleError) -> int:
     return 500
 
 
+def _allowed(request: Request) -> str:
+    """The methods of every route on the request's path (Starlette's 405 names only the
+    first route's, where a path has one route per method)."""
+    path = request.url.path
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        if isinstance(route, Route) and route.methods and route.path_regex.match(path):
+            methods.update(route.methods)
+    methods.discard("HEAD")  # (Starlette's implied HEAD of a GET, not in the document)
+    return ", ".join(sorted(methods))
+
+
+def _code_of(exc: LittleError) -> str | None:
+    if isinstance(exc, RunMismatchError):
+        return "run_mismatch"
+    if isinstance(exc, RunEndedError):
+        return "run_ended"
+    return None
+
+
 def install_problem_handlers(app: FastAPI) -> None:
     """Every error of ``app`` answered as a problem."""
 
     @app.exception_handler(Problem)
     async def _problem(request: Request, exc: Problem) -> JSONResponse:
         return problem_response(
-            request, exc.status, exc.detail, errors=exc.errors, headers=exc.headers, title=exc.title
+            request,
+            exc.status,
+            exc.detail,
+            errors=exc.errors,
+            headers=exc.headers,
+            title=exc.title,
+            code=exc.code,
         )
 
     @app.exception_handler(RequestValidationError)
@@ -146,7 +182,10 @@ def install_problem_handlers(app: FastAPI) -> None:
         if exc.status_code == 400 and detail == _UNPARSED:
             # FastAPI's word for a body json cannot read (nested deeper than it recurses)
             detail = "the request body cannot be parsed as JSON (nested too deeply?)"
-        return problem_response(request, exc.status_code, detail, headers=exc.headers)
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            headers["Allow"] = _allowed(request)
+        return problem_response(request, exc.status_code, detail, headers=headers)
 
     @app.exception_handler(LittleError)
     async def _little(request: Request, exc: LittleError) -> JSONResponse:
@@ -154,7 +193,8 @@ def install_problem_handlers(app: FastAPI) -> None:
         if status == 500:
             _LOG.error("request %s failed", request.url.path, exc_info=exc)
         retry = {"Retry-After": "5"} if status == 503 else None
-        return problem_response(request, status, redact(str(exc)), headers=retry)
+        code = _code_of(exc)
+        return problem_response(request, status, redact(str(exc)), headers=retry, code=code)
 
     @app.exception_handler(RedisConnectionError)
     @app.exception_handler(RedisTimeoutError)
