@@ -228,6 +228,11 @@ def test_little_run_takes_a_budget_and_stops_at_it(tmp_path: Path) -> None:
         "spentUsd": spent,
         "reservedUsd": 0,
     }
+    html = tmp_path / "report.html"
+    wrote = zygote.run(["report", run_id, *where, "--html", str(html)], env=env, timeout=60)
+    assert wrote.returncode == 0, wrote.stderr
+    page = html.read_text()
+    assert "Budget $0.000200" in page and f"${spent:.6f} spent" in page
     table = zygote.run(["report", run_id, *where], env=env, timeout=60)
     assert f"Budget: $0.000200 · spent ${spent:.6f} · reserved $0.000000" in table.stdout
 

@@ -8,6 +8,7 @@ mailed, archived or opened from disk. Every piece of text from the log goes thro
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from datetime import datetime
 from html import escape
 
@@ -142,7 +143,17 @@ def _elapsed(report: RunReport) -> tuple[str, str]:
     return format_duration(so_far), "so far (run not finished)"
 
 
-def _summary(report: RunReport) -> str:
+def _budget_card(budget: Mapping[str, float]) -> str:
+    """The run's dollar budget: what is left of it, and what was spent and is held."""
+    left = budget["budgetUsd"] - budget["spentUsd"] - budget["reservedUsd"]
+    left -= budget.get("subRunsUsd", 0.0)
+    sub = f"${budget['spentUsd']:.6f} spent · ${budget['reservedUsd']:.6f} held"
+    if "subRunsUsd" in budget:
+        sub += f" · ${budget['subRunsUsd']:.6f} sub-runs"
+    return _card(f"Budget ${budget['budgetUsd']:.6f}", f"${max(left, 0.0):.6f} left", sub)
+
+
+def _summary(report: RunReport, budget: Mapping[str, float] | None = None) -> str:
     total = report.total
     failed_attempts = sum(1 for span in report.timeline if span.status == "failed")
     calls = total.priced_calls + total.unpriced_calls
@@ -169,6 +180,8 @@ def _summary(report: RunReport) -> str:
         ),
         _card("Cache hits", format_share(total.cache_hit_share), "of input tokens"),
     ]
+    if budget is not None:
+        cards.append(_budget_card(budget))
     return f'<div class="cards">{"".join(cards)}</div>'
 
 
@@ -386,8 +399,10 @@ def _steps_table(report: RunReport) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def render_html(report: RunReport) -> str:
-    """A complete HTML document for the report (a string; writing it is the caller's job)."""
+def render_html(report: RunReport, budget: Mapping[str, float] | None = None) -> str:
+    """A complete HTML document for the report (a string; writing it is the caller's job);
+    ``budget``: the run's dollar budget, spent and held (``little report --json``'s
+    ``budget``), shown as a card."""
     note = ""
     if report.failure is not None:
         note += f'<p class="failure">Cause: {escape(report.failure.line())}</p>'
@@ -414,7 +429,7 @@ def render_html(report: RunReport) -> str:
         f"<title>Run {run_id} — report</title><style>{_CSS}</style></head><body><main>"
         f"<header><h1>Run {run_id} {_badge(report.status)}</h1>"
         f"<p>{escape(_span_text(report))}</p></header>"
-        f"{_summary(report)}{note}"
+        f"{_summary(report, budget)}{note}"
         f"<section><h2>Timeline</h2>{_timeline(report)}</section>"
         f"<section><h2>Steps</h2>{_steps_table(report)}</section>"
         "<footer>Costs come from registry rates only; a payload's own cost figure is never "
