@@ -105,6 +105,8 @@ def test_a_step_in_flight_when_the_run_is_cancelled_commits_nothing_after_the_en
         # nothing of it is in the log, and what it is taken to have spent (its prompt's
         # tokens) is in the run's late record.
         assert not any(e.type == "harness.model.responded" for e in events)
+        # (the attempt writes its late record as it stops, around when its lease goes)
+        wait_for(lambda: bool(world.late_events(run_id)), 20, "the late record")
         late = world.late_events(run_id)
         assert [record.type for record in late] == ["harness.model.failed"]
         assert late[0].payload["error"]["interrupted"] is True

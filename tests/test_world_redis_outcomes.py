@@ -194,3 +194,18 @@ def test_an_acceptance_removes_a_refusal_left_under_its_id_and_an_end_replaces_o
     assert world.outcome("run_later")["status"] == "completed"  # type: ignore[index]
     world.record_acceptance("task-4", "run_later")  # (a retry of the finished run)
     assert json.loads(json.dumps(world.outcome("run_later")))["payload"] == {"output": 3}
+
+
+def test_the_ends_a_worker_follows_are_runs_ends_not_answers_to_submissions(
+    world: RedisS3World,
+) -> None:
+    # A refusal under a live run's id (another input under a taken id) is announced on the
+    # stream of ends for its sender; a worker that took it for the run's end cancelled the
+    # run's attempt in flight (the model call abandoned: the run failed "cancelled").
+    after, _ = world.read_ends(None, 1)
+    world.append_batch(RUN, [_ev("RunStarted", "run-start")])
+    assert world.record_refusal("task-9", RUN, "run_id_taken", "another input") is False
+    world.record_acceptance("task-10", RUN)
+    world.append_batch("run_other", [_ev("RunStarted", "run-start"), _ev("RunFailed", "run-end")])
+    _, ended = world.read_ends(after, 100)
+    assert RUN not in ended and set(ended) == {"run_other"}

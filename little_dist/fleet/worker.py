@@ -37,6 +37,7 @@ from little_dist.scheduling.context import StepPathError, locate_step
 from little_dist.scheduling.step_graph import plan_for
 from little_dist.settings import Role, Settings
 from little_dist.world.base import Lease, World, unique_holder
+from little_dist.world.extras import extras_of
 from little_dist.world.fleet_keys import step_lease_key
 
 if TYPE_CHECKING:
@@ -112,7 +113,8 @@ class WorkerRuntime:
         world = self.world
         with self._lock:
             if self._end_watch is None:
-                self._end_watch = EndWatch(getattr(world, "read_ends", None))
+                ends = extras_of(world).end_announcements
+                self._end_watch = EndWatch(None if ends is None else ends.read_ends)
             return self._end_watch
 
     @property

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from little_dist.world.defaults import PreparedEvent
 
 __all__ = [
+    "AnnouncesEnds",
     "Archives",
     "FencesInProcess",
     "InDataDir",
@@ -143,6 +144,14 @@ class RecordsSubmissions(Protocol):
     ) -> bool: ...
 
 
+@runtime_checkable
+class AnnouncesEnds(Protocol):
+    """A world that announces every run's end on a stream a process can follow (a fleet
+    worker's attempts are told to stop when their run ends: ``fleet/end_watch.py``)."""
+
+    def read_ends(self, after: str | None, block_ms: int) -> tuple[str, list[str]]: ...
+
+
 @dataclass(frozen=True)
 class SharedStorage:
     """What a world on Redis and S3 lends the stores that live beside it: its clients, its
@@ -187,6 +196,7 @@ class WorldExtras:
     version_parts: KeepsVersionParts | None
     one_trip_starts: StartsInOneTrip | None
     submission_records: RecordsSubmissions | None
+    end_announcements: AnnouncesEnds | None
 
 
 _found: weakref.WeakKeyDictionary[Any, WorldExtras] = weakref.WeakKeyDictionary()
@@ -213,6 +223,7 @@ def _extras(world: World) -> WorldExtras:
         version_parts=world if isinstance(world, KeepsVersionParts) else None,
         one_trip_starts=world if isinstance(world, StartsInOneTrip) else None,
         submission_records=world if isinstance(world, RecordsSubmissions) else None,
+        end_announcements=world if isinstance(world, AnnouncesEnds) else None,
     )
 
 

@@ -155,6 +155,10 @@ class RunWatch:
         for _, flat in entries:
             # (a raw entry: [field, value, ...])
             fields = dict(zip(flat[::2], flat[1::2], strict=True))
+            if b"task" in fields:
+                # The answer to a submission (accepted, or refused under a run id that may
+                # belong to a live run: another input under a taken id), not a run's end.
+                continue
             run = fields.get(b"run")
             if isinstance(run, bytes):
                 runs.append(run.decode())
