@@ -75,3 +75,15 @@ def test_validate_import_profile_has_no_heavy_module() -> None:
     ]
     assert "little_dist.lwir" in imported  # the profile really covers the command
     assert [name for name in imported if name.split(".")[0] in HEAVY] == []
+
+
+def test_building_the_cli_parser_does_not_load_the_authoring_layer() -> None:
+    # little init / little add register from the workspace package, whose loader imports
+    # the authoring layer (pydantic models, schemas): only a command that loads a folder
+    # pays for it.
+    code = (
+        "import sys, little_dist.cli\n"
+        "little_dist.cli.build_parser()\n"
+        "assert 'little_dist.authoring' not in sys.modules, 'authoring loaded'\n"
+    )
+    assert loaded_heavy_modules(code) == []

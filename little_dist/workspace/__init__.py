@@ -20,8 +20,12 @@ folder; :mod:`.scaffold` makes projects and workflow folders.
 
 from __future__ import annotations
 
-from little_dist.workspace.loading import WorkflowFolderError, load_workflow
+from typing import TYPE_CHECKING, Any
+
 from little_dist.workspace.reference import MANIFEST, find_manifest, resolve_workflow_reference
+
+if TYPE_CHECKING:
+    from little_dist.workspace.loading import WorkflowFolderError, load_workflow
 
 __all__ = [
     "MANIFEST",
@@ -30,3 +34,13 @@ __all__ = [
     "load_workflow",
     "resolve_workflow_reference",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # The loader imports the authoring layer; the CLI's parser (little init, little add)
+    # needs only the scaffold and must start without it.
+    if name in ("load_workflow", "WorkflowFolderError"):
+        from little_dist.workspace import loading
+
+        return getattr(loading, name)
+    raise AttributeError(f"module 'little_dist.workspace' has no attribute {name!r}")
