@@ -13,7 +13,8 @@ Payloads (engine events, camelCase as upstream's)::
                                 callIndex, turn?, argsHash, args, rule,
                                 deadlineAt?, onTimeout?}          # deadlineAt: Unix ms
     little.approval.decided    {approvalId, stepPath, decision: "allow"|"deny",
-                                decidedBy, via: "cli"|"http"|"api"|"timeout", reason?}
+                                decidedBy, via: "cli"|"http"|"api"|"timeout", reason?,
+                                tokenId?}                         # tokenId: via http
 
 When a decision was made is its event's ``recordedAt``.
 """
@@ -209,9 +210,16 @@ def _decided(approval: Approval, payload: Mapping[str, Any], at: str) -> Approva
 
 
 def decision_event(
-    approval: Approval, *, allow: bool, by: str, via: Via, reason: str | None = None
+    approval: Approval,
+    *,
+    allow: bool,
+    by: str,
+    via: Via,
+    reason: str | None = None,
+    token_id: str | None = None,
 ) -> EventInput:
-    """The ``little.approval.decided`` of ``approval`` (first one recorded stands)."""
+    """The ``little.approval.decided`` of ``approval`` (first one recorded stands);
+    ``token_id``: the HTTP API token it came with."""
     payload: dict[str, Any] = {
         "approvalId": approval.approval_id,
         "stepPath": approval.step_path,
@@ -221,6 +229,8 @@ def decision_event(
     }
     if reason:
         payload["reason"] = reason[:MAX_REASON_CHARS]
+    if token_id:
+        payload["tokenId"] = token_id
     return EventInput(
         type=APPROVAL_DECIDED,
         occurrence_id=occurrences.approval_decided(approval.approval_id),

@@ -70,14 +70,18 @@ def decide_approval(
     by: str,
     via: Via,
     reason: str | None = None,
+    token_id: str | None = None,
 ) -> Approval:
-    """Record a person's decision; the approval as decided. :class:`ApprovalNotFoundError`
+    """Record a person's decision (``token_id``: the HTTP token it came with); the approval
+    as decided. :class:`ApprovalNotFoundError`
     for an unknown id, :class:`ApprovalDecidedError` when it was decided before (by
     someone else, or its deadline) or its run has ended."""
     approval = find_approval(world, approval_id)
     if not approval.pending:
         raise ApprovalDecidedError(_already(approval))
-    wanted = decision_event(approval, allow=allow, by=by, via=via, reason=reason)
+    wanted = decision_event(
+        approval, allow=allow, by=by, via=via, reason=reason, token_id=token_id
+    )
     try:
         recorded = world.append(approval.run_id, wanted)
     except RunEndedError:

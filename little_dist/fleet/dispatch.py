@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
+from little_dist.approvals import apply_due_timeouts
 from little_dist.errors import RunEndedError
 from little_dist.events import Event, EventInput
 from little_dist.fleet.keeping import lease_kept
@@ -135,7 +136,7 @@ def advance_run(
     """
     try:
         state = tracker.catch_up() if read else tracker.state()
-        if past_deadline(world, tracker, state):
+        if past_deadline(world, tracker, state) or approvals_due(world, tracker, state):
             state = tracker.catch_up()
         if tracker.awaiting_plan and state.status not in RUN_ENDED:
             dispatch_plan(world, queue, settings, tracker.run_id, holder=holder)
@@ -168,6 +169,16 @@ def past_deadline(world: World, tracker: RunTracker, state: RunState) -> bool:
 
         end_unplanned(world, tracker.run_id, stop_error(tracker.limits))
     return True
+
+
+def approvals_due(world: World, tracker: RunTracker, state: RunState) -> bool:
+    """Record the default decision (the rule's ``onTimeout``) of every approval of the run
+    past its deadline (:mod:`little_dist.approvals`); whether one was. Every look does this,
+    as :func:`past_deadline` does the run's, so a deadline applies within a sweep of it."""
+    pending = tracker.approval_deadlines
+    if not pending or state.status in RUN_ENDED:
+        return False
+    return apply_due_timeouts(world, list(pending.values()), int(time.time() * 1000)) > 0
 
 
 def decision_of(
