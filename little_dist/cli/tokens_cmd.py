@@ -4,9 +4,9 @@
 prints the new token once (only its hash is stored: it cannot be shown again); scopes are
 ``runs:submit``, ``runs:read``, ``runs:cancel``, ``approvals:decide`` and ``admin`` (every
 scope), also comma-separated; ``--rate`` caps its requests (a ``limits`` rate string; over
-it, a 429); ``--workflow`` names the workflows it may submit runs of (another is a 403). ``list`` shows
-each token's id, when it was made, its scopes, rate and name (``--json``: and its
-workflows); ``revoke ID`` removes one (the next request with it is refused). The tokens
+it, a 429); ``--workflow`` names the workflows it may submit runs of (another is a 403).
+``list`` shows each token's id, when it was made, its scopes, rate and name (``--json``: and
+its workflows); ``revoke ID`` removes one (the next request with it is refused). The tokens
 live in the fleet's Redis (``LITTLE_WORLD``, ``--world``).
 
 Exit 0 on success, 1 for a token id that does not exist or a bad scope or rate, 2 usage
