@@ -138,3 +138,80 @@ def test_a_decision_is_taken_once_and_bad_ids_are_not_found(
 
 def _run(scripted_model: ScriptedModel, permissions: Any, world: MemoryWorld) -> Any:
     return run_refund_then_lookup(scripted_model, permissions, world)
+
+
+def test_in_process_without_an_approver_a_run_waits_for_little_approvals(tmp_path: Any) -> None:
+    # run_workflow with no on_ask on a LocalWorld: the step's thread waits; `little approvals`
+    # in another process lists the request and approves it, and the run completes.
+    from little_dist import run_workflow
+    from little_dist.world.local import LocalWorld
+    from tests import zygote
+    from tests.approvals_fleet_app import ask
+    from tests.fleet_processes import ROOT
+
+    data = tmp_path / "world"
+    world = LocalWorld(data)
+    result: dict[str, Any] = {}
+    thread = threading.Thread(target=lambda: result.update(r=run_workflow(ask, {}, world=world)))
+    thread.start()
+
+    def little(*args: str) -> Any:
+        return zygote.run(["approvals", *args, "--data-dir", str(data)], cwd=ROOT, timeout=60)
+
+    try:
+        deadline = time.monotonic() + 60
+        while not list_approvals(world):
+            assert time.monotonic() < deadline, "the run never asked"
+            time.sleep(0.05)
+        listed = little("list", "--json")
+        assert listed.returncode == 0, listed.stderr
+        (shown,) = json.loads(listed.stdout)
+        assert (shown["toolName"], shown["status"]) == ("refund", "pending")
+        approved = little("approve", shown["approvalId"], "--reason", "ok", "--json")
+        assert approved.returncode == 0, approved.stderr
+        assert json.loads(approved.stdout)["status"] == "approved"
+        thread.join(60)
+        assert result["r"].status == "completed"
+        assert result["r"].output == {"refunded": 42, "account": "acme-42"}
+        missing = little("reject", "apr_0000000000000000.run_nobody")
+        assert missing.returncode == 1 and "no run run_nobody" in missing.stderr
+        assert "Traceback" not in missing.stderr
+        usage = little("approve")
+        assert usage.returncode == 2 and "Traceback" not in usage.stderr
+    finally:
+        thread.join(1)
+        if thread.is_alive():  # (the test failed: let the waiting run go)
+            for approval in list_approvals(world):
+                decide_approval(world, approval.approval_id, allow=False, by="t", via="api")
+            thread.join(30)
+
+
+def test_the_fold_resumes_a_step_suspended_for_a_person_once_decided() -> None:
+    # Pure core: little.approval.decided ends the wait as a child's end does, also when it
+    # was recorded before the suspension was (a fast person).
+    from little_dist.events import EventInput
+    from little_dist.runtime.failures import step_suspended
+    from tests.test_scheduling_sim import Sim, lwir_doc, tool
+
+    def decided(approval_id: str) -> EventInput:
+        return EventInput(
+            type="little.approval.decided",
+            payload={"approvalId": approval_id, "stepPath": "a", "decision": "allow"},
+            occurrence_id=f"approval-decided:{approval_id}",
+        )
+
+    for early in (False, True):
+        sim = Sim(lwir_doc([tool("a")]))
+        (first,) = sim.decide().dispatch
+        sim.start(first)
+        approval = "apr_0123456789abcdef.run_sim"
+        if early:
+            sim.append([decided(approval)])
+        sim.append([step_suspended("a", {"id": "a"}, 1, [approval])])
+        if not early:
+            assert sim.state.steps["a"].waiting_for == {approval}
+            assert sim.decide().dispatch == ()
+            sim.append([decided(approval)])
+        assert sim.state.steps["a"].waiting_for == frozenset()
+        (resume,) = sim.decide().dispatch
+        assert (resume.step_path, resume.attempt) == ("a", 2)

@@ -67,7 +67,7 @@ def add_approval_routes(
         "/v1/approvals/{approval_id}",
         response_model=ApprovalInfo,
         tags=["approvals"],
-        responses=problems(401, 403, 404, 409, 422, 429, 503),
+        responses=problems(400, 401, 403, 404, 409, 422, 429, 503),
     )
     def decide(
         approval_id: ApprovalId,
