@@ -215,3 +215,37 @@ def test_the_fold_resumes_a_step_suspended_for_a_person_once_decided() -> None:
         assert sim.state.steps["a"].waiting_for == frozenset()
         (resume,) = sim.decide().dispatch
         assert (resume.step_path, resume.attempt) == ("a", 2)
+
+
+def test_a_runs_deadlines_are_applied_once_due_and_forgotten_once_decided() -> None:
+    from little_dist.approvals.deadlines import ApprovalDeadlines
+    from little_dist.events import EventInput
+
+    world = MemoryWorld()
+    approval_id = "apr_0123456789abcdef." + RUN
+    (requested,) = world.append_batch(
+        RUN,
+        [
+            EventInput(
+                type="little.approval.requested",
+                payload={
+                    "approvalId": approval_id,
+                    "stepPath": "pay",
+                    "toolName": "refund",
+                    "deadlineAt": 5_000,
+                    "onTimeout": "allow",
+                },
+                occurrence_id=f"approval:{approval_id}",
+            )
+        ],
+    )
+    deadlines = ApprovalDeadlines(RUN)
+    deadlines.note(requested, requested.payload)
+    assert deadlines and not deadlines.apply(world, 4_999)
+    assert of_type(world.list_events(RUN), "little.approval.decided") == []
+    assert deadlines.apply(world, 5_000)
+    (decided,) = of_type(world.list_events(RUN), "little.approval.decided")
+    assert (decided.payload["decision"], decided.payload["decidedBy"]) == ("allow", "deadline")
+    deadlines.note(decided, decided.payload)
+    assert not deadlines and not deadlines.apply(world, 9_999)
+    assert find_approval(world, approval_id).via == "timeout"

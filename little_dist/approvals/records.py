@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final, Literal
 
 from little_dist import occurrences
@@ -197,8 +197,6 @@ def approvals_of(run_id: str, events: Iterable[Any]) -> list[Approval]:
 
 
 def _decided(approval: Approval, payload: Mapping[str, Any], at: str) -> Approval:
-    from dataclasses import replace
-
     return replace(
         approval,
         decision="allow" if payload.get("decision") == "allow" else "deny",

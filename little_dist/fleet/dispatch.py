@@ -27,7 +27,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
-from little_dist.approvals import apply_due_timeouts
 from little_dist.errors import RunEndedError
 from little_dist.events import Event, EventInput
 from little_dist.fleet.keeping import lease_kept
@@ -175,10 +174,9 @@ def approvals_due(world: World, tracker: RunTracker, state: RunState) -> bool:
     """Record the default decision (the rule's ``onTimeout``) of every approval of the run
     past its deadline (:mod:`little_dist.approvals`); whether one was. Every look does this,
     as :func:`past_deadline` does the run's, so a deadline applies within a sweep of it."""
-    pending = tracker.approval_deadlines
-    if not pending or state.status in RUN_ENDED:
+    if not tracker.approvals or state.status in RUN_ENDED:
         return False
-    return apply_due_timeouts(world, list(pending.values()), int(time.time() * 1000)) > 0
+    return tracker.approvals.apply(world, int(time.time() * 1000))
 
 
 def decision_of(

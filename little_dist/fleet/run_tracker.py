@@ -19,9 +19,8 @@ from collections.abc import Iterator, Sequence
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Final, cast
 
-from little_dist.approvals import Approval, approvals_of
+from little_dist.approvals.deadlines import APPROVAL_TYPES, ApprovalDeadlines
 from little_dist.event_types.engine import (
-    APPROVAL_DECIDED,
     APPROVAL_REQUESTED,
     CANCEL_EVENT_TYPE,
     LIMITS_EVENT_TYPE,
@@ -135,10 +134,8 @@ class RunTracker:
         self._cancel_error: dict[str, Any] | None = None
         #: The run's limits as its log records them (:mod:`little_dist.run_limits`).
         self.limits = RunLimits()
-        #: Approvals asked for with a deadline and not decided yet (by id): a look at the
-        #: run records the default of those past it (:mod:`little_dist.approvals`).
-        self.approval_deadlines: dict[str, Approval] = {}
-        self._decided_approvals: set[str] = set()
+        #: Its approvals a deadline may decide (:mod:`little_dist.approvals.deadlines`).
+        self.approvals = ApprovalDeadlines(run_id)
         self._context: RunContext | None = None
         #: Which thread of this process advances the run (see :mod:`~.advancing`).
         self.advancing = Advancing()
@@ -282,8 +279,7 @@ class RunTracker:
         self._started = self._submitted = self._cancel_requested = False
         self._cancel_error = None
         self.limits = RunLimits()
-        self.approval_deadlines = {}
-        self._decided_approvals = set()
+        self.approvals = ApprovalDeadlines(self.run_id)
         self._context = None
         self._last_mark = None
         self._broken = False
@@ -385,17 +381,6 @@ class RunTracker:
             self._broken = True
             raise
 
-    def _note_approval(self, kind: str, event: Any, payload: dict[str, Any]) -> None:
-        approval_id = payload.get("approvalId")
-        if not isinstance(approval_id, str):
-            return
-        if kind == APPROVAL_DECIDED:
-            self.approval_deadlines.pop(approval_id, None)
-            self._decided_approvals.add(approval_id)
-        elif payload.get("deadlineAt") is not None and approval_id not in self._decided_approvals:
-            for approval in approvals_of(self.run_id, [event]):
-                self.approval_deadlines[approval_id] = approval
-
     def _fold(self, events: Sequence[Event | UndecodedEvent]) -> None:
         if not events:
             return
@@ -436,8 +421,8 @@ class RunTracker:
             elif kind == LIMITS_EVENT_TYPE and not self.limits:
                 self.limits = RunLimits.from_payload(payload)
                 changed = True
-            elif kind in (APPROVAL_REQUESTED, APPROVAL_DECIDED):
-                self._note_approval(kind, event, payload)
+            elif kind in APPROVAL_TYPES:
+                self.approvals.note(event, payload)
             elif kind in BRANCH_END_TYPES and self._own_ends:
                 self._own_ends.discard(payload.get("branchPath"))
             if self._step_events is not None:
