@@ -62,6 +62,7 @@ __all__ = [
 CAUSE_TIMEOUT: Final = "timeout"
 CAUSE_DEADLINE: Final = "deadline_exceeded"
 
+
 def timeout_ms(value: Any, where: str) -> int | None:
     """Upstream's ``timeout`` checked: a duration string or a positive number of
     milliseconds (``None``: none)."""

@@ -79,9 +79,7 @@ def decide_approval(
     approval = find_approval(world, approval_id)
     if not approval.pending:
         raise ApprovalDecidedError(_already(approval))
-    wanted = decision_event(
-        approval, allow=allow, by=by, via=via, reason=reason, token_id=token_id
-    )
+    wanted = decision_event(approval, allow=allow, by=by, via=via, reason=reason, token_id=token_id)
     try:
         recorded = world.append(approval.run_id, wanted)
     except RunEndedError:

@@ -90,9 +90,7 @@ def _request(
 
 def _wait_here(ctx: HarnessContext, approval_id: str, tool_name: str) -> dict[str, Any]:
     world = ctx.recorder.world
-    approval = wait_for_decision(
-        world, find_approval(world, approval_id), cancelled=ctx.cancelled
-    )
+    approval = wait_for_decision(world, find_approval(world, approval_id), cancelled=ctx.cancelled)
     if approval is None:
         raise HarnessCancelled(
             f"step {ctx.recorder.step_path} was cancelled while tool {tool_name!r} waited for "
