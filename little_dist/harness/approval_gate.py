@@ -12,6 +12,7 @@ calling thread waits, as an approver function would make it wait.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
     from little_dist.harness.types import HarnessContext
 
 __all__ = ["ask_a_person"]
+
+_log = logging.getLogger("little.approvals")
 
 
 def ask_a_person(
@@ -89,6 +92,13 @@ def _request(
 
 
 def _wait_here(ctx: HarnessContext, approval_id: str, tool_name: str) -> dict[str, Any]:
+    # Whoever runs this (`little run`) learns what it waits for and how to answer.
+    _log.warning(
+        "tool %r of step %s waits for a person: little approvals approve|reject %s",
+        tool_name,
+        ctx.recorder.step_path,
+        approval_id,
+    )
     world = ctx.recorder.world
     approval = wait_for_decision(world, find_approval(world, approval_id), cancelled=ctx.cancelled)
     if approval is None:
