@@ -31,6 +31,8 @@ a harness event             ``{kind}:{path}:{n}[:...]``  the attempt's event rec
 the planner's session       ``planner:{kind}[:{rev}]``   the planner
 a sub-run started           ``subrun:{child}``           the parent's tool call
 a sub-run ended             ``subrun-end:{child}``       the parent's tool call
+an approval asked for       ``approval:{id}``            the tool call an ``ask`` holds
+an approval decided         ``approval-decided:{id}``    a person (CLI, HTTP), a deadline
 ==========================  ===========================  ===================================
 
 ``path`` is a step path (``review``, ``fan[a].work``), ``n`` an attempt number (from 1),
@@ -49,6 +51,8 @@ __all__ = [
     "RUN_START",
     "SUBMITTED",
     "VERSION_REGISTERED",
+    "approval_decided",
+    "approval_requested",
     "attempt_ended",
     "attempt_started",
     "branch_ended",
@@ -133,3 +137,13 @@ def sub_run_started(child_run_id: str) -> str:
 def sub_run_ended(child_run_id: str) -> str:
     """``little.subrun.ended`` in the parent's log: the child's end, recorded once."""
     return f"subrun-end:{child_run_id}"
+
+
+def approval_requested(approval_id: str) -> str:
+    """``little.approval.requested``: one per held call, whichever attempt records it."""
+    return f"approval:{approval_id}"
+
+
+def approval_decided(approval_id: str) -> str:
+    """``little.approval.decided``: the first decision recorded stands."""
+    return f"approval-decided:{approval_id}"

@@ -16,9 +16,14 @@ when every named argument is present and matches (``{"tool": "bash", "args": {"c
 
 Resolution is upstream's: a matching ``deny`` wins (most restrictive first), else a matching
 ``ask`` asks, else allow. An ``ask`` goes to the approver (``on_ask``, upstream's
-``onAsk``), which returns true to allow; with no approver an ``ask`` is denied (fail closed)
-— and on the fleet there is never one in process. :func:`inherit_permissions` gives a
-sub-run every ``deny`` of its parent.
+``onAsk``), which returns true to allow. With no approver (always so on a fleet worker)
+upstream denies; here the call waits for a person instead (:mod:`little_dist.approvals`:
+the request is recorded in the run's log, a fleet worker gives its slot back, and ``little
+approvals approve|reject`` or ``POST /v1/approvals/{id}`` decides). An ``ask`` rule may
+bound that wait, fields little-dist adds (upstream's rule has none): ``timeout`` (a duration
+such as ``'30s'``, ``'2h'``, or milliseconds) and ``onTimeout`` (``"deny"``, the default, or
+``"allow"``): what happens to the call when nobody decided in time.
+:func:`inherit_permissions` gives a sub-run every ``deny`` of its parent.
 
 Pure: no IO, no clock. The harness side (events, the error the model sees) is in
 :mod:`little_dist.harness.tool_calls`.
@@ -33,9 +38,11 @@ from functools import lru_cache
 from typing import Any, Literal
 
 from little_dist.canonical import canonical_json, sha256_digest
+from little_dist.durations import duration_ms
 from little_dist.errors import InvalidInputError
 
 __all__ = [
+    "ON_TIMEOUT_ACTIONS",
     "PERMISSION_ACTIONS",
     "Approver",
     "PermissionAction",
@@ -52,6 +59,8 @@ __all__ = [
 
 PermissionAction = Literal["allow", "deny", "ask"]
 PERMISSION_ACTIONS: tuple[PermissionAction, ...] = ("allow", "deny", "ask")
+#: What an ``ask`` rule's ``onTimeout`` may say.
+ON_TIMEOUT_ACTIONS: tuple[str, ...] = ("deny", "allow")
 
 #: Upstream's ``onAsk``: gets ``{"tool": name, "args": args}``, returns true to allow.
 Approver = Callable[[Mapping[str, Any]], bool]
@@ -59,17 +68,25 @@ Approver = Callable[[Mapping[str, Any]], bool]
 
 @dataclass(frozen=True)
 class PermissionRule:
-    """One rule: ``tool`` glob, ``action``, and optional argument globs (``args``)."""
+    """One rule: ``tool`` glob, ``action``, and optional argument globs (``args``); an
+    ``ask`` rule may bound a person's decision: ``timeout_ms``, then ``on_timeout``."""
 
     tool: str
     action: PermissionAction
     args: Mapping[str, str] = field(default_factory=dict)
+    #: How long a person may take to decide an ``ask`` (``None``: no limit).
+    timeout_ms: int | None = None
+    #: What the call gets when nobody decided within ``timeout_ms``.
+    on_timeout: Literal["deny", "allow"] = "deny"
 
     def to_json(self) -> dict[str, Any]:
-        """Upstream's rule shape (``args`` only when given)."""
+        """Upstream's rule shape (``args``, ``timeout`` and ``onTimeout`` only when given)."""
         data: dict[str, Any] = {"tool": self.tool, "action": self.action}
         if self.args:
             data["args"] = dict(self.args)
+        if self.timeout_ms is not None:
+            data["timeout"] = self.timeout_ms
+            data["onTimeout"] = self.on_timeout
         return data
 
     def matches(self, tool_name: str, args: Any) -> bool:
@@ -117,8 +134,14 @@ class PermissionDecision:
 
     action: PermissionAction
     decision: Literal["allow", "deny"]
-    reason: Literal["no_rule", "rule", "approved", "rejected", "no_approver", "approver_failed"]
+    reason: Literal[
+        "no_rule", "rule", "approved", "rejected", "no_approver", "approver_failed", "timed_out"
+    ]
     rule: PermissionRule | None = None
+    #: A person's decision (:mod:`little_dist.approvals`): its id, who and why.
+    approval_id: str | None = None
+    decided_by: str | None = None
+    why: str | None = None
 
     @property
     def allowed(self) -> bool:
@@ -140,6 +163,18 @@ class PermissionDecision:
             )
         if self.reason == "approver_failed":
             return f"tool {tool_name!r} needs approval and the approver failed, so it was denied"
+        if self.approval_id is not None:
+            # A person's rejection reads as a rule's deny does: the model reacts the same way.
+            who = f" by {self.decided_by}" if self.decided_by else ""
+            why = f": {self.why}" if self.why else ""
+            if self.reason == "timed_out":
+                what = "nobody decided its approval in time (the rule's onTimeout is deny)"
+            else:
+                what = f"its approval was rejected{who}{why}"
+            return (
+                f"tool {tool_name!r} was denied by the workflow's permission rules "
+                f"(approval {self.approval_id}: {what}); do not retry it, choose another way"
+            )
         return f"tool {tool_name!r} was denied by the approver; do not retry it"
 
 
@@ -211,7 +246,7 @@ def _rule(value: Any, where: str) -> PermissionRule:
             f"{where}: a rule must be {{'tool': GLOB, 'action': 'allow'|'deny'|'ask'}}, "
             f"got {value!r}"
         )
-    extra = set(value) - {"tool", "action", "args"}
+    extra = set(value) - {"tool", "action", "args", "timeout", "onTimeout"}
     if extra:
         raise InvalidInputError(f"{where}: unknown rule field(s) {sorted(extra)}")
     tool = value.get("tool")
@@ -227,7 +262,38 @@ def _rule(value: Any, where: str) -> PermissionRule:
         raise InvalidInputError(
             f"{where}.args must map argument names to glob strings, got {args!r}"
         )
-    return PermissionRule(tool, action, dict(sorted(args.items())))
+    timeout, on_timeout = _approval_bounds(value, action, where)
+    return PermissionRule(tool, action, dict(sorted(args.items())), timeout, on_timeout)
+
+
+def _approval_bounds(
+    value: Mapping[str, Any], action: str, where: str
+) -> tuple[int | None, Literal["deny", "allow"]]:
+    """An ``ask`` rule's ``timeout`` (ms) and ``onTimeout``, checked."""
+    timeout, on_timeout = value.get("timeout"), value.get("onTimeout")
+    if timeout is None and on_timeout is None:
+        return None, "deny"
+    if action != "ask":
+        raise InvalidInputError(
+            f"{where}: timeout and onTimeout bound a person's decision, so only an 'ask' rule "
+            f"takes them (this rule's action is {action!r})"
+        )
+    if timeout is None:
+        raise InvalidInputError(f"{where}.onTimeout needs a timeout (e.g. 'timeout': '10m')")
+    if isinstance(timeout, str):
+        limit = duration_ms(timeout, where, "timeout")
+    elif isinstance(timeout, int) and not isinstance(timeout, bool) and timeout > 0:
+        limit = timeout
+    else:
+        raise InvalidInputError(
+            f"{where}.timeout must be a duration such as '10m' or a positive whole number of "
+            f"milliseconds, got {timeout!r}"
+        )
+    if on_timeout is None:
+        return limit, "deny"
+    if on_timeout == "deny" or on_timeout == "allow":
+        return limit, on_timeout
+    raise InvalidInputError(f"{where}.onTimeout must be 'deny' or 'allow', got {on_timeout!r}")
 
 
 def tool_permissions(

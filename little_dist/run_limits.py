@@ -31,12 +31,12 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
 from little_dist import occurrences
+from little_dist.durations import duration_ms, is_duration
 from little_dist.errors import InvalidInputError
 from little_dist.event_types.engine import CANCEL_EVENT_TYPE, LIMITS_EVENT_TYPE
 from little_dist.events import EventInput
@@ -61,22 +61,6 @@ __all__ = [
 
 CAUSE_TIMEOUT: Final = "timeout"
 CAUSE_DEADLINE: Final = "deadline_exceeded"
-
-_UNITS: Final = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-_PART: Final = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)")
-_WHOLE: Final = re.compile(r"\s*(?:\d+(?:\.\d+)?\s*(?:ms|s|m|h|d)\s*)+")
-
-
-def duration_ms(text: str, where: str, name: str) -> int:
-    """A duration string (``'10m'``, ``'2h'``, ``'1h30m'``, ``'45s'``, ``'1500ms'``) in ms."""
-    if not _WHOLE.fullmatch(text):
-        raise InvalidInputError(
-            f"{where}: {name} must be a duration such as '30s', '10m' or '2h', got {text!r}"
-        )
-    total = sum(float(number) * _UNITS[unit] for number, unit in _PART.findall(text))
-    if total <= 0:
-        raise InvalidInputError(f"{where}: {name} must be longer than zero, got {text!r}")
-    return math.ceil(total)
 
 
 def timeout_ms(value: Any, where: str) -> int | None:
@@ -121,7 +105,7 @@ def deadline_at(value: Any, where: str, *, now: float) -> int | None:
         return math.ceil((now + seconds) * 1000)
     if isinstance(value, str):
         text = value.strip()
-        if _WHOLE.fullmatch(text):
+        if is_duration(text):
             return math.ceil(now * 1000) + duration_ms(text, where, "deadline")
         try:
             value = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))

@@ -111,4 +111,8 @@ def v1_calls(http: httpx.Client) -> dict[str, httpx.Response]:
         "runs:read report": http.get("/v1/runs/run_nobody/report"),
         "runs:cancel": http.post("/v1/runs/run_nobody/cancel"),
         "runs:read workflows": http.get("/v1/workflows"),
+        "runs:read approvals": http.get("/v1/approvals"),
+        "approvals:decide": http.post(
+            "/v1/approvals/apr_0000000000000000.run_nobody", json={"decision": "approve"}
+        ),
     }

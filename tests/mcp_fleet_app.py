@@ -52,8 +52,11 @@ mcp_sum = define_workflow(
             },
         }
     ],
-    # No approver runs on a fleet worker: this 'ask' is denied there.
-    permissions=[{"tool": "mcp_call_tool", "args": {"tool": "delete_*"}, "action": "ask"}],
+    # No approver runs on a fleet worker: this 'ask' waits for a person, and nobody decides
+    # within its timeout, so it is denied (onTimeout's default).
+    permissions=[
+        {"tool": "mcp_call_tool", "args": {"tool": "delete_*"}, "action": "ask", "timeout": "1s"}
+    ],
 )
 
 

@@ -1,6 +1,6 @@
 """MCP on the fleet: a real ``little worker`` process starts the test MCP server over stdio,
 lists its tools into the session manifest and calls one through the gateway; an ``ask``
-rule is denied there, as no approver runs on a worker."""
+rule waits for a person there (no approver runs on a worker), and its timeout denies it."""
 
 from __future__ import annotations
 
@@ -39,14 +39,16 @@ def test_a_fleet_worker_calls_an_mcp_tool_and_denies_an_ask(
     assert calls(served) == ["add"]  # the denied call never reached the server
     events = fleet_env.world().list_events(run_id)
     decided = [e.payload for e in events if e.type == "harness.permission.decided"]
+    # The allowed call runs in the first attempt, which then suspends for the ask; the
+    # attempt that resumes takes it from the memo and applies the ask's timeout.
     assert [(d["action"], d["decision"], d["reason"]) for d in decided] == [
-        ("ask", "deny", "no_approver"),
         ("allow", "allow", "no_rule"),
+        ("ask", "deny", "timed_out"),
     ]
     (result,) = [e for e in events if e.type == "harness.tool_call.succeeded"]
     assert result.payload["result"]["structuredContent"] == {"result": 5}
-    (session,) = [e for e in events if e.type == "harness.session.started"]
+    session = next(e for e in events if e.type == "harness.session.started")
     (server,) = session.payload["manifest"]["mcp"]["servers"]
     assert [tool["name"] for tool in server["tools"]] == ["add", "delete_account"]
     failed = [e for e in events if e.type == "harness.tool_call.failed"]
-    assert "no approver is set" in failed[0].payload["error"]["message"]
+    assert "nobody decided its approval in time" in failed[0].payload["error"]["message"]

@@ -99,6 +99,14 @@ def test_a_sub_run_keeps_its_parents_denies() -> None:
         ([{"tool": "bash", "action": "deny", "args": {"cmd": 3}}], r"\.args must map"),
         ("bash", "must be a list of rules"),
         ({"ruleset": [], "onAsk": 3}, r"onAsk must be callable"),
+        ([{"tool": "x", "action": "deny", "timeout": "1m"}], r"only an 'ask' rule takes them"),
+        ([{"tool": "x", "action": "ask", "timeout": "soon"}], r"timeout must be a duration"),
+        ([{"tool": "x", "action": "ask", "timeout": -1}], r"positive whole number"),
+        ([{"tool": "x", "action": "ask", "onTimeout": "deny"}], r"onTimeout needs a timeout"),
+        (
+            [{"tool": "x", "action": "ask", "timeout": "1s", "onTimeout": "maybe"}],
+            r"onTimeout must be 'deny' or 'allow'",
+        ),
     ],
 )
 def test_bad_rules_are_refused_naming_where(given: Any, message: str) -> None:
@@ -144,12 +152,12 @@ def gated_ctx(world: MemoryWorld, calls: Calls, permissions: ToolPermissions) ->
 
 
 def run_refund_then_lookup(
-    scripted_model: ScriptedModel, permissions: ToolPermissions
+    scripted_model: ScriptedModel, permissions: ToolPermissions, world: MemoryWorld | None = None
 ) -> tuple[Calls, MemoryWorld, Any]:
     scripted_model.on(step="triage").call_tools(
         [ToolCall("refund", {"amount": 5}, id="r1"), ToolCall("lookup", {"account_id": "A1"})]
     ).then_reply_text("handled")
-    world, calls = MemoryWorld(), Calls()
+    world, calls = world or MemoryWorld(), Calls()
     ctx = gated_ctx(world, calls, permissions)
     result = HarnessRegistry().run_step(execute(ai_step("triage"), "refund A1"), ctx)
     assert result.output == "handled"  # the loop went on past any denial
@@ -237,13 +245,17 @@ def test_ask_refused_by_the_approver_is_denied(scripted_model: ScriptedModel, an
     assert decisions(world)[0]["decision"] == "deny"
 
 
-def test_ask_without_an_approver_is_denied(scripted_model: ScriptedModel) -> None:
-    permissions = ToolPermissions((PermissionRule("refund", "ask"),))
+def test_ask_without_an_approver_waits_for_a_person_then_its_deadline_denies(
+    scripted_model: ScriptedModel,
+) -> None:
+    # No approver function: the call waits for a person (little_dist.approvals); nobody
+    # decides within the rule's timeout, so its onTimeout (deny, the default) applies.
+    permissions = tool_permissions([{"tool": "refund", "action": "ask", "timeout": 50}], "t")
     calls, world, _ = run_refund_then_lookup(scripted_model, permissions)
     assert [name for name, _ in calls.seen] == ["lookup"]
-    assert decisions(world)[0]["reason"] == "no_approver"
+    assert decisions(world)[0]["reason"] == "timed_out"
     seen = json.loads(scripted_model.calls[1].tool_results[0]["content"])
-    assert "no approver is set" in seen["error"]
+    assert "nobody decided its approval in time" in seen["error"]
 
 
 def test_argument_rules_and_precedence_in_the_loop(scripted_model: ScriptedModel) -> None:

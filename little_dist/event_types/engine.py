@@ -13,6 +13,8 @@ from __future__ import annotations
 from typing import Final
 
 __all__ = [
+    "APPROVAL_DECIDED",
+    "APPROVAL_REQUESTED",
     "BUDGET_DRAWN_EVENT_TYPE",
     "BUDGET_EVENT_TYPE",
     "BUDGET_LENT_EVENT_TYPE",
@@ -80,6 +82,18 @@ SUB_RUN_STARTED: Final = "little.subrun.started"
 SUB_RUN_ENDED: Final = "little.subrun.ended"
 #: An attempt that ended waiting for children (``waitingFor``), in place of its end.
 STEP_SUSPENDED: Final = "little.step.suspended"
+
+# little.approval.*: a person's decision on a tool call an ``ask`` rule holds (payloads in
+# little_dist.approvals.records).
+
+#: A tool call waits for a person (no approver function): ``approvalId``, the call, the
+#: rule, ``deadlineAt``/``onTimeout`` when the rule bounds the wait; occurrence
+#: ``approval:{approvalId}``. The attempt then suspends waiting for ``approvalId``.
+APPROVAL_REQUESTED: Final = "little.approval.requested"
+#: The decision: ``approvalId``, ``decision`` (``allow``/``deny``), ``decidedBy``, ``reason``,
+#: ``via`` (``cli``, ``http``, ``api``, ``timeout``); occurrence
+#: ``approval-decided:{approvalId}``, so the first decision recorded stands.
+APPROVAL_DECIDED: Final = "little.approval.decided"
 
 # little.harness.*, little.memory.*: what an attempt's harness records beside upstream's.
 

@@ -13,8 +13,10 @@ __all__ = ["HarnessPermissionDecidedPayload"]
 
 class HarnessPermissionDecidedPayload(Payload):
     """``action``: what the ruleset said; ``decision``: what happened to the call;
-    ``reason``: ``rule``, ``approved``, ``rejected``, ``no_approver``, ``approver_failed``
-    or ``no_rule``; ``rule``: the rule that settled it (``{tool, action, args?}``)."""
+    ``reason``: ``rule``, ``approved``, ``rejected``, ``timed_out``, ``no_approver``,
+    ``approver_failed`` or ``no_rule``; ``rule``: the rule that settled it (``{tool, action,
+    args?, timeout?, onTimeout?}``); ``approvalId``: the person's decision it applies
+    (:mod:`little_dist.approvals`)."""
 
     call_id: NonEmptyStr
     tool_name: NonEmptyStr
@@ -28,3 +30,4 @@ class HarnessPermissionDecidedPayload(Payload):
     call_index: NonNegativeInt | None = None
     step_path: NonEmptyStr | None = None
     attempt: PositiveInt | None = None
+    approval_id: NonEmptyStr | None = None

@@ -135,7 +135,7 @@ def advance_run(
     """
     try:
         state = tracker.catch_up() if read else tracker.state()
-        if past_deadline(world, tracker, state):
+        if past_deadline(world, tracker, state) or approvals_due(world, tracker, state):
             state = tracker.catch_up()
         if tracker.awaiting_plan and state.status not in RUN_ENDED:
             dispatch_plan(world, queue, settings, tracker.run_id, holder=holder)
@@ -168,6 +168,15 @@ def past_deadline(world: World, tracker: RunTracker, state: RunState) -> bool:
 
         end_unplanned(world, tracker.run_id, stop_error(tracker.limits))
     return True
+
+
+def approvals_due(world: World, tracker: RunTracker, state: RunState) -> bool:
+    """Record the default decision (the rule's ``onTimeout``) of every approval of the run
+    past its deadline (:mod:`little_dist.approvals`); whether one was. Every look does this,
+    as :func:`past_deadline` does the run's, so a deadline applies within a sweep of it."""
+    if not tracker.approvals or state.status in RUN_ENDED:
+        return False
+    return tracker.approvals.apply(world, int(time.time() * 1000))
 
 
 def decision_of(

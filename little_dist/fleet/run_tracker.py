@@ -19,7 +19,9 @@ from collections.abc import Iterator, Sequence
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Final, cast
 
+from little_dist.approvals.deadlines import APPROVAL_TYPES, ApprovalDeadlines
 from little_dist.event_types.engine import (
+    APPROVAL_REQUESTED,
     CANCEL_EVENT_TYPE,
     LIMITS_EVENT_TYPE,
     SUBMITTED_EVENT_TYPE,
@@ -58,6 +60,7 @@ _TRACKED_TYPES: Final = FOLDED_EVENT_TYPES | {
     SUBMITTED_EVENT_TYPE,
     CANCEL_EVENT_TYPE,
     LIMITS_EVENT_TYPE,
+    APPROVAL_REQUESTED,
 }
 _by_sequence: Final = attrgetter("sequence")
 
@@ -131,6 +134,8 @@ class RunTracker:
         self._cancel_error: dict[str, Any] | None = None
         #: The run's limits as its log records them (:mod:`little_dist.run_limits`).
         self.limits = RunLimits()
+        #: Its approvals a deadline may decide (:mod:`little_dist.approvals.deadlines`).
+        self.approvals = ApprovalDeadlines(run_id)
         self._context: RunContext | None = None
         #: Which thread of this process advances the run (see :mod:`~.advancing`).
         self.advancing = Advancing()
@@ -274,6 +279,7 @@ class RunTracker:
         self._started = self._submitted = self._cancel_requested = False
         self._cancel_error = None
         self.limits = RunLimits()
+        self.approvals = ApprovalDeadlines(self.run_id)
         self._context = None
         self._last_mark = None
         self._broken = False
@@ -415,6 +421,8 @@ class RunTracker:
             elif kind == LIMITS_EVENT_TYPE and not self.limits:
                 self.limits = RunLimits.from_payload(payload)
                 changed = True
+            elif kind in APPROVAL_TYPES:
+                self.approvals.note(event, payload)
             elif kind in BRANCH_END_TYPES and self._own_ends:
                 self._own_ends.discard(payload.get("branchPath"))
             if self._step_events is not None:

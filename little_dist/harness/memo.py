@@ -17,6 +17,10 @@ The memo also keeps, per sub-run the step started (``little.subrun.started``), i
 ``little.subrun.ended`` payload once recorded: a workflow tool's call on a fleet resumes
 from them (:func:`little_dist.subruns.engine.start_elsewhere`).
 
+Likewise, per approval a call of the step asked for (``little.approval.requested``), its
+``little.approval.decided`` payload once recorded: a held call resumes from them
+(:mod:`little_dist.harness.approval_gate`).
+
 The memo also keeps the capability manifest of the first ``harness.session.started`` of each
 session scope (role, and whether the session is a delegated default harness), which a
 session that starts again is checked against (:mod:`little_dist.harness.drift`).
@@ -40,7 +44,12 @@ from little_dist.errors import InvalidInputError, NotFoundError
 
 # The sub-run links a step's log holds (see little_dist.subruns): a workflow tool's call on
 # a fleet asks whether its child was started, or ended, before this attempt.
-from little_dist.event_types.engine import SUB_RUN_ENDED, SUB_RUN_STARTED
+from little_dist.event_types.engine import (
+    APPROVAL_DECIDED,
+    APPROVAL_REQUESTED,
+    SUB_RUN_ENDED,
+    SUB_RUN_STARTED,
+)
 from little_dist.events import Event, normalize_event_type
 from little_dist.world.base import ArtifactCorruptError, World
 
@@ -70,6 +79,7 @@ class Memo:
         world: World | None = None,
         sessions: dict[SessionScope, Event] | None = None,
         sub_runs: dict[str, dict[str, Any] | None] | None = None,
+        approvals: dict[str, dict[str, Any] | None] | None = None,
     ) -> None:
         self._model_turns = dict(model_turns or {})
         self._tool_results = dict(tool_results or {})
@@ -77,6 +87,8 @@ class Memo:
         self._world = world
         # child run id -> its little.subrun.ended payload (None: started, no end recorded)
         self._sub_runs = dict(sub_runs or {})
+        # approval id -> its little.approval.decided payload (None: asked, not decided)
+        self._approvals = dict(approvals or {})
 
     @classmethod
     def empty(cls) -> Memo:
@@ -92,6 +104,7 @@ class Memo:
         tool_results: dict[_ToolKey, Event] = {}
         sessions: dict[SessionScope, Event] = {}
         sub_runs: dict[str, dict[str, Any] | None] = {}
+        approvals: dict[str, dict[str, Any] | None] = {}
         for event in sorted(events, key=lambda item: item.sequence):
             payload = event.payload
             if payload.get("stepPath") != step_path:
@@ -122,7 +135,19 @@ class Memo:
                 if isinstance(child, str):
                     ended = payload if kind == SUB_RUN_ENDED else None
                     sub_runs[child] = sub_runs.get(child) or ended
-        return cls(model_turns, tool_results, world=world, sessions=sessions, sub_runs=sub_runs)
+            elif kind in (APPROVAL_REQUESTED, APPROVAL_DECIDED):
+                approval = payload.get("approvalId")
+                if isinstance(approval, str):
+                    decided = payload if kind == APPROVAL_DECIDED else None
+                    approvals[approval] = approvals.get(approval) or decided
+        return cls(
+            model_turns,
+            tool_results,
+            world=world,
+            sessions=sessions,
+            sub_runs=sub_runs,
+            approvals=approvals,
+        )
 
     def __len__(self) -> int:
         return len(self._model_turns) + len(self._tool_results)
@@ -148,6 +173,14 @@ class Memo:
     def sub_run_end(self, child_run_id: str) -> dict[str, Any] | None:
         """The ``little.subrun.ended`` payload of sub-run ``child_run_id``, if recorded."""
         return self._sub_runs.get(child_run_id)
+
+    def approval_requested(self, approval_id: str) -> bool:
+        """Whether a call of the step asked for this approval before."""
+        return approval_id in self._approvals
+
+    def approval_decision(self, approval_id: str) -> dict[str, Any] | None:
+        """The approval's ``little.approval.decided`` payload, once recorded."""
+        return self._approvals.get(approval_id)
 
     def model_turn(self, turn: int, prompt_hash: str) -> MemoHit | None:
         """The recorded response of turn ``turn`` for this exact request, if any."""

@@ -3,7 +3,9 @@
 When the workflow has permission rules (:mod:`little_dist.permissions`), every call that
 is not replayed from the memo is decided first and the decision recorded as
 ``harness.permission.decided``; a denied call ends as ``harness.tool_call.failed`` with
-causeCode ``permission_denied`` (the model sees why and may choose another way).
+causeCode ``permission_denied`` (the model sees why and may choose another way). An ``ask``
+that no approver function answers waits for a person (:mod:`.approval_gate`, and
+:mod:`little_dist.approvals`): on a fleet worker the attempt suspends until one decides.
 
 Used by the model loop (``caller="model"``, with the model turn) and by ``tool.call`` steps
 (``caller="code"``, as upstream's workflow harness records them: upstream's event validator
@@ -253,8 +255,13 @@ def _permission_gate(
     assert ctx.permissions is not None
     recorder, tool_name = ctx.recorder, fields["tool_name"]
     decision = decide_tool_call(ctx.permissions, tool_name, fields["args"])
+    call_id = recorder.occurrence("tool", index)
+    if decision.reason == "no_approver" and decision.rule is not None:
+        from little_dist.harness.approval_gate import ask_a_person
+
+        decision = ask_a_person(ctx, call_id, fields, decision.rule)
     payload: dict[str, Any] = {
-        "callId": recorder.occurrence("tool", index),
+        "callId": call_id,
         "toolName": tool_name,
         "caller": fields["caller"],
         "action": decision.action,
@@ -269,6 +276,8 @@ def _permission_gate(
         payload["turn"] = fields["turn"]
     if decision.rule is not None:
         payload["rule"] = decision.rule.to_json()
+    if decision.approval_id is not None:
+        payload["approvalId"] = decision.approval_id
     recorder.append(
         PERMISSION_DECIDED, payload, recorder.occurrence("permission", index), durable=True
     )

@@ -21,6 +21,7 @@ from little_dist import __version__
 from little_dist.authoring import WorkflowDefinition
 from little_dist.errors import LittleError
 from little_dist.fleet.run_listing import list_runs
+from little_dist.http.approval_routes import add_approval_routes
 from little_dist.http.auth import require
 from little_dist.http.body_limit import BodyLimit
 from little_dist.http.cursors import MAX_PAGE, PAGE, RunStatusWord, decode_cursor, encode_cursor
@@ -59,9 +60,9 @@ _WHY: Final = {
     400: "malformed request (not JSON, a bad run id or Last-Event-ID)",
     401: "no bearer token, or one that is not valid",
     403: "the token lacks the route's scope (or may not submit that workflow)",
-    404: "no such run",
+    404: "no such run (or approval)",
     409: "the Idempotency-Key was used with another body, the run id with another input, "
-    "or the run to cancel has ended",
+    "the run to cancel has ended, or the approval was decided already",
     413: "over one of the fleet's input limits (or the body over twice the input's)",
     422: "the body is invalid (a wrong type, an unknown workflow id, ...)",
     429: "the token's rate is used up (see Retry-After)",
@@ -358,6 +359,7 @@ def make_app(fleet: FleetAccess) -> FastAPI:
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
 
+    add_approval_routes(app, fleet, _problems)
     return app
 
 

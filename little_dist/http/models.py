@@ -6,15 +6,18 @@ listed here, or of the wrong type, is refused (strict: ``"1"`` is not a number).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from little_dist.ids import RUN_ID_PATTERN
 
 __all__ = [
+    "ApprovalInfo",
+    "ApprovalList",
     "CancelAccepted",
     "CancelRun",
+    "DecideApproval",
     "Health",
     "ProblemDetails",
     "ProblemError",
@@ -173,3 +176,49 @@ class ProblemDetails(BaseModel):
     )
     instance: str | None = None
     errors: list[ProblemError] | None = None
+
+
+class DecideApproval(BaseModel):
+    """``POST /v1/approvals/{id}``: a person's decision on a tool call an ``ask`` rule held."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    decision: Literal["approve", "reject"] = Field(
+        description="approve: the call runs; reject: it fails as a rule's deny does"
+    )
+    reason: str | None = Field(
+        default=None, min_length=1, max_length=2000, description="why (recorded in the log)"
+    )
+    by: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description="who decided (recorded; default: the token's name)",
+    )
+
+
+class ApprovalInfo(BaseModel):
+    """One approval: the held call, its rule and deadline, and the decision once made."""
+
+    approvalId: str
+    runId: str
+    stepPath: str
+    toolName: str
+    args: Any = None
+    rule: dict[str, Any] | None = None
+    requestedAt: str
+    deadlineAt: int | None = Field(
+        default=None, description="Unix ms past which the rule's onTimeout applies"
+    )
+    onTimeout: Literal["deny", "allow"] | None = None
+    status: Literal["pending", "approved", "rejected"]
+    decidedBy: str | None = None
+    reason: str | None = None
+    via: str | None = Field(default=None, description="cli, http, api or timeout")
+    decidedAt: str | None = None
+
+
+class ApprovalList(BaseModel):
+    """``GET /v1/approvals``: the pending approvals of runs still going, oldest first."""
+
+    approvals: list[ApprovalInfo]

@@ -26,6 +26,9 @@ model validation per event; handlers are found by ``type`` in a dict):
   suspension with ``resumeOn: "any"`` (an orchestrator holding calls back behind its
   ``maxConcurrentSubRuns`` gate) waits only for the first of its children to end: its
   waiting set empties then (or at once, when one had ended before it was recorded).
+  ``little.approval.decided`` ends what a step suspended for a person's decision waits for
+  (its ``waitingFor`` names the ``approvalId``; see :mod:`little_dist.approvals`), as a
+  child's end does.
 - ``RunCompleted``/``RunFailed`` finish the run. ``Parallel*`` events feed the engine's
   parallel-group view (``_parallel``), which is not part of upstream's JSON. Every other
   type (engine-only events included) only counts.
@@ -58,6 +61,7 @@ from little_dist.run_state._parallel import ParallelGroupState, apply_parallel
 from little_dist.run_state._parallel import is_artifact_ref as _is_ref
 from little_dist.run_state._state import ABSENT, RunState, StepAttempt, StepState
 from little_dist.run_state._subruns import (
+    APPROVAL_DECIDED,
     EMPTY_SUB_RUNS,
     STEP_SUSPENDED,
     SUB_RUN_ENDED,
@@ -617,6 +621,18 @@ class RunStateBuilder:
         links.changed()
         links.child_ended(child)
 
+    def _on_approval_decided(self, payload: dict[str, Any], at: Any, event_type: str) -> None:
+        # A step suspended for a person's decision waits for the approval id as for a child.
+        approval = payload.get("approvalId")
+        if approval.__class__ is not str:
+            return
+        links = self._links()
+        if approval in links.ended:
+            return
+        links.ended.add(approval)
+        links.changed()
+        links.child_ended(approval)
+
     def _on_run_completed(self, payload: dict[str, Any], at: Any, event_type: str) -> None:
         self._status = "completed"
         self._finished_at = at
@@ -661,6 +677,7 @@ _HANDLERS: dict[str, _Handler] = {
     STEP_SUSPENDED: RunStateBuilder._on_step_suspended,
     SUB_RUN_STARTED: RunStateBuilder._on_sub_run_started,
     SUB_RUN_ENDED: RunStateBuilder._on_sub_run_ended,
+    APPROVAL_DECIDED: RunStateBuilder._on_approval_decided,
     "ParallelGroupStarted": apply_parallel,
     "ParallelBranchScheduled": apply_parallel,
     "ParallelBranchCompleted": apply_parallel,

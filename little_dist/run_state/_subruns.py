@@ -17,9 +17,15 @@ from dataclasses import dataclass, field
 from typing import Final
 
 # The engine events this view folds (their payloads are described in little_dist.subruns).
-from little_dist.event_types.engine import STEP_SUSPENDED, SUB_RUN_ENDED, SUB_RUN_STARTED
+from little_dist.event_types.engine import (
+    APPROVAL_DECIDED,
+    STEP_SUSPENDED,
+    SUB_RUN_ENDED,
+    SUB_RUN_STARTED,
+)
 
 __all__ = [
+    "APPROVAL_DECIDED",
     "EMPTY_SUB_RUNS",
     "STEP_SUSPENDED",
     "SUB_RUN_ENDED",
@@ -33,7 +39,8 @@ __all__ = [
 class SubRunView:
     """A run's sub-run links: ``parent_run_id`` (``None`` unless another run started it),
     ``started`` (children named by ``little.subrun.started``, in order), ``ended`` (children
-    with a ``little.subrun.ended``), ``suspended`` (step paths whose suspended attempt
+    with a ``little.subrun.ended``, and approvals with a ``little.approval.decided``: what a
+    suspended step may wait for), ``suspended`` (step paths whose suspended attempt
     still waits for a child) and ``resume_on_any`` (those of them that are due again at the
     first of their children's end: suspended with ``resumeOn: "any"``)."""
 
