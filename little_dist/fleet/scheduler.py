@@ -24,7 +24,9 @@ One loop, one thread:
    (``lease_expired``), a few runs per loop turn so signals are still served in between. A
    run whose log grew since the last sweep looked at it is left to the workers moving it on,
    never twice in a row (:meth:`~little_dist.fleet.followed_runs.FollowedRuns.moving`).
-4. **The end of a run**: once ``RunCompleted``/``RunFailed`` is recorded, the runs linked to
+4. **The end of a run**: its callback, if it has one, is sent in the background
+   (:mod:`~little_dist.fleet.callbacks`; the run is archived once its outcome is recorded).
+   Once ``RunCompleted``/``RunFailed`` is recorded, the runs linked to
    it hear of it (:mod:`~little_dist.fleet.sub_runs`: a parent's open children get a cancel
    request; a sub-run's parent gets ``little.subrun.ended``, with the other ends of the
    batch in one append per parent, before the batch is acknowledged, and is looked at
@@ -60,6 +62,7 @@ from little_dist.errors import (
     StorageUnavailableError,
 )
 from little_dist.fleet.archiving import Archiver
+from little_dist.fleet.callbacks import Callbacks
 from little_dist.fleet.dispatch import Advance, advance_run, past_deadline
 from little_dist.fleet.followed_runs import FollowedRun, FollowedRuns
 from little_dist.fleet.poison import PoisonRuns
@@ -169,8 +172,14 @@ class Scheduler:
         )
         #: Looks in a row that raised, per run (see :mod:`~.poison`).
         self.poison = PoisonRuns(world)
+        #: Runs' callbacks, sent as they end (see :mod:`~little_dist.fleet.callbacks`).
+        self.callbacks = Callbacks(world, settings, self.name)
         self.finished = Archiver(
-            world, self.active, delay=settings.archive_delay, window=self.window
+            world,
+            self.active,
+            delay=settings.archive_delay,
+            window=self.window,
+            deliver=self.callbacks.start,
         )
         self._stop = threading.Event()
         self._claim_every = max(0.1, min(settings.signal_claim_idle / 2, 5.0))
@@ -225,6 +234,7 @@ class Scheduler:
     def close(self) -> None:
         """Wait for archives in progress; close the world and the Redis client if
         whoever made the scheduler handed them over (``owns_clients``)."""
+        self.callbacks.close()  # (first: a delivery it stops leaves its run unarchived)
         self.finished.close()
         if self._owns_clients:
             self.world.close()

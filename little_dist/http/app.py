@@ -19,7 +19,8 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from little_dist import __version__
 from little_dist.authoring import WorkflowDefinition
-from little_dist.errors import LittleError
+from little_dist.errors import InvalidInputError, LittleError
+from little_dist.fleet.callback_urls import check_callback_url
 from little_dist.fleet.run_listing import list_runs
 from little_dist.http.auth import require
 from little_dist.http.body_limit import BodyLimit
@@ -49,6 +50,15 @@ from little_dist.local_runner import new_run_id
 __all__ = ["make_app"]
 
 _PROBLEM: Final = {"model": ProblemDetails, "content": {PROBLEM_JSON: {}}}
+
+
+def _callback_url(url: str) -> None:
+    """A callback URL the fleet will not POST to is a 422 naming ``/callbackUrl``."""
+    try:
+        check_callback_url(url, "callbackUrl")
+    except InvalidInputError as exc:
+        detail = str(exc)
+        raise Problem(422, detail, errors=[{"pointer": "/callbackUrl", "detail": detail}]) from exc
 
 
 def _problems(*codes: int) -> dict[int | str, dict[str, Any]]:
@@ -194,6 +204,8 @@ def make_app(fleet: FleetAccess) -> FastAPI:
             known = ", ".join(fleet.workflow_ids()[:20]) or "none"
             detail = f"unknown workflow {body.workflow!r} (this server's app defines: {known})"
             raise Problem(422, detail, errors=[{"pointer": "/workflow", "detail": detail}])
+        if body.callbackUrl is not None:
+            _callback_url(body.callbackUrl)
         run_id = _run_id(body.runId, where={"pointer": "/runId"}) if body.runId else new_run_id()
         claim = None
         if idempotency_key is not None:
@@ -210,7 +222,14 @@ def make_app(fleet: FleetAccess) -> FastAPI:
             run_id = claim.run_id
         run_input = {} if body.input is None else body.input
         try:
-            run_id = fleet.submit(body.workflow, run_input, run_id, body.budgetUsd, body.deadline)
+            run_id = fleet.submit(
+                body.workflow,
+                run_input,
+                run_id,
+                body.budgetUsd,
+                body.deadline,
+                callback_url=body.callbackUrl,
+            )
         except LittleError:
             if claim is not None and claim.fresh and idempotency_key is not None:
                 fleet.idempotency().release(idempotency_key, run_id)
