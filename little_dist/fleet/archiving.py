@@ -31,6 +31,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Final
 
 from little_dist.errors import StorageUnavailableError
+from little_dist.fleet.callbacks import UNKNOWN, Unknown
 from little_dist.ids import CYCLE_RUN_ID_PREFIX
 from little_dist.world.base import World
 from little_dist.world.extras import extras_of
@@ -60,7 +61,7 @@ class Archiver:
         *,
         delay: float,
         window: FanoutWindow | None = None,
-        deliver: Callable[[str], Future[bool]] | None = None,
+        deliver: Callable[[str, str | Unknown], Future[bool]] | None = None,
     ) -> None:
         self._world = world
         self._deliver = deliver
@@ -80,7 +81,9 @@ class Archiver:
         with self._lock:
             return run_id in self._finished
 
-    def finish(self, run_id: str, status: str, sequence: int) -> None:
+    def finish(
+        self, run_id: str, status: str, sequence: int, *, callback: str | Unknown | None = UNKNOWN
+    ) -> None:
         """``run_id`` is over: remember it and archive it in the background (a big log takes
         seconds to copy to S3; the scheduler's loop must keep serving signals meanwhile)."""
         with self._lock:
@@ -90,8 +93,8 @@ class Archiver:
             while len(self._finished) > FINISHED_MEMORY:
                 self._finished.popitem(last=False)
         _emit("run-finished", run=run_id, status=status, seq=sequence)
-        if self._deliver is not None:
-            pending = self._deliver(run_id)
+        if self._deliver is not None and callback is not None:
+            pending = self._deliver(run_id, callback)
             with self._lock:
                 self._held[run_id] = pending
         if self._window is not None:

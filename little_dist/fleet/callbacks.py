@@ -58,13 +58,31 @@ from little_dist.run_state import materialize_run_state
 from little_dist.settings import Settings
 from little_dist.world.base import Lease, World
 
-__all__ = ["MAX_BACKOFF_S", "Answer", "Callbacks", "callback_event", "post_once"]
+__all__ = [
+    "MAX_BACKOFF_S",
+    "UNKNOWN",
+    "Answer",
+    "Callbacks",
+    "Unknown",
+    "callback_event",
+    "post_once",
+]
 
 #: The longest wait between two attempts (seconds).
 MAX_BACKOFF_S: Final = 60.0
 #: The callback event is recorded with the run's start: among its first events.
 _HEAD: Final = 64
 _LEASE_PREFIX: Final = "callback:"
+
+
+class Unknown:
+    """Whether a run has a callback is not known yet: its log's head says."""
+
+    def __repr__(self) -> str:
+        return "UNKNOWN"
+
+
+UNKNOWN: Final = Unknown()
 
 
 def callback_event(url: str) -> EventInput:
@@ -156,10 +174,11 @@ class Callbacks:
         #: Long enough for the longest wait plus an attempt: a live holder keeps it.
         self.lease_ttl = cap + settings.callback_timeout + 10.0
 
-    def start(self, run_id: str) -> Future[bool]:
-        """Send ``run_id``'s callback, if it has one, in the background."""
+    def start(self, run_id: str, url: str | Unknown = UNKNOWN) -> Future[bool]:
+        """Send ``run_id``'s callback in the background: to ``url``, or (:data:`UNKNOWN`:
+        the caller has not read the run's first events) to the one its log names, if any."""
         try:
-            return self._pool.submit(self._guarded, run_id)
+            return self._pool.submit(self._guarded, run_id, url)
         except RuntimeError:  # (closed)
             done: Future[bool] = Future()
             done.set_result(False)
@@ -172,16 +191,18 @@ class Callbacks:
 
     # -- one run ------------------------------------------------------------------------------
 
-    def _guarded(self, run_id: str) -> bool:
+    def _guarded(self, run_id: str, url: str | Unknown) -> bool:
         try:
-            return self._deliver(run_id)
+            return self._deliver(run_id, url)
         except Exception as exc:  # storage away, or a bug: the next finish tries again
             _log("callback-error", level=logging.WARNING, exc_info=exc, run=run_id, error=str(exc))
             return False
 
-    def _deliver(self, run_id: str) -> bool:
-        head = self._world.list_events(run_id, limit=_HEAD)
-        url = next((e.payload.get("url") for e in head if e.type == CALLBACK_EVENT_TYPE), None)
+    def _deliver(self, run_id: str, known: str | Unknown) -> bool:
+        url: object = known
+        if isinstance(known, Unknown):
+            head = self._world.list_events(run_id, limit=_HEAD)
+            url = next((e.payload.get("url") for e in head if e.type == CALLBACK_EVENT_TYPE), None)
         if not isinstance(url, str):
             return True
         key = _LEASE_PREFIX + run_id

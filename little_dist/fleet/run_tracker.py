@@ -20,6 +20,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from little_dist.event_types.engine import (
+    CALLBACK_EVENT_TYPE,
     CANCEL_EVENT_TYPE,
     LIMITS_EVENT_TYPE,
     SUBMITTED_EVENT_TYPE,
@@ -58,6 +59,7 @@ _TRACKED_TYPES: Final = FOLDED_EVENT_TYPES | {
     SUBMITTED_EVENT_TYPE,
     CANCEL_EVENT_TYPE,
     LIMITS_EVENT_TYPE,
+    CALLBACK_EVENT_TYPE,
 }
 _by_sequence: Final = attrgetter("sequence")
 
@@ -131,6 +133,8 @@ class RunTracker:
         self._cancel_error: dict[str, Any] | None = None
         #: The run's limits as its log records them (:mod:`little_dist.run_limits`).
         self.limits = RunLimits()
+        #: Where the run's end is POSTed (``little.run.callback``), if it says.
+        self.callback_url: str | None = None
         self._context: RunContext | None = None
         #: Which thread of this process advances the run (see :mod:`~.advancing`).
         self.advancing = Advancing()
@@ -274,6 +278,7 @@ class RunTracker:
         self._started = self._submitted = self._cancel_requested = False
         self._cancel_error = None
         self.limits = RunLimits()
+        self.callback_url = None
         self._context = None
         self._last_mark = None
         self._broken = False
@@ -412,6 +417,9 @@ class RunTracker:
                 self._cancel_requested = True
                 self._cancel_error = cancel_error(payload)
                 changed = True
+            elif kind == CALLBACK_EVENT_TYPE:
+                url = payload.get("url")
+                self.callback_url = url if isinstance(url, str) else None
             elif kind == LIMITS_EVENT_TYPE and not self.limits:
                 self.limits = RunLimits.from_payload(payload)
                 changed = True

@@ -444,8 +444,9 @@ class Scheduler:
 
     def _finish(self, run_id: str, status: str, sequence: int) -> None:
         """Forget the run's cached view and hand it to the archiver (see :mod:`~.archiving`)."""
+        callback = self.runs.callback_of(run_id)
         self.runs.forget(run_id)
-        self.finished.finish(run_id, status, sequence)
+        self.finished.finish(run_id, status, sequence, callback=callback)
 
     # -- sweeping ---------------------------------------------------------------------------
 
