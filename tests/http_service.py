@@ -111,4 +111,6 @@ def v1_calls(http: httpx.Client) -> dict[str, httpx.Response]:
         "runs:read report": http.get("/v1/runs/run_nobody/report"),
         "runs:cancel": http.post("/v1/runs/run_nobody/cancel"),
         "runs:read workflows": http.get("/v1/workflows"),
+        "runs:read schedules": http.get("/v1/schedules"),
+        "schedules:write delete": http.delete("/v1/schedules/sch_0123456789abcdef"),
     }

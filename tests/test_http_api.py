@@ -165,6 +165,8 @@ def test_the_committed_openapi_document_is_the_served_one(fleet_env: FleetEnv) -
         "/v1/runs/{run_id}/cancel",
         "/v1/runs/{run_id}/report",
         "/v1/workflows",
+        "/v1/schedules",
+        "/v1/schedules/{schedule_id}",
     }
 
 

@@ -39,6 +39,7 @@ SUBCOMMANDS: tuple[tuple[str, str], ...] = (
     ("outer-loop", "outer_loop_cmd"),
     ("serve", "serve_cmd"),
     ("tokens", "tokens_cmd"),
+    ("schedules", "schedules_cmd"),
 )
 
 

@@ -2,7 +2,8 @@
 
 ``create --scope SCOPE [--scope ...] [--name NAME] [--rate 600/minute] [--workflow ID ...]``
 prints the new token once (only its hash is stored: it cannot be shown again); scopes are
-``runs:submit``, ``runs:read``, ``runs:cancel`` and ``admin`` (every scope), also
+``runs:submit``, ``runs:read``, ``runs:cancel``, ``schedules:write`` and ``admin`` (every
+scope), also
 comma-separated; ``--rate`` caps its requests (a ``limits`` rate string; over it, a 429);
 ``--workflow`` names the workflows it may submit runs of (another is a 403). ``list`` shows
 each token's id, when it was made, its scopes, rate and name (``--json``: and its
@@ -38,7 +39,8 @@ def register(sub: Any, name: str) -> argparse.ArgumentParser:
         action="append",
         required=True,
         metavar="SCOPE",
-        help="runs:submit, runs:read, runs:cancel or admin (repeatable, or comma-separated)",
+        help="runs:submit, runs:read, runs:cancel, schedules:write or admin (repeatable, or "
+        "comma-separated)",
     )
     create.add_argument("--name", default="", help="what the token is for")
     create.add_argument(

@@ -9,7 +9,7 @@ where to send it (``little.run.callback``, recorded with its start) and what was
 events a run takes after its end).
 
 Once per run end, however many schedulers finish it: the sender holds the lease
-``callback:<run id>`` (the world's leases, with a fencing token) and records every attempt
+``{<run id>}:callback`` (the world's leases, with a fencing token) and records every attempt
 fenced by it. A scheduler that finds the lease held waits and looks at the log again: once
 the outcome is there it is done; if the holder died, its lease expires and this one takes
 over, counting on from the attempts the log holds (a POST in flight when the holder died may
@@ -57,6 +57,7 @@ from little_dist.fleet.webhook_signing import sign
 from little_dist.run_state import materialize_run_state
 from little_dist.settings import Settings
 from little_dist.world.base import Lease, World
+from little_dist.world.fleet_keys import run_lease_key
 
 __all__ = [
     "MAX_BACKOFF_S",
@@ -72,7 +73,6 @@ __all__ = [
 MAX_BACKOFF_S: Final = 60.0
 #: The callback event is recorded with the run's start: among its first events.
 _HEAD: Final = 64
-_LEASE_PREFIX: Final = "callback:"
 
 
 class Unknown:
@@ -205,7 +205,7 @@ class Callbacks:
             url = next((e.payload.get("url") for e in head if e.type == CALLBACK_EVENT_TYPE), None)
         if not isinstance(url, str):
             return True
-        key = _LEASE_PREFIX + run_id
+        key = run_lease_key(run_id, "callback")  # (in the run's slot: appends are fenced by it)
         while True:
             events = self._world.list_events(run_id)
             if _outcome(events):

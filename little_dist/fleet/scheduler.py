@@ -36,7 +36,9 @@ One loop, one thread:
    ``_UNREAD_END_PEEK`` unread events to fold (a wide run the workers ran to its end on the
    fast path, between two sweeps) first reads the log's last event: when that is the end,
    the run is finished from it alone, without folding the rest.
-5. **A run that cannot be advanced** (a look keeps raising) is failed as ``internal`` after a
+5. **Schedules** (:mod:`~little_dist.fleet.schedules`): every ``LITTLE_SCHEDULE_POLL``
+   seconds, the ticks that came are started, once however many schedulers run.
+6. **A run that cannot be advanced** (a look keeps raising) is failed as ``internal`` after a
    few looks in a row (:mod:`~little_dist.fleet.poison`).
 
 Stopping: :meth:`Scheduler.stop` (the CLI calls it on SIGTERM/SIGINT) ends the loop after
@@ -67,6 +69,7 @@ from little_dist.fleet.dispatch import Advance, advance_run, past_deadline
 from little_dist.fleet.followed_runs import FollowedRun, FollowedRuns
 from little_dist.fleet.poison import PoisonRuns
 from little_dist.fleet.scheduler_log import log_event as _log
+from little_dist.fleet.schedules import ScheduleTicks
 from little_dist.fleet.sending import dispatch_plan
 from little_dist.fleet.signals import Signal, SignalReader
 from little_dist.fleet.sub_runs import ParentNotices, cancel_open_children, notice_run_end
@@ -181,6 +184,10 @@ class Scheduler:
             window=self.window,
             deliver=self.callbacks.start,
         )
+        #: Schedules' ticks: started here as they come (see :mod:`~little_dist.fleet.schedules`).
+        self.ticks = ScheduleTicks(
+            settings, world=world, queue=queue, redis_client=redis_client, holder=self.name
+        )
         self._stop = threading.Event()
         self._claim_every = max(0.1, min(settings.signal_claim_idle / 2, 5.0))
         self._next_claim = 0.0
@@ -250,6 +257,7 @@ class Scheduler:
         """
         now = time.monotonic()
         self.finished.start_due(now)
+        self.ticks.turn(now)
         batch: list[Signal] = []
         if now >= self._next_claim:
             batch += self.signals.claim(count=self.read_count)
@@ -264,7 +272,11 @@ class Scheduler:
         if batch or self.sweeps.pending:
             wait_ms = 0
         else:
-            until = min(self.sweeps.seconds_until_due(now), self._next_claim - now)
+            until = min(
+                self.sweeps.seconds_until_due(now),
+                self._next_claim - now,
+                self.ticks.next_look - now,
+            )
             archive_due = self.finished.next_due()
             if archive_due is not None:
                 until = min(until, archive_due - now)

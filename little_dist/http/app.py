@@ -42,6 +42,7 @@ from little_dist.http.models import (
     Workflows,
 )
 from little_dist.http.problems import PROBLEM_JSON, Problem, install_problem_handlers
+from little_dist.http.schedule_routes import add_schedule_routes
 from little_dist.http.tokens import TokenRecord
 from little_dist.ids import RUN_ID_PATTERN, InvalidIdError, validate_run_id
 from little_dist.limits import InputLimits
@@ -69,7 +70,7 @@ _WHY: Final = {
     400: "malformed request (not JSON, a bad run id or Last-Event-ID)",
     401: "no bearer token, or one that is not valid",
     403: "the token lacks the route's scope (or may not submit that workflow)",
-    404: "no such run",
+    404: "no such run (or schedule)",
     409: "the Idempotency-Key was used with another body, the run id with another input, "
     "or the run to cancel has ended",
     413: "over one of the fleet's input limits (or the body over twice the input's)",
@@ -377,6 +378,7 @@ def make_app(fleet: FleetAccess) -> FastAPI:
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
 
+    add_schedule_routes(app, fleet, _problems)
     return app
 
 
