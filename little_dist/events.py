@@ -128,6 +128,10 @@ AFTER_END_EVENT_TYPES: tuple[str, ...] = (
     *SIDE_CHANNEL_EVENT_TYPES,
     "little.budget.supervisor_reserved",
     "OuterLoopCycleCompleted",
+    # A run's callback: its delivery attempts and outcome (little_dist.fleet.callbacks).
+    "little.callback.attempted",
+    "little.callback.delivered",
+    "little.callback.abandoned",
 )
 
 #: Harness events of little-dist's own under upstream's ``harness.`` prefix (upstream has no

@@ -17,6 +17,9 @@ submitted for planning      ``submit``                   client
 cancel asked for            ``cancel``                   client
 the run's dollar budget     ``budget``                   client, in-process runner
 the run's limits            ``limits``                   client, in-process runner
+the run's callback URL      ``callback``                 client
+a callback attempt          ``callback-attempt:{n}``     the scheduler delivering it
+the callback's outcome      ``callback-outcome``         same
 a planning try failed       ``plan-failed:{n}``          ``little.plan``
 attempt 1 scheduled         ``sched:{path}:1``           ``decide``
 an attempt starts           ``start:{path}:{n}``         the attempt (or ``decide`` for
@@ -45,6 +48,8 @@ from typing import Final
 
 __all__ = [
     "BUDGET",
+    "CALLBACK",
+    "CALLBACK_OUTCOME",
     "CANCEL",
     "LIMITS",
     "RUN_END",
@@ -57,6 +62,7 @@ __all__ = [
     "attempt_started",
     "branch_ended",
     "branch_scheduled",
+    "callback_attempt",
     "harness_event",
     "output_artifact",
     "output_validated",
@@ -74,6 +80,13 @@ SUBMITTED: Final = "submit"
 CANCEL: Final = "cancel"
 BUDGET: Final = "budget"
 LIMITS: Final = "limits"
+CALLBACK: Final = "callback"
+CALLBACK_OUTCOME: Final = "callback-outcome"
+
+
+def callback_attempt(attempt: int) -> str:
+    """``little.callback.attempted`` of delivery attempt ``attempt`` (from 1)."""
+    return f"callback-attempt:{attempt}"
 
 
 def scheduled(path: str, attempt: int = 1) -> str:

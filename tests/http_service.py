@@ -115,4 +115,6 @@ def v1_calls(http: httpx.Client) -> dict[str, httpx.Response]:
         "approvals:decide": http.post(
             "/v1/approvals/apr_0000000000000000.run_nobody", json={"decision": "approve"}
         ),
+        "runs:read schedules": http.get("/v1/schedules"),
+        "schedules:write delete": http.delete("/v1/schedules/sch_0123456789abcdef"),
     }

@@ -167,6 +167,8 @@ def test_the_committed_openapi_document_is_the_served_one(fleet_env: FleetEnv) -
         "/v1/workflows",
         "/v1/approvals",
         "/v1/approvals/{approval_id}",
+        "/v1/schedules",
+        "/v1/schedules/{schedule_id}",
     }
 
 

@@ -38,7 +38,14 @@ def test_every_v1_route_refuses_a_missing_bad_or_revoked_token_and_a_wrong_scope
                     assert "not valid" in is_problem(answer, 401)["detail"]
         tokens = {
             scope: store.create([scope]).token
-            for scope in ("runs:submit", "runs:read", "runs:cancel", "approvals:decide", "admin")
+            for scope in (
+                "runs:submit",
+                "runs:read",
+                "runs:cancel",
+                "approvals:decide",
+                "schedules:write",
+                "admin",
+            )
         }
         allowed = {  # route -> the scopes that reach it (past auth: 202 or 404)
             "runs:submit": {"runs:submit", "admin"},
@@ -50,6 +57,8 @@ def test_every_v1_route_refuses_a_missing_bad_or_revoked_token_and_a_wrong_scope
             "runs:read workflows": {"runs:read", "admin"},
             "runs:read approvals": {"runs:read", "admin"},
             "approvals:decide": {"approvals:decide", "admin"},
+            "runs:read schedules": {"runs:read", "admin"},
+            "schedules:write delete": {"schedules:write", "admin"},
         }
         for scope, token in tokens.items():
             with served.client(token) as http:

@@ -119,6 +119,11 @@ EVERY_VAR: dict[str, tuple[str, str, Any]] = {
     "LITTLE_QUOTA_GIVE_BACK_AFTER": ("0.5", "quota_give_back_after", 0.5),
     "LITTLE_QUOTA_LEASE": ("120", "quota_lease", 120.0),
     "LITTLE_METRICS_PORT": ("9464", "metrics_port", 9464),
+    "LITTLE_CALLBACK_SECRET": ("whsec_c2VjcmV0", "callback_secret", "whsec_c2VjcmV0"),
+    "LITTLE_CALLBACK_RETRY_FOR": ("30", "callback_retry_for", 30.0),
+    "LITTLE_CALLBACK_BACKOFF": ("0.2", "callback_backoff", 0.2),
+    "LITTLE_CALLBACK_TIMEOUT": ("3", "callback_timeout", 3.0),
+    "LITTLE_SCHEDULE_POLL": ("0.5", "schedule_poll", 0.5),
 }
 
 

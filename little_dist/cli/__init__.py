@@ -40,6 +40,7 @@ SUBCOMMANDS: tuple[tuple[str, str], ...] = (
     ("serve", "serve_cmd"),
     ("tokens", "tokens_cmd"),
     ("approvals", "approvals_cmd"),
+    ("schedules", "schedules_cmd"),
 )
 
 

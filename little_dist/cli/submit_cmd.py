@@ -120,6 +120,13 @@ def register(sub: Any, name: str) -> argparse.ArgumentParser:
         metavar="N",
         help="attempts of a step that declares no retry of its own (upstream's maxAttempts)",
     )
+    parser.add_argument(
+        "--callback-url",
+        metavar="URL",
+        default=None,
+        help="an http(s) URL the fleet POSTs the run's end to, signed with "
+        "LITTLE_CALLBACK_SECRET (webhook-* headers), retried with backoff",
+    )
     parser.add_argument("--wait", action="store_true", help="wait for the run and print it")
     parser.add_argument(
         "--timeout", type=float, default=None, metavar="SECONDS", help="with --wait: give up"
@@ -267,10 +274,24 @@ def _print_outcome(client: Client, run_id: str, *, as_json: bool, timeout: float
     return 0
 
 
+def _check_callback(url: str | None) -> None:
+    """A bad ``--callback-url`` is a usage error, said before anything is read or sent."""
+    if url is None:
+        return
+    from little_dist.errors import InvalidInputError
+    from little_dist.fleet.callback_urls import check_callback_url
+
+    try:
+        check_callback_url(url, "--callback-url")
+    except InvalidInputError as exc:
+        raise _Usage(str(exc)) from exc
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         run_input = read_input(args.input)
         workflow = resolve_workflow(args.workflow)
+        _check_callback(args.callback_url)
     except _Usage as exc:
         print(f"little submit: {redact(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
@@ -295,6 +316,7 @@ def run(args: argparse.Namespace) -> int:
             budget_usd=args.budget_usd,
             deadline=args.deadline,
             max_attempts=args.max_attempts,
+            callback_url=args.callback_url,
         )
         if not args.wait:
             if args.json:

@@ -2,11 +2,11 @@
 
 ``create --scope SCOPE [--scope ...] [--name NAME] [--rate 600/minute] [--workflow ID ...]``
 prints the new token once (only its hash is stored: it cannot be shown again); scopes are
-``runs:submit``, ``runs:read``, ``runs:cancel``, ``approvals:decide`` and ``admin`` (every
-scope), also comma-separated; ``--rate`` caps its requests (a ``limits`` rate string; over
-it, a 429); ``--workflow`` names the workflows it may submit runs of (another is a 403).
-``list`` shows each token's id, when it was made, its scopes, rate and name (``--json``: and
-its workflows); ``revoke ID`` removes one (the next request with it is refused). The tokens
+``runs:submit``, ``runs:read``, ``runs:cancel``, ``approvals:decide``, ``schedules:write`` and
+``admin`` (every scope), also comma-separated; ``--rate`` caps its requests (a ``limits`` rate
+string; over it, a 429); ``--workflow`` names the workflows it may submit runs of (another is a
+403). ``list`` shows each token's id, when it was made, its scopes, rate and name (``--json``:
+and its workflows); ``revoke ID`` removes one (the next request with it is refused). The tokens
 live in the fleet's Redis (``LITTLE_WORLD``, ``--world``).
 
 Exit 0 on success, 1 for a token id that does not exist or a bad scope or rate, 2 usage
@@ -38,7 +38,8 @@ def register(sub: Any, name: str) -> argparse.ArgumentParser:
         action="append",
         required=True,
         metavar="SCOPE",
-        help="runs:submit, runs:read, runs:cancel, approvals:decide or admin (repeatable, or "
+        help="runs:submit, runs:read, runs:cancel, approvals:decide, schedules:write or admin "
+        "(repeatable, or "
         "comma-separated)",
     )
     create.add_argument("--name", default="", help="what the token is for")

@@ -19,6 +19,11 @@ __all__ = [
     "BUDGET_EVENT_TYPE",
     "BUDGET_LENT_EVENT_TYPE",
     "BUDGET_RESERVED_EVENT_TYPE",
+    "CALLBACK_ABANDONED",
+    "CALLBACK_ATTEMPTED",
+    "CALLBACK_DELIVERED",
+    "CALLBACK_EVENT_TYPE",
+    "CALLBACK_EVENT_TYPES",
     "CANCEL_EVENT_TYPE",
     "CAPABILITY_DRIFT_EVENT",
     "LIMITS_EVENT_TYPE",
@@ -52,6 +57,24 @@ SUBMITTED_PARENT_FIELD: Final = "parent"
 #: Engine event recording a ``little.plan`` that failed in a way that may pass (a provider's
 #: rate limit, an unexpected error): ``{attempt, error}``, occurrence ``plan-failed:{n}``.
 PLAN_FAILED_EVENT_TYPE: Final = "little.run.plan_failed"
+
+# little.callback.*: the signed POST a run's submitter asked for when it ends
+# (see little_dist.fleet.callbacks).
+
+#: Recorded with the run's start: ``{url}``, occurrence ``callback``; where the scheduler
+#: POSTs the run's end.
+CALLBACK_EVENT_TYPE: Final = "little.run.callback"
+#: After the end, one per delivery attempt: ``{attempt, webhookId, at, statusCode?,
+#: error?, retryInMs?}``, occurrence ``callback-attempt:{n}``.
+CALLBACK_ATTEMPTED: Final = "little.callback.attempted"
+#: After the end, the outcome (one of the two, occurrence ``callback-outcome``): the receiver
+#: answered 2xx (``{attempts, webhookId, statusCode}``) ...
+CALLBACK_DELIVERED: Final = "little.callback.delivered"
+#: ... or every attempt failed within the retry window (``{attempts, webhookId, error}``).
+CALLBACK_ABANDONED: Final = "little.callback.abandoned"
+#: What a callback writes onto a run after its end (among
+#: :data:`~little_dist.events.AFTER_END_EVENT_TYPES`).
+CALLBACK_EVENT_TYPES: Final = (CALLBACK_ATTEMPTED, CALLBACK_DELIVERED, CALLBACK_ABANDONED)
 
 #: Engine event setting a run's dollar ceiling: ``{budgetUsd}``, occurrence ``budget``;
 #: appended before the run's first step (see :mod:`little_dist.budgets`).

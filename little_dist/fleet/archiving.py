@@ -11,6 +11,11 @@ An outer loop's cycle run (its id starts ``run_olc_``, see :mod:`little_dist.out
 leaves the active set unarchived: its loop appends the supervisor's decision to it once it
 has ended (``OuterLoopCycleCompleted``, which an archived log would refuse), then archives
 it itself.
+
+A run with a callback (:mod:`little_dist.fleet.callbacks`) is archived once the callback's
+outcome is in its log (``deliver``: what starts the delivery); a delivery this process
+stopped before its end leaves the run unarchived and forgotten as finished, so the next
+sweep (here or in another scheduler) finishes it again and takes the callback over.
 """
 
 from __future__ import annotations
@@ -21,10 +26,12 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Final
 
 from little_dist.errors import StorageUnavailableError
+from little_dist.fleet.callbacks import UNKNOWN, Unknown
 from little_dist.ids import CYCLE_RUN_ID_PREFIX
 from little_dist.world.base import World
 from little_dist.world.extras import extras_of
@@ -54,8 +61,12 @@ class Archiver:
         *,
         delay: float,
         window: FanoutWindow | None = None,
+        deliver: Callable[[str, str | Unknown], Future[bool]] | None = None,
     ) -> None:
         self._world = world
+        self._deliver = deliver
+        # Runs whose callback is being delivered: archived once it is done.
+        self._held: dict[str, Future[bool]] = {}
         self._active = active
         self._delay = delay
         self._window = window
@@ -70,7 +81,9 @@ class Archiver:
         with self._lock:
             return run_id in self._finished
 
-    def finish(self, run_id: str, status: str, sequence: int) -> None:
+    def finish(
+        self, run_id: str, status: str, sequence: int, *, callback: str | Unknown | None = UNKNOWN
+    ) -> None:
         """``run_id`` is over: remember it and archive it in the background (a big log takes
         seconds to copy to S3; the scheduler's loop must keep serving signals meanwhile)."""
         with self._lock:
@@ -80,6 +93,10 @@ class Archiver:
             while len(self._finished) > FINISHED_MEMORY:
                 self._finished.popitem(last=False)
         _emit("run-finished", run=run_id, status=status, seq=sequence)
+        if self._deliver is not None and callback is not None:
+            pending = self._deliver(run_id, callback)
+            with self._lock:
+                self._held[run_id] = pending
         if self._window is not None:
             # Whatever a look reported last for this run, nothing of it waits any more.
             try:
@@ -113,7 +130,17 @@ class Archiver:
 
     def _archive(self, run_id: str) -> None:
         """Archive (where the world can), then leave the active set; on failure the run
-        stays active and the next sweep finishes it again."""
+        stays active and the next sweep finishes it again. A run whose callback is still
+        being delivered is archived when that is done (see the module docstring)."""
+        with self._lock:
+            pending = self._held.pop(run_id, None)
+        if pending is not None:
+            if not pending.done():
+                pending.add_done_callback(lambda _: self._after_delivery(run_id, pending))
+                return
+            if not pending.result():
+                self._unfinished(run_id)
+                return
         try:
             archives = extras_of(self._world).archives
             if run_id.startswith(CYCLE_RUN_ID_PREFIX):
@@ -127,6 +154,19 @@ class Archiver:
             _emit("archive-error", level=logging.WARNING, exc=exc, run=run_id, error=f"{exc}")
             return
         _emit("run-archived", run=run_id, archived=archives is not None)
+
+    def _after_delivery(self, run_id: str, pending: Future[bool]) -> None:
+        if not pending.result():
+            self._unfinished(run_id)
+            return
+        try:
+            self._pool.submit(self._archive, run_id)
+        except RuntimeError:  # (closing: the next sweep finishes it again)
+            self._unfinished(run_id)
+
+    def _unfinished(self, run_id: str) -> None:
+        with self._lock:
+            self._finished.pop(run_id, None)
 
 
 def _emit(

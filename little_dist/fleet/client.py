@@ -263,6 +263,7 @@ class Client:
         deadline: Any = None,
         timeout: str | float | None = None,
         max_attempts: int | None = None,
+        callback_url: str | None = None,
     ) -> str:
         """Submit a run; its id. Idempotent on ``run_id`` (see the module docstring).
         ``cycle``: the run is an outer-loop cycle, planned by the fleet's planner with the
@@ -273,7 +274,8 @@ class Client:
         time): past it the run fails with causeCode ``deadline_exceeded``, its attempts in
         flight interrupted, whether or not a worker is running its steps. ``timeout`` and
         ``max_attempts``: upstream's run-level options (default: a definition's own); see
-        :mod:`little_dist.run_limits`."""
+        :mod:`little_dist.run_limits`. ``callback_url``: an http(s) URL the scheduler POSTs
+        the run's end to, signed (see :mod:`little_dist.fleet.callbacks`)."""
         self._load_registry()
         submitted(1)
         return submit_run(
@@ -291,6 +293,7 @@ class Client:
             shared=self._at_once(),
             budget_usd=budget_usd,
             limits=_limits(timeout, deadline, max_attempts),
+            callback_url=callback_url,
         )
 
     def submit_many(

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from little_dist.fleet.callbacks import UNKNOWN, Unknown
 from little_dist.fleet.run_tracker import RunTracker
 from little_dist.lru import LruCache
 from little_dist.world.base import World
@@ -92,6 +93,14 @@ class FollowedRuns:
         """The last sequence folded of the run (0: not followed)."""
         entry = self._runs.get(run_id)
         return entry.tracker.last_sequence if entry is not None else 0
+
+    def callback_of(self, run_id: str) -> str | Unknown | None:
+        """The run's callback URL as its folded log says (``None``: it has none), or
+        :data:`UNKNOWN` when this scheduler has not folded the run's first events."""
+        entry = self._runs.get(run_id)
+        if entry is None or entry.tracker.last_sequence == 0:
+            return UNKNOWN
+        return entry.tracker.callback_url
 
     def forget(self, run_id: str) -> None:
         """Drop all that is kept of the run (it is over, or its view cannot be trusted)."""

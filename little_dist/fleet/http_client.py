@@ -174,6 +174,7 @@ class HttpClient(Client):
         timeout: str | float | None = None,
         max_attempts: int | None = None,
         idempotency_key: str | None = None,
+        callback_url: str | None = None,
     ) -> str:
         """``POST /v1/runs``; the run id. ``workflow``: the id of a workflow the server's
         app defines (or its definition, by its id). ``idempotency_key``: the same key and
@@ -193,6 +194,8 @@ class HttpClient(Client):
             body["budgetUsd"] = budget_usd
         if deadline is not None:
             body["deadline"] = _deadline(deadline)
+        if callback_url is not None:
+            body["callbackUrl"] = callback_url
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key is not None else None
         answer = self._request("POST", "/v1/runs", json_body=body, headers=headers)
         return str(answer.json()["runId"])

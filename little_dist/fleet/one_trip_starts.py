@@ -18,7 +18,11 @@ from typing import TYPE_CHECKING, Final
 from little_dist import occurrences
 from little_dist.canonical import canonical_json
 from little_dist.compiler import WorkflowVersion
-from little_dist.event_types.engine import BUDGET_EVENT_TYPE, LIMITS_EVENT_TYPE
+from little_dist.event_types.engine import (
+    BUDGET_EVENT_TYPE,
+    CALLBACK_EVENT_TYPE,
+    LIMITS_EVENT_TYPE,
+)
 from little_dist.events import recorded_event
 from little_dist.fleet.dispatch import decision_of
 from little_dist.fleet.run_starts import Started, check_same
@@ -236,6 +240,17 @@ def bound_start(
             ]
             if request.limits
             else []
+        ),
+        *(
+            []
+            if request.callback_url is None
+            else [
+                PreparedEvent(
+                    CALLBACK_EVENT_TYPE,
+                    occurrences.CALLBACK,
+                    canonical_json({"url": request.callback_url}),
+                )
+            ]
         ),
         PreparedEvent("RunStarted", occurrences.RUN_START, started),
     ]

@@ -19,6 +19,7 @@ from little_dist.canonical import canonical_json, sha256_digest
 from little_dist.compiler import WorkflowVersion
 from little_dist.event_types.engine import SUBMITTED_EVENT_TYPE
 from little_dist.events import Event, EventInput
+from little_dist.fleet.callbacks import callback_event
 from little_dist.fleet.submission_requests import SubmitRequest
 from little_dist.fleet.versions import BINDING_FIELD
 from little_dist.local_runner import RunMismatchError
@@ -78,11 +79,13 @@ def start_events(
     parent: Mapping[str, Any] | None = None,
     budget: float | None = None,
     limits: RunLimits | None = None,
+    callback: str | None = None,
 ) -> list[EventInput]:
     """``binding``: the version's (:func:`~little_dist.fleet.versions.split_version`), when
     the version is stored as a shared part and this binding rather than whole; ``budget``:
     the run's dollar ceiling, recorded first; ``limits``: the run's deadline and max
-    attempts (:mod:`little_dist.run_limits`), recorded with it."""
+    attempts (:mod:`little_dist.run_limits`), recorded with it; ``callback``: the URL the
+    run's end is POSTed to (:mod:`little_dist.fleet.callbacks`)."""
     registered: dict[str, Any] = {
         "workflowVersionId": version.id,
         "workflowVersionHash": version.hash,
@@ -98,6 +101,7 @@ def start_events(
         ),
         # (after the version: a log's first event names its workflow, for `little runs`)
         *([limits.event()] if limits else []),
+        *([] if callback is None else [callback_event(callback)]),
         EventInput(
             type="RunStarted",
             occurrence_id=occurrences.RUN_START,
@@ -117,6 +121,7 @@ def record_start(
     parent: Mapping[str, Any] | None = None,
     budget: float | None = None,
     limits: RunLimits | None = None,
+    callback: str | None = None,
 ) -> list[Event]:
     """Record the run's start (after ``planning``, its planning session's events) in one
     append; the recorded events. ``signal=False``: the caller advances the run itself."""
@@ -126,7 +131,9 @@ def record_start(
         run_id,
         [
             *planning,
-            *start_events(version, run_input, parent=parent, budget=budget, limits=limits),
+            *start_events(
+                version, run_input, parent=parent, budget=budget, limits=limits, callback=callback
+            ),
         ],
         signal=signal,
     )
@@ -183,6 +190,7 @@ def start_step_by_step(
                 parent=request.parent,
                 budget=request.budget_usd,
                 limits=request.limits,
+                callback=request.callback_url,
             )
     if version is None and definition is not None:
         from little_dist.planner import resolve_version
@@ -203,5 +211,6 @@ def start_step_by_step(
             parent=request.parent,
             budget=request.budget_usd,
             limits=request.limits,
+            callback=request.callback_url,
         )
     return Started(run_id, version, recorded)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 from little_dist.approvals.deadlines import APPROVAL_TYPES, ApprovalDeadlines
 from little_dist.event_types.engine import (
     APPROVAL_REQUESTED,
+    CALLBACK_EVENT_TYPE,
     CANCEL_EVENT_TYPE,
     LIMITS_EVENT_TYPE,
     SUBMITTED_EVENT_TYPE,
@@ -61,6 +62,7 @@ _TRACKED_TYPES: Final = FOLDED_EVENT_TYPES | {
     CANCEL_EVENT_TYPE,
     LIMITS_EVENT_TYPE,
     APPROVAL_REQUESTED,
+    CALLBACK_EVENT_TYPE,
 }
 _by_sequence: Final = attrgetter("sequence")
 
@@ -136,6 +138,8 @@ class RunTracker:
         self.limits = RunLimits()
         #: Its approvals a deadline may decide (:mod:`little_dist.approvals.deadlines`).
         self.approvals = ApprovalDeadlines(run_id)
+        #: Where the run's end is POSTed (``little.run.callback``), if it says.
+        self.callback_url: str | None = None
         self._context: RunContext | None = None
         #: Which thread of this process advances the run (see :mod:`~.advancing`).
         self.advancing = Advancing()
@@ -280,6 +284,7 @@ class RunTracker:
         self._cancel_error = None
         self.limits = RunLimits()
         self.approvals = ApprovalDeadlines(self.run_id)
+        self.callback_url = None
         self._context = None
         self._last_mark = None
         self._broken = False
@@ -418,6 +423,9 @@ class RunTracker:
                 self._cancel_requested = True
                 self._cancel_error = cancel_error(payload)
                 changed = True
+            elif kind == CALLBACK_EVENT_TYPE:
+                url = payload.get("url")
+                self.callback_url = url if isinstance(url, str) else None
             elif kind == LIMITS_EVENT_TYPE and not self.limits:
                 self.limits = RunLimits.from_payload(payload)
                 changed = True

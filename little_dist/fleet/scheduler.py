@@ -24,7 +24,9 @@ One loop, one thread:
    (``lease_expired``), a few runs per loop turn so signals are still served in between. A
    run whose log grew since the last sweep looked at it is left to the workers moving it on,
    never twice in a row (:meth:`~little_dist.fleet.followed_runs.FollowedRuns.moving`).
-4. **The end of a run**: once ``RunCompleted``/``RunFailed`` is recorded, the runs linked to
+4. **The end of a run**: its callback, if it has one, is sent in the background
+   (:mod:`~little_dist.fleet.callbacks`; the run is archived once its outcome is recorded).
+   Once ``RunCompleted``/``RunFailed`` is recorded, the runs linked to
    it hear of it (:mod:`~little_dist.fleet.sub_runs`: a parent's open children get a cancel
    request; a sub-run's parent gets ``little.subrun.ended``, with the other ends of the
    batch in one append per parent, before the batch is acknowledged, and is looked at
@@ -34,7 +36,9 @@ One loop, one thread:
    ``_UNREAD_END_PEEK`` unread events to fold (a wide run the workers ran to its end on the
    fast path, between two sweeps) first reads the log's last event: when that is the end,
    the run is finished from it alone, without folding the rest.
-5. **A run that cannot be advanced** (a look keeps raising) is failed as ``internal`` after a
+5. **Schedules** (:mod:`~little_dist.fleet.schedules`): every ``LITTLE_SCHEDULE_POLL``
+   seconds, the ticks that came are started, once however many schedulers run.
+6. **A run that cannot be advanced** (a look keeps raising) is failed as ``internal`` after a
    few looks in a row (:mod:`~little_dist.fleet.poison`).
 
 Stopping: :meth:`Scheduler.stop` (the CLI calls it on SIGTERM/SIGINT) ends the loop after
@@ -60,10 +64,12 @@ from little_dist.errors import (
     StorageUnavailableError,
 )
 from little_dist.fleet.archiving import Archiver
+from little_dist.fleet.callbacks import Callbacks
 from little_dist.fleet.dispatch import Advance, advance_run, past_deadline
 from little_dist.fleet.followed_runs import FollowedRun, FollowedRuns
 from little_dist.fleet.poison import PoisonRuns
 from little_dist.fleet.scheduler_log import log_event as _log
+from little_dist.fleet.schedules import ScheduleTicks
 from little_dist.fleet.sending import dispatch_plan
 from little_dist.fleet.signals import Signal, SignalReader
 from little_dist.fleet.sub_runs import ParentNotices, cancel_open_children, notice_run_end
@@ -169,8 +175,18 @@ class Scheduler:
         )
         #: Looks in a row that raised, per run (see :mod:`~.poison`).
         self.poison = PoisonRuns(world)
+        #: Runs' callbacks, sent as they end (see :mod:`~little_dist.fleet.callbacks`).
+        self.callbacks = Callbacks(world, settings, self.name)
         self.finished = Archiver(
-            world, self.active, delay=settings.archive_delay, window=self.window
+            world,
+            self.active,
+            delay=settings.archive_delay,
+            window=self.window,
+            deliver=self.callbacks.start,
+        )
+        #: Schedules' ticks: started here as they come (see :mod:`~little_dist.fleet.schedules`).
+        self.ticks = ScheduleTicks(
+            settings, world=world, queue=queue, redis_client=redis_client, holder=self.name
         )
         self._stop = threading.Event()
         self._claim_every = max(0.1, min(settings.signal_claim_idle / 2, 5.0))
@@ -225,6 +241,7 @@ class Scheduler:
     def close(self) -> None:
         """Wait for archives in progress; close the world and the Redis client if
         whoever made the scheduler handed them over (``owns_clients``)."""
+        self.callbacks.close()  # (first: a delivery it stops leaves its run unarchived)
         self.finished.close()
         if self._owns_clients:
             self.world.close()
@@ -240,6 +257,7 @@ class Scheduler:
         """
         now = time.monotonic()
         self.finished.start_due(now)
+        self.ticks.turn(now)
         batch: list[Signal] = []
         if now >= self._next_claim:
             batch += self.signals.claim(count=self.read_count)
@@ -254,7 +272,11 @@ class Scheduler:
         if batch or self.sweeps.pending:
             wait_ms = 0
         else:
-            until = min(self.sweeps.seconds_until_due(now), self._next_claim - now)
+            until = min(
+                self.sweeps.seconds_until_due(now),
+                self._next_claim - now,
+                self.ticks.next_look - now,
+            )
             archive_due = self.finished.next_due()
             if archive_due is not None:
                 until = min(until, archive_due - now)
@@ -434,8 +456,9 @@ class Scheduler:
 
     def _finish(self, run_id: str, status: str, sequence: int) -> None:
         """Forget the run's cached view and hand it to the archiver (see :mod:`~.archiving`)."""
+        callback = self.runs.callback_of(run_id)
         self.runs.forget(run_id)
-        self.finished.finish(run_id, status, sequence)
+        self.finished.finish(run_id, status, sequence, callback=callback)
 
     # -- sweeping ---------------------------------------------------------------------------
 

@@ -63,6 +63,7 @@ from little_dist.compiler import WorkflowVersion
 from little_dist.errors import InvalidInputError
 from little_dist.event_types.engine import SUBMITTED_EVENT_TYPE, SUBMITTED_PARENT_FIELD
 from little_dist.events import EventInput
+from little_dist.fleet.callbacks import callback_event
 from little_dist.fleet.dispatch import advance_run
 from little_dist.fleet.one_trip_starts import start_and_send, start_at_once, start_chunks
 from little_dist.fleet.run_starts import Started, check_same, claim_run, start_step_by_step
@@ -111,8 +112,12 @@ def submit_run(
     shared: SharedRedis | None = None,
     budget_usd: float | None = None,
     limits: Mapping[str, Any] | None = None,
+    callback_url: str | None = None,
 ) -> str:
     """Submit one run (see the module docstring); its run id.
+
+    ``callback_url``: where the scheduler POSTs the run's end, signed (an http(s) URL,
+    recorded as ``little.run.callback``; see :mod:`little_dist.fleet.callbacks`).
 
     ``budget_usd``: the run's dollar ceiling (default: a definition's own), recorded as
     ``little.run.budget`` before its start: the workers' model calls reserve against it
@@ -163,6 +168,7 @@ def submit_run(
         registry,
         input_limits,
         budget_usd=budget_usd,
+        callback_url=callback_url,
         **_limit_options(limits),
     )
     if cycle is not None:
@@ -233,6 +239,7 @@ def _submit_to_planner(
                     payload={**(cycle or {}), **payload},
                 ),
                 *([request.limits.event()] if request.limits else []),
+                *([] if request.callback_url is None else [callback_event(request.callback_url)]),
             ],
         )
     if queue is not None and settings is not None:

@@ -18,6 +18,7 @@ from little_dist.canonical import (
 )
 from little_dist.compiler import WorkflowVersion, compile_lwir
 from little_dist.errors import InvalidInputError
+from little_dist.fleet.callback_urls import check_callback_url
 from little_dist.ids import validate_run_id
 from little_dist.lazy import cached
 from little_dist.limits import InputLimits
@@ -67,6 +68,9 @@ class SubmitRequest:
     #: submission's, else the definition's), recorded as ``little.run.limits`` before its
     #: start (see :mod:`little_dist.run_limits`); empty: none.
     limits: RunLimits = field(default_factory=RunLimits)
+    #: Where the scheduler POSTs the run's end (checked), recorded as
+    #: ``little.run.callback`` with its start (see :mod:`little_dist.fleet.callbacks`).
+    callback_url: str | None = None
 
     @cached
     def input_text(self) -> str:
@@ -90,6 +94,7 @@ def checked_request(
     timeout: Any = None,
     deadline: Any = None,
     max_attempts: int | None = None,
+    callback_url: str | None = None,
 ) -> SubmitRequest:
     """What is submitted, checked against the limits and the registry's capabilities
     before anything is read or written (``grants=False``: a fixed plan's grants were
@@ -99,10 +104,12 @@ def checked_request(
     from little_dist.budgets import budget_usd as checked_budget
 
     budget = checked_budget(budget_usd, "submit")
+    callback = None if callback_url is None else check_callback_url(callback_url)
     fresh = run_id is None
     run_id = new_run_id() if run_id is None else validate_run_id(run_id)
     request = _request(workflow, run_input, run_id, registry, limits, grants=grants)
     request.fresh = fresh
+    request.callback_url = callback
     if budget is None:
         named = registry.get(workflow) if isinstance(workflow, str) and registry else workflow
         if isinstance(named, WorkflowDefinition):

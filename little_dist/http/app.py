@@ -19,7 +19,8 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from little_dist import __version__
 from little_dist.authoring import WorkflowDefinition
-from little_dist.errors import LittleError
+from little_dist.errors import InvalidInputError, LittleError
+from little_dist.fleet.callback_urls import check_callback_url
 from little_dist.fleet.run_listing import list_runs
 from little_dist.http.approval_routes import add_approval_routes
 from little_dist.http.auth import require
@@ -42,6 +43,7 @@ from little_dist.http.models import (
     Workflows,
 )
 from little_dist.http.problems import PROBLEM_JSON, Problem, install_problem_handlers
+from little_dist.http.schedule_routes import add_schedule_routes
 from little_dist.http.tokens import TokenRecord
 from little_dist.ids import RUN_ID_PATTERN, InvalidIdError, validate_run_id
 from little_dist.limits import InputLimits
@@ -52,6 +54,15 @@ __all__ = ["make_app"]
 _PROBLEM: Final = {"model": ProblemDetails, "content": {PROBLEM_JSON: {}}}
 
 
+def _callback_url(url: str) -> None:
+    """A callback URL the fleet will not POST to is a 422 naming ``/callbackUrl``."""
+    try:
+        check_callback_url(url, "callbackUrl")
+    except InvalidInputError as exc:
+        detail = str(exc)
+        raise Problem(422, detail, errors=[{"pointer": "/callbackUrl", "detail": detail}]) from exc
+
+
 def _problems(*codes: int) -> dict[int | str, dict[str, Any]]:
     return {code: {**_PROBLEM, "description": _WHY[code]} for code in codes}
 
@@ -60,7 +71,7 @@ _WHY: Final = {
     400: "malformed request (not JSON, a bad run id or Last-Event-ID)",
     401: "no bearer token, or one that is not valid",
     403: "the token lacks the route's scope (or may not submit that workflow)",
-    404: "no such run (or approval)",
+    404: "no such run (or approval, or schedule)",
     409: "the Idempotency-Key was used with another body, the run id with another input, "
     "the run to cancel has ended, or the approval was decided already",
     413: "over one of the fleet's input limits (or the body over twice the input's)",
@@ -195,6 +206,8 @@ def make_app(fleet: FleetAccess) -> FastAPI:
             known = ", ".join(fleet.workflow_ids()[:20]) or "none"
             detail = f"unknown workflow {body.workflow!r} (this server's app defines: {known})"
             raise Problem(422, detail, errors=[{"pointer": "/workflow", "detail": detail}])
+        if body.callbackUrl is not None:
+            _callback_url(body.callbackUrl)
         run_id = _run_id(body.runId, where={"pointer": "/runId"}) if body.runId else new_run_id()
         claim = None
         if idempotency_key is not None:
@@ -211,7 +224,14 @@ def make_app(fleet: FleetAccess) -> FastAPI:
             run_id = claim.run_id
         run_input = {} if body.input is None else body.input
         try:
-            run_id = fleet.submit(body.workflow, run_input, run_id, body.budgetUsd, body.deadline)
+            run_id = fleet.submit(
+                body.workflow,
+                run_input,
+                run_id,
+                body.budgetUsd,
+                body.deadline,
+                callback_url=body.callbackUrl,
+            )
         except LittleError:
             if claim is not None and claim.fresh and idempotency_key is not None:
                 fleet.idempotency().release(idempotency_key, run_id)
@@ -360,6 +380,7 @@ def make_app(fleet: FleetAccess) -> FastAPI:
         )
 
     add_approval_routes(app, fleet, _problems)
+    add_schedule_routes(app, fleet, _problems)
     return app
 
 

@@ -101,6 +101,7 @@ class FleetAccess:
         run_id: str,
         budget_usd: float | None,
         deadline: str | None = None,
+        callback_url: str | None = None,
     ) -> str:
         """``Client.submit``; the first call of the process alone (it opens what the client
         keeps for the next ones)."""
@@ -109,12 +110,22 @@ class FleetAccess:
             with self._lock:
                 if not self._warm:
                     done = client.submit(
-                        workflow, run_input, run_id=run_id, budget_usd=budget_usd, deadline=deadline
+                        workflow,
+                        run_input,
+                        run_id=run_id,
+                        budget_usd=budget_usd,
+                        deadline=deadline,
+                        callback_url=callback_url,
                     )
                     self._warm = True
                     return done
         return client.submit(
-            workflow, run_input, run_id=run_id, budget_usd=budget_usd, deadline=deadline
+            workflow,
+            run_input,
+            run_id=run_id,
+            budget_usd=budget_usd,
+            deadline=deadline,
+            callback_url=callback_url,
         )
 
     def close(self) -> None:

@@ -58,6 +58,14 @@ class SubmitRun(BaseModel):
         "or an ISO 8601 time with its zone; past it the run fails with causeCode "
         "deadline_exceeded",
     )
+    callbackUrl: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=2048,
+        description="an http(s) URL the fleet POSTs the run's end to when it ends (signed "
+        "with HMAC-SHA256: webhook-id, webhook-timestamp, webhook-signature headers), "
+        "retried with backoff; every attempt is recorded in the run's log",
+    )
 
 
 class CancelRun(BaseModel):

@@ -27,7 +27,14 @@ __all__ = ["ADMIN", "SCOPES", "IssuedToken", "TokenRecord", "TokenStore", "check
 
 ADMIN: Final = "admin"
 #: Every scope a token may hold; ``admin`` grants all of them.
-SCOPES: Final = ("runs:submit", "runs:read", "runs:cancel", "approvals:decide", ADMIN)
+SCOPES: Final = (
+    "runs:submit",
+    "runs:read",
+    "runs:cancel",
+    "approvals:decide",
+    "schedules:write",
+    ADMIN,
+)
 _PREFIX: Final = "ldt_"
 _TOKEN: Final = re.compile(r"ldt_([0-9a-f]{12})\.([A-Za-z0-9_-]{20,100})")
 _ID: Final = re.compile(r"[0-9a-f]{12}")

@@ -51,6 +51,11 @@ variable                            field                          default
 ``LITTLE_QUOTA_GIVE_BACK_AFTER``    ``quota_give_back_after``      ``2`` s (g)
 ``LITTLE_QUOTA_LEASE``              ``quota_lease``                ``900`` s (g)
 ``LITTLE_METRICS_PORT``             ``metrics_port``               unset: no ``/metrics`` (h)
+``LITTLE_CALLBACK_SECRET``          ``callback_secret``            unset (secret) (i)
+``LITTLE_CALLBACK_RETRY_FOR``       ``callback_retry_for``         ``900`` s (i)
+``LITTLE_CALLBACK_BACKOFF``         ``callback_backoff``           ``1`` s (i)
+``LITTLE_CALLBACK_TIMEOUT``         ``callback_timeout``           ``10`` s (i)
+``LITTLE_SCHEDULE_POLL``            ``schedule_poll``              ``1`` s (i)
 ==================================  =============================  ==========================
 
 The Redis URLs may be ``rediss://`` (TLS); their ``ssl_*`` query options are checked here
@@ -79,6 +84,11 @@ Why those defaults (the limits on input are checked where input enters, see
 (h) the port ``little worker`` and ``little scheduler`` serve Prometheus metrics on
     (``http://HOST:PORT/metrics``, :mod:`little_dist.observability`); unset, no metrics are
     recorded at all. Traces are turned on by the standard ``OTEL_EXPORTER_OTLP_ENDPOINT``.
+(i) read by ``little scheduler``: the key that signs a run's callback (unset: callbacks are
+    recorded as abandoned, never sent unsigned), how long after the end it is retried, the
+    first wait between attempts (doubling to 60 s) and one attempt's timeout
+    (:mod:`little_dist.fleet.callbacks`); how often schedules' due ticks are looked for
+    (:mod:`little_dist.fleet.schedules`).
 
 An empty variable counts as unset. Every bad value is reported at once, one line each (the
 variable, its value with secrets and URL passwords masked, what is expected), in a

@@ -30,9 +30,10 @@ from little_dist.settings.fields import (
     mask_url,
 )
 from little_dist.settings.groups import LimitSettings, QuotaSettings
+from little_dist.settings.hooks import HookSettings
 
 
-class Settings(LimitSettings, QuotaSettings):
+class Settings(LimitSettings, QuotaSettings, HookSettings):
     """Everything a fleet process needs to know, from the environment (see module docs)."""
 
     # -- where things live -----------------------------------------------------------------
@@ -257,7 +258,7 @@ class Settings(LimitSettings, QuotaSettings):
 
 
 _URL_FIELDS: Final = frozenset({"redis_url", "broker_url", "world", "s3_endpoint"})
-_SECRET_FIELDS: Final = frozenset({"aws_access_key_id", "aws_secret_access_key"})
+_SECRET_FIELDS: Final = frozenset({"aws_access_key_id", "aws_secret_access_key", "callback_secret"})
 _ENV_TO_FIELD: Final[dict[str, str]] = {
     str(field.validation_alias): name for name, field in Settings.model_fields.items()
 }

@@ -27,6 +27,8 @@ __all__ = [
     "rebuilt_marker_key",
     "run_lease_key",
     "runner_lease_key",
+    "schedule_ticks_key",
+    "schedules_key",
     "slots_key",
     "step_lease_key",
     "sweep_lease_key",
@@ -103,6 +105,18 @@ def api_tokens_key(signal_stream: str) -> str:
     """The hash of the HTTP API's bearer tokens: token id -> its record (JSON: name,
     scopes, the sha256 of its secret, when it was made; see :mod:`little_dist.http.tokens`)."""
     return f"{signal_stream}:api-tokens"
+
+
+def schedules_key(signal_stream: str) -> str:
+    """The hash of the fleet's schedules: schedule id -> its JSON (see
+    :mod:`little_dist.fleet.schedule_store`)."""
+    return f"{signal_stream}:schedules"
+
+
+def schedule_ticks_key(signal_stream: str) -> str:
+    """The hash of each schedule's last tick handled (started or skipped): schedule id ->
+    whole seconds since the epoch; moved on by compare-and-set only."""
+    return f"{signal_stream}:schedule-ticks"
 
 
 def idempotency_key(signal_stream: str, key_digest: str) -> str:
