@@ -134,7 +134,7 @@ def step_calls(
                 duration = payload.get("durationMs")
                 found.duration_ms = duration if isinstance(duration, int | float) else None
         else:
-            call = _model_call(kind, payload, fallback)
-            if call is not None:
-                step.current().models.append(call)
+            model_call = _model_call(kind, payload, fallback)
+            if model_call is not None:
+                step.current().models.append(model_call)
     return steps
