@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,9 +52,12 @@ class Served:
         return httpx.Client(base_url=self.url, headers=headers, timeout=30.0, **kwargs)
 
 
-def start_serve(fleet: FleetEnv, *, app: str = APP) -> Served:
+def start_serve(fleet: FleetEnv, *, app: str | Sequence[str] = APP) -> Served:
     port = reserve_port()
-    process = fleet.start("serve", ["serve", "--port", str(port), "--app", app])
+    apps = [app] if isinstance(app, str) else list(app)
+    process = fleet.start(
+        "serve", ["serve", "--port", str(port), *(arg for name in apps for arg in ("--app", name))]
+    )
     process.wait_for_output(r"Uvicorn running on", timeout=120)
     return Served(process, f"http://127.0.0.1:{port}")
 

@@ -3,8 +3,9 @@
 A FastAPI app (:mod:`little_dist.http`) on uvicorn: ``POST /v1/runs`` submits a run of a
 workflow the served app defines (``--app MODULE``, default ``LITTLE_APP``), ``GET
 /v1/runs/{id}`` is ``little status``, ``GET /v1/runs/{id}/events`` the run's events as
-Server-Sent Events; ``/healthz`` and ``/readyz`` for probes; ``/openapi.json``. Every ``/v1``
-route needs a bearer token from ``little tokens create``. The fleet is the one ``little
+Server-Sent Events; ``/healthz`` and ``/readyz`` for probes; ``/metrics`` for Prometheus;
+``/openapi.json``; the live run viewer for people at ``/ui``. Every ``/v1`` route (and the
+viewer's content) needs a bearer token from ``little tokens create``. The fleet is the one ``little
 submit`` reaches (``LITTLE_WORLD``, ``LITTLE_*``; ``--world`` overrides ``LITTLE_WORLD``).
 
 ``--openapi`` prints the OpenAPI document and exits (``docs/openapi.json`` is its output).

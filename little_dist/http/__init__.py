@@ -17,6 +17,8 @@ Modules keep FastAPI out of ``little --help``: import them directly.
   ``Last-Event-ID``.
 * :mod:`.health` — ``/readyz``: Redis and S3 reachable.
 * :mod:`.body_limit` — a request body over the cap is a 413 before it is all read.
+* :mod:`.metrics` — the process's ``/metrics``: requests, latency, streams open.
+* :mod:`.viewer` — the live run viewer (``/ui``): runs, a run's timeline as it grows.
 """
 
 from __future__ import annotations

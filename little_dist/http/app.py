@@ -1,7 +1,8 @@
 """The HTTP API's routes: ``make_app(fleet)`` (see :mod:`little_dist.http`).
 
-``/v1`` routes need a bearer token with their scope (:mod:`.auth`); ``/healthz`` and
-``/readyz`` need none. Submission and status are the client's (``Client.submit``,
+``/v1`` routes need a bearer token with their scope (:mod:`.auth`); ``/healthz``,
+``/readyz`` and ``/metrics`` (:mod:`.metrics`) need none. The live run viewer's pages are
+under ``/ui`` (:mod:`.viewer`). Submission and status are the client's (``Client.submit``,
 ``Client.status``, as ``little submit``/``little status``); events are the world's log.
 Every refusal is a problem (:mod:`.problems`).
 """
@@ -15,7 +16,7 @@ from typing import Annotated, Any, Final
 from anyio import to_thread
 from fastapi import Depends, FastAPI, Header, Path, Query, Request
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from little_dist import __version__
 from little_dist.authoring import WorkflowDefinition
@@ -30,6 +31,7 @@ from little_dist.http.event_stream import Watchers, ndjson_events, sse_events
 from little_dist.http.fleet_access import FleetAccess
 from little_dist.http.health import check_redis, check_s3
 from little_dist.http.idempotency import MAX_KEY_LENGTH, body_hash
+from little_dist.http.metrics import ApiMetrics, RequestMetrics
 from little_dist.http.models import (
     CancelAccepted,
     CancelRun,
@@ -45,6 +47,7 @@ from little_dist.http.models import (
 from little_dist.http.problems import PROBLEM_JSON, Problem, install_problem_handlers
 from little_dist.http.schedule_routes import add_schedule_routes
 from little_dist.http.tokens import TokenRecord
+from little_dist.http.viewer.routes import install_viewer
 from little_dist.ids import RUN_ID_PATTERN, InvalidIdError, validate_run_id
 from little_dist.limits import InputLimits
 from little_dist.local_runner import new_run_id
@@ -131,8 +134,19 @@ def make_app(fleet: FleetAccess) -> FastAPI:
     )
     app.state.fleet = fleet
     watchers = Watchers()
+    metrics = ApiMetrics(lambda: watchers.open)
+    app.state.metrics = metrics
     install_problem_handlers(app)
     app.add_middleware(BodyLimit, limit=body_limit(fleet.settings.limits))
+    app.add_middleware(RequestMetrics, metrics=metrics)
+    install_viewer(app, fleet)
+
+    @app.get("/metrics", include_in_schema=False)
+    def metrics_route() -> Response:
+        """Prometheus metrics of this process: requests by route and status, their
+        latency, event streams open (:mod:`.metrics`); no token, as the probes."""
+        body, content_type = metrics.exposition()
+        return Response(body, media_type=content_type)
 
     @app.get("/healthz", response_model=Health, tags=["health"])
     def healthz() -> Health:

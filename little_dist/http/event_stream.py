@@ -53,6 +53,9 @@ class Watchers:
     def __init__(self, threads: int = WATCHER_THREADS) -> None:
         self._threads = threads
         self._limiter: CapacityLimiter | None = None
+        #: SSE streams open now (``/metrics``: ``little_api_sse_watchers``); changed only in
+        #: the server's event loop.
+        self.open = 0
 
     @property
     def limiter(self) -> CapacityLimiter:
@@ -103,21 +106,25 @@ async def sse_events(
 ) -> AsyncIterator[str]:
     """The SSE text of the run's events after ``after``, until its end event."""
     limiter = watchers.limiter
-    if await to_thread.run_sync(ended_at, world, run_id, after, limiter=limiter):
-        return
-    last = after
-    while True:
-        batch = await to_thread.run_sync(
-            _next_batch, world, run_id, last, keepalive_s, limiter=limiter
-        )
-        if not batch:
-            yield ": keep-alive\n\n"
-            continue
-        for event in batch:
-            yield format_event(event)
-            last = event.sequence
-            if event.type in RUN_END_EVENT_TYPES:
-                return
+    watchers.open += 1
+    try:
+        if await to_thread.run_sync(ended_at, world, run_id, after, limiter=limiter):
+            return
+        last = after
+        while True:
+            batch = await to_thread.run_sync(
+                _next_batch, world, run_id, last, keepalive_s, limiter=limiter
+            )
+            if not batch:
+                yield ": keep-alive\n\n"
+                continue
+            for event in batch:
+                yield format_event(event)
+                last = event.sequence
+                if event.type in RUN_END_EVENT_TYPES:
+                    return
+    finally:
+        watchers.open -= 1
 
 
 async def ndjson_events(

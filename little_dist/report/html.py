@@ -17,7 +17,14 @@ from little_dist.pricing import Number, format_cost, format_share
 from little_dist.report.model import AttemptSpan, RunReport, RunReportRow
 from little_dist.report.table import OUTSIDE_STEPS, format_calls, format_duration
 
-__all__ = ["STATUS_COLOURS", "render_html"]
+__all__ = [
+    "REPORT_CSS",
+    "STATUS_COLOURS",
+    "render_html",
+    "render_steps_table",
+    "render_summary",
+    "render_timeline",
+]
 
 STATUS_COLOURS = {
     "completed": "#2f9e62",
@@ -36,7 +43,7 @@ _ROW_H = 30
 _BAR_H = 18
 _CHAR_W = 6.6  # rough width of a 11px sans-serif character, to place labels
 
-_CSS = """
+REPORT_CSS = """
 :root { color-scheme: light; --ink:#1d2430; --muted:#5f6b7a; --line:#e3e7ec; --bg:#f6f8fa; }
 * { box-sizing: border-box; }
 body { margin:0; font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",
@@ -153,7 +160,9 @@ def _budget_card(budget: Mapping[str, float]) -> str:
     return _card(f"Budget ${budget['budgetUsd']:.6f}", f"${max(left, 0.0):.6f} left", sub)
 
 
-def _summary(report: RunReport, budget: Mapping[str, float] | None = None) -> str:
+def render_summary(report: RunReport, budget: Mapping[str, float] | None = None) -> str:
+    """The summary cards (cost, duration, steps, calls, tokens, cache hits, budget): the
+    report page's and the live viewer's (:mod:`little_dist.http.viewer`)."""
     total = report.total
     failed_attempts = sum(1 for span in report.timeline if span.status == "failed")
     calls = total.priced_calls + total.unpriced_calls
@@ -243,7 +252,9 @@ def _bar_title(span: AttemptSpan) -> str:
     return "\n".join(lines)
 
 
-def _timeline(report: RunReport) -> str:
+def render_timeline(report: RunReport) -> str:
+    """The attempt timeline (an inline SVG, one bar per step attempt, and its legend): the
+    report page's and the live viewer's, which draws it again as a run's events come."""
     spans = report.timeline
     if not spans:
         return '<p class="empty">No step attempts were recorded for this run.</p>'
@@ -373,7 +384,8 @@ def _table_row(row: RunReportRow, css: str, max_cost: float, label: str | None =
     )
 
 
-def _steps_table(report: RunReport) -> str:
+def render_steps_table(report: RunReport) -> str:
+    """One row per step (attempts, duration, tokens, calls, dollars) and the totals."""
     max_cost = max((row.cost_usd or 0.0 for row in report.steps), default=0.0)
     head = "".join(
         f"<th>{label}</th>"
@@ -426,12 +438,12 @@ def render_html(report: RunReport, budget: Mapping[str, float] | None = None) ->
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        f"<title>Run {run_id} — report</title><style>{_CSS}</style></head><body><main>"
+        f"<title>Run {run_id} — report</title><style>{REPORT_CSS}</style></head><body><main>"
         f"<header><h1>Run {run_id} {_badge(report.status)}</h1>"
         f"<p>{escape(_span_text(report))}</p></header>"
-        f"{_summary(report, budget)}{note}"
-        f"<section><h2>Timeline</h2>{_timeline(report)}</section>"
-        f"<section><h2>Steps</h2>{_steps_table(report)}</section>"
+        f"{render_summary(report, budget)}{note}"
+        f"<section><h2>Timeline</h2>{render_timeline(report)}</section>"
+        f"<section><h2>Steps</h2>{render_steps_table(report)}</section>"
         "<footer>Costs come from registry rates only; a payload's own cost figure is never "
         "read. Hover a bar for its attempt's details.</footer>"
         "</main></body></html>\n"
