@@ -18,6 +18,7 @@ from little_dist.lwir.step_checks import code_file_digest
 from little_dist.sandbox import SandboxLimits
 from little_dist.sandbox.code_run import CodeRunError, run_code
 from little_dist.world import LocalWorld
+from tests import zygote
 
 DENIED = {"network": "deny", "env": "deny", "fs": "deny"}
 
@@ -249,6 +250,20 @@ def test_a_code_run_step_calls_its_tools_recorded_with_caller_code(tmp_path: Any
     assert all("turn" not in p for _, p in recorded)
     assert recorded[1][1]["result"] == "value of k1"
     assert "is not available to step look" in recorded[3][1]["error"]["message"]
+    # little events --caller code shows them, --caller model none.
+    listed = zygote.run(
+        ["events", result.run_id, "--data-dir", str(tmp_path), "--caller", "code", "--json"],
+        timeout=60,
+    )
+    assert listed.returncode == 0, listed.stderr
+    shown = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert [(e["type"], e["payload"]["toolName"]) for e in shown] == [
+        (kind, p["toolName"]) for kind, p in recorded
+    ]
+    by_model = zygote.run(
+        ["events", result.run_id, "--data-dir", str(tmp_path), "--caller", "model"], timeout=60
+    )
+    assert by_model.returncode == 0 and by_model.stdout == ""
 
 
 def test_the_permission_rules_decide_a_programs_calls(tmp_path: Any) -> None:
