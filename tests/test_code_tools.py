@@ -340,3 +340,69 @@ def test_a_retried_attempt_replays_the_calls_that_succeeded(tmp_path: Any) -> No
     assert [(e.payload["toolName"], e.payload["attempt"]) for e in memoized] == [("lookup", 2)]
     failed = [e for e in events if e.type == "StepFailed"]
     assert len(failed) == 1 and "try again" in failed[0].payload["error"]["message"]
+
+
+def test_a_program_calls_a_workflow_as_a_tool_and_reads_a_failed_child_as_an_error(
+    tmp_path: Any,
+) -> None:
+    from little_dist.subruns import SUB_RUN_STARTED, as_tool
+
+    @tool
+    def halve(n: int) -> int:
+        """Halve an even number."""
+        if n % 2:
+            raise ValueError(f"{n} is odd")
+        return n // 2
+
+    number = {"type": "object", "required": ["n"], "properties": {"n": {"type": "integer"}}}
+    child = define_workflow(
+        id="math.halve",
+        input=number,
+        output={"type": "integer"},
+        model="scripted/none",
+        tools=[halve],
+        plan={
+            "apiVersion": "littleworkflow.dev/v0.1",
+            "kind": "Workflow",
+            "metadata": {"name": "math.halve"},
+            "input": {"schema": number},
+            "output": {"schema": {"type": "integer"}},
+            "permissions": {"models": [], "tools": ["halve"]},
+            "steps": [
+                {
+                    "id": "halve",
+                    "uses": "tool.call",
+                    "input": {"n": "{{ input.n }}"},
+                    "with": {"tool": "halve"},
+                    "output": {"mode": "json"},
+                }
+            ],
+        },
+    )
+    program = (
+        "const ok = little.callTool('math.halve', { n: 8 });\n"
+        "let failed = null;\n"
+        "try { little.callTool('math.halve', { n: 7 }); }\n"
+        "catch (e) { failed = [e.causeCode, e.message.includes('7 is odd')]; }\n"
+        "console.log(JSON.stringify({ status: ok.status, output: ok.output, failed }));\n"
+    )
+    workflow = define_workflow(
+        id="code.tools",
+        input={"type": "object"},
+        output={"type": "object"},
+        model="scripted/none",
+        tools=[as_tool(child)],
+        plan=tools_plan(program, ["math.halve"]),
+    )
+    world = LocalWorld(tmp_path)
+    result = run_workflow(workflow, {}, world=world)
+    assert result.output == {
+        "status": "completed",
+        "output": 4,
+        "failed": ["workflow_failed", True],
+    }
+    events = world.list_events(result.run_id)
+    assert len([e for e in events if e.type == SUB_RUN_STARTED]) == 2
+    (failed,) = [e for e in events if e.type == "harness.tool_call.failed"]
+    assert failed.payload["caller"] == "code"
+    assert failed.payload["error"]["name"] == "SubRunFailedError"
