@@ -9,7 +9,9 @@
   calls ``kid`` as a tool: the prompt names a scenario (:data:`SCENARIOS`), which says which
   calls the model makes in its first turn (all in one turn: parallel calls); once it sees
   tool results it answers :data:`DONE`. ``slow_tool`` sleeps (a parent's worker can be
-  killed while its attempt is in it, after a child was started).
+  killed while its attempt is in it, after a child was started). ``sub.kid_paced`` is
+  ``kid`` again under upstream's workflow budgets of one run at a time and one waiting
+  (``max_concurrent_workflow_runs=1``, ``max_queued_workflow_runs=1``).
 
 The boss's script is installed at import when ``$LITTLE_SUBRUN_APP_SCRIPT`` is set (the test
 fleet's workers), with rules that look at the request (not at their order): a worker that
@@ -43,6 +45,7 @@ FX_PREFIX_ENV = "LITTLE_FLEET_FX_PREFIX"
 SCRIPT_ENV = "LITTLE_SUBRUN_APP_SCRIPT"
 DONE = "all children answered"
 KID_TOOL = "sub__kid"  # the wire name of the sub.kid tool
+PACED_TOOL = "sub__kid_paced"
 
 
 def _kid(n: int, sleep: float) -> tuple[str, dict[str, Any]]:
@@ -58,6 +61,7 @@ SCENARIOS: dict[str, list[tuple[str, dict[str, Any]]]] = {
     "before-suspend": [_kid(1, 0.2), ("slow_tool", {"seconds": 8.0})],
     "fail": [_kid(1, 0.1), _kid(-1, 0.1)],
     "bench": [_kid(n, 0.0) for n in range(1, 1001)],
+    "paced": [(PACED_TOOL, {"n": n, "sleep": 0.5}) for n in range(1, 4)],
 }
 
 _lock = threading.Lock()
@@ -159,14 +163,20 @@ boss = define_workflow(
     input=_BOSS_IN,
     output=str,
     model=model("scripted/boss", id="boss", description="Scripted boss."),
-    tools=[as_tool(kid), slow_tool],
+    tools=[
+        as_tool(kid),
+        as_tool(
+            kid, name="sub.kid_paced", max_concurrent_workflow_runs=1, max_queued_workflow_runs=1
+        ),
+        slow_tool,
+    ],
     plan={
         "apiVersion": "littleworkflow.dev/v0.1",
         "kind": "Workflow",
         "metadata": {"name": "sub.boss", "version": "1.0.0"},
         "input": {"schema": _BOSS_IN},
         "output": {"schema": {"type": "string"}},
-        "permissions": {"models": ["boss"], "tools": ["sub.kid", "slow_tool"]},
+        "permissions": {"models": ["boss"], "tools": ["sub.kid", "sub.kid_paced", "slow_tool"]},
         "steps": [
             {
                 "id": "boss",

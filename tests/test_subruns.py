@@ -1,5 +1,6 @@
 """Sub-runs in process: workflows as tools, the links both ways, exactly-once children,
-failures and bad input as tool errors, and the parent's report rolling up the children."""
+a failed child as upstream's result envelope, bad input as a tool error, and the parent's
+report rolling up the children."""
 
 from __future__ import annotations
 
@@ -241,9 +242,11 @@ def test_a_retried_parent_finds_its_child_and_never_runs_it_twice(
     assert len(scripted_model.calls_for(model="kid")) == 2
 
 
-def test_a_failing_child_reports_its_error_to_the_parents_tool_call(
+def test_a_failing_child_is_a_result_envelope_the_model_reads(
     world: LocalWorld, scripted_model: ScriptedModel
 ) -> None:
+    # Upstream hands the calling model a failed child as a tool result (compactWorkflow-
+    # Execution), not a tool error: this test pinned the error before.
     scripted_model.on(model="kid").raise_error("auth", message="bad key for the kid model")
     scripted_model.on(model="boss").call_tool("math__double", {"n": 7}).then_reply_text(
         "the child failed"
@@ -254,21 +257,66 @@ def test_a_failing_child_reports_its_error_to_the_parents_tool_call(
 
     (start,) = _types(world, "run_parent3", SUB_RUN_STARTED)
     child = start.payload["childRunId"]
-    assert len(_types(world, child, "RunFailed")) == 1
+    (child_failed,) = _types(world, child, "RunFailed")
     (end,) = _types(world, "run_parent3", SUB_RUN_ENDED)
     assert end.payload["status"] == "failed"
     assert end.payload["causeCode"] == "workflow_failed"
     assert end.payload["failedStepPath"] == "double"
-    (failed,) = _types(world, "run_parent3", "harness.tool_call.failed")
+    assert _types(world, "run_parent3", "harness.tool_call.failed") == []
+    (succeeded,) = _types(world, "run_parent3", "harness.tool_call.succeeded")
+    envelope = succeeded.payload["result"]
+    assert set(envelope) == {"status", "runId", "causeCode", "message", "outputSummary"}
+    assert envelope["status"] == "failed" and envelope["runId"] == child
+    assert envelope["causeCode"] == "workflow_failed"
+    assert "bad key for the kid model" in envelope["message"]
+    run_cause = child_failed.payload["error"]["causeCode"]
+    assert envelope["outputSummary"] == (
+        f"Failed at step 'double' ({run_cause}): {envelope['message']}"
+    )
+    # What the model saw: the envelope, as the tool's result.
+    seen = json.loads(scripted_model.calls_for(model="boss")[1].tool_results[0]["content"])
+    assert seen == envelope
+
+
+def test_a_failing_child_is_still_a_tool_error_for_a_tool_call_step(
+    world: LocalWorld, scripted_model: ScriptedModel
+) -> None:
+    # A tool.call step (caller "code") has no model to read an envelope: it fails.
+    scripted_model.on(model="kid").raise_error("auth", message="bad key for the kid model")
+    child = double_workflow()
+    step = {
+        "id": "call",
+        "uses": "tool.call",
+        "input": {"n": "{{ input.n }}"},
+        "with": {"tool": "math.double"},
+        "output": {"mode": "json"},
+    }
+    doc = {
+        "apiVersion": "littleworkflow.dev/v0.1",
+        "kind": "Workflow",
+        "metadata": {"name": "math.caller", "version": "1.0.0"},
+        "input": {"schema": NUMBER_IN},
+        "output": {"schema": {"type": "object"}},
+        "permissions": {"models": [], "tools": ["math.double"]},
+        "steps": [step],
+    }
+    caller = define_workflow(
+        id="math.caller",
+        input=NUMBER_IN,
+        output={"type": "object"},
+        model="scripted/none",
+        tools=[as_tool(child)],
+        plan=doc,
+    )
+    with pytest.raises(RunFailedError) as caught:
+        run_workflow(caller, {"n": 7}, world=world, run_id="run_caller")
+    assert "bad key for the kid model" in str(caught.value)
+    (failed,) = _types(world, "run_caller", "harness.tool_call.failed")
+    assert failed.payload["caller"] == "code"
     error = failed.payload["error"]
     assert error["name"] == "SubRunFailedError"
     assert error["causeCode"] == "workflow_failed" and error["retriable"] is False
-    # What the model saw: one clear line naming the workflow, the child, the step, the cause.
-    seen = json.loads(scripted_model.calls_for(model="boss")[1].tool_results[0]["content"])
-    message = seen["error"]
-    assert message.startswith("tool 'math.double' failed: workflow 'math.double' failed")
-    assert f"in sub-run {child}" in message and "at step 'double'" in message
-    assert "bad key for the kid model" in message
+    assert "failed at step 'double'" in error["message"]
 
 
 def test_bad_input_to_a_workflow_tool_is_a_tool_error_and_starts_no_child(
@@ -436,5 +484,8 @@ def test_a_child_whose_planning_fails_still_names_its_parent(
     assert failed.payload["error"]["causeCode"] == "planner_validation_exhausted"
     link = parent_link_of(world.list_events(child))
     assert link is not None and link["parentRunId"] == "run_parent7"
-    (error,) = _types(world, "run_parent7", "harness.tool_call.failed")
-    assert error.payload["error"]["causeCode"] == "workflow_failed"
+    (called,) = _types(world, "run_parent7", "harness.tool_call.succeeded")
+    envelope = called.payload["result"]
+    assert envelope["status"] == "failed" and envelope["runId"] == child
+    assert envelope["causeCode"] == "workflow_failed"
+    assert "outputSummary" not in envelope  # no step failed: planning did

@@ -275,26 +275,56 @@ def test_cancelling_a_parent_cancels_its_running_children(fleet_env: FleetEnv) -
         assert _count(fleet_env, kid_key(fleet_env.key_prefix, n, "second")) == 0
 
 
-def test_a_child_that_fails_is_its_tool_calls_error(fleet_env: FleetEnv) -> None:
+def test_a_child_that_fails_is_its_tool_calls_result_envelope(fleet_env: FleetEnv) -> None:
+    # Upstream hands the calling model a failed child as a result envelope (this test pinned
+    # a tool error before): the model reads the child's run id, cause and failed step.
     _configure(fleet_env)
     start_scheduler(fleet_env)
     start_worker(fleet_env, app=APP, concurrency=4)
     parent = _submit(fleet_env, "fail")
     events = _completed(fleet_env, parent)
     children = _check_children(fleet_env, parent, 2)
-    (failed,) = _types(events, "harness.tool_call.failed")
-    assert failed.payload["args"] == {"n": -1, "sleep": 0.1}
-    error = failed.payload["error"]
-    (bad,) = [c for c, ev in children.items() if _types(ev, "RunFailed")]
-    assert bad in error["message"]
-    assert "failed at step 'first'" in error["message"]
-    assert error["causeCode"] == "workflow_failed"
-    assert error["retriable"] is False
-    (ok,) = [
-        e
+    assert _types(events, "harness.tool_call.failed") == []
+    called = {
+        e.payload["args"]["n"]: e.payload
         for e in _types(events, "harness.tool_call.succeeded")
         if e.payload["toolName"] == "sub.kid"
-    ]
-    assert ok.payload["result"]["output"]["value"] == 2
+    }
+    (bad,) = [c for c, ev in children.items() if _types(ev, "RunFailed")]
+    envelope = called[-1]["result"]
+    assert envelope["status"] == "failed" and envelope["runId"] == bad
+    assert envelope["causeCode"] == "workflow_failed"
+    assert envelope["outputSummary"].startswith("Failed at step 'first' (")
+    assert called[1]["result"]["output"]["value"] == 2
     ends = {e.payload["childRunId"]: e.payload["status"] for e in _types(events, SUB_RUN_ENDED)}
     assert ends[bad] == "failed"
+
+
+def test_a_paced_workflow_tool_runs_one_child_at_a_time_and_refuses_past_its_queue(
+    fleet_env: FleetEnv,
+) -> None:
+    # Upstream's workflowBudgets on a fleet: one turn calls sub.kid_paced three times (one
+    # run at a time, one waiting): the first starts, the second waits for it, the third
+    # would queue past the budget and is refused with upstream's envelope.
+    _configure(fleet_env)
+    start_scheduler(fleet_env)
+    start_worker(fleet_env, app=APP, concurrency=4)
+    parent = _submit(fleet_env, "paced")
+    events = _completed(fleet_env, parent)
+    children = _check_children(fleet_env, parent, 2)
+    called = {
+        e.payload["args"]["n"]: e.payload["result"]
+        for e in _types(events, "harness.tool_call.succeeded")
+        if e.payload["toolName"] == "sub.kid_paced"
+    }
+    assert called[1]["output"]["value"] == 2 and called[2]["output"]["value"] == 4
+    assert called[3]["status"] == "failed"
+    assert called[3]["causeCode"] == "max_queued_workflow_runs"
+    assert "maxQueuedWorkflowRuns is 1 and 1 workflow runs" in called[3]["message"]
+    assert called[3]["runId"] not in children  # never started
+    assert _count(fleet_env, kid_key(fleet_env.key_prefix, 3, "first")) == 0
+    # One at a time: the second child started after the first had ended.
+    first, second = called[1]["runId"], called[2]["runId"]
+    (first_end,) = _types(children[first], "RunCompleted")
+    (second_start,) = _types(children[second], "RunStarted")
+    assert second_start.recorded_at >= first_end.recorded_at

@@ -121,9 +121,10 @@ def test_a_planned_child_is_planned_on_the_fleet_and_its_end_resumes_the_parent(
     assert whole["costUsd"] == pytest.approx((own["costUsd"] or 0) + child_total["costUsd"])
 
 
-def test_a_child_whose_planning_fails_for_good_is_its_tool_calls_error(
+def test_a_child_whose_planning_fails_for_good_is_its_tool_calls_result_envelope(
     fleet_env: FleetEnv,
 ) -> None:
+    # A result envelope for the calling model, as upstream (this test pinned a tool error).
     _configure(fleet_env)
     start_scheduler(fleet_env)
     start_worker(fleet_env, app=APP, concurrency=2, timeout=120)
@@ -135,12 +136,14 @@ def test_a_child_whose_planning_fails_for_good_is_its_tool_calls_error(
     assert _types(child_events, "StepAttemptStarted") == []
     (ended,) = _types(events, SUB_RUN_ENDED)
     assert ended.payload["childRunId"] == child and ended.payload["status"] == "failed"
-    (failed,) = _types(events, "harness.tool_call.failed")
-    error = failed.payload["error"]
-    assert child in error["message"]
-    assert "planning failed" in error["message"]
-    assert "key was revoked" in error["message"]
-    assert error["causeCode"] == "workflow_failed"
+    assert _types(events, "harness.tool_call.failed") == []
+    (called,) = _types(events, "harness.tool_call.succeeded")
+    envelope = called.payload["result"]
+    assert envelope["status"] == "failed" and envelope["runId"] == child
+    assert "planning failed" in envelope["message"]
+    assert "key was revoked" in envelope["message"]
+    assert envelope["causeCode"] == "workflow_failed"
+    assert "outputSummary" not in envelope  # no step failed: planning did
     assert _count(fleet_env, kid_key(fleet_env.key_prefix, 8, "first")) == 0
 
 

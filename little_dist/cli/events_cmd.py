@@ -2,7 +2,9 @@
 
 ``--type GLOB`` keeps the events whose type matches; when none does, stderr says so and
 names the types the log holds (a glob is case-sensitive: ``step*`` matches nothing), and
-the exit status is still 0.
+the exit status is still 0. ``--caller model|code`` keeps the events of tool calls (and their
+permission decisions) that a model made, or code (a ``tool.call`` step, a ``code.run``
+program), as upstream's ``caller`` field says.
 
 Sub-runs (:mod:`little_dist.subruns`): a child's ``RunStarted`` line names its parent run
 (``parent=run_...``), a parent's ``little.subrun.*`` lines name the child (``child=run_...``).
@@ -33,6 +35,12 @@ def register(sub: Any, name: str) -> argparse.ArgumentParser:
         metavar="PATTERN",
         default=None,
         help="only events whose type matches this glob (e.g. 'Step*', 'harness.model.*')",
+    )
+    parser.add_argument(
+        "--caller",
+        choices=("model", "code"),
+        default=None,
+        help="only tool-call events (and permission decisions) made by a model, or by code",
     )
     parser.add_argument(
         "--follow",
@@ -72,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         require_run(world, args.run_id)
         pattern = args.type_pattern
+        caller = args.caller
         if args.follow:
             events = world.follow(args.run_id, timeout=args.timeout)
         else:
@@ -81,7 +90,9 @@ def run(args: argparse.Namespace) -> int:
         seen: dict[str, None] = {}  # the log's types, in order, for the "no match" line
         for event in events:
             seen[event.type] = None
-            if pattern is None or fnmatch.fnmatchcase(event.type, pattern):
+            if (pattern is None or fnmatch.fnmatchcase(event.type, pattern)) and (
+                caller is None or event.payload.get("caller") == caller
+            ):
                 matched += 1
                 if args.json:
                     out.write(json.dumps(event.to_json(), ensure_ascii=False) + "\n")

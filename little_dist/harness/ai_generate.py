@@ -91,6 +91,7 @@ def tool_loop(
         waiting: list[str] = []
         starts: list[Any] = []
         held = False
+        held_calls = 0
         for position, call in enumerate(reply.tool_calls, start=1):
             try:
                 outcome = run_tool_call(
@@ -101,12 +102,15 @@ def tool_loop(
                     turn=reply.turn,
                     call_index=position,
                     scope=scope,
+                    in_flight=len(waiting),
+                    queued=held_calls,
                 )
             except SubRunPending as pending:
                 # The turn's other calls start their sub-runs too: one suspension for all.
                 waiting += pending.child_run_ids
                 starts += pending.starts
                 held = held or pending.held
+                held_calls += 1 if pending.held and not pending.child_run_ids else 0
                 if len(starts) >= START_EVERY and ctx.sub_runs is not None:
                     # A wide turn's children start running while its later calls are made.
                     ctx.recorder.flush()

@@ -76,7 +76,7 @@ class DefaultHarness:
         elif uses == "tool.call":
             output = self._tool_step(task, ctx)
         elif uses == "code.run":
-            output = run_code_step(step, task.step_input, ctx.recorder)
+            output = run_code_step(step, task.step_input, ctx.recorder, ctx=ctx)
         else:
             raise HarnessConfigError(
                 f"step '{step.get('id')}' uses {uses!r}: the engine evaluates it, not a harness"

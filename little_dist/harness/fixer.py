@@ -119,7 +119,12 @@ def run_fix_step(
             break
         try:  # the repaired program is run, and its output is the step's
             output = run_fixed_code(
-                task.step, task.step_input, fixed_source, ctx.recorder, run_number=tried
+                task.step,
+                task.step_input,
+                fixed_source,
+                ctx.recorder,
+                run_number=tried,
+                ctx=ctx,
             )
             break
         except HarnessError as failed:

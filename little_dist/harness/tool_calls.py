@@ -61,7 +61,11 @@ class ToolCallInfo:
     """Where one tool call happens, for a tool with ``call_in_context``: the harness
     context (run, recorder and so the world), the call's occurrence id (``tool:{p}:{n}:{k}``,
     ``call_id``) and its memo key (``turn``, ``call_index``, ``tool_name``, ``args_hash``),
-    which, unlike ``call_id``, is the same in every attempt that makes the same call."""
+    which, unlike ``call_id``, is the same in every attempt that makes the same call.
+    ``caller``: who made it (``model``, or ``code``: a ``tool.call`` step, a ``code.run``
+    program); ``in_flight``: how many earlier calls of the same model turn still wait for
+    their sub-runs, ``queued``: how many were held back before starting theirs (a fleet's
+    workflow tools: their bounds, see :mod:`little_dist.subruns.workflow_tool`)."""
 
     ctx: HarnessContext
     call_id: str
@@ -69,6 +73,9 @@ class ToolCallInfo:
     turn: int | None
     call_index: int
     args_hash: str
+    caller: Literal["model", "code"] = "model"
+    in_flight: int = 0
+    queued: int = 0
 
 
 @dataclass(frozen=True)
@@ -148,8 +155,13 @@ def run_tool_call(
     turn: int | None = None,
     scope: Mapping[str, Any] | None = None,
     last: bool = False,
+    in_flight: int = 0,
+    queued: int = 0,
 ) -> ToolOutcome:
     """Call ``tool_name`` from ``ctx.tools`` with ``args`` (memoized, recorded).
+
+    ``in_flight`` / ``queued``: the turn's earlier calls still waiting for their sub-runs /
+    held back before starting them (see :class:`ToolCallInfo`).
 
     ``last``: nothing but the attempt's commit follows the call (a ``tool.call`` step), so
     its ``harness.tool_call.succeeded`` rides with the commit instead of its own append
@@ -209,7 +221,15 @@ def run_tool_call(
         in_context = getattr(tool, "call_in_context", None)
         if callable(in_context):
             info = ToolCallInfo(
-                ctx, recorder.occurrence("tool", index), tool_name, memo_turn, call_index, args_hash
+                ctx,
+                recorder.occurrence("tool", index),
+                tool_name,
+                memo_turn,
+                call_index,
+                args_hash,
+                caller,
+                in_flight,
+                queued,
             )
             returned = in_context(safe_args, info)
         else:

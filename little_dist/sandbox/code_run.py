@@ -26,19 +26,23 @@ V8's own reservations), not the address space.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import posixpath
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
 from little_dist.errors import InvalidInputError, LittleError
 from little_dist.lwir.step_checks import code_file_digest, code_path_clashes
+from little_dist.sandbox.code_tools import BRIDGE_TARGET, bridge_arguments, write_bridge
 from little_dist.sandbox.limits import DEFAULT_LIMITS, SandboxLimits
 from little_dist.sandbox.mounts import Mount
 from little_dist.sandbox.process import SandboxResult, run_sandboxed
+from little_dist.sandbox.supervise import STOP
+from little_dist.sandbox.tool_channel import DEFAULT_MAX_CALLS, ToolChannel, ToolHandler
 
 __all__ = ["CODE_TARGET", "CodeRunError", "CodeRunResult", "deno_binary", "run_code"]
 
@@ -81,14 +85,25 @@ def run_code(
     *,
     step_id: str = "code",
     limits: SandboxLimits = DEFAULT_LIMITS,
+    tools: ToolHandler | None = None,
+    max_tool_calls: int = DEFAULT_MAX_CALLS,
 ) -> CodeRunResult:
-    """Run a ``code.run`` step's ``with`` (``config``) on ``step_input``."""
+    """Run a ``code.run`` step's ``with`` (``config``) on ``step_input``.
+
+    ``tools``: the program may call tools (``little.callTool``, see
+    :mod:`little_dist.sandbox.code_tools`), each answered by ``tools`` on the host, at most
+    ``max_tool_calls`` per run; a broken channel (:mod:`little_dist.sandbox.tool_channel`)
+    stops the program and fails the run with its reason, and what ``tools`` raised is raised
+    again here."""
     entrypoint, files = _checked(config, step_id)
     program_limits = replace(
         limits, memory_kind="data", memory_bytes=limits.memory_bytes + _V8_OVERHEAD
     )
     heap_mib = max(16, limits.memory_bytes // _MIB)
-    with tempfile.TemporaryDirectory(prefix="little-code-") as folder:
+    with (
+        tempfile.TemporaryDirectory(prefix="little-code-") as folder,
+        tempfile.TemporaryDirectory(prefix="little-bridge-") as bridge,
+    ):
         root = Path(folder)
         root.chmod(0o755)
         for name, content in files.items():
@@ -102,23 +117,61 @@ def run_code(
                     f"code.run step '{step_id}': cannot write file {name!r}: {exc.strerror}"
                 ) from None
         argv = [_DENO_TARGET, "run", "--no-prompt", "--no-config", "--no-lock", "--no-remote"]
-        argv += ["--no-npm", f"--v8-flags=--max-old-space-size={heap_mib}", entrypoint]
-        try:
-            run = run_sandboxed(
-                argv,
-                mounts=[Mount(root, CODE_TARGET), Mount(deno_binary(), _DENO_TARGET)],
-                cwd=CODE_TARGET,
-                env={"DENO_DIR": "/tmp/deno", "NO_COLOR": "1", "DENO_NO_UPDATE_CHECK": "1"},
-                stdin=json.dumps(step_input).encode(),
-                limits=program_limits,
-            )
-        except LittleError as exc:  # (a mount's complaint names its source: the host folder)
-            if folder in str(exc):
-                exc.args = (str(exc).replace(folder, CODE_TARGET),)
-            raise
+        argv += ["--no-npm", f"--v8-flags=--max-old-space-size={heap_mib}"]
+        mounts = [Mount(root, CODE_TARGET), Mount(deno_binary(), _DENO_TARGET)]
+        with _tool_channel(tools, max_tool_calls) as channel:
+            if channel is None:
+                argv.append(entrypoint)
+            else:
+                answers, requests = channel.child_fds
+                argv += bridge_arguments(answers, requests)
+                argv.append(
+                    write_bridge(Path(bridge), f"{CODE_TARGET}/{entrypoint}", answers, requests)
+                )
+                mounts.append(Mount(Path(bridge), BRIDGE_TARGET))
+            try:
+                run = run_sandboxed(
+                    argv,
+                    mounts=mounts,
+                    cwd=CODE_TARGET,
+                    env={"DENO_DIR": "/tmp/deno", "NO_COLOR": "1", "DENO_NO_UPDATE_CHECK": "1"},
+                    stdin=json.dumps(step_input).encode(),
+                    limits=program_limits,
+                    pass_fds=() if channel is None else channel.child_fds,
+                )
+            except LittleError as exc:  # (a mount's complaint names its source: the host folder)
+                if folder in str(exc):
+                    exc.args = (str(exc).replace(folder, CODE_TARGET),)
+                raise
     if folder in run.stderr:  # (the sandbox's own complaints may name its mounts' sources)
         run = replace(run, stderr=run.stderr.replace(folder, CODE_TARGET))
+    if channel is not None and channel.raised is not None:
+        raise channel.raised
+    if channel is not None and channel.failure is not None:
+        raise CodeRunError(f"code.run step '{step_id}': {channel.failure}", run)
     return CodeRunResult(output=_output_of(run, step_id), run=run)
+
+
+@contextlib.contextmanager
+def _tool_channel(tools: ToolHandler | None, max_calls: int) -> Iterator[ToolChannel | None]:
+    """The run's tool channel (none without ``tools``), serving while the program runs; the
+    program is stopped as soon as the channel breaks (the sandbox's stop check)."""
+    if tools is None:
+        yield None
+        return
+    channel = ToolChannel(tools, max_calls=max_calls)
+    outer = STOP.get()
+
+    def stop() -> bool:
+        return channel.broken() or (outer is not None and outer())
+
+    token = STOP.set(stop)
+    try:
+        channel.start()
+        yield channel
+    finally:
+        STOP.reset(token)
+        channel.close()
 
 
 def _checked(config: Mapping[str, Any], step_id: str) -> tuple[str, dict[str, str]]:

@@ -13,11 +13,29 @@ What the caller gets, as upstream's ``HarnessWorkflowExecution``:
   where ``summary`` is the output rendered as text (a string as is, anything else as JSON),
   cut at 4,096 characters with upstream's ``…[truncated: N of M characters; the full value is
   recorded in run <id>]`` marker;
-* failed, cancelled: the tool call fails (``harness.tool_call.failed``), so the model sees
-  ``{"error": "tool '<name>' failed: ..."}`` naming the child run, its cause and the failed
-  step. The error's ``causeCode`` is upstream's (``workflow_failed``, ``timeout``,
-  ``cancelled``, ``input_validation``) and it is not retriable: a retry of the parent's
-  step would find the same ended child.
+* failed, cancelled, for a model: a tool *result*, upstream's compact envelope
+  ``{"status": "failed"|"cancelled", "runId", "causeCode", "message", "outputSummary"?}``
+  (:mod:`little_dist.subruns.envelope`; ``outputSummary`` says ``Failed at step '<path>'
+  (<the run's cause>): <message>`` when a step failed), recorded as the call's
+  ``harness.tool_call.succeeded``: the model reads why and decides, as upstream's does. The
+  ``causeCode`` is upstream's (``workflow_failed``, ``timeout``, ``cancelled``,
+  ``input_validation``);
+* failed, cancelled, for code (a ``tool.call`` step, a ``code.run`` program): the tool call
+  fails (``harness.tool_call.failed``, :class:`SubRunFailedError` naming the child run, its
+  cause and the failed step; not retriable: a retry of the parent's step would find the same
+  ended child), so the step fails as a failed tool does.
+
+Bounds (upstream's ``workflowBudgets``, given per tool as upstream gives them per
+acquisition: ``max_concurrent_workflow_runs``, default 10, and ``max_queued_workflow_runs``,
+default 100). In process a model's calls run one after the other, each to its child's end,
+so neither is ever reached. On a fleet a model turn's calls start their children and wait
+together (:mod:`little_dist.harness.ai_generate` counts them): a call made while
+``max_concurrent_workflow_runs`` of the turn's children run is held back (nothing started,
+nothing recorded; the attempt resumes at the first of their ends and the replayed turn
+starts it then, in order), and a call that would make more than
+``max_queued_workflow_runs`` wait is refused before anything is started, with upstream's
+envelope (causeCode ``max_queued_workflow_runs``, the budget named in its message). A call
+whose child was started before is past both bounds.
 
 On a fleet worker (the harness context has a ``sub_runs`` host) the call does not wait: it
 starts its child on the fleet and the attempt suspends until the child ended, then a later
@@ -29,11 +47,19 @@ offending field, before anything is recorded or started.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from little_dist.errors import InvalidInputError, LittleError
+from little_dist.subruns.envelope import (
+    DEFAULT_MAX_CONCURRENT_WORKFLOW_RUNS,
+    DEFAULT_MAX_QUEUED_WORKFLOW_RUNS,
+    MAX_WORKFLOW_OUTPUT_SUMMARY_CHARACTERS,
+    failed_envelope,
+    failure_summary,
+    queue_overflow,
+    summarize_workflow_output,
+)
 from little_dist.tools import InvalidToolInputError, Tool
 
 if TYPE_CHECKING:
@@ -50,9 +76,6 @@ __all__ = [
     "summarize_workflow_output",
 ]
 
-#: Upstream's cap on the summary handed back to the calling model.
-MAX_WORKFLOW_OUTPUT_SUMMARY_CHARACTERS: Final = 4096
-
 
 class SubRunFailedError(LittleError):
     """A workflow tool's sub-run ended failed or cancelled: the tool call's error.
@@ -66,27 +89,6 @@ class SubRunFailedError(LittleError):
         self.run_id = run_id
         self.cause_code = cause_code
         self.retriable = False
-
-
-def summarize_workflow_output(
-    output: Any, run_id: str, max_characters: int = MAX_WORKFLOW_OUTPUT_SUMMARY_CHARACTERS
-) -> str:
-    """The output as text for the calling model, bounded (upstream's
-    ``summarizeWorkflowOutput``)."""
-    if isinstance(output, str):
-        text = output
-    else:
-        try:
-            text = json.dumps(output, ensure_ascii=False, separators=(",", ":"))
-        except (TypeError, ValueError):
-            text = str(output)
-    if len(text) <= max_characters:
-        return text
-    head = text[:max_characters]
-    return (
-        f"{head}…[truncated: {len(head)} of {len(text)} characters; "
-        f"the full value is recorded in run {run_id}]"
-    )
 
 
 def _wraps(schema: Any) -> bool:
@@ -110,10 +112,23 @@ class WorkflowTool(Tool):
         description: str | None = None,
         harness: Harness | Mapping[HarnessRole, Harness] | None = None,
         max_workers: int = 4,
+        max_concurrent_workflow_runs: int = DEFAULT_MAX_CONCURRENT_WORKFLOW_RUNS,
+        max_queued_workflow_runs: int = DEFAULT_MAX_QUEUED_WORKFLOW_RUNS,
     ) -> None:
         self.workflow = workflow
         self.harness = harness
         self.max_workers = max_workers
+        for label, value, least in (
+            ("max_concurrent_workflow_runs", max_concurrent_workflow_runs, 1),
+            ("max_queued_workflow_runs", max_queued_workflow_runs, 0),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise InvalidInputError(
+                    f"as_tool({workflow.id!r}): {label} must be an integer >= {least}, "
+                    f"got {value!r}"
+                )
+        self.max_concurrent_workflow_runs = max_concurrent_workflow_runs
+        self.max_queued_workflow_runs = max_queued_workflow_runs
         self.wrapped = _wraps(workflow.input_schema)
         schema: dict[str, Any]
         if self.wrapped:
@@ -169,12 +184,27 @@ class WorkflowTool(Tool):
 
     def call_in_context(self, arguments: Mapping[str, Any], info: ToolCallInfo) -> Any:
         """Run the workflow as a sub-run of the calling step (see the module docstring)."""
-        from little_dist.subruns.engine import await_sub_run, start_elsewhere
+        from little_dist.harness.errors import SubRunPending
+        from little_dist.subruns.engine import await_sub_run, child_run_id_for, start_elsewhere
 
         run_input = self.run_input(arguments)
         host = info.ctx.sub_runs
         if host is not None:
-            # On a fleet worker: start the child there and suspend (or take its end).
+            # On a fleet worker: start the child there and suspend (or take its end), within
+            # the bounds (a child started before is past them).
+            child = child_run_id_for(info)
+            if not info.ctx.memo.sub_run_started(child):
+                refused = queue_overflow(
+                    child,
+                    info.in_flight,
+                    info.queued,
+                    self.max_concurrent_workflow_runs,
+                    self.max_queued_workflow_runs,
+                )
+                if refused is not None:
+                    return refused  # nothing was started
+                if info.in_flight >= self.max_concurrent_workflow_runs:
+                    raise SubRunPending([], held=True)  # waits for a place (resumeOn "any")
             outcome = start_elsewhere(info, self.workflow, run_input, host)
         else:
             outcome = await_sub_run(
@@ -188,7 +218,24 @@ class WorkflowTool(Tool):
                 "output": outcome.output,
                 "summary": summarize_workflow_output(outcome.output, outcome.child_run_id),
             }
+        if info.caller == "model":
+            return _failed_for_model(outcome)
         raise _failure(self.workflow.id, outcome)
+
+
+def _failed_for_model(outcome: SubRunOutcome) -> dict[str, Any]:
+    """Upstream's envelope of a child that failed or was cancelled (see the module docs)."""
+    cause = outcome.cause_code or "workflow_failed"
+    message = outcome.message or ""
+    return failed_envelope(
+        status=outcome.status,
+        run_id=outcome.child_run_id,
+        cause_code=cause,
+        message=message,
+        summary=failure_summary(
+            outcome.child_run_id, outcome.failed_step_path, outcome.run_cause_code, message
+        ),
+    )
 
 
 def _failure(workflow_id: str, outcome: SubRunOutcome) -> SubRunFailedError:
@@ -210,10 +257,14 @@ def as_tool(
     description: str | None = None,
     harness: Harness | Mapping[HarnessRole, Harness] | None = None,
     max_workers: int = 4,
+    max_concurrent_workflow_runs: int = DEFAULT_MAX_CONCURRENT_WORKFLOW_RUNS,
+    max_queued_workflow_runs: int = DEFAULT_MAX_QUEUED_WORKFLOW_RUNS,
 ) -> WorkflowTool:
     """``workflow`` as a typed tool whose every call is a sub-run (upstream's
     ``asHarnessWorkflow``). ``name`` defaults to the workflow's id, ``description`` to its
-    description; ``harness`` is the sub-runs' harness (as ``run_workflow(harness=...)``)."""
+    description; ``harness`` is the sub-runs' harness (as ``run_workflow(harness=...)``);
+    ``max_concurrent_workflow_runs`` / ``max_queued_workflow_runs``: upstream's workflow
+    budgets (see the module docs)."""
     from little_dist.authoring.definition import WorkflowDefinition
 
     if not isinstance(workflow, WorkflowDefinition):
@@ -221,5 +272,11 @@ def as_tool(
             f"as_tool expects a workflow from define_workflow(), got {type(workflow).__name__}"
         )
     return WorkflowTool(
-        workflow, name=name, description=description, harness=harness, max_workers=max_workers
+        workflow,
+        name=name,
+        description=description,
+        harness=harness,
+        max_workers=max_workers,
+        max_concurrent_workflow_runs=max_concurrent_workflow_runs,
+        max_queued_workflow_runs=max_queued_workflow_runs,
     )
