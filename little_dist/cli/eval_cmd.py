@@ -1,0 +1,109 @@
+"""``little eval``: eval sets (upstream's ``eval-set.ts`` bundles and item bodies) checked,
+stored in the local world, and run against a workflow.
+
+    little eval validate SET [--items FILE]
+    little eval register SET --items FILE
+    little eval run SET --workflow W [--items FILE] [--role ROLE]... [--concurrency N] [--json]
+
+``SET`` is a bundle file (an ``EvalSet``, or a registered version with a ``bundle`` field) or
+the id (``evset_...``) of one stored in the world; ``--items`` a JSON file holding an
+``EvalItem`` body or an array of them. A bad file gets one line per finding naming the file,
+the path in it and upstream's finding code, exit 1. ``run`` registers the set and its bodies
+first, runs every selected item (``resampleK`` times; in this process, at most
+``--concurrency`` runs at once), prints a table (``--json``: the whole result) with cost and
+what changed since the last run of the same set, and exits 1 when a case failed or errored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+__all__ = ["register", "run"]
+
+
+def register(subparsers: Any, name: str) -> argparse.ArgumentParser:
+    from little_dist.cli.common import add_world_options
+
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        name, help="check, store and run eval sets", description=__doc__.split("\n\n")[0]
+    )
+    verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+    validate = verbs.add_parser("validate", help="check an eval set and its item bodies")
+    stored = verbs.add_parser("register", help="store an eval set and its bodies in the world")
+    running = verbs.add_parser("run", help="run an eval set against a workflow and score it")
+    for verb in (validate, stored, running):
+        verb.add_argument("set", metavar="SET", help="bundle file, or evset_ id in the world")
+        verb.add_argument(
+            "--items", metavar="FILE", default=None, help="item body, or array of them (JSON)"
+        )
+        verb.add_argument("--json", action="store_true", help="print the result as JSON")
+        add_world_options(verb)
+    running.add_argument(
+        "--workflow",
+        required=True,
+        metavar="WORKFLOW",
+        help="workflow folder or name, LWIR file, module:attr (as little run)",
+    )
+    running.add_argument(
+        "--role",
+        action="append",
+        default=None,
+        metavar="ROLE",
+        help="run only items of this role (repeatable; default every role)",
+    )
+    running.add_argument(
+        "--concurrency",
+        type=_positive_int,
+        default=4,
+        metavar="N",
+        help="runs at once (default 4)",
+    )
+    running.add_argument(
+        "--timeout",
+        dest="run_timeout",
+        default=None,
+        metavar="DURATION",
+        help="each run's timeout ('10m', or milliseconds), as little test",
+    )
+    running.add_argument("--quiet", "-q", action="store_true", help="(accepted; runs are quiet)")
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    from little_dist.cli.eval_load import EvalFileProblem, load_eval_set
+
+    try:
+        loaded = load_eval_set(args)
+    except EvalFileProblem as exc:
+        for line in exc.lines:
+            print(line, file=sys.stderr)
+        return exc.code
+    if args.verb == "validate":
+        if args.json:
+            print(json.dumps({"valid": True, "id": loaded.version.id, "warnings": loaded.warnings}))
+        else:
+            for warning in loaded.warnings:
+                print(f"warning {warning['code']} {warning['path']}: {warning['message']}")
+            print(f"{loaded.label}: valid, {loaded.version.id} ({len(loaded.bodies)} item bodies)")
+        return 0
+    loaded.store()
+    if args.verb == "register":
+        said = {"id": loaded.version.id, "hash": loaded.version.hash, "items": len(loaded.bodies)}
+        print(json.dumps(said) if args.json else f"registered {said['id']} ({said['hash']})")
+        return 0
+    from little_dist.cli.eval_run import run_eval_set
+
+    return run_eval_set(args, loaded)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {text!r}")
+    return value

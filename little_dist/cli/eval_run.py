@@ -1,0 +1,118 @@
+"""``little eval run``: each case's input through ``little run``'s machinery (the same
+workflow loading, checks and embedded runner, one world), a bounded number at once; then the
+table or the JSON result, stored beside the set for the next run to compare with."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+from little_dist.cli.eval_load import LoadedEvalSet
+
+__all__ = ["run_eval_set"]
+
+
+def run_eval_set(args: argparse.Namespace, loaded: LoadedEvalSet) -> int:
+    from little_dist.evals import cases_of, compare, run_cases
+
+    bundle = loaded.version.bundle
+    cases = cases_of(bundle, loaded.bodies, args.role)
+    if not cases:
+        roles = ", ".join(args.role or [])
+        print(f"little eval: {loaded.label}: no items with role {roles}", file=sys.stderr)
+        return 1
+    check = _prepare_check(args)
+    if check is not None:
+        return check
+    started = time.time()
+    result = run_cases(cases, lambda value: _run_one(args, value), concurrency=args.concurrency)
+    before = loaded.store_.last_run(loaded.version.id)
+    document: dict[str, Any] = {
+        "evalSetId": loaded.version.id,
+        "evalSetSha": loaded.version.hash,
+        "workflow": args.workflow,
+        "ranAt": _stamp(started),
+        **result,
+    }
+    previous = compare(document, before)
+    if previous is not None:
+        document["previous"] = previous
+    loaded.store_.put_run(loaded.version.id, f"{time.time_ns():020d}", document)
+    if args.json:
+        print(json.dumps(document, ensure_ascii=False))
+    else:
+        from little_dist.cli.eval_table import render
+
+        print(render(document))
+    summary = document["summary"]
+    return 0 if summary["passed"] == summary["cases"] else 1
+
+
+def _prepare_check(args: argparse.Namespace) -> int | None:
+    """The workflow is loaded once before any case runs, so a bad workflow is one message,
+    not one per case."""
+    from little_dist.cli.run_problems import InvalidWorkflowOrInput, UsageProblem, one_line
+    from little_dist.cli.run_target import workflow_folder
+
+    try:
+        workflow_folder(args.workflow)
+    except UsageProblem as exc:
+        print(f"little eval: --workflow: {one_line(str(exc))}", file=sys.stderr)
+        return 2
+    except InvalidWorkflowOrInput as exc:
+        print(f"little eval: --workflow: {one_line(str(exc))}", file=sys.stderr)
+        return 1
+    return None
+
+
+def _run_one(args: argparse.Namespace, value: Any) -> Any:
+    from little_dist.cli.run_cmd import run_to_state
+    from little_dist.evals import CaseRun
+
+    case_args = argparse.Namespace(
+        workflow=args.workflow,
+        input=json.dumps(value),
+        run_id=None,
+        app=[],
+        json=False,
+        quiet=True,
+        max_workers=8,
+        budget_usd=None,
+        lease_ttl=None,
+        max_branches=None,
+        run_timeout=args.run_timeout,
+        world=args.world,
+        data_dir=args.data_dir,
+    )
+    from little_dist.cli.run_problems import InvalidWorkflowOrInput, UsageProblem, one_line
+    from little_dist.cli.run_target import prepare
+
+    try:  # (what is wrong with this case's input is this case's error, said once)
+        prepare(case_args)
+    except (UsageProblem, InvalidWorkflowOrInput) as exc:
+        lines = getattr(exc, "lines", [])
+        return CaseRun(None, "failed", error=one_line(" ".join([str(exc), *lines])))
+    code, state = run_to_state(case_args)
+    if state is None:
+        return CaseRun(None, "failed", error=f"the run did not start (exit code {code})")
+    steps = {
+        path: step.output
+        for path, step in state.steps.items()
+        if step.status == "completed" and step.has_output
+    }
+    cost = state.usage.model_dump(by_alias=True).get("costUsd")
+    return CaseRun(
+        state.run_id,
+        state.status,
+        output=state.output,
+        step_outputs=steps,
+        error=state.error,
+        cost_usd=cost,
+    )
+
+
+def _stamp(seconds: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))

@@ -1,0 +1,267 @@
+"""``little eval`` through the real command, offline: the example eval set validated, stored
+and run against its workflow (scripted model); a failing and an erroring case; bad files as
+one line per finding naming the file and the path; the JSON result's shape; the comparison
+with the last run; and the checked-in example files rebuilt from their builder."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from examples.evals import make_set
+from little_dist.evals import eval_item_body_sha, eval_item_sha, sort_index
+from tests import zygote
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLE = REPO / "examples" / "evals"
+SET = str(EXAMPLE / "ticket-severity.evalset.json")
+ITEMS = str(EXAMPLE / "ticket-severity.items.json")
+WORKFLOW = str(EXAMPLE / "ticket-severity")
+
+
+def little(*args: str, cwd: Path) -> Any:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("LITTLE_MODEL", None)
+    done = zygote.run(list(args), cwd=cwd, env=env, timeout=180)
+    assert "Traceback" not in done.stderr + done.stdout
+    return done
+
+
+def write(path: Path, value: Any) -> str:
+    path.write_text(json.dumps(value), encoding="utf-8")
+    return str(path)
+
+
+def variant(tmp_path: Path, change: Any) -> tuple[str, str]:
+    """The example set with its bodies changed by ``change(bodies)``, re-indexed."""
+    bundle, bodies = make_set.build()
+    bodies = copy.deepcopy(bodies)
+    change(bodies)
+    by_item = {entry["itemSha"]: entry for entry in bundle["index"]}
+    entries = []
+    for old, new in zip(make_set.build()[1], bodies, strict=True):
+        entry = dict(by_item[eval_item_sha(old)])
+        entry.update(itemSha=eval_item_sha(new), bodySha=eval_item_body_sha(new))
+        entries.append(entry)
+    bundle["index"] = sort_index(entries)
+    return write(tmp_path / "set.json", bundle), write(tmp_path / "items.json", bodies)
+
+
+def test_the_checked_in_example_files_are_what_the_builder_makes() -> None:
+    bundle, bodies = make_set.build()
+    assert json.loads(Path(SET).read_text()) == bundle
+    assert json.loads(Path(ITEMS).read_text()) == bodies
+
+
+def test_the_example_set_validates_runs_passes_and_compares_with_its_last_run(
+    tmp_path: Path,
+) -> None:
+    data = ["--data-dir", str(tmp_path / "world")]
+    checked = little("eval", "validate", SET, "--items", ITEMS, *data, cwd=tmp_path)
+    assert checked.returncode == 0, checked.stderr
+    assert checked.stdout.splitlines()[-1].endswith("(4 item bodies)")
+    ran = little("eval", "run", SET, "--items", ITEMS, "--workflow", WORKFLOW, *data, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    lines = ran.stdout.splitlines()
+    assert lines[0].split() == [
+        "ITEM",
+        "TARGET",
+        "ROLE",
+        "RUNS",
+        "STATUS",
+        "COST",
+        "(USD)",
+        "DETAIL",
+    ]
+    assert [line.split()[4] for line in lines[1:5]] == ["passed"] * 4
+    set_id = lines[-1].split(":")[0]
+    assert set_id.startswith("evset_") and "4/4 passed, 0 failed, 0 errored" in lines[-1]
+    # Again, by its id in the world (stored by the first run), as JSON.
+    again = little(
+        "eval",
+        "run",
+        set_id,
+        "--workflow",
+        WORKFLOW,
+        "--json",
+        "--concurrency",
+        "1",
+        *data,
+        cwd=tmp_path,
+    )
+    assert again.returncode == 0, again.stderr
+    result = json.loads(again.stdout)
+    assert set(result) == {
+        "evalSetId",
+        "evalSetSha",
+        "workflow",
+        "ranAt",
+        "cases",
+        "summary",
+        "previous",
+    }
+    assert result["evalSetId"] == set_id
+    assert result["summary"]["passed"] == 4 and result["summary"]["costUsd"] > 0
+    assert result["previous"]["changed"] == [] and result["previous"]["summary"]["passed"] == 4
+    expected = {c["itemSha"]: c["expected"] for c in result["cases"]}
+    for case in result["cases"]:
+        (sample,) = case["samples"]
+        assert sample["status"] == "passed" and sample["output"] == expected[case["itemSha"]]
+        events = little("events", sample["runId"], *data, cwd=tmp_path)
+        assert events.returncode == 0 and "RunCompleted" in events.stdout
+    gate = little(
+        "eval",
+        "run",
+        set_id,
+        "--workflow",
+        WORKFLOW,
+        "--role",
+        "gate",
+        "--json",
+        *data,
+        cwd=tmp_path,
+    )
+    assert [c["role"] for c in json.loads(gate.stdout)["cases"]] == ["gate"]
+
+
+def test_a_wrong_label_fails_its_case_and_the_command(tmp_path: Path) -> None:
+    def relabel(bodies: list[Any]) -> None:
+        bodies[0]["label"]["value"] = "low"  # the fire is not low
+
+    bundle, items = variant(tmp_path, relabel)
+    ran = little(
+        "eval",
+        "run",
+        bundle,
+        "--items",
+        items,
+        "--workflow",
+        WORKFLOW,
+        "--json",
+        "--data-dir",
+        str(tmp_path / "w"),
+        cwd=tmp_path,
+    )
+    assert ran.returncode == 1
+    result = json.loads(ran.stdout)
+    failed = [c for c in result["cases"] if c["status"] == "failed"]
+    assert len(failed) == 1 and failed[0]["expected"] == "low"
+    assert failed[0]["samples"][0]["output"] == "high"
+    assert result["summary"]["failed"] == 1 and result["summary"]["passed"] == 3
+    table = little(
+        "eval",
+        "run",
+        bundle,
+        "--items",
+        items,
+        "--workflow",
+        WORKFLOW,
+        "--data-dir",
+        str(tmp_path / "w"),
+        cwd=tmp_path,
+    )
+    assert table.returncode == 1 and "output differs from the label" in table.stdout
+    assert "no case changed" in table.stdout
+
+
+def test_an_input_the_workflow_refuses_is_its_cases_error(tmp_path: Path) -> None:
+    def bad_input(bodies: list[Any]) -> None:
+        bodies[2]["input"]["value"] = {"ticket": 3}
+
+    bundle, items = variant(tmp_path, bad_input)
+    ran = little(
+        "eval",
+        "run",
+        bundle,
+        "--items",
+        items,
+        "--workflow",
+        WORKFLOW,
+        "--json",
+        "--data-dir",
+        str(tmp_path / "w"),
+        cwd=tmp_path,
+    )
+    assert ran.returncode == 1
+    result = json.loads(ran.stdout)
+    assert result["summary"] == {**result["summary"], "errored": 1, "passed": 3}
+    (errored,) = [c for c in result["cases"] if c["status"] == "error"]
+    assert errored["samples"][0]["runId"] is None
+    assert "ticket" in errored["samples"][0]["error"]
+
+
+def test_a_bad_bundle_is_one_line_per_finding_naming_file_and_path(tmp_path: Path) -> None:
+    bundle = json.loads(Path(SET).read_text())
+    bundle["manifest"]["judge"]["tpr"] = 0.93
+    del bundle["manifest"]["canaryGuid"]
+    path = write(tmp_path / "bad.json", bundle)
+    done = little(
+        "eval", "validate", path, "--items", ITEMS, "--data-dir", str(tmp_path), cwd=tmp_path
+    )
+    assert done.returncode == 1 and done.stdout == ""
+    lines = done.stderr.splitlines()
+    assert f"{path}: $.manifest.judge.tpr: " in lines[0] or any(
+        line.startswith(f"{path}: $.manifest.judge.tpr: ") for line in lines
+    )
+    assert any(
+        line.startswith(f"{path}: $.manifest.canaryGuid: ") and "(evalset.schema.missing)" in line
+        for line in lines
+    )
+    assert lines[-1] == f"little eval: {path}: invalid, {len(lines) - 1} findings"
+
+
+def test_bad_items_files_and_missing_things_are_one_line_each(tmp_path: Path) -> None:
+    data = ["--data-dir", str(tmp_path / "w")]
+    not_json = tmp_path / "broken.json"
+    not_json.write_text("{ nope")
+    done = little("eval", "validate", str(not_json), *data, cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"little eval: {not_json}: invalid JSON at line 1")
+    items = json.loads(Path(ITEMS).read_text())
+    items[1]["label"]["value"] = "medium"  # no longer the body the index pins
+    path = write(tmp_path / "items.json", items)
+    done = little("eval", "validate", SET, "--items", path, *data, cwd=tmp_path)
+    assert done.returncode == 1
+    assert f"{path}: $[1]: Body has item sha" in done.stderr
+    assert "(evalset.body_not_indexed)" in done.stderr and "(evalset.body_missing)" in done.stderr
+    one = write(tmp_path / "one.json", {**items[0], "kind": "Item"})
+    done = little("eval", "validate", SET, "--items", one, *data, cwd=tmp_path)
+    assert f'{one}: $.kind: $.kind must be "EvalItem". (evalset.schema.invalid)' in done.stderr
+    no_bodies = little("eval", "validate", SET, *data, cwd=tmp_path)
+    assert no_bodies.returncode == 1 and "(give --items FILE)" in no_bodies.stderr
+    unknown = little(
+        "eval", "run", "evset_0123456789abcdef", "--workflow", WORKFLOW, *data, cwd=tmp_path
+    )
+    assert unknown.returncode == 1 and "no eval set evset_0123456789abcdef" in unknown.stderr
+    no_workflow = little(
+        "eval", "run", SET, "--items", ITEMS, "--workflow", "nowhere", *data, cwd=tmp_path
+    )
+    assert no_workflow.returncode == 2 and no_workflow.stderr.startswith("little eval: --workflow")
+    fleet = little("eval", "validate", SET, "--world", "redis://127.0.0.1:6379/0", cwd=tmp_path)
+    assert fleet.returncode == 2 and "local world" in fleet.stderr
+
+
+@pytest.mark.parametrize("given", ["0", "two"])
+def test_concurrency_must_be_a_positive_whole_number(tmp_path: Path, given: str) -> None:
+    done = little("eval", "run", SET, "--workflow", WORKFLOW, "--concurrency", given, cwd=tmp_path)
+    assert done.returncode == 2 and "--concurrency" in done.stderr
+
+
+def test_register_stores_the_set_and_bodies_once(tmp_path: Path) -> None:
+    data = ["--data-dir", str(tmp_path / "w")]
+    first = little("eval", "register", SET, "--items", ITEMS, "--json", *data, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    said = json.loads(first.stdout)
+    assert said["items"] == 4 and said["hash"].startswith("sha256:")
+    stored = json.loads((tmp_path / "w" / "eval-sets" / f"{said['id']}.json").read_text())
+    assert stored["bundle"] == json.loads(Path(SET).read_text())
+    assert len(list((tmp_path / "w" / "eval-items").rglob("*.json"))) == 4
+    again = little("eval", "register", SET, "--items", ITEMS, "--json", *data, cwd=tmp_path)
+    assert json.loads(again.stdout) == said
+    by_id = little("eval", "validate", said["id"], *data, cwd=tmp_path)
+    assert by_id.returncode == 0 and "warning" not in by_id.stdout  # (its lineage is known now)
