@@ -265,3 +265,83 @@ def test_register_stores_the_set_and_bodies_once(tmp_path: Path) -> None:
     assert json.loads(again.stdout) == said
     by_id = little("eval", "validate", said["id"], *data, cwd=tmp_path)
     assert by_id.returncode == 0 and "warning" not in by_id.stdout  # (its lineage is known now)
+
+
+def test_affected_only_runs_again_just_the_cases_a_change_can_reach(tmp_path: Path) -> None:
+    from little_dist.evals import (
+        EVAL_ITEM_API_VERSION,
+        WORKFLOW_TARGET,
+        cone_for,
+        index_entry,
+    )
+    from little_dist.workspace import load_workflow
+    from little_dist.workspace.templates import INPUT_EXAMPLE
+
+    assert little("init", "p", cwd=tmp_path).returncode == 0
+    project = tmp_path / "p"
+    folder = project / "workflows" / "candidate-review"
+    plan = load_workflow(folder).plan
+    review = "A strong candidate: the notes show rigour and curiosity. Next: a technical interview."
+    labels = {
+        "profile": {"text": f"{INPUT_EXAMPLE['name']}: {INPUT_EXAMPLE['notes']}"},
+        "review": review,
+        WORKFLOW_TARGET: review,
+    }
+    bodies = [
+        {
+            "apiVersion": EVAL_ITEM_API_VERSION,
+            "kind": "EvalItem",
+            "target": target,
+            "input": {"kind": "inline", "value": INPUT_EXAMPLE},
+            "label": {"provenance": "human_labeled", "value": label},
+            "rubric": [],
+            "provenance": [],
+        }
+        for target, label in labels.items()
+    ]
+    bundle, _ = make_set.build()
+    bundle["manifest"]["workflowName"] = "candidate.review"
+    construct = bundle["manifest"]["constructs"][0]
+    bundle["manifest"]["constructs"] = [{**construct, "target": t} for t in labels]
+    entries = [
+        index_entry(
+            b,
+            role="regression",
+            cluster_id="c",
+            created_at=make_set.WHEN,
+            input_cone_hash=str(cone_for(plan, b["target"])),
+        )
+        for b in bodies
+    ]
+    bundle["index"] = sort_index(entries)
+    args = [
+        "eval",
+        "run",
+        write(tmp_path / "set.json", bundle),
+        "--workflow",
+        "candidate-review",
+        "--json",
+        "--items",
+        write(tmp_path / "items.json", bodies),
+    ]
+    first = little(*args, cwd=project)
+    assert first.returncode == 0, first.stderr
+    ran = {c["target"]: c for c in json.loads(first.stdout)["cases"]}
+    assert {t: (c["status"], c["coneAsIndexed"]) for t, c in ran.items()} == {
+        t: ("passed", True) for t in labels
+    }
+    # A new version that rewrites the review step's prompt: the profile step's cone is as it
+    # was, the review's and the workflow's are not.
+    workflow_py = folder / "workflow.py"
+    workflow_py.write_text(
+        workflow_py.read_text().replace("in two sentences", "in two short sentences")
+    )
+    again = little(*args, "--affected-only", cwd=project)
+    assert again.returncode == 0, again.stderr
+    result = json.loads(again.stdout)
+    now = {c["target"]: c for c in result["cases"]}
+    assert now["profile"] == {**ran["profile"], "reused": True}
+    for target in ("review", WORKFLOW_TARGET):
+        assert "reused" not in now[target] and now[target]["coneAsIndexed"] is False
+        assert now[target]["samples"][0]["runId"] != ran[target]["samples"][0]["runId"]
+    assert result["summary"]["reused"] == 1 and result["summary"]["passed"] == 3

@@ -4,6 +4,7 @@ at most ``concurrency`` runs at once, and the result's shape."""
 
 from __future__ import annotations
 
+import copy
 import threading
 import time
 from typing import Any
@@ -16,10 +17,12 @@ from little_dist.evals import (
     CaseRun,
     cases_of,
     compare,
+    cone_for,
     eval_item_body_sha,
     eval_item_sha,
     run_cases,
 )
+from little_dist.lwir.input_cone import input_cone_hash
 
 
 def item(value: Any, label: Any, target: str = WORKFLOW_TARGET, **extra: Any) -> dict[str, Any]:
@@ -129,6 +132,7 @@ def test_a_failed_run_a_crash_and_vault_content_are_their_cases_errors() -> None
         "passed": 1,
         "failed": 0,
         "errored": 3,
+        "reused": 0,
         "costUsd": 0.25,
     }
 
@@ -195,8 +199,18 @@ def test_the_result_shape_and_the_comparison_with_the_last_run() -> None:
         "expected",
         "samples",
         "costUsd",
+        "inputConeHash",
+        "coneAsIndexed",
     }
-    assert first["summary"] == {"cases": 2, "passed": 1, "failed": 1, "errored": 0, "costUsd": 0.5}
+    assert first["cases"][0]["inputConeHash"] is None  # (no LWIR given)
+    assert first["summary"] == {
+        "cases": 2,
+        "passed": 1,
+        "failed": 1,
+        "errored": 0,
+        "reused": 0,
+        "costUsd": 0.5,
+    }
     second = run(
         [item({"text": "a"}, "A"), item({"text": "b"}, "nope")],
         run_case=lambda v: CaseRun("r", "completed", output="nope"),
@@ -211,3 +225,56 @@ def test_the_result_shape_and_the_comparison_with_the_last_run() -> None:
             {"itemSha": first["cases"][1]["itemSha"], "was": "failed", "now": "passed"},
         ],
     }
+
+
+LWIR = {
+    "apiVersion": "littleworkflow.dev/v0.1",
+    "kind": "Workflow",
+    "metadata": {"name": "shout", "version": "1"},
+    "input": {"schema": {"type": "object"}},
+    "output": {"schema": {"type": "string"}},
+    "permissions": {"models": [], "tools": ["t"], "secrets": [], "network": []},
+    "steps": [
+        {"id": "words", "uses": "tool.call", "with": {"tool": "t", "args": {"x": "{{ input }}"}}},
+        {
+            "id": "up",
+            "uses": "tool.call",
+            "needs": ["words"],
+            "with": {"tool": "t", "args": {"x": "{{ steps.words.output }}"}},
+        },
+    ],
+}
+
+
+def test_a_case_whose_cone_did_not_change_keeps_its_earlier_result() -> None:
+    bodies = [item({"text": "a b"}, ["a", "b"], target="words"), item({"text": "a b"}, "A B")]
+    first = run(bodies)
+    assert [c["inputConeHash"] for c in first["cases"]] == [None, None]
+    cases = cases_of(bundle_for(bodies), {eval_item_body_sha(b): b for b in bodies})
+    ran = run_cases(cases, shout, concurrency=2, lwir=LWIR)
+    words_cone = cone_for(LWIR, "words")
+    assert words_cone == input_cone_hash(LWIR, "words").hash
+    assert [c["inputConeHash"] for c in ran["cases"]] == [words_cone, cone_for(LWIR, "$workflow")]
+    assert [c["coneAsIndexed"] for c in ran["cases"]] == [False, False]  # (indexed: none)
+    # `up` changes: the cone of `words` does not, the whole workflow's does.
+    changed = copy.deepcopy(LWIR)
+    changed["steps"][1]["with"]["args"]["x"] = "{{ steps.words.output }}!"
+    calls: list[Any] = []
+
+    def counted(value: Any) -> CaseRun:
+        calls.append(value)
+        return shout(value)
+
+    again = run_cases(
+        cases,
+        counted,
+        concurrency=2,
+        lwir=changed,
+        reusable={c["itemSha"]: c for c in ran["cases"]},
+    )
+    assert len(calls) == 1
+    assert again["cases"][0] == {**ran["cases"][0], "reused": True}
+    assert "reused" not in again["cases"][1]
+    assert again["summary"]["reused"] == 1 and again["summary"]["costUsd"] == 0.25
+    # An LWIR without the target step: no cone, so nothing to reuse.
+    assert cone_for(LWIR, "nowhere") is None and cone_for(None, "words") is None

@@ -22,8 +22,8 @@ from little_dist.canonical import sha256_digest
 from little_dist.evals import (
     EVAL_ITEM_API_VERSION,
     EVAL_SET_API_VERSION,
-    LWIR_INPUT_CONE_ALGORITHM,
     WORKFLOW_TARGET,
+    cone_for,
     index_entry,
     seal_key_id,
     sort_index,
@@ -66,16 +66,9 @@ def build() -> tuple[dict[str, Any], list[dict[str, Any]]]:
 
     lwir = workflow_lwir()
     version = compile_lwir(lwir)
-    # A "$workflow" item tests the whole document: its cone is every step (upstream's
-    # whole-document scope).
-    cone = sha256_digest(
-        {
-            "algorithm": LWIR_INPUT_CONE_ALGORITHM,
-            "scope": "whole-document",
-            "stepId": WORKFLOW_TARGET,
-            "document": lwir,
-        }
-    )
+    # A "$workflow" item's cone is the whole document (every step can reach the output).
+    cone = cone_for(lwir, WORKFLOW_TARGET)
+    assert cone is not None
     bodies = [body(ticket, severity) for ticket, severity, _ in TICKETS]
     entries = [
         index_entry(

@@ -3,7 +3,8 @@ stored in the local world, and run against a workflow.
 
     little eval validate SET [--items FILE]
     little eval register SET --items FILE
-    little eval run SET --workflow W [--items FILE] [--role ROLE]... [--concurrency N] [--json]
+    little eval run SET --workflow W [--items FILE] [--role ROLE]... [--concurrency N]
+                    [--affected-only] [--json]
 
 ``SET`` is a bundle file (an ``EvalSet``, or a registered version with a ``bundle`` field) or
 the id (``evset_...``) of one stored in the world; ``--items`` a JSON file holding an
@@ -12,6 +13,8 @@ the path in it and upstream's finding code, exit 1. ``run`` registers the set an
 first, runs every selected item (``resampleK`` times; in this process, at most
 ``--concurrency`` runs at once), prints a table (``--json``: the whole result) with cost and
 what changed since the last run of the same set, and exits 1 when a case failed or errored.
+With ``--affected-only``, a case whose target's input cone (``lwir-input-cone@v1``) is the
+same as in the set's last run keeps that result instead of running again.
 """
 
 from __future__ import annotations
@@ -67,6 +70,19 @@ def register(subparsers: Any, name: str) -> argparse.ArgumentParser:
         default=None,
         metavar="DURATION",
         help="each run's timeout ('10m', or milliseconds), as little test",
+    )
+    running.add_argument(
+        "--affected-only",
+        action="store_true",
+        help="run only the cases a change can affect: a case whose target's input cone is the "
+        "same as in the set's last run keeps that run's result",
+    )
+    running.add_argument(
+        "--app",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="module providing tools and model slots (as little run --app)",
     )
     running.add_argument("--quiet", "-q", action="store_true", help="(accepted; runs are quiet)")
     return parser

@@ -27,9 +27,19 @@ def run_eval_set(args: argparse.Namespace, loaded: LoadedEvalSet) -> int:
     check = _prepare_check(args)
     if check is not None:
         return check
-    started = time.time()
-    result = run_cases(cases, lambda value: _run_one(args, value), concurrency=args.concurrency)
+    lwir = _lwir_that_runs(args, cases[0].body["input"].get("value"))
     before = loaded.store_.last_run(loaded.version.id)
+    reusable = None
+    if args.affected_only and before is not None:
+        reusable = {case["itemSha"]: case for case in before.get("cases", [])}
+    started = time.time()
+    result = run_cases(
+        cases,
+        lambda value: _run_one(args, value),
+        concurrency=args.concurrency,
+        lwir=lwir,
+        reusable=reusable,
+    )
     document: dict[str, Any] = {
         "evalSetId": loaded.version.id,
         "evalSetSha": loaded.version.hash,
@@ -68,15 +78,26 @@ def _prepare_check(args: argparse.Namespace) -> int | None:
     return None
 
 
-def _run_one(args: argparse.Namespace, value: Any) -> Any:
-    from little_dist.cli.run_cmd import run_to_state
-    from little_dist.evals import CaseRun
+def _lwir_that_runs(args: argparse.Namespace, value: Any) -> Any:
+    """The LWIR the workflow will run, when it is known before running (a fixed plan, an
+    LWIR file, a compiled version; not a planner's draft): its steps' input cones are hashed."""
+    from little_dist.cli.run_problems import InvalidWorkflowOrInput, UsageProblem
+    from little_dist.cli.run_target import prepare
 
-    case_args = argparse.Namespace(
+    try:
+        resolve, _, _ = prepare(_case_args(args, value))
+    except (UsageProblem, InvalidWorkflowOrInput):
+        return None  # (that case's own run says what is wrong)
+    checked = getattr(resolve, "checked", None)
+    return getattr(checked, "lwir", checked)
+
+
+def _case_args(args: argparse.Namespace, value: Any) -> argparse.Namespace:
+    return argparse.Namespace(
         workflow=args.workflow,
         input=json.dumps(value),
         run_id=None,
-        app=[],
+        app=list(args.app),
         json=False,
         quiet=True,
         max_workers=8,
@@ -87,6 +108,13 @@ def _run_one(args: argparse.Namespace, value: Any) -> Any:
         world=args.world,
         data_dir=args.data_dir,
     )
+
+
+def _run_one(args: argparse.Namespace, value: Any) -> Any:
+    from little_dist.cli.run_cmd import run_to_state
+    from little_dist.evals import CaseRun
+
+    case_args = _case_args(args, value)
     from little_dist.cli.run_problems import InvalidWorkflowOrInput, UsageProblem, one_line
     from little_dist.cli.run_target import prepare
 

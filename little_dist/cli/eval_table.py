@@ -35,7 +35,9 @@ def render(document: dict[str, Any]) -> str:
     lines.append("")
     lines.append(
         f"{document['evalSetId']}: {summary['passed']}/{summary['cases']} passed, "
-        f"{summary['failed']} failed, {summary['errored']} errored; "
+        f"{summary['failed']} failed, {summary['errored']} errored"
+        + (f", {summary['reused']} reused" if summary.get("reused") else "")
+        + "; "
         f"cost {_dollars(summary['costUsd'])} USD"
     )
     previous = document.get("previous")
@@ -53,6 +55,8 @@ def render(document: dict[str, Any]) -> str:
 
 
 def _detail(case: dict[str, Any]) -> str:
+    if case.get("reused"):
+        return "reused: its input cone is as in the last run"
     for sample in case["samples"]:
         if sample["status"] == "error":
             return str(sample.get("error"))[:120]

@@ -29,7 +29,7 @@ from little_dist.evals.items import (
     validate_eval_item_body,
     verify_eval_set_bodies,
 )
-from little_dist.evals.runner import Case, CaseRun, cases_of, compare, run_cases
+from little_dist.evals.runner import Case, CaseRun, cases_of, compare, cone_for, run_cases
 from little_dist.evals.seal import is_sealed, seal_key_id
 from little_dist.evals.store import EvalStore
 
@@ -48,6 +48,7 @@ __all__ = [
     "Findings",
     "cases_of",
     "compare",
+    "cone_for",
     "eval_item_body_sha",
     "eval_item_sha",
     "index_entry",

@@ -18,6 +18,7 @@ from little_dist.canonical import canonical_json, sha256_digest
 from little_dist.errors import InvalidInputError
 from little_dist.evals.card import check_sections
 from little_dist.evals.checks import Findings, utf16_key
+from little_dist.lwir.input_cone import LWIR_INPUT_CONE_ALGORITHM
 
 __all__ = [
     "EVAL_ITEM_ROLES",
@@ -34,7 +35,6 @@ __all__ = [
 
 EVAL_SET_API_VERSION: Final = "littleworkflow.dev/evalset/v0.1"
 EVAL_SET_CANONICALIZER: Final = "little-workflow-canonical-json@alpha"
-LWIR_INPUT_CONE_ALGORITHM: Final = "lwir-input-cone@v1"
 #: The ``target`` of an item that tests the workflow end to end rather than one step.
 WORKFLOW_TARGET: Final = "$workflow"
 # No "gate_sealed": a queryable sealed flag is the membership list sealing exists to forbid;

@@ -16,11 +16,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from little_dist.canonical import canonical_json
+from little_dist.canonical import canonical_json, sha256_digest
 from little_dist.errors import LittleError
-from little_dist.evals.bundle import WORKFLOW_TARGET
+from little_dist.evals.bundle import LWIR_INPUT_CONE_ALGORITHM, WORKFLOW_TARGET
+from little_dist.lwir.input_cone import LwirInputConeError, input_cone_hash
 
-__all__ = ["Case", "CaseRun", "cases_of", "compare", "run_cases"]
+__all__ = ["Case", "CaseRun", "cases_of", "compare", "cone_for", "run_cases"]
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ class Case:
     role: str
     resample_k: int
     body: Mapping[str, Any]
+    indexed_cone: str | None = None
 
 
 RunCase = Callable[[Any], CaseRun]
@@ -70,22 +72,74 @@ def cases_of(
                 role=entry["role"],
                 resample_k=int(entry.get("resampleK", k_by_target.get(entry["target"], 1))),
                 body=bodies[entry["bodySha"]],
+                indexed_cone=entry.get("inputConeHash"),
             )
         )
     return cases
 
 
-def run_cases(cases: list[Case], run_case: RunCase, *, concurrency: int) -> dict[str, Any]:
+def run_cases(
+    cases: list[Case],
+    run_case: RunCase,
+    *,
+    concurrency: int,
+    lwir: Mapping[str, Any] | None = None,
+    reusable: Mapping[str, Mapping[str, Any]] | None = None,
+) -> dict[str, Any]:
     """Run every sample of every case, at most ``concurrency`` at once; the per-case results
-    (in ``cases``' order) and their summary."""
-    jobs = [(index, case) for index, case in enumerate(cases) for _ in range(case.resample_k)]
+    (in ``cases``' order) and their summary.
+
+    With the LWIR that runs (``lwir``), each result carries its target's input cone hash
+    under it, and whether that is still the cone the item was authored against. A case in
+    ``reusable`` (``itemSha`` -> a result of an earlier run) whose cone is the same as then
+    is not run again: nothing it reads has changed, so its earlier result stands
+    (``"reused": true``).
+    """
+    cones = {case.item_sha: cone_for(lwir, case.target) for case in cases}
+    kept: dict[int, dict[str, Any]] = {}
+    for index, case in enumerate(cases):
+        earlier = (reusable or {}).get(case.item_sha)
+        cone = cones[case.item_sha]
+        if earlier is not None and cone is not None and earlier.get("inputConeHash") == cone:
+            kept[index] = {**earlier, "reused": True}
+    jobs = [
+        (index, case)
+        for index, case in enumerate(cases)
+        if index not in kept
+        for _ in range(case.resample_k)
+    ]
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
         samples = list(pool.map(lambda job: _sample(job[1], run_case), jobs))
     per_case: list[list[dict[str, Any]]] = [[] for _ in cases]
     for (index, _), sample in zip(jobs, samples, strict=True):
         per_case[index].append(sample)
-    results = [_case_result(case, found) for case, found in zip(cases, per_case, strict=True)]
+    results = [
+        kept[index] if index in kept else _case_result(case, per_case[index], cones[case.item_sha])
+        for index, case in enumerate(cases)
+    ]
     return {"cases": results, "summary": _summary(results)}
+
+
+def cone_for(lwir: Mapping[str, Any] | None, target: str) -> str | None:
+    """The input cone hash of ``target`` in ``lwir``: upstream's ``lwir-input-cone@v1`` for
+    a step; for ``$workflow`` (every step can reach the output) the whole document, as
+    upstream's whole-document scope hashes it. ``None`` when unknown (no LWIR before the run,
+    a target the LWIR does not have)."""
+    if lwir is None:
+        return None
+    if target == WORKFLOW_TARGET:
+        return sha256_digest(
+            {
+                "algorithm": LWIR_INPUT_CONE_ALGORITHM,
+                "scope": "whole-document",
+                "stepId": WORKFLOW_TARGET,
+                "document": lwir,
+            }
+        )
+    try:
+        return input_cone_hash(lwir, target).hash
+    except LwirInputConeError:
+        return None
 
 
 def compare(now: Mapping[str, Any], before: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -133,7 +187,7 @@ def _sample(case: Case, run_case: RunCase) -> dict[str, Any]:
     return {**sample, "status": "passed" if same else "failed", "output": output}
 
 
-def _case_result(case: Case, samples: list[dict[str, Any]]) -> dict[str, Any]:
+def _case_result(case: Case, samples: list[dict[str, Any]], cone: str | None) -> dict[str, Any]:
     statuses = {sample["status"] for sample in samples}
     status = "error" if "error" in statuses else "failed" if "failed" in statuses else "passed"
     costs = [s["costUsd"] for s in samples if s.get("costUsd") is not None]
@@ -145,6 +199,9 @@ def _case_result(case: Case, samples: list[dict[str, Any]]) -> dict[str, Any]:
         "expected": case.body["label"]["value"],
         "samples": samples,
         "costUsd": round(sum(costs), 10) if costs else None,
+        "inputConeHash": cone,
+        # (the label was made against the indexed cone; a changed cone may make it stale)
+        "coneAsIndexed": None if cone is None else cone == case.indexed_cone,
     }
     if case.body["rubric"]:
         result["rubric"] = "unscored"
@@ -152,12 +209,14 @@ def _case_result(case: Case, samples: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _summary(results: list[dict[str, Any]]) -> dict[str, Any]:
-    costs = [r["costUsd"] for r in results if r["costUsd"] is not None]
+    # (the cost is this run's: a reused case was paid for by the run it comes from)
+    costs = [r["costUsd"] for r in results if r["costUsd"] is not None and not r.get("reused")]
     return {
         "cases": len(results),
         "passed": sum(r["status"] == "passed" for r in results),
         "failed": sum(r["status"] == "failed" for r in results),
         "errored": sum(r["status"] == "error" for r in results),
+        "reused": sum(bool(r.get("reused")) for r in results),
         "costUsd": round(sum(costs), 10) if costs else None,
     }
 
