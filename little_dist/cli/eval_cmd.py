@@ -4,7 +4,7 @@ stored in the local world, and run against a workflow.
     little eval validate SET [--items FILE]
     little eval register SET --items FILE
     little eval run SET --workflow W [--items FILE] [--role ROLE]... [--concurrency N]
-                    [--affected-only] [--json]
+                    [--affected-only] [--fleet] [--json]
 
 ``SET`` is a bundle file (an ``EvalSet``, or a registered version with a ``bundle`` field) or
 the id (``evset_...``) of one stored in the world; ``--items`` a JSON file holding an
@@ -14,7 +14,9 @@ first, runs every selected item (``resampleK`` times; in this process, at most
 ``--concurrency`` runs at once), prints a table (``--json``: the whole result) with cost and
 what changed since the last run of the same set, and exits 1 when a case failed or errored.
 With ``--affected-only``, a case whose target's input cone (``lwir-input-cone@v1``) is the
-same as in the set's last run keeps that result instead of running again.
+same as in the set's last run keeps that result instead of running again. With ``--fleet``
+the runs are submitted to the fleet (``--world`` or ``LITTLE_WORLD``) and waited for; the set
+and its results stay in ``--data-dir``.
 """
 
 from __future__ import annotations
@@ -83,6 +85,19 @@ def register(subparsers: Any, name: str) -> argparse.ArgumentParser:
         default=[],
         metavar="MODULE",
         help="module providing tools and model slots (as little run --app)",
+    )
+    running.add_argument(
+        "--fleet",
+        action="store_true",
+        help="run the cases on the fleet (--world or LITTLE_WORLD); the eval set and its "
+        "results stay in --data-dir",
+    )
+    running.add_argument(
+        "--fleet-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="with --fleet: give up waiting for a case's run (its case errors)",
     )
     running.add_argument("--quiet", "-q", action="store_true", help="(accepted; runs are quiet)")
     return parser

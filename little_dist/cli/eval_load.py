@@ -43,12 +43,16 @@ class LoadedEvalSet:
 def load_eval_set(args: argparse.Namespace) -> LoadedEvalSet:
     """The set ``args.set`` names with the bodies of every index entry (from ``--items``,
     else the world); raises :class:`EvalFileProblem`."""
-    from little_dist.cli.common import world_spec
+    from little_dist.cli.common import DEFAULT_DATA_DIR, world_spec
     from little_dist.errors import InvalidInputError, NotFoundError
     from little_dist.evals import register_eval_set, verify_eval_set_bodies
 
     try:
-        spec = world_spec(args)
+        # (on --fleet, --world is the fleet's; the eval sets stay in the local data dir)
+        if getattr(args, "fleet", False):
+            spec = args.data_dir or DEFAULT_DATA_DIR
+        else:
+            spec = world_spec(args)
     except InvalidInputError as exc:
         raise EvalFileProblem([f"little eval: {exc}"], 2) from None
     if "://" in spec or spec.startswith("memory"):

@@ -5,6 +5,7 @@ table or the JSON result, stored beside the set for the next run to compare with
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -24,22 +25,38 @@ def run_eval_set(args: argparse.Namespace, loaded: LoadedEvalSet) -> int:
         roles = ", ".join(args.role or [])
         print(f"little eval: {loaded.label}: no items with role {roles}", file=sys.stderr)
         return 1
-    check = _prepare_check(args)
-    if check is not None:
-        return check
-    lwir = _lwir_that_runs(args, cases[0].body["input"].get("value"))
     before = loaded.store_.last_run(loaded.version.id)
     reusable = None
     if args.affected_only and before is not None:
         reusable = {case["itemSha"]: case for case in before.get("cases", [])}
     started = time.time()
-    result = run_cases(
-        cases,
-        lambda value: _run_one(args, value),
-        concurrency=args.concurrency,
-        lwir=lwir,
-        reusable=reusable,
-    )
+    if args.fleet:
+        from little_dist.cli.eval_fleet import fleet_runner
+
+        with contextlib.ExitStack() as stack:
+            try:
+                run_case, lwir = stack.enter_context(fleet_runner(args))
+            except Exception as exc:  # (what is wrong with --workflow or the fleet settings)
+                from little_dist.cli.run_problems import one_line
+                from little_dist.redaction import redact
+
+                print(f"little eval: --workflow: {one_line(redact(str(exc)))}", file=sys.stderr)
+                return 2
+            result = run_cases(
+                cases, run_case, concurrency=args.concurrency, lwir=lwir, reusable=reusable
+            )
+    else:
+        check = _prepare_check(args)
+        if check is not None:
+            return check
+        lwir = _lwir_that_runs(args, cases[0].body["input"].get("value"))
+        result = run_cases(
+            cases,
+            lambda value: _run_one(args, value),
+            concurrency=args.concurrency,
+            lwir=lwir,
+            reusable=reusable,
+        )
     document: dict[str, Any] = {
         "evalSetId": loaded.version.id,
         "evalSetSha": loaded.version.hash,
