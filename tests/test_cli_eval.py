@@ -345,3 +345,75 @@ def test_affected_only_runs_again_just_the_cases_a_change_can_reach(tmp_path: Pa
         assert "reused" not in now[target] and now[target]["coneAsIndexed"] is False
         assert now[target]["samples"][0]["runId"] != ran[target]["samples"][0]["runId"]
     assert result["summary"]["reused"] == 1 and result["summary"]["passed"] == 3
+
+
+def test_the_gate_split_is_computed_with_the_seal_key(tmp_path: Path) -> None:
+    from little_dist.evals import is_sealed
+
+    bundle, _ = make_set.build()
+    for entry in bundle["index"]:
+        entry["role"] = "gate"
+    path = write(tmp_path / "set.json", bundle)
+    key = tmp_path / "seal.key"
+    key.write_bytes(b"example seal key: not a secret\n")
+    policy = bundle["manifest"]["sealPolicy"]
+    sealed = {
+        e["itemSha"]
+        for e in bundle["index"]
+        if is_sealed(
+            b"example seal key: not a secret", policy["domain"], e["itemSha"], policy["cutoff"]
+        )
+    }
+    parts = {}
+    for split in ("dev", "sealed"):
+        done = little(
+            "eval",
+            "run",
+            path,
+            "--items",
+            ITEMS,
+            "--workflow",
+            WORKFLOW,
+            "--json",
+            "--gate-split",
+            split,
+            "--seal-key",
+            str(key),
+            "--data-dir",
+            str(tmp_path / "w"),
+            cwd=tmp_path,
+        )
+        assert done.returncode == 0, done.stderr
+        parts[split] = {c["itemSha"] for c in json.loads(done.stdout)["cases"]}
+    assert parts["sealed"] == sealed
+    assert parts["dev"] == {e["itemSha"] for e in bundle["index"]} - sealed
+    wrong = tmp_path / "wrong.key"
+    wrong.write_bytes(b"another key")
+    refused = little(
+        "eval",
+        "run",
+        path,
+        "--items",
+        ITEMS,
+        "--workflow",
+        WORKFLOW,
+        "--gate-split",
+        "dev",
+        "--seal-key",
+        str(wrong),
+        cwd=tmp_path,
+    )
+    assert refused.returncode == 1 and "is not the key" in refused.stderr
+    alone = little(
+        "eval",
+        "run",
+        path,
+        "--items",
+        ITEMS,
+        "--workflow",
+        WORKFLOW,
+        "--gate-split",
+        "dev",
+        cwd=tmp_path,
+    )
+    assert alone.returncode == 2 and "go together" in alone.stderr

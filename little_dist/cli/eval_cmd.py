@@ -4,7 +4,8 @@ stored in the local world, and run against a workflow.
     little eval validate SET [--items FILE]
     little eval register SET --items FILE
     little eval run SET --workflow W [--items FILE] [--role ROLE]... [--concurrency N]
-                    [--affected-only] [--fleet] [--json]
+                    [--gate-split dev|sealed --seal-key FILE] [--affected-only]
+                    [--fleet] [--json]
 
 ``SET`` is a bundle file (an ``EvalSet``, or a registered version with a ``bundle`` field) or
 the id (``evset_...``) of one stored in the world; ``--items`` a JSON file holding an
@@ -16,7 +17,9 @@ what changed since the last run of the same set, and exits 1 when a case failed 
 With ``--affected-only``, a case whose target's input cone (``lwir-input-cone@v1``) is the
 same as in the set's last run keeps that result instead of running again. With ``--fleet``
 the runs are submitted to the fleet (``--world`` or ``LITTLE_WORLD``) and waited for; the set
-and its results stay in ``--data-dir``.
+and its results stay in ``--data-dir``. ``--gate-split dev|sealed --seal-key FILE`` runs the
+gate items of one part of the sealed split (upstream's ``SealPolicy``: an item is sealed when
+``BE_uint64(HMAC-SHA256(key, domain ‖ itemSha)[0:8]) < cutoff``; no file stores the split).
 """
 
 from __future__ import annotations
@@ -85,6 +88,19 @@ def register(subparsers: Any, name: str) -> argparse.ArgumentParser:
         default=[],
         metavar="MODULE",
         help="module providing tools and model slots (as little run --app)",
+    )
+    running.add_argument(
+        "--gate-split",
+        choices=("dev", "sealed"),
+        default=None,
+        help="run only the gate items of this part of the sealed split (needs --seal-key)",
+    )
+    running.add_argument(
+        "--seal-key",
+        metavar="FILE",
+        default=None,
+        help="the key the set's gate split is sealed with (the file's bytes, without a "
+        "trailing newline); its id must be the card's sealPolicy.sealKeyId",
     )
     running.add_argument(
         "--fleet",

@@ -21,6 +21,11 @@ def run_eval_set(args: argparse.Namespace, loaded: LoadedEvalSet) -> int:
 
     bundle = loaded.version.bundle
     cases = cases_of(bundle, loaded.bodies, args.role)
+    if args.gate_split is not None or args.seal_key is not None:
+        split = _gate_split(args, bundle, cases)
+        if isinstance(split, int):
+            return split
+        cases = split
     if not cases:
         roles = ", ".join(args.role or [])
         print(f"little eval: {loaded.label}: no items with role {roles}", file=sys.stderr)
@@ -76,6 +81,37 @@ def run_eval_set(args: argparse.Namespace, loaded: LoadedEvalSet) -> int:
         print(render(document))
     summary = document["summary"]
     return 0 if summary["passed"] == summary["cases"] else 1
+
+
+def _gate_split(args: argparse.Namespace, bundle: Any, cases: list[Any]) -> list[Any] | int:
+    """The gate cases in the ``--gate-split`` part of the sealed split, computed with the
+    key (the bundle stores only role ``gate``), or the exit code after saying why not."""
+    from little_dist.evals import is_sealed, seal_key_id
+
+    if args.gate_split is None or args.seal_key is None:
+        print("little eval: --gate-split and --seal-key go together", file=sys.stderr)
+        return 2
+    try:
+        with open(args.seal_key, "rb") as handle:
+            key = handle.read(1 << 16).rstrip(b"\r\n")
+    except OSError as exc:
+        print(f"little eval: --seal-key: {args.seal_key}: {exc.strerror}", file=sys.stderr)
+        return 2
+    policy = bundle["manifest"]["sealPolicy"]
+    if not key or seal_key_id(key) != policy["sealKeyId"]:
+        print(
+            f"little eval: --seal-key: {args.seal_key} is not the key this set's gate split is "
+            f"sealed with (its id is not {policy['sealKeyId']})",
+            file=sys.stderr,
+        )
+        return 1
+    wanted = args.gate_split == "sealed"
+    return [
+        case
+        for case in cases
+        if case.role == "gate"
+        and is_sealed(key, policy["domain"], case.item_sha, policy["cutoff"]) == wanted
+    ]
 
 
 def _prepare_check(args: argparse.Namespace) -> int | None:
