@@ -417,3 +417,60 @@ def test_the_gate_split_is_computed_with_the_seal_key(tmp_path: Path) -> None:
         cwd=tmp_path,
     )
     assert alone.returncode == 2 and "go together" in alone.stderr
+
+
+def test_rubric_criteria_are_judged_by_the_judge_model(tmp_path: Path) -> None:
+    def with_rubric(bodies: list[Any]) -> None:
+        for body in bodies:
+            body["rubric"] = [{"criterionId": "severity", "expected": True}]
+
+    bundle, items = variant(tmp_path, with_rubric)
+    # One script for every scripted model in the process (LITTLE_SCRIPTED_MODEL): the
+    # workflow's model answers as its own script does, the judge says no about the fire.
+    script = {
+        "version": 1,
+        "rules": [
+            {"model": "judge", "contains": "on fire", "replies": [{"text": "No.", "times": None}]},
+            {"model": "judge", "replies": [{"text": "Yes.", "times": None}]},
+            *[
+                {
+                    "model": "ticket-severity",
+                    "contains": word,
+                    "replies": [{"text": "high", "times": None}],
+                }
+                for word in ("fire", "crash", "outage")
+            ],
+            {"model": "ticket-severity", "replies": [{"text": "low", "times": None}]},
+        ],
+    }
+    path = write(tmp_path / "script.json", script)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "LITTLE_SCRIPTED_MODEL": path}
+    env.pop("LITTLE_MODEL", None)
+    args = [
+        "eval",
+        "run",
+        bundle,
+        "--items",
+        items,
+        "--workflow",
+        WORKFLOW,
+        "--judge-model",
+        "scripted/judge",
+        "--data-dir",
+        str(tmp_path / "w"),
+    ]
+    done = zygote.run([*args, "--json"], cwd=tmp_path, env=env, timeout=180)
+    assert done.returncode == 1, done.stderr
+    result = json.loads(done.stdout)
+    assert result["summary"]["passed"] == 3 and result["summary"]["failed"] == 1
+    (failed,) = [c for c in result["cases"] if c["status"] == "failed"]
+    assert failed["rubric"] == "judged" and failed["expected"] == "high"
+    assert failed["samples"][0]["output"] == "high"
+    assert failed["samples"][0]["rubric"] == [
+        {"criterionId": "severity", "expected": True, "verdict": False}
+    ]
+    table = zygote.run(args, cwd=tmp_path, env=env, timeout=180)
+    assert "the judge disagrees on severity" in table.stdout
+    skipped = zygote.run([*args, "--no-judge", "--json"], cwd=tmp_path, env=env, timeout=180)
+    assert skipped.returncode == 0
+    assert {c["rubric"] for c in json.loads(skipped.stdout)["cases"]} == {"unscored"}

@@ -278,3 +278,55 @@ def test_a_case_whose_cone_did_not_change_keeps_its_earlier_result() -> None:
     assert again["summary"]["reused"] == 1 and again["summary"]["costUsd"] == 0.25
     # An LWIR without the target step: no cone, so nothing to reuse.
     assert cone_for(LWIR, "nowhere") is None and cone_for(None, "words") is None
+
+
+def test_the_judge_answers_each_rubric_criterion_as_the_item_expects() -> None:
+    from little_dist.evals.judge import judge_prompt, parse_verdict
+
+    rubric = [
+        {"criterionId": "loud", "expected": True},
+        {"criterionId": "short", "expected": False},
+    ]
+    bodies = [
+        item({"text": "hey"}, "HEY", rubric=rubric),  # the judge agrees on both
+        item({"text": "long words here"}, "LONG WORDS HERE", rubric=rubric),  # it says short: no
+        item({"text": "odd"}, "ODD", rubric=rubric),  # it answers neither yes nor no
+        item({"text": "nope"}, "NOPE!", rubric=rubric),  # the label differs
+    ]
+    bundle = bundle_for(bodies)
+    bundle["manifest"]["constructs"][0].update(
+        passCriterion="Shouted back.",
+        criteria=[{"id": "loud", "text": "All capitals."}, {"id": "short", "text": "Long."}],
+    )
+    asked: list[str] = []
+
+    def judge(prompt: str) -> str:
+        asked.append(prompt)
+        if '"odd"' in prompt:
+            return "Perhaps."
+        if "Criterion: Long." in prompt:
+            return "Yes." if "long words" in prompt else "no"
+        return "YES"
+
+    cases = cases_of(bundle, {eval_item_body_sha(b): b for b in bodies})
+    result = run_cases(cases, shout, concurrency=2, judge=judge)
+    assert statuses(result) == ["passed", "failed", "error", "failed"]
+    first = result["cases"][0]
+    assert first["rubric"] == "judged"
+    assert first["samples"][0]["rubric"] == [
+        {"criterionId": "loud", "expected": True, "verdict": True},
+        {"criterionId": "short", "expected": False, "verdict": False},
+    ]
+    assert result["cases"][1]["samples"][0]["rubric"][1]["verdict"] is True
+    assert "not yes or no" in result["cases"][2]["samples"][0]["error"]
+    assert judge_prompt("Shouted back.", "All capitals.", {"text": "hey"}, "HEY") in asked
+    assert [parse_verdict(a) for a in ("yes", "No.", " **Yes** it does", "maybe", "")] == [
+        True,
+        False,
+        True,
+        None,
+        None,
+    ]
+    unjudged = run_cases(cases, shout, concurrency=2)
+    assert statuses(unjudged) == ["passed", "passed", "passed", "failed"]
+    assert unjudged["cases"][0]["rubric"] == "unscored"

@@ -5,15 +5,17 @@ stored in the local world, and run against a workflow.
     little eval register SET --items FILE
     little eval run SET --workflow W [--items FILE] [--role ROLE]... [--concurrency N]
                     [--gate-split dev|sealed --seal-key FILE] [--affected-only]
-                    [--fleet] [--json]
+                    [--judge-model MODEL | --no-judge] [--fleet] [--json]
 
 ``SET`` is a bundle file (an ``EvalSet``, or a registered version with a ``bundle`` field) or
 the id (``evset_...``) of one stored in the world; ``--items`` a JSON file holding an
 ``EvalItem`` body or an array of them. A bad file gets one line per finding naming the file,
 the path in it and upstream's finding code, exit 1. ``run`` registers the set and its bodies
 first, runs every selected item (``resampleK`` times; in this process, at most
-``--concurrency`` runs at once), prints a table (``--json``: the whole result) with cost and
-what changed since the last run of the same set, and exits 1 when a case failed or errored.
+``--concurrency`` runs at once) and scores each output (it must equal the item's label, and
+the judge model, the card's or ``--judge-model``, must answer each rubric criterion as the
+item expects), prints a table (``--json``: the whole result) with cost and what changed since
+the last run of the same set, and exits 1 when a case failed or errored.
 With ``--affected-only``, a case whose target's input cone (``lwir-input-cone@v1``) is the
 same as in the set's last run keeps that result instead of running again. With ``--fleet``
 the runs are submitted to the fleet (``--world`` or ``LITTLE_WORLD``) and waited for; the set
@@ -88,6 +90,18 @@ def register(subparsers: Any, name: str) -> argparse.ArgumentParser:
         default=[],
         metavar="MODULE",
         help="module providing tools and model slots (as little run --app)",
+    )
+    running.add_argument(
+        "--judge-model",
+        metavar="MODEL",
+        default=None,
+        help="the model that judges rubric criteria (default: the card's judge.modelPin, "
+        "as providerId/modelId)",
+    )
+    running.add_argument(
+        "--no-judge",
+        action="store_true",
+        help="do not judge rubric criteria (reported unscored; the labels still decide)",
     )
     running.add_argument(
         "--gate-split",

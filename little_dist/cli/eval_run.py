@@ -34,6 +34,9 @@ def run_eval_set(args: argparse.Namespace, loaded: LoadedEvalSet) -> int:
     reusable = None
     if args.affected_only and before is not None:
         reusable = {case["itemSha"]: case for case in before.get("cases", [])}
+    from little_dist.cli.eval_judge import judge_for
+
+    judge = judge_for(args, bundle, [case.body for case in cases])
     started = time.time()
     if args.fleet:
         from little_dist.cli.eval_fleet import fleet_runner
@@ -48,7 +51,12 @@ def run_eval_set(args: argparse.Namespace, loaded: LoadedEvalSet) -> int:
                 print(f"little eval: --workflow: {one_line(redact(str(exc)))}", file=sys.stderr)
                 return 2
             result = run_cases(
-                cases, run_case, concurrency=args.concurrency, lwir=lwir, reusable=reusable
+                cases,
+                run_case,
+                concurrency=args.concurrency,
+                lwir=lwir,
+                reusable=reusable,
+                judge=judge,
             )
     else:
         check = _prepare_check(args)
@@ -61,6 +69,7 @@ def run_eval_set(args: argparse.Namespace, loaded: LoadedEvalSet) -> int:
             concurrency=args.concurrency,
             lwir=lwir,
             reusable=reusable,
+            judge=judge,
         )
     document: dict[str, Any] = {
         "evalSetId": loaded.version.id,

@@ -61,6 +61,11 @@ def _detail(case: dict[str, Any]) -> str:
         if sample["status"] == "error":
             return str(sample.get("error"))[:120]
         if sample["status"] == "failed":
+            wrong = [
+                v["criterionId"] for v in sample.get("rubric", []) if v["verdict"] != v["expected"]
+            ]
+            if wrong and sample.get("output") == case["expected"]:
+                return f"the judge disagrees on {', '.join(wrong)}"
             return "output differs from the label"
     return "rubric unscored" if case.get("rubric") else ""
 

@@ -5,8 +5,9 @@ Upstream defines the eval set (the bundle, item bodies, labels, rubrics) but no 
 is ours. What running a workflow means is passed in (``run_case``: in process, or on a
 fleet), so this module only selects, schedules and scores. A sample passes when the run
 completed and the target's output equals ``label.value`` (canonical JSON equality: the
-label is the expected value). Rubric criteria need a judge model; without one they are
-reported ``unscored`` and do not decide the case.
+label is the expected value) and, when a judge is given, the judge's verdict on every
+rubric criterion is the item's ``expected``; without a judge a rubric is reported
+``unscored`` and does not decide the case.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 from little_dist.canonical import canonical_json, sha256_digest
 from little_dist.errors import LittleError
 from little_dist.evals.bundle import LWIR_INPUT_CONE_ALGORITHM, WORKFLOW_TARGET
+from little_dist.evals.judge import Judge, judge_rubric
 from little_dist.lwir.input_cone import LwirInputConeError, input_cone_hash
 
 __all__ = ["Case", "CaseRun", "cases_of", "compare", "cone_for", "run_cases"]
@@ -46,6 +48,9 @@ class Case:
     resample_k: int
     body: Mapping[str, Any]
     indexed_cone: str | None = None
+    #: the construct's pass criterion and criterion texts by id (for the judge)
+    pass_criterion: str = ""
+    criteria: Mapping[str, str] = field(default_factory=dict)
 
 
 RunCase = Callable[[Any], CaseRun]
@@ -60,19 +65,22 @@ def cases_of(
     ``None``); ``bodies`` maps ``bodySha`` to body. K is the entry's ``resampleK``, else
     its construct's."""
     wanted = None if roles is None else set(roles)
-    k_by_target = {c["target"]: c["resampleK"] for c in bundle["manifest"]["constructs"]}
+    constructs = {c["target"]: c for c in bundle["manifest"]["constructs"]}
     cases = []
     for entry in bundle["index"]:
         if wanted is not None and entry["role"] not in wanted:
             continue
+        construct = constructs.get(entry["target"], {})
         cases.append(
             Case(
                 item_sha=entry["itemSha"],
                 target=entry["target"],
                 role=entry["role"],
-                resample_k=int(entry.get("resampleK", k_by_target.get(entry["target"], 1))),
+                resample_k=int(entry.get("resampleK", construct.get("resampleK", 1))),
                 body=bodies[entry["bodySha"]],
                 indexed_cone=entry.get("inputConeHash"),
+                pass_criterion=str(construct.get("passCriterion", "")),
+                criteria={c["id"]: c["text"] for c in construct.get("criteria", [])},
             )
         )
     return cases
@@ -85,6 +93,7 @@ def run_cases(
     concurrency: int,
     lwir: Mapping[str, Any] | None = None,
     reusable: Mapping[str, Mapping[str, Any]] | None = None,
+    judge: Judge | None = None,
 ) -> dict[str, Any]:
     """Run every sample of every case, at most ``concurrency`` at once; the per-case results
     (in ``cases``' order) and their summary.
@@ -93,7 +102,8 @@ def run_cases(
     under it, and whether that is still the cone the item was authored against. A case in
     ``reusable`` (``itemSha`` -> a result of an earlier run) whose cone is the same as then
     is not run again: nothing it reads has changed, so its earlier result stands
-    (``"reused": true``).
+    (``"reused": true``). With a ``judge``, each sample's output is also judged against the
+    item's rubric (:mod:`.judge`); without one, a rubric is reported ``unscored``.
     """
     cones = {case.item_sha: cone_for(lwir, case.target) for case in cases}
     kept: dict[int, dict[str, Any]] = {}
@@ -109,12 +119,14 @@ def run_cases(
         for _ in range(case.resample_k)
     ]
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-        samples = list(pool.map(lambda job: _sample(job[1], run_case), jobs))
+        samples = list(pool.map(lambda job: _sample(job[1], run_case, judge), jobs))
     per_case: list[list[dict[str, Any]]] = [[] for _ in cases]
     for (index, _), sample in zip(jobs, samples, strict=True):
         per_case[index].append(sample)
     results = [
-        kept[index] if index in kept else _case_result(case, per_case[index], cones[case.item_sha])
+        kept[index]
+        if index in kept
+        else _case_result(case, per_case[index], cones[case.item_sha], judged=judge is not None)
         for index, case in enumerate(cases)
     ]
     return {"cases": results, "summary": _summary(results)}
@@ -160,7 +172,7 @@ def compare(now: Mapping[str, Any], before: Mapping[str, Any] | None) -> dict[st
     }
 
 
-def _sample(case: Case, run_case: RunCase) -> dict[str, Any]:
+def _sample(case: Case, run_case: RunCase, judge: Judge | None) -> dict[str, Any]:
     content = case.body["input"]
     if content.get("kind") != "inline":
         return {
@@ -184,10 +196,22 @@ def _sample(case: Case, run_case: RunCase) -> dict[str, Any]:
         return {**sample, "status": "error", "error": f"step {case.target!r} gave no output"}
     expected = case.body["label"]["value"]
     same = _canonical(output) == _canonical(expected)
-    return {**sample, "status": "passed" if same else "failed", "output": output}
+    result = {**sample, "status": "passed" if same else "failed", "output": output}
+    if judge is None or not case.body["rubric"]:
+        return result
+    try:
+        verdicts = judge_rubric(
+            case.body["rubric"], case.criteria, case.pass_criterion, content["value"], output, judge
+        )
+    except Exception as exc:  # (the judge's failure is this sample's error)
+        return {**result, "status": "error", "error": f"judge: {type(exc).__name__}: {exc}"}
+    agrees = all(v["verdict"] == v["expected"] for v in verdicts)
+    return {**result, "status": "passed" if same and agrees else "failed", "rubric": verdicts}
 
 
-def _case_result(case: Case, samples: list[dict[str, Any]], cone: str | None) -> dict[str, Any]:
+def _case_result(
+    case: Case, samples: list[dict[str, Any]], cone: str | None, *, judged: bool
+) -> dict[str, Any]:
     statuses = {sample["status"] for sample in samples}
     status = "error" if "error" in statuses else "failed" if "failed" in statuses else "passed"
     costs = [s["costUsd"] for s in samples if s.get("costUsd") is not None]
@@ -204,7 +228,7 @@ def _case_result(case: Case, samples: list[dict[str, Any]], cone: str | None) ->
         "coneAsIndexed": None if cone is None else cone == case.indexed_cone,
     }
     if case.body["rubric"]:
-        result["rubric"] = "unscored"
+        result["rubric"] = "judged" if judged else "unscored"
     return result
 
 
