@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import copy
-import functools
 import json
 import os
 import re
@@ -34,6 +33,7 @@ from little_dist.compiler import (
 )
 from little_dist.errors import InvalidInputError
 from little_dist.harness.types import DEFAULT_HARNESS_ID, SkillDescriptor
+from little_dist.lazy import cached
 from little_dist.limits import InputLimitError, InputLimits
 from little_dist.mcp.config import McpServerConfig, mcp_servers
 from little_dist.memory.layout import (
@@ -190,7 +190,7 @@ class WorkflowDefinition:
 
     # -- inputs, outputs, capabilities --------------------------------------------------------
 
-    @functools.cached_property
+    @cached
     def _input_check(self) -> Callable[[Any], bool] | None:
         # Compiled once per definition: a batch of submissions checks every input.
         return compile_check(self.input_schema)

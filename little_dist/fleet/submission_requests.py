@@ -6,7 +6,6 @@ here reads or writes a world."""
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from little_dist.canonical import (
 from little_dist.compiler import WorkflowVersion, compile_lwir
 from little_dist.errors import InvalidInputError
 from little_dist.ids import validate_run_id
+from little_dist.lazy import cached
 from little_dist.limits import InputLimits
 from little_dist.local_runner import check_run_input, new_run_id
 from little_dist.run_limits import RunLimits, run_limits
@@ -68,12 +68,12 @@ class SubmitRequest:
     #: start (see :mod:`little_dist.run_limits`); empty: none.
     limits: RunLimits = field(default_factory=RunLimits)
 
-    @functools.cached_property
+    @cached
     def input_text(self) -> str:
         """The input's canonical JSON, printed once."""
         return canonical_json(self.run_input)
 
-    @functools.cached_property
+    @cached
     def input_hash(self) -> str:
         return "sha256:" + sha256_hex_text(self.input_text)
 

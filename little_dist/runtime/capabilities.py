@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from little_dist.errors import InvalidInputError
+from little_dist.lazy import cached
 from little_dist.memory.layout import MemoryMountSpec
 from little_dist.sandbox.bash_capabilities import BashCapabilities
 from little_dist.tools import ToolRegistry
@@ -126,7 +126,7 @@ class Capabilities:
         """
         return self._registry
 
-    @cached_property
+    @cached
     def _registry(self) -> HarnessRegistry:
         from little_dist.harness.registry import HarnessRegistry
 

@@ -6,7 +6,6 @@ protocol and its data types; this module holds what its implementations reuse.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 import time
@@ -25,6 +24,7 @@ from little_dist.events import (
     EventInput,
 )
 from little_dist.ids import InvalidIdError, event_id_for, validate_run_id
+from little_dist.lazy import cached
 from little_dist.world.base import (
     ArtifactInput,
     Fence,
@@ -302,7 +302,7 @@ class PreparedEvent:
     occurrence_id: str | None
     payload_json: str
 
-    @functools.cached_property
+    @cached
     def payload(self) -> dict[str, Any]:
         value: dict[str, Any] = json.loads(self.payload_json)
         return value

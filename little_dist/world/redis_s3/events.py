@@ -598,6 +598,14 @@ class EventLog:
         """Drop what this process keeps of the run (archived: it takes no new events)."""
         self._runs.pop(run_id, None)
 
+    def saw(self, run_id: str, last: int) -> None:
+        """A reader saw the run's log up to ``last``: the next append guesses past it (a
+        wrong guess hashes every id twice; see the module docstring). Only for a run this
+        process appends to."""
+        run = self._runs.get(run_id)
+        if run is not None and last > run.last:
+            run.last = last
+
     def _remember(self, run_id: str, run: _Run, last: int) -> None:
         run.last = last
         if run_id not in self._runs:

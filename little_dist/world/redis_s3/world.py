@@ -378,7 +378,12 @@ class RedisS3World:
         decode: frozenset[str],
         skip: Collection[int] = (),
     ) -> list[Event | UndecodedEvent]:
-        return self._reads.list_events_partly(run_id, after=after, decode=decode, skip=skip)
+        read = self._reads.list_events_partly(run_id, after=after, decode=decode, skip=skip)
+        if read:
+            # The next append's guess of its sequence (see events.py) starts from what was
+            # read: a worker catches up on other writers' events just before it appends.
+            self._events.saw(run_id, read[-1].sequence)
+        return read
 
     def follow_partly(
         self, run_id: str, *, after: int = 0, timeout: float | None = None, decode: frozenset[str]
