@@ -25,6 +25,7 @@ SUBCOMMANDS: tuple[tuple[str, str], ...] = (
     ("validate", "validate_cmd"),
     ("run", "run_cmd"),
     ("test", "test_cmd"),
+    ("eval", "eval_cmd"),
     ("events", "events_cmd"),
     ("replay", "replay_cmd"),
     ("report", "report_cmd"),

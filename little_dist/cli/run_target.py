@@ -95,6 +95,9 @@ def prepare(args: argparse.Namespace) -> tuple[Resolver, Any, Any]:
             checked = _compile(document, run_input, label)
         resolve = _fixed(checked, run_input)
     capabilities = merge_capabilities(app_parts)
+    # What will run, when it is known before the run (not for a planner's draft):
+    # `little eval run` hashes its steps' input cones.
+    resolve.checked = checked  # type: ignore[attr-defined]
     if checked is not None:
         from little_dist.runtime import check_grants
 
