@@ -14,14 +14,15 @@ line, as ``little events --json``): what the log holds now, not followed; for a 
 run, its whole log (from its archive once Redis has let go of it).
 
 The world's reads block, so they run in worker threads, a batch at a time, under a limit of
-their own (:data:`WATCHER_THREADS`, :class:`Watchers`): a watcher waits in its thread for
-the next event (up to :data:`KEEPALIVE_S`), and in the server's default pool (40 threads)
-forty watchers of quiet runs would keep every other request, and the next watchers' first
-events, waiting for one.
+their own (:data:`WATCHER_THREADS`, :class:`Watchers`): in the server's default pool (40
+threads) forty waits on quiet runs would keep every other request waiting for one. A live
+run is followed once per process however many watch it (:mod:`.run_feeds`): one thread
+waits for its next append and each event is read and formatted once for all its watchers.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Final
@@ -29,6 +30,7 @@ from typing import Final
 from anyio import CapacityLimiter, to_thread
 
 from little_dist.events import RUN_END_EVENT_TYPES, Event
+from little_dist.http.run_feeds import Inbox, RunFeeds
 from little_dist.world.base import World
 
 __all__ = [
@@ -47,12 +49,20 @@ _BATCH: Final = 500
 WATCHER_THREADS: Final = 1000
 
 
-class Watchers:
-    """The thread limit of one server's event streams (made in its event loop, on first use)."""
+def format_event(event: Event) -> str:
+    data = json.dumps(event.to_json(), ensure_ascii=False, separators=(",", ":"))
+    return f"id: {event.sequence}\nevent: {event.type}\ndata: {data}\n\n"
 
-    def __init__(self, threads: int = WATCHER_THREADS) -> None:
+
+class Watchers:
+    """The thread limit of one server's event streams (made in its event loop, on first use)
+    and the feeds of the runs they watch."""
+
+    def __init__(self, threads: int = WATCHER_THREADS, keepalive_s: float = KEEPALIVE_S) -> None:
         self._threads = threads
         self._limiter: CapacityLimiter | None = None
+        self.keepalive_s = keepalive_s
+        self.feeds = RunFeeds(format_event, keepalive_s)
         #: SSE streams open now (``/metrics``: ``little_api_sse_watchers``); changed only in
         #: the server's event loop.
         self.open = 0
@@ -62,26 +72,6 @@ class Watchers:
         if self._limiter is None:
             self._limiter = CapacityLimiter(self._threads)
         return self._limiter
-
-
-def format_event(event: Event) -> str:
-    data = json.dumps(event.to_json(), ensure_ascii=False, separators=(",", ":"))
-    return f"id: {event.sequence}\nevent: {event.type}\ndata: {data}\n\n"
-
-
-def _next_batch(world: World, run_id: str, after: int, wait_s: float) -> list[Event]:
-    """The events after ``after`` (a batch), waiting up to ``wait_s`` for one to come."""
-    events = world.list_events(run_id, after=after, limit=_BATCH)
-    if events:
-        return events
-    follow = world.follow(run_id, after=after, timeout=wait_s)
-    try:
-        first = next(iter(follow), None)
-    finally:
-        close = getattr(follow, "close", None)
-        if close is not None:
-            close()
-    return [first] if first is not None else []
 
 
 def _page(world: World, run_id: str, after: int) -> list[Event]:
@@ -97,33 +87,52 @@ def ended_at(world: World, run_id: str, sequence: int) -> bool:
 
 
 async def sse_events(
-    world: World,
-    run_id: str,
-    after: int,
-    watchers: Watchers,
-    *,
-    keepalive_s: float = KEEPALIVE_S,
+    world: World, run_id: str, after: int, watchers: Watchers
 ) -> AsyncIterator[str]:
     """The SSE text of the run's events after ``after``, until its end event."""
     limiter = watchers.limiter
     watchers.open += 1
+    inbox: Inbox | None = None
     try:
         if await to_thread.run_sync(ended_at, world, run_id, after, limiter=limiter):
             return
+        # Joined before the catch-up: what is appended meanwhile waits in the inbox.
+        inbox = watchers.feeds.join(world, limiter, run_id, after)
         last = after
+        if not inbox.started:  # the feed is past ``after`` maybe: what the log holds first
+            while batch := await to_thread.run_sync(_page, world, run_id, last, limiter=limiter):
+                for event in batch:
+                    yield format_event(event)
+                    last = event.sequence
+                    if event.type in RUN_END_EVENT_TYPES:
+                        return
         while True:
-            batch = await to_thread.run_sync(
-                _next_batch, world, run_id, last, keepalive_s, limiter=limiter
-            )
-            if not batch:
+            try:
+                item = await asyncio.wait_for(inbox.queue.get(), watchers.keepalive_s)
+            except TimeoutError:
                 yield ": keep-alive\n\n"
                 continue
-            for event in batch:
-                yield format_event(event)
-                last = event.sequence
-                if event.type in RUN_END_EVENT_TYPES:
+            if isinstance(item, BaseException):
+                raise item
+            if item[0].sequence > last + 1:
+                # A hole (not expected: joined before the catch-up): read it from the log.
+                while last < item[0].sequence - 1:
+                    batch = await to_thread.run_sync(_page, world, run_id, last, limiter=limiter)
+                    if not batch:
+                        break
+                    for event in batch[: item[0].sequence - 1 - last]:
+                        yield format_event(event)
+                        last = event.sequence
+            for formatted in item:
+                if formatted.sequence <= last:
+                    continue  # sent already (from the catch-up)
+                yield formatted.text
+                last = formatted.sequence
+                if formatted.ends:
                     return
     finally:
+        if inbox is not None:
+            watchers.feeds.leave(inbox)
         watchers.open -= 1
 
 

@@ -1,8 +1,8 @@
 """Following a run's log and waiting for its end: the blocking reads of a run's streams.
 
 A follower catches up on the log (from the archive once the stream is gone), then blocks on
-the stream for the next append; :meth:`RunWatch.wait_for_end` blocks on the stream every
-run's end is announced on instead and confirms the end in the log.
+the stream for the next append (woken by it at once); :meth:`RunWatch.wait_for_end` blocks
+on the stream every run's end is announced on instead and confirms the end in the log.
 :class:`~little_dist.world.redis_s3.events.EventLog` holds one and delegates to it.
 """
 
@@ -23,9 +23,11 @@ __all__ = ["RunWatch"]
 # The occurrence id the engine records a run's end under (decide, cancel, planning).
 _RUN_END_OCCURRENCE: Final = occurrences.RUN_END
 _PAGE: Final = 1000
-# How long a follower lets a busy run's appends gather before it reads them (the run's end
-# wakes it at once).
-_FOLLOW_LINGER_MS: Final = 10
+# The least time between two reads of a busy run's log by one follower: appends that come
+# faster gather and are read as one batch. Waited out here, in the follower's thread, not
+# with a Redis BLOCK: Redis ends a blocking command's timeout on its own timer (every
+# 1/hz seconds, 100 ms at the default hz 10), so a 10 ms BLOCK can take 100 ms.
+_FOLLOW_LINGER_S: Final = 0.01
 # wait_for_end looks at the log itself after this long, then twice as long each time, to
 # at most the second figure (seconds).
 _END_LOOK_FIRST_S: Final = 1.0
@@ -64,6 +66,7 @@ class RunWatch:
         ended = False
         # Catch up first (from the archive if the stream is gone), then block on the stream.
         backlog = read(run_id, after=last)
+        read_at = time.monotonic()
         while True:
             for event in backlog:
                 yield event
@@ -78,19 +81,22 @@ class RunWatch:
                     return
                 block_ms = max(1, min(block_ms, int(remaining * 1000)))
             with redis_errors(f"follow of {run_id}"):
-                # Woken by the next append (count=1: only to learn that one came), and told
-                # in the same round trip whether the run's end is marked, ...
+                # Woken by the next append at once (count=1: only to learn that one came),
+                # and told in the same round trip whether the run's end is marked.
                 pipe = self._raw.pipeline(transaction=False)
                 pipe.xread({stream: f"{last}-0"}, count=1, block=block_ms)
                 pipe.exists(keys.ended)
                 reply, marked = pipe.execute()
-                if reply and not ended and not marked:
-                    # ... then let a busy run's appends gather for a moment, unless a run
-                    # ends meanwhile (this one, likely): a follower reads the log a batch
-                    # at a time, not once per append (which costs Redis and the workers).
-                    self._redis.xread({self._keys.ends: "$"}, count=1, block=_FOLLOW_LINGER_MS)
+            if reply and not ended and not marked:
+                # A busy run's log is read a batch at a time, not once per append (which
+                # costs Redis and the workers): an append after a quiet spell is read at
+                # once, the next ones at most once per linger.
+                wait = read_at + _FOLLOW_LINGER_S - time.monotonic()
+                if wait > 0:
+                    time.sleep(wait)
             if reply:
                 backlog = read(run_id, after=last)
+                read_at = time.monotonic()
             elif self._sealed(run_id):
                 # Archived (and expired) while we waited: the archive has the rest.
                 backlog = read(run_id, after=last)

@@ -1,0 +1,152 @@
+"""One reader per watched run in a server process, fanning its events out to every watcher.
+
+A thousand SSE watchers of a hundred runs would otherwise be a thousand threads, each
+blocked on Redis and each reading and formatting every event of its run itself: a thousand
+Redis round trips and a thousand JSON encodings per round of appends, all in the server's
+one process. :class:`RunFeeds` keeps one :class:`_Feed` per run with watchers: one thread
+follows the run's log (``World.follow``, woken by the append), formats each event once,
+and hands the batch to each watcher's inbox; it stops when its run ends or its last
+watcher has left.
+
+A watcher joins before it catches up, so nothing appended meanwhile is lost: it reads what
+the log holds after its ``Last-Event-ID`` itself (unless it started the feed there), then
+takes the feed's batches, skipping what it has sent already and reading any hole itself.
+Every event goes out once, in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+from anyio import CapacityLimiter, to_thread
+
+from little_dist.events import RUN_END_EVENT_TYPES, Event
+from little_dist.world.base import World
+
+__all__ = ["Formatted", "Inbox", "RunFeeds"]
+
+_BATCH: Final = 500
+
+
+@dataclass(frozen=True)
+class Formatted:
+    """An event as the feed hands it out: its sequence, whether it ends the run, its text."""
+
+    sequence: int
+    ends: bool
+    text: str
+
+
+#: What an inbox holds: a batch of the run's events, contiguous and in order, or the error
+#: that stopped the feed (the watcher raises it).
+Item = list[Formatted] | BaseException
+
+
+class Inbox:
+    """One watcher's place on a feed: the batches handed to it since it joined."""
+
+    def __init__(self, feed: _Feed) -> None:
+        self.feed = feed
+        self.queue: asyncio.Queue[Item] = asyncio.Queue()
+        #: Whether this watcher started the feed (at its own ``Last-Event-ID``).
+        self.started = False
+
+
+def _next_batch(world: World, run_id: str, after: int, wait_s: float) -> list[Event]:
+    """The events after ``after`` (a batch), waiting up to ``wait_s`` for one to come."""
+    follow = world.follow(run_id, after=after, timeout=wait_s)
+    try:
+        first = next(iter(follow), None)
+    finally:
+        close = getattr(follow, "close", None)
+        if close is not None:
+            close()
+    if first is None:
+        return []
+    # The rest of what the log holds (a backlog, a busy run's appends), in one read.
+    return [first, *world.list_events(run_id, after=first.sequence, limit=_BATCH - 1)]
+
+
+class _Feed:
+    """The reader of one run's events for this process's watchers of it."""
+
+    def __init__(self, world: World, limiter: CapacityLimiter, run_id: str, after: int) -> None:
+        self.world = world
+        self.limiter = limiter
+        self.run_id = run_id
+        #: The last sequence handed out (or where the feed started).
+        self.last = after
+        self.inboxes: set[Inbox] = set()
+        self.task: asyncio.Task[None] | None = None
+
+
+class RunFeeds:
+    """The feeds of one server process (used only from its event loop).
+
+    ``format_event`` makes an event's text once for every watcher; a feed's reads wait up
+    to ``wait_s`` each for the next event, in threads under the limiter it was joined with.
+    """
+
+    def __init__(self, format_event: Callable[[Event], str], wait_s: float) -> None:
+        self._format = format_event
+        self._wait_s = wait_s
+        self._feeds: dict[str, _Feed] = {}
+
+    def __len__(self) -> int:
+        return len(self._feeds)
+
+    def watching(self, run_id: str) -> int:
+        """The watchers on the run's feed now."""
+        feed = self._feeds.get(run_id)
+        return 0 if feed is None else len(feed.inboxes)
+
+    def join(self, world: World, limiter: CapacityLimiter, run_id: str, after: int) -> Inbox:
+        """A new inbox on the run's feed (started at ``after`` if the run had none)."""
+        feed = self._feeds.get(run_id)
+        started = feed is None
+        if feed is None:
+            feed = self._feeds[run_id] = _Feed(world, limiter, run_id, after)
+            feed.task = asyncio.get_running_loop().create_task(self._follow(feed))
+        inbox = Inbox(feed)
+        inbox.started = started
+        feed.inboxes.add(inbox)
+        return inbox
+
+    @staticmethod
+    def leave(inbox: Inbox) -> None:
+        """The watcher is gone: its feed stops after its current read if it was the last."""
+        inbox.feed.inboxes.discard(inbox)
+
+    async def _follow(self, feed: _Feed) -> None:
+        try:
+            while feed.inboxes:
+                batch = await to_thread.run_sync(
+                    _next_batch,
+                    feed.world,
+                    feed.run_id,
+                    feed.last,
+                    self._wait_s,
+                    limiter=feed.limiter,
+                )
+                if not batch:
+                    continue
+                out = [
+                    Formatted(e.sequence, e.type in RUN_END_EVENT_TYPES, self._format(e))
+                    for e in batch
+                ]
+                feed.last = out[-1].sequence
+                for inbox in feed.inboxes:
+                    inbox.queue.put_nowait(out)
+                if any(item.ends for item in out):
+                    return
+        except Exception as exc:  # every watcher of the run gets it (the stream is cut)
+            for inbox in feed.inboxes:
+                inbox.queue.put_nowait(exc)
+        finally:
+            # (No await since the last look at the inboxes: a watcher that joins from now
+            # on starts a feed of its own.)
+            if self._feeds.get(feed.run_id) is feed:
+                del self._feeds[feed.run_id]

@@ -1,0 +1,114 @@
+"""How soon RedisS3World's followers see an append, on a real Redis.
+
+Redis ends a blocking command's timeout on its own timer (every 1/hz seconds: 100 ms at the
+default ``hz 10``), so a follower that paused with a short ``XREAD BLOCK`` got each event
+up to 100 ms late. A follower blocked on the run's stream is woken by the append itself:
+these tests time that, loosely (medians of several appends, bounds far above what a
+healthy machine takes and far below Redis's timer).
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from little_dist.events import EventInput
+from little_dist.world.redis_s3 import RedisS3World
+from tests.conftest_services import S3Service
+
+pytestmark = pytest.mark.integration
+
+APPENDS = 8
+
+
+@pytest.fixture
+def world(redis_url: str, redis_key_prefix: str, s3_service: S3Service) -> Iterator[RedisS3World]:
+    name = uuid.uuid4().hex[:10]
+    opened = RedisS3World.from_settings(
+        redis_url,
+        s3_service.endpoint,
+        s3_service.bucket,
+        access_key_id=s3_service.access_key_id,
+        secret_access_key=s3_service.secret_access_key,
+        key_prefix=f"{redis_key_prefix}{name}:",
+        s3_prefix=f"{s3_service.prefix}{name}/",
+    )
+    yield opened
+    opened.close()
+
+
+def _tick(index: int) -> EventInput:
+    return EventInput(type="little.test.tick", payload={"tick": index})
+
+
+def test_a_follower_gets_each_append_within_milliseconds_not_redis_timer_ticks(
+    world: RedisS3World,
+) -> None:
+    run_id = "run_follow_soon"
+    world.append(run_id, _tick(-1))
+    appended: dict[int, float] = {}
+    received: dict[int, float] = {}
+
+    def write() -> None:
+        for index in range(APPENDS):
+            time.sleep(0.15)  # the follower is blocked again by then: a quiet run's append
+            event = world.append(run_id, _tick(index))
+            appended[event.sequence] = time.perf_counter()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        for event in world.follow(run_id, after=1, timeout=10):
+            received[event.sequence] = time.perf_counter()
+            if len(received) == APPENDS:
+                break
+    finally:
+        writer.join()
+    assert sorted(received) == list(range(2, APPENDS + 2))
+    delays_ms = [(received[seq] - appended[seq]) * 1000 for seq in received if seq in appended]
+    # (A follower may read an event before the writer has noted its append's return.)
+    assert statistics.median(max(0.0, d) for d in delays_ms) < 50, delays_ms
+
+
+def test_followers_of_many_runs_each_get_an_append_within_milliseconds(
+    world: RedisS3World,
+) -> None:
+    """Ten followers (threads) of ten runs: each append wakes its run's follower alone."""
+    runs = [f"run_follow_many_{index}" for index in range(10)]
+    for run_id in runs:
+        world.append(run_id, _tick(-1))
+    delays_ms: list[float] = []
+    lock = threading.Lock()
+    appended: dict[tuple[str, int], float] = {}
+    ready = threading.Barrier(len(runs) + 1)
+
+    def follow(run_id: str) -> None:
+        follower = world.follow(run_id, after=1, timeout=10)
+        ready.wait()
+        for got, event in enumerate(follower, start=1):
+            now = time.perf_counter()
+            with lock:
+                delays_ms.append((now - appended.get((run_id, event.sequence), now)) * 1000)
+            if got == 3:
+                return
+
+    threads = [threading.Thread(target=follow, args=(run_id,)) for run_id in runs]
+    for thread in threads:
+        thread.start()
+    ready.wait()
+    for index in range(3):
+        time.sleep(0.15)
+        for run_id in runs:
+            with lock:
+                # Noted before the append: a delay measured here is never negative.
+                appended[(run_id, index + 2)] = time.perf_counter()
+            world.append(run_id, _tick(index))
+    for thread in threads:
+        thread.join(timeout=20)
+    assert len(delays_ms) == 3 * len(runs)
+    assert statistics.median(delays_ms) < 50, sorted(delays_ms)
