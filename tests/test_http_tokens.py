@@ -144,3 +144,46 @@ def test_a_token_restricted_to_workflows_submits_only_those(fleet_env: FleetEnv)
         assert allowed.status_code == 202, allowed.text
     (listed,) = json.loads(little(fleet_env, "tokens", "list", "--json").stdout)
     assert listed["workflows"] == ["http.broken"]
+
+
+def test_the_event_loops_token_check_answers_as_the_threads_one(
+    redis_url: str, redis_key_prefix: str
+) -> None:
+    """``verify_async`` (each request's check, in the server's event loop) and ``verify``
+    agree on a valid token, a wrong secret, an unknown id, a malformed and a revoked one."""
+    import asyncio
+
+    import redis as redis_lib
+    from redis.asyncio import Redis as AsyncRedis
+
+    from little_dist.http.tokens import TokenStore
+
+    client = redis_lib.Redis.from_url(redis_url)
+    store = TokenStore(client, f"{redis_key_prefix}tokens-async")
+    try:
+        good = store.create(["runs:read"], name="reader").token
+        revoked = store.create(["admin"]).token
+        store.revoke(revoked.split(".", 1)[0].removeprefix("ldt_"))
+        token_id, secret = good.split(".", 1)
+        cases = [
+            good,
+            f"{token_id}.{'A' * len(secret)}",  # the secret is wrong
+            f"ldt_{'0' * 12}.{secret}",  # no such id
+            "not-a-token",
+            revoked,
+        ]
+
+        async def checked() -> list[object]:
+            loop_client = AsyncRedis.from_url(redis_url)
+            try:
+                return [await store.verify_async(token, loop_client) for token in cases]
+            finally:
+                await loop_client.aclose()
+
+        in_loop = asyncio.run(checked())
+        assert in_loop == [store.verify(token) for token in cases]
+        assert in_loop[0] is not None and in_loop[0].scopes == ("runs:read",)
+        assert in_loop[1:] == [None] * 4
+    finally:
+        client.delete(f"{redis_key_prefix}tokens-async")
+        client.close()

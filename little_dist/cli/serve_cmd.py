@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import Any, Final
 
 from little_dist.cli.submit_cmd import add_fleet_options, fleet_settings
 from little_dist.redaction import redact
@@ -28,6 +28,8 @@ from little_dist.redaction import redact
 __all__ = ["register", "run"]
 
 EXIT_USAGE = 2
+#: The server process's GIL switch interval (seconds; CPython's default is 0.005).
+_SWITCH_INTERVAL_S: Final = 0.0005
 
 
 def _port(text: str) -> int:
@@ -99,6 +101,11 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     import uvicorn
 
+    # A request crosses threads (the event loop hands its route to a worker thread and
+    # takes the answer back) while other requests' work holds the GIL in bursts (JSON,
+    # botocore): at CPython's default switch interval (5 ms) each handover can wait that
+    # long for a busy thread to let go, several times per request.
+    sys.setswitchinterval(_SWITCH_INTERVAL_S)
     app = make_app(FleetAccess(settings, registry))
     config = uvicorn.Config(
         app,

@@ -124,6 +124,7 @@ def make_app(fleet: FleetAccess) -> FastAPI:
         try:
             yield
         finally:
+            await fleet.aclose()
             await run_in_threadpool(fleet.close)
 
     app = FastAPI(

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated
 
+from anyio import to_thread
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
@@ -27,7 +28,7 @@ _CHALLENGE = {"WWW-Authenticate": 'Bearer realm="little"'}
 def require(scope: str) -> Callable[..., TokenRecord]:
     """A dependency that answers the request's token record, if it holds ``scope``."""
 
-    def check(
+    async def check(
         request: Request,
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
     ) -> TokenRecord:
@@ -36,7 +37,9 @@ def require(scope: str) -> Callable[..., TokenRecord]:
                 401, "a bearer token is required (Authorization: Bearer TOKEN)", headers=_CHALLENGE
             )
         fleet: FleetAccess = request.app.state.fleet
-        record = fleet.tokens().verify(credentials.credentials)
+        # In the event loop, not a thread: one Redis read, and a thread hop costs more than
+        # it (a submission crosses to a thread once, for its route).
+        record = await fleet.tokens().verify_async(credentials.credentials, fleet.async_redis)
         if record is None:
             raise Problem(
                 401,
@@ -51,7 +54,7 @@ def require(scope: str) -> Callable[..., TokenRecord]:
                 403, f"the token lacks the scope {scope!r} (it holds {', '.join(record.scopes)})"
             )
         if record.rate is not None:
-            wait = fleet.rates().retry_after(record.id, record.rate)
+            wait = await to_thread.run_sync(fleet.rates().retry_after, record.id, record.rate)
             if wait is not None:
                 raise Problem(
                     429,

@@ -50,6 +50,7 @@ class FleetAccess:
         self._client: Client | None = None
         self._world: World | None = None
         self._redis: Any = None
+        self._async_redis: Any = None
         self._warm = False
         self._rates: TokenRates | None = None
 
@@ -59,6 +60,30 @@ class FleetAccess:
             if self._redis is None:
                 self._redis = open_redis(self.settings)
             return self._redis
+
+    @property
+    def async_redis(self) -> Any:
+        """A ``redis.asyncio`` client of the fleet's Redis, for the server's event loop (each
+        request's token check: no thread and no wait for one); made in that loop, on first
+        use, and closed by :meth:`aclose`."""
+        if self._async_redis is None:
+            from redis.asyncio import Redis as AsyncRedis
+
+            from little_dist.world.factory import fleet_redis_url
+
+            url = fleet_redis_url(self.settings)
+            if url is None:
+                open_redis(self.settings)  # refused, saying why
+            self._async_redis = AsyncRedis.from_url(
+                url, socket_timeout=10, socket_connect_timeout=10
+            )
+        return self._async_redis
+
+    async def aclose(self) -> None:
+        """Close the event loop's client (in that loop)."""
+        if self._async_redis is not None:
+            client, self._async_redis = self._async_redis, None
+            await client.aclose()
 
     @property
     def client(self) -> Client:

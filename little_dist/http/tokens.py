@@ -111,6 +111,22 @@ class IssuedToken:
     token: str
 
 
+def _parts(token: str) -> tuple[str, str] | None:
+    """A token's id and secret; ``None`` if it is not one."""
+    match = _TOKEN.fullmatch(token)
+    return None if match is None else (match[1], match[2])
+
+
+def _checked(token_id: str, secret: str, raw: bytes | str | None) -> TokenRecord | None:
+    """The stored record ``raw`` if the secret's hash is the one it holds."""
+    if raw is None:
+        return None
+    record = TokenRecord.from_stored(token_id, raw)
+    if not hmac.compare_digest(record.secret_sha256, _digest(secret)):
+        return None
+    return record
+
+
 class TokenStore:
     """The fleet's tokens in one Redis hash (``redis``: a sync redis-py client)."""
 
@@ -178,14 +194,15 @@ class TokenStore:
 
     def verify(self, token: str) -> TokenRecord | None:
         """The record of a valid token; ``None`` for anything else."""
-        match = _TOKEN.fullmatch(token)
-        if match is None:
+        parts = _parts(token)
+        if parts is None:
             return None
-        token_id, secret = match.groups()
-        raw = self._redis.hget(self._key, token_id)
-        if raw is None:
+        return _checked(*parts, self._redis.hget(self._key, parts[0]))
+
+    async def verify_async(self, token: str, redis: Any) -> TokenRecord | None:
+        """:meth:`verify` over ``redis``, a ``redis.asyncio`` client of the same Redis: what
+        the API's event loop checks each request's token with, without a thread."""
+        parts = _parts(token)
+        if parts is None:
             return None
-        record = TokenRecord.from_stored(token_id, raw)
-        if not hmac.compare_digest(record.secret_sha256, _digest(secret)):
-            return None
-        return record
+        return _checked(*parts, await redis.hget(self._key, parts[0]))
