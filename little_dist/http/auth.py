@@ -8,7 +8,7 @@ every scope): 403. A token made with a rate that has used it up: 429 with ``Retr
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Annotated
 
 from anyio import to_thread
@@ -25,7 +25,7 @@ _bearer = HTTPBearer(auto_error=False, description="a token from `little tokens 
 _CHALLENGE = {"WWW-Authenticate": 'Bearer realm="little"'}
 
 
-def require(scope: str) -> Callable[..., TokenRecord]:
+def require(scope: str) -> Callable[..., Awaitable[TokenRecord]]:
     """A dependency that answers the request's token record, if it holds ``scope``."""
 
     async def check(

@@ -73,7 +73,7 @@ class FleetAccess:
 
             url = fleet_redis_url(self.settings)
             if url is None:
-                open_redis(self.settings)  # refused, saying why
+                return open_redis(self.settings)  # refused, saying why
             self._async_redis = AsyncRedis.from_url(
                 url, socket_timeout=10, socket_connect_timeout=10
             )
