@@ -108,7 +108,10 @@ async def sse_events(
                         return
         while True:
             try:
-                item = await asyncio.wait_for(inbox.queue.get(), watchers.keepalive_s)
+                # (A timeout scope, not wait_for: no task made per wait, a thousand watchers
+                # each waiting for every event.)
+                async with asyncio.timeout(watchers.keepalive_s):
+                    item = await inbox.queue.get()
             except TimeoutError:
                 yield ": keep-alive\n\n"
                 continue

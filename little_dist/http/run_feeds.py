@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
 
 from anyio import CapacityLimiter, to_thread
 
@@ -27,9 +26,6 @@ from little_dist.events import RUN_END_EVENT_TYPES, Event
 from little_dist.world.base import World
 
 __all__ = ["Formatted", "Inbox", "RunFeeds"]
-
-_BATCH: Final = 500
-
 
 @dataclass(frozen=True)
 class Formatted:
@@ -55,21 +51,6 @@ class Inbox:
         self.started = False
 
 
-def _next_batch(world: World, run_id: str, after: int, wait_s: float) -> list[Event]:
-    """The events after ``after`` (a batch), waiting up to ``wait_s`` for one to come."""
-    follow = world.follow(run_id, after=after, timeout=wait_s)
-    try:
-        first = next(iter(follow), None)
-    finally:
-        close = getattr(follow, "close", None)
-        if close is not None:
-            close()
-    if first is None:
-        return []
-    # The rest of what the log holds (a backlog, a busy run's appends), in one read.
-    return [first, *world.list_events(run_id, after=first.sequence, limit=_BATCH - 1)]
-
-
 class _Feed:
     """The reader of one run's events for this process's watchers of it."""
 
@@ -81,6 +62,8 @@ class _Feed:
         self.last = after
         self.inboxes: set[Inbox] = set()
         self.task: asyncio.Task[None] | None = None
+        #: Set (in the loop) when the last watcher left: the reader stops at its next wake.
+        self.stopping = False
 
 
 class RunFeeds:
@@ -115,38 +98,52 @@ class RunFeeds:
         feed.inboxes.add(inbox)
         return inbox
 
-    @staticmethod
-    def leave(inbox: Inbox) -> None:
-        """The watcher is gone: its feed stops after its current read if it was the last."""
-        inbox.feed.inboxes.discard(inbox)
+    def leave(self, inbox: Inbox) -> None:
+        """The watcher is gone: its feed stops (after its reader's current wait) if it was
+        the last; a watcher that joins from now on starts a feed of its own."""
+        feed = inbox.feed
+        feed.inboxes.discard(inbox)
+        if not feed.inboxes and not feed.stopping:
+            feed.stopping = True
+            self._drop(feed)
+
+    def _drop(self, feed: _Feed) -> None:
+        if self._feeds.get(feed.run_id) is feed:
+            del self._feeds[feed.run_id]
 
     async def _follow(self, feed: _Feed) -> None:
+        loop = asyncio.get_running_loop()
+
+        def post(out: list[Formatted]) -> None:
+            loop.call_soon_threadsafe(self._deliver, feed, out)
+
         try:
-            while feed.inboxes:
-                batch = await to_thread.run_sync(
-                    _next_batch,
-                    feed.world,
-                    feed.run_id,
-                    feed.last,
-                    self._wait_s,
-                    limiter=feed.limiter,
-                )
-                if not batch:
-                    continue
-                out = [
-                    Formatted(e.sequence, e.type in RUN_END_EVENT_TYPES, self._format(e))
-                    for e in batch
-                ]
-                feed.last = out[-1].sequence
-                for inbox in feed.inboxes:
-                    inbox.queue.put_nowait(out)
-                if any(item.ends for item in out):
-                    return
+            # One thread follows the run for as long as the feed lives: a wake costs the
+            # follow's read of what came, not a new follow (and its catch-up read) per batch.
+            await to_thread.run_sync(self._pump, feed, post, limiter=feed.limiter)
         except Exception as exc:  # every watcher of the run gets it (the stream is cut)
             for inbox in feed.inboxes:
                 inbox.queue.put_nowait(exc)
         finally:
-            # (No await since the last look at the inboxes: a watcher that joins from now
-            # on starts a feed of its own.)
-            if self._feeds.get(feed.run_id) is feed:
-                del self._feeds[feed.run_id]
+            self._drop(feed)
+
+    def _pump(self, feed: _Feed, post: Callable[[list[Formatted]], None]) -> None:
+        """(In a thread.) The run's events to ``post``, one at a time as the follow yields
+        them, until the run's end or the feed stops."""
+        after = feed.last
+        while not feed.stopping:
+            for event in feed.world.follow(feed.run_id, after=after, timeout=self._wait_s):
+                after = event.sequence
+                ends = event.type in RUN_END_EVENT_TYPES
+                post([Formatted(event.sequence, ends, self._format(event))])
+                if ends or feed.stopping:
+                    return
+
+    def _deliver(self, feed: _Feed, out: list[Formatted]) -> None:
+        """(In the loop.) A batch to every watcher of the feed."""
+        feed.last = out[-1].sequence
+        for inbox in feed.inboxes:
+            inbox.queue.put_nowait(out)
+        if out[-1].ends:
+            # Its watchers stop with it; one that joins from now on catches up by itself.
+            self._drop(feed)
