@@ -71,8 +71,12 @@ def test_requests_are_counted_by_route_template_and_status_and_streams_open(
 
         with http.stream("GET", f"/v1/runs/{run_id}/events") as stream:
             assert stream.status_code == 200
-            next(stream.iter_lines())  # the first event came: the stream is open
+            # (Held: an iterator dropped is closed, and httpx closes the connection with it,
+            # which the server now notices at once.)
+            lines = stream.iter_lines()
+            next(lines)  # the first event came: the stream is open
             assert _watchers(http) == 1
+            lines.close()
         # The server lets go of a stream its client left (at the latest when its wait for
         # the run's next event ends, 10 s).
         deadline = time.monotonic() + 20
