@@ -187,3 +187,32 @@ def test_the_event_loops_token_check_answers_as_the_threads_one(
     finally:
         client.delete(f"{redis_key_prefix}tokens-async")
         client.close()
+
+
+def test_three_hundred_requests_at_once_are_all_let_in(fleet_env: FleetEnv) -> None:
+    """Each request's token is checked in the server's event loop over its own Redis client:
+    past its connections, requests wait for one (none answered 503 "Too many connections"
+    as a plain asyncio pool does past 100)."""
+    import asyncio
+
+    import httpx
+
+    served = start_serve(fleet_env)
+    redis, store = token_store(fleet_env)
+    try:
+        token = store.create(["runs:read"]).token
+    finally:
+        redis.close()
+
+    async def all_at_once() -> list[int]:
+        limits = httpx.Limits(max_connections=310, max_keepalive_connections=0)
+        async with httpx.AsyncClient(
+            base_url=served.url,
+            headers={"Authorization": f"Bearer {token}"},
+            limits=limits,
+            timeout=60,
+        ) as http:
+            answers = await asyncio.gather(*(http.get("/v1/workflows") for _ in range(300)))
+        return [answer.status_code for answer in answers]
+
+    assert asyncio.run(all_at_once()) == [200] * 300

@@ -13,11 +13,12 @@ With ``Accept: application/x-ndjson`` the events come as NDJSON instead (one env
 line, as ``little events --json``): what the log holds now, not followed; for a finished
 run, its whole log (from its archive once Redis has let go of it).
 
-The world's reads block, so they run in worker threads, a batch at a time, under a limit of
-their own (:data:`WATCHER_THREADS`, :class:`Watchers`): in the server's default pool (40
-threads) forty waits on quiet runs would keep every other request waiting for one. A live
-run is followed once per process however many watch it (:mod:`.run_feeds`): one thread
-waits for its next append and each event is read and formatted once for all its watchers.
+The world's reads block, so they run in worker threads under limits of their own
+(:class:`Watchers`): in the server's default pool (40 threads) forty waits on quiet runs
+would keep every other request waiting for one. A live run is followed once per process
+however many watch it (:mod:`.run_feeds`): one thread (of at most :data:`WATCHER_THREADS`)
+waits for its next append and each event is read and formatted once for all its watchers;
+a stream's own short reads (its start, a catch-up) have threads apart from those.
 """
 
 from __future__ import annotations
@@ -45,8 +46,12 @@ __all__ = [
 #: Longest a quiet stream goes without sending anything (a comment line).
 KEEPALIVE_S: Final = 10.0
 _BATCH: Final = 500
-#: Watchers whose reads wait in threads at once; more wait for one of them to get an event.
+#: Runs followed at once (a thread each, for as long as they are watched); the feeds of
+#: more wait for one of them to end or lose its last watcher.
 WATCHER_THREADS: Final = 1000
+#: The streams' short reads in threads at once (a stream's start, a catch-up): apart from
+#: the feeds', so that runs watched by the thousand never keep a new watcher from starting.
+_READ_THREADS: Final = 40
 
 
 def format_event(event: Event) -> str:
@@ -55,12 +60,13 @@ def format_event(event: Event) -> str:
 
 
 class Watchers:
-    """The thread limit of one server's event streams (made in its event loop, on first use)
-    and the feeds of the runs they watch."""
+    """The thread limits of one server's event streams (made in its event loop, on first
+    use) and the feeds of the runs they watch."""
 
     def __init__(self, threads: int = WATCHER_THREADS, keepalive_s: float = KEEPALIVE_S) -> None:
         self._threads = threads
         self._limiter: CapacityLimiter | None = None
+        self._feed_limiter: CapacityLimiter | None = None
         self.keepalive_s = keepalive_s
         self.feeds = RunFeeds(format_event, keepalive_s)
         #: SSE streams open now (``/metrics``: ``little_api_sse_watchers``); changed only in
@@ -69,9 +75,17 @@ class Watchers:
 
     @property
     def limiter(self) -> CapacityLimiter:
+        """The short reads' threads."""
         if self._limiter is None:
-            self._limiter = CapacityLimiter(self._threads)
+            self._limiter = CapacityLimiter(_READ_THREADS)
         return self._limiter
+
+    @property
+    def feed_limiter(self) -> CapacityLimiter:
+        """The feeds' threads (one per run followed)."""
+        if self._feed_limiter is None:
+            self._feed_limiter = CapacityLimiter(self._threads)
+        return self._feed_limiter
 
 
 def _page(world: World, run_id: str, after: int) -> list[Event]:
@@ -97,7 +111,7 @@ async def sse_events(
         if await to_thread.run_sync(ended_at, world, run_id, after, limiter=limiter):
             return
         # Joined before the catch-up: what is appended meanwhile waits in the inbox.
-        inbox = watchers.feeds.join(world, limiter, run_id, after)
+        inbox = watchers.feeds.join(world, watchers.feed_limiter, run_id, after)
         last = after
         if not inbox.started:  # the feed is past ``after`` maybe: what the log holds first
             while batch := await to_thread.run_sync(_page, world, run_id, last, limiter=limiter):

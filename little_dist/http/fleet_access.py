@@ -10,7 +10,7 @@ one-trip starts) under a lock, so concurrent first requests open it once.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from little_dist.errors import InvalidInputError
 from little_dist.http.idempotency import IdempotencyKeys
@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     from little_dist.world.base import World
 
 __all__ = ["FleetAccess", "open_redis"]
+
+#: The event loop's connections to Redis (each request's token check).
+_ASYNC_CONNECTIONS: Final = 64
 
 
 def open_redis(settings: Settings) -> Any:
@@ -67,6 +70,7 @@ class FleetAccess:
         request's token check: no thread and no wait for one); made in that loop, on first
         use, and closed by :meth:`aclose`."""
         if self._async_redis is None:
+            from redis.asyncio import BlockingConnectionPool
             from redis.asyncio import Redis as AsyncRedis
 
             from little_dist.world.factory import fleet_redis_url
@@ -74,9 +78,17 @@ class FleetAccess:
             url = fleet_redis_url(self.settings)
             if url is None:
                 return open_redis(self.settings)  # refused, saying why
-            self._async_redis = AsyncRedis.from_url(
-                url, socket_timeout=10, socket_connect_timeout=10
+            # Blocking: a thousand requests at once wait for one of its connections (a
+            # check is one HGET) instead of failing with "Too many connections" past the
+            # plain pool's 100.
+            pool = BlockingConnectionPool.from_url(
+                url,
+                max_connections=_ASYNC_CONNECTIONS,
+                timeout=10,
+                socket_timeout=10,
+                socket_connect_timeout=10,
             )
+            self._async_redis = AsyncRedis.from_pool(pool)  # (closed with it)
         return self._async_redis
 
     async def aclose(self) -> None:

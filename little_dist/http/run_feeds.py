@@ -27,6 +27,7 @@ from little_dist.world.base import World
 
 __all__ = ["Formatted", "Inbox", "RunFeeds"]
 
+
 @dataclass(frozen=True)
 class Formatted:
     """An event as the feed hands it out: its sequence, whether it ends the run, its text."""
