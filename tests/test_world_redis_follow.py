@@ -112,3 +112,38 @@ def test_followers_of_many_runs_each_get_an_append_within_milliseconds(
         thread.join(timeout=20)
     assert len(delays_ms) == 3 * len(runs)
     assert statistics.median(delays_ms) < 50, sorted(delays_ms)
+
+
+def test_more_followers_than_a_default_redis_py_pool_holds_all_get_their_events(
+    world: RedisS3World,
+) -> None:
+    """A blocked follow holds one of the world's Redis connections: 150 at once (a server's
+    feeds of 150 watched runs) must not fail as redis-py's default pool of 100 would."""
+    runs = [f"run_follow_pool_{index}" for index in range(150)]
+    for run_id in runs:
+        world.append(run_id, _tick(-1))
+    got: dict[str, int] = {}
+    errors: list[BaseException] = []
+    ready = threading.Barrier(len(runs) + 1)
+
+    def follow(run_id: str) -> None:
+        follower = world.follow(run_id, after=1, timeout=20)
+        ready.wait()
+        try:
+            for event in follower:
+                got[run_id] = event.sequence
+                return
+        except Exception as exc:  # reported below: which and why
+            errors.append(exc)
+
+    threads = [threading.Thread(target=follow, args=(run_id,)) for run_id in runs]
+    for thread in threads:
+        thread.start()
+    ready.wait()
+    time.sleep(0.5)  # every follower blocked on its run's stream by now
+    for run_id in runs:
+        world.append(run_id, _tick(0))
+    for thread in threads:
+        thread.join(timeout=30)
+    assert errors == []
+    assert got == dict.fromkeys(runs, 2)

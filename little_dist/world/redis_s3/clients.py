@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 __all__ = ["redis_client_for", "s3_client_for"]
+
+_MAX_CONNECTIONS: Final = 10_000
 
 
 def redis_client_for(redis_url: str, socket_timeout: float) -> redis.Redis:
@@ -20,6 +22,11 @@ def redis_client_for(redis_url: str, socket_timeout: float) -> redis.Redis:
         socket_timeout=socket_timeout,
         socket_connect_timeout=socket_timeout,
         health_check_interval=30,
+        # redis-py >= 6 caps a pool at 100 connections unless told, and the 101st command
+        # in flight at once fails ("Too many connections"): a server following a hundred
+        # runs for its SSE watchers (one blocked XREAD each) reached it with its first
+        # reads. Redis's own default limit of clients.
+        max_connections=_MAX_CONNECTIONS,
         # redis-py >= 6 re-sends a timed-out command by default; a timed-out append may have
         # landed, and without an occurrence id a re-send would record it twice. Failures
         # surface as StorageUnavailableError and the caller decides.
