@@ -17,6 +17,7 @@ HTTP, with the token's id); the first decision stands.
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol, cast
+from urllib.parse import quote
 
 from little_dist.approvals import (
     Approval,
@@ -142,7 +143,7 @@ class HttpApprovals:
         self, approval_id: str, decision: str, reason: str | None, by: str | None
     ) -> Approval:
         # (a 409 approval_decided is ApprovalDecidedError already: see http_answers.error_of)
-        if not isinstance(approval_id, str) or not approval_id or "/" in approval_id:
+        if not isinstance(approval_id, str) or not approval_id:
             raise ApprovalNotFoundError(str(approval_id), "not an approval id")
         body: dict[str, Any] = {"decision": decision}
         if reason is not None:
@@ -150,7 +151,8 @@ class HttpApprovals:
         if by is not None:
             body["by"] = by
         try:
-            answer = self._request("POST", f"/v1/approvals/{approval_id}", json_body=body)
+            path = f"/v1/approvals/{quote(approval_id, safe='')}"
+            answer = self._request("POST", path, json_body=body)
         except NotFoundError as exc:
             raise ApprovalNotFoundError(approval_id, str(exc)) from None
         return approval_from_json(answer.json())
