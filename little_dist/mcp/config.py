@@ -37,10 +37,10 @@ _SERVER_ID = re.compile(r"^[A-Za-z0-9_-]+$")
 
 @dataclass(frozen=True)
 class McpTransport:
-    """How to reach one server: a process over stdio, streamable HTTP at ``url``, or HTTP+SSE
-    at ``url`` (its event-stream endpoint)."""
+    """How to reach one server: a process over stdio, streamable HTTP at ``url``, HTTP+SSE
+    at ``url`` (its event-stream endpoint), or a WebSocket at ``url`` (``ws(s)://``)."""
 
-    type: Literal["stdio", "http", "sse"]
+    type: Literal["stdio", "http", "sse", "websocket"]
     command: str | None = None
     args: tuple[str, ...] = ()
     cwd: str | None = None
@@ -122,14 +122,28 @@ def _transport(value: Any, where: str) -> McpTransport:
             cwd=cwd,
             env=_string_map(value.get("env", {}), f"{where}.env"),
         )
-    if kind in ("http", "sse"):
+    if kind in ("http", "sse", "websocket"):
         _known(value, {"type", "url", "headers"}, where)
         url = value.get("url")
-        if not isinstance(url, str) or urlsplit(url).scheme not in ("http", "https"):
-            raise InvalidInputError(f"{where}.url must be an http(s) URL, got {url!r}")
+        schemes = ("ws", "wss") if kind == "websocket" else ("http", "https")
+        scheme, host = _scheme_and_host(url) if isinstance(url, str) else (None, None)
+        if scheme not in schemes or not host:
+            label = "a ws(s)" if kind == "websocket" else "an http(s)"
+            raise InvalidInputError(f"{where}.url must be {label} URL, got {url!r}")
         headers = _string_map(value.get("headers", {}), f"{where}.headers")
-        return McpTransport("http" if kind == "http" else "sse", url=url, headers=headers)
-    raise InvalidInputError(f"{where}.type must be 'stdio', 'http' or 'sse', got {kind!r}")
+        return McpTransport(kind, url=url, headers=headers)
+    raise InvalidInputError(
+        f"{where}.type must be 'stdio', 'http', 'sse' or 'websocket', got {kind!r}"
+    )
+
+
+def _scheme_and_host(url: str) -> tuple[str | None, str | None]:
+    """A URL's scheme and host, ``None`` for a URL that does not even parse."""
+    try:
+        parts = urlsplit(url)
+        return parts.scheme, parts.hostname
+    except ValueError:
+        return None, None
 
 
 def _server(value: Any, where: str) -> McpServerConfig:
