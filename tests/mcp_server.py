@@ -4,13 +4,15 @@
 over stdio, or over streamable HTTP on 127.0.0.1:PORT (HTTP+SSE with ``sse``; a WebSocket,
 subprotocol ``mcp``, with ``websocket``, which adds a ``blob`` tool returning SIZE bytes).
 ``ws-close`` accepts WebSocket connections and closes each at once; ``ws-garbage`` answers
-the first frame with one that is not JSON-RPC. Every tool call appends its name and a
-newline to COUNT_FILE, so a test counts the calls the server really served (across processes
-and attempts).
+the first frame with one that is not JSON-RPC. With LITTLE_TEST_MCP_DOTTED set, a tool
+named ``legacy.sum`` too (not a valid name for a model's tool). Every tool call appends its
+name and a newline to COUNT_FILE, so a test counts the calls the server really served
+(across processes and attempts).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -42,6 +44,14 @@ def main() -> None:
         """Delete an account (a side effect no test should let through)."""
         served("delete_account")
         return f"deleted {account_id}"
+
+    if os.environ.get("LITTLE_TEST_MCP_DOTTED"):
+
+        @app.tool(name="legacy.sum")
+        def legacy_sum(a: int, b: int) -> int:
+            """Add two numbers (a name with a dot, as some servers have)."""
+            served("legacy.sum")
+            return a + b
 
     mode = sys.argv[3] if len(sys.argv) > 3 else None
     if mode is not None and (mode == "websocket" or mode.startswith("ws-")):

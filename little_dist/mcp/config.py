@@ -4,10 +4,14 @@ Upstream's shape, field for field: ``{"servers": [{"id", "description", "transpo
 "tools"?}]}`` or just the list of servers; a transport is ``{"type": "stdio", "command",
 "args"?, "cwd"?, "env"?}``, ``{"type": "http", "url", "headers"?}`` (streamable HTTP) or
 ``{"type": "sse", "url", "headers"?}`` (the older HTTP+SSE transport).
-``tools`` is upstream's tool policy limited to ``include`` / ``exclude`` (source names).
-Upstream's ``guide`` skills, ``rename``, configured ``schemas`` and gateway name overrides are
-not supported, nor a WebSocket transport (the official SDK has no WebSocket client): a config
-naming them is refused, never half-read.
+``{"type": "websocket", "url", "headers"?}`` is ours (upstream's transports are the three
+others): a WebSocket with the ``mcp`` subprotocol, as the SDK 1.x's ``websocket_client``.
+``tools`` is upstream's ``HarnessMcpToolPolicy``: ``include`` / ``exclude`` (source names),
+``rename`` (source name -> the name models see and call) and ``schemas`` (source name ->
+``{"inputSchema", "outputSchema"?}`` shown instead of the server's; its keys must be exactly
+``include``), validated as upstream's ``validateToolPolicy`` does. Upstream's ``guide``
+skills, gateway name overrides and aliases are not supported: a config naming them is
+refused, never half-read.
 """
 
 from __future__ import annotations
@@ -33,6 +37,16 @@ LIST_TOOL_NAME = "mcp_list_tools"
 CALL_TOOL_NAME = "mcp_call_tool"
 
 _SERVER_ID = re.compile(r"^[A-Za-z0-9_-]+$")
+#: Upstream's ``SAFE_NAME`` and reserved names, for a tool name a model sees.
+_SAFE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
+_RESERVED_NAMES = frozenset({"bash", "__proto__", "constructor", "prototype"})
+
+
+def safe_tool_name(name: object) -> bool:
+    """Whether ``name`` may be a visible MCP tool name (upstream's ``assertSafeToolName``)."""
+    return isinstance(name, str) and bool(_SAFE_NAME.fullmatch(name)) and (
+        name not in _RESERVED_NAMES
+    )
 
 
 @dataclass(frozen=True)
@@ -66,18 +80,37 @@ class McpTransport:
 @dataclass(frozen=True)
 class McpServerConfig:
     """One MCP server: its id (what ``mcp_call_tool`` names), description, transport, and
-    which of its tools are visible (``include``: only these; ``exclude``: not these)."""
+    which of its tools are visible (``include``: only these; ``exclude``: not these; by
+    their source names), under which names (``rename``) and with which schemas (``schemas``,
+    by source name)."""
 
     id: str
     description: str
     transport: McpTransport
     include: tuple[str, ...] | None = None
     exclude: tuple[str, ...] = ()
+    rename: Mapping[str, str] = field(default_factory=dict)
+    schemas: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def visible(self, tool_name: str) -> bool:
+        """Whether the server's tool ``tool_name`` (its source name) is offered."""
         if self.include is not None and tool_name not in self.include:
             return False
         return tool_name not in self.exclude
+
+    def visible_name(self, source_name: str) -> str:
+        """The name models see for the server's tool ``source_name``."""
+        return self.rename.get(source_name, source_name)
+
+    def source_name(self, visible_name: str) -> str | None:
+        """The server's name for the visible tool ``visible_name``; None when no visible tool
+        has that name (a renamed tool is called by its new name only)."""
+        for source, target in self.rename.items():
+            if target == visible_name:
+                return source if self.visible(source) else None
+        if visible_name in self.rename or not self.visible(visible_name):
+            return None
+        return visible_name
 
 
 def _strings(value: Any, where: str) -> tuple[str, ...]:
@@ -159,15 +192,91 @@ def _server(value: Any, where: str) -> McpServerConfig:
     policy = value.get("tools", {})
     if not isinstance(policy, Mapping):
         raise InvalidInputError(f"{where}.tools must be an object")
-    _known(policy, {"include", "exclude"}, f"{where}.tools")
+    _known(policy, {"include", "exclude", "rename", "schemas"}, f"{where}.tools")
     include = policy.get("include")
-    return McpServerConfig(
+    config = McpServerConfig(
         id=server_id,
         description=description,
         transport=_transport(value.get("transport"), f"{where}.transport"),
         include=None if include is None else _strings(include, f"{where}.tools.include"),
         exclude=_strings(policy.get("exclude", ()), f"{where}.tools.exclude"),
+        rename=_rename(policy.get("rename", {}), f"{where}.tools.rename"),
+        schemas=_schemas(policy.get("schemas"), f"{where}.tools.schemas"),
     )
+    _check_policy(config, policy, f"{where}.tools")
+    return config
+
+
+def _rename(value: Any, where: str) -> dict[str, str]:
+    rename = _string_map(value, where)
+    targets: dict[str, str] = {}
+    for source, target in rename.items():
+        if not safe_tool_name(target):
+            raise InvalidInputError(
+                f"{where}: {target!r} (for {source!r}) is not a valid tool name "
+                "([A-Za-z_][A-Za-z0-9_-]{0,63}, not bash)"
+            )
+        if target in targets:
+            raise InvalidInputError(
+                f"{where}: {targets[target]!r} and {source!r} are both renamed to {target!r}"
+            )
+        targets[target] = source
+    return rename
+
+
+def _schemas(value: Any, where: str) -> dict[str, dict[str, Any]]:
+    """Upstream's ``HarnessMcpToolSchemas``: per tool, a JSON schema (object or boolean) for
+    its input, and optionally for its output."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidInputError(f"{where} must be an object, got {value!r}")
+    schemas: dict[str, dict[str, Any]] = {}
+    for name, schema in value.items():
+        if not isinstance(schema, Mapping):
+            raise InvalidInputError(f"{where}[{name!r}] must be an object, got {schema!r}")
+        _known(schema, {"inputSchema", "outputSchema"}, f"{where}[{name!r}]")
+        if "inputSchema" not in schema:
+            raise InvalidInputError(f"{where}[{name!r}] requires an inputSchema")
+        entry: dict[str, Any] = {}
+        for key in ("inputSchema", "outputSchema"):
+            if key in schema:
+                entry[key] = _json_schema(schema[key], f"{where}[{name!r}].{key}")
+        schemas[str(name)] = entry
+    return schemas
+
+
+def _json_schema(value: Any, where: str) -> Any:
+    """A JSON schema root (an object or a boolean) of plain JSON values, as a plain copy."""
+    import json
+
+    if not isinstance(value, bool | Mapping):
+        raise InvalidInputError(f"{where} must be a JSON schema (an object or a boolean)")
+    try:
+        return json.loads(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError) as error:
+        raise InvalidInputError(f"{where} must hold only JSON values: {error}") from None
+
+
+def _check_policy(config: McpServerConfig, policy: Mapping[str, Any], where: str) -> None:
+    """Upstream's ``validateToolPolicy``: no empty names; ``schemas`` names exactly the
+    ``include`` list (each once)."""
+    names = [*(config.include or ()), *config.exclude, *config.rename, *config.schemas]
+    if any(not name for name in names):
+        raise InvalidInputError(f"{where}: MCP tool policy names cannot be empty")
+    if "schemas" not in policy:
+        return
+    include = config.include
+    if (
+        include is None
+        or len(set(include)) != len(include)
+        or set(include) != set(config.schemas)
+    ):
+        raise InvalidInputError(
+            f"{where}: MCP tool schemas must exactly match included tool names "
+            f"(include: {None if include is None else list(include)}, "
+            f"schemas: {list(config.schemas)})"
+        )
 
 
 def mcp_servers(value: Any, where: str) -> tuple[McpServerConfig, ...]:

@@ -23,7 +23,12 @@ from typing import Any
 from little_dist.canonical import sha256_digest
 from little_dist.errors import InvalidInputError
 from little_dist.mcp import client
-from little_dist.mcp.config import CALL_TOOL_NAME, LIST_TOOL_NAME, McpServerConfig
+from little_dist.mcp.config import (
+    CALL_TOOL_NAME,
+    LIST_TOOL_NAME,
+    McpServerConfig,
+    safe_tool_name,
+)
 from little_dist.tools import Tool
 
 __all__ = ["GatewayTool", "McpGateway", "gateway_tools", "session_manifest"]
@@ -60,15 +65,38 @@ class McpGateway:
         return server
 
     def tool_manifests(self, server: McpServerConfig) -> list[dict[str, Any]]:
-        """The server's visible tools now, as upstream's ``HarnessMcpToolManifest``."""
-        entries = []
+        """The server's visible tools now, as upstream's ``HarnessMcpToolManifest``: under
+        their visible names (``rename``), with the configured ``schemas`` in place of the
+        server's. A visible name that is not a safe tool name, or two tools under one name,
+        is the config's error (upstream's ``resolveServerTools``)."""
+        entries: list[dict[str, Any]] = []
+        seen: set[str] = set()
         for item in client.list_tools(server, timeout=self.timeout):
             if not server.visible(item.name):
                 continue
-            entry: dict[str, Any] = {"name": item.name}
+            name = server.visible_name(item.name)
+            if not safe_tool_name(name):
+                raise InvalidInputError(
+                    f"MCP server {server.id!r}: tool {name!r} is not a valid tool name "
+                    "([A-Za-z_][A-Za-z0-9_-]{0,63}, not bash); rename it (tools.rename)"
+                )
+            if name in seen:
+                raise InvalidInputError(
+                    f"MCP server {server.id!r}: tools.rename makes two tools named {name!r}"
+                )
+            seen.add(name)
+            entry: dict[str, Any] = {"name": name}
             if item.description is not None:
                 entry["description"] = item.description
-            schemas = (("input", item.input_schema), ("output", item.output_schema))
+            configured = server.schemas.get(item.name)
+            schemas = (
+                (("input", item.input_schema), ("output", item.output_schema))
+                if configured is None
+                else (
+                    ("input", configured["inputSchema"]),
+                    ("output", configured.get("outputSchema")),
+                )
+            )
             for kind, schema in schemas:
                 if schema is not None:
                     entry[f"{kind}SchemaHash"] = sha256_digest(schema)
@@ -104,13 +132,14 @@ class McpGateway:
 
     def call(self, server: str, tool: str, args: Any = None) -> dict[str, Any]:
         config = self._server(server)
-        if not isinstance(tool, str) or not tool or not config.visible(tool):
+        source = config.source_name(tool) if isinstance(tool, str) and tool else None
+        if source is None:
             raise InvalidInputError(f"MCP server {server!r} has no visible tool {tool!r}")
         if args is None:
             args = {}
         if not isinstance(args, Mapping):
             raise InvalidInputError(f"mcp_call_tool: args must be an object, got {args!r}")
-        return client.call_tool(config, tool, args, timeout=self.timeout)
+        return client.call_tool(config, source, args, timeout=self.timeout)
 
     def summary(self) -> str:
         return "; ".join(f"{item.id}: {item.description}" for item in self.servers.values())
