@@ -305,8 +305,8 @@ def test_an_unreachable_server_is_a_clear_retriable_error(tmp_path: Path) -> Non
             r"mcp\[0\]\.transport\.url must be an http\(s\) URL, got 'ftp://h'",
         ),
         (
-            [{"id": "a", "description": "x", "guide": False, "transport": {}}],
-            r"mcp\[0\]: unsupported field\(s\) \['guide'\]",
+            {"servers": [], "gateway": {"listToolName": "list_mcp"}},
+            r"mcp: unsupported field\(s\) \['gateway'\]",
         ),
         (
             {"servers": [stdio_server(Path("c")), stdio_server(Path("d"))]},

@@ -78,6 +78,18 @@ class McpTransport:
 
 
 @dataclass(frozen=True)
+class McpGuide:
+    """A server's guide skill (:mod:`little_dist.mcp.guides`): its name and description, the
+    configured ``body`` (None for a default guide) and bundled ``files`` (normalized relative
+    path -> bytes)."""
+
+    name: str
+    description: str
+    body: str | None = None
+    files: tuple[tuple[str, bytes], ...] = ()
+
+
+@dataclass(frozen=True)
 class McpServerConfig:
     """One MCP server: its id (what ``mcp_call_tool`` names), description, transport, and
     which of its tools are visible (``include``: only these; ``exclude``: not these; by
@@ -91,6 +103,7 @@ class McpServerConfig:
     exclude: tuple[str, ...] = ()
     rename: Mapping[str, str] = field(default_factory=dict)
     schemas: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    guide: McpGuide | None = None
 
     def visible(self, tool_name: str) -> bool:
         """Whether the server's tool ``tool_name`` (its source name) is offered."""
@@ -182,7 +195,7 @@ def _scheme_and_host(url: str) -> tuple[str | None, str | None]:
 def _server(value: Any, where: str) -> McpServerConfig:
     if not isinstance(value, Mapping):
         raise InvalidInputError(f"{where} must be an object, got {value!r}")
-    _known(value, {"id", "description", "transport", "tools"}, where)
+    _known(value, {"id", "description", "transport", "tools", "guide"}, where)
     server_id = value.get("id")
     if not isinstance(server_id, str) or not _SERVER_ID.fullmatch(server_id):
         raise InvalidInputError(f"{where}.id must match [A-Za-z0-9_-]+, got {server_id!r}")
@@ -202,9 +215,63 @@ def _server(value: Any, where: str) -> McpServerConfig:
         exclude=_strings(policy.get("exclude", ()), f"{where}.tools.exclude"),
         rename=_rename(policy.get("rename", {}), f"{where}.tools.rename"),
         schemas=_schemas(policy.get("schemas"), f"{where}.tools.schemas"),
+        guide=_guide(value, server_id, description, f"{where}.guide"),
     )
     _check_policy(config, policy, f"{where}.tools")
     return config
+
+
+def _guide(
+    server: Mapping[str, Any], server_id: str, description: str, where: str
+) -> McpGuide | None:
+    """Upstream's ``guide``: absent, a default guide; ``false``, none; else ``{"name"?,
+    "description", "body", "files"?}``."""
+    if "guide" not in server:
+        return McpGuide(f"{server_id}-mcp", f"Use when the task needs {description}")
+    value = server["guide"]
+    if value is False:
+        return None
+    if not isinstance(value, Mapping):
+        raise InvalidInputError(f"{where} must be false or an object, got {value!r}")
+    _known(value, {"name", "description", "body", "files"}, where)
+    name = value.get("name", f"{server_id}-mcp")
+    if not safe_tool_name(name):
+        raise InvalidInputError(
+            f"{where}.name {name!r} is not a valid guide name ([A-Za-z_][A-Za-z0-9_-]{{0,63}})"
+        )
+    for key in ("description", "body"):
+        if not isinstance(value.get(key), str):
+            raise InvalidInputError(f"{where}.{key} is required (a string)")
+    files = value.get("files", {})
+    if not isinstance(files, Mapping):
+        raise InvalidInputError(f"{where}.files must map paths to text or bytes")
+    bundled: dict[str, bytes] = {}
+    for path, content in files.items():
+        if not isinstance(content, str | bytes):
+            raise InvalidInputError(f"{where}.files[{path!r}] must be text or bytes")
+        normalized = _guide_path(path, f"{where}.files")
+        if normalized in bundled:
+            raise InvalidInputError(
+                f"{where}.files: {path!r} is {normalized!r} again (paths must be unique)"
+            )
+        bundled[normalized] = content.encode("utf-8") if isinstance(content, str) else content
+    return McpGuide(name, value["description"], value["body"], tuple(sorted(bundled.items())))
+
+
+def _guide_path(path: Any, where: str) -> str:
+    """Upstream's ``normalizeGuideFilePath``: relative, no ``..``, no NUL; ``.`` and empty
+    segments dropped; never ``SKILL.md`` (the generated one)."""
+    if not isinstance(path, str) or not path or path.startswith("/") or "\0" in path:
+        raise InvalidInputError(f"{where}: {path!r} is not a valid guide file path")
+    segments = [segment for segment in path.split("/") if segment not in ("", ".")]
+    if ".." in segments:
+        raise InvalidInputError(f"{where}: {path!r} leaves the guide's folder")
+    if not segments:
+        raise InvalidInputError(f"{where}: {path!r} is not a valid guide file path")
+    normalized = "/".join(segments)
+    if normalized == "SKILL.md":
+        raise InvalidInputError(f"{where}: {path!r} would replace the generated SKILL.md")
+    return normalized
 
 
 def _rename(value: Any, where: str) -> dict[str, str]:
@@ -291,8 +358,15 @@ def mcp_servers(value: Any, where: str) -> tuple[McpServerConfig, ...]:
         raise InvalidInputError(f"{where} must be a list of MCP servers, got {value!r}")
     servers = tuple(_server(item, f"{where}[{index}]") for index, item in enumerate(value))
     seen: set[str] = set()
+    guides: set[str] = set()
     for server in servers:
         if server.id in seen:
             raise InvalidInputError(f"{where}: MCP server ids must be unique ({server.id!r})")
         seen.add(server.id)
+        if server.guide is not None:
+            if server.guide.name in guides:
+                raise InvalidInputError(
+                    f"{where}: MCP guide names must be unique ({server.guide.name!r})"
+                )
+            guides.add(server.guide.name)
     return servers

@@ -29,6 +29,8 @@ from little_dist.mcp.config import (
     McpServerConfig,
     safe_tool_name,
 )
+from little_dist.mcp.guides import guide_files, guide_manifest, guide_skill
+from little_dist.skills.descriptor import SkillDescriptor
 from little_dist.tools import Tool
 
 __all__ = ["GatewayTool", "McpGateway", "gateway_tools", "session_manifest"]
@@ -106,29 +108,41 @@ class McpGateway:
             entries.append(entry)
         return entries
 
-    def server_manifest(self, server: McpServerConfig) -> dict[str, Any]:
-        return {
+    def server_manifest(
+        self, server: McpServerConfig, skills: list[SkillDescriptor] | None = None
+    ) -> dict[str, Any]:
+        """Upstream's ``HarnessMcpServerManifest`` (listed live); the server's guide skill,
+        made from the same listing, is appended to ``skills``."""
+        tools = self.tool_manifests(server)
+        entry: dict[str, Any] = {
             "id": server.id,
             "description": server.description,
             "transport": server.transport.manifest(),
-            "tools": self.tool_manifests(server),
         }
+        if server.guide is not None:
+            files = guide_files(server.guide, server.id, server.description, tools)
+            entry["guide"] = guide_manifest(server.guide, files)
+            if skills is not None:
+                skills.append(guide_skill(server.guide, files))
+        entry["tools"] = tools
+        return entry
 
-    def capability_manifest(self) -> dict[str, Any]:
-        """Upstream's ``HarnessMcpCapabilityManifest``, listed live."""
+    def capability_manifest(self, skills: list[SkillDescriptor] | None = None) -> dict[str, Any]:
+        """Upstream's ``HarnessMcpCapabilityManifest``, listed live (the guide skills go to
+        ``skills``)."""
         return {
             "gateway": {"listToolName": LIST_TOOL_NAME, "callToolName": CALL_TOOL_NAME},
-            "servers": [self.server_manifest(server) for server in self.servers.values()],
+            "servers": [self.server_manifest(item, skills) for item in self.servers.values()],
         }
 
     def list(self, server: str | None = None) -> dict[str, Any]:
         chosen = list(self.servers.values()) if server is None else [self._server(server)]
-        return {
-            "servers": [
-                {"id": item.id, "description": item.description, "tools": self.tool_manifests(item)}
-                for item in chosen
-            ]
-        }
+        listed = []
+        for item in chosen:
+            entry = self.server_manifest(item)
+            del entry["transport"]
+            listed.append(entry)
+        return {"servers": listed}
 
     def call(self, server: str, tool: str, args: Any = None) -> dict[str, Any]:
         config = self._server(server)
@@ -187,10 +201,15 @@ def gateway_tools(gateway: McpGateway) -> list[Tool]:
     ]
 
 
-def session_manifest(tools: Mapping[str, Any]) -> dict[str, Any] | None:
+def session_manifest(
+    tools: Mapping[str, Any],
+) -> tuple[dict[str, Any] | None, tuple[SkillDescriptor, ...]]:
     """The ``mcp`` entry of a session manifest: the capability manifest of the gateway
-    behind the session's gateway tools (listed live), or ``None`` when it has none."""
+    behind the session's gateway tools (listed live), or ``None`` when it has none; and
+    the servers' guide skills, made from the same listing."""
     for item in tools.values():
         if isinstance(item, GatewayTool):
-            return item.mcp_gateway.capability_manifest()
-    return None
+            skills: list[SkillDescriptor] = []
+            manifest = item.mcp_gateway.capability_manifest(skills)
+            return manifest, tuple(skills)
+    return None, ()
