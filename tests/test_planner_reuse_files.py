@@ -18,7 +18,7 @@ import pytest
 from little_dist.api import run_workflow
 from little_dist.canonical import canonical_json
 from little_dist.events import Event
-from little_dist.planner import reuse_files
+from little_dist.planner import PlannerError, reuse_files
 from little_dist.planner.reuse_files import DETAIL_FILES, detail_files, mounted_reuse_details
 from little_dist.planner.review import select_reuse_candidates
 from little_dist.testing import ScriptedModel
@@ -189,3 +189,28 @@ def test_a_fleet_planner_reads_the_candidate_and_reuses_it(
     ]
     started = [e for e in events if e.type == "RunStarted"]
     assert started[-1].payload["workflowVersionId"] == version_id
+
+
+def test_a_resumed_planning_session_replays_the_shell_and_runs_nothing_again(
+    scripted_model: ScriptedModel,
+) -> None:
+    world = MemoryWorld()
+    version_id = first_run(world, scripted_model).workflow_version_id
+    cat = {"cmd": f"cat /planner/reuse/{version_id}/lwir.json"}
+    scripted_model.on(step="planner", run="run_second").call_tool("bash", cat).then_raise_error("auth")
+    with pytest.raises(PlannerError, match="planner model"):
+        run_workflow(summarizer, SECOND, world=world, run_id="run_second")
+    scripted_model.on(step="planner", run="run_second").reply_json(reuse(version_id))
+
+    resumed = run_workflow(summarizer, SECOND, world=world, run_id="run_second")
+
+    assert resumed.status == "completed" and resumed.workflow_version_id == version_id
+    events = world.list_events("run_second")
+    commands = [e for e in events if e.type == "harness.runtime.command.succeeded"]
+    assert len(commands) == 1  # the resumed session took the recorded result
+    turns = [
+        (call.messages[-1]["role"], len(call.messages))
+        for call in scripted_model.calls_for(step="planner", run="run_second")
+    ]
+    # turn 1; turn 2 (failed); turn 2 again, with the same recorded tool result, not turn 1
+    assert turns == [("user", 2), ("tool", 4), ("tool", 4)]
