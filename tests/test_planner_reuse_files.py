@@ -197,7 +197,9 @@ def test_a_resumed_planning_session_replays_the_shell_and_runs_nothing_again(
     world = MemoryWorld()
     version_id = first_run(world, scripted_model).workflow_version_id
     cat = {"cmd": f"cat /planner/reuse/{version_id}/lwir.json"}
-    scripted_model.on(step="planner", run="run_second").call_tool("bash", cat).then_raise_error("auth")
+    scripted_model.on(step="planner", run="run_second").call_tool("bash", cat).then_raise_error(
+        "auth"
+    )
     with pytest.raises(PlannerError, match="planner model"):
         run_workflow(summarizer, SECOND, world=world, run_id="run_second")
     scripted_model.on(step="planner", run="run_second").reply_json(reuse(version_id))

@@ -16,8 +16,9 @@ steps and the ``fixer``, beside whatever tools ``permissions.tools`` allows (a l
 registered tools, where upstream's compiler refuses ``bash``); never ``tool.call`` steps or
 the orchestrator. The planner gets one of its own whatever the workflow says, only when it
 reviews a reuse candidate, and over that candidate's read-only files only
-(:mod:`little_dist.planner.reuse_files`): reading them is what the review brief asks. A step's own ``with.tools`` list (ours) offers exactly what it
-names: bash only if it names ``bash``. A registered tool named ``bash`` wins, as upstream.
+(:mod:`little_dist.planner.reuse_files`): reading them is what the review brief asks. A
+step's own ``with.tools`` list (ours) offers exactly what it names: bash only if it names
+``bash``. A registered tool named ``bash`` wins, as upstream.
 
 What it sees. The attempt's run scratch (:mod:`little_dist.scratch`), made on its first
 command by the ``scratch`` factory the attempt runtime gives it: ``/mnt/scratch/own``
