@@ -21,6 +21,8 @@ from little_dist.events import Event
 from little_dist.planner import PlannerError, reuse_files
 from little_dist.planner.reuse_files import DETAIL_FILES, detail_files, mounted_reuse_details
 from little_dist.planner.review import select_reuse_candidates
+from little_dist.sandbox import Mount
+from little_dist.sandbox.mounts import MountError
 from little_dist.testing import ScriptedModel
 from little_dist.world.base import World
 from little_dist.world.in_process import MemoryWorld
@@ -216,3 +218,12 @@ def test_a_resumed_planning_session_replays_the_shell_and_runs_nothing_again(
     ]
     # turn 1; turn 2 (failed); turn 2 again, with the same recorded tool result, not turn 1
     assert turns == [("user", 2), ("tool", 4), ("tool", 4)]
+
+
+def test_the_reuse_root_takes_read_only_mounts_only(tmp_path: Path) -> None:
+    assert Mount(tmp_path, "/planner/reuse").target == "/planner/reuse"
+    with pytest.raises(MountError, match=r"must be under /mnt or /work$"):
+        Mount(tmp_path, "/planner/reuse", writable=True)
+    for target in ("/planner", "/planner/other", "/planner/reuse/../x"):
+        with pytest.raises(MountError, match=r"must be under|normalised"):
+            Mount(tmp_path, target)
