@@ -112,7 +112,7 @@ def test_missing_and_malformed_addresses_are_clear_errors(
         store.get_eval_set("evset_" + "0" * 16)
     with pytest.raises(NotFoundError, match="no eval item body sha256:"):
         store.get_body("sha256:" + "a" * 64)
-    with pytest.raises(InvalidInputError, match="invalid eval set id: '../x'"):
+    with pytest.raises(InvalidInputError, match=r"invalid eval set id: '\.\./x'"):
         store.get_eval_set("../x")
     with pytest.raises(InvalidInputError, match="invalid eval item body digest"):
         store.get_body("sha256:../../etc")
