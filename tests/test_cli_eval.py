@@ -65,6 +65,7 @@ def test_the_example_set_validates_runs_passes_and_compares_with_its_last_run(
     checked = little("eval", "validate", SET, "--items", ITEMS, *data, cwd=tmp_path)
     assert checked.returncode == 0, checked.stderr
     assert checked.stdout.splitlines()[-1].endswith("(4 item bodies)")
+    assert not (tmp_path / "world").exists()  # (validate makes no world to read an empty one)
     ran = little("eval", "run", SET, "--items", ITEMS, "--workflow", WORKFLOW, *data, cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr
     lines = ran.stdout.splitlines()

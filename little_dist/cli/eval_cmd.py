@@ -176,7 +176,8 @@ def _one_set(args: argparse.Namespace) -> int:
     try:
         return _verb(args, loaded)
     finally:
-        loaded.world.close()
+        if loaded.world is not None:
+            loaded.world.close()
 
 
 def _verb(args: argparse.Namespace, loaded: Any) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from little_dist.evals import EvalSetVersion, EvalStore, eval_store_for
@@ -30,7 +31,7 @@ class LoadedEvalSet:
     bodies: dict[str, Any]  # bodySha -> body
     warnings: list[dict[str, str]]
     store_: EvalStore
-    world: World
+    world: World | None  # (None: a local world that validate did not make)
 
     def store(self) -> None:
         """Put the set and its bodies in the world (a no-op for what is there already)."""
@@ -44,12 +45,32 @@ class LoadedEvalSet:
 def load_eval_set(args: argparse.Namespace) -> LoadedEvalSet:
     """The set ``args.set`` names with the bodies of every index entry (from ``--items``,
     else the world); raises :class:`EvalFileProblem`. The caller closes ``.world``."""
+    unmade = _unmade_local_world(args) if args.verb == "validate" else None
+    if unmade is not None:  # (validate writes nothing: no world is made to read an empty one)
+        from little_dist.evals.local_store import LocalEvalStore
+
+        return _load(args, None, LocalEvalStore(unmade))
     world = _open_world(args)
     try:
         return _load(args, world, eval_store_for(world))
     except BaseException:
         world.close()
         raise
+
+
+def _unmade_local_world(args: argparse.Namespace) -> Path | None:
+    """The data directory of the local world the options name, when there is none yet."""
+    from little_dist.cli.common import world_spec
+    from little_dist.errors import InvalidInputError
+
+    try:
+        spec = world_spec(args)
+    except InvalidInputError as exc:
+        raise EvalFileProblem([f"little eval: {exc}"], 2) from None
+    if "://" in spec or spec.strip() in ("memory:", "memory"):
+        return None
+    folder = Path(spec.removeprefix("local:"))
+    return None if (folder / "events" / "events.db").is_file() else folder
 
 
 def _open_world(args: argparse.Namespace) -> World:
@@ -78,7 +99,7 @@ def _open_world(args: argparse.Namespace) -> World:
         raise EvalFileProblem([f"little eval: {one_line(str(exc))}"], 2) from None
 
 
-def _load(args: argparse.Namespace, world: World, store: EvalStore) -> LoadedEvalSet:
+def _load(args: argparse.Namespace, world: World | None, store: EvalStore) -> LoadedEvalSet:
     from little_dist.errors import InvalidInputError, NotFoundError
     from little_dist.evals import register_eval_set, verify_eval_set_bodies
 
