@@ -1,4 +1,4 @@
-"""bench/http.py at its smallest size: it starts what it measures, measures both figures
+"""bench/http_api.py at its smallest size: it starts what it measures, measures both figures
 and says them (the figures themselves are for a real run, not a test)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from bench.http import main
+from bench.http_api import main
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

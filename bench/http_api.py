@@ -4,7 +4,7 @@ Server-Sent Event watchers held by one server process.
 Run from the repository root (Redis on 127.0.0.1:6379 by default, db 15 unless
 ``LITTLE_BENCH_REDIS_URL`` says otherwise; keys under a unique prefix, deleted at the end)::
 
-    .venv/bin/python bench/http.py [--submits 2000] [--clients 4] [--rounds 3]
+    .venv/bin/python bench/http_api.py [--submits 2000] [--clients 4] [--rounds 3]
                                    [--watchers 1000] [--runs 100] [--events 10]
 
 It starts what it measures, each in its own process group (as ``bench/fleet.py`` does):
@@ -47,16 +47,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# Run as a script, this file's folder is sys.path[0], where this file, named http.py, would
-# shadow the standard library's http package (httpx imports http.client): leave it out.
-# (None of the modules above imports it.)
-_HERE = Path(__file__).resolve().parent
-sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != _HERE]
-
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+# (This file is not named http.py: every bench script has this folder first on sys.path,
+# where it would shadow the standard library's http package.)
 import httpx  # noqa: E402 - after the path set-up above
 
 from bench.fleet import (  # noqa: E402
@@ -294,7 +290,7 @@ def measure_watchers(report: Report, served: Served, world: Any, args: Any) -> N
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="bench/http.py", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="bench/http_api.py", description=__doc__.split("\n")[0])
     parser.add_argument("--submits", type=int, default=2000, help="runs per round and path")
     parser.add_argument("--clients", type=int, default=4, help="submitting threads")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of each path (a median)")
