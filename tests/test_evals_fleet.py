@@ -53,7 +53,7 @@ def test_the_example_set_runs_on_the_fleet(fleet_env: FleetEnv, tmp_path: Path) 
         (sample,) = case["samples"]
         state = client.state(sample["runId"])  # (the run is the fleet's)
         assert state.status == "completed" and state.output == case["expected"]
-    assert not list(tmp_path.iterdir())  # (nothing local: no data directory)
+    assert not (tmp_path / ".little-workflow").exists()  # (nothing local: no data directory)
     from little_dist.evals import eval_store_for
 
     store = eval_store_for(fleet_env.world())
