@@ -5,6 +5,9 @@
   each a call of ``kid_work``, which counts itself in Redis (``{prefix}kid:{n}:{step}``,
   prefix from ``$LITTLE_FLEET_FX_PREFIX``, Redis from ``$LITTLE_FLEET_FX_REDIS``), sleeps
   ``sleep`` seconds and fails (not retriable) for a negative ``n``.
+* ``coder`` (``sub.coder``): a parent of one ``code.run`` step (``boss``) whose program calls
+  ``kid`` as a tool twice, one after the other: ``n: 3`` (it reads the child's output) and
+  ``n: -1`` (a failed child: it catches the ``ToolCallError``); each call suspends the step.
 * ``boss`` (``sub.boss``): a parent of one ``ai.generate`` step whose model (``scripted/boss``)
   calls ``kid`` as a tool: the prompt names a scenario (:data:`SCENARIOS`), which says which
   calls the model makes in its first turn (all in one turn: parallel calls); once it sees
@@ -27,12 +30,15 @@ from typing import Any
 
 from little_dist import as_tool, define_workflow, model
 from little_dist.errors import InvalidInputError
+from little_dist.lwir.step_checks import code_file_digest
 from little_dist.tools import tool
 
 __all__ = [
+    "CODER_PROGRAM",
     "DONE",
     "SCENARIOS",
     "boss",
+    "coder",
     "kid",
     "kid_key",
     "kid_work",
@@ -183,6 +189,49 @@ boss = define_workflow(
                 "uses": "ai.generate",
                 "with": {"model": "boss", "prompt": "scenario:{{ input.scenario }}"},
                 "output": {"mode": "text"},
+            }
+        ],
+    },
+)
+
+CODER_PROGRAM = (
+    "const ok = little.callTool('sub.kid', { n: 3, sleep: 0.1 });\n"
+    "let failed = null;\n"
+    "try { little.callTool('sub.kid', { n: -1, sleep: 0 }); }\n"
+    "catch (e) { failed = [e.causeCode, e.message.includes('negative number')]; }\n"
+    "console.log(JSON.stringify({ status: ok.status, value: ok.output.value, failed }));\n"
+)
+
+coder = define_workflow(
+    id="sub.coder",
+    description="A code.run program that calls the kid workflow as a tool.",
+    input={"type": "object"},
+    output=_OBJECT,
+    model="scripted/none",
+    tools=[as_tool(kid)],
+    plan={
+        "apiVersion": "littleworkflow.dev/v0.1",
+        "kind": "Workflow",
+        "metadata": {"name": "sub.coder", "version": "1.0.0"},
+        "input": {"schema": {"type": "object"}},
+        "output": {"schema": _OBJECT},
+        "permissions": {"models": [], "tools": ["sub.kid"], "secrets": [], "network": []},
+        "steps": [
+            {
+                "id": "boss",
+                "uses": "code.run",
+                "input": "{{ input }}",
+                "with": {
+                    "entrypoint": "main.ts",
+                    "files": {
+                        "main.ts": {
+                            "content": CODER_PROGRAM,
+                            "sha256": code_file_digest(CODER_PROGRAM),
+                        }
+                    },
+                    "sandbox": {"network": "deny", "env": "deny", "fs": "deny"},
+                },
+                "output": {"mode": "object", "schema": _OBJECT},
             }
         ],
     },

@@ -10,6 +10,7 @@ naming what is wrong and where, a non-zero exit, no traceback, and nothing store
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 import subprocess
 import sys
@@ -83,7 +84,21 @@ def _value_arguments() -> Iterator[tuple[list[str], argparse.Action, list[argpar
             if isinstance(action, argparse._SubParsersAction):
                 pending += [([*path, name], sub) for name, sub in action.choices.items()]
             elif path and action.nargs != 0:
-                yield path, action, actions
+                # One of each required group of alternatives (``--cron`` or ``--every``),
+                # unless the tested argument is the group's: given as if required.
+                chosen = [
+                    group._group_actions[0]
+                    for group in parser._mutually_exclusive_groups
+                    if group.required and action not in group._group_actions
+                ]
+                yield path, action, [*actions, *(_required(a) for a in chosen)]
+
+
+def _required(action: argparse.Action) -> argparse.Action:
+    """A copy of ``action`` marked required (it stands for its group of alternatives)."""
+    required = copy.copy(action)
+    required.required = True
+    return required
 
 
 def _placeholder(action: argparse.Action) -> str:

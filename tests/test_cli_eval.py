@@ -65,6 +65,7 @@ def test_the_example_set_validates_runs_passes_and_compares_with_its_last_run(
     checked = little("eval", "validate", SET, "--items", ITEMS, *data, cwd=tmp_path)
     assert checked.returncode == 0, checked.stderr
     assert checked.stdout.splitlines()[-1].endswith("(4 item bodies)")
+    assert not (tmp_path / "world").exists()  # (validate makes no world to read an empty one)
     ran = little("eval", "run", SET, "--items", ITEMS, "--workflow", WORKFLOW, *data, cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr
     lines = ran.stdout.splitlines()
@@ -97,6 +98,7 @@ def test_the_example_set_validates_runs_passes_and_compares_with_its_last_run(
     assert again.returncode == 0, again.stderr
     result = json.loads(again.stdout)
     assert set(result) == {
+        "evalRunId",
         "evalSetId",
         "evalSetSha",
         "workflow",
@@ -104,7 +106,9 @@ def test_the_example_set_validates_runs_passes_and_compares_with_its_last_run(
         "cases",
         "summary",
         "previous",
+        "events",
     }
+    assert result["events"] == []  # (no rubric: no judge call)
     assert result["evalSetId"] == set_id
     assert result["summary"]["passed"] == 4 and result["summary"]["costUsd"] > 0
     assert result["previous"]["changed"] == [] and result["previous"]["summary"]["passed"] == 4
@@ -243,7 +247,8 @@ def test_bad_items_files_and_missing_things_are_one_line_each(tmp_path: Path) ->
     )
     assert no_workflow.returncode == 2 and no_workflow.stderr.startswith("little eval: --workflow")
     fleet = little("eval", "validate", SET, "--world", "redis://127.0.0.1:6379/0", cwd=tmp_path)
-    assert fleet.returncode == 2 and "local world" in fleet.stderr
+    # (the eval sets are in the world the options name: this one lacks its S3 settings)
+    assert fleet.returncode == 2 and "LITTLE_S3_BUCKET" in fleet.stderr
 
 
 @pytest.mark.parametrize("given", ["0", "two"])
@@ -474,3 +479,14 @@ def test_rubric_criteria_are_judged_by_the_judge_model(tmp_path: Path) -> None:
     skipped = zygote.run([*args, "--no-judge", "--json"], cwd=tmp_path, env=env, timeout=180)
     assert skipped.returncode == 0
     assert {c["rubric"] for c in json.loads(skipped.stdout)["cases"]} == {"unscored"}
+
+
+def test_run_without_a_set_needs_a_project_and_a_set_needs_a_workflow(tmp_path: Path) -> None:
+    outside = little("eval", "run", "--data-dir", str(tmp_path / "w"), cwd=tmp_path)
+    assert outside.returncode == 2
+    assert outside.stderr.startswith("little eval run: no SET given and no little-workflow.json")
+    alone = little("eval", "run", SET, "--items", ITEMS, cwd=tmp_path)
+    assert alone.returncode == 2 and "--workflow is needed with SET" in alone.stderr
+    (tmp_path / "little-workflow.json").write_text('{"workflows": {}}')
+    empty = little("eval", "run", "--data-dir", str(tmp_path / "w"), cwd=tmp_path)
+    assert empty.returncode == 1 and "have no evals/*.evalset.json" in empty.stderr

@@ -30,6 +30,7 @@ def test_init_run_test_and_add_workflow_work_offline_from_an_empty_folder(
     made = little("init", cwd=tmp_path)
     assert made.returncode == 0, made.stderr
     assert "little run candidate-review --input input.example.json" in made.stdout
+    assert made.stdout.splitlines()[-1].strip() == "little eval run"
     project = tmp_path / "little-workflow-project"
 
     ran = little("run", "candidate-review", "--input", "input.example.json", cwd=project)

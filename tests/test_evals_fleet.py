@@ -1,6 +1,7 @@
 """``little eval run --fleet``: the example eval set's cases submitted to a real fleet (a
 worker serving the example's workflow folder, a scheduler, Redis and S3), scored as in
-process; the set and its results stay in the local data directory."""
+process; the set, its bodies and its results are kept in the fleet's world (S3 objects and a
+Redis index), and a second run reads the set from there by id, with no files."""
 
 from __future__ import annotations
 
@@ -22,7 +23,6 @@ def test_the_example_set_runs_on_the_fleet(fleet_env: FleetEnv, tmp_path: Path) 
     folder = EXAMPLE / "ticket-severity"
     start_worker(fleet_env, app=str(folder))
     start_scheduler(fleet_env)
-    data = tmp_path / "evals"
     done = zygote.run(
         [
             "eval",
@@ -37,8 +37,6 @@ def test_the_example_set_runs_on_the_fleet(fleet_env: FleetEnv, tmp_path: Path) 
             "150",
             "--concurrency",
             "2",
-            "--data-dir",
-            str(data),
             "--json",
         ],
         env=fleet_env.env,
@@ -55,5 +53,50 @@ def test_the_example_set_runs_on_the_fleet(fleet_env: FleetEnv, tmp_path: Path) 
         (sample,) = case["samples"]
         state = client.state(sample["runId"])  # (the run is the fleet's)
         assert state.status == "completed" and state.output == case["expected"]
-    assert not (data / "events").exists()  # (no local run: only the eval set and its result)
-    assert len(list((data / "eval-runs").rglob("*.json"))) == 1
+    assert not (tmp_path / ".little-workflow").exists()  # (nothing local: no data directory)
+    from little_dist.evals import eval_store_for
+
+    store = eval_store_for(fleet_env.world())
+    assert store.eval_set_ids() == [result["evalSetId"]]
+    assert store.last_run(result["evalSetId"]) == result
+    # A second run names the stored set by id: its bodies come from the fleet's world.
+    again = zygote.run(
+        [
+            "eval",
+            "run",
+            result["evalSetId"],
+            "--workflow",
+            str(folder),
+            "--role",
+            "gate",
+            "--fleet",
+            "--fleet-timeout",
+            "150",
+            "--json",
+        ],
+        env=fleet_env.env,
+        cwd=tmp_path,
+        timeout=200,
+    )
+    assert again.returncode == 0, again.stderr + again.stdout
+    second = json.loads(again.stdout)
+    assert second["summary"]["passed"] == 1 and second["previous"]["ranAt"] == result["ranAt"]
+    assert store.last_run(result["evalSetId"]) == second
+    refused = zygote.run(
+        [
+            "eval",
+            "run",
+            result["evalSetId"],
+            "--workflow",
+            str(folder),
+            "--fleet",
+            "--data-dir",
+            str(tmp_path / "d"),
+        ],
+        env=fleet_env.env,
+        cwd=tmp_path,
+        timeout=60,
+    )
+    assert refused.returncode == 2 and "--fleet keeps eval sets in the fleet's world" in (
+        refused.stderr
+    )

@@ -134,6 +134,7 @@ def test_a_failed_run_a_crash_and_vault_content_are_their_cases_errors() -> None
         "errored": 3,
         "reused": 0,
         "costUsd": 0.25,
+        "judgeCostUsd": None,
     }
 
 
@@ -199,6 +200,7 @@ def test_the_result_shape_and_the_comparison_with_the_last_run() -> None:
         "expected",
         "samples",
         "costUsd",
+        "judgeCostUsd",
         "inputConeHash",
         "coneAsIndexed",
     }
@@ -210,6 +212,7 @@ def test_the_result_shape_and_the_comparison_with_the_last_run() -> None:
         "errored": 0,
         "reused": 0,
         "costUsd": 0.5,
+        "judgeCostUsd": None,
     }
     second = run(
         [item({"text": "a"}, "A"), item({"text": "b"}, "nope")],
@@ -330,3 +333,59 @@ def test_the_judge_answers_each_rubric_criterion_as_the_item_expects() -> None:
     unjudged = run_cases(cases, shout, concurrency=2)
     assert statuses(unjudged) == ["passed", "passed", "passed", "failed"]
     assert unjudged["cases"][0]["rubric"] == "unscored"
+
+
+def test_judge_calls_are_priced_and_become_the_runs_events() -> None:
+    """A judge that says what its call was (a JudgeReply) has each call priced as a model
+    call of a workflow is, its cost added to the sample, the case and the summary, and the
+    calls made events in case, sample and criterion order; a reused case adds none."""
+    from little_dist.evals.judge import JudgeReply, judge_events
+    from little_dist.pricing import price_model_call
+
+    rubric = [{"criterionId": "loud", "expected": True}, {"criterionId": "odd", "expected": True}]
+    bodies = [
+        item({"text": "hey"}, "HEY", rubric=rubric),
+        item({"text": "odd"}, "ODD", rubric=rubric),  # the second answer is unusable
+    ]
+    bundle = bundle_for(bodies)
+    bundle["manifest"]["constructs"][0]["criteria"] = [
+        {"id": "loud", "text": "All capitals."},
+        {"id": "odd", "text": "Strange."},
+    ]
+    usage = {"inputTokens": 1000, "outputTokens": 10, "cachedInputTokens": 200}
+
+    def judge(prompt: str) -> JudgeReply:
+        text = "Perhaps" if '"odd"' in prompt and "Strange." in prompt else "yes"
+        return JudgeReply(text, "openai/gpt-4o-mini", usage, "2026-12-06T00:00:00.000Z", 5)
+
+    price = price_model_call("openai/gpt-4o-mini", usage).cost_usd
+    assert price is not None and price > 0
+    cases = cases_of(bundle, {eval_item_body_sha(b): b for b in bodies})
+    result = run_cases(cases, shout, concurrency=2, judge=judge)
+    assert statuses(result) == ["passed", "error"]
+    for case in result["cases"]:
+        (sample,) = case["samples"]
+        assert len(sample["judgeCalls"]) == 2  # (the unusable answer was paid for too)
+        assert sample["judgeCostUsd"] == round(2 * price, 10)
+        assert case["judgeCostUsd"] == round(2 * price, 10)
+        assert case["costUsd"] == round(sample["costUsd"] + 2 * price, 10)
+    assert result["summary"]["judgeCostUsd"] == round(4 * price, 10)
+    events = judge_events(result["cases"])
+    assert [e["sequence"] for e in events] == [1, 2, 3, 4]
+    assert [(e["payload"]["itemSha"], e["payload"]["criterionId"]) for e in events] == [
+        (case["itemSha"], criterion) for case in result["cases"] for criterion in ("loud", "odd")
+    ]
+    first = events[0]
+    assert first["type"] == "harness.model.responded"
+    assert first["recordedAt"] == "2026-12-06T00:00:00.000Z"
+    assert first["payload"]["role"] == "judge" and first["payload"]["sample"] == 1
+    assert first["payload"]["model"] == {"provider": "openai", "modelId": "gpt-4o-mini"}
+    assert first["payload"]["response"] == {"text": "yes", "usage": usage}
+    assert first["payload"]["costUsd"] == price and first["payload"]["durationMs"] == 5
+    reused = {case["itemSha"]: case for case in result["cases"]}
+    again = run_cases(cases, shout, concurrency=2, judge=judge, reusable=reused, lwir=None)
+    assert judge_events([{**c, "reused": True} for c in again["cases"]]) == []
+    # A judge that gives only text is not priced: no calls, no judging cost.
+    plain = run_cases(cases[:1], shout, concurrency=1, judge=lambda prompt: "yes")
+    assert "judgeCalls" not in plain["cases"][0]["samples"][0]
+    assert plain["cases"][0]["judgeCostUsd"] is None

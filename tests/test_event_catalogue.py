@@ -11,7 +11,7 @@ from little_dist.events import EVENT_TYPES, UPSTREAM_ONLY_EVENT_TYPES
 PACKAGE = Path(__file__).resolve().parent.parent / "little_dist"
 # Modules that name event types to read them (the catalogue, the fold, the reports) rather
 # than to write them.
-READERS = ("events.py", "event_types/", "run_state/", "report/")
+READERS = ("events.py", "event_types/", "run_state/", "report/", "http/viewer/")
 
 
 def _writer_sources() -> dict[str, str]:

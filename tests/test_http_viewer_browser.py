@@ -169,3 +169,59 @@ def test_markup_in_a_runs_output_and_failure_is_shown_not_run(fleet_env: FleetEn
         assert page.locator("table.runs tbody tr").count() == 1
         assert page.evaluate("typeof window.__xss") == "undefined"
         assert tab.errors == []
+
+
+def test_a_pending_approval_is_decided_from_the_page_and_the_run_resumes(
+    fleet_env: FleetEnv,
+) -> None:
+    apps = [*APPS, "tests.approvals_fleet_app"]
+    start_worker(fleet_env, roles=["worker"], app=apps)
+    start_scheduler(fleet_env)
+    served = start_serve(fleet_env, app=apps)
+    decider = _token(fleet_env, "runs:read", "runs:submit", "approvals:decide")
+    reader = _token(fleet_env, "runs:read")
+    run_id = _submit(served, decider, "approvals.ask", {})
+    with _browser() as browser:
+        watching = Tab(browser)  # may look, not decide
+        watching.open(f"{served.url}/ui/runs/{run_id}", reader)
+        watching.page.wait_for_selector(".approval", timeout=60_000)
+        assert watching.page.locator(".approval button").count() == 0
+        assert watching.page.locator(".approval-reason").count() == 0
+        tab = Tab(browser)
+        tab.open(f"{served.url}/ui/runs/{run_id}", decider)
+        page = tab.page
+        page.wait_for_selector(".approval button.approve", timeout=60_000)
+        held = page.inner_text(".approval")
+        assert "refund" in held and "no deadline" in held
+        assert json.loads(page.inner_text(".approval pre.args")) == {
+            "account": "acme-42",
+            "amount": 42,
+        }
+        assert json.loads(page.inner_text(".approval code.rule")) == {
+            "tool": "refund",
+            "action": "ask",
+        }
+        assert page.locator(".run[data-status='running']").count() == 1
+        page.evaluate("window.__same_page = true")
+        page.fill(".approval-reason", "known customer")
+        page.click(".approval button.approve")
+        page.wait_for_selector(".run[data-status='completed']", timeout=90_000)
+        assert page.locator(".approval").count() == 0
+        assert "approved" in page.inner_text("#message")
+        assert page.evaluate("window.__same_page") is True
+        assert '"refunded": 42' in page.inner_text("pre.output")
+        # The other tab followed the run to its end without a reload.
+        watching.page.wait_for_selector(".run[data-status='completed']", timeout=60_000)
+        assert watching.page.locator(".approval").count() == 0
+        assert tab.errors == [] and watching.errors == []
+    decided = [
+        e.payload
+        for e in fleet_env.world().list_events(run_id)
+        if e.type == "little.approval.decided"
+    ]
+    assert len(decided) == 1
+    assert (decided[0]["decision"], decided[0]["via"], decided[0]["reason"]) == (
+        "allow",
+        "http",
+        "known customer",
+    )

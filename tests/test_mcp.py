@@ -297,16 +297,16 @@ def test_an_unreachable_server_is_a_clear_retriable_error(tmp_path: Path) -> Non
         ([{"id": "a b", "description": "x", "transport": {}}], r"mcp\[0\]\.id must match"),
         ([{"id": "a", "description": " ", "transport": {}}], r"mcp\[0\]\.description is required"),
         (
-            [{"id": "a", "description": "x", "transport": {"type": "websocket", "url": "ws://h"}}],
-            r"mcp\[0\]\.transport\.type must be 'stdio', 'http' or 'sse'",
+            [{"id": "a", "description": "x", "transport": {"type": "ws", "url": "ws://h"}}],
+            r"mcp\[0\]\.transport\.type must be 'stdio', 'http', 'sse' or 'websocket', got 'ws'",
         ),
         (
             [{"id": "a", "description": "x", "transport": {"type": "http", "url": "ftp://h"}}],
-            r"mcp\[0\]\.transport\.url must be an http\(s\) URL",
+            r"mcp\[0\]\.transport\.url must be an http\(s\) URL, got 'ftp://h'",
         ),
         (
-            [{"id": "a", "description": "x", "guide": False, "transport": {}}],
-            r"mcp\[0\]: unsupported field\(s\) \['guide'\]",
+            {"servers": [], "gateway": {"listToolName": "list_mcp"}},
+            r"mcp: unsupported field\(s\) \['gateway'\]",
         ),
         (
             {"servers": [stdio_server(Path("c")), stdio_server(Path("d"))]},

@@ -105,8 +105,9 @@ def test_without_chromium_or_bubblewrap_and_without_root_it_names_the_tests(
     assert result.returncode == 0, result.stderr + result.stdout
     assert result.stderr.splitlines() == [
         f"scripts/test: {tmp_path / 'no-chromium'} is missing, so "
-        "tests/test_report_html_browser.py (the HTML report in a browser) will fail: install "
-        "the Debian package 'chromium' as root",
+        "tests/test_report_html_browser.py and tests/test_http_viewer_browser.py (the HTML "
+        "report and the live viewer in a browser) will fail: install the Debian package "
+        "'chromium' as root",
         f"scripts/test: bubblewrap ({tmp_path / 'no-bwrap'}) is missing, so the sandbox's "
         "tests (tests/test_sandbox*.py, test_bash_tool.py, test_code_run.py) will fail: "
         "install the Debian package 'bubblewrap' as root",

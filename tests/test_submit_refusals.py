@@ -244,7 +244,7 @@ REFUSALS: list[tuple[str, dict[str, Any], str, str, bool]] = [
         {"kwargs": {"workflow": "support.triage", "input": TICKET}},
         "invalid_arguments",
         "little.submit_run takes no argument 'workflow' (it takes workflow_id, lwir, input, "
-        "run_id, budget_usd, deadline, timeout, max_attempts)",
+        "run_id, budget_usd, deadline, timeout, max_attempts, callback_url)",
         True,
     ),
     (
@@ -268,14 +268,17 @@ REFUSALS: list[tuple[str, dict[str, Any], str, str, bool]] = [
         True,
     ),
     (
-        "eight positional arguments",
+        "ten positional arguments",
         {
-            "args": ["support.triage", None, TICKET, "RUN_ID", None, None, None, None, "extra"],
+            "args": [
+                *("support.triage", None, TICKET, "RUN_ID", None, None, None, None, None),
+                "extra",
+            ],
             "kwargs": {},
         },
         "invalid_arguments",
-        "takes at most 8 positional arguments (workflow_id, lwir, input, run_id, budget_usd, "
-        "deadline, timeout, max_attempts), got 9",
+        "takes at most 9 positional arguments (workflow_id, lwir, input, run_id, budget_usd, "
+        "deadline, timeout, max_attempts, callback_url), got 10",
         True,
     ),
     (

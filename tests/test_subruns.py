@@ -169,13 +169,15 @@ def test_a_parent_calls_a_workflow_tool_twice_and_gets_two_linked_children(
     # (a fixed plan's lock binds the planned input: each child input is its own version)
     assert all(v.startswith("wfver_") for v in versions) and parent_version not in versions
 
-    # The model saw each child's result as upstream's workflow execution.
+    # The model saw each child's result as upstream's harness hands it a workflow execution:
+    # the compact envelope (the output summarized, not inline).
     second_turn = scripted_model.calls_for(model="boss")[1]
     seen = [json.loads(item["content"]) for item in second_turn.tool_results]
-    assert [(item["status"], item["output"], item["summary"]) for item in seen] == [
-        ("completed", {"value": 14}, '{"value":14}'),
-        ("completed", {"value": 10}, '{"value":10}'),
+    assert [(item["status"], item["outputSummary"]) for item in seen] == [
+        ("completed", '{"value":14}'),
+        ("completed", '{"value":10}'),
     ]
+    assert all(set(item) == {"status", "runId", "outputSummary"} for item in seen)
     assert [item["runId"] for item in seen] == children
 
     # The parent's report lists the children and rolls up their tokens and dollars.

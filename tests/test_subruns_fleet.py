@@ -8,6 +8,7 @@ linked to the parent, and every child's end reached the parent's tool call."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 
@@ -106,7 +107,11 @@ def test_a_parent_suspends_while_its_child_runs_and_resumes_with_its_result(
     (call,) = _types(events, "harness.tool_call.succeeded")
     assert call.payload["attempt"] == 2
     assert call.payload["result"]["status"] == "completed"
-    assert call.payload["result"]["output"] == {"n": 1, "step": "second", "value": 2}
+    assert json.loads(call.payload["result"]["outputSummary"]) == {
+        "n": 1,
+        "step": "second",
+        "value": 2,
+    }
     # the model's first turn was not asked again: two model calls in all
     assert len(_types(events, "harness.model.responded")) == 2
     for step in ("first", "second"):
@@ -137,7 +142,8 @@ def _every_call_answered(events: list[Event], calls: int) -> None:
     assert len({e.payload["result"]["runId"] for e in kids}) == calls
     for event in kids:
         n = event.payload["args"]["n"]
-        assert event.payload["result"]["output"] == {"n": n, "step": "second", "value": 2 * n}
+        summary = json.loads(event.payload["result"]["outputSummary"])
+        assert summary == {"n": n, "step": "second", "value": 2 * n}
 
 
 def _suspended_and_children_running(fleet: FleetEnv, parent: str) -> Callable[[], bool]:
@@ -295,7 +301,7 @@ def test_a_child_that_fails_is_its_tool_calls_result_envelope(fleet_env: FleetEn
     assert envelope["status"] == "failed" and envelope["runId"] == bad
     assert envelope["causeCode"] == "workflow_failed"
     assert envelope["outputSummary"].startswith("Failed at step 'first' (")
-    assert called[1]["result"]["output"]["value"] == 2
+    assert json.loads(called[1]["result"]["outputSummary"])["value"] == 2
     ends = {e.payload["childRunId"]: e.payload["status"] for e in _types(events, SUB_RUN_ENDED)}
     assert ends[bad] == "failed"
 
@@ -317,7 +323,8 @@ def test_a_paced_workflow_tool_runs_one_child_at_a_time_and_refuses_past_its_que
         for e in _types(events, "harness.tool_call.succeeded")
         if e.payload["toolName"] == "sub.kid_paced"
     }
-    assert called[1]["output"]["value"] == 2 and called[2]["output"]["value"] == 4
+    assert json.loads(called[1]["outputSummary"])["value"] == 2
+    assert json.loads(called[2]["outputSummary"])["value"] == 4
     assert called[3]["status"] == "failed"
     assert called[3]["causeCode"] == "max_queued_workflow_runs"
     assert "maxQueuedWorkflowRuns is 1 and 1 workflow runs" in called[3]["message"]
@@ -328,3 +335,40 @@ def test_a_paced_workflow_tool_runs_one_child_at_a_time_and_refuses_past_its_que
     (first_end,) = _types(children[first], "RunCompleted")
     (second_start,) = _types(children[second], "RunStarted")
     assert second_start.recorded_at >= first_end.recorded_at
+
+
+def test_a_code_run_program_calls_a_workflow_tool_suspending_at_each_call(
+    fleet_env: FleetEnv,
+) -> None:
+    # A program's workflow tool call on the fleet starts its child and suspends the step (the
+    # program is stopped, the slot given back); the resumed attempt runs the program again,
+    # its earlier calls answered from the log, until it completes: one attempt per child + 1.
+    from tests.subrun_fleet_app import coder, kid
+
+    _configure(fleet_env)
+    start_scheduler(fleet_env)
+    start_worker(fleet_env, app=APP, concurrency=2)
+    parent = fleet_env.client().submit(coder, {})
+    state = fleet_env.client().wait(parent, timeout=120)
+    assert state.status == "completed", state.error
+    assert state.output == {"status": "completed", "value": 6, "failed": ["workflow_failed", True]}
+    events = fleet_env.world().list_events(parent)
+    children = _check_children(fleet_env, parent, 2)
+    assert [e.payload["attempt"] for e in _types(events, "StepAttemptStarted")] == [1, 2, 3]
+    suspended = _types(events, STEP_SUSPENDED)
+    assert [e.payload["waitingFor"] for e in suspended] == [[child] for child in children]
+    ends = {e.payload["childRunId"]: e.payload["status"] for e in _types(events, SUB_RUN_ENDED)}
+    assert sorted(ends.values()) == ["completed", "failed"]
+    # each call recorded once, with caller code: the child's whole execution, or its failure
+    (ok,) = _types(events, "harness.tool_call.succeeded")
+    assert ok.payload["caller"] == "code" and ok.payload["result"]["protocolVersion"] == 1
+    assert ok.payload["result"]["output"] == {"n": 3, "step": "second", "value": 6}
+    (failed,) = _types(events, "harness.tool_call.failed")
+    assert failed.payload["caller"] == "code"
+    assert failed.payload["error"]["name"] == "SubRunFailedError"
+    # each child's steps ran once, though the program ran three times
+    assert _count(fleet_env, kid_key(fleet_env.key_prefix, 3, "first")) == 1
+    assert _count(fleet_env, kid_key(fleet_env.key_prefix, -1, "first")) == 1
+    started = _types(events, SUB_RUN_STARTED)
+    assert {e.payload["executionMode"] for e in started} == {"inline"}
+    assert {e.payload["definitionIdentity"] for e in started} == {kid.definition_hash()}

@@ -6,7 +6,6 @@ orchestration's pipeline store mounted read-only — both read from the child's 
 
 from __future__ import annotations
 
-import json
 import socket
 import time
 from collections.abc import Callable
@@ -146,6 +145,6 @@ def test_a_child_on_the_fleet_cannot_call_a_tool_its_parent_denies(fleet_env: Fl
         for e in _of(fleet_env.world().list_events(parent), "harness.tool_call.succeeded")
         if e.payload["toolName"] == "inherit.finder"
     ]
-    assert json.dumps(answered.payload["result"]["output"]) == '"child done"'
+    assert answered.payload["result"]["outputSummary"] == "child done"
     (started,) = _of(events, "RunStarted")
     assert started.payload["inherited"] == {"permissionDenies": [LOOKUP_DENY]}

@@ -100,7 +100,11 @@ def test_a_planned_child_is_planned_on_the_fleet_and_its_end_resumes_the_parent(
     assert ended.payload["childRunId"] == child and ended.payload["status"] == "completed"
     (call,) = _types(events, "harness.tool_call.succeeded")
     assert call.payload["result"]["runId"] == child
-    assert call.payload["result"]["output"] == {"n": 7, "step": "second", "value": 14}
+    assert json.loads(call.payload["result"]["outputSummary"]) == {
+        "n": 7,
+        "step": "second",
+        "value": 14,
+    }
     for step in ("first", "second"):
         assert _count(fleet_env, kid_key(fleet_env.key_prefix, 7, step)) == 1
     # the planner's tokens and dollars: in the child's report, rolled up into the parent's

@@ -206,10 +206,43 @@ def test_init_writes_a_project_that_names_its_workflow(tmp_path: Path) -> None:
         "workflows/ticket-triage/workflow.py",
         "workflows/ticket-triage/instructions.md",
         "workflows/ticket-triage/tools/echo.py",
+        "workflows/ticket-triage/evals/ticket-triage.evalset.json",
+        "workflows/ticket-triage/evals/ticket-triage.items.json",
     }
     manifest = json.loads((root / "little-workflow.json").read_text())
     assert manifest == {"workflows": {"ticket-triage": "./workflows/ticket-triage"}}
     assert load_workflow(root / "workflows" / "ticket-triage").id == "ticket.triage"
+
+
+def test_init_writes_a_starter_eval_set_pinned_to_the_starter_workflow(tmp_path: Path) -> None:
+    from little_dist.compiler import compile_lwir
+    from little_dist.evals import (
+        WORKFLOW_TARGET,
+        cone_for,
+        register_eval_set,
+        verify_eval_set_bodies,
+    )
+    from little_dist.workspace.templates import REVIEW_TEXT, starter_lwir
+
+    root = tmp_path / "proj"
+    init_project(root, workflow_name="ticket-triage")
+    folder = root / "workflows" / "ticket-triage"
+    plan = load_workflow(folder).plan
+    assert plan == starter_lwir("ticket-triage")  # (what the set is pinned to is what runs)
+    evals = folder / "evals"
+    bundle = json.loads((evals / "ticket-triage.evalset.json").read_text())
+    bodies = json.loads((evals / "ticket-triage.items.json").read_text())
+    version, warnings = register_eval_set(bundle, known_lineages=["ticket.triage"])
+    assert warnings == []
+    assert verify_eval_set_bodies(version.bundle, bodies).valid
+    manifest = bundle["manifest"]
+    assert manifest["workflowName"] == "ticket.triage"
+    assert manifest["workflowLwirSha"] == compile_lwir(plan).hash
+    assert manifest["judge"]["modelPin"]["providerId"] == "scripted"
+    assert {e["inputConeHash"] for e in bundle["index"]} == {cone_for(plan, WORKFLOW_TARGET)}
+    assert sorted(e["role"] for e in bundle["index"]) == ["gate", "regression"]
+    assert {b["label"]["value"] for b in bodies} == {REVIEW_TEXT}
+    assert all(b["rubric"] == [{"criterionId": "next-step", "expected": True}] for b in bodies)
 
 
 def test_init_refuses_a_taken_folder_and_here_keeps_the_projects_own_files(

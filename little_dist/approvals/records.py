@@ -39,6 +39,7 @@ __all__ = [
     "Approval",
     "ApprovalNotFoundError",
     "Via",
+    "approval_from_json",
     "approval_id_for",
     "approvals_of",
     "decision_event",
@@ -245,4 +246,30 @@ def timeout_decision(approval: Approval) -> EventInput:
         by="deadline",
         via="timeout",
         reason=f"nobody decided before its deadline; the rule's onTimeout is {approval.on_timeout}",
+    )
+
+
+def approval_from_json(data: Mapping[str, Any]) -> Approval:
+    """An :class:`Approval` from :meth:`Approval.to_json`'s shape (``GET /v1/approvals``'s
+    items), for a client of the HTTP API."""
+    status = data.get("status")
+    decision: Literal["allow", "deny"] | None = (
+        "allow" if status == "approved" else "deny" if status == "rejected" else None
+    )
+    deadline, rule = data.get("deadlineAt"), data.get("rule")
+    return Approval(
+        approval_id=str(data["approvalId"]),
+        run_id=str(data["runId"]),
+        step_path=str(data.get("stepPath") or ""),
+        tool_name=str(data.get("toolName") or ""),
+        args=data.get("args"),
+        rule=dict(rule) if isinstance(rule, Mapping) else None,
+        requested_at=str(data.get("requestedAt") or ""),
+        deadline_at=deadline if isinstance(deadline, int) else None,
+        on_timeout="allow" if data.get("onTimeout") == "allow" else "deny",
+        decision=decision,
+        decided_by=_text(data, "decidedBy"),
+        reason=_text(data, "reason"),
+        via=_text(data, "via"),
+        decided_at=_text(data, "decidedAt"),
     )

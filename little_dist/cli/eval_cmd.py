@@ -1,11 +1,16 @@
 """``little eval``: eval sets (upstream's ``eval-set.ts`` bundles and item bodies) checked,
-stored in the local world, and run against a workflow.
+stored in the world (``--world``, ``--data-dir`` or ``LITTLE_WORLD``, as every command), and
+run against a workflow.
 
     little eval validate SET [--items FILE]
     little eval register SET --items FILE
-    little eval run SET --workflow W [--items FILE] [--role ROLE]... [--concurrency N]
+    little eval run [SET --workflow W] [--items FILE] [--role ROLE]... [--concurrency N]
                     [--gate-split dev|sealed --seal-key FILE] [--affected-only]
                     [--judge-model MODEL | --no-judge] [--fleet] [--json]
+
+Without ``SET``, ``run`` runs every eval set of the project it is started in (ours:
+``workflows/NAME/evals/*.evalset.json`` with its ``*.items.json``, against that workflow;
+``little init`` makes one for its starter workflow).
 
 ``SET`` is a bundle file (an ``EvalSet``, or a registered version with a ``bundle`` field) or
 the id (``evset_...``) of one stored in the world; ``--items`` a JSON file holding an
@@ -18,10 +23,11 @@ item expects), prints a table (``--json``: the whole result) with cost and what 
 the last run of the same set, and exits 1 when a case failed or errored.
 With ``--affected-only``, a case whose target's input cone (``lwir-input-cone@v1``) is the
 same as in the set's last run keeps that result instead of running again. With ``--fleet``
-the runs are submitted to the fleet (``--world`` or ``LITTLE_WORLD``) and waited for; the set
-and its results stay in ``--data-dir``. ``--gate-split dev|sealed --seal-key FILE`` runs the
-gate items of one part of the sealed split (upstream's ``SealPolicy``: an item is sealed when
-``BE_uint64(HMAC-SHA256(key, domain ‖ itemSha)[0:8]) < cutoff``; no file stores the split).
+the runs are submitted to the fleet (``--world`` or ``LITTLE_WORLD``) and waited for, and the
+set and its results are kept in the fleet's world. ``--gate-split dev|sealed --seal-key FILE``
+runs the gate items of one part of the sealed split (upstream's ``SealPolicy``: an item is
+sealed when ``BE_uint64(HMAC-SHA256(key, domain ‖ itemSha)[0:8]) < cutoff``; no file stores the
+split).
 """
 
 from __future__ import annotations
@@ -45,7 +51,14 @@ def register(subparsers: Any, name: str) -> argparse.ArgumentParser:
     stored = verbs.add_parser("register", help="store an eval set and its bodies in the world")
     running = verbs.add_parser("run", help="run an eval set against a workflow and score it")
     for verb in (validate, stored, running):
-        verb.add_argument("set", metavar="SET", help="bundle file, or evset_ id in the world")
+        verb.add_argument(
+            "set",
+            metavar="SET",
+            nargs="?" if verb is running else None,
+            default=None,
+            help="bundle file, or evset_ id in the world"
+            + (" (run: default every eval set of this project)" if verb is running else ""),
+        )
         verb.add_argument(
             "--items", metavar="FILE", default=None, help="item body, or array of them (JSON)"
         )
@@ -53,9 +66,9 @@ def register(subparsers: Any, name: str) -> argparse.ArgumentParser:
         add_world_options(verb)
     running.add_argument(
         "--workflow",
-        required=True,
+        default=None,
         metavar="WORKFLOW",
-        help="workflow folder or name, LWIR file, module:attr (as little run)",
+        help="workflow folder or name, LWIR file, module:attr (as little run); needed with SET",
     )
     running.add_argument(
         "--role",
@@ -99,6 +112,13 @@ def register(subparsers: Any, name: str) -> argparse.ArgumentParser:
         "as providerId/modelId)",
     )
     running.add_argument(
+        "--judge-pricing",
+        metavar="MODEL",
+        default=None,
+        help="price the judge's calls as this provider/model (default: the pricing of the "
+        "workflow's model slot that is the judge model, else the judge model)",
+    )
+    running.add_argument(
         "--no-judge",
         action="store_true",
         help="do not judge rubric criteria (reported unscored; the labels still decide)",
@@ -120,7 +140,7 @@ def register(subparsers: Any, name: str) -> argparse.ArgumentParser:
         "--fleet",
         action="store_true",
         help="run the cases on the fleet (--world or LITTLE_WORLD); the eval set and its "
-        "results stay in --data-dir",
+        "results are kept in the fleet's world",
     )
     running.add_argument(
         "--fleet-timeout",
@@ -134,6 +154,17 @@ def register(subparsers: Any, name: str) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.verb == "run" and args.set is None:
+        from little_dist.cli.eval_project import run_project_sets
+
+        return run_project_sets(args, _one_set)
+    if args.verb == "run" and args.workflow is None:
+        print("little eval run: --workflow is needed with SET", file=sys.stderr)
+        return 2
+    return _one_set(args)
+
+
+def _one_set(args: argparse.Namespace) -> int:
     from little_dist.cli.eval_load import EvalFileProblem, load_eval_set
 
     try:
@@ -142,6 +173,14 @@ def run(args: argparse.Namespace) -> int:
         for line in exc.lines:
             print(line, file=sys.stderr)
         return exc.code
+    try:
+        return _verb(args, loaded)
+    finally:
+        if loaded.world is not None:
+            loaded.world.close()
+
+
+def _verb(args: argparse.Namespace, loaded: Any) -> int:
     if args.verb == "validate":
         if args.json:
             print(json.dumps({"valid": True, "id": loaded.version.id, "warnings": loaded.warnings}))

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from little_dist.evals import EvalSetVersion, EvalStore
+from little_dist.evals import EvalSetVersion, EvalStore, eval_store_for
+from little_dist.world.base import World
 
 __all__ = ["EvalFileProblem", "LoadedEvalSet", "load_eval_set"]
 
@@ -30,6 +31,7 @@ class LoadedEvalSet:
     bodies: dict[str, Any]  # bodySha -> body
     warnings: list[dict[str, str]]
     store_: EvalStore
+    world: World | None  # (None: a local world that validate did not make)
 
     def store(self) -> None:
         """Put the set and its bodies in the world (a no-op for what is there already)."""
@@ -42,28 +44,65 @@ class LoadedEvalSet:
 
 def load_eval_set(args: argparse.Namespace) -> LoadedEvalSet:
     """The set ``args.set`` names with the bodies of every index entry (from ``--items``,
-    else the world); raises :class:`EvalFileProblem`."""
-    from little_dist.cli.common import DEFAULT_DATA_DIR, world_spec
+    else the world); raises :class:`EvalFileProblem`. The caller closes ``.world``."""
+    unmade = _unmade_local_world(args) if args.verb == "validate" else None
+    if unmade is not None:  # (validate writes nothing: no world is made to read an empty one)
+        from little_dist.evals.local_store import LocalEvalStore
+
+        return _load(args, None, LocalEvalStore(unmade))
+    world = _open_world(args)
+    try:
+        return _load(args, world, eval_store_for(world))
+    except BaseException:
+        world.close()
+        raise
+
+
+def _unmade_local_world(args: argparse.Namespace) -> Path | None:
+    """The data directory of the local world the options name, when there is none yet."""
+    from little_dist.cli.common import world_spec
+    from little_dist.errors import InvalidInputError
+
+    try:
+        spec = world_spec(args)
+    except InvalidInputError as exc:
+        raise EvalFileProblem([f"little eval: {exc}"], 2) from None
+    if "://" in spec or spec.strip() in ("memory:", "memory"):
+        return None
+    folder = Path(spec.removeprefix("local:"))
+    return None if (folder / "events" / "events.db").is_file() else folder
+
+
+def _open_world(args: argparse.Namespace) -> World:
+    """The world the other commands would use: ``--world``, ``--data-dir`` or
+    ``LITTLE_WORLD``; with ``--fleet``, the fleet's (``--world`` or the fleet settings)."""
+    from little_dist.cli.common import open_world_for_writing
+    from little_dist.cli.run_problems import one_line
+    from little_dist.errors import LittleError
+
+    try:
+        if getattr(args, "fleet", False):
+            if args.data_dir:
+                raise EvalFileProblem(
+                    [
+                        "little eval: --fleet keeps eval sets in the fleet's world (--world or "
+                        "LITTLE_WORLD), not in --data-dir"
+                    ],
+                    2,
+                )
+            from little_dist.cli.submit_cmd import fleet_settings
+            from little_dist.world.factory import world_from_settings
+
+            return world_from_settings(fleet_settings(args))
+        return open_world_for_writing(args)
+    except LittleError as exc:
+        raise EvalFileProblem([f"little eval: {one_line(str(exc))}"], 2) from None
+
+
+def _load(args: argparse.Namespace, world: World | None, store: EvalStore) -> LoadedEvalSet:
     from little_dist.errors import InvalidInputError, NotFoundError
     from little_dist.evals import register_eval_set, verify_eval_set_bodies
 
-    try:
-        # (on --fleet, --world is the fleet's; the eval sets stay in the local data dir)
-        if getattr(args, "fleet", False):
-            spec = args.data_dir or DEFAULT_DATA_DIR
-        else:
-            spec = world_spec(args)
-    except InvalidInputError as exc:
-        raise EvalFileProblem([f"little eval: {exc}"], 2) from None
-    if "://" in spec or spec.startswith("memory"):
-        raise EvalFileProblem(
-            [
-                f"little eval: eval sets are kept in a local world's data directory, not {spec}"
-                " (give --data-dir DIR)"
-            ],
-            2,
-        )
-    store = EvalStore(spec.removeprefix("local:"))
     label = args.set
     if not os.path.exists(args.set) and args.set.startswith("evset_"):
         try:
@@ -86,7 +125,7 @@ def load_eval_set(args: argparse.Namespace) -> LoadedEvalSet:
     from little_dist.evals import eval_item_body_sha
 
     bodies = {eval_item_body_sha(body): body for body in items}
-    return LoadedEvalSet(label, version, bodies, warnings + found.warnings, store)
+    return LoadedEvalSet(label, version, bodies, warnings + found.warnings, store, world)
 
 
 def _items(
@@ -105,12 +144,12 @@ def _items(
             raise EvalFileProblem(
                 [
                     f"little eval: {args.set}: no body for index entry {entry['itemSha']} in "
-                    f"{store.root} (give --items FILE)"
+                    f"{store.where} (give --items FILE)"
                 ]
             ) from None
         except InvalidInputError as exc:
             raise EvalFileProblem([f"little eval: {exc}"]) from None
-    return bodies, f"{store.root}/eval-items"
+    return bodies, f"{store.where}/eval-items"
 
 
 def _read(path: str) -> Any:
@@ -150,6 +189,3 @@ def _lines(label: str, findings: Any, exc: Exception | None) -> list[str]:
     lines.append(f"little eval: {label}: invalid, {len(findings)} {noun}")
     return lines
 
-
-def data_dir_of(loaded: LoadedEvalSet) -> Path:
-    return loaded.store_.root

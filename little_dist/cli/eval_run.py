@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import secrets
 import sys
 import time
 from typing import Any
@@ -36,7 +37,9 @@ def run_eval_set(args: argparse.Namespace, loaded: LoadedEvalSet) -> int:
         reusable = {case["itemSha"]: case for case in before.get("cases", [])}
     from little_dist.cli.eval_judge import judge_for
 
-    judge = judge_for(args, bundle, [case.body for case in cases])
+    judge = judge_for(
+        args, bundle, [case.body for case in cases], slots=lambda: _workflow_slots(args)
+    )
     started = time.time()
     if args.fleet:
         from little_dist.cli.eval_fleet import fleet_runner
@@ -71,12 +74,20 @@ def run_eval_set(args: argparse.Namespace, loaded: LoadedEvalSet) -> int:
             reusable=reusable,
             judge=judge,
         )
+    from little_dist.evals.judge import judge_events
+
+    events = judge_events(result["cases"])
+    for case in result["cases"]:  # (the calls are kept once: as the run's events)
+        for sample in case["samples"]:
+            sample.pop("judgeCalls", None)
     document: dict[str, Any] = {
+        "evalRunId": f"evrun_{secrets.token_hex(8)}",
         "evalSetId": loaded.version.id,
         "evalSetSha": loaded.version.hash,
         "workflow": args.workflow,
         "ranAt": _stamp(started),
         **result,
+        "events": events,
     }
     previous = compare(document, before)
     if previous is not None:
@@ -202,6 +213,21 @@ def _run_one(args: argparse.Namespace, value: Any) -> Any:
         error=state.error,
         cost_usd=cost,
     )
+
+
+def _workflow_slots(args: argparse.Namespace) -> dict[str, str]:
+    """The evaluated workflow's model slots that are priced as another model (litellm model
+    -> pricing key), when it is a definition (a folder, ``module:attr``)."""
+    from little_dist.authoring import WorkflowDefinition
+    from little_dist.cli.submit_cmd import resolve_workflow
+
+    try:
+        workflow = resolve_workflow(args.workflow)
+    except Exception:  # (what is wrong with it is said by its runs)
+        return {}
+    if not isinstance(workflow, WorkflowDefinition):
+        return {}
+    return {s.litellm_model: s.pricing for s in workflow.models.values() if s.pricing}
 
 
 def _stamp(seconds: float) -> str:

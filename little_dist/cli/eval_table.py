@@ -1,5 +1,6 @@
-"""``little eval run``'s table: one row per case, the summary with its cost, and what changed
-since the last run of the same set."""
+"""``little eval run``'s table: one row per case (its cost: its runs and its judge calls), the
+summary with its cost and the judge's part of it, and what changed since the last run of the
+same set."""
 
 from __future__ import annotations
 
@@ -39,6 +40,11 @@ def render(document: dict[str, Any]) -> str:
         + (f", {summary['reused']} reused" if summary.get("reused") else "")
         + "; "
         f"cost {_dollars(summary['costUsd'])} USD"
+        + (
+            f" (judge {_dollars(summary['judgeCostUsd'])} USD, {len(document['events'])} calls)"
+            if document.get("events")
+            else ""
+        )
     )
     previous = document.get("previous")
     if previous is not None:
@@ -67,7 +73,7 @@ def _detail(case: dict[str, Any]) -> str:
             if wrong and sample.get("output") == case["expected"]:
                 return f"the judge disagrees on {', '.join(wrong)}"
             return "output differs from the label"
-    return "rubric unscored" if case.get("rubric") else ""
+    return "rubric unscored" if case.get("rubric") == "unscored" else ""
 
 
 def _dollars(value: float | None) -> str:

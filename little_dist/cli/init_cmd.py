@@ -2,9 +2,9 @@
 workflow runs at once, offline (upstream's ``little init``).
 
 Writes ``little-workflow.json``, ``workflows/WORKFLOW/`` (``workflow.py``, ``instructions.md``,
-``tools/echo.py``), ``input.example.json`` and ``.gitignore`` (see
-:mod:`little_dist.workspace.scaffold`), then says what to type next. Exit 1 (one line, nothing
-written) when the folder is taken or a name is invalid.
+``tools/echo.py``, ``evals/``: a starter eval set, ours), ``input.example.json`` and
+``.gitignore`` (see :mod:`little_dist.workspace.scaffold`), then says what to type next.
+Exit 1 (one line, nothing written) when the folder is taken or a name is invalid.
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
     steps += [
         f"little run {args.workflow} --input input.example.json",
         f"little test {args.workflow} --input input.example.json",
+        "little eval run",
     ]
     where = "this folder" if args.here else str(root)
     print(f"Made a project in {where}. Next:\n" + "".join(f"  {s}\n" for s in steps), end="")

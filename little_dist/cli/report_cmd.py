@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.html:
         target = Path(args.html)
         try:
-            target.write_text(render_html(report, budget), encoding="utf-8")
+            target.write_text(render_html(report, budget, parts.waiting), encoding="utf-8")
         except OSError as exc:
             raise InvalidInputError(f"cannot write {target}: {exc.strerror}") from exc
         print(f"wrote {target}")

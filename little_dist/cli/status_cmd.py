@@ -33,6 +33,8 @@ def register(sub: Any, name: str) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    from little_dist.fleet.run_waits import waiting_line
+
     with fleet_client(args) as client:
         view = client.status(args.run_id)
     out = sys.stdout
@@ -45,6 +47,8 @@ def run(args: argparse.Namespace) -> int:
         status += " (planning)"
     elif view.cancel_requested and view.status not in RUN_ENDED:
         status += " (cancel requested)"
+    elif view.waiting:
+        status += " (waiting for approval)"
     out.write(f"run       {view.run_id}\n")
     out.write(f"status    {status}\n")
     out.write(f"version   {view.workflow_version_id or '-'}\n")
@@ -72,6 +76,10 @@ def run(args: argparse.Namespace) -> int:
         out.write(
             f"late      {view.late_calls} model call(s) finished after the end; in the cost\n"
         )
+    for wait in view.waiting:
+        out.write(f"waiting   {waiting_line(wait)}\n")
+        answer = wait["answer"]
+        out.write(f"  answer  {answer['approve']}\n          {answer['reject']}\n")
     for path, step_status in view.steps.items():
         out.write(f"  {step_status:<10} {path}\n")
     return code

@@ -31,7 +31,7 @@ from little_dist.evals.items import (
 )
 from little_dist.evals.runner import Case, CaseRun, cases_of, compare, cone_for, run_cases
 from little_dist.evals.seal import is_sealed, seal_key_id
-from little_dist.evals.store import EvalStore
+from little_dist.evals.store import EvalStore, eval_store_for
 
 __all__ = [
     "EVAL_ITEM_API_VERSION",
@@ -51,6 +51,7 @@ __all__ = [
     "cone_for",
     "eval_item_body_sha",
     "eval_item_sha",
+    "eval_store_for",
     "index_entry",
     "is_sealed",
     "register_eval_set",

@@ -20,7 +20,7 @@ from typing import Any
 from little_dist.canonical import canonical_json, sha256_digest
 from little_dist.errors import LittleError
 from little_dist.evals.bundle import LWIR_INPUT_CONE_ALGORITHM, WORKFLOW_TARGET
-from little_dist.evals.judge import Judge, judge_rubric
+from little_dist.evals.judge import Judge, JudgeError, judge_cost, judge_rubric
 from little_dist.lwir.input_cone import LwirInputConeError, input_cone_hash
 
 __all__ = ["Case", "CaseRun", "cases_of", "compare", "cone_for", "run_cases"]
@@ -204,9 +204,28 @@ def _sample(case: Case, run_case: RunCase, judge: Judge | None) -> dict[str, Any
             case.body["rubric"], case.criteria, case.pass_criterion, content["value"], output, judge
         )
     except Exception as exc:  # (the judge's failure is this sample's error)
-        return {**result, "status": "error", "error": f"judge: {type(exc).__name__}: {exc}"}
+        calls = exc.calls if isinstance(exc, JudgeError) else []
+        return {
+            **result,
+            **_judged(calls),
+            "status": "error",
+            "error": f"judge: {type(exc).__name__}: {exc}",
+        }
     agrees = all(v["verdict"] == v["expected"] for v in verdicts)
-    return {**result, "status": "passed" if same and agrees else "failed", "rubric": verdicts}
+    calls = [v.pop("call") for v in verdicts if "call" in v]
+    return {
+        **result,
+        **_judged(calls),
+        "status": "passed" if same and agrees else "failed",
+        "rubric": verdicts,
+    }
+
+
+def _judged(calls: list[dict[str, Any]]) -> dict[str, Any]:
+    """A sample's judge calls and what they cost (nothing for a judge that does not say)."""
+    if not calls:
+        return {}
+    return {"judgeCalls": calls, "judgeCostUsd": judge_cost(calls)}
 
 
 def _case_result(
@@ -215,6 +234,7 @@ def _case_result(
     statuses = {sample["status"] for sample in samples}
     status = "error" if "error" in statuses else "failed" if "failed" in statuses else "passed"
     costs = [s["costUsd"] for s in samples if s.get("costUsd") is not None]
+    judging = [s["judgeCostUsd"] for s in samples if s.get("judgeCostUsd") is not None]
     result: dict[str, Any] = {
         "itemSha": case.item_sha,
         "target": case.target,
@@ -222,7 +242,9 @@ def _case_result(
         "status": status,
         "expected": case.body["label"]["value"],
         "samples": samples,
-        "costUsd": round(sum(costs), 10) if costs else None,
+        # (what the case cost: its runs and, when judged, its judge calls)
+        "costUsd": round(sum(costs) + sum(judging), 10) if costs or judging else None,
+        "judgeCostUsd": round(sum(judging), 10) if judging else None,
         "inputConeHash": cone,
         # (the label was made against the indexed cone; a changed cone may make it stale)
         "coneAsIndexed": None if cone is None else cone == case.indexed_cone,
@@ -234,7 +256,9 @@ def _case_result(
 
 def _summary(results: list[dict[str, Any]]) -> dict[str, Any]:
     # (the cost is this run's: a reused case was paid for by the run it comes from)
-    costs = [r["costUsd"] for r in results if r["costUsd"] is not None and not r.get("reused")]
+    fresh = [r for r in results if not r.get("reused")]
+    costs = [r["costUsd"] for r in fresh if r["costUsd"] is not None]
+    judging = [r["judgeCostUsd"] for r in fresh if r.get("judgeCostUsd") is not None]
     return {
         "cases": len(results),
         "passed": sum(r["status"] == "passed" for r in results),
@@ -242,6 +266,7 @@ def _summary(results: list[dict[str, Any]]) -> dict[str, Any]:
         "errored": sum(r["status"] == "error" for r in results),
         "reused": sum(bool(r.get("reused")) for r in results),
         "costUsd": round(sum(costs), 10) if costs else None,
+        "judgeCostUsd": round(sum(judging), 10) if judging else None,
     }
 
 

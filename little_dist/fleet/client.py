@@ -20,10 +20,12 @@ from little_dist.compiler import WorkflowVersion
 from little_dist.errors import InvalidInputError, LittleError, RunEndedError
 from little_dist.event_types.engine import CANCEL_EVENT_TYPE
 from little_dist.events import RUN_END_EVENT_TYPES, Event, EventInput
+from little_dist.fleet.approval_calls import FleetApprovals
 from little_dist.fleet.dispatch import advance_run
 from little_dist.fleet.run_report import read_run_report, run_report_json
 from little_dist.fleet.run_status import RunStatusView
 from little_dist.fleet.run_tracker import RunTracker
+from little_dist.fleet.run_waits import waiting_for_approval
 from little_dist.fleet.shared_redis import SharedRedis, shared_redis
 from little_dist.fleet.submission import submit_run, submit_runs
 from little_dist.ids import validate_run_id
@@ -78,9 +80,10 @@ class WaitTimeoutError(LittleError):
 # -- submission ---------------------------------------------------------------------------
 
 
-class Client:
+class Client(FleetApprovals):
     """The fleet from a program: ``submit``, ``status``, ``report``, ``wait``, ``events``,
-    ``cancel``.
+    ``cancel``, and the approvals runs wait for (``approvals``, ``approve``, ``reject``:
+    :mod:`~little_dist.fleet.approval_calls`).
 
     ``settings`` default to :func:`~little_dist.settings.load_settings` (the environment);
     ``world`` to :func:`~little_dist.world.factory.world_from_settings`; ``app`` (the Celery app
@@ -306,6 +309,7 @@ class Client:
         deadline: Any = None,
         timeout: str | float | None = None,
         max_attempts: int | None = None,
+        callback_url: str | None = None,
     ) -> list[str]:
         """Submit one run per input (``run_ids``: their ids, else new ones); their ids, in
         order. For batches: every input is checked first, then the starts go a few dozen
@@ -313,7 +317,7 @@ class Client:
         run's first decision (its start signals it). Idempotent per run id as
         :meth:`submit` (see :func:`~little_dist.fleet.submission.submit_runs`).
         ``budget_usd``: each run's dollar ceiling; ``deadline``, ``timeout``,
-        ``max_attempts``: each run's, as :meth:`submit` takes them."""
+        ``max_attempts``, ``callback_url``: each run's, as :meth:`submit` takes them."""
         self._load_registry()
         submitted(len(inputs))
         return submit_runs(
@@ -325,6 +329,7 @@ class Client:
             limits=_limits(timeout, deadline, max_attempts),
             settings=self.settings,
             registry=self.registry,
+            callback_url=callback_url,
         )
 
     def _require(self, run_id: str) -> list[Event]:
@@ -357,6 +362,7 @@ class Client:
             late=self.world.late_events(run_id) if ended else (),
             pricing_fallback=self.pricing_fallback,
             limits=RunLimits.of_events(events),
+            waiting=() if ended else waiting_for_approval(run_id, events),
         )
 
     def report(self, run_id: str) -> dict[str, Any]:

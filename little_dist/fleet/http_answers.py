@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from little_dist.approvals.store import ApprovalDecidedError
 from little_dist.errors import (
     ConflictError,
     InvalidInputError,
@@ -105,6 +106,8 @@ def error_of(
         return NotFoundError(message)
     if status == 409 and code == "run_mismatch":
         return RunMismatchError(detail)
+    if status == 409 and code == "approval_decided":
+        return ApprovalDecidedError(detail)
     if status == 409:
         return ApiConflictError(message, problem=problem)
     if status in (400, 413, 422):
@@ -191,6 +194,7 @@ def status_view(data: Mapping[str, Any]) -> RunStatusView:
         spent_usd=float(budget.get("spentUsd", 0.0)),
         reserved_usd=float(budget.get("reservedUsd", 0.0)),
         sub_runs_usd=float(budget.get("subRunsUsd", 0.0)),
+        waiting=tuple(wait for wait in data.get("waiting") or () if isinstance(wait, Mapping)),
     )
 
 

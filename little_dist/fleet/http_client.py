@@ -7,7 +7,8 @@ Celery credentials: this path imports none of them. What it does is what the API
 ``idempotency_key``), ``submit_many`` (one request each), ``status``, ``report``,
 ``events`` (``follow``: Server-Sent Events, reconnecting with ``Last-Event-ID`` so nothing
 is lost or repeated), ``state`` and ``wait`` (the events folded into the same
-:class:`~little_dist.run_state.RunState`), ``cancel``. What needs the fleet's storage
+:class:`~little_dist.run_state.RunState`), ``cancel``, ``approvals``, ``approve`` and
+``reject`` (:mod:`~little_dist.fleet.approval_calls`). What needs the fleet's storage
 (``world``, ``app``, ``queue``, ``window``, ``settings``) raises :class:`NotOverHttpError`.
 The server's refusals become the errors the Redis ``Client`` raises (see
 :mod:`~little_dist.fleet.http_answers`).
@@ -30,6 +31,7 @@ import httpx
 
 from little_dist.errors import InvalidInputError, StorageUnavailableError
 from little_dist.events import RUN_END_EVENT_TYPES, Event
+from little_dist.fleet.approval_calls import HttpApprovals
 from little_dist.fleet.client import Client, WaitTimeoutError
 from little_dist.fleet.http_answers import (
     NotOverHttpError,
@@ -72,7 +74,7 @@ def _no(what: str) -> NoReturn:
     )
 
 
-class HttpClient(Client):
+class HttpClient(HttpApprovals, Client):
     """A ``Client`` on ``little serve`` (``Client(url, token=...)`` makes one; see the module
     docstring). ``token``: a bearer token (``little tokens create``; default
     ``$LITTLE_API_TOKEN``); ``timeout``: seconds per request (an events stream waits as
@@ -210,6 +212,7 @@ class HttpClient(Client):
         deadline: Any = None,
         timeout: str | float | None = None,
         max_attempts: int | None = None,
+        callback_url: str | None = None,
     ) -> list[str]:
         """One ``POST /v1/runs`` per input (``run_ids``: theirs); the ids, in order."""
         if run_ids is not None and len(run_ids) != len(inputs):
@@ -223,6 +226,7 @@ class HttpClient(Client):
                 deadline=deadline,
                 timeout=timeout,
                 max_attempts=max_attempts,
+                callback_url=callback_url,
             )
             for index, run_input in enumerate(inputs)
         ]

@@ -64,6 +64,7 @@ ARGUMENT_NAMES: Final = (
     "deadline",
     "timeout",
     "max_attempts",
+    "callback_url",
 )
 #: The longest message a refusal records (characters): LWIR findings can be many.
 _MESSAGE_MAX: Final = 4000
@@ -103,6 +104,8 @@ class SubmitArguments:
     #: The run's limits as sent (``deadline``, ``timeout``, ``max_attempts``; checked), see
     #: :mod:`little_dist.run_limits`.
     limits: dict[str, Any] = field(default_factory=dict)
+    #: Where the run's end is POSTed, signed (checked; see :mod:`little_dist.fleet.callbacks`).
+    callback_url: str | None = None
 
     @property
     def workflow(self) -> dict[str, Any] | str:
@@ -187,6 +190,7 @@ def submit_arguments(args: Sequence[Any], kwargs: Mapping[str, Any]) -> SubmitAr
             f"lwir must be an LWIR document (a JSON object), got {type(lwir).__name__}",
         )
     from little_dist.budgets import budget_usd
+    from little_dist.fleet.callback_urls import check_callback_url
     from little_dist.run_limits import run_limits
 
     limits = {
@@ -203,10 +207,12 @@ def submit_arguments(args: Sequence[Any], kwargs: Mapping[str, Any]) -> SubmitAr
             deadline=limits.get("deadline"),
             attempts=limits.get("max_attempts"),
         )
+        callback = bound.get("callback_url")
+        callback = None if callback is None else check_callback_url(callback, "callback_url")
     except InvalidInputError as error:
         raise SubmissionRefused("invalid_arguments", str(error)) from None
     return SubmitArguments(
-        workflow_id, lwir, bound.get("input"), bound.get("run_id"), budget, limits
+        workflow_id, lwir, bound.get("input"), bound.get("run_id"), budget, limits, callback
     )
 
 

@@ -13,16 +13,37 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+from collections.abc import Collection
 from typing import Any
 
-from little_dist.events import USAGE_EVENT_TYPES
+from little_dist.events import USAGE_EVENT_TYPES, Event
 from little_dist.fleet.versions import BINDING_FIELD, workflow_name_of_part
 from little_dist.pricing import PriceFallback
 from little_dist.report.model import calls_usage
 from little_dist.report.runs import RunSummary, summarize_run, workflow_hint
 from little_dist.world.base import VersionNotFoundError, World
 
-__all__ = ["list_runs"]
+__all__ = ["list_runs", "run_workflow", "workflow_of_run"]
+
+
+def run_workflow(world: World, first: Event) -> str | None:
+    """The workflow id of the run whose log starts with ``first``: the one its submission
+    names, else its version's name (``None``: neither is known)."""
+    hint, version = workflow_hint(first)
+    if hint is not None or version is None:
+        return hint
+    try:
+        metadata = world.get_version(version).get("lwir", {}).get("metadata", {})
+    except VersionNotFoundError:  # a fleet submit stores a shared part and a binding
+        metadata = {"name": workflow_name_of_part(world, first.payload.get(BINDING_FIELD))}
+    name = metadata.get("name") if isinstance(metadata, dict) else None
+    return name if isinstance(name, str) else version
+
+
+def workflow_of_run(world: World, run_id: str) -> str | None:
+    """The workflow id of run ``run_id`` (``None``: no such run, or none known)."""
+    bounds = world.first_and_last_events(run_id)
+    return None if bounds is None else run_workflow(world, bounds[0])
 
 
 def list_runs(
@@ -33,9 +54,11 @@ def list_runs(
     limit: int = 0,
     before: tuple[str, str] | None = None,
     pricing_fallback: PriceFallback | None = None,
+    workflows: Collection[str] | None = None,
 ) -> list[RunSummary]:
     """The runs of ``world``, newest first: with ``status``, of workflows whose id matches
-    the glob ``workflow``, at most ``limit`` (0: all), older than ``before``."""
+    the glob ``workflow`` (and is one of ``workflows``, when given: an API token's), at
+    most ``limit`` (0: all), older than ``before``."""
     names: dict[str, str | None] = {}  # version id -> its workflow's name
 
     def name_of(version_id: str, binding: object) -> str | None:
@@ -66,6 +89,8 @@ def list_runs(
         if summary.workflow is None and version is not None:
             summary = _with(summary, workflow=name_of(version, binding))
         if workflow is not None and not fnmatch.fnmatchcase(summary.workflow or "", workflow):
+            continue
+        if workflows is not None and summary.workflow not in workflows:
             continue
         calls = [
             event

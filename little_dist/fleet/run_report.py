@@ -4,7 +4,8 @@ API's ``GET /v1/runs/{id}/report`` print).
 
 The report (:func:`~little_dist.report.build_run_report`: attempts, tokens, dollars and
 duration per step, the late record in the total), and in our forms (not ``--upstream``)
-the run's dollar budget (its log folded) and its sub-runs rolled up.
+the run's dollar budget (its log folded), its sub-runs rolled up, and the tool calls it
+waits for a person's decision on (``waiting``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from little_dist.fleet.run_waits import waiting_for_approval
 from little_dist.pricing import PriceFallback
 from little_dist.report import RunReport, build_run_report, report_to_json
 from little_dist.run_state import materialize_run_state
@@ -28,6 +30,8 @@ class RunReportParts:
     report: RunReport
     budget: dict[str, float] | None
     rollup: SubRunRollup | None
+    #: The tool calls the run waits for a person's decision on (:mod:`.run_waits`).
+    waiting: tuple[dict[str, Any], ...] = ()
 
 
 def read_run_report(
@@ -49,7 +53,8 @@ def read_run_report(
     rollup = sub_run_rollup(
         world.list_events, run_id, events=events, pricing_fallback=pricing_fallback
     )
-    return RunReportParts(report, _budget(events, run_id, pricing_fallback), rollup)
+    waiting = tuple(waiting_for_approval(run_id, events))
+    return RunReportParts(report, _budget(events, run_id, pricing_fallback), rollup, waiting)
 
 
 def run_report_json(parts: RunReportParts, *, ours: bool = True) -> dict[str, Any]:
@@ -59,6 +64,8 @@ def run_report_json(parts: RunReportParts, *, ours: bool = True) -> dict[str, An
         data["budget"] = parts.budget
     if parts.rollup is not None:
         data.update(sub_runs_to_json(parts.rollup))
+    if parts.waiting:
+        data["waiting"] = list(parts.waiting)
     return data
 
 

@@ -46,6 +46,9 @@ class RunStatusView:
     reserved_usd: float = 0.0
     #: What its sub-runs count against the budget (:mod:`little_dist.harness.budget_tree`).
     sub_runs_usd: float = 0.0
+    #: The tool calls it waits for a person's decision on
+    #: (:func:`~little_dist.fleet.run_waits.waiting_for_approval`).
+    waiting: tuple[Mapping[str, Any], ...] = ()
 
     @classmethod
     def of(
@@ -57,6 +60,7 @@ class RunStatusView:
         late: Sequence[Any] = (),
         pricing_fallback: PriceFallback | None = None,
         limits: RunLimits | None = None,
+        waiting: Sequence[Mapping[str, Any]] = (),
     ) -> RunStatusView:
         """``late``: the run's late record (:meth:`World.late_events`), whose model calls
         count in the cost (priced as the state was: ``pricing_fallback``)."""
@@ -88,6 +92,7 @@ class RunStatusView:
             spent_usd=state.spent_usd,
             reserved_usd=state.reserved_usd,
             sub_runs_usd=state.sub_runs_usd,
+            waiting=tuple(waiting),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -116,6 +121,8 @@ class RunStatusView:
             }
             if self.sub_runs_usd:
                 data["budget"]["subRunsUsd"] = round(self.sub_runs_usd, 10)
+        if self.waiting:
+            data["waiting"] = [dict(wait) for wait in self.waiting]
         if self.has_output:
             data["output"] = self.output
         if self.error is not None:

@@ -261,6 +261,7 @@ def submit_runs(
     fresh: bool = False,
     budget_usd: float | None = None,
     limits: Mapping[str, Any] | None = None,
+    callback_url: str | None = None,
 ) -> list[str]:
     """Submit one run of ``workflow`` per input (``run_ids``: theirs; new ids without);
     their ids. Each is checked and recorded as :func:`submit_run` records it without a
@@ -272,7 +273,8 @@ def submit_runs(
     run's parent link when they are sub-runs (see :func:`submit_run`). ``fresh``: the
     caller knows that no run of ``run_ids`` was ever submitted (so none can be an archived
     run whose Redis keys are gone): a start that finds no log in Redis writes one without
-    asking S3 first (ids made up here are fresh anyway)."""
+    asking S3 first (ids made up here are fresh anyway). ``callback_url``: each run's end
+    is POSTed there, signed, as :func:`submit_run` records it."""
     if run_ids is not None and len(run_ids) != len(inputs):
         raise InvalidInputError(f"{len(run_ids)} run ids for {len(inputs)} inputs")
     if parents is not None and len(parents) != len(inputs):
@@ -296,6 +298,7 @@ def submit_runs(
                 parent=link,
                 budget_usd=budget_usd,
                 limits=limits,
+                callback_url=callback_url,
             )
             for run_id, value, link in zip(ids, inputs, links, strict=True)
         ]
@@ -310,6 +313,7 @@ def submit_runs(
             input_limits,
             grants=not index,
             budget_usd=budget_usd,
+            callback_url=callback_url,
             **_limit_options(limits),
         )
         for index, (run_id, value) in enumerate(zip(ids, inputs, strict=True))
@@ -332,6 +336,7 @@ def submit_runs(
             parent=request.parent,
             budget_usd=request.budget_usd,
             limits=limits,
+            callback_url=request.callback_url,
         )
     start_chunks(world, starts_at_once, planned, fresh=fresh)
     return ids

@@ -72,6 +72,7 @@ def submit(
             shared=runtime.shared_redis,
             budget_usd=sent.budget_usd,
             limits=sent.limits,
+            callback_url=sent.callback_url,
         )
     except InvalidInputError as error:
         message = error.message if isinstance(error, SubmissionRefused) else str(error)

@@ -121,6 +121,7 @@ def register_tasks(app: Celery, runtime: WorkerRuntime) -> None:
         deadline: str | None = None,
         timeout: str | float | None = None,
         max_attempts: int | None = None,
+        callback_url: str | None = None,
     ) -> str:
         return runtime.submit(
             (),
@@ -133,6 +134,7 @@ def register_tasks(app: Celery, runtime: WorkerRuntime) -> None:
                 "deadline": deadline,
                 "timeout": timeout,
                 "max_attempts": max_attempts,
+                "callback_url": callback_url,
             },
             task_id=self.request.id,
         )

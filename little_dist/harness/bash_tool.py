@@ -13,9 +13,12 @@ machine; ours runs real programs on the worker (isolated, but still a kernel san
 operator must provide), so running commands is something a workflow asks for, not a
 default. With it enabled, the roles and steps are upstream's: ``worker.ai-generate`` text
 steps and the ``fixer``, beside whatever tools ``permissions.tools`` allows (a list of
-registered tools, where upstream's compiler refuses ``bash``); never ``tool.call`` steps, the
-planner or the orchestrator. A step's own ``with.tools`` list (ours) offers exactly what it
-names: bash only if it names ``bash``. A registered tool named ``bash`` wins, as upstream.
+registered tools, where upstream's compiler refuses ``bash``); never ``tool.call`` steps or
+the orchestrator. The planner gets one of its own whatever the workflow says, only when it
+reviews a reuse candidate, and over that candidate's read-only files only
+(:mod:`little_dist.planner.reuse_files`): reading them is what the review brief asks. A
+step's own ``with.tools`` list (ours) offers exactly what it names: bash only if it names
+``bash``. A registered tool named ``bash`` wins, as upstream.
 
 What it sees. The attempt's run scratch (:mod:`little_dist.scratch`), made on its first
 command by the ``scratch`` factory the attempt runtime gives it: ``/mnt/scratch/own``

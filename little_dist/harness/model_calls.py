@@ -40,6 +40,8 @@ __all__ = [
     "ToolCallRequest",
     "call_model",
     "import_litellm",
+    "reply_from_recorded",
+    "reply_from_response",
     "retry_after_of",
     "usage_from_response",
 ]
@@ -142,7 +144,7 @@ def _parse_arguments(text: Any) -> Any:
         return text
 
 
-def _reply_from_response(turn: int, response: Any, name_map: Mapping[str, str]) -> ModelReply:
+def reply_from_response(turn: int, response: Any, name_map: Mapping[str, str]) -> ModelReply:
     choices = _get(response, "choices") or []
     message = _get(choices[0], "message") if choices else None
     content = _get(message, "content")
@@ -161,7 +163,7 @@ def _reply_from_response(turn: int, response: Any, name_map: Mapping[str, str]) 
     return ModelReply(turn, text, tuple(calls), usage_from_response(response))
 
 
-def _reply_from_recorded(turn: int, response: Mapping[str, Any]) -> ModelReply:
+def reply_from_recorded(turn: int, response: Mapping[str, Any]) -> ModelReply:
     calls = tuple(
         ToolCallRequest(id=str(item.get("toolCallId")), name=item["toolName"], args=item["args"])
         for item in response.get("toolCalls") or []
@@ -208,7 +210,7 @@ def call_model(
     hit = ctx.memo.model_turn(turn, prompt_hash)
     if hit is not None and isinstance(hit.value, Mapping):
         recorder.model_memoized(turn, hit.event)
-        return _reply_from_recorded(turn, hit.value)
+        return reply_from_recorded(turn, hit.value)
     held = _hold_quota(ctx, messages, tools)
     if ctx.cancelled():
         if held is not None:
@@ -261,7 +263,7 @@ def call_model(
         recorder.model_failed(turn, error.envelope(), duration_ms=_elapsed_ms(started))
         _observe(ctx, None, started, error.cause_code)
         raise error from exc
-    reply = _reply_from_response(turn, response, name_map or {})
+    reply = reply_from_response(turn, response, name_map or {})
     if daily is not None:
         settle_daily(ctx, daily, reply.usage)
     if held is not None:

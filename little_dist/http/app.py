@@ -45,6 +45,7 @@ from little_dist.http.models import (
     Workflows,
 )
 from little_dist.http.problems import PROBLEM_JSON, Problem, install_problem_handlers
+from little_dist.http.run_access import check_run_visible, run_visible
 from little_dist.http.schedule_routes import add_schedule_routes
 from little_dist.http.tokens import TokenRecord
 from little_dist.http.viewer.routes import install_viewer
@@ -74,7 +75,8 @@ _WHY: Final = {
     400: "malformed request (not JSON, a bad run id or Last-Event-ID)",
     401: "no bearer token, or one that is not valid",
     403: "the token lacks the route's scope (or may not submit that workflow)",
-    404: "no such run (or approval, or schedule)",
+    404: "no such run (or approval, or schedule), or a run of a workflow the token is not "
+    "restricted to",
     409: "the Idempotency-Key was used with another body, the run id with another input, "
     "the run to cancel has ended, or the approval was decided already",
     413: "over one of the fleet's input limits (or the body over twice the input's)",
@@ -274,8 +276,8 @@ def make_app(fleet: FleetAccess) -> FastAPI:
             str | None, Query(max_length=400, description="a page's nextCursor")
         ] = None,
     ) -> RunList:
-        """The fleet's runs, newest first, as ``little runs --json``, a page at a time."""
-        del token
+        """The fleet's runs, newest first, as ``little runs --json``, a page at a time (a
+        token restricted to workflows: runs of those only)."""
         client = fleet.client
         shown = list_runs(
             client.world,
@@ -284,6 +286,7 @@ def make_app(fleet: FleetAccess) -> FastAPI:
             limit=limit,
             before=None if cursor is None else decode_cursor(cursor),
             pricing_fallback=client.pricing_fallback,
+            workflows=token.workflows or None,
         )
         last = shown[-1] if len(shown) == limit else None
         return RunList.model_validate(
@@ -303,10 +306,10 @@ def make_app(fleet: FleetAccess) -> FastAPI:
         run_id: RunId, token: Annotated[TokenRecord, Depends(require("runs:read"))]
     ) -> JSONResponse:
         """The run at a glance, as ``little status --json``: status, steps, cost, output,
-        and for a failed run why (``failure``)."""
-        del token
-        view = fleet.client.status(_run_id(run_id, where={"path": "run_id"}))
-        return JSONResponse(view.to_json())
+        and for a failed run why (``failure``), and what it waits for (``waiting``)."""
+        checked = _run_id(run_id, where={"path": "run_id"})
+        check_run_visible(fleet.client.world, token, checked)
+        return JSONResponse(fleet.client.status(checked).to_json())
 
     @app.get(
         "/v1/runs/{run_id}/report",
@@ -324,8 +327,9 @@ def make_app(fleet: FleetAccess) -> FastAPI:
     ) -> JSONResponse:
         """The run's report, as ``little report --json``: attempts, tokens, dollars and
         duration per step, its timeline, why it failed, its budget and sub-runs."""
-        del token
-        return JSONResponse(fleet.client.report(_run_id(run_id, where={"path": "run_id"})))
+        checked = _run_id(run_id, where={"path": "run_id"})
+        check_run_visible(fleet.client.world, token, checked)
+        return JSONResponse(fleet.client.report(checked))
 
     @app.post(
         "/v1/runs/{run_id}/cancel",
@@ -340,9 +344,9 @@ def make_app(fleet: FleetAccess) -> FastAPI:
         body: CancelRun | None = None,
     ) -> JSONResponse:
         """Ask the run to stop, as ``little cancel``: it fails with causeCode ``cancelled``."""
-        del token
         checked = _run_id(run_id, where={"path": "run_id"})
         client = fleet.client
+        check_run_visible(client.world, token, checked)
         if not client.cancel(checked, reason=body.reason if body is not None else None):
             status = client.status(checked).status
             raise Problem(409, f"run {checked} has already ended ({status})", code="run_ended")
@@ -374,11 +378,16 @@ def make_app(fleet: FleetAccess) -> FastAPI:
     ) -> StreamingResponse:
         """The run's events as Server-Sent Events, live until its end event (or as NDJSON,
         what its log holds now)."""
-        del token, request
+        del request
         checked = _run_id(run_id, where={"path": "run_id"})
         after = _last_event_id(last_event_id)
         world = fleet.client.world
         last = await to_thread.run_sync(world.last_sequence, checked, limiter=watchers.limiter)
+        if last and token.workflows:
+            visible = await to_thread.run_sync(
+                run_visible, world, token, checked, limiter=watchers.limiter
+            )
+            last = last if visible else 0
         if last == 0:
             raise Problem(404, f"Run not found: {checked}")
         if after > last:

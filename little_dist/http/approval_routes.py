@@ -5,7 +5,8 @@
 Who decided is the body's ``by``, else the token's name (else its id); the token's id is
 recorded with the decision either way, so a ``by`` never hides which token spoke. An id that
 names no approval is a 404, one decided before (or whose run has ended) a 409
-``approval_decided``.
+``approval_decided``. A token restricted to workflows sees and decides the approvals of
+their runs only (:mod:`.run_access`): another run's approval is a 404 as an unknown one.
 """
 
 from __future__ import annotations
@@ -13,15 +14,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Path
+from fastapi import Depends, FastAPI, Path, Query
 from fastapi.responses import JSONResponse
 
-from little_dist.approvals import ApprovalDecidedError, decide_approval, list_approvals
+from little_dist.approvals import (
+    ApprovalDecidedError,
+    ApprovalNotFoundError,
+    decide_approval,
+    list_approvals,
+    run_id_of,
+)
 from little_dist.approvals.records import APPROVAL_ID_PATTERN
 from little_dist.http.auth import require
 from little_dist.http.fleet_access import FleetAccess
 from little_dist.http.models import ApprovalInfo, ApprovalList, DecideApproval
 from little_dist.http.problems import Problem
+from little_dist.http.run_access import check_run_visible, run_visible, visible_run_ids
 from little_dist.http.tokens import TokenRecord
 
 __all__ = ["add_approval_routes"]
@@ -44,6 +52,15 @@ def _active_run_ids(fleet: FleetAccess) -> list[str]:
     return ActiveRuns(fleet.redis, active_runs_key(fleet.settings.signal_stream)).members()
 
 
+def _checked_run_id(run_id: str) -> str:
+    from little_dist.ids import InvalidIdError, validate_run_id
+
+    try:
+        return validate_run_id(run_id)
+    except InvalidIdError as exc:
+        raise Problem(400, str(exc), errors=[{"query": "runId", "detail": str(exc)}]) from None
+
+
 def add_approval_routes(
     app: FastAPI, fleet: FleetAccess, problems: Callable[..., dict[int | str, dict[str, Any]]]
 ) -> None:
@@ -53,14 +70,27 @@ def add_approval_routes(
         "/v1/approvals",
         response_model=ApprovalList,
         tags=["approvals"],
-        responses=problems(401, 403, 429, 503),
+        responses=problems(400, 401, 403, 404, 422, 429, 503),
     )
-    def approvals(token: Annotated[TokenRecord, Depends(require("runs:read"))]) -> ApprovalList:
+    def approvals(
+        token: Annotated[TokenRecord, Depends(require("runs:read"))],
+        run_id: Annotated[
+            str | None,
+            Query(alias="runId", max_length=100, description="only this run's approvals"),
+        ] = None,
+    ) -> ApprovalList:
         """The approvals waiting for a person, oldest first: the held tool call (its run,
         step, tool and arguments), the rule, and its deadline."""
-        del token
         world = fleet.client.world
-        pending = list_approvals(world, run_ids=_active_run_ids(fleet))
+        if run_id is not None:
+            checked = _checked_run_id(run_id)
+            if world.last_sequence(checked) == 0:
+                raise Problem(404, f"Run not found: {checked}")
+            check_run_visible(world, token, checked)
+            runs = [checked]
+        else:
+            runs = visible_run_ids(world, token, _active_run_ids(fleet))
+        pending = list_approvals(world, run_ids=runs)
         return ApprovalList.model_validate({"approvals": [a.to_json() for a in pending]})
 
     @app.post(
@@ -76,6 +106,9 @@ def add_approval_routes(
     ) -> JSONResponse:
         """Approve (the call runs) or reject (it fails as a rule's deny does) a held tool
         call; the step resumes on any worker. The decision is recorded in the run's log."""
+        world = fleet.client.world
+        if not run_visible(world, token, run_id_of(approval_id)):
+            raise ApprovalNotFoundError(approval_id, f"no run {run_id_of(approval_id)}")
         try:
             decided = decide_approval(
                 fleet.client.world,

@@ -149,6 +149,11 @@ class RunStatus(BaseModel):
     failure: dict[str, Any] | None = Field(
         default=None, description="why it failed: causeCode, message, stepPath"
     )
+    waiting: list[dict[str, Any]] | None = Field(
+        default=None,
+        description="the tool calls it waits for a person's decision on: approvalId, "
+        "stepPath, toolName, args, rule, since, deadline, onTimeout, answer (the commands)",
+    )
 
 
 class Health(BaseModel):

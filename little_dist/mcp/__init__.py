@@ -1,9 +1,12 @@
 """MCP tools (issue 22 item 4): ``define_workflow(mcp=[...])`` connects MCP servers over
-stdio or streamable HTTP with the official ``mcp`` SDK and offers their tools to models
-through upstream's two gateway tools, ``mcp_list_tools`` and ``mcp_call_tool``.
+stdio, streamable HTTP or HTTP+SSE with the official ``mcp`` SDK, or over a WebSocket, and
+offers their tools to models through upstream's two gateway tools, ``mcp_list_tools`` and
+``mcp_call_tool``, with a guide skill per server.
 
 * :mod:`~little_dist.mcp.config` reads the ``mcp`` option (upstream's ``HarnessMcpConfig``);
 * :mod:`~little_dist.mcp.client` talks to one server (a session per operation);
+* :mod:`~little_dist.mcp.websocket` is the WebSocket client transport the SDK 2.x lacks;
+* :mod:`~little_dist.mcp.guides` makes the servers' guide skills;
 * :mod:`~little_dist.mcp.gateway` builds the gateway tools and the session manifest's
   ``mcp`` entry (each server's tool list, hashed with the manifest).
 

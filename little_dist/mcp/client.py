@@ -1,10 +1,10 @@
 """Talking to one MCP server with the official ``mcp`` SDK, from synchronous code.
 
-Each operation opens a session (spawn the stdio process, or open the streamable-HTTP or
-HTTP+SSE session), initializes it, does one thing and closes it, inside its own event loop
-(``anyio.run``): tools run on worker threads with no loop of their own, and a session held
-across calls would have to outlive the thread and the attempt. The cost is one connection
-(for stdio, one process) per listing and per call.
+Each operation opens a session (spawn the stdio process, or open the streamable-HTTP,
+HTTP+SSE or WebSocket session), initializes it, does one thing and closes it, inside its
+own event loop (``anyio.run``): tools run on worker threads with no loop of their own, and
+a session held across calls would have to outlive the thread and the attempt. The cost is
+one connection (for stdio, one process) per listing and per call.
 
 Errors are translated here: anything the SDK or the transport raises becomes
 :class:`McpServerError` (retriable: the server may be back on the next attempt), raised
@@ -70,6 +70,16 @@ async def _session(server: McpServerConfig) -> AsyncIterator[ClientSession]:
 
         async with (
             sse_client(transport.url, headers=dict(transport.headers)) as streams,
+            ClientSession(streams[0], streams[1]) as session,
+        ):
+            await session.initialize()
+            yield session
+        return
+    if transport.type == "websocket":
+        from little_dist.mcp.websocket import websocket_client
+
+        async with (
+            websocket_client(transport.url, transport.headers) as streams,
             ClientSession(streams[0], streams[1]) as session,
         ):
             await session.initialize()

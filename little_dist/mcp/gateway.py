@@ -23,7 +23,14 @@ from typing import Any
 from little_dist.canonical import sha256_digest
 from little_dist.errors import InvalidInputError
 from little_dist.mcp import client
-from little_dist.mcp.config import CALL_TOOL_NAME, LIST_TOOL_NAME, McpServerConfig
+from little_dist.mcp.config import (
+    CALL_TOOL_NAME,
+    LIST_TOOL_NAME,
+    McpServerConfig,
+    safe_tool_name,
+)
+from little_dist.mcp.guides import guide_files, guide_manifest, guide_skill
+from little_dist.skills.descriptor import SkillDescriptor
 from little_dist.tools import Tool
 
 __all__ = ["GatewayTool", "McpGateway", "gateway_tools", "session_manifest"]
@@ -60,15 +67,38 @@ class McpGateway:
         return server
 
     def tool_manifests(self, server: McpServerConfig) -> list[dict[str, Any]]:
-        """The server's visible tools now, as upstream's ``HarnessMcpToolManifest``."""
-        entries = []
+        """The server's visible tools now, as upstream's ``HarnessMcpToolManifest``: under
+        their visible names (``rename``), with the configured ``schemas`` in place of the
+        server's. A visible name that is not a safe tool name, or two tools under one name,
+        is the config's error (upstream's ``resolveServerTools``)."""
+        entries: list[dict[str, Any]] = []
+        seen: set[str] = set()
         for item in client.list_tools(server, timeout=self.timeout):
             if not server.visible(item.name):
                 continue
-            entry: dict[str, Any] = {"name": item.name}
+            name = server.visible_name(item.name)
+            if not safe_tool_name(name):
+                raise InvalidInputError(
+                    f"MCP server {server.id!r}: tool {name!r} is not a valid tool name "
+                    "([A-Za-z_][A-Za-z0-9_-]{0,63}, not bash); rename it (tools.rename)"
+                )
+            if name in seen:
+                raise InvalidInputError(
+                    f"MCP server {server.id!r}: tools.rename makes two tools named {name!r}"
+                )
+            seen.add(name)
+            entry: dict[str, Any] = {"name": name}
             if item.description is not None:
                 entry["description"] = item.description
-            schemas = (("input", item.input_schema), ("output", item.output_schema))
+            configured = server.schemas.get(item.name)
+            schemas = (
+                (("input", item.input_schema), ("output", item.output_schema))
+                if configured is None
+                else (
+                    ("input", configured["inputSchema"]),
+                    ("output", configured.get("outputSchema")),
+                )
+            )
             for kind, schema in schemas:
                 if schema is not None:
                     entry[f"{kind}SchemaHash"] = sha256_digest(schema)
@@ -78,39 +108,52 @@ class McpGateway:
             entries.append(entry)
         return entries
 
-    def server_manifest(self, server: McpServerConfig) -> dict[str, Any]:
-        return {
+    def server_manifest(
+        self, server: McpServerConfig, skills: list[SkillDescriptor] | None = None
+    ) -> dict[str, Any]:
+        """Upstream's ``HarnessMcpServerManifest`` (listed live); the server's guide skill,
+        made from the same listing, is appended to ``skills``."""
+        tools = self.tool_manifests(server)
+        entry: dict[str, Any] = {
             "id": server.id,
             "description": server.description,
             "transport": server.transport.manifest(),
-            "tools": self.tool_manifests(server),
         }
+        if server.guide is not None:
+            files = guide_files(server.guide, server.id, server.description, tools)
+            entry["guide"] = guide_manifest(server.guide, files)
+            if skills is not None:
+                skills.append(guide_skill(server.guide, files))
+        entry["tools"] = tools
+        return entry
 
-    def capability_manifest(self) -> dict[str, Any]:
-        """Upstream's ``HarnessMcpCapabilityManifest``, listed live."""
+    def capability_manifest(self, skills: list[SkillDescriptor] | None = None) -> dict[str, Any]:
+        """Upstream's ``HarnessMcpCapabilityManifest``, listed live (the guide skills go to
+        ``skills``)."""
         return {
             "gateway": {"listToolName": LIST_TOOL_NAME, "callToolName": CALL_TOOL_NAME},
-            "servers": [self.server_manifest(server) for server in self.servers.values()],
+            "servers": [self.server_manifest(item, skills) for item in self.servers.values()],
         }
 
     def list(self, server: str | None = None) -> dict[str, Any]:
         chosen = list(self.servers.values()) if server is None else [self._server(server)]
-        return {
-            "servers": [
-                {"id": item.id, "description": item.description, "tools": self.tool_manifests(item)}
-                for item in chosen
-            ]
-        }
+        listed = []
+        for item in chosen:
+            entry = self.server_manifest(item)
+            del entry["transport"]
+            listed.append(entry)
+        return {"servers": listed}
 
     def call(self, server: str, tool: str, args: Any = None) -> dict[str, Any]:
         config = self._server(server)
-        if not isinstance(tool, str) or not tool or not config.visible(tool):
+        source = config.source_name(tool) if isinstance(tool, str) and tool else None
+        if source is None:
             raise InvalidInputError(f"MCP server {server!r} has no visible tool {tool!r}")
         if args is None:
             args = {}
         if not isinstance(args, Mapping):
             raise InvalidInputError(f"mcp_call_tool: args must be an object, got {args!r}")
-        return client.call_tool(config, tool, args, timeout=self.timeout)
+        return client.call_tool(config, source, args, timeout=self.timeout)
 
     def summary(self) -> str:
         return "; ".join(f"{item.id}: {item.description}" for item in self.servers.values())
@@ -158,10 +201,15 @@ def gateway_tools(gateway: McpGateway) -> list[Tool]:
     ]
 
 
-def session_manifest(tools: Mapping[str, Any]) -> dict[str, Any] | None:
+def session_manifest(
+    tools: Mapping[str, Any],
+) -> tuple[dict[str, Any] | None, tuple[SkillDescriptor, ...]]:
     """The ``mcp`` entry of a session manifest: the capability manifest of the gateway
-    behind the session's gateway tools (listed live), or ``None`` when it has none."""
+    behind the session's gateway tools (listed live), or ``None`` when it has none; and
+    the servers' guide skills, made from the same listing."""
     for item in tools.values():
         if isinstance(item, GatewayTool):
-            return item.mcp_gateway.capability_manifest()
-    return None
+            skills: list[SkillDescriptor] = []
+            manifest = item.mcp_gateway.capability_manifest(skills)
+            return manifest, tuple(skills)
+    return None, ()

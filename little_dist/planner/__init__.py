@@ -9,7 +9,14 @@ Upstream's compile pipeline (``compiler.ts``, ``planner-reuse.ts``,
    ``reuse_unchanged`` (the candidate runs; no draft), ``adapt`` or ``draft_fresh`` (an LWIR
    that goes on through step 2), or a plain LWIR. A decision is checked with upstream's rules
    (a refused one goes back to the planner as a finding) and recorded as
-   ``PlannerReuseDecisionRecorded`` (:mod:`little_dist.planner.review`).
+   ``PlannerReuseDecisionRecorded`` (:mod:`little_dist.planner.review`). The brief names the
+   candidate's files, ``/planner/reuse/<id>/lwir.json`` and five siblings; they are written
+   read-only (:mod:`little_dist.planner.reuse_files`) and the planner is offered upstream's
+   ``bash`` over them (sandboxed, no network, a throw-away ``/mnt/scratch/own`` as its
+   working folder): the default planner then loops, up to 25 model turns, running the
+   commands its model asks for (recorded as ``harness.tool_call.*`` and
+   ``harness.runtime.command.*`` of step path ``planner``, replayed on resume) until it
+   answers; a custom planner harness finds the tool in ``ctx.tools``.
 2. **Draft -> validate -> repair.** Otherwise the planner harness (role ``planner``, task
    ``plan``) drafts an LWIR: the default one asks the planner model for one JSON object.
    Each draft is validated (``validate_lwir`` plus upstream's request binding: name,

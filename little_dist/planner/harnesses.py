@@ -12,8 +12,11 @@ from typing import Any
 from little_dist.canonical import canonical_json, sha256_digest
 from little_dist.errors import LittleError
 from little_dist.events import EventInput
+from little_dist.harness.ai_generate import wire_tools
 from little_dist.harness.budget_hold import hold_daily, settle_daily
+from little_dist.harness.model_calls import ModelReply, reply_from_recorded, reply_from_response
 from little_dist.harness.replies import json_in_reply
+from little_dist.harness.tool_calls import run_tool_call
 from little_dist.harness.types import (
     DEFAULT_HARNESS_ID,
     DelegateToDefault,
@@ -25,7 +28,10 @@ from little_dist.harness.types import (
 )
 from little_dist.redaction import redact
 
-__all__ = ["DefaultPlanner", "FixedPlan", "PlannerError"]
+__all__ = ["MAX_TURNS", "DefaultPlanner", "FixedPlan", "PlannerError"]
+
+#: Model turns of one draft (upstream's ``maxTurns`` of its planner loop).
+MAX_TURNS = 25
 
 _PLANNER_ROLE = """You are the planner of little-workflow. You design a workflow as one LWIR \
 document (apiVersion "littleworkflow.dev/v0.1", kind "Workflow") that achieves the goal for \
@@ -73,32 +79,83 @@ class DefaultPlanner:
                 "input": task.input,
             }
         )
-        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-        recorder = ctx.recorder
-        called = f"model:planner:{recorder.attempt}:1"
-        ended = f"model-end:planner:{recorder.attempt}:1"
-        for event in recorder.world.list_events(recorder.run_id):
-            if event.occurrence_id == ended and event.type == "harness.model.responded":
-                text = event.payload.get("response", {}).get("text")
-                return PlanResult(lwir=json_in_reply(text if isinstance(text, str) else ""))
-        return PlanResult(lwir=json_in_reply(_call_model(ctx, messages, called, ended)))
+        conversation: list[dict[str, Any]] = [
+            {"role": "system", "content": system},
+            {"role": "user", "content": user},
+        ]
+        definitions, names = wire_tools(ctx.tools)
+        revision = ctx.recorder.attempt
+        for turn in range(1, MAX_TURNS + 1):
+            called, ended = (
+                f"model:planner:{revision}:{turn}",
+                f"model-end:planner:{revision}:{turn}",
+            )
+            reply = _recorded_reply(ctx, ended, turn)
+            if reply is None:
+                reply = _call_model(ctx, conversation, called, ended, turn, definitions, names)
+            if not reply.tool_calls or not ctx.tools:
+                return PlanResult(lwir=json_in_reply(reply.text or ""))
+            # Upstream's planner loop: the model reads (the reuse candidate's files, with the
+            # read-only bash) and answers with its plan when it has read enough.
+            conversation.append(reply.assistant_message())
+            for position, call in enumerate(reply.tool_calls, start=1):
+                outcome = run_tool_call(
+                    ctx,
+                    tool_name=call.name,
+                    args=call.args,
+                    caller="model",
+                    turn=turn,
+                    call_index=position,
+                    scope={"role": "planner"},
+                )
+                conversation.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": call.id,
+                        "content": outcome.content_for_model(),
+                    }
+                )
+        raise PlannerError(f"Workflow plan task exceeded {MAX_TURNS} model turns.")
 
 
+def _recorded_reply(ctx: HarnessContext, ended: str, turn: int) -> ModelReply | None:
+    """The reply recorded under ``ended`` (a resumed session does not call the model again)."""
+    for event in ctx.recorder.world.list_events(ctx.recorder.run_id):
+        if event.occurrence_id == ended and event.type == "harness.model.responded":
+            response = event.payload.get("response")
+            return reply_from_recorded(turn, response if isinstance(response, Mapping) else {})
+    return None
+
+
+# Long on purpose: one planner turn's record, from its budget hold to its recorded end.
 def _call_model(
-    ctx: HarnessContext, messages: list[dict[str, Any]], called: str, ended: str
-) -> str:
-    from little_dist.harness.model_calls import import_litellm, usage_from_response
+    ctx: HarnessContext,
+    messages: list[dict[str, Any]],
+    called: str,
+    ended: str,
+    turn: int,
+    tools: list[dict[str, Any]],
+    names: Mapping[str, str],
+) -> ModelReply:
+    from little_dist.harness.model_calls import import_litellm
 
     world, run_id, model = ctx.recorder.world, ctx.run_id, ctx.model
-    base = {"turn": 1, "callId": called, "role": "planner", "attempt": ctx.recorder.attempt}
-    request = {"model": model.litellm_model, "messages": messages, "tools": []}
+    base = {"turn": turn, "callId": called, "role": "planner", "attempt": ctx.recorder.attempt}
+    refs = [
+        {
+            "toolName": names.get(item["function"]["name"], item["function"]["name"]),
+            "inputSchemaHash": sha256_digest(item["function"].get("parameters")),
+        }
+        for item in tools
+    ]
+    request = {"model": model.litellm_model, "messages": messages, "tools": refs}
     call = EventInput(
         type="harness.model.called",
         occurrence_id=called,
         payload={**base, "promptHash": sha256_digest(request), "request": request},
     )
     # Its worst case held against the key's daily ceilings and the run's budget, or refused.
-    daily = hold_daily(ctx, messages, ())
+    daily = hold_daily(ctx, messages, tools)
     try:
         if ctx.budgeted:
             from little_dist.harness.budget_hold import planner_hold, reserve, worst_case_usd
@@ -107,7 +164,7 @@ def _call_model(
                 hold = planner_hold(called, need)
                 world.append_batch(run_id, [hold, call], expected_sequence=last)
 
-            reserve(ctx, worst_case_usd(ctx, messages, ()), record)
+            reserve(ctx, worst_case_usd(ctx, messages, tools), record)
         else:
             world.append(run_id, call)
     except BaseException:
@@ -118,8 +175,9 @@ def _call_model(
     try:
         response = import_litellm().completion(
             model=model.litellm_model,
-            messages=messages,
+            messages=[dict(message) for message in messages],
             metadata={"little": {"stepPath": "planner", "runId": run_id}},
+            **({"tools": [dict(item) for item in tools]} if tools else {}),
             **dict(model.settings),
         )
     except Exception as error:
@@ -140,10 +198,13 @@ def _call_model(
             ),
         )
         raise PlannerError(f"planner model {model.litellm_model!r} failed: {text}") from error
-    text = response.choices[0].message.content or ""
-    usage = usage_from_response(response)
+    reply = reply_from_response(turn, response, names)
+    usage = reply.usage
     if daily is not None:
         settle_daily(ctx, daily, usage)
+    recorded: dict[str, Any] = {"text": reply.text or "", "usage": usage}
+    if reply.tool_calls:
+        recorded["toolCalls"] = [call.to_json() for call in reply.tool_calls]
     world.append(
         run_id,
         EventInput(
@@ -152,12 +213,12 @@ def _call_model(
             payload={
                 **base,
                 "model": model.identity(),
-                "response": {"text": text, "usage": usage},
+                "response": recorded,
                 "durationMs": round((time.monotonic() - started) * 1000),
             },
         ),
     )
-    return str(text)
+    return reply
 
 
 def _skills_text(ctx: HarnessContext) -> str:

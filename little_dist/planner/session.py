@@ -35,6 +35,7 @@ from little_dist.planner.prompts import (
     synthesize_simple_lwir,
 )
 from little_dist.planner.request import OrchestrationRequest, orchestration_request
+from little_dist.planner.reuse_files import ReuseReader, mounted_reuse_details
 from little_dist.planner.review import (
     DECISION_INSTRUCTIONS,
     DECISION_KINDS,
@@ -277,8 +278,6 @@ def _decision_findings(
         return None, [Finding("error", "planner_reuse_decision_invalid", "$", str(error))]
 
 
-# Long on purpose: the planner's revision loop (draft, check, note the findings, draft again)
-# and its fallback, over one harness context and the findings each round hands the next.
 def _plan(
     world: World,
     session: _Session,
@@ -317,6 +316,33 @@ def _plan(
         manifest=_session_manifest(request),
     )
     registry = HarnessRegistry(default=default, overrides={"planner": harness}, repair=False)
+    with mounted_reuse_details(review.candidates if review else ()) as mount:
+        reader = ReuseReader(world, session.run_id, mount)
+        return _revisions(
+            world,
+            session,
+            definition,
+            request,
+            run_input,
+            review,
+            reader,
+            (registry, harness, base_ctx, snapshot, context, revisions),
+        )
+
+
+# Long on purpose: the planner's revision loop (draft, check, note the findings, draft again)
+# and its fallback, over one harness context and the findings each round hands the next.
+def _revisions(
+    world: World,
+    session: _Session,
+    definition: WorkflowDefinition,
+    request: OrchestrationRequest,
+    run_input: Any,
+    review: _Review | None,
+    reader: ReuseReader,
+    setup: tuple[HarnessRegistry, Harness, HarnessContext, dict[str, Any], str, int],
+) -> WorkflowVersion | None:
+    registry, harness, base_ctx, snapshot, context, revisions = setup
     note: str | None = None
     last_findings: list[Finding] = []
     for revision in range(1, revisions + 1):
@@ -338,7 +364,7 @@ def _plan(
             )
             # One recorder per revision: its attempt number is the revision.
             recorder = EventRecorder(world, session.run_id, "planner", revision)
-            ctx = dataclasses.replace(base_ctx, recorder=recorder)
+            ctx, bash = reader.context(dataclasses.replace(base_ctx, recorder=recorder))
             try:
                 result = _run_planner(registry, harness, task, ctx)
             except ModelCallError as error:
@@ -346,6 +372,9 @@ def _plan(
                     raise
                 _fail(session, definition, revision, [], refused=error)
                 return None
+            finally:
+                if bash is not None:
+                    bash.close()
             if not isinstance(result, PlanResult):
                 raise PlannerError(
                     f"planner harness returned {getattr(result, 'kind', result)!r} for a plan task"

@@ -8,9 +8,10 @@ mailed, archived or opened from disk. Every piece of text from the log goes thro
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from html import escape
+from typing import Any
 
 from little_dist.canonical import js_number_string
 from little_dist.pricing import Number, format_cost, format_share
@@ -411,11 +412,41 @@ def render_steps_table(report: RunReport) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def render_html(report: RunReport, budget: Mapping[str, float] | None = None) -> str:
+def render_waiting(waiting: Sequence[Mapping[str, Any]]) -> str:
+    """The tool calls a run waits for a person's decision on (``little report --json``'s
+    ``waiting``): which call, since when, its deadline, and the commands that answer it."""
+    if not waiting:
+        return ""
+    items = "".join(
+        f'<li data-approval-id="{escape(str(wait.get("approvalId", "")))}">step '
+        f"<b>{escape(str(wait.get('stepPath', '')))}</b> calls "
+        f"<b>{escape(str(wait.get('toolName', '')))}</b>, waiting since "
+        f"{escape(str(wait.get('since', '')))}; "
+        + (
+            f"deadline {escape(str(wait['deadline']))} (then {escape(str(wait.get('onTimeout')))})"
+            if wait.get("deadline")
+            else "no deadline"
+        )
+        + "<br>answer: <code>"
+        + escape(str((wait.get("answer") or {}).get("approve", "")))
+        + "</code> or <code>"
+        + escape(str((wait.get("answer") or {}).get("reject", "")))
+        + "</code></li>"
+        for wait in waiting
+    )
+    return f'<section class="waiting"><h2>Waiting for approval</h2><ul>{items}</ul></section>'
+
+
+def render_html(
+    report: RunReport,
+    budget: Mapping[str, float] | None = None,
+    waiting: Sequence[Mapping[str, Any]] = (),
+) -> str:
     """A complete HTML document for the report (a string; writing it is the caller's job);
     ``budget``: the run's dollar budget, spent and held (``little report --json``'s
-    ``budget``), shown as a card."""
-    note = ""
+    ``budget``), shown as a card; ``waiting``: the tool calls the run waits for a person's
+    decision on (its ``waiting``), shown with the commands that answer them."""
+    note = render_waiting(waiting)
     if report.failure is not None:
         note += f'<p class="failure">Cause: {escape(report.failure.line())}</p>'
     if report.has_unpriced_calls:

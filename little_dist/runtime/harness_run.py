@@ -88,6 +88,7 @@ if TYPE_CHECKING:
     from little_dist.memory.layout import MemoryMountSpec
     from little_dist.sandbox import Mount
     from little_dist.scratch import AttemptScratch, Changes
+    from little_dist.skills.descriptor import SkillDescriptor
 
 __all__ = ["run_and_judge"]
 
@@ -287,10 +288,13 @@ def _run_harness(
     path = dispatch.step_path
     task, role = _task_for(dispatch, step, visit_index, step_input, state)
     tools = _tools_for(step, version, capabilities)
-    bash = _bash_tool(step, capabilities, tools, recorder, scratch)
+    # The MCP servers' tools, listed now for the session manifest, and their guide skills
+    # (little_dist.mcp.guides), offered with the workflow's.
+    mcp, guides = _mcp_session(step, tools)
+    skills = (*capabilities.skills, *guides)
+    bash = _bash_tool(step, capabilities, tools, recorder, scratch, skills)
     if bash is not None:
         tools[bash.name] = bash
-    offered = tools
     if capabilities.skills and step.get("uses") != "tool.call":
         from little_dist.skills import restrict_tools
 
@@ -304,13 +308,13 @@ def _run_harness(
         scope=HarnessScope(run_id=dispatch.run_id, role=role, step_path=path),
         system=capabilities.system,
         tools=tools,
-        skills=tuple(capabilities.skills),
+        skills=skills,
         cancelled=cancelled,
         manifest=_manifest(
             dispatch,
             step=step,
             version=version,
-            tools=offered,
+            mcp=mcp,
             bash=bash,
             memory=capabilities.memory_mounts,
         ),
@@ -448,6 +452,7 @@ def _bash_tool(
     tools: Mapping[str, Any],
     recorder: EventRecorder,
     scratch: _Scratch,
+    skills: Sequence[SkillDescriptor],
 ) -> BashTool | None:
     """This attempt's bash tool, when the workflow enables it and the step's model may be
     offered it (see :mod:`little_dist.harness.bash_tool`); else None."""
@@ -463,7 +468,7 @@ def _bash_tool(
     from little_dist.skills import skill_mounts
 
     # The skills' files, read-only at /mnt/skills/<name>/ (little_dist.skills.mounts).
-    mounts = skill_mounts(capabilities.skills)
+    mounts = skill_mounts(skills)
     return BashTool(capabilities.bash, recorder, mounts=mounts, scratch=scratch)
 
 
@@ -557,12 +562,23 @@ class _Scratch:
             self._made = None
 
 
+def _mcp_session(
+    step: Mapping[str, Any], tools: Mapping[str, Any]
+) -> tuple[dict[str, Any] | None, tuple[SkillDescriptor, ...]]:
+    """The session's MCP capability manifest (listed now) and the servers' guide skills;
+    none for a ``tool.call`` step (it has no model to guide)."""
+    from little_dist.mcp.gateway import session_manifest
+
+    mcp, guides = session_manifest(tools)
+    return mcp, (() if step.get("uses") == "tool.call" else guides)
+
+
 def _manifest(
     dispatch: StepDispatch,
     *,
     step: Mapping[str, Any],
     version: WorkflowVersion,
-    tools: Mapping[str, Any],
+    mcp: Mapping[str, Any] | None,
     bash: BashTool | None = None,
     memory: Sequence[MemoryMountSpec] = (),
 ) -> dict[str, Any]:
@@ -575,14 +591,11 @@ def _manifest(
     :mod:`little_dist.harness.drift`)."""
     from little_dist.canonical import sha256_digest
     from little_dist.harness.log_values import frozen_digest
-    from little_dist.mcp.gateway import session_manifest
-
     # Step objects come from the scheduling plan, cached per version: hashed once each.
     manifest: dict[str, Any] = {
         "workflowVersionId": version.id,
         "stepConfigHash": frozen_digest(step),
     }
-    mcp = session_manifest(tools)
     if mcp is not None:
         manifest["mcp"] = mcp
     if bash is not None:

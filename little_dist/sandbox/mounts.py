@@ -3,7 +3,9 @@
 Nothing else of the host's file system is visible but a read-only system (``/usr`` and the
 few files of ``/etc`` programs need). A :class:`Mount` is checked when it is made: its
 target is an absolute, normalised path under ``/mnt/`` or ``/work`` (never a system path),
-its source an existing directory, resolved (a symlink cannot move a mount elsewhere).
+or, read-only, under :data:`READ_ONLY_ROOTS` (``/planner/reuse``: where upstream shows the
+planner its reuse candidate's files), its source an existing directory, resolved (a symlink
+cannot move a mount elsewhere).
 
 A *writable* mount is a folder the command can fill with anything (links, FIFOs, deep trees)
 that the host then reads, walks or removes. So writable mounts exist only at the targets
@@ -27,6 +29,7 @@ from little_dist.errors import InvalidInputError
 __all__ = [
     "HOST_TOUCHES",
     "MAX_PATH_BYTES",
+    "READ_ONLY_ROOTS",
     "WRITABLE_MOUNTS",
     "HostTouch",
     "Mount",
@@ -37,6 +40,8 @@ __all__ = [
 #: Longer paths are refused (Linux's PATH_MAX is 4096 bytes).
 MAX_PATH_BYTES: Final = 4096
 _ROOTS: Final = (PurePosixPath("/mnt"), PurePosixPath("/work"))
+#: Roots a read-only mount may also have (never a writable one: the list above names those).
+READ_ONLY_ROOTS: Final = (PurePosixPath("/planner/reuse"),)
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +144,7 @@ class Mount:
     writable: bool = False
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "target", _checked_target(self.target))
+        object.__setattr__(self, "target", _checked_target(self.target, self.writable))
         source = Path(self.source)
         if "\0" in str(source):
             raise MountError(f"mount {self.target}: the source path holds a NUL byte")
@@ -156,7 +161,7 @@ class Mount:
         object.__setattr__(self, "source", resolved)
 
 
-def _checked_target(target: str) -> str:
+def _checked_target(target: str, writable: bool = False) -> str:
     if not isinstance(target, str) or not target:
         raise MountError(f"mount target {target!r}: expected an absolute path")
     if "\0" in target:
@@ -166,8 +171,9 @@ def _checked_target(target: str) -> str:
     path = PurePosixPath(target)
     if not path.is_absolute() or ".." in path.parts or os.path.normpath(target) != target:
         raise MountError(f"mount target {target!r}: expected an absolute, normalised path")
-    if not any(path == root or root in path.parents for root in _ROOTS):
-        roots = " or ".join(str(root) for root in _ROOTS)
+    roots_here = _ROOTS if writable else (*_ROOTS, *READ_ONLY_ROOTS)
+    if not any(path == root or root in path.parents for root in roots_here):
+        roots = " or ".join(str(root) for root in roots_here)
         raise MountError(f"mount target {target!r}: must be under {roots}")
     return target
 

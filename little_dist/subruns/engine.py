@@ -222,6 +222,7 @@ def await_sub_run(
     version: WorkflowVersion | None = None,
     pipeline_store: str | None = None,
     driver: SubRunDriver | None = None,
+    identity: Mapping[str, Any] | None = None,
 ) -> SubRunOutcome:
     """Start (or find) the call's child run of ``workflow`` on ``run_input`` (already
     validated) and wait in this process for its end (see the module docstring): ``driver``
@@ -231,11 +232,13 @@ def await_sub_run(
     ``version``: run this WorkflowVersion (planned before, e.g. by ``plan_workflow``)
     instead of resolving one for the input (planned, reused or the fixed ``plan=``).
     ``pipeline_store``: the orchestration's pipeline memory store, which the child sees
-    read-only (:mod:`little_dist.runtime.inherited`)."""
+    read-only (:mod:`little_dist.runtime.inherited`). ``identity``: more fields for the
+    call's ``little.subrun.started`` (a workflow tool's ``definitionIdentity`` and
+    ``executionMode``)."""
     link = _link(info)
     child = child_run_id(link.call_key)
     recorder = info.ctx.recorder
-    _record_started(info, link, child, workflow, run_input)
+    _record_started(info, link, child, workflow, run_input, identity=identity)
     child_workflow = _with_parent_denies(workflow, info.ctx.permissions)
     parent = _parent_payload(info, link, workflow, pipeline_store)
     if driver is None:
@@ -256,6 +259,7 @@ def _record_started(
     run_input: Any,
     *,
     durable: bool = True,
+    identity: Mapping[str, Any] | None = None,
 ) -> None:
     """``little.subrun.started`` in the parent's log (step 1): durably, or with the
     attempt's next write (``durable=False``: before the child is submitted)."""
@@ -263,6 +267,7 @@ def _record_started(
     recorder.append(
         SUB_RUN_STARTED,
         {
+            **(identity or {}),
             "parentRunId": link.parent_run_id,
             "childRunId": child,
             "workflowId": workflow.id,
@@ -305,6 +310,7 @@ def start_elsewhere(
     *,
     pipeline_store: str | None = None,
     version: WorkflowVersion | None = None,
+    identity: Mapping[str, Any] | None = None,
 ) -> SubRunOutcome:
     """The call's child run on a fleet (``host`` starts it there): its outcome once it
     ended, else raise :class:`~little_dist.harness.errors.SubRunPending` after starting it
@@ -332,7 +338,7 @@ def start_elsewhere(
     if not memo.sub_run_started(child):
         # Recorded with the turn's other calls' (written before any child is submitted);
         # the attempt submits them all at once before it suspends.
-        _record_started(info, link, child, workflow, run_input, durable=False)
+        _record_started(info, link, child, workflow, run_input, durable=False, identity=identity)
         raise SubRunPending([child], [ChildToStart(child, workflow, run_input, parent, version)])
     if version is None:
         host.start(child, workflow, run_input, parent)

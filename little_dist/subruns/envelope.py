@@ -1,11 +1,13 @@
 """What a model that called a workflow tool reads back: upstream's compact result envelope.
 
 Upstream's harness hands the calling model ``{status, runId, outputSummary?, outputPath?}``
-and, for a child that failed or was cancelled, ``{status, runId, causeCode, message,
+for a completed child (its ``output`` dropped: the summary is all the model reads) and, for
+a child that failed or was cancelled, ``{status, runId, causeCode, message,
 outputSummary?}`` (``compactWorkflowExecution`` in ``little-harness`` ``workflows.ts``): the
 model reads why its child failed as a tool *result*, and decides what to do, instead of a
 tool error. The keys are in upstream's order, so the envelope's JSON (compact separators)
-is byte for byte what upstream's ``JSON.stringify`` makes of it.
+is byte for byte what upstream's ``JSON.stringify`` makes of it. Code reads the whole
+execution as upstream's ``asHarnessWorkflow`` returns it (:func:`completed_execution`).
 
 The bounds on a session's workflow runs are upstream's ``workflowBudgets``:
 ``maxConcurrentWorkflowRuns`` (default 10) runs in flight, ``maxQueuedWorkflowRuns`` (default
@@ -22,9 +24,13 @@ __all__ = [
     "DEFAULT_MAX_CONCURRENT_WORKFLOW_RUNS",
     "DEFAULT_MAX_QUEUED_WORKFLOW_RUNS",
     "MAX_WORKFLOW_OUTPUT_SUMMARY_CHARACTERS",
+    "completed_envelope",
+    "completed_execution",
     "failed_envelope",
     "failure_summary",
+    "output_fits",
     "queue_overflow",
+    "render_workflow_output",
     "summarize_workflow_output",
 ]
 
@@ -40,18 +46,28 @@ _DEFAULT_MESSAGES: Final = {
 }
 
 
+def render_workflow_output(output: Any) -> str:
+    """The output as upstream renders it for a model: a string as is, anything else as
+    compact JSON (``JSON.stringify``), or ``str()`` of what JSON cannot hold."""
+    if isinstance(output, str):
+        return output
+    try:
+        return json.dumps(output, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return str(output)
+
+
+def output_fits(output: Any, max_characters: int = MAX_WORKFLOW_OUTPUT_SUMMARY_CHARACTERS) -> bool:
+    """Whether the rendered output fits the summary whole (in UTF-16 code units)."""
+    return len(render_workflow_output(output).encode("utf-16-le")) // 2 <= max_characters
+
+
 def summarize_workflow_output(
     output: Any, run_id: str, max_characters: int = MAX_WORKFLOW_OUTPUT_SUMMARY_CHARACTERS
 ) -> str:
     """The output as text for the calling model, bounded (upstream's
     ``summarizeWorkflowOutput``)."""
-    if isinstance(output, str):
-        text = output
-    else:
-        try:
-            text = json.dumps(output, ensure_ascii=False, separators=(",", ":"))
-        except (TypeError, ValueError):
-            text = str(output)
+    text = render_workflow_output(output)
     # Lengths in UTF-16 code units, as JavaScript counts them (a character past U+FFFF is two).
     units = text.encode("utf-16-le")
     length = len(units) // 2
@@ -79,6 +95,31 @@ def failure_summary(
     return summarize_workflow_output(
         f"Failed at step '{failed_step_path}' ({run_cause_code}): {detail}", run_id
     )
+
+
+def completed_execution(run_id: str, output: Any) -> dict[str, Any]:
+    """Upstream's ``HarnessCompletedWorkflowExecution`` as ``asHarnessWorkflow`` makes it:
+    ``{protocolVersion, status, runId, output, summary}`` (our ``result="inline"``)."""
+    return {
+        "protocolVersion": 1,
+        "status": "completed",
+        "runId": run_id,
+        "output": output,
+        "summary": summarize_workflow_output(output, run_id),
+    }
+
+
+def completed_envelope(
+    run_id: str, summary: str | None, output_path: str | None = None
+) -> dict[str, Any]:
+    """What upstream's ``compactWorkflowExecution`` hands the calling model for a completed
+    run: ``{status, runId, outputSummary?, outputPath?}``, in that key order."""
+    envelope: dict[str, Any] = {"status": "completed", "runId": run_id}
+    if summary is not None:
+        envelope["outputSummary"] = summary
+    if output_path is not None:
+        envelope["outputPath"] = output_path
+    return envelope
 
 
 def failed_envelope(

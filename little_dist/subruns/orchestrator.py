@@ -167,7 +167,7 @@ def _tool_result(outcome: SubRunOutcome, info: ToolCallInfo) -> dict[str, Any]:
         result["output"] = outcome.output
     else:
         result["error"] = {"message": outcome.message or "Workflow run failed."}
-    own = _result_store(info.ctx) if info.turn is not None else None
+    own = model_result_store(info.ctx) if info.turn is not None else None
     if own is None or "output" not in result:
         return result
     path, summary = write_model_facing_output(own, outcome.child_run_id, result.pop("output"))
@@ -179,7 +179,7 @@ def _tool_result(outcome: SubRunOutcome, info: ToolCallInfo) -> dict[str, Any]:
 RESULTS_DIR: Final = "workflow-results"
 
 
-def _result_store(ctx: Any) -> Path | None:
+def model_result_store(ctx: Any) -> Path | None:
     """The host folder of the attempt's ``/mnt/scratch/own`` when its model has bash."""
     bash = ctx.tools.get("bash") if isinstance(ctx.tools, Mapping) else None
     own_folder = getattr(bash, "own_folder", None)
@@ -194,13 +194,37 @@ def _segment(run_id: str) -> str:
 def write_model_facing_output(own: Path, run_id: str, output: Any) -> tuple[str, dict[str, Any]]:
     """Write ``output`` to ``own/workflow-results/<runId>/output.json`` (pretty JSON, as
     upstream) and return its path as the model's bash sees it, with its summary."""
+    return write_output_file(own, run_id, output), output_summary(output)
+
+
+def write_output_file(own: Path, run_id: str, output: Any) -> str:
+    """Write ``output`` to ``own/workflow-results/<runId>/output.json`` (pretty JSON, as
+    upstream's result store) and return the path the model's bash reads it at."""
     segment = _segment(run_id)
     text = json.dumps(output, ensure_ascii=False, indent=2) + "\n"
     # own/ is the model's: whatever its commands left on this path (a link out, a FIFO, a
     # file where a folder goes) is removed, never followed (little_dist.sandbox.writable)
     with WritableFolder(own) as folder:
         folder.write(f"{RESULTS_DIR}/{segment}/output.json", text.encode("utf-8"), clear_way=True)
-    return f"{OWN_SCRATCH}/{RESULTS_DIR}/{segment}/output.json", output_summary(output)
+    return f"{OWN_SCRATCH}/{RESULTS_DIR}/{segment}/output.json"
+
+
+def rewrite_output_file(value: Any, ctx: Any) -> None:
+    """Write again the output file a memoized call's result names (``outputPath``): a
+    retried attempt's scratch starts from the last completed one's; read from the child's
+    log."""
+    if not isinstance(value, Mapping) or not isinstance(value.get("outputPath"), str):
+        return
+    own = model_result_store(ctx)
+    child = value.get("runId")
+    if own is None or not isinstance(child, str):
+        return
+    from little_dist.run_state import materialize_run_state
+
+    world = ctx.recorder.world
+    state = materialize_run_state(world.list_events(child), run_id=child)
+    if state.status == "completed":
+        write_output_file(own, child, state.output)
 
 
 class _Orchestration:
@@ -451,20 +475,8 @@ class _OrchestratorTool(Tool):
         raise InvalidInputError(f"tool {self.name!r} is called by an orchestrator's model only")
 
     def replayed_in_context(self, value: Any, ctx: HarnessContext) -> None:
-        """A memoized call whose output was written to scratch: write it again (a retried
-        attempt's scratch starts from the last completed one's), from the child's log."""
-        if not isinstance(value, Mapping) or not isinstance(value.get("outputPath"), str):
-            return
-        own = _result_store(ctx)
-        child = value.get("runId")
-        if own is None or not isinstance(child, str):
-            return
-        from little_dist.run_state import materialize_run_state
-
-        world = ctx.recorder.world
-        state = materialize_run_state(world.list_events(child), run_id=child)
-        if state.status == "completed":
-            write_model_facing_output(own, child, state.output)
+        """A memoized call whose output was written to scratch: write it again."""
+        rewrite_output_file(value, ctx)
 
     def call_in_context(self, arguments: Mapping[str, Any], info: ToolCallInfo) -> Any:
         args = self.validate(arguments)

@@ -4,30 +4,52 @@
 ``id``, or ``name=``), described by its description, whose input schema is the workflow's
 input schema (an input that is not an object is wrapped: the tool takes ``{"input": ...}``)
 and whose result carries the workflow's output. Register it like any tool
-(``define_workflow(tools=[as_tool(child)])``): an ``ai.generate`` step's model or a
-``tool.call`` step calls it, and each call is a sub-run (:mod:`little_dist.subruns.engine`).
+(``define_workflow(tools=[as_tool(child)])``): an ``ai.generate`` step's model, a
+``tool.call`` step or a ``code.run`` program calls it, and each call is a sub-run
+(:mod:`little_dist.subruns.engine`).
 
-What the caller gets, as upstream's ``HarnessWorkflowExecution``:
+What the caller gets for a completed child (``result=``, default ``"auto"``):
 
-* completed: ``{"protocolVersion": 1, "status": "completed", "runId", "output", "summary"}``
-  where ``summary`` is the output rendered as text (a string as is, anything else as JSON),
-  cut at 4,096 characters with upstream's ``…[truncated: N of M characters; the full value is
-  recorded in run <id>]`` marker;
-* failed, cancelled, for a model: a tool *result*, upstream's compact envelope
-  ``{"status": "failed"|"cancelled", "runId", "causeCode", "message", "outputSummary"?}``
+* a model (``auto`` or ``compact``): upstream's compact envelope, what its harness hands the
+  calling model (``compactWorkflowExecution``): ``{"status": "completed", "runId",
+  "outputSummary", "outputPath"?}``. ``outputSummary`` is the output rendered as text (a
+  string as is, anything else as compact JSON), cut at 4,096 characters with upstream's
+  ``…[truncated: N of M characters; the full value is recorded in run <id>]`` marker. When it
+  was cut and the calling step's model has bash, the whole output is also written to the
+  attempt's own scratch, where upstream's orchestrator keeps its results
+  (``/mnt/scratch/own/workflow-results/<runId>/output.json``, pretty JSON), and
+  ``outputPath`` names it: the model reads it with bash; the file is published with the
+  step's scratch and written again when a retried attempt replays the call. (Upstream's
+  ``asHarnessWorkflow`` never sets ``outputPath``; its durable host names an opaque result
+  instead. An output that fits is answered exactly as upstream's inline adapter does.)
+* code (``auto`` or ``inline``: a ``tool.call`` step, a ``code.run`` program), or a model
+  with ``result="inline"``: the whole execution, as ``asHarnessWorkflow`` returns it
+  (``HarnessCompletedWorkflowExecution``): ``{"protocolVersion": 1, "status": "completed",
+  "runId", "output", "summary"}``, so a program or a later step can use the output's fields.
+* ``result="compact"`` gives code the compact envelope too (without ``outputPath``).
+
+Failed, cancelled:
+
+* for a model: a tool *result*, upstream's compact envelope ``{"status": "failed"|
+  "cancelled", "runId", "causeCode", "message", "outputSummary"?}``
   (:mod:`little_dist.subruns.envelope`; ``outputSummary`` says ``Failed at step '<path>'
   (<the run's cause>): <message>`` when a step failed), recorded as the call's
   ``harness.tool_call.succeeded``: the model reads why and decides, as upstream's does. The
   ``causeCode`` is upstream's (``workflow_failed``, ``timeout``, ``cancelled``,
   ``input_validation``);
-* failed, cancelled, for code (a ``tool.call`` step, a ``code.run`` program): the tool call
-  fails (``harness.tool_call.failed``, :class:`SubRunFailedError` naming the child run, its
-  cause and the failed step; not retriable: a retry of the parent's step would find the same
-  ended child), so the step fails as a failed tool does.
+* for code: the tool call fails (``harness.tool_call.failed``, :class:`SubRunFailedError`
+  naming the child run, its cause and the failed step; not retriable: a retry of the
+  parent's step would find the same ended child), so the step fails as a failed tool does.
+
+Identity and mode (:mod:`little_dist.subruns.workflow_options`): ``definition_identity``
+(upstream's ``definitionIdentity``; default the workflow's ``definition_hash()``) and
+``execution_mode`` (``"inline"``, default, or ``"durable"``) are on the tool and recorded in
+every call's ``little.subrun.started`` (``definitionIdentity``, ``executionMode``).
 
 Bounds (upstream's ``workflowBudgets``, given per tool as upstream gives them per
 acquisition: ``max_concurrent_workflow_runs``, default 10, and ``max_queued_workflow_runs``,
-default 100). In process a model's calls run one after the other, each to its child's end,
+default 100, or ``workflow_budgets={"maxConcurrentWorkflowRuns": .., "maxQueuedWorkflowRuns":
+..}``). In process a model's calls run one after the other, each to its child's end,
 so neither is ever reached. On a fleet a model turn's calls start their children and wait
 together (:mod:`little_dist.harness.ai_generate` counts them): a call made while
 ``max_concurrent_workflow_runs`` of the turn's children run is held back (nothing started,
@@ -55,10 +77,19 @@ from little_dist.subruns.envelope import (
     DEFAULT_MAX_CONCURRENT_WORKFLOW_RUNS,
     DEFAULT_MAX_QUEUED_WORKFLOW_RUNS,
     MAX_WORKFLOW_OUTPUT_SUMMARY_CHARACTERS,
+    completed_envelope,
+    completed_execution,
     failed_envelope,
     failure_summary,
+    output_fits,
     queue_overflow,
     summarize_workflow_output,
+)
+from little_dist.subruns.workflow_options import (
+    check_definition_identity,
+    check_execution_mode,
+    check_result_shape,
+    workflow_run_bounds,
 )
 from little_dist.tools import InvalidToolInputError, Tool
 
@@ -114,10 +145,27 @@ class WorkflowTool(Tool):
         max_workers: int = 4,
         max_concurrent_workflow_runs: int = DEFAULT_MAX_CONCURRENT_WORKFLOW_RUNS,
         max_queued_workflow_runs: int = DEFAULT_MAX_QUEUED_WORKFLOW_RUNS,
+        workflow_budgets: Mapping[str, Any] | None = None,
+        definition_identity: str | Mapping[str, Any] | None = None,
+        execution_mode: str = "inline",
+        result: str = "auto",
     ) -> None:
         self.workflow = workflow
         self.harness = harness
         self.max_workers = max_workers
+        where = f"as_tool({workflow.id!r})"
+        max_concurrent_workflow_runs, max_queued_workflow_runs = workflow_run_bounds(
+            where, workflow_budgets, max_concurrent_workflow_runs, max_queued_workflow_runs
+        )
+        #: Upstream's ``definitionIdentity`` (default: the workflow's definition hash).
+        self.definition_identity = check_definition_identity(
+            where,
+            workflow.definition_hash() if definition_identity is None else definition_identity,
+        )
+        #: Upstream's ``executionMode`` (``inline`` or ``durable``; see the module docs).
+        self.execution_mode = check_execution_mode(where, execution_mode)
+        #: The shape of a completed call's result: ``auto``, ``compact`` or ``inline``.
+        self.result_shape = check_result_shape(where, result)
         for label, value, least in (
             ("max_concurrent_workflow_runs", max_concurrent_workflow_runs, 1),
             ("max_queued_workflow_runs", max_queued_workflow_runs, 0),
@@ -158,6 +206,38 @@ class WorkflowTool(Tool):
 
     def __repr__(self) -> str:
         return f"WorkflowTool({self.name!r}, workflow={self.workflow.id!r})"
+
+    def identity(self) -> dict[str, Any]:
+        """What every call's ``little.subrun.started`` records of the tool (upstream's
+        names)."""
+        return {
+            "definitionIdentity": self.definition_identity,
+            "executionMode": self.execution_mode,
+        }
+
+    def _completed(self, outcome: SubRunOutcome, info: ToolCallInfo) -> dict[str, Any]:
+        """A completed child's result in the tool's shape for this caller (module docs)."""
+        run_id, output = outcome.child_run_id, outcome.output
+        shape = self.result_shape
+        if shape == "auto":
+            shape = "compact" if info.caller == "model" else "inline"
+        if shape == "inline":
+            return completed_execution(run_id, output)
+        summary = summarize_workflow_output(output, run_id)
+        path = None
+        if info.caller == "model" and info.turn is not None and not output_fits(output):
+            from little_dist.subruns.orchestrator import model_result_store, write_output_file
+
+            own = model_result_store(info.ctx)
+            if own is not None:
+                path = write_output_file(own, run_id, output)
+        return completed_envelope(run_id, summary, path)
+
+    def replayed_in_context(self, value: Any, ctx: Any) -> None:
+        """A memoized call whose large output was written to scratch: write it again."""
+        from little_dist.subruns.orchestrator import rewrite_output_file
+
+        rewrite_output_file(value, ctx)
 
     def call(self, arguments: Mapping[str, Any]) -> Any:
         raise InvalidInputError(
@@ -205,19 +285,20 @@ class WorkflowTool(Tool):
                     return refused  # nothing was started
                 if info.in_flight >= self.max_concurrent_workflow_runs:
                     raise SubRunPending([], held=True)  # waits for a place (resumeOn "any")
-            outcome = start_elsewhere(info, self.workflow, run_input, host)
+            outcome = start_elsewhere(
+                info, self.workflow, run_input, host, identity=self.identity()
+            )
         else:
             outcome = await_sub_run(
-                info, self.workflow, run_input, harness=self.harness, max_workers=self.max_workers
+                info,
+                self.workflow,
+                run_input,
+                harness=self.harness,
+                max_workers=self.max_workers,
+                identity=self.identity(),
             )
         if outcome.status == "completed":
-            return {
-                "protocolVersion": 1,
-                "status": "completed",
-                "runId": outcome.child_run_id,
-                "output": outcome.output,
-                "summary": summarize_workflow_output(outcome.output, outcome.child_run_id),
-            }
+            return self._completed(outcome, info)
         if info.caller == "model":
             return _failed_for_model(outcome)
         raise _failure(self.workflow.id, outcome)
@@ -259,12 +340,19 @@ def as_tool(
     max_workers: int = 4,
     max_concurrent_workflow_runs: int = DEFAULT_MAX_CONCURRENT_WORKFLOW_RUNS,
     max_queued_workflow_runs: int = DEFAULT_MAX_QUEUED_WORKFLOW_RUNS,
+    workflow_budgets: Mapping[str, Any] | None = None,
+    definition_identity: str | Mapping[str, Any] | None = None,
+    execution_mode: str = "inline",
+    result: str = "auto",
 ) -> WorkflowTool:
     """``workflow`` as a typed tool whose every call is a sub-run (upstream's
     ``asHarnessWorkflow``). ``name`` defaults to the workflow's id, ``description`` to its
     description; ``harness`` is the sub-runs' harness (as ``run_workflow(harness=...)``);
-    ``max_concurrent_workflow_runs`` / ``max_queued_workflow_runs``: upstream's workflow
-    budgets (see the module docs)."""
+    ``max_concurrent_workflow_runs`` / ``max_queued_workflow_runs`` (or upstream's names in
+    ``workflow_budgets``): the workflow budgets; ``definition_identity`` /
+    ``execution_mode``: upstream's ``definitionIdentity`` / ``executionMode``; ``result``:
+    ``auto`` (upstream's compact envelope for a model, the whole execution for code),
+    ``compact`` or ``inline`` (see the module docs)."""
     from little_dist.authoring.definition import WorkflowDefinition
 
     if not isinstance(workflow, WorkflowDefinition):
@@ -279,4 +367,8 @@ def as_tool(
         max_workers=max_workers,
         max_concurrent_workflow_runs=max_concurrent_workflow_runs,
         max_queued_workflow_runs=max_queued_workflow_runs,
+        workflow_budgets=workflow_budgets,
+        definition_identity=definition_identity,
+        execution_mode=execution_mode,
+        result=result,
     )

@@ -1,6 +1,7 @@
 """Make a project (``little init``) and add a workflow folder to one (``little add workflow``),
 as upstream's ``workflow-scaffold`` does: nothing that exists is overwritten without
-``force``, and every path stays inside the project."""
+``force``, and every path stays inside the project. ``init`` also writes a starter eval set
+for its workflow (ours: :mod:`.starter_evals`)."""
 
 from __future__ import annotations
 
@@ -50,7 +51,16 @@ def init_project(
         if force or not path.exists():
             path.write_text(text, encoding="utf-8")
             written.append(path)
-    return [*_write_workflow(project, workflow_name, "workflows"), *written]
+    made = _write_workflow(project, workflow_name, "workflows")
+    from little_dist.workspace.starter_evals import starter_eval_files
+
+    folder = project.resolve() / "workflows" / workflow_name
+    for relative, text in starter_eval_files(workflow_name).items():
+        path = folder / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        made.append(path)
+    return [*made, *written]
 
 
 def add_workflow(

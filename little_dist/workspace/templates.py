@@ -7,13 +7,30 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["INPUT_EXAMPLE", "files_for_workflow", "gitignore", "workflow_id_for"]
+__all__ = [
+    "INPUT_EXAMPLE",
+    "JUDGE_REPLY",
+    "REVIEW_TEXT",
+    "files_for_workflow",
+    "gitignore",
+    "starter_lwir",
+    "workflow_id_for",
+]
 
 #: The starter workflow's example input (``input.example.json``).
 INPUT_EXAMPLE: dict[str, Any] = {
     "name": "Ada Lovelace",
     "notes": "Wrote the first published program; strong in mathematics; asks good questions.",
 }
+
+#: What the scripted model answers the starter's ``review`` step (the starter eval set's label).
+REVIEW_TEXT = (
+    "A strong candidate: the notes show rigour and curiosity. Next: a technical interview."
+)
+#: What the scripted model answers the eval set's judge (``little eval run``).
+JUDGE_REPLY = "yes"
+#: How the judge's question starts (:func:`little_dist.evals.judge.judge_prompt`).
+JUDGE_QUESTION = "You judge one output of a workflow"
 
 _INPUT_SCHEMA = {
     "type": "object",
@@ -28,6 +45,7 @@ From the project folder:
 
     little run __NAME__ --input input.example.json     # run it; its output on stdout
     little test __NAME__ --input input.example.json    # run it and check its output
+    little eval run                                     # run the eval sets in evals/, if any
 
 Offline by default: a scripted model answers the model step (no key, no network). Set
 LITTLE_MODEL to a litellm model string (and its key, e.g. OPENAI_API_KEY=...) to run the same
@@ -46,10 +64,12 @@ REAL_MODEL = os.environ.get("LITTLE_MODEL", "").strip()
 if not REAL_MODEL:
     from little_dist.testing import ScriptedModel
 
-    # What a model would answer the "review" step, for runs without LITTLE_MODEL.
+    # What a model would answer the "review" step, for runs without LITTLE_MODEL, and the
+    # judge of the eval set in evals/ (little eval run).
     SCRIPT = ScriptedModel()
+    SCRIPT.on(contains="__JUDGE_QUESTION__").reply_text("__JUDGE_REPLY__", times=None)
     SCRIPT.on(step="review").reply_text(
-        "A strong candidate: the notes show rigour and curiosity. Next: a technical interview.",
+        "__REVIEW_TEXT__",
         times=None,
     )
     SCRIPT.install(model="__NAME__")
@@ -126,10 +146,46 @@ def files_for_workflow(name: str) -> dict[str, str]:
     """A workflow folder's files (relative path -> text) for the workflow ``name``."""
     schema = _python(json.dumps(_INPUT_SCHEMA, indent=4))
     text = _WORKFLOW.replace("__WORKFLOW_ID__", workflow_id_for(name))
+    for marker, value in (
+        ("__JUDGE_QUESTION__", JUDGE_QUESTION),
+        ("__JUDGE_REPLY__", JUDGE_REPLY),
+        ("__REVIEW_TEXT__", REVIEW_TEXT),
+    ):
+        text = text.replace(marker, value)
     return {
         "workflow.py": text.replace("__NAME__", name).replace("__INPUT__", schema),
         "instructions.md": _INSTRUCTIONS,
         "tools/echo.py": _ECHO,
+    }
+
+
+def starter_lwir(name: str) -> dict[str, Any]:
+    """The LWIR the starter workflow ``name`` runs (its ``plan=``, as its module builds it)."""
+    workflow_id = workflow_id_for(name)
+    profile = {
+        "id": "profile",
+        "uses": "tool.call",
+        "with": {"tool": "echo", "args": {"text": "{{ input.name }}: {{ input.notes }}"}},
+        "output": {"mode": "object", "schema": {"type": "object"}},
+    }
+    review = {
+        "id": "review",
+        "uses": "ai.generate",
+        "needs": ["profile"],
+        "with": {
+            "model": "default",
+            "prompt": "Review this candidate in two sentences: {{ steps.profile.output.text }}",
+        },
+        "output": {"mode": "text"},
+    }
+    return {
+        "apiVersion": "littleworkflow.dev/v0.1",
+        "kind": "Workflow",
+        "metadata": {"name": workflow_id, "version": "0.1.0"},
+        "input": {"schema": _INPUT_SCHEMA},
+        "output": {"schema": {"type": "string"}},
+        "permissions": {"models": ["default"], "tools": ["echo"], "secrets": [], "network": []},
+        "steps": [profile, review],
     }
 
 

@@ -22,8 +22,9 @@ from little_dist.events import (
     USAGE_EVENT_TYPES,
     Event,
     EventInput,
+    recorded_event,
 )
-from little_dist.ids import InvalidIdError, event_id_for, validate_run_id
+from little_dist.ids import InvalidIdError, event_id_for_payload_json, validate_run_id
 from little_dist.lazy import cached
 from little_dist.world.base import (
     ArtifactInput,
@@ -308,15 +309,14 @@ class PreparedEvent:
         return value
 
     def to_event(self, run_id: str, sequence: int, recorded_at: str) -> Event:
-        """The envelope of this input recorded at ``sequence``."""
-        return Event(
-            event_id=event_id_for(run_id, sequence, self.type, self.payload, self.occurrence_id),
-            run_id=run_id,
-            sequence=sequence,
-            type=self.type,
-            occurrence_id=self.occurrence_id,
-            recorded_at=recorded_at,
-            payload=self.payload,
+        """The envelope of this input recorded at ``sequence`` (a positive sequence the world
+        assigned: its fields are checked ones, see :func:`recorded_event`). The id hashes
+        the stored text, not the payload encoded again."""
+        event_id = event_id_for_payload_json(
+            run_id, sequence, self.type, self.payload_json, self.occurrence_id
+        )
+        return recorded_event(
+            event_id, run_id, sequence, self.type, self.occurrence_id, recorded_at, self.payload
         )
 
 

@@ -148,6 +148,10 @@ class RunPage:
     parent: Mapping[str, str] | None
     budget: Mapping[str, float] | None
     may_cancel: bool
+    waiting: Sequence[Mapping[str, Any]] = ()
+    """The tool calls waiting for a person (``GET /v1/runs/{id}``'s ``waiting``)."""
+    may_decide: bool = False
+    """The token holds ``approvals:decide``: the approvals get Approve / Reject buttons."""
 
 
 def _word(status: Mapping[str, Any]) -> str:
@@ -242,6 +246,44 @@ def _output(status: Mapping[str, Any]) -> str:
     return f'<section><h2>Output</h2><pre class="output">{escape(text)}</pre></section>'
 
 
+def _approvals(page: RunPage) -> str:
+    """The run's pending approvals: the held call (step, tool, arguments), its rule and
+    deadline; with ``approvals:decide``, a reason field and Approve / Reject buttons (the
+    script posts ``POST /v1/approvals/{id}``)."""
+    if not page.waiting:
+        return ""
+    items = []
+    for wait in page.waiting:
+        ident = escape(str(wait.get("approvalId", "")))
+        args = json.dumps(wait.get("args"), indent=2, ensure_ascii=False)
+        rule = json.dumps(wait.get("rule"), ensure_ascii=False)
+        deadline = (
+            f"deadline {escape(str(wait['deadline']))} (then {escape(str(wait.get('onTimeout')))})"
+            if wait.get("deadline")
+            else "no deadline"
+        )
+        buttons = (
+            f'<div class="decide"><input class="approval-reason" maxlength="2000" '
+            f'placeholder="reason (recorded)" aria-label="reason">'
+            f'<button type="button" class="approve" data-approval-id="{ident}" '
+            f'data-decision="approve">Approve</button>'
+            f'<button type="button" class="reject" data-approval-id="{ident}" '
+            f'data-decision="reject">Reject</button></div>'
+            if page.may_decide
+            else ""
+        )
+        items.append(
+            f'<div class="approval" data-approval-id="{ident}">'
+            f"<p>step <b>{escape(str(wait.get('stepPath', '')))}</b> calls tool "
+            f'<b class="tool">{escape(str(wait.get("toolName", "")))}</b> · waiting since '
+            f"{escape(str(wait.get('since', '')))} · {deadline}</p>"
+            f'<pre class="args">{escape(args)}</pre>'
+            f'<p class="muted">rule <code class="rule">{escape(rule)}</code> · '
+            f"<code>{ident}</code></p>{buttons}</div>"
+        )
+    return f'<section class="approvals"><h2>Waiting for approval</h2>{"".join(items)}</section>'
+
+
 def run_fragment(page: RunPage) -> str:
     """The run page's content; its root carries ``data-last-sequence`` (where the script's
     event stream resumes) and ``data-ended``."""
@@ -276,7 +318,7 @@ def run_fragment(page: RunPage) -> str:
         f"<p>{escape(page.workflow or 'workflow unknown')} · {escape(str(span))}</p></header>"
         f'<div class="actions">{cancel}<span id="live" class="muted">'
         f"last event #{page.last_sequence} {escape(page.last_type)}</span></div>"
-        f"{why}{_parent_link(page)}{render_summary(report, page.budget)}"
+        f"{why}{_approvals(page)}{_parent_link(page)}{render_summary(report, page.budget)}"
         f"<section><h2>Timeline</h2>{render_timeline(report)}</section>"
         f"<section><h2>Steps</h2>{render_steps_table(report)}</section>"
         f"{_calls(page.calls)}{_children_table(page)}{_output(status)}</div>"

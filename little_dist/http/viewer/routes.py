@@ -22,10 +22,12 @@ from fastapi import Depends, FastAPI, Query
 from fastapi.responses import HTMLResponse, Response
 
 from little_dist.fleet.run_listing import list_runs
+from little_dist.fleet.run_waits import waiting_for_approval
 from little_dist.http.auth import require
 from little_dist.http.cursors import PAGE, RunStatusWord, decode_cursor, encode_cursor
 from little_dist.http.fleet_access import FleetAccess
 from little_dist.http.problems import Problem
+from little_dist.http.run_access import check_run_visible
 from little_dist.http.tokens import TokenRecord
 from little_dist.ids import InvalidIdError, validate_run_id
 from little_dist.report import build_run_report
@@ -67,6 +69,7 @@ def read_run_page(fleet: FleetAccess, run_id: str, token: TokenRecord) -> RunPag
     """What the run page shows, read from the run's log (and ``little status``'s view)."""
     client = fleet.client
     world = client.world
+    check_run_visible(world, token, run_id)
     events = world.list_events(run_id)
     if not events:
         raise Problem(404, f"Run not found: {run_id}")
@@ -89,6 +92,8 @@ def read_run_page(fleet: FleetAccess, run_id: str, token: TokenRecord) -> RunPag
         parent=parent_link_of(events),
         budget=budget if isinstance(budget, dict) else None,
         may_cancel=token.allows("runs:cancel"),
+        waiting=waiting_for_approval(run_id, events),
+        may_decide=token.allows("approvals:decide"),
     )
 
 
@@ -130,7 +135,6 @@ def install_viewer(app: FastAPI, fleet: FleetAccess) -> None:
         workflow: Annotated[str | None, Query(max_length=200)] = None,
         cursor: Annotated[str | None, Query(max_length=400)] = None,
     ) -> HTMLResponse:
-        del token
         client = fleet.client
         shown = list_runs(
             client.world,
@@ -139,6 +143,7 @@ def install_viewer(app: FastAPI, fleet: FleetAccess) -> None:
             limit=PAGE,
             before=None if cursor is None else decode_cursor(cursor),
             pricing_fallback=client.pricing_fallback,
+            workflows=token.workflows or None,
         )
         next_query = (
             fragment_query(status=status, workflow=workflow, cursor=encode_cursor(shown[-1]))

@@ -66,6 +66,9 @@
     content.innerHTML = await answer.text(); // server-rendered: every value escaped there
     const cancel = $("cancel-run");
     if (cancel) cancel.addEventListener("click", () => cancelRun(cancel));
+    for (const button of content.querySelectorAll(".approval button[data-decision]")) {
+      button.addEventListener("click", () => decide(button));
+    }
     return content.firstElementChild;
   }
 
@@ -114,6 +117,35 @@
         },
       );
       say(answer.ok ? "Cancel requested: the run stops at its next step." : await detail(answer));
+    } catch (error) {
+      swallow(error);
+    }
+    refresh();
+  }
+
+  // Approve or reject a held tool call (POST /v1/approvals/{id}, scope approvals:decide);
+  // the decision's event comes down the run's stream and the page is fetched again.
+  async function decide(button) {
+    const box = button.closest(".approval");
+    for (const other of box.querySelectorAll("button")) other.disabled = true;
+    const reason = box.querySelector(".approval-reason").value.trim();
+    const body = { decision: button.dataset.decision };
+    if (reason) body.reason = reason;
+    try {
+      const answer = await api(
+        `/v1/approvals/${encodeURIComponent(button.dataset.approvalId)}`,
+        {
+          method: "POST",
+          headers: { "Content-Type": "application/json" },
+          body: JSON.stringify(body),
+        },
+      );
+      if (answer.ok) {
+        const decided = await answer.json();
+        say(`Tool call ${decided.status} (${decided.toolName}): the step resumes on a worker.`);
+      } else {
+        say(await detail(answer));
+      }
     } catch (error) {
       swallow(error);
     }
