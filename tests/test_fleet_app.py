@@ -132,6 +132,7 @@ def test_the_five_tasks_are_registered_by_name() -> None:
                 "deadline",
                 "timeout",
                 "max_attempts",
+                "callback_url",
             ],
         ),
     ],

@@ -231,7 +231,7 @@ def test_the_service_section_has_a_checked_python_and_node_example() -> None:
                 "completed run_ticket_T1002 billing",
                 "refused invalid_arguments little.submit_run takes no argument 'workflow' "
                 "(it takes workflow_id, lwir, input, run_id, budget_usd, deadline, timeout, "
-                "max_attempts)",
+                "max_attempts, callback_url)",
             ],
         ),
     ],
