@@ -97,7 +97,9 @@ def _fleet(fleet: FleetEnv) -> Served:
 def test_a_running_runs_timeline_grows_without_a_reload(fleet_env: FleetEnv) -> None:
     served = _fleet(fleet_env)
     token = _token(fleet_env, "runs:read", "runs:submit")
-    run_id = _submit(served, token, "http.steps", {"sleep": 1.0})
+    # 5 steps of 3 s: the page must see the run live. (With 1 s steps a busy machine took
+    # longer than the run to start Chromium and load the page: nothing live was left.)
+    run_id = _submit(served, token, "http.steps", {"sleep": 3.0})
     with _browser() as browser:
         tab = Tab(browser)
         tab.open(f"{served.url}/ui/runs/{run_id}", token)

@@ -139,7 +139,12 @@ def test_a_killed_schedulers_pending_signals_are_claimed_by_another(
 ) -> None:
     configure(fleet_env, tmp_path)
     start_worker(fleet_env, app=APPS, concurrency=4, extra_args=["--no-fast-path"])
-    doomed = start_scheduler(fleet_env, name="sched-doomed", ready_pattern=READY)
+    # Its schedule ticks looked at rarely: a look every second (the default) bounds its wait
+    # in XREADGROUP to a second, and Redis ends a frozen reader's wait when that passes, so
+    # the runs submitted after the freeze (slow on a busy machine) reached nobody.
+    doomed = start_scheduler(
+        fleet_env, name="sched-doomed", ready_pattern=READY, env={"LITTLE_SCHEDULE_POLL": "60"}
+    )
     # Frozen while blocked in XREADGROUP: entries are delivered to it, never handled. (A
     # fixed sleep was not always enough under load: frozen elsewhere, it gets nothing.)
     wait_for(lambda: blocked_stream_readers(fleet_env) > 0, 10, "the scheduler to block")
