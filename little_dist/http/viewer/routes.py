@@ -31,6 +31,7 @@ from little_dist.http.run_access import check_run_visible
 from little_dist.http.tokens import TokenRecord
 from little_dist.ids import InvalidIdError, validate_run_id
 from little_dist.report import build_run_report
+from little_dist.report.html import REPORT_CSS
 from little_dist.report.runs import workflow_hint
 from little_dist.subruns.links import parent_link_of, sub_run_ends, sub_run_starts
 
@@ -166,5 +167,7 @@ def install_viewer(app: FastAPI, fleet: FleetAccess) -> None:
         if media is None:
             raise Problem(404, f"no such file: {name[:80]!r}")
         text = resources.files(__package__).joinpath("static", name).read_bytes()
+        if name == "viewer.css":  # the report's look first, then the viewer's own rules
+            text = REPORT_CSS.encode("utf-8") + text
         headers = {**_HEADERS, "Cache-Control": "no-cache"}
         return Response(text, media_type=media, headers=headers)
