@@ -128,19 +128,27 @@ def test_two_schedulers_start_one_run_per_tick_and_one_may_die(fleet_env: FleetE
     assert json.loads(little(fleet_env, "schedules", "list", "--json").stdout) == []
 
 
+#: The missed-ticks schedule's period (seconds): long enough that a scheduler started 1.3 s
+#: after the second missed tick is up and has caught up before the third, on a loaded machine.
+EVERY = 7
+
+
 def _missed_ticks(fleet: FleetEnv, served: Served, catch_up: str) -> tuple[str, int, FleetProcess]:
-    """A schedule every 4 s made while no scheduler runs; a scheduler started once two
-    ticks were missed and the newest is late (more than its grace, 1 s, behind)."""
+    """A schedule every :data:`EVERY` seconds made while no scheduler runs; a scheduler
+    started once two ticks were missed and the newest is late (more than its grace, 1 s,
+    behind)."""
     token = _token(fleet, "schedules:write", "runs:read")
     with served.client(token) as http:
-        answer = http.post("/v1/schedules", json={**STEPS, "everySeconds": 4, "catchUp": catch_up})
+        answer = http.post(
+            "/v1/schedules", json={**STEPS, "everySeconds": EVERY, "catchUp": catch_up}
+        )
         assert answer.status_code == 201, answer.text
         body = answer.json()
         assert answer.headers["location"] == f"/v1/schedules/{body['id']}"
         (listed,) = http.get("/v1/schedules").json()["schedules"]
         assert listed == body
     created = _epoch(body["createdAt"])
-    time.sleep(max(0.0, created + 9.3 - time.time()))  # ticks at +4 and +8 missed
+    time.sleep(max(0.0, created + 2 * EVERY + 1.3 - time.time()))  # two ticks missed
     process = start_scheduler(fleet, name=f"sched-{catch_up}", ready_pattern=READY)
     return body["id"], created, process
 
@@ -151,10 +159,10 @@ def test_missed_ticks_are_started_once_when_the_fleet_is_back(fleet_env: FleetEn
     schedule_id, created, scheduler = _missed_ticks(fleet_env, served, "once")
     world = fleet_env.world()
     _wait(lambda: _runs_of(world, schedule_id), 10, "the caught-up run")
-    assert time.time() < created + 12, "the test fell behind its clock"
-    assert _ticks(_runs_of(world, schedule_id)) == [created + 8]  # the newest missed, once
+    assert time.time() < created + 3 * EVERY, "the test fell behind its clock"
+    assert _ticks(_runs_of(world, schedule_id)) == [created + 2 * EVERY]  # the newest missed, once
     _wait(lambda: len(_runs_of(world, schedule_id)) == 2, 10, "the next tick's run")
-    assert _ticks(_runs_of(world, schedule_id)) == [created + 8, created + 12]
+    assert _ticks(_runs_of(world, schedule_id)) == [created + 2 * EVERY, created + 3 * EVERY]
     lines = _wait(
         lambda: _tick_lines(scheduler, schedule_id)[1:] and _tick_lines(scheduler, schedule_id),
         10,
@@ -172,18 +180,18 @@ def test_missed_ticks_are_skipped_by_a_skip_schedule(fleet_env: FleetEnv) -> Non
     _wait(lambda: _tick_lines(scheduler, schedule_id), 10, "the skipped tick")
     assert _runs_of(world, schedule_id) == set()
     _wait(lambda: _runs_of(world, schedule_id), 10, "the next tick's run")
-    assert _ticks(_runs_of(world, schedule_id)) == [created + 12]
+    assert _ticks(_runs_of(world, schedule_id)) == [created + 3 * EVERY]
     lines = _wait(
         lambda: _tick_lines(scheduler, schedule_id)[1:] and _tick_lines(scheduler, schedule_id),
         10,
         "its log line",
     )
     assert (lines[0]["tick"], lines[0]["outcome"], lines[0]["run"]) == (
-        created + 8,
+        created + 2 * EVERY,
         "skipped",
         None,
     )
-    assert (lines[1]["tick"], lines[1]["outcome"]) == (created + 12, "started")
+    assert (lines[1]["tick"], lines[1]["outcome"]) == (created + 3 * EVERY, "started")
 
 
 def test_bad_schedules_are_refused_naming_the_field(fleet_env: FleetEnv) -> None:
