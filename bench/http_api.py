@@ -20,22 +20,24 @@ Figures, each beside its baseline measured in the same run:
     ``Client``). Rounds alternate the two (``--rounds``, the median of each). Target: HTTP
     at least 0.5x the client's runs per second.
 (b) **event delivery to SSE watchers**: ``--watchers`` streams of ``GET /v1/runs/{id}/events``
-    open at once on the one server (spread over ``--runs`` live runs), read by one asyncio
-    ``httpx.AsyncClient`` in this process; once the server's ``/metrics`` counts them all
-    open, ``--events`` rounds of one appended event per run (``--interval`` apart). The
-    figure is each event's delivery to each of its run's watchers: from the append's return
-    (``World.append_batch`` in this process) to the watcher reading the event's ``id``
-    line, p50 and p99 (this process's own reading counts in it: a pessimistic figure).
+    open at once on the one server (spread over ``--runs`` live runs), read in a process of
+    their own (``bench/sse_reader.py``, plain asyncio streams: the reader is not what is
+    measured); once the server's ``/metrics`` counts them all open, ``--events`` rounds of
+    one appended event per run (``--interval`` apart) from this process. The figure is each
+    event's delivery to each of its run's watchers: from the append's return
+    (``World.append_batch``) to the reader seeing the event's ``id`` line, p50 and p99; and
+    the CPU each process spent per delivery meanwhile (server, Redis, appender, reader).
     Target: p99 <= 100 ms with 1,000 watchers. Events a watcher never got are counted.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
+import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -60,9 +62,13 @@ from bench.fleet import (  # noqa: E402
     REDIS_URL_ENV,
     Procs,
     Report,
+    cpu_line,
+    cpu_seconds,
+    cpu_spent,
     delete_prefix,
     engine_env,
     percentile,
+    redis_pid,
 )
 
 APP = "tests.http_fleet_app"
@@ -185,27 +191,8 @@ class Deliveries:
     received: dict[tuple[int, str, int], float] = field(default_factory=dict)
     appended: dict[tuple[str, int], float] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
-
-
-async def watch(
-    http: httpx.AsyncClient, watcher: int, run_id: str, events: int, seen: Deliveries
-) -> None:
-    """Read the run's stream after its first event until ``events`` more came."""
-    headers = {"Last-Event-ID": "1"}
-    got = 0
-    try:
-        async with http.stream("GET", f"/v1/runs/{run_id}/events", headers=headers) as stream:
-            if stream.status_code != 200:
-                seen.errors.append(f"watcher {watcher}: {stream.status_code}")
-                return
-            async for line in stream.aiter_lines():
-                if line.startswith("id: "):
-                    seen.received[(watcher, run_id, int(line[4:]))] = time.perf_counter()
-                    got += 1
-                    if got >= events:
-                        return
-    except httpx.HTTPError as error:
-        seen.errors.append(f"watcher {watcher}: {error!r}")
+    #: CPU seconds each process spent from the first append to the last delivery.
+    cpu: dict[str, float] = field(default_factory=dict)
 
 
 def open_watchers(served: Served) -> float:
@@ -223,48 +210,72 @@ def append_rounds(world: Any, runs: Sequence[str], args: Any, seen: Deliveries) 
         for run_id in runs:
             event = EventInput(type=TICK, payload={"tick": index})
             [appended] = world.append_batch(run_id, [event], signal=False)
-            seen.appended[(run_id, appended.sequence)] = time.perf_counter()
+            seen.appended[(run_id, appended.sequence)] = time.monotonic()
         time.sleep(args.interval)
 
 
-async def watch_all(served: Served, world: Any, runs: Sequence[str], args: Any) -> Deliveries:
+def watch_all(
+    served: Served, world: Any, runs: Sequence[str], args: Any, tmp: Path, pids: dict[str, int]
+) -> Deliveries:
+    """The watchers in ``bench/sse_reader.py``'s process; the appends in this one."""
     seen = Deliveries()
-    limits = httpx.Limits(max_connections=args.watchers + 10, max_keepalive_connections=0)
-    headers = {"Authorization": f"Bearer {served.token}"}
-    timeout = httpx.Timeout(60.0, connect=60.0, pool=120.0)
-    async with httpx.AsyncClient(
-        base_url=served.url, headers=headers, limits=limits, timeout=timeout
-    ) as http:
-        tasks = [
-            asyncio.create_task(watch(http, index, runs[index % len(runs)], args.events, seen))
-            for index in range(args.watchers)
-        ]
+    host, _, port = served.url.removeprefix("http://").rpartition(":")
+    spec, out = tmp / "sse-spec.json", tmp / "sse-out.json"
+    spec.write_text(
+        json.dumps(
+            {
+                "host": host,
+                "port": int(port),
+                "token": served.token,
+                "runs": list(runs),
+                "watchers": args.watchers,
+                "events": args.events,
+                "timeout": 180 + args.events * args.interval + 30,
+            }
+        )
+    )
+    reader = subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("sse_reader.py")), str(spec), str(out)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert reader.stdout is not None
+        reader.stdout.readline()  # "open N": every request sent
         deadline = time.monotonic() + 180
-        while await asyncio.to_thread(open_watchers, served) < args.watchers:
-            if time.monotonic() > deadline or seen.errors:
-                for task in tasks:
-                    task.cancel()
+        while open_watchers(served) < args.watchers:
+            if time.monotonic() > deadline or reader.poll() is not None:
                 raise RuntimeError(
-                    f"{await asyncio.to_thread(open_watchers, served):.0f} of {args.watchers} "
-                    f"streams open after 180 s; errors: {seen.errors[:3]}"
+                    f"{open_watchers(served):.0f} of {args.watchers} streams open after 180 s"
                 )
-            await asyncio.sleep(0.2)
-        await asyncio.to_thread(append_rounds, world, runs, args, seen)
-        _, pending = await asyncio.wait(tasks, timeout=30)
-        for task in pending:
-            task.cancel()
-        if pending:
-            seen.errors.append(f"{len(pending)} watcher(s) had not got every event after 30 s")
+            time.sleep(0.2)
+        print(f"(b) {args.watchers} streams open; appending", flush=True)
+        reader_before = cpu_seconds(reader.pid)
+        with cpu_spent(pids) as spent:
+            append_rounds(world, runs, args, seen)
+            reader.wait(timeout=60)
+        seen.cpu = spent
+    finally:
+        if reader.poll() is None:
+            reader.kill()
+            reader.wait()
+    result = json.loads(out.read_text())
+    seen.received = {(w, run, seq): at for w, run, seq, at in result["received"]}
+    seen.errors = result["errors"]
+    seen.cpu["reader"] = result["cpu"] - reader_before
     return seen
 
 
-def measure_watchers(report: Report, served: Served, world: Any, args: Any) -> None:
+def measure_watchers(
+    report: Report, served: Served, world: Any, args: Any, tmp: Path, redis_pid: int
+) -> None:
     from little_dist.events import EventInput
 
     runs = [f"run_bench_watch_{index}_{uuid.uuid4().hex[:8]}" for index in range(args.runs)]
     for run_id in runs:  # live runs: an opening event, no end
         world.append_batch(run_id, [EventInput(type=TICK, payload={"tick": -1})], signal=False)
-    seen = asyncio.run(watch_all(served, world, runs, args))
+    pids = {"server": served.pid, "redis": redis_pid, "appender": os.getpid()}
+    seen = watch_all(served, world, runs, args, tmp, pids)
     latencies = [
         (received - seen.appended[(run_id, sequence)]) * 1000
         for (_, run_id, sequence), received in seen.received.items()
@@ -284,6 +295,7 @@ def measure_watchers(report: Report, served: Served, world: Any, args: Any) -> N
         f"{missing} of {expected} deliveries missing"
         + (f"; errors: {seen.errors[:3]}" if seen.errors else "")
     )
+    report.say("    CPU per delivery: " + cpu_line(seen.cpu, len(latencies)))
 
 
 # -- main -----------------------------------------------------------------------------------------
@@ -359,7 +371,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if "a" in only:
                 measure_submits(report, served, client, steps, args)
             if "b" in only:
-                measure_watchers(report, served, world, args)
+                measure_watchers(report, served, world, args, tmp_path, redis_pid(redis))
         finally:
             if client is not None:
                 with contextlib.suppress(Exception):

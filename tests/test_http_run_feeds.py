@@ -29,7 +29,12 @@ class CountingWorld:
     def __init__(self) -> None:
         self.world = MemoryWorld()
         self.follows = 0
+        self.reads = 0
         self.fail: Exception | None = None
+
+    def list_events(self, run_id: str, **options: Any) -> list[Any]:
+        self.reads += 1
+        return self.world.list_events(run_id, **options)
 
     def follow(self, run_id: str, **options: Any) -> Iterator[Any]:
         self.follows += 1
@@ -98,6 +103,29 @@ def test_fifty_watchers_of_a_run_get_every_event_once_in_order_from_one_reader()
     assert all(ids == list(range(2, 23)) for ids in got), got[0]
     # One reader: a follow per wake (21 appends), not one per watcher and append (1,050).
     assert world.follows <= 30
+    # The first watcher looked whether the run had ended at its Last-Event-ID; the other 49
+    # joined the feed where it was and read nothing themselves.
+    assert world.reads == 1
+
+
+def test_only_a_watcher_exactly_where_the_feed_is_skips_its_own_reads() -> None:
+    world = CountingWorld()
+    for index in range(3):
+        world.append(RUN, _tick(index))
+
+    async def main() -> list[bool]:
+        watchers = Watchers(keepalive_s=5)
+        first = asyncio.create_task(_ids(world, 3, watchers, stop_after=1))
+        await _until(lambda: watchers.feeds.watching(RUN) == 1)
+        behind = [watchers.feeds.behind(RUN, after) for after in (2, 3, 4)]
+        world.append(RUN, _tick(3))
+        assert await first == [4]
+        return behind
+
+    # Behind the feed: the gap is read; ahead of it: the run may have ended there, unknown
+    # to the feed. Only at the feed's place is nothing to read.
+    assert asyncio.run(main()) == [True, False, True]
+    assert Watchers().feeds.behind(RUN, 0)  # no feed: always read
 
 
 def test_a_watcher_resuming_behind_a_running_feed_gets_the_gap_then_the_rest_once() -> None:

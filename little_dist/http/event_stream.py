@@ -108,12 +108,19 @@ async def sse_events(
     watchers.open += 1
     inbox: Inbox | None = None
     try:
-        if await to_thread.run_sync(ended_at, world, run_id, after, limiter=limiter):
-            return
+        # A live feed of the run that has not passed ``after`` hands this watcher every event
+        # after it (it joins before the feed's next delivery, in this loop) and says the run
+        # has not ended there (a feed stops at the end): nothing to read first. A thousand
+        # watchers of a hundred runs open with a read or two each, not three.
+        # (Joined at once, in the same step of the loop: of many watchers connecting at once,
+        # the first starts the feed and the others find it.)
+        behind = watchers.feeds.behind(run_id, after)
         # Joined before the catch-up: what is appended meanwhile waits in the inbox.
         inbox = watchers.feeds.join(world, watchers.feed_limiter, run_id, after)
+        if behind and await to_thread.run_sync(ended_at, world, run_id, after, limiter=limiter):
+            return
         last = after
-        if not inbox.started:  # the feed is past ``after`` maybe: what the log holds first
+        if behind and not inbox.started:  # what the log holds after ``after`` first
             while batch := await to_thread.run_sync(_page, world, run_id, last, limiter=limiter):
                 for event in batch:
                     yield format_event(event)

@@ -87,6 +87,14 @@ class RunFeeds:
         feed = self._feeds.get(run_id)
         return 0 if feed is None else len(feed.inboxes)
 
+    def behind(self, run_id: str, after: int) -> bool:
+        """Whether a watcher of the run that has seen up to ``after`` must read the log
+        itself before taking the feed's batches: unless the run has a feed that has handed
+        out exactly up to ``after`` (that feed also says the run has not ended at ``after``:
+        it stops at its end event; one behind ``after`` does not know)."""
+        feed = self._feeds.get(run_id)
+        return feed is None or feed.stopping or feed.last != after
+
     def join(self, world: World, limiter: CapacityLimiter, run_id: str, after: int) -> Inbox:
         """A new inbox on the run's feed (started at ``after`` if the run had none)."""
         feed = self._feeds.get(run_id)
