@@ -1,9 +1,10 @@
 """The SSE watchers of ``bench/http_api.py`` (b), in a process of their own.
 
 Each watcher is one HTTP/1.1 connection (``GET /v1/runs/{id}/events`` with
-``Last-Event-ID: 1``) read straight off an asyncio stream: the reader only finds each SSE
-message's ``id:`` line and notes when it came (``time.monotonic()``, the machine's one
-monotonic clock, which the appending process reads too). Reading a thousand streams through
+``Last-Event-ID: 1``) read straight off its socket (one ``selectors`` loop for all of them):
+the reader only finds each SSE message's ``id:`` line and notes when it came
+(``time.monotonic()``, the machine's one monotonic clock, which the appending process reads
+too). Reading a thousand streams through
 a full HTTP client cost more CPU per event than the server spent sending it, and in the
 appender's process it also took the appender's turns: the figure measured the reader.
 
@@ -20,11 +21,13 @@ once every watcher has its ``events`` events (or ``timeout`` seconds passed). Th
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
+import selectors
+import socket
 import sys
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 #: An SSE message's id line: at the stream's start, after a line's end, or after a chunk's
@@ -32,62 +35,88 @@ from typing import Any
 _ID = re.compile(rb"(?:^|\n)id: (\d+)\n")
 
 
-async def watch(spec: dict[str, Any], watcher: int, run_id: str, out: dict[str, Any]) -> None:
-    reader, writer = await asyncio.open_connection(spec["host"], spec["port"])
-    request = (
-        f"GET /v1/runs/{run_id}/events HTTP/1.1\r\nHost: {spec['host']}\r\n"
-        f"Authorization: Bearer {spec['token']}\r\nLast-Event-ID: 1\r\n"
-        "Accept: text/event-stream\r\n\r\n"
+@dataclass
+class Watcher:
+    index: int
+    run_id: str
+    sock: socket.socket
+    got: int = 0
+    head: bool = False  # (the response's head read)
+    buffer: bytes = b""
+    received: list[tuple[int, str, int, float]] = field(default_factory=list)
+
+
+def connect(spec: dict[str, Any], index: int, run_id: str) -> Watcher:
+    sock = socket.create_connection((spec["host"], spec["port"]), timeout=60)
+    sock.sendall(
+        (
+            f"GET /v1/runs/{run_id}/events HTTP/1.1\r\nHost: {spec['host']}\r\n"
+            f"Authorization: Bearer {spec['token']}\r\nLast-Event-ID: 1\r\n"
+            "Accept: text/event-stream\r\n\r\n"
+        ).encode()
     )
-    writer.write(request.encode())
-    got = 0
-    buffer = b""
-    received = out["received"]
-    try:
-        head = await reader.readuntil(b"\r\n\r\n")
-        if not head.startswith(b"HTTP/1.1 200"):
-            out["errors"].append(f"watcher {watcher}: {head.splitlines()[0].decode()}")
-            return
-        while got < spec["events"]:
-            data = await reader.read(65536)
-            if not data:
-                out["errors"].append(f"watcher {watcher}: closed after {got} events")
-                return
-            now = time.monotonic()
-            buffer += data
-            cut = buffer.rfind(b"\n") + 1  # (complete lines only)
-            for match in _ID.finditer(buffer, 0, cut):
-                received.append((watcher, run_id, int(match.group(1)), now))
-                got += 1
-            buffer = buffer[cut - 1 :] if cut else buffer  # (keep the last "\n" for ^|\n)
-    finally:
-        writer.close()
+    sock.setblocking(False)
+    return Watcher(index, run_id, sock)
 
 
-async def main_async(spec: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {"received": [], "errors": []}
+def take(watcher: Watcher, data: bytes, now: float, errors: list[str]) -> bool:
+    """Note the ids in ``data``; whether the watcher is done."""
+    buffer = watcher.buffer + data
+    if not watcher.head:
+        end = buffer.find(b"\r\n\r\n")
+        if end < 0:
+            watcher.buffer = buffer
+            return False
+        if not buffer.startswith(b"HTTP/1.1 200"):
+            errors.append(f"watcher {watcher.index}: {buffer.splitlines()[0].decode()}")
+            return True
+        watcher.head = True
+        buffer = buffer[end + 2 :]  # (from the head's last "\r\n")
+    cut = buffer.rfind(b"\n") + 1  # (complete lines only)
+    for match in _ID.finditer(buffer, 0, cut):
+        watcher.received.append((watcher.index, watcher.run_id, int(match.group(1)), now))
+        watcher.got += 1
+    watcher.buffer = buffer[cut - 1 :] if cut else buffer  # (keeps the "\n" before a line)
+    return False
+
+
+def read_all(spec: dict[str, Any]) -> dict[str, Any]:
+    """Every watcher's stream until each has its events (or the time is up)."""
+    errors: list[str] = []
     runs = spec["runs"]
-    tasks = [
-        asyncio.create_task(watch(spec, index, runs[index % len(runs)], out))
-        for index in range(spec["watchers"])
-    ]
-    print("open", len(tasks), flush=True)
-    done, pending = await asyncio.wait(tasks, timeout=spec["timeout"])
-    for task in pending:
-        task.cancel()
-    for task in done:
-        if task.exception() is not None:
-            out["errors"].append(repr(task.exception()))
-    if pending:
-        out["errors"].append(f"{len(pending)} watcher(s) had not got every event in time")
-    return out
+    watchers = [connect(spec, index, runs[index % len(runs)]) for index in range(spec["watchers"])]
+    print("open", len(watchers), flush=True)
+    selector = selectors.DefaultSelector()
+    for watcher in watchers:
+        selector.register(watcher.sock, selectors.EVENT_READ, watcher)
+    left = len(watchers)
+    deadline = time.monotonic() + spec["timeout"]
+    while left and time.monotonic() < deadline:
+        for key, _ in selector.select(timeout=1.0):
+            watcher = key.data
+            try:
+                data = watcher.sock.recv(65536)
+            except BlockingIOError:
+                continue
+            now = time.monotonic()
+            done = not data or take(watcher, data, now, errors) or watcher.got >= spec["events"]
+            if not data:
+                errors.append(f"watcher {watcher.index}: closed after {watcher.got} events")
+            if done:
+                selector.unregister(watcher.sock)
+                watcher.sock.close()
+                left -= 1
+    if left:
+        errors.append(f"{left} watcher(s) had not got every event in time")
+    received = [item for watcher in watchers for item in watcher.received]
+    return {"received": received, "errors": errors}
 
 
 def main(argv: list[str]) -> int:
     spec_path, out_path = argv
     with open(spec_path, encoding="utf-8") as file:
         spec = json.load(file)
-    out = asyncio.run(main_async(spec))
+    out = read_all(spec)
     out["cpu"] = time.process_time()  # (this process's whole CPU time: it is gone when read)
     with open(out_path, "w", encoding="utf-8") as file:
         json.dump(out, file)

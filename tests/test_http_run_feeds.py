@@ -58,11 +58,12 @@ async def _ids(world: Any, after: int, watchers: Watchers, stop_after: int = 0) 
     """The sequences a watcher got after ``after`` (till the end, or ``stop_after`` of them)."""
     got: list[int] = []
     async with aclosing(sse_events(world, RUN, after, watchers)) as stream:
-        async for text in stream:
-            if text.startswith("id: "):
-                got.append(int(text.split("\n", 1)[0][4:]))
-                if len(got) == stop_after:
-                    break
+        async for text in stream:  # (one write may hold several events)
+            for line in text.split("\n"):
+                if line.startswith("id: "):
+                    got.append(int(line[4:]))
+            if stop_after and len(got) >= stop_after:
+                break
     return got
 
 
@@ -207,3 +208,28 @@ def test_a_watcher_of_an_ended_run_gets_the_rest_and_stops(after: int) -> None:
         return await asyncio.wait_for(_ids(world, after, watchers), 10)
 
     assert asyncio.run(main()) == list(range(after + 1, 4))
+
+
+def test_what_came_while_a_watcher_was_busy_goes_out_as_one_write() -> None:
+    world = CountingWorld()
+    world.append(RUN, _tick(0))
+
+    async def main() -> list[str]:
+        watchers = Watchers(keepalive_s=5)
+        async with aclosing(sse_events(world, RUN, 0, watchers)) as stream:
+            first = await anext(stream)  # (the stream now waits at its yield: a slow client)
+            feed = next(iter(watchers.feeds._feeds.values()))
+            for index in range(1, 4):
+                world.append(RUN, _tick(index))
+            await _until(lambda: feed.last == 4)
+            world.append(RUN, _end())
+            return [first, await anext(stream), await anext(stream)]
+
+    first, three, end = asyncio.run(main())
+    assert first.startswith("id: 1\n")
+    assert [line for line in three.split("\n") if line.startswith("id: ")] == [
+        "id: 2",
+        "id: 3",
+        "id: 4",
+    ]
+    assert end.startswith("id: 5\nevent: RunCompleted\n")

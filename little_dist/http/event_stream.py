@@ -127,33 +127,45 @@ async def sse_events(
                     last = event.sequence
                     if event.type in RUN_END_EVENT_TYPES:
                         return
+        loop = asyncio.get_running_loop()
         while True:
-            try:
-                # (A timeout scope, not wait_for: no task made per wait, a thousand watchers
-                # each waiting for every event.)
-                async with asyncio.timeout(watchers.keepalive_s):
-                    item = await inbox.queue.get()
-            except TimeoutError:
+            items = await inbox.wait()
+            if not items:  # quiet for a while
+                inbox.quiet_since = loop.time()
                 yield ": keep-alive\n\n"
                 continue
-            if isinstance(item, BaseException):
-                raise item
-            if item[0].sequence > last + 1:
-                # A hole (not expected: joined before the catch-up): read it from the log.
-                while last < item[0].sequence - 1:
-                    batch = await to_thread.run_sync(_page, world, run_id, last, limiter=limiter)
-                    if not batch:
-                        break
-                    for event in batch[: item[0].sequence - 1 - last]:
-                        yield format_event(event)
-                        last = event.sequence
-            for formatted in item:
-                if formatted.sequence <= last:
-                    continue  # sent already (from the catch-up)
-                yield formatted.text
-                last = formatted.sequence
-                if formatted.ends:
-                    return
+            # Everything that came meanwhile goes out as one write.
+            out: list[str] = []
+            for item in items:
+                if isinstance(item, BaseException):
+                    if out:
+                        yield "".join(out)
+                    raise item
+                if item[0].sequence > last + 1:
+                    # A hole (not expected: joined before the catch-up): read it from the log.
+                    if out:
+                        yield "".join(out)
+                        out = []
+                    while last < item[0].sequence - 1:
+                        batch = await to_thread.run_sync(
+                            _page, world, run_id, last, limiter=limiter
+                        )
+                        if not batch:
+                            break
+                        for event in batch[: item[0].sequence - 1 - last]:
+                            yield format_event(event)
+                            last = event.sequence
+                for formatted in item:
+                    if formatted.sequence <= last:
+                        continue  # sent already (from the catch-up)
+                    out.append(formatted.text)
+                    last = formatted.sequence
+                    if formatted.ends:
+                        yield "".join(out)
+                        return
+            if out:
+                inbox.quiet_since = loop.time()
+                yield "".join(out)
     finally:
         if inbox is not None:
             watchers.feeds.leave(inbox)

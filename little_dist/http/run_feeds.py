@@ -43,13 +43,44 @@ Item = list[Formatted] | BaseException
 
 
 class Inbox:
-    """One watcher's place on a feed: the batches handed to it since it joined."""
+    """One watcher's place on a feed: the batches handed to it since it last took them.
+
+    Not an ``asyncio.Queue`` and no timer per wait: a thousand watchers each wait for every
+    event, and the keep-alive of a quiet one comes from :meth:`RunFeeds.keep_alive`'s one
+    look at all of them now and then."""
+
+    __slots__ = ("feed", "items", "quiet_since", "started", "waiter")
 
     def __init__(self, feed: _Feed) -> None:
         self.feed = feed
-        self.queue: asyncio.Queue[Item] = asyncio.Queue()
+        self.items: list[Item] = []
+        #: Set while its watcher waits; done when there is something to send (or, with
+        #: ``items`` empty, a keep-alive is due).
+        self.waiter: asyncio.Future[None] | None = None
+        #: When its watcher last sent something (the loop's clock).
+        self.quiet_since = asyncio.get_running_loop().time()
         #: Whether this watcher started the feed (at its own ``Last-Event-ID``).
         self.started = False
+
+    def put(self, item: Item) -> None:
+        self.items.append(item)
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def wait(self) -> list[Item]:
+        """What came since the last call (``[]``: time for a keep-alive)."""
+        if not self.items:
+            self.waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self.waiter
+            finally:
+                self.waiter = None
+        items, self.items = self.items, []
+        return items
 
 
 class _Feed:
@@ -78,6 +109,7 @@ class RunFeeds:
         self._format = format_event
         self._wait_s = wait_s
         self._feeds: dict[str, _Feed] = {}
+        self._keeping: asyncio.Task[None] | None = None
 
     def __len__(self) -> int:
         return len(self._feeds)
@@ -105,7 +137,23 @@ class RunFeeds:
         inbox = Inbox(feed)
         inbox.started = started
         feed.inboxes.add(inbox)
+        if self._keeping is None or self._keeping.done():
+            self._keeping = asyncio.get_running_loop().create_task(self.keep_alive())
         return inbox
+
+    async def keep_alive(self) -> None:
+        """Wake every waiting watcher that has sent nothing for half the keep-alive time,
+        looking every half of it (so none goes longer than it without sending); ends when
+        no run is followed."""
+        loop = asyncio.get_running_loop()
+        half = self._wait_s / 2
+        while self._feeds:
+            await asyncio.sleep(half)
+            due = loop.time() - half
+            for feed in list(self._feeds.values()):
+                for inbox in feed.inboxes:
+                    if inbox.waiter is not None and inbox.quiet_since <= due:
+                        inbox._wake()
 
     def leave(self, inbox: Inbox) -> None:
         """The watcher is gone: its feed stops (after its reader's current wait) if it was
@@ -132,7 +180,7 @@ class RunFeeds:
             await to_thread.run_sync(self._pump, feed, post, limiter=feed.limiter)
         except Exception as exc:  # every watcher of the run gets it (the stream is cut)
             for inbox in feed.inboxes:
-                inbox.queue.put_nowait(exc)
+                inbox.put(exc)
         finally:
             self._drop(feed)
 
@@ -152,7 +200,7 @@ class RunFeeds:
         """(In the loop.) A batch to every watcher of the feed."""
         feed.last = out[-1].sequence
         for inbox in feed.inboxes:
-            inbox.queue.put_nowait(out)
+            inbox.put(out)
         if out[-1].ends:
             # Its watchers stop with it; one that joins from now on catches up by itself.
             self._drop(feed)
