@@ -166,7 +166,7 @@ class EventReads:
     ) -> Iterator[Event]:
         validate_run_id(run_id)
         check_event_window(after, None)
-        return self._watch.follow(run_id, after, timeout, self.list_events)
+        return self._watch.follow(run_id, after, timeout, self.list_events, decode_entries)
 
     def follow_partly(
         self, run_id: str, *, after: int = 0, timeout: float | None = None, decode: frozenset[str]
@@ -177,7 +177,10 @@ class EventReads:
         def read(run_id: str, *, after: int) -> list[Event | UndecodedEvent]:
             return self.list_events_partly(run_id, after=after, decode=decode)
 
-        return self._watch.follow(run_id, after, timeout, read)
+        def decode_raw(run_id: str, entries: list[Any]) -> list[Event | UndecodedEvent]:
+            return decode_partly(run_id, entries, decode)
+
+        return self._watch.follow(run_id, after, timeout, read, decode_raw)
 
     def wait_for_end(self, run_id: str, timeout: float | None) -> bool:
         """See :meth:`~little_dist.world.redis_s3.watching.RunWatch.wait_for_end`."""

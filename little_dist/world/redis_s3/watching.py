@@ -57,8 +57,16 @@ class RunWatch:
         self._list_events = list_events
 
     def follow(
-        self, run_id: str, after: int, timeout: float | None, read: Callable[..., list[Any]]
+        self,
+        run_id: str,
+        after: int,
+        timeout: float | None,
+        read: Callable[..., list[Any]],
+        decode: Callable[[str, list[Any]], list[Any]],
     ) -> Iterator[Any]:
+        """``read(run_id, after=...)`` the log, then each append as it comes, taken from
+        the read that woke (``decode`` turns its raw entries into what ``read`` returns);
+        after a read less than a linger ago, what else comes over the linger is read too."""
         keys = self._keys.run(run_id)
         stream = keys.events
         last = after
@@ -84,18 +92,21 @@ class RunWatch:
                 # Woken by the next append at once (count=1: only to learn that one came),
                 # and told in the same round trip whether the run's end is marked.
                 pipe = self._raw.pipeline(transaction=False)
-                pipe.xread({stream: f"{last}-0"}, count=1, block=block_ms)
+                pipe.xread({stream: f"{last}-0"}, count=_PAGE, block=block_ms)
                 pipe.exists(keys.ended)
                 reply, marked = pipe.execute()
-            if reply and not ended and not marked:
-                # A busy run's log is read a batch at a time, not once per append (which
-                # costs Redis and the workers): an append after a quiet spell is read at
-                # once, the next ones at most once per linger.
-                wait = read_at + _FOLLOW_LINGER_S - time.monotonic()
-                if wait > 0:
-                    time.sleep(wait)
             if reply:
-                backlog = read(run_id, after=last)
+                # A busy run's log is read a batch at a time, not once per append (which
+                # costs Redis and the workers): an append after a quiet spell is taken from
+                # the read that woke, the next ones gathered and read at most once per linger.
+                # (RESP3 answers a map of stream to entries, RESP2 a list of pairs)
+                entries = next(iter(reply.values())) if isinstance(reply, dict) else reply[0][1]
+                backlog = decode(run_id, entries)
+                if not ended and not marked:
+                    wait = read_at + _FOLLOW_LINGER_S - time.monotonic()
+                    if wait > 0:
+                        time.sleep(wait)
+                        backlog += read(run_id, after=backlog[-1].sequence)
                 read_at = time.monotonic()
             elif self._sealed(run_id):
                 # Archived (and expired) while we waited: the archive has the rest.
