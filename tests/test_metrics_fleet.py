@@ -51,10 +51,11 @@ def value(samples: Samples, name: str, **labels: str) -> float:
 def test_worker_and_scheduler_serve_the_fleet_series(
     fleet_env: FleetEnv, tmp_path: Path, pool: str
 ) -> None:
-    # The provider takes 2 calls in any 3 s: the 8 branches' calls, sent 6 a second, are
-    # refused some of the time however slowly a busy machine starts them.
+    # The provider takes one call a second: the 8 branches' calls, sent up to 6 a second, are
+    # refused some of the time however slowly a busy machine starts them, and a refused call
+    # waits at most a second (in its worker, not giving its slot back).
     quota = ProviderQuota(
-        requests=2, period=3, redis_url=fleet_env.redis_url, name=f"{fleet_env.key_prefix}sim"
+        requests=1, period=1, redis_url=fleet_env.redis_url, name=f"{fleet_env.key_prefix}sim"
     )
     script = build_script(quota, latency=0.02).save(tmp_path / "script.json")
     rule = f"{fleet_env.key_prefix}key"
@@ -129,10 +130,7 @@ def test_worker_and_scheduler_serve_the_fleet_series(
     assert refused > 0, "the provider never refused: the test did not exercise 429s"
     assert value(worker, "little_quota_rejections_total", key=rule) == refused
     assert value(worker, "little_step_failures_total", cause="model_rate_limited") == refused
-    # Each refused call is retried; so is each call whose wait for the blocked rule was longer
-    # than a worker waits in place (it gives its slot back: cause quota_wait).
-    waited_out = value(worker, "little_step_failures_total", cause="quota_wait")
-    assert value(worker, "little_step_retries_total", kind="ai.generate") == refused + waited_out
+    assert value(worker, "little_step_retries_total", kind="ai.generate") == refused
     assert value(worker, "little_quota_waits_total", key=rule) >= 1
     assert value(worker, "little_quota_wait_seconds_total", key=rule) > 0
 
