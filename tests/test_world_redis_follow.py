@@ -147,3 +147,41 @@ def test_more_followers_than_a_default_redis_py_pool_holds_all_get_their_events(
         thread.join(timeout=30)
     assert errors == []
     assert got == dict.fromkeys(runs, 2)
+
+
+@pytest.mark.parametrize("protocol", [2, 3])
+def test_a_follower_takes_each_append_from_the_read_that_woke_it_in_both_protocols(
+    redis_url: str, redis_key_prefix: str, s3_service: S3Service, protocol: int
+) -> None:
+    # (redis-py 8 speaks RESP3 unless told: XREAD answers a map there, a list in RESP2)
+    name = uuid.uuid4().hex[:10]
+    separator = "&" if "?" in redis_url else "?"
+    world = RedisS3World.from_settings(
+        f"{redis_url}{separator}protocol={protocol}",
+        s3_service.endpoint,
+        s3_service.bucket,
+        access_key_id=s3_service.access_key_id,
+        secret_access_key=s3_service.secret_access_key,
+        key_prefix=f"{redis_key_prefix}{name}:",
+        s3_prefix=f"{s3_service.prefix}{name}/",
+    )
+    run_id = "run_follow_protocol"
+    try:
+        world.append(run_id, _tick(-1))
+
+        def write() -> None:
+            for index in range(3):
+                time.sleep(0.1)  # (each after the follower blocked again)
+                world.append(run_id, _tick(index))
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        got = []
+        for event in world.follow(run_id, timeout=5):
+            got.append((event.sequence, event.payload["tick"]))
+            if len(got) == 4:
+                break
+        writer.join()
+    finally:
+        world.close()
+    assert got == [(1, -1), (2, 0), (3, 1), (4, 2)]
