@@ -150,14 +150,18 @@ class Tool:
         description: str = "",
         input_model: type[BaseModel] | None = None,
         input_schema: Mapping[str, Any] | None = None,
+        read_only: bool = False,
         _parameter_names: list[str] | None = None,
         _pass_model: bool = False,
     ) -> None:
         if (input_model is None) == (input_schema is None):
             raise InvalidInputError(f"tool {name!r}: give exactly one of input_model, input_schema")
+        if not isinstance(read_only, bool):
+            raise InvalidInputError(f"tool {name!r}: read_only must be True or False")
         self.name = _check_name(name)
         self.fn = fn
         self.description = description
+        self.read_only = read_only
         self.input_model = input_model
         self._parameter_names = _parameter_names
         self._pass_model = _pass_model
@@ -184,10 +188,17 @@ class Tool:
         fn: Callable[..., Any] | None = None,
         *,
         description: str = "",
+        read_only: bool = False,
     ) -> Tool:
         """A tool whose input is a plain JSON Schema; ``fn`` receives the arguments as
         keyword arguments."""
-        return cls(name, fn, description=description, input_schema=schema)
+        return cls(name, fn, description=description, input_schema=schema, read_only=read_only)
+
+    @property
+    def records_lazily(self) -> bool:
+        """Whether a call of it is recorded with the attempt's next write (a read-only tool:
+        made again after a crash mid-call, nothing lost) instead of before it runs."""
+        return self.read_only
 
     def __repr__(self) -> str:
         return f"Tool({self.name!r})"
@@ -309,6 +320,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     input_model: type[BaseModel] | None = None,
+    read_only: bool = False,
 ) -> Tool: ...
 
 
@@ -319,6 +331,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     input_model: type[BaseModel] | None = None,
+    read_only: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -328,11 +341,18 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     input_model: type[BaseModel] | None = None,
+    read_only: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Define a tool from a function: ``@tool``, ``@tool(name=...)`` or ``tool(fn, ...)``.
 
     The name defaults to the function's ``__name__``, the description to its docstring's
     first paragraph (or the input model's docstring).
+
+    ``read_only=True`` says the function changes nothing outside itself (a lookup, a
+    computation): its call is then recorded with the attempt's next write instead of in a
+    write of its own before it runs, so a ``tool.call`` step of it costs one round trip to
+    the world, not two. After a crash mid-call the call is made again (nothing says it
+    started): do not mark a tool that writes, sends or charges anything.
     """
 
     def build(function: Callable[..., Any]) -> Tool:
@@ -351,11 +371,17 @@ def tool(
                 function,
                 description=text,
                 input_model=input_model,
+                read_only=read_only,
                 _pass_model=pass_model,
             )
         model, names = _model_from_signature(tool_name, function)
         return Tool(
-            tool_name, function, description=text, input_model=model, _parameter_names=names
+            tool_name,
+            function,
+            description=text,
+            input_model=model,
+            read_only=read_only,
+            _parameter_names=names,
         )
 
     if fn is None:

@@ -11,7 +11,8 @@ root), so it imports nothing from pytest. It holds:
   number of real executions.
   ``step`` is the step path of the calling step (the LWIR passes it in; a tool cannot see
   its own path otherwise) and ``run`` the run id (the tests put it in the run input).
-* ``noop``: does nothing (the benchmark's no-op tool).
+* ``noop``: does nothing (the benchmark's no-op tool; read-only, so a step of it is one
+  append: its call goes with the commit).
 * the workflows: ``screening`` (example-like: a tool step, a parallel fan-out of tool steps,
   then a scripted-model summary), ``wide_fan`` (one fan-out of ``effect`` steps whose
   ``maxConcurrency``, 20, is wider than a test fleet), and the benchmarks' ``chain100``, ``chain5``,
@@ -118,7 +119,7 @@ def effect(run: str, step: str, sleep: float = 0.0) -> dict[str, Any]:
     return {"step": step, "count": count, "pid": os.getpid()}
 
 
-@tool
+@tool(read_only=True)  # (it changes nothing: its call goes with the step's commit)
 def noop(n: int = 0) -> dict[str, Any]:
     """Do nothing."""
     return {"n": n}

@@ -12,9 +12,10 @@ Used by the model loop (``caller="model"``, with the model turn) and by ``tool.c
 admits only ``model`` and ``code``). A failure is returned, not raised, so the model loop can
 show it to the model; a ``tool.call`` step raises it (:meth:`ToolOutcome.raise_for_error`).
 
-A tool with ``records_lazily = True`` (a workflow tool) makes its own side effects durable
-(it records its sub-run before starting it) and its result is cheap to take again (from the
-sub-run's recorded end): its call's ``started`` and ``succeeded`` events go with the
+A tool with ``records_lazily = True`` makes its own side effects durable (a workflow tool
+records its sub-run before starting it, and its result is cheap to take again from the
+sub-run's recorded end) or has none (a tool defined with ``read_only=True``, made again
+after a crash mid-call): its call's ``started`` and ``succeeded`` events go with the
 attempt's next write instead of one round trip each.
 
 A tool that needs to know where it is called from (a workflow tool starts a sub-run whose id
@@ -197,8 +198,9 @@ def run_tool_call(
         "args_hash": args_hash,
         "args_size": args_size,
     }
-    # A tool whose result is cheap to take again (a workflow tool's: its sub-run's recorded
-    # end) records its call with the attempt's next write instead of a round trip of its own.
+    # A tool whose call is safe to make again (a read-only tool) or cheap to take again (a
+    # workflow tool's: its sub-run's recorded end) records its call with the attempt's next
+    # write instead of a round trip of its own.
     lazy = getattr(tool, "records_lazily", False) is True
     recorder.tool_started(index, durable=not lazy, **fields)
     started = time.monotonic()
