@@ -26,10 +26,10 @@ pytestmark = pytest.mark.integration
 APPENDS = 8
 
 
-@pytest.fixture
-def world(redis_url: str, redis_key_prefix: str, s3_service: S3Service) -> Iterator[RedisS3World]:
+def _open(redis_url: str, redis_key_prefix: str, s3_service: S3Service) -> RedisS3World:
+    """A world of its own keys and objects on the test's Redis and S3."""
     name = uuid.uuid4().hex[:10]
-    opened = RedisS3World.from_settings(
+    return RedisS3World.from_settings(
         redis_url,
         s3_service.endpoint,
         s3_service.bucket,
@@ -38,6 +38,11 @@ def world(redis_url: str, redis_key_prefix: str, s3_service: S3Service) -> Itera
         key_prefix=f"{redis_key_prefix}{name}:",
         s3_prefix=f"{s3_service.prefix}{name}/",
     )
+
+
+@pytest.fixture
+def world(redis_url: str, redis_key_prefix: str, s3_service: S3Service) -> Iterator[RedisS3World]:
+    opened = _open(redis_url, redis_key_prefix, s3_service)
     yield opened
     opened.close()
 
@@ -154,17 +159,8 @@ def test_a_follower_takes_each_append_from_the_read_that_woke_it_in_both_protoco
     redis_url: str, redis_key_prefix: str, s3_service: S3Service, protocol: int
 ) -> None:
     # (redis-py 8 speaks RESP3 unless told: XREAD answers a map there, a list in RESP2)
-    name = uuid.uuid4().hex[:10]
     separator = "&" if "?" in redis_url else "?"
-    world = RedisS3World.from_settings(
-        f"{redis_url}{separator}protocol={protocol}",
-        s3_service.endpoint,
-        s3_service.bucket,
-        access_key_id=s3_service.access_key_id,
-        secret_access_key=s3_service.secret_access_key,
-        key_prefix=f"{redis_key_prefix}{name}:",
-        s3_prefix=f"{s3_service.prefix}{name}/",
-    )
+    world = _open(f"{redis_url}{separator}protocol={protocol}", redis_key_prefix, s3_service)
     run_id = "run_follow_protocol"
     try:
         world.append(run_id, _tick(-1))

@@ -64,9 +64,10 @@ class Inbox:
 
     def put(self, item: Item) -> None:
         self.items.append(item)
-        self._wake()
+        self.wake()
 
-    def _wake(self) -> None:
+    def wake(self) -> None:
+        """Let its watcher go on (with what came, or, with nothing, to send a keep-alive)."""
         waiter = self.waiter
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
@@ -153,7 +154,7 @@ class RunFeeds:
             for feed in list(self._feeds.values()):
                 for inbox in feed.inboxes:
                     if inbox.waiter is not None and inbox.quiet_since <= due:
-                        inbox._wake()
+                        inbox.wake()
 
     def leave(self, inbox: Inbox) -> None:
         """The watcher is gone: its feed stops (after its reader's current wait) if it was
