@@ -94,15 +94,17 @@ def test_endless_requests_stop_at_the_limit_even_when_the_program_catches_errors
 
 
 #: A program that finds its requests pipe itself (the one /dev/fd path it may write) and
-#: writes ``FRAME`` on it raw.
-RAW = """
+#: writes ``FRAME`` on it raw. The pipes keep the host's descriptor numbers, which are high
+#: in a test process that has opened many files: the search goes up to ``FD_SEARCH``.
+FD_SEARCH = 4096
+RAW = f"""
 let pipe = null;
-for (let fd = 3; fd < 64 && pipe === null; fd++) {
-  try { pipe = Deno.openSync(`/dev/fd/${fd}`, { write: true }); } catch (e) {}
-}
+for (let fd = 3; fd < {FD_SEARCH} && pipe === null; fd++) {{
+  try {{ pipe = Deno.openSync(`/dev/fd/${{fd}}`, {{ write: true }}); }} catch (e) {{}}
+}}
 pipe.writeSync(new TextEncoder().encode(FRAME));
 Deno.stdin.readSync(new Uint8Array(1));
-for (;;) {}
+for (;;) {{}}
 """
 
 
@@ -133,7 +135,7 @@ def test_a_malformed_request_stops_the_program(frame: str, why: str) -> None:
 def test_the_program_may_open_no_other_descriptor() -> None:
     program = (
         "const opened = [];\n"
-        "for (let fd = 0; fd < 64; fd++) {\n"
+        f"for (let fd = 0; fd < {FD_SEARCH}; fd++) {{\n"
         "  for (const [kind, how] of [['r', { read: true }], ['w', { write: true }]]) {\n"
         "    try { Deno.openSync(`/dev/fd/${fd}`, how); opened.push([kind, fd]); } catch (e) {}\n"
         "  }\n"
