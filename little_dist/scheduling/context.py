@@ -14,14 +14,15 @@ Upstream's ``expressionContextFor`` / ``resolveStepInput`` / ``parallelBranchesF
 Outputs stored only as artifacts (``outputRef`` without an inline ``output``) are read with
 the optional ``load_output(ref)`` callable; without one such a step reads as ``{}``. Scopes
 are read by looking up the paths the LWIR's steps can have, never by scanning every path of
-the run, so the cost follows the scope's size, not the run's.
+the run, and only for the steps an expression names (``steps`` is read on demand:
+:class:`StepOutputs`), so resolving a step's input costs what it reads, not the run's size.
 """
 
 from __future__ import annotations
 
 import re
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
@@ -45,6 +46,7 @@ __all__ = [
     "OutputLoader",
     "StepLocation",
     "StepLookup",
+    "StepOutputs",
     "StepPathError",
     "StepView",
     "branches_of",
@@ -189,37 +191,97 @@ def scope_steps_root(
     *,
     allowed_top: Sequence[str] = (),
     top_lookup: StepLookup | None = None,
-) -> dict[str, Any]:
-    """Upstream's ``stepOutputs`` for one scope: completed steps by id, loops aggregated."""
-    outputs: dict[str, Any] = {}
-    if top_lookup is not None:
-        for step_id in allowed_top:
-            view = top_lookup(step_id)
+) -> Mapping[str, Any]:
+    """Upstream's ``stepOutputs`` for one scope: completed steps by id, loops aggregated.
+
+    Read on demand (:class:`StepOutputs`): an expression names each step it reads (``steps``
+    is never a value on its own), so a step's input costs the steps it names, not every
+    completed step before it (a chain of N steps would otherwise cost O(N) per step, and
+    load every earlier output stored as an artifact)."""
+    return StepOutputs(scope, prefix, lookup, load_output, tuple(allowed_top), top_lookup)
+
+
+_ABSENT: Final = object()
+
+
+class StepOutputs(Mapping[str, Any]):
+    """:func:`scope_steps_root`'s mapping: each step's entry is built (and its output loaded)
+    the first time it is read, then kept; iterating builds them all, in upstream's order."""
+
+    __slots__ = ("_allowed_top", "_entries", "_load", "_lookup", "_prefix", "_scope", "_top")
+
+    def __init__(
+        self,
+        scope: ScopePlan,
+        prefix: str,
+        lookup: StepLookup,
+        load_output: OutputLoader | None,
+        allowed_top: tuple[str, ...],
+        top_lookup: StepLookup | None,
+    ) -> None:
+        self._scope, self._prefix, self._lookup, self._load = scope, prefix, lookup, load_output
+        self._allowed_top, self._top = allowed_top, top_lookup
+        self._entries: dict[str, Any] = {}
+
+    def __getitem__(self, step_id: str) -> Any:
+        entry = self._entries.get(step_id, _ABSENT) if type(step_id) is str else _ABSENT
+        if entry is _ABSENT:
+            entry = self._entries[step_id] = self._entry(step_id)
+        if entry is _ABSENT:
+            raise KeyError(step_id)
+        return entry
+
+    def _entry(self, step_id: str) -> Any:
+        step = self._scope.by_id.get(step_id)
+        if step is not None:
+            entry = _scope_entry(step, self._prefix, self._lookup, self._load)
+            if entry is not _ABSENT:
+                return entry
+        if self._top is not None and step_id in self._allowed_top:
+            view = self._top(step_id)
             if view is not None and view.status == "completed":
-                outputs[step_id] = _envelope(view, load_output)
-    for step in scope.steps:
-        if not step.multi_visit:
-            view = lookup(prefix + step.id)
-            if view is not None and view.status == "completed":
-                outputs[step.id] = _envelope(view, load_output)
-            continue
-        visits: list[Any] = []
-        for index in range(step.max_visits):
-            view = lookup(step.path(prefix, index))
-            # Visit n exists only once visit n-1 completed: stop at the first gap or open visit.
-            if view is None or view.status != "completed":
-                break
-            visits.append(_output_value(view, load_output))
-        if visits:
-            outputs[step.id] = {"output": visits[-1], "visits": visits}
-    return outputs
+                return _envelope(view, self._load)
+        return _ABSENT
+
+    def _all(self) -> dict[str, Any]:
+        ids = dict.fromkeys(self._allowed_top if self._top is not None else ())
+        ids.update(dict.fromkeys(step.id for step in self._scope.steps))
+        return {step_id: self[step_id] for step_id in ids if step_id in self}
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+    def __repr__(self) -> str:
+        return f"StepOutputs({self._all()!r})"
+
+
+def _scope_entry(
+    step: StepPlan, prefix: str, lookup: StepLookup, load_output: OutputLoader | None
+) -> Any:
+    """The ``steps`` entry of ``step`` in its scope, or ``_ABSENT`` (not completed)."""
+    if not step.multi_visit:
+        view = lookup(prefix + step.id)
+        if view is not None and view.status == "completed":
+            return _envelope(view, load_output)
+        return _ABSENT
+    visits: list[Any] = []
+    for index in range(step.max_visits):
+        view = lookup(step.path(prefix, index))
+        # Visit n exists only once visit n-1 completed: stop at the first gap or open visit.
+        if view is None or view.status != "completed":
+            break
+        visits.append(_output_value(view, load_output))
+    return {"output": visits[-1], "visits": visits} if visits else _ABSENT
 
 
 def build_context(
     lwir: Mapping[str, Any],
     run_input: Any,
     step: StepPlan,
-    steps: dict[str, Any],
+    steps: Mapping[str, Any],
     item: tuple[bool, Any] = (False, None),
 ) -> dict[str, Any]:
     """The expression context of ``step`` (``item`` only when ``item[0]``)."""
@@ -430,8 +492,11 @@ def expression_context(
     ctx: RunContext, state: RunState, step_path: str, *, load_output: OutputLoader | None = None
 ) -> dict[str, Any]:
     """The ``{{ }}`` context of the step at ``step_path``: ``input``, ``item`` (inside a
-    branch), ``step``, ``workflow`` and ``steps`` (see the module docstring)."""
-    return _context_at(ctx, state, step_path, load_output)[1]
+    branch), ``step``, ``workflow`` and ``steps`` (see the module docstring), ``steps`` as a
+    plain ``dict`` of every completed step."""
+    context = _context_at(ctx, state, step_path, load_output)[1]
+    context["steps"] = dict(context["steps"])
+    return context
 
 
 def resolve_step_input(
