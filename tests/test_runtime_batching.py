@@ -275,6 +275,33 @@ def test_the_runner_folds_what_attempts_hand_over(tmp_path: Path) -> None:
         inner.close()
 
 
+def test_a_chain_step_s_schedule_rides_with_its_first_append(tmp_path: Path) -> None:
+    # The runner's decision to run the next step of a chain (its StepScheduled) is recorded
+    # with that step's first append, not on its own: per step, the first append and the
+    # commit. The log holds the same events in the same order.
+    inner = LocalWorld(tmp_path)
+    world = CountingWorld(inner)
+    steps = 6
+    version = compile_lwir(chain_lwir(steps), input={})
+    try:
+        state = run_version(world, version, {}, capabilities=Capabilities(tools=test_tools))
+        assert state.status == "completed"
+        events = inner.list_events(state.run_id)
+        # Each step's schedule comes right before its attempt starts, in one append with it.
+        for index, event in enumerate(events):
+            if event.type == "StepAttemptStarted":
+                scheduled = events[index - 1]
+                assert scheduled.type == "StepScheduled"
+                assert scheduled.payload["stepPath"] == event.payload["stepPath"]
+        appends = world.writes.count("append_batch") + world.writes.count("append")
+        # The run's start; two appends per step (the non-read-only tool's write-ahead, which
+        # carries the step's schedule, and the commit); the run's end. (Three per step when
+        # each schedule was appended on its own.)
+        assert appends == 1 + 2 * steps + 1, world.writes
+    finally:
+        inner.close()
+
+
 @pytest.mark.parametrize("ttl", [15.0])
 def test_the_keeper_renews_without_being_woken_for_each_lease(ttl: float) -> None:
     class Renewals:

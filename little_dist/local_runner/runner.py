@@ -17,12 +17,13 @@ from typing import Any, Final
 from little_dist import occurrences
 from little_dist.compiler import WorkflowVersion
 from little_dist.errors import LeaseLostError, LittleError, RunEndedError
-from little_dist.event_types.engine import CANCEL_EVENT_TYPE, LIMITS_EVENT_TYPE
-from little_dist.events import Event, EventInput
+from little_dist.event_types.engine import CANCEL_EVENT_TYPE
+from little_dist.events import EventInput
 from little_dist.local_runner.checks import RunnerBusyError, RunStalledError
+from little_dist.local_runner.run_view import RunView
 from little_dist.pricing import PriceFallback
-from little_dist.run_limits import RunLimits, cancel_error, deadline_cancel, requested_cancel
-from little_dist.run_state import RUN_ENDED, RunState, RunStateBuilder
+from little_dist.run_limits import deadline_cancel, requested_cancel
+from little_dist.run_state import RUN_ENDED, RunState
 from little_dist.runtime import (
     DEADLINE_GRACE,
     DEFAULT_STEP_TIMEOUT,
@@ -32,7 +33,6 @@ from little_dist.runtime import (
     LeaseHeartbeat,
     LeaseKeeper,
     execute_step_attempt,
-    hydrate_events,
     sweep_dead_attempts,
 )
 from little_dist.runtime.daemon_pool import DaemonThreadPool
@@ -45,21 +45,6 @@ from little_dist.world.process_mark import marked
 #: Lease TTL of the runner lock and of step attempts. Short enough that a killed
 #: ``little run`` can be resumed within seconds; heartbeats renew every third of it.
 DEFAULT_LEASE_TTL: Final = 15.0
-
-# Event types whose payload the harness memo reads, indexed per step path as they are folded
-# (session starts: the recorded capability manifests a resumed session is checked against).
-_MEMO_TYPES: Final = frozenset(
-    {
-        "harness.session.started",
-        "HarnessSessionStarted",
-        "harness.model.called",
-        "harness.model.responded",
-        "harness.tool_call.succeeded",
-        "HarnessModelCalled",
-        "HarnessModelResponded",
-        "HarnessToolCallSucceeded",
-    }
-)
 
 #: Longest wait for an attempt before the loop reads the log again (a cancel request).
 CANCEL_POLL: Final = 0.5
@@ -115,8 +100,6 @@ class _Runner:
     ) -> None:
         self.world = world
         self.cancel_handle = cancel_handle
-        #: The run's limits, as its log records them (see :mod:`little_dist.run_limits`).
-        self.limits = RunLimits()
         self.parent = dict(parent or {})
         self.archive_on_end = archive
         self.version = version
@@ -127,7 +110,7 @@ class _Runner:
         self.progress = progress
         self.notice = notice
         self.lease_ttl = lease_ttl
-        self.context = RunContext(
+        context = RunContext(
             version=version,
             run_input=run_input,
             run_id=run_id,
@@ -135,15 +118,7 @@ class _Runner:
         )
         own = f"runner:{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
         self.holder = marked(own)
-        self.builder = RunStateBuilder(run_id, pricing_fallback=pricing_fallback)
-        self.memo_events: dict[str, list[Event]] = {}
-        # Events the attempts appended (handed over by execute_step_attempt), by sequence,
-        # not folded yet: folded from here instead of being read back from the log.
-        self.recorded: dict[int, Event] = {}
-        self.recorded_lock = threading.Lock()
-        # An append of ours returned events that do not follow the folded ones (an attempt's
-        # appends came in between, not handed over yet): the next look must read the log.
-        self.behind = False
+        self.view = RunView(world, run_id, context, pricing_fallback)
         self.cancel = threading.Event()  # tells in-flight attempts to stop early
         self.keeper = LeaseKeeper(world)  # heartbeats every attempt's lease from one thread
         #: Seconds an attempt may run (the workflow's step_timeout, else the default).
@@ -229,7 +204,7 @@ class _Runner:
     def _start(self, lock: Lease) -> None:
         version = self.version
         self.world.register_version(version.id, version.to_json())
-        self._fold_appended(
+        self.view.fold_appended(
             self.world.append_batch(
                 self.run_id,
                 [
@@ -339,7 +314,7 @@ class _Runner:
             return
         dispatch = armed.dispatch
         self._stop_due(lock)
-        events = self.world.list_events(self.run_id, after=self.builder.event_count)
+        events = self.world.list_events(self.run_id, after=self.view.builder.event_count)
         if any(event.type == CANCEL_EVENT_TYPE for event in events):
             # The run ends now, not when the attempt returns: another thread goes on with
             # the loop (it fails the run, and waits for the attempt, told to stop).
@@ -394,8 +369,8 @@ class _Runner:
                 raise _Stopped(f"run {self.run_id}: interrupted")
             if heartbeat.cancelled():
                 raise LeaseLostError(f"run {self.run_id}: another runner took over the run")
-            state = self._catch_up(read=read or self.behind)
-            read = self.behind = False
+            state = self.view.catch_up(read=read or self.view.behind)
+            read = self.view.behind = False
             if self._stop_due(lock):
                 read = True
                 continue  # the cancel request was appended: fold it first
@@ -406,18 +381,24 @@ class _Runner:
             if state.event_count != reported and self.progress is not None:
                 self.messages.put(("progress", state))
                 reported = state.event_count
-            decision = decide(self.context, state)
+            decision = decide(self.view.context, state)
+            fresh = self._fresh(decision)
+            if self._rides(decision, fresh):
+                # A chain's next step: its schedule is recorded with its first append (one
+                # write less per step), and folded from what the attempt hands over.
+                self._inline(fresh[0], state, generation, decision.events)
+                continue
             wrote = self._append(decision, lock)
             if wrote:
-                state = self.builder.snapshot()
-            if self._submit(decision, executor, state, generation):
+                state = self.view.builder.snapshot()
+            if self._submit(fresh, executor, state, generation):
                 continue
             if wrote and not decision.last_round:
                 continue  # (what it recorded may let more run: decide on it)
             if decision.done:
                 self.cancel.set()
                 self._drain(executor)
-                final = self._catch_up()
+                final = self.view.catch_up()
                 if self.progress is not None and final.event_count != reported:
                     self.messages.put(("progress", final))
                 return final
@@ -429,12 +410,12 @@ class _Runner:
         deadline passed (and none is recorded yet); whether it did."""
         # (also called from the calling thread's watch: reads only what one assignment
         # replaces, never the builder)
-        if self.context.cancel_requested:
+        if self.view.context.cancel_requested:
             return False
         if self.cancel_handle is not None and self.cancel_handle.is_set():
             request = requested_cancel(self.cancel_handle, "run_workflow")
-        elif self.limits.passed(time.time()):
-            request = deadline_cancel(self.limits)
+        elif self.view.limits.passed(time.time()):
+            request = deadline_cancel(self.view.limits)
         else:
             return False
         try:
@@ -442,64 +423,6 @@ class _Runner:
         except RunEndedError:
             return False  # (it ended meanwhile)
         return True
-
-    def _catch_up(self, *, read: bool = True) -> RunState:
-        """Fold what the attempts handed over (while it follows on without a gap), then
-        (``read``) whatever else the log has (other attempts' events in between, a cancel
-        request)."""
-        with self.recorded_lock:
-            known = self.recorded
-            self.recorded = {}
-        count = self.builder.event_count
-        handed: list[Event] = []
-        while (event := known.pop(count + 1, None)) is not None:
-            handed.append(event)
-            count += 1
-        self._fold(handed)
-        if read or known:  # (a gap: another writer's events came in between, a sub-run's loan)
-            self._fold(self.world.list_events(self.run_id, after=self.builder.event_count))
-        if known:  # out of order: what is still ahead of the fold waits for the next look
-            done = self.builder.event_count
-            with self.recorded_lock:
-                for sequence, event in known.items():
-                    if sequence > done:
-                        self.recorded.setdefault(sequence, event)
-        return self.builder.snapshot()
-
-    def _handed_over(self, events: Sequence[Event]) -> None:
-        """``on_recorded`` of the attempts (any thread)."""
-        with self.recorded_lock:
-            for event in events:
-                self.recorded[event.sequence] = event
-
-    def _fold(self, events: list[Event]) -> None:
-        if not events:
-            return
-        self.builder.apply_all(hydrate_events(self.world, events))
-        for event in events:
-            if event.type == "RunStarted" and event.payload.get("inherited") is not None:
-                # (a sub-run: its attempts apply what it inherits, as its log records it)
-                self.context = dataclasses.replace(
-                    self.context, inherited=event.payload["inherited"]
-                )
-            if event.type == CANCEL_EVENT_TYPE and not self.context.cancel_requested:
-                # (``little cancel``, a sub-run's parent stopping, the caller's cancel
-                # handle, the run's deadline): decide fails the run
-                self.context = dataclasses.replace(
-                    self.context,
-                    cancel_requested=True,
-                    cancel_error=cancel_error(event.payload),
-                )
-            if event.type == LIMITS_EVENT_TYPE and not self.limits:
-                self.limits = RunLimits.from_payload(event.payload)
-                if self.limits.max_attempts is not None:
-                    self.context = dataclasses.replace(
-                        self.context, default_max_attempts=self.limits.max_attempts
-                    )
-            if event.type in _MEMO_TYPES:
-                path = event.payload.get("stepPath")
-                if isinstance(path, str):
-                    self.memo_events.setdefault(path, []).append(event)
 
     def _sweep(self, state: RunState) -> bool:
         skip = {(dispatch.step_path, dispatch.attempt) for dispatch in self.in_flight.values()}
@@ -526,31 +449,13 @@ class _Runner:
         """
         if not decision.events:
             return False
-        return self._fold_appended(
+        return self.view.fold_appended(
             self.world.append_batch(self.run_id, decision.events, fence=lock.fence)
         )
 
-    def _fold_appended(self, recorded: list[Event]) -> bool:
-        """Fold the new events of one append of ours when they follow the folded ones (one
-        atomic batch: contiguous, nothing of anyone else's between); whether any was new."""
-        last = self.builder.event_count
-        new = [event for event in recorded if event.sequence > last]
-        if new and new[0].sequence == last + 1:
-            self._fold(new)
-        elif new:
-            self.behind = True  # others' events came in between: the next look reads them
-        return bool(new)
-
-    def _submit(
-        self, decision: Decision, executor: DaemonThreadPool, state: RunState, generation: int
-    ) -> bool:
-        """Start the decision's new dispatches; whether one ran to its end already.
-
-        A lone dispatch with nothing else in flight (a chain of steps) runs on the loop's
-        thread: handing it to the pool would only add two thread switches per step. The
-        calling thread watches it (:meth:`_drive`): a call past its step timeout that does
-        not return does not hold the run's loop. Several run on the pool (see :meth:`_wait`).
-        """
+    def _fresh(self, decision: Decision) -> list[StepDispatch]:
+        """The decision's dispatches not started yet (nor waiting to be tried again), now
+        marked started."""
         now = time.monotonic()
         fresh: list[StepDispatch] = []
         for dispatch in decision.dispatch:
@@ -560,9 +465,39 @@ class _Runner:
             self.retry_at.pop(key, None)
             self.dispatched.add(key)
             fresh.append(dispatch)
+        return fresh
+
+    def _rides(self, decision: Decision, fresh: Sequence[StepDispatch]) -> bool:
+        """Whether ``decision``'s events go with the first append of its one new attempt,
+        run inline (:attr:`~little_dist.scheduling.Decision.rider`), instead of on their own.
+        Fenced by that attempt's step lease rather than the runner's: only this runner's
+        loop decides the run, so nobody else appends its schedule."""
+        return (
+            bool(decision.events)
+            and len(fresh) == 1
+            and not self.in_flight
+            and decision.rider == fresh[0]
+        )
+
+    def _submit(
+        self,
+        fresh: Sequence[StepDispatch],
+        executor: DaemonThreadPool,
+        state: RunState,
+        generation: int,
+    ) -> bool:
+        """Start the decision's new dispatches (``fresh``, see :meth:`_fresh`); whether one
+        ran to its end already.
+
+        A lone dispatch with nothing else in flight (a chain of steps) runs on the loop's
+        thread: handing it to the pool would only add two thread switches per step. The
+        calling thread watches it (:meth:`_drive`): a call past its step timeout that does
+        not return does not hold the run's loop. Several run on the pool (see :meth:`_wait`).
+        """
         if len(fresh) == 1 and not self.in_flight:
-            self._inline(fresh[0], state, generation, now)
+            self._inline(fresh[0], state, generation)
             return True
+        now = time.monotonic()
         for dispatch in fresh:
             future = executor.submit(self._attempt, dispatch, state)
             self.in_flight[future] = dispatch
@@ -571,14 +506,21 @@ class _Runner:
                 self.over_by[future] = now + self.timeout + DEADLINE_GRACE + self.sweep_interval
         return False
 
-    def _inline(self, dispatch: StepDispatch, state: RunState, generation: int, now: float) -> None:
-        """Run ``dispatch`` on this thread, armed for the calling thread's watch."""
+    def _inline(
+        self,
+        dispatch: StepDispatch,
+        state: RunState,
+        generation: int,
+        preamble: Sequence[EventInput] = (),
+    ) -> None:
+        """Run ``dispatch`` on this thread, armed for the calling thread's watch; with
+        ``preamble`` (the decision that scheduled it) recorded in its first append."""
         over_by = None
         if self.timeout is not None:
-            over_by = now + self.timeout + DEADLINE_GRACE + self.sweep_interval
+            over_by = time.monotonic() + self.timeout + DEADLINE_GRACE + self.sweep_interval
         armed = self.armed = _Armed(dispatch, over_by, generation)
         try:
-            outcome = self._attempt(dispatch, state)
+            outcome = self._attempt(dispatch, state, preamble)
         finally:
             armed.returned.set()
             with self.guard:
@@ -589,7 +531,9 @@ class _Runner:
                 raise _Superseded
         self._settled(dispatch, outcome)
 
-    def _attempt(self, dispatch: StepDispatch, state: RunState) -> AttemptOutcome:
+    def _attempt(
+        self, dispatch: StepDispatch, state: RunState, preamble: Sequence[EventInput] = ()
+    ) -> AttemptOutcome:
         return execute_step_attempt(
             self.world,
             dispatch,
@@ -597,13 +541,15 @@ class _Runner:
             capabilities=self.capabilities,
             lease_ttl=self.lease_ttl,
             state=state,
-            context=self.context,
-            prior_events=tuple(self.memo_events.get(dispatch.step_path, ())),
+            context=self.view.context,
+            prior_events=tuple(self.view.memo_events.get(dispatch.step_path, ())),
             cancel=self.cancel,
             keeper=self.keeper,
-            on_recorded=self._handed_over,
+            on_recorded=self.view.handed_over,
             # The runner lease: no one else runs this run's attempts.
-            continuation=_EXCLUSIVE,
+            continuation=(
+                dataclasses.replace(_EXCLUSIVE, preamble=preamble) if preamble else _EXCLUSIVE
+            ),
             timeout=self.timeout,
             abandon=self.interrupted,
         )
@@ -624,7 +570,7 @@ class _Runner:
             deadlines.append(self.next_sweep)
         if self.over_by:
             deadlines.append(min(self.over_by.values()))
-        left = self.limits.seconds_left(time.time())
+        left = self.view.limits.seconds_left(time.time())
         if left is not None:
             deadlines.append(time.monotonic() + max(left, 0.0))
         timeout = max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
@@ -676,7 +622,7 @@ class _Runner:
     def _drain(self, executor: DaemonThreadPool) -> None:
         """Let in-flight attempts finish (they were told to stop); surface their errors."""
         while self.over_by:  # past their timeout, the ones stuck in a call are left
-            self._abandon_ended(self._catch_up(), executor)
+            self._abandon_ended(self.view.catch_up(), executor)
             pending = [f for f in self.over_by if not f.done()]
             if not pending:
                 break
