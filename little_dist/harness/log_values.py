@@ -45,6 +45,17 @@ def json_safe(value: Any) -> Any:
 
     Values with no JSON form are given as their ``str``: tool results must survive the log.
     """
+    # Most of what the harness logs is plain already: exact types first (none of them can be
+    # a model or a dataclass), the general checks below for the rest.
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if kind is dict:
+        return {
+            key if type(key) is str else str(key): json_safe(item) for key, item in value.items()
+        }
+    if kind is list or kind is tuple:
+        return [json_safe(item) for item in value]
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json", by_alias=True)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
