@@ -9,7 +9,7 @@ Two figures, each against a baseline so the numbers mean something on any machin
 (a) a 200-step chain of no-op ``tool.call`` steps run by ``run_version`` (median of N
     runs): engine overhead per step = (wall time - the tools' own time) / 200, where the
     tools' own time is measured by calling the 200 no-op tools directly in a loop
-    (target < 2 ms per step);
+    (target <= 1 ms per step, issue 38's; it was 2 ms before that issue);
 (b) a 500-branch parallel step of no-op tools (``max_workers=8``, ``maxConcurrency`` 500):
     steps per second. The LWIR validator caps ``maxBranches`` at 100 as upstream does, so
     the document declares 100 and the run sets the engine-level cap
@@ -56,7 +56,7 @@ from tests.workflows_for_tests import tools as test_tools  # noqa: E402
 
 CHAIN_STEPS = 200
 BRANCHES = 500
-OVERHEAD_TARGET_S = 0.002
+OVERHEAD_TARGET_S = 0.001
 
 
 def _tools_baseline() -> float:
@@ -232,11 +232,11 @@ def main() -> int:
     wall = statistics.median(t[0] for t in timed)
     cpu = statistics.median(t[1] for t in timed)
     overhead = (wall - baseline) / CHAIN_STEPS
-    verdict = "ok" if overhead < OVERHEAD_TARGET_S else "OVER TARGET"
+    verdict = "ok" if overhead <= OVERHEAD_TARGET_S else "OVER TARGET"
     print(
         f"(a) {CHAIN_STEPS}-step no-op chain: {wall * 1000:.0f} ms wall (median of {args.runs}); "
         f"tools alone {baseline * 1000:.2f} ms; engine overhead "
-        f"{overhead * 1000:.2f} ms/step (target < {OVERHEAD_TARGET_S * 1000:.0f} ms: {verdict}); "
+        f"{overhead * 1000:.2f} ms/step (target <= {OVERHEAD_TARGET_S * 1000:.0f} ms: {verdict}); "
         f"process CPU {cpu / CHAIN_STEPS * 1000:.2f} ms/step"
     )
 
