@@ -9,6 +9,7 @@ import pytest
 
 from little_dist.events import EventInput
 from little_dist.scheduling import Decision, RunContext, StepDispatch, decide
+from little_dist.scheduling.step_graph import plan_for
 from tests.test_scheduling_sim import Outcome, Sim, lwir_doc, tool
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -611,3 +612,26 @@ def test_run_context_is_hashed_by_identity() -> None:
     other = RunContext(sim.version, {}, sim.run_id)
     assert other != sim.ctx
     assert len({other, sim.ctx}) == 2
+
+
+def test_a_step_s_downstream_is_found_when_asked_and_is_every_step_needing_it() -> None:
+    # A diamond a -> (b, c) -> d, then e after d. Building a plan computes no step's
+    # downstream set (for a chain of N steps those sets hold N^2/2 ids); asked, each is the
+    # transitive closure of the steps needing it.
+    doc = lwir_doc(
+        [
+            tool("a"),
+            tool("b", needs=["a"]),
+            tool("c", needs=["a"]),
+            tool("d", needs=["b", "c"]),
+            tool("e", needs=["d"]),
+        ]
+    )
+    plan = plan_for(Sim(doc).ctx.version)
+    steps = plan.top.by_id
+    assert all(step._downstream is None for step in steps.values())
+    assert steps["a"].downstream == {"b", "c", "d", "e"}
+    assert steps["b"].downstream == {"d", "e"}
+    assert steps["d"].downstream == {"e"}
+    assert steps["e"].downstream == frozenset()
+    assert steps["a"].downstream is steps["a"].downstream  # found once, then kept
