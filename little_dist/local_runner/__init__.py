@@ -10,7 +10,10 @@
   :func:`~little_dist.scheduling.decide` what next, append its events in one batch, and
   run each new dispatch (:func:`~little_dist.runtime.execute_step_attempt`): a lone one on
   the loop's own thread, several on a thread pool; wait for one to finish; repeat until
-  ``decide`` says the run is done. Nothing but ``decide`` chooses what runs.
+  ``decide`` says the run is done. Nothing but ``decide`` chooses what runs. When a
+  decision schedules only the lone attempt the loop runs next (a chain's next step: its
+  :attr:`~little_dist.scheduling.Decision.rider`), its events are not appended on their own
+  but with that attempt's first append, fenced by its step lease: one write a step less.
 
 The loop runs on a thread of its own; the calling thread gets progress and notices from it
 and watches a lone attempt (no thread hand-off per step): it reads the log for a cancel
@@ -36,9 +39,10 @@ some are still leased) and ``decide`` retries them; the harness memo replays the
 and model turns they had finished, so resuming repeats no recorded side effect.
 
 One runner per run: the runner holds the lease ``{run}:runner`` (heartbeated) and fences
-its own appends with it; a second runner waits up to ``lock_wait`` seconds for it (a killed
-runner's lease expires after ``lease_ttl``) and then gives up with
-:class:`RunnerBusyError`.
+its own appends with it (a decision riding with an attempt's first append is fenced by that
+attempt's step lease instead: only the loop holding the runner lease decides); a second
+runner waits up to ``lock_wait`` seconds for it (a killed runner's lease expires after
+``lease_ttl``) and then gives up with :class:`RunnerBusyError`.
 """
 
 from __future__ import annotations
