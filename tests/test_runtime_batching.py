@@ -302,6 +302,23 @@ def test_a_chain_step_s_schedule_rides_with_its_first_append(tmp_path: Path) -> 
         inner.close()
 
 
+def test_a_decision_rides_only_while_the_runner_lease_is_surely_held() -> None:
+    # A ridden decision is fenced by the attempt's step lease, not the runner's: a runner
+    # that stalled past its lease (another may have taken the run over and run the step)
+    # appends its decision on its own, where the runner lease's fence refuses it.
+    import time
+
+    from little_dist.local_runner.runner import _held_for_a_while
+
+    def lock(left: float) -> Lease:
+        return Lease("run_x:runner", "me", 1, time.time() + left)
+
+    assert _held_for_a_while(lock(14.0), 15.0)  # just renewed
+    assert _held_for_a_while(lock(9.0), 15.0)  # due for its next renewal
+    assert not _held_for_a_while(lock(4.0), 15.0)  # a renewal was missed
+    assert not _held_for_a_while(lock(-30.0), 15.0)  # the process stalled past it
+
+
 @pytest.mark.parametrize("ttl", [15.0])
 def test_the_keeper_renews_without_being_woken_for_each_lease(ttl: float) -> None:
     class Renewals:

@@ -65,6 +65,16 @@ class _Armed:
     returned: threading.Event = dataclasses.field(default_factory=threading.Event)
 
 
+def _held_for_a_while(lock: Lease, ttl: float) -> bool:
+    """Whether the runner lease, as last renewed, still has more than a third of its
+    ``ttl`` to run: renewed every third, it has unless this process stalled (paused past
+    the TTL: another runner may have taken the run over and run its next step). A decision
+    that rides with an attempt's append is not fenced by the runner lease: it rides only
+    then; else it is appended on its own, where the fence refuses a stale runner and the
+    attempt never starts."""
+    return lock.expires_at - time.time() > ttl / 3
+
+
 class _Superseded(Exception):
     """This loop thread's attempt overstayed: another thread took the loop over."""
 
@@ -383,7 +393,7 @@ class _Runner:
                 reported = state.event_count
             decision = decide(self.view.context, state)
             fresh = self._fresh(decision)
-            if self._rides(decision, fresh):
+            if self._rides(decision, fresh) and _held_for_a_while(heartbeat.lease, self.lease_ttl):
                 # A chain's next step: its schedule is recorded with its first append (one
                 # write less per step), and folded from what the attempt hands over.
                 self._inline(fresh[0], state, generation, decision.events)
@@ -470,8 +480,9 @@ class _Runner:
     def _rides(self, decision: Decision, fresh: Sequence[StepDispatch]) -> bool:
         """Whether ``decision``'s events go with the first append of its one new attempt,
         run inline (:attr:`~little_dist.scheduling.Decision.rider`), instead of on their own.
-        Fenced by that attempt's step lease rather than the runner's: only this runner's
-        loop decides the run, so nobody else appends its schedule."""
+        Fenced by that attempt's step lease rather than the runner's: only the loop holding
+        the runner lease decides the run (the caller checks it still surely does, see
+        :func:`_held_for_a_while`)."""
         return (
             bool(decision.events)
             and len(fresh) == 1
