@@ -384,7 +384,11 @@ class _Look:
             return self.advance()
         waiting = decision.dispatch
         if self.keeping is not None:
-            waiting = tuple(d for d in waiting if d in self.decided)
+            # (by path first: a path's str hash is cached, a dispatch's is computed, and a
+            # wide fan-out's window is the whole of ``waiting``, of which few were decided)
+            decided = self.decided
+            paths = {d.step_path for d in decided}
+            waiting = tuple(d for d in waiting if d.step_path in paths and d in decided)
         fresh = tracker.offers.claim(waiting, self.settings.dispatch_resend_after)
         if not fresh:
             return self.advance()
