@@ -4,6 +4,7 @@ what attempts hand over; the lease keeper not woken per lease."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from little_dist.events import Event, EventInput
 from little_dist.harness.recorder import EventRecorder
 from little_dist.ids import event_id_for
 from little_dist.local_runner import run_version
+from little_dist.local_runner.runner import _held_for_a_while
 from little_dist.run_state import materialize_run_state
 from little_dist.runtime import AttemptOutcome, Capabilities, execute_step_attempt
 from little_dist.runtime.heartbeat import LeaseKeeper
@@ -306,10 +308,6 @@ def test_a_decision_rides_only_while_the_runner_lease_is_surely_held() -> None:
     # A ridden decision is fenced by the attempt's step lease, not the runner's: a runner
     # that stalled past its lease (another may have taken the run over and run the step)
     # appends its decision on its own, where the runner lease's fence refuses it.
-    import time
-
-    from little_dist.local_runner.runner import _held_for_a_while
-
     def lock(left: float) -> Lease:
         return Lease("run_x:runner", "me", 1, time.time() + left)
 

@@ -393,7 +393,7 @@ class _Runner:
                 reported = state.event_count
             decision = decide(self.view.context, state)
             fresh = self._fresh(decision)
-            if self._rides(decision, fresh) and _held_for_a_while(heartbeat.lease, self.lease_ttl):
+            if self._rides(decision, fresh, heartbeat.lease):
                 # A chain's next step: its schedule is recorded with its first append (one
                 # write less per step), and folded from what the attempt hands over.
                 self._inline(fresh[0], state, generation, decision.events)
@@ -477,17 +477,18 @@ class _Runner:
             fresh.append(dispatch)
         return fresh
 
-    def _rides(self, decision: Decision, fresh: Sequence[StepDispatch]) -> bool:
+    def _rides(self, decision: Decision, fresh: Sequence[StepDispatch], lock: Lease) -> bool:
         """Whether ``decision``'s events go with the first append of its one new attempt,
         run inline (:attr:`~little_dist.scheduling.Decision.rider`), instead of on their own.
         Fenced by that attempt's step lease rather than the runner's: only the loop holding
-        the runner lease decides the run (the caller checks it still surely does, see
-        :func:`_held_for_a_while`)."""
+        the runner lease (``lock``, as last renewed) decides the run, so it rides only while
+        that lease is surely held (:func:`_held_for_a_while`)."""
         return (
             bool(decision.events)
             and len(fresh) == 1
             and not self.in_flight
             and decision.rider == fresh[0]
+            and _held_for_a_while(lock, self.lease_ttl)
         )
 
     def _submit(
