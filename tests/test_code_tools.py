@@ -153,9 +153,10 @@ def test_a_program_that_never_reads_its_answers_does_not_hang_the_host() -> None
     program += RAW.replace("pipe.writeSync", "for (;;) pipe.writeSync")
     handler = Echo(result_bytes=200_000)
     started = time.monotonic()
+    # (5 s: on a loaded CI machine deno took more than 2 s to start and write its first request.)
     with pytest.raises(CodeRunError, match=r"stopped by the sandbox \(timeout\)"):
-        run_code(code(program), {}, tools=handler, limits=SandboxLimits(wall_seconds=2))
-    assert time.monotonic() - started < 12
+        run_code(code(program), {}, tools=handler, limits=SandboxLimits(wall_seconds=5))
+    assert time.monotonic() - started < 15
     assert 1 <= len(handler.asked) < 100
 
 

@@ -220,9 +220,18 @@ def test_without_cgroup_kill_every_listed_process_is_killed_until_none_is_left()
     found = _real_cgroups()
     command = found.command(SandboxLimits(processes=64))
     command.unified = None  # as on a kernel before 5.14, or v1 alone
-    # A shell that keeps starting processes: the kill must catch the ones started meanwhile.
-    script = "while :; do sleep 41.5 & sleep 0.01; done"
-    started = subprocess.Popen([*command.enter_prefix(), "sh", "-c", script])
+    # A program that keeps starting processes: the kill must catch the ones started meanwhile.
+    # (Not a shell loop: CI once saw a fork refused for a moment, "Cannot fork", which ends sh.)
+    script = (
+        "import subprocess, time\n"
+        "while True:\n"
+        "    try:\n"
+        "        subprocess.Popen(['sleep', '41.5'])\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "    time.sleep(0.01)\n"
+    )
+    started = subprocess.Popen([*command.enter_prefix(), sys.executable, "-c", script])
     try:
         # (Up to 30 s: a loaded CI machine took more than 4 s to start six processes.)
         deadline = time.monotonic() + 30
