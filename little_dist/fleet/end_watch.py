@@ -86,6 +86,8 @@ class EndWatch:
             try:
                 after, ended = self._read(after, BLOCK_MS)
             except LittleError as error:  # storage away: the commit's refusal still stops it
+                if self._closed:
+                    return  # (the world closed under the read: the worker is going)
                 _log.warning("cannot read the runs' ends: %s", error)
                 self._busy.wait(1.0)
                 continue
