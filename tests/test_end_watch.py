@@ -61,6 +61,8 @@ def test_storage_away_is_a_warning_while_the_watch_is_open(
         with watch.watching("r-1"):
             assert reads.reads.wait(5)
         watch.close()
+        assert watch._thread is not None
+        watch._thread.join(5)  # (its last warning may come just after the close)
     assert "cannot read the runs' ends" in caplog.text
 
 
