@@ -1004,6 +1004,37 @@ def test_a_stashed_spare_goes_to_the_thread_that_asks_first() -> None:
     assert tracker.spares.take() is None
 
 
+def test_a_spare_that_commits_nothing_leaves_no_commit_unlooked_at(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A spare a look kept before this thread's commit: the thread takes it instead of
+    # looking, counting on the spare's own commit to look at both. A spare whose attempt
+    # finds itself done commits nothing: the thread then looks, or the branch end of its
+    # commit would wait for the scheduler's sweep (it did on the commit before).
+    from little_dist.fleet.dispatch import Advance
+    from little_dist.world.base import unique_holder
+    from little_dist.world.fleet_keys import step_lease_key
+
+    fan = _fan_of_four(tmp_path, monkeypatch)
+    world, runtime, app, run_id, tracker = fan.world, fan.runtime, fan.app, fan.run_id, fan.tracker
+    (first, second) = fan.tasks
+    assert _deliver(runtime, first) == "completed"  # a, then its refills c and d inline
+    sent = app.take()
+    state = tracker.catch_up()
+    done = state.steps["fan[a].work"]
+    assert done.status == "completed" and sent == []
+    # A spare left by an earlier look: a's attempt, which has run since.
+    lease = world.acquire_lease(step_lease_key(run_id, "fan[a].work"), unique_holder("w"), 30)
+    assert lease is not None
+    dispatch = StepDispatch(run_id, "fan[a].work", "work", 1, "worker", "execute_step")
+    stale = Advance(state, None, (), 0, kept=dispatch, kept_lease=lease)
+    tracker.spares.stash([stale], time.monotonic() + 3600)
+    assert _deliver(runtime, second) == "completed"  # b: its end needs a look
+    assert tracker.spares.take() is None  # (the thread took the spare: a's attempt, done)
+    assert world.list_events(run_id)[-1].type == "RunCompleted"
+    assert app.take() == []
+
+
 def test_a_waiting_thread_gets_nothing_once_the_advance_is_over() -> None:
     world = MemoryWorld()
     tracker = RunTracker(world, submit_run(world, wf.chain_lwir(1), {}))

@@ -224,6 +224,8 @@ class _Look:
     retry: int = 0
     #: Decided events to ride with the kept attempt's first append.
     deferred: tuple[EventInput, ...] = ()
+    #: The sequence the last round's state was folded through when it decided.
+    decided_through: int = 0
 
     def run(self) -> Advance:
         """Decide, keep and record until nothing new; then send what became ready."""
@@ -245,6 +247,10 @@ class _Look:
         except BaseException:
             self.release(unclaim=True)
             raise
+        if self.decision is not None:
+            # Recorded (or riding with the kept attempt): the commits folded by then are
+            # looked at, and their threads may take the spares this look keeps.
+            self.tracker.note_looked(self.decided_through)
         return self.send()
 
     def decide(self) -> Decision | None:
@@ -260,6 +266,7 @@ class _Look:
                 self.decided.update(decision.scheduled)
         if decision is not None:
             self.decision = decision
+            self.decided_through = self.state.event_count
         return decision
 
     def keep(self, decision: Decision) -> bool:

@@ -40,7 +40,7 @@ from little_dist.fleet.run_tracker import RunTracker
 from little_dist.fleet.sending import schedule_occurrence, send_dispatch
 from little_dist.fleet.spares import SPARE_SECONDS, SpareSender
 from little_dist.run_state import RUN_ENDED
-from little_dist.runtime import Continuation
+from little_dist.runtime import AttemptOutcome, Continuation
 from little_dist.scheduling import RunContext, StepDispatch
 from little_dist.scheduling.step_graph import next_in_chain, plan_for
 from little_dist.world.base import Lease, LeaseRequest, unique_holder
@@ -54,6 +54,10 @@ __all__ = ["Arranged", "FastPath"]
 
 _log = logging.getLogger("little.worker")
 
+# What an attempt that committed reports (its AttemptOutcome's value).
+_COMMITTED = frozenset(
+    o.value for o in (AttemptOutcome.completed, AttemptOutcome.failed, AttemptOutcome.suspended)
+)
 # How long a thread that committed a step waits for the thread advancing the run to hand it
 # an attempt (the advance takes milliseconds; this only bounds a stuck one).
 _HANDOUT_WAIT_S = 0.25
@@ -182,9 +186,11 @@ class FastPath:
             step = current.kept
             assert step is not None
             try:
-                _, following = runtime.attempt(
+                outcome, following = runtime.attempt(
                     step.run_id, step.step_path, step.attempt, step.kind, continued=current
                 )
+                if following is None and outcome not in _COMMITTED:
+                    following = self._look_if_owed(step.run_id)
             except Exception:
                 # The task's own attempt is committed: the continuation goes back to the
                 # queue (the worker that gets it finds it busy, done, or to be continued).
@@ -198,6 +204,27 @@ class FastPath:
                 self.hand_off(current)  # (releasing a lease already released is harmless)
                 return
             current = following
+
+    def _look_if_owed(self, run_id: str) -> Advance | None:
+        """After an inline attempt that committed nothing (it found itself done, or busy):
+        look at the run if no look of this process has decided on all it folded, and
+        return the attempt that look kept for this slot, if any.
+
+        The commit before it may be one nobody looked at: its thread took this attempt as
+        a spare, kept by a look that folded other threads' commits, counting on this
+        attempt's own commit to look. Without this look, that commit's branch end (the
+        fan-out's last, say) waited for the scheduler's sweep."""
+        runtime = self._runtime
+        tracker = runtime.runs.get(run_id)
+        if tracker.looked_past(tracker.last_sequence):
+            return None
+        keep = self._keeps if runtime.settings.worker_inline_steps > 0 else None
+        advance = runtime.advance(tracker, keep=keep)
+        if advance is not None and advance.done:
+            runtime.runs.forget(run_id)
+        if advance is None or advance.kept is None:
+            return None
+        return advance
 
     @property
     def enabled(self) -> bool:

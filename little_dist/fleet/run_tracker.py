@@ -153,6 +153,8 @@ class RunTracker:
         # Branch paths (``fan[k]``) in which this process recorded a StepCompleted whose
         # branch end is not folded yet: their refills are this process's (own_ends).
         self._own_ends: set[str] = set()
+        # The last sequence a look of this process had folded when it decided (looked_past).
+        self._looked_through = 0
         # (type, recordedAt) of the last event folded: the read after it checks the log
         # still holds it (see _read_new).
         self._last_mark: tuple[str, str] | None = None
@@ -274,6 +276,7 @@ class RunTracker:
         self._undecoded = []
         self._ahead.clear()
         self._own_ends.clear()
+        self._looked_through = 0
         self.offers.clear()
         self._version_id = None
         self._version_binding = None
@@ -352,6 +355,17 @@ class RunTracker:
                         if isinstance(path, str) and "]" in path:
                             self._own_ends.update(branch_paths(path))
             self._fold_next(events)
+
+    def note_looked(self, through: int) -> None:
+        """A look of this process decided on the log folded through sequence ``through``."""
+        with self._lock:
+            if through > self._looked_through:
+                self._looked_through = through
+
+    def looked_past(self, sequence: int) -> bool:
+        """Whether a look of this process decided with the events up to ``sequence`` folded
+        (a commit recorded through it was looked at: its branch end and refill decided)."""
+        return self._looked_through >= sequence
 
     def own_ends(self) -> frozenset[str]:
         """The branches in which this process committed a step whose branch end is not folded

@@ -4,7 +4,10 @@ A look at a fan-out folds the commits of several of this process's threads at on
 schedules the branches that refill their slots, each leased for this process. The threads
 whose commits it folded are a moment away from asking for their next attempt; one that asks
 after the look is over takes one of these spares (:meth:`SpareAttempts.take`, on the run's
-tracker) instead of looking at the run itself. A spare nobody takes within
+tracker) instead of looking at the run itself. A thread that committed after that look takes
+one too: the spare's own commit looks at both; if the spare's attempt commits nothing (it
+found itself done), the thread looks then, unless a later look decided on all it folded
+(:meth:`~little_dist.fleet.run_tracker.RunTracker.looked_past`). A spare nobody takes within
 :data:`SPARE_SECONDS` goes to its queue (:class:`SpareSender`, one thread per worker
 process), and so do all of them when the worker starts shutting down.
 """
