@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import os
 import shutil
 import signal
@@ -555,12 +556,62 @@ def tasks_run(engine: Engine) -> int:
     return sum(sum((reply.get("total") or {}).values()) for reply in stats.values())
 
 
-def measure_fan(engine: Engine) -> float:
-    """(b): wall seconds of one 1000-branch run."""
+def measure_fan(engine: Engine, ran: list[tuple[str, float]]) -> float:
+    """(b): wall seconds of one 1000-branch run (its id, and the wall clock when its end
+    was seen, are added to ``ran``)."""
     from tests import fleet_app
 
     keys = [f"k{index}" for index in range(GROUP_TASKS)]
-    return engine.run(fleet_app.fan1000, {"keys": keys}, timeout=600)[1]
+    run_id, seconds, _ = engine.run(fleet_app.fan1000, {"keys": keys}, timeout=600)
+    ran.append((run_id, time.time()))
+    return seconds
+
+
+#: A pause between two of a fan's events longer than this is reported (milliseconds).
+STALL_MS = 500
+
+
+def say_stall(report: Report, engine: Engine, run_id: str, seen_at: float) -> None:
+    """Report the longest pause between two consecutive events of ``run_id`` if it is over
+    :data:`STALL_MS`, and the client's if it saw the run's end (at ``seen_at``) that much
+    after it was recorded: where a slow run waited (read after its CPU was counted)."""
+    from datetime import datetime
+
+    events = engine.world.list_events(run_id)
+    if events:
+        ended = datetime.fromisoformat(events[-1].recorded_at.replace("Z", "+00:00"))
+        late_ms = (seen_at - ended.timestamp()) * 1000
+        if late_ms > STALL_MS:
+            report.say(
+                f"    (b) {run_id}: the client saw its end {late_ms / 1000:.2f} s after it "
+                "was recorded"
+            )
+    gaps = [
+        (_ms_between(before.recorded_at, after.recorded_at), before, after)
+        for before, after in itertools.pairwise(events)
+    ]
+    if not gaps:
+        return
+    gap, before, after = max(gaps, key=lambda item: item[0])
+    if gap > STALL_MS:
+
+        def where(event: Any) -> str:
+            path = event.payload.get("stepPath") or event.payload.get("branchPath") or ""
+            return f"#{event.sequence} {event.type} {path}".rstrip()
+
+        report.say(
+            f"    (b) {run_id} paused {gap / 1000:.2f} s between {where(before)} and "
+            f"{where(after)} (of {len(events)} events)"
+        )
+
+
+def _ms_between(first: str, second: str) -> float:
+    from datetime import datetime
+
+    def parsed(stamp: str) -> datetime:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+    return (parsed(second) - parsed(first)).total_seconds() * 1000
 
 
 def warm_fan(engine: Engine) -> None:
@@ -862,8 +913,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                                 measure_raw_group(raw, redis, prefix)
                             tasks_before = tasks_run(engine)
                             wait_idle(engine_pids, not_before=archived_by)
+                            ran: list[tuple[str, float]] = []
                             with cpu_spent(pids) as fan_cpu:
-                                fan_s = attempt(report, "(b)", lambda: measure_fan(engine))
+                                fan_s = attempt(
+                                    report, "(b)", lambda ran=ran: measure_fan(engine, ran)
+                                )
+                            if ran:
+                                say_stall(report, engine, *ran[0])
                             archived_by = time.monotonic() + engine.archive_delay + 0.5
                             if fan_s is None:
                                 break
