@@ -215,6 +215,8 @@ class FastPath:
         attempt's own commit to look. Without this look, that commit's branch end (the
         fan-out's last, say) waited for the scheduler's sweep."""
         runtime = self._runtime
+        if run_id not in runtime.runs:
+            return None  # (forgotten: the run is over)
         tracker = runtime.runs.get(run_id)
         if tracker.looked_past(tracker.last_sequence):
             return None
