@@ -75,10 +75,12 @@ def test_cwd_must_be_inside_a_writable_mount(own: Path, tmp_path: Path) -> None:
 
 
 def test_a_command_past_its_time_ends_with_124(own: Path) -> None:
-    result = session(own).run({"cmd": "echo started; sleep 30", "timeoutMs": 200})
+    # (2 s, not 0.2: the clock runs from the sandbox's start, and on a loaded CI machine the
+    # sandbox took longer than 0.2 s to get as far as the echo)
+    result = session(own).run({"cmd": "echo started; sleep 30", "timeoutMs": 2000})
     assert result["exitCode"] == 124
     assert result["stdout"] == "started\n"
-    assert "timed out after 200 ms" in result["stderr"]
+    assert "timed out after 2000 ms" in result["stderr"]
 
 
 def test_exit_codes_and_stderr_are_the_commands(own: Path) -> None:
