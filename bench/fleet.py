@@ -575,19 +575,16 @@ def say_stall(report: Report, engine: Engine, run_id: str, seen_at: float) -> No
     """Report the longest pause between two consecutive events of ``run_id`` if it is over
     :data:`STALL_MS`, and the client's if it saw the run's end (at ``seen_at``) that much
     after it was recorded: where a slow run waited (read after its CPU was counted)."""
-    from datetime import datetime
-
     events = engine.world.list_events(run_id)
     if events:
-        ended = datetime.fromisoformat(events[-1].recorded_at.replace("Z", "+00:00"))
-        late_ms = (seen_at - ended.timestamp()) * 1000
+        late_ms = (seen_at - parse_time(events[-1].recorded_at)) * 1000
         if late_ms > STALL_MS:
             report.say(
                 f"    (b) {run_id}: the client saw its end {late_ms / 1000:.2f} s after it "
                 "was recorded"
             )
     gaps = [
-        (_ms_between(before.recorded_at, after.recorded_at), before, after)
+        ((parse_time(after.recorded_at) - parse_time(before.recorded_at)) * 1000, before, after)
         for before, after in itertools.pairwise(events)
     ]
     if not gaps:
@@ -603,15 +600,6 @@ def say_stall(report: Report, engine: Engine, run_id: str, seen_at: float) -> No
             f"    (b) {run_id} paused {gap / 1000:.2f} s between {where(before)} and "
             f"{where(after)} (of {len(events)} events)"
         )
-
-
-def _ms_between(first: str, second: str) -> float:
-    from datetime import datetime
-
-    def parsed(stamp: str) -> datetime:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-
-    return (parsed(second) - parsed(first)).total_seconds() * 1000
 
 
 def warm_fan(engine: Engine) -> None:

@@ -55,4 +55,3 @@ def judge_for(
         )
 
     return ask
-

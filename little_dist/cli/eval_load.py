@@ -188,4 +188,3 @@ def _lines(label: str, findings: Any, exc: Exception | None) -> list[str]:
     noun = "finding" if len(findings) == 1 else "findings"
     lines.append(f"little eval: {label}: invalid, {len(findings)} {noun}")
     return lines
-

@@ -38,9 +38,7 @@ def project_sets(cwd: Path) -> list[tuple[Path, Path | None, Path]]:
     return found
 
 
-def run_project_sets(
-    args: argparse.Namespace, run_one: Callable[[argparse.Namespace], int]
-) -> int:
+def run_project_sets(args: argparse.Namespace, run_one: Callable[[argparse.Namespace], int]) -> int:
     from little_dist.errors import InvalidInputError
 
     try:

@@ -54,10 +54,8 @@ __all__ = ["Arranged", "FastPath"]
 
 _log = logging.getLogger("little.worker")
 
-# What an attempt that committed reports (its AttemptOutcome's value).
-_COMMITTED = frozenset(
-    o.value for o in (AttemptOutcome.completed, AttemptOutcome.failed, AttemptOutcome.suspended)
-)
+# What an attempt that committed reports (``WorkerRuntime.attempt`` gives the value).
+_COMMITTED = frozenset(outcome.value for outcome in AttemptOutcome if outcome.committed)
 # How long a thread that committed a step waits for the thread advancing the run to hand it
 # an attempt (the advance takes milliseconds; this only bounds a stuck one).
 _HANDOUT_WAIT_S = 0.25

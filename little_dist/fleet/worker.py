@@ -305,11 +305,7 @@ class WorkerRuntime:
             )
         how = " (inline)" if continued is not None else ""
         _log.info("%s %s %s#%d%s: %s", kind, run_id, step_path, attempt, how, outcome.value)
-        committed = outcome in (
-            AttemptOutcome.completed,
-            AttemptOutcome.failed,
-            AttemptOutcome.suspended,
-        )
+        committed = outcome.committed
         # The tracker folded the commit: if nothing else came in between, it is as current
         # as a read right after the commit would make it.
         current = tracker.last_sequence == last_recorded

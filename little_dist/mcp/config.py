@@ -44,8 +44,8 @@ _RESERVED_NAMES = frozenset({"bash", "__proto__", "constructor", "prototype"})
 
 def safe_tool_name(name: object) -> bool:
     """Whether ``name`` may be a visible MCP tool name (upstream's ``assertSafeToolName``)."""
-    return isinstance(name, str) and bool(_SAFE_NAME.fullmatch(name)) and (
-        name not in _RESERVED_NAMES
+    return (
+        isinstance(name, str) and bool(_SAFE_NAME.fullmatch(name)) and (name not in _RESERVED_NAMES)
     )
 
 
@@ -334,11 +334,7 @@ def _check_policy(config: McpServerConfig, policy: Mapping[str, Any], where: str
     if "schemas" not in policy:
         return
     include = config.include
-    if (
-        include is None
-        or len(set(include)) != len(include)
-        or set(include) != set(config.schemas)
-    ):
+    if include is None or len(set(include)) != len(include) or set(include) != set(config.schemas):
         raise InvalidInputError(
             f"{where}: MCP tool schemas must exactly match included tool names "
             f"(include: {None if include is None else list(include)}, "

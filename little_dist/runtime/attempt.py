@@ -95,6 +95,11 @@ class AttemptOutcome(enum.Enum):
     superseded = "superseded"  # the lease was taken over: nothing more was written
     suspended = "suspended"  # this call committed little.step.suspended (waits for sub-runs)
 
+    @property
+    def committed(self) -> bool:
+        """Whether this call committed something that ends the attempt (or suspends it)."""
+        return self in (AttemptOutcome.completed, AttemptOutcome.failed, AttemptOutcome.suspended)
+
 
 def run_input_of(events: Sequence[Event]) -> Any:
     """``RunStarted.payload.input`` of a run's events (``None`` before RunStarted)."""

@@ -591,6 +591,7 @@ def _manifest(
     :mod:`little_dist.harness.drift`)."""
     from little_dist.canonical import sha256_digest
     from little_dist.harness.log_values import frozen_digest
+
     # Step objects come from the scheduling plan, cached per version: hashed once each.
     manifest: dict[str, Any] = {
         "workflowVersionId": version.id,
