@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -615,6 +616,19 @@ def _flower_get(port: int, path: str, auth: FlowerAuth | None) -> tuple[int, Any
         return 0, None
 
 
+def _flower_online_workers(port: int, auth: FlowerAuth) -> set[str]:
+    """The workers Flower's metrics say are online: set from their events, not an inspect."""
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/metrics")
+    token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
+    request.add_header("Authorization", f"Basic {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            text = response.read().decode()
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return set()
+    return set(re.findall(r'^flower_worker_online\{worker="([^"]+)"\} 1\.0$', text, re.M))
+
+
 @pytest.mark.slow
 def test_flower_lists_the_workers_and_the_step_tasks(make_fleet: Callable[..., Fleet]) -> None:
     # Every step through the broker: with eager continuation a step that follows a commit in
@@ -633,13 +647,22 @@ def test_flower_lists_the_workers_and_the_step_tasks(make_fleet: Callable[..., F
         alive=fleet.check_alive,
     )
     assert _flower_get(port, "/api/workers", None)[0] == 401  # the API needs the login
+    worker_hosts = set(fleet.worker_hosts(2))
+    # The web server answering does not mean Flower's event receiver is bound: a receiver that
+    # binds late (it retries with a growing back-off) misses the tasks. A heartbeat of each
+    # worker in its metrics proves events from both reach it.
+    wait_until(
+        lambda: worker_hosts <= _flower_online_workers(port, auth),
+        timeout=60,
+        what="Flower to receive both workers' heartbeats",
+        every=0.5,
+        alive=fleet.check_alive,
+    )
 
     items = ["p", "q"]
     run_id = "run_flower_00"
     fleet.submit(screening, screening_input(run_id, items, 0.0), run_id)
     assert fleet.wait_runs([run_id], timeout=60) == {run_id: "completed"}
-
-    worker_hosts = set(fleet.worker_hosts(2))
 
     def workers_listed() -> bool:
         status, body = _flower_get(port, "/api/workers?refresh=1", auth)
