@@ -4,6 +4,7 @@ what attempts hand over; the lease keeper not woken per lease."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -28,7 +29,14 @@ from tests.test_runtime import RUN, dispatch, started
 from tests.workflows_for_tests import chain_lwir, single_tool_lwir
 from tests.workflows_for_tests import tools as test_tools
 
-_WRITES = ("append", "append_batch", "acquire_lease", "renew_lease", "release_lease")
+_WRITES = (
+    "append",
+    "append_batch",
+    "append_batch_then_acquire",
+    "acquire_lease",
+    "renew_lease",
+    "release_lease",
+)
 
 
 class CountingWorld:
@@ -271,8 +279,54 @@ def test_the_runner_folds_what_attempts_hand_over(tmp_path: Path) -> None:
         assert state.event_count == len(inner.list_events(state.run_id))
         # Nothing written by this runner or its attempts was read back from the log.
         assert world.events_read == 0
-        # Per step: StepScheduled; the lease; write-ahead; result; commit; release.
-        assert world.writes.count("acquire_lease") == 5 + 1  # + the runner lock
+        # Per step: the write-ahead (with the step's schedule) and the commit, which
+        # releases the step's lease and takes the next link's: the only leases taken on
+        # their own are the runner lock and the first step's.
+        assert world.writes.count("acquire_lease") == 1 + 1
+        assert world.writes.count("append_batch_then_acquire") == 5 - 1
+        assert world.writes.count("release_lease") == 1  # the runner lock
+        assert _held_leases(inner) == []
+    finally:
+        inner.close()
+
+
+def _held_leases(world: LocalWorld) -> list[str]:
+    rows = world._db.read("SELECT key FROM leases WHERE holder IS NOT NULL", ())
+    return [key for (key,) in rows]
+
+
+def test_a_next_step_lease_the_run_does_not_use_is_released(tmp_path: Path) -> None:
+    # s1's commit takes s2's lease; the cancel request set during s1's call ends the run
+    # before s2 runs: the lease is released, not left to expire (a resumed run would wait).
+    handle = threading.Event()
+
+    @tool
+    def noop(n: int = 0) -> dict[str, Any]:
+        """Ask for the run's cancel at s1."""
+        if n == 1:
+            handle.set()
+        return {"n": n}
+
+    inner = LocalWorld(tmp_path)
+    world = CountingWorld(inner)
+    version = compile_lwir(chain_lwir(4), input={})
+    try:
+        state = run_version(
+            world,
+            version,
+            {},
+            capabilities=Capabilities(tools=ToolRegistry([noop])),
+            cancel=handle,
+        )
+        assert state.status == "failed"
+        ended = inner.list_events(state.run_id)[-1]
+        assert (ended.type, ended.payload["error"]["causeCode"]) == ("RunFailed", "cancelled")
+        assert [s for s, step in sorted(state.steps.items()) if step.status == "completed"] == [
+            "s0",
+            "s1",
+        ]
+        assert world.writes.count("append_batch_then_acquire") == 2  # s0's and s1's commits
+        assert _held_leases(inner) == []
     finally:
         inner.close()
 
@@ -295,7 +349,10 @@ def test_a_chain_step_s_schedule_rides_with_its_first_append(tmp_path: Path) -> 
                 scheduled = events[index - 1]
                 assert scheduled.type == "StepScheduled"
                 assert scheduled.payload["stepPath"] == event.payload["stepPath"]
-        appends = world.writes.count("append_batch") + world.writes.count("append")
+        appends = sum(
+            world.writes.count(name)
+            for name in ("append_batch", "append", "append_batch_then_acquire")
+        )
         # The run's start; two appends per step (the non-read-only tool's write-ahead, which
         # carries the step's schedule, and the commit); the run's end. (Three per step when
         # each schedule was appended on its own.)

@@ -20,6 +20,7 @@ from little_dist.errors import LeaseLostError, LittleError, RunEndedError
 from little_dist.event_types.engine import CANCEL_EVENT_TYPE
 from little_dist.events import EventInput
 from little_dist.local_runner.checks import RunnerBusyError, RunStalledError
+from little_dist.local_runner.next_lease import NextLease
 from little_dist.local_runner.run_view import RunView
 from little_dist.pricing import PriceFallback
 from little_dist.run_limits import deadline_cancel, requested_cancel
@@ -48,10 +49,6 @@ DEFAULT_LEASE_TTL: Final = 15.0
 
 #: Longest wait for an attempt before the loop reads the log again (a cancel request).
 CANCEL_POLL: Final = 0.5
-
-#: The runner holds the run's runner lease: nobody else runs its attempts, so an attempt
-#: need not read the log again once it holds its step lease.
-_EXCLUSIVE: Final = Continuation(read_log=False)
 
 
 #: An inline attempt the calling thread watches: ``over_by`` (monotonic) when, past its step
@@ -131,6 +128,7 @@ class _Runner:
         self.view = RunView(world, run_id, context, pricing_fallback)
         self.cancel = threading.Event()  # tells in-flight attempts to stop early
         self.keeper = LeaseKeeper(world)  # heartbeats every attempt's lease from one thread
+        self.next_lease = NextLease(world, version, run_id, lease_ttl)
         #: Seconds an attempt may run (the workflow's step_timeout, else the default).
         self.timeout = capabilities.attempt_timeout(DEFAULT_STEP_TIMEOUT)
         self.in_flight: dict[Future[AttemptOutcome], StepDispatch] = {}
@@ -308,8 +306,10 @@ class _Runner:
             return
         except BaseException as error:
             if self.generation == generation:
+                self.next_lease.drop()
                 self.messages.put(("error", error))
             return
+        self.next_lease.drop()
         if self.generation == generation:
             self.messages.put(("done", state))
 
@@ -393,6 +393,8 @@ class _Runner:
                 reported = state.event_count
             decision = decide(self.view.context, state)
             fresh = self._fresh(decision)
+            if len(fresh) != 1 or self.in_flight:
+                self.next_lease.drop()  # (no attempt runs next on this thread)
             if self._rides(decision, fresh, heartbeat.lease):
                 # A chain's next step: its schedule is recorded with its first append (one
                 # write less per step), and folded from what the attempt hands over.
@@ -532,7 +534,7 @@ class _Runner:
             over_by = time.monotonic() + self.timeout + DEADLINE_GRACE + self.sweep_interval
         armed = self.armed = _Armed(dispatch, over_by, generation)
         try:
-            outcome = self._attempt(dispatch, state, preamble)
+            outcome = self._attempt(dispatch, state, preamble, generation)
         finally:
             armed.returned.set()
             with self.guard:
@@ -544,8 +546,20 @@ class _Runner:
         self._settled(dispatch, outcome)
 
     def _attempt(
-        self, dispatch: StepDispatch, state: RunState, preamble: Sequence[EventInput] = ()
+        self,
+        dispatch: StepDispatch,
+        state: RunState,
+        preamble: Sequence[EventInput] = (),
+        generation: int | None = None,
     ) -> AttemptOutcome:
+        """Run ``dispatch``; ``generation``: the loop running it on its own thread, whose
+        commit takes a chain's next step lease (see :mod:`.next_lease`)."""
+        # The runner holds the run's runner lease: nobody else runs its attempts, so an
+        # attempt need not read the log again once it holds its step lease.
+        if generation is not None:
+            continuation = self.next_lease.continuation(generation, dispatch, preamble)
+        else:
+            continuation = Continuation(read_log=False, preamble=preamble)
         return execute_step_attempt(
             self.world,
             dispatch,
@@ -558,10 +572,7 @@ class _Runner:
             cancel=self.cancel,
             keeper=self.keeper,
             on_recorded=self.view.handed_over,
-            # The runner lease: no one else runs this run's attempts.
-            continuation=(
-                dataclasses.replace(_EXCLUSIVE, preamble=preamble) if preamble else _EXCLUSIVE
-            ),
+            continuation=continuation,
             timeout=self.timeout,
             abandon=self.interrupted,
         )

@@ -6,8 +6,8 @@ of its own: the refused events' model usage goes to ``late_events`` instead, in 
 transaction), the fence and the expected sequence, insert the new rows with one
 ``executemany``. Each payload is encoded once, before the transaction
 (:func:`~little_dist.world.defaults.prepare_events`); the event id is hashed from that same
-canonical text (:func:`~little_dist.ids.event_id_for_payload_json`) instead of encoding the
-payload a second time.
+canonical text (:meth:`~little_dist.world.defaults.PreparedEvent.to_event`) instead of
+encoding the payload a second time.
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ from typing import Any, Final
 
 from little_dist.canonical import canonical_json
 from little_dist.errors import LeaseLostError
-from little_dist.events import Event
-from little_dist.ids import event_id_for_payload_json
+from little_dist.events import Event, recorded_event
 from little_dist.occurrences import RUN_END
 from little_dist.world.base import Fence, LateEvent, SequenceConflictError
 from little_dist.world.defaults import PreparedEvent, late_events_of, refused_after_end
@@ -62,14 +61,9 @@ _LOOKUP_CHUNK: Final = 500
 def row_to_event(run_id: str, row: tuple[Any, ...]) -> Event:
     """The :class:`Event` of one ``EVENT_COLUMNS`` row."""
     sequence, event_id, event_type, occurrence_id, recorded_at, payload = row
-    return Event(
-        event_id=event_id,
-        run_id=run_id,
-        sequence=sequence,
-        type=event_type,
-        occurrence_id=occurrence_id,
-        recorded_at=recorded_at,
-        payload=json.loads(payload),
+    # (this world's own rows, written checked: no second validation)
+    return recorded_event(
+        event_id, run_id, sequence, event_type, occurrence_id, recorded_at, json.loads(payload)
     )
 
 
@@ -155,17 +149,8 @@ def append_prepared(
                 result.append(existing)
                 continue
         last += 1
-        event_id = event_id_for_payload_json(run_id, last, item.type, item.payload_json, oid)
-        rows.append((run_id, last, event_id, item.type, oid, recorded_at, item.payload_json))
-        event = Event(
-            event_id=event_id,
-            run_id=run_id,
-            sequence=last,
-            type=item.type,
-            occurrence_id=oid,
-            recorded_at=recorded_at,
-            payload=item.payload,
-        )
+        event = item.to_event(run_id, last, recorded_at)
+        rows.append((run_id, last, event.event_id, item.type, oid, recorded_at, item.payload_json))
         if oid is not None:
             recorded[oid] = event  # a repeat later in this batch names this one
         result.append(event)

@@ -20,12 +20,12 @@ from little_dist.world.base import (
     Fence,
     LateEvent,
     Lease,
+    LeaseRequest,
 )
 from little_dist.world.defaults import (
     AppendsInOneProcess,
     DecodesEveryEvent,
     LeasesOneByOne,
-    SequentialAppendThenAcquire,
     SequentialArtifactsThenAppend,
     WaitForEndByFollowing,
     check_event_window,
@@ -72,7 +72,6 @@ _CLAIMED: Final = "SELECT input_hash FROM submissions WHERE run_id = ?"
 class LocalWorld(
     AppendsInOneProcess,
     LeasesOneByOne,
-    SequentialAppendThenAcquire,
     SequentialArtifactsThenAppend,
     DecodesEveryEvent,
     WaitForEndByFollowing,
@@ -117,25 +116,92 @@ class LocalWorld(
         expected_sequence: int | None,
         fence: Fence | None,
     ) -> list[Event]:
-        validate_run_id(run_id)
-        prepared = prepare_events(events)
-        if not prepared:
-            return []
-        recorded_at = now_iso()
-        recorded = self._db.write(
-            lambda conn: append_prepared(
-                conn,
-                run_id,
-                prepared,
-                expected_sequence=expected_sequence,
-                fence=fence,
-                clock=self._clock,
-                recorded_at=recorded_at,
-            )
+        recorded, _ = self._commit(run_id, events, expected_sequence, fence, False, None)
+        return recorded
+
+    def append_batch(
+        self,
+        run_id: str,
+        events: Sequence[EventInput],
+        *,
+        expected_sequence: int | None = None,
+        fence: Fence | None = None,
+        signal: bool = True,
+        release: bool = False,
+    ) -> list[Event]:
+        del signal  # no scheduler to signal
+        recorded, _ = self._commit(run_id, events, expected_sequence, fence, release, None)
+        return recorded
+
+    def append_batch_then_acquire(
+        self,
+        run_id: str,
+        events: Sequence[EventInput],
+        lease: LeaseRequest,
+        *,
+        fence: Fence | None = None,
+        signal: bool = True,
+        release: bool = False,
+    ) -> tuple[list[Event], Lease | None]:
+        del signal
+        check_lease_request(lease.key, lease.holder, lease.ttl_seconds)
+        return self._commit(run_id, events, None, fence, release, lease)
+
+    def _commit(
+        self,
+        run_id: str,
+        events: Sequence[EventInput],
+        expected_sequence: int | None,
+        fence: Fence | None,
+        release: bool,
+        then_acquire: LeaseRequest | None,
+    ) -> tuple[list[Event], Lease | None]:
+        """The append, the release of ``fence``'s lease (``release``) and the acquire of
+        ``then_acquire`` (if the append is taken) in one transaction: a step's commit is one
+        write, not three. A failed append still releases the lease, in a write of its own."""
+        freed = (
+            Lease(fence.key, fence.holder or "", fence.token, 0.0) if release and fence else None
         )
+        written = False
+        try:
+            validate_run_id(run_id)
+            prepared = prepare_events(events)
+            if not prepared and freed is None and then_acquire is None:
+                return [], None
+            recorded_at = now_iso()
+
+            def body(conn: sqlite3.Connection) -> tuple[list[Event] | None, Lease | None]:
+                recorded = (
+                    append_prepared(
+                        conn,
+                        run_id,
+                        prepared,
+                        expected_sequence=expected_sequence,
+                        fence=fence,
+                        clock=self._clock,
+                        recorded_at=recorded_at,
+                    )
+                    if prepared
+                    else []
+                )
+                if freed is not None:
+                    leases.release(conn, freed)
+                taken = None
+                if recorded is not None and then_acquire is not None:
+                    request = then_acquire
+                    taken = leases.acquire(
+                        conn, request.key, request.holder, request.ttl_seconds, self._clock()
+                    )
+                return recorded, taken
+
+            recorded, taken = self._db.write(body)
+            written = True
+        finally:
+            if freed is not None and not written:
+                self.release_lease(freed)
         if recorded is None:  # (its late record is committed)
             raise RunEndedError(run_id)
-        return recorded
+        return recorded, taken
 
     def last_sequence(self, run_id: str) -> int:
         validate_run_id(run_id)
