@@ -443,6 +443,44 @@ class WorldConformance(VersionIndexConformance):
         assert retried == [batch[0], batch[1]]
         assert world.last_sequence(RUN) == 3
 
+    def test_a_recorded_occurrence_after_new_ones_leaves_no_row_behind(
+        self, handle: WorldHandle
+    ) -> None:
+        # Distinct ids, the recorded one in the middle: a world that inserts first and looks
+        # up on a refusal must take back the rows it inserted before it.
+        world = handle.world
+        recorded = world.append(RUN, ev("StepScheduled", "occ-a", stepPath="a"))
+        batch = world.append_batch(
+            RUN,
+            [
+                ev("StepScheduled", "occ-x", stepPath="x"),
+                ev("StepScheduled", "occ-a", stepPath="a"),
+                ev("StepScheduled", "occ-y", stepPath="y"),
+            ],
+        )
+        assert batch[1] == recorded
+        assert [(e.sequence, e.occurrence_id) for e in batch] == [
+            (2, "occ-x"),
+            (1, "occ-a"),
+            (3, "occ-y"),
+        ]
+        assert world.list_events(RUN) == [recorded, batch[0], batch[2]]
+        # A row left behind would show here: an end before the recorded id, then a new one
+        # (left behind, the end would seal the log before the last event's turn).
+        ended = world.append_batch(
+            RUN,
+            [
+                ev("RunFailed", "fail-z"),
+                ev("StepScheduled", "occ-a", stepPath="a"),
+                ev("StepScheduled", "occ-z", stepPath="z"),
+            ],
+        )
+        assert [(e.sequence, e.type) for e in ended] == [
+            (4, "RunFailed"),
+            (1, "StepScheduled"),
+            (5, "StepScheduled"),
+        ]
+
     def test_batch_with_a_stale_expected_sequence_writes_none_of_it(
         self, handle: WorldHandle
     ) -> None:
