@@ -81,10 +81,11 @@ class _AppendsBatches(Protocol):
 
 class AppendsInOneProcess:
     """``append``, ``append_batch`` and ``follow`` of a world with no scheduler to signal
-    and no fused commit-and-release (``MemoryWorld``, ``LocalWorld``): every append is the
-    world's own ``_append_batch`` (input checked, then the atomic write), a release follows
-    it (:func:`releasing_fence`), and ``follow`` checks its window before the world's own
-    ``_follow`` waits for events."""
+    (``MemoryWorld``, ``LocalWorld``): every append is the world's own ``_append_batch``
+    (input checked, then the atomic write), a release follows it (:func:`releasing_fence`;
+    ``LocalWorld`` has its own ``append_batch``, which releases in the append's
+    transaction), and ``follow`` checks its window before the world's own ``_follow`` waits
+    for events."""
 
     def append(
         self: _AppendsBatches,
@@ -131,8 +132,8 @@ class LeasesOneByOne:
 
 
 class SequentialAppendThenAcquire:
-    """``append_batch_then_acquire`` for worlds with no round trip to save (in memory, on
-    the local disk): the append, then the acquire (none if the append raised)."""
+    """``append_batch_then_acquire`` for worlds with no round trip to save (in memory): the
+    append, then the acquire (none if the append raised)."""
 
     def append_batch_then_acquire(
         self: World,
