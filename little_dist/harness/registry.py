@@ -26,8 +26,8 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Mapping
-from dataclasses import asdict
-from typing import Any
+from dataclasses import fields
+from typing import Any, Final
 
 from little_dist.canonical import sha256_digest
 from little_dist.errors import LeaseLostError
@@ -102,6 +102,12 @@ def _skill_identity(skill: object) -> tuple[str, ...]:
 
 
 def _model_digest(model: object) -> str:
+    if model is None:  # (a step with no model: tool.call, code.run; the same every time)
+        return _NO_MODEL_DIGEST
+    return _digest_of_model(model)
+
+
+def _digest_of_model(model: object) -> str:
     return sha256_digest(
         json_safe(
             {
@@ -113,6 +119,9 @@ def _model_digest(model: object) -> str:
     )
 
 
+_NO_MODEL_DIGEST: Final = _digest_of_model(None)
+
+
 @functools.lru_cache(maxsize=256)
 def _pairs_digest(items: tuple[tuple[str, ...], ...]) -> str:
     """Digest of sorted (name, ...) tuples as a list of lists: the same few per process."""
@@ -120,7 +129,8 @@ def _pairs_digest(items: tuple[tuple[str, ...], ...]) -> str:
 
 
 def _result_json(result: HarnessResult) -> dict[str, Any]:
-    data = {key: json_safe(value) for key, value in asdict(result).items()}
+    # (json_safe copies, and dumps nested dataclasses: asdict's deep copy first is not needed)
+    data = {field.name: json_safe(getattr(result, field.name)) for field in fields(result)}
     if "artifact_refs" in data:
         data["artifactRefs"] = data.pop("artifact_refs")
     if "fixed_source" in data:
