@@ -1501,3 +1501,60 @@ def test_a_message_for_an_attempt_that_is_not_due_runs_nothing() -> None:
     assert len(calls) == 1
     assert runtime.execute(run_id, "only", 2, "execute_step") in {"not_due", "already_done"}
     assert len(calls) == 1
+
+
+class _WritesWorld(MemoryWorld):
+    """Records the calls made to it: appends (with whether each releases its fence) and
+    releases (not the one an append that releases makes inside)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[str] = []
+        self._appending = False
+
+    def append_batch(self, run_id: str, events: Any, **options: Any) -> list[Event]:
+        self.writes.append("append+release" if options.get("release") else "append")
+        self._appending = True
+        try:
+            return super().append_batch(run_id, events, **options)
+        finally:
+            self._appending = False
+
+    def release_lease(self, lease: Any) -> None:
+        if not self._appending:
+            self.writes.append("release")
+        super().release_lease(lease)
+
+
+@pytest.mark.parametrize("lapsed", [False, True])
+def test_a_handed_off_attempt_s_schedule_and_lease_go_back_in_one_write(lapsed: bool) -> None:
+    # A kept attempt sent to its queue: its schedule is appended and the step lease taken
+    # for it given back in one round trip (a fenced append that releases). A lease that is
+    # no longer held (it lapsed, or was given back) leaves the append unfenced.
+    from little_dist.world.base import unique_holder
+    from little_dist.world.fleet_keys import step_lease_key
+
+    world = _WritesWorld()
+    runtime, app = _runtime(world, ToolRegistry([wf.noop]))
+    run_id = _start(world, app, wf.chain_lwir(2), {})
+    app.take()
+    key = step_lease_key(run_id, "s1")
+    lease = world.acquire_lease(key, unique_holder("w"), 30)
+    assert lease is not None
+    if lapsed:
+        world.release_lease(lease)
+    dispatch = StepDispatch(run_id, "s1", "s1", 1, "worker", "execute_step")
+    scheduled = EventInput(
+        type="StepScheduled",
+        payload={"stepId": "s1", "stepPath": "s1", "uses": "tool.call"},
+        occurrence_id="sched:s1:1",
+    )
+    state = RunTracker(world, run_id).catch_up()
+    world.writes.clear()
+    runtime.fastpath.hand_off(
+        Advance(state, None, (), 0, kept=dispatch, kept_lease=lease, deferred=(scheduled,))
+    )
+    assert world.writes == (["append+release", "append"] if lapsed else ["append+release"])
+    assert world.list_events(run_id)[-1].occurrence_id == "sched:s1:1"
+    assert world.acquire_lease(key, "another-worker", 30) is not None  # given back
+    assert [sent.args for sent in app.take()] == [(run_id, "s1", 1)]

@@ -34,7 +34,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from little_dist.errors import LittleError
+from little_dist.errors import LeaseLostError, LittleError
+from little_dist.events import EventInput
 from little_dist.fleet.dispatch import Advance, Keep, KeptAttempt, advance_run, decision_of
 from little_dist.fleet.run_tracker import RunTracker
 from little_dist.fleet.sending import schedule_occurrence, send_dispatch
@@ -478,10 +479,9 @@ class FastPath:
             return
         try:
             if advance.deferred:  # scheduled in the log before its task goes out
-                self._runtime.world.append_batch(
-                    dispatch.run_id, list(advance.deferred), signal=False
-                )
-            self._runtime.release(advance.kept_lease)
+                self._append_releasing(dispatch.run_id, list(advance.deferred), advance.kept_lease)
+            else:
+                self._runtime.release(advance.kept_lease)
             send_dispatch(self._runtime.queue, dispatch)
         except Exception:
             _log.exception(
@@ -490,6 +490,21 @@ class FastPath:
                 dispatch.step_path,
                 dispatch.attempt,
             )
+
+    def _append_releasing(
+        self, run_id: str, deferred: list[EventInput], lease: Lease | None
+    ) -> None:
+        """Append ``deferred`` and give back ``lease`` in the same round trip (a fenced
+        append that releases); if the lease is no longer held (it lapsed, or was given back
+        already), the append alone, as nobody's."""
+        world = self._runtime.world
+        if lease is not None:
+            try:
+                world.append_batch(run_id, deferred, signal=False, fence=lease.fence, release=True)
+                return
+            except LeaseLostError:
+                pass
+        world.append_batch(run_id, deferred, signal=False)
 
     def _send_unstarted(self, tracker: RunTracker, step_path: str) -> None:
         """After giving back the unused lease this thread's commit took on ``step_path``: if
