@@ -181,3 +181,73 @@ def test_a_follower_takes_each_append_from_the_read_that_woke_it_in_both_protoco
     finally:
         world.close()
     assert got == [(1, -1), (2, 0), (3, 1), (4, 2)]
+
+
+def test_a_lingering_follower_reads_its_run_s_end_at_once(
+    world: RedisS3World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A follower woken again soon after a read waits out a linger before reading more (a
+    busy run's appends are read in batches); an end announced meanwhile cuts it short. With
+    a linger of seconds, the end still arrives within a fraction of one."""
+    from little_dist.world.redis_s3 import watching
+
+    monkeypatch.setattr(watching, "_FOLLOW_LINGER_S", 5.0)
+    run_id = "run_follow_linger"
+    world.append(run_id, _tick(-1))
+    ended_at: list[float] = []
+
+    def write() -> None:
+        time.sleep(0.2)  # the follower read the first tick, and blocks on the stream
+        world.append(run_id, _tick(0))  # wakes it within the linger: it lingers
+        time.sleep(0.3)
+        ended_at.append(time.perf_counter())
+        world.append(run_id, EventInput(type="RunCompleted", payload={"output": {}}))
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    got: list[tuple[str, float]] = []
+    try:
+        for event in world.follow(run_id, timeout=10):
+            got.append((event.type, time.perf_counter()))
+            if event.type == "RunCompleted":
+                break
+    finally:
+        writer.join()
+    assert [kind for kind, _ in got] == ["little.test.tick", "little.test.tick", "RunCompleted"]
+    late_s = got[-1][1] - ended_at[0]
+    assert late_s < 1.0, late_s
+
+
+def test_another_run_s_end_does_not_cut_a_follower_s_linger_short(
+    world: RedisS3World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The linger wakes on every run's end, and lingers on for what is left when the end
+    is another run's: the follower reads its run's next append in one batch after it."""
+    from little_dist.world.redis_s3 import watching
+
+    monkeypatch.setattr(watching, "_FOLLOW_LINGER_S", 1.0)
+    run_id, other = "run_follow_linger_own", "run_follow_linger_other"
+    world.append(run_id, _tick(-1))
+    world.append(other, _tick(-1))
+    woke: list[float] = []
+
+    def write() -> None:
+        time.sleep(0.2)
+        world.append(run_id, _tick(0))  # the follower lingers from here
+        time.sleep(0.1)
+        world.append(other, EventInput(type="RunCompleted", payload={"output": {}}))
+        world.append(run_id, _tick(1))
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    started = time.perf_counter()
+    try:
+        for event in world.follow(run_id, timeout=10):
+            woke.append(time.perf_counter() - started)
+            if event.sequence == 3:
+                break
+    finally:
+        writer.join()
+    # The second tick came with the read after the linger (a second after the catch-up
+    # read), not at the other run's end (0.3 s in).
+    assert woke[-1] > 0.8, woke

@@ -24,9 +24,8 @@ __all__ = ["RunWatch"]
 _RUN_END_OCCURRENCE: Final = occurrences.RUN_END
 _PAGE: Final = 1000
 # The least time between two reads of a busy run's log by one follower: appends that come
-# faster gather and are read as one batch. Waited out here, in the follower's thread, not
-# with a Redis BLOCK: Redis ends a blocking command's timeout on its own timer (every
-# 1/hz seconds, 100 ms at the default hz 10), so a 10 ms BLOCK can take 100 ms.
+# faster gather and are read as one batch. The follower waits it out blocked on the stream
+# of runs' ends (see RunWatch._linger), so that its run's end is read at once.
 _FOLLOW_LINGER_S: Final = 0.01
 # wait_for_end looks at the log itself after this long, then twice as long each time, to
 # at most the second figure (seconds).
@@ -105,7 +104,7 @@ class RunWatch:
                 if not ended and not marked:
                     wait = read_at + _FOLLOW_LINGER_S - time.monotonic()
                     if wait > 0:
-                        time.sleep(wait)
+                        self._linger(run_id, wait)
                         backlog += read(run_id, after=backlog[-1].sequence)
                 read_at = time.monotonic()
             elif self._sealed(run_id):
@@ -113,6 +112,31 @@ class RunWatch:
                 backlog = read(run_id, after=last)
             else:
                 backlog = []
+
+    def _linger(self, run_id: str, seconds: float) -> None:
+        """Wait ``seconds`` (a follower's linger), or until the end of ``run_id`` is
+        announced, whichever comes first: a run's last events are not left waiting out the
+        linger. Blocked on the stream of runs' ends (another run's end wakes it early: it
+        blocks again for what is left). An end announced just before the block began is
+        missed: the linger then runs its course, as a plain sleep would.
+
+        Redis times a blocking read out on its own timer when it has nothing else to do
+        (every 1/hz seconds: 100 ms at the default hz 10), so on an idle server the linger
+        may last that long; a follower lingers only right after its run appended, and a
+        run's worker keeps the server busy."""
+        until = time.monotonic() + seconds
+        ends = self._keys.ends
+        wanted = run_id.encode()
+        after = "$"  # (what is announced from now on)
+        while (left := until - time.monotonic()) > 0:
+            with redis_errors(f"follow of {run_id}"):
+                reply: Any = self._raw.xread(
+                    {ends: after}, count=_PAGE, block=max(1, round(left * 1000))
+                )
+            entries = _read_entries(reply)
+            if not entries or any(wanted in flat for _, flat in entries):
+                return
+            after = entries[-1][0].decode()
 
     def wait_for_end(self, run_id: str, timeout: float | None) -> bool:
         """Block on the stream every run's end is announced on (see ``append_batch``), not
