@@ -29,6 +29,7 @@ __all__ = [
     "CanonicalTemplate",
     "NonHashableValueError",
     "canonical_json",
+    "canonical_json_exact",
     "js_number_string",
     "js_stringify",
     "sha256_digest",
@@ -58,17 +59,33 @@ class NonHashableValueError(InvalidInputError):
 
 def canonical_json(value: Any) -> str:
     """Return the canonical JSON text of ``value``."""
+    return _canonical(value, True)[0]
+
+
+def canonical_json_exact(value: Any) -> tuple[str, bool]:
+    """:func:`canonical_json` of ``value``, and whether that text read back
+    (``json.loads``) equals ``value`` with the same types all through: dicts, lists,
+    strings, booleans, ``None``, safe integers and the floats both languages print alike,
+    no tuple (read back as a list). A writer that holds such a value and owns it may hand
+    it on for the text read back, without the parse (its keys in the writer's order, not
+    the text's sorted order)."""
+    return _canonical(value, False)
+
+
+def _canonical(value: Any, tuples: bool) -> tuple[str, bool]:
+    """The canonical text of ``value``, and whether the fast path printed it (see
+    :func:`canonical_json_exact`; ``tuples``: a tuple may take it too)."""
     # Most values the engine hashes (event payloads, LWIR documents) hold only strings,
     # safe integers, booleans, null and the odd duration in milliseconds: for those, the C
     # encoder of the standard library prints exactly the canonical form, about twice as
     # fast as the walk below.
-    if _c_encode is not None and _plain(value, 0):
+    if _c_encode is not None and _plain(value, 0, tuples):
         text = "".join(_c_encode(value, 0))
         if text.isascii() or _BEYOND_D7FF.search(text) is None:
-            return text
+            return text, True
     parts: list[str] = []
     _serialize(value, "$", set(), parts)
-    return "".join(parts)
+    return "".join(parts), False
 
 
 def _reject(value: Any) -> NoReturn:
@@ -98,10 +115,10 @@ def _plain_float(value: float) -> bool:
     return _PLAIN_FLOAT_MIN <= size < _PLAIN_FLOAT_MAX and not value.is_integer()
 
 
-def _plain(value: Any, depth: int) -> bool:
+def _plain(value: Any, depth: int, tuples: bool = True) -> bool:
     """Whether ``value`` holds only str keys and str / safe int / bool / None leaves, or
     floats both languages print alike (:func:`_plain_float`), at most ``_PLAIN_DEPTH``
-    deep."""
+    deep, in dicts and lists (and tuples, if ``tuples``)."""
     kind = type(value)
     if kind is str or value is None or value is True or value is False:
         return True
@@ -118,15 +135,15 @@ def _plain(value: Any, depth: int) -> bool:
             kind = type(item)
             if kind is str or item is None or item is True or item is False:
                 continue
-            if not _plain(item, depth + 1):
+            if not _plain(item, depth + 1, tuples):
                 return False
         return True
-    if kind is list or kind is tuple:
+    if kind is list or (kind is tuple and tuples):
         for item in value:
             kind = type(item)
             if kind is str or item is None or item is True or item is False:
                 continue
-            if not _plain(item, depth + 1):
+            if not _plain(item, depth + 1, tuples):
                 return False
         return True
     return False

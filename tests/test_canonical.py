@@ -14,6 +14,7 @@ from little_dist import canonical
 from little_dist.canonical import (
     NonHashableValueError,
     canonical_json,
+    canonical_json_exact,
     js_number_string,
     sha256_digest,
     sha256_hex,
@@ -247,3 +248,35 @@ def test_the_fast_path_leaves_what_it_cannot_print_to_the_walk() -> None:
     assert canonical_json(deep) == "[" * 100 + '"leaf"' + "]" * 100
     with pytest.raises(NonHashableValueError):
         canonical_json({1: "int key"})
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"a": "b", "n": 3, "f": 0.25, "t": True, "z": None, "l": [1, {"x": "é"}]},
+        {},
+        [],
+        "text",
+    ],
+)
+def test_an_exact_value_reads_back_equal_with_the_same_types(value: Any) -> None:
+    text, exact = canonical_json_exact(value)
+    assert text == canonical_json(value)
+    assert exact
+    assert json.loads(text) == value
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"a": (1, "b")},  # read back as a list
+        {"f": 1.0},  # printed as 1, read back as an int
+        {"big": 2**60},  # beyond a safe integer: rounded as JavaScript would
+        {"s": "\U0001f600"},  # beyond U+D7FF: the walk prints it
+        {"tiny": 1e-7},
+    ],
+)
+def test_a_value_the_text_may_change_is_not_taken_as_exact(value: Any) -> None:
+    text, exact = canonical_json_exact(value)
+    assert text == canonical_json(value)
+    assert not exact

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from little_dist.canonical import canonical_json
+from little_dist.canonical import canonical_json_exact
 from little_dist.errors import InvalidInputError
 from little_dist.events import (
     AFTER_END_EVENT_TYPES,
@@ -296,7 +296,9 @@ class PreparedEvent:
 
     ``payload_json`` is the canonical JSON worlds store; ``payload`` is that text read back
     (on first use: a batch of submissions never reads it), which is what every reader (and
-    the event id) sees. A writer that prints the canonical JSON itself (from a template, see
+    the event id) sees; :func:`prepare_events` sets it to the input's own payload when that
+    equals the text read back (:func:`~little_dist.canonical.canonical_json_exact`). A
+    writer that prints the canonical JSON itself (from a template, see
     :func:`little_dist.planner.fixed.fixed_plan_start`) hands these to an append instead of
     :class:`EventInput` values.
     """
@@ -355,6 +357,12 @@ def prepare_events(events: Sequence[EventInput | PreparedEvent]) -> list[Prepare
             continue
         if not isinstance(event, EventInput):
             raise InvalidInputError(f"Append takes EventInput values, got {type(event).__name__}")
-        text = canonical_json(event.payload)
-        prepared.append(PreparedEvent(event.type, event.occurrence_id, text))
+        payload = event.payload
+        text, exact = canonical_json_exact(payload)
+        item = PreparedEvent(event.type, event.occurrence_id, text)
+        if exact:
+            # The text read back would equal the input's own payload (which the input owns:
+            # validation copied the writer's dict): its ``payload``, without the parse.
+            item.__dict__["payload"] = payload
+        prepared.append(item)
     return prepared
