@@ -227,3 +227,16 @@ def test_other_memory_mounts_are_drift_too(
     assert started.payload["manifest"]["memoryStoreIds"] == ["workflow:tests.drift"]
     (drift,) = of_type(world.list_events(RUN), "little.harness.capability_drift")
     assert [change["section"] for change in drift.payload["changes"]] == ["memoryMountsHash"]
+
+
+def test_a_step_with_no_model_records_the_model_hash_a_resolved_none_slot_has() -> None:
+    """Steps without a model share one model value (its hash computed once); the manifest
+    records the hash a freshly made ``none`` slot has, as before, so a run recorded by an
+    older worker resumes without drift."""
+    from little_dist.harness.registry import _digest_of_model, _model_digest
+    from little_dist.harness.types import NO_MODEL, ResolvedModel
+
+    fresh = ResolvedModel(slot_id="none", litellm_model="none")
+    assert _model_digest(NO_MODEL) == _digest_of_model(fresh)
+    assert _model_digest(fresh) == _digest_of_model(fresh)
+    assert _model_digest(None) == _digest_of_model(None) != _model_digest(NO_MODEL)

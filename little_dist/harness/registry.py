@@ -41,6 +41,7 @@ from little_dist.harness.errors import HarnessConfigError, StepSchemaError, enve
 from little_dist.harness.log_values import frozen_digest, json_safe
 from little_dist.harness.output_modes import output_findings, output_spec, repair_note
 from little_dist.harness.types import (
+    NO_MODEL,
     DelegateToDefault,
     ExecuteStepResult,
     ExecuteStepTask,
@@ -102,8 +103,11 @@ def _skill_identity(skill: object) -> tuple[str, ...]:
 
 
 def _model_digest(model: object) -> str:
-    if model is None:  # (a step with no model: tool.call, code.run; the same every time)
+    # (a step with no model, tool.call or code.run: the same every time)
+    if model is NO_MODEL:
         return _NO_MODEL_DIGEST
+    if model is None:
+        return _ABSENT_MODEL_DIGEST
     return _digest_of_model(model)
 
 
@@ -119,7 +123,8 @@ def _digest_of_model(model: object) -> str:
     )
 
 
-_NO_MODEL_DIGEST: Final = _digest_of_model(None)
+_NO_MODEL_DIGEST: Final = _digest_of_model(NO_MODEL)
+_ABSENT_MODEL_DIGEST: Final = _digest_of_model(None)
 
 
 @functools.lru_cache(maxsize=256)

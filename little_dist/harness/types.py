@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias, runtime_checkable
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, TypeAlias, runtime_checkable
 
 # What a skill is lives with the skills (below the harness, which offers them); named here too.
 from little_dist.skills.descriptor import SkillDescriptor
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_HARNESS_ID",
     "HARNESS_ROLES",
+    "NO_MODEL",
     "DelegateToDefault",
     "ExecuteStepResult",
     "ExecuteStepTask",
@@ -237,6 +239,11 @@ class ResolvedModel:
     def identity(self) -> dict[str, str]:
         """``{"provider", "modelId"}`` as recorded on model events."""
         return {"provider": self.provider_id, "modelId": self.model_id}
+
+
+#: The model of a step that uses none (``tool.call``, ``code.run``): one value, shared, so
+#: what is derived from it (the session manifest's ``modelHash``) is computed once.
+NO_MODEL: Final = ResolvedModel(slot_id="none", litellm_model="none", settings=MappingProxyType({}))
 
 
 @dataclass(frozen=True)

@@ -394,7 +394,7 @@ def _model_for(
 ) -> ResolvedModel:
     """The model the attempt's harness gets: the ``ai.generate`` step's slot (the fixer's,
     for a ``fix_step`` attempt, when it names one), else none."""
-    from little_dist.harness.types import ResolvedModel
+    from little_dist.harness.types import NO_MODEL
 
     with_ = step.get("with") if isinstance(step.get("with"), Mapping) else {}
     assert isinstance(with_, Mapping)
@@ -404,7 +404,7 @@ def _model_for(
         slot = fixer.get("model", slot)
     if isinstance(slot, str):
         return capabilities.resolve_model(slot)
-    return ResolvedModel(slot_id="none", litellm_model="none")
+    return NO_MODEL
 
 
 def _tools_for(
