@@ -423,6 +423,51 @@ def test_a_fixed_plan_is_checked_against_its_workflow() -> None:
     assert world.list_events(RUN) == []
 
 
+def test_a_plan_found_within_its_capabilities_is_not_walked_again_and_a_refusal_is_never_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from little_dist.fleet import submission_requests
+
+    walks: list[str] = []
+    real = submission_requests.check_grants
+
+    def counted(document: Any, capabilities: Any, owner: str) -> None:
+        walks.append(owner)
+        real(document, capabilities, owner)
+
+    monkeypatch.setattr(submission_requests, "check_grants", counted)
+    fitting = define_workflow(
+        id="support.triage",
+        model=model("scripted/triage", id="fast"),
+        tools=[lookupCustomer],
+        input={"type": "object"},
+        output={"type": "string"},
+        plan=triage_lwir(),
+    )
+    registry = AppRegistry(workflows={"support.triage": fitting})
+    world = MemoryWorld()
+    for index in range(3):
+        submit_run(world, fitting, {}, run_id=f"{RUN}_{index}", registry=registry)
+    assert len(walks) == 1  # the registry's capabilities are one object: checked once
+    # Another registry's capabilities are other capabilities: checked again.
+    other = AppRegistry(workflows={"support.triage": fitting})
+    submit_run(world, fitting, {}, run_id=f"{RUN}_other", registry=other)
+    assert len(walks) == 2
+    greedy = define_workflow(
+        id="support.triage",
+        model=model("scripted/triage", id="fast"),
+        tools=[lookupCustomer],
+        input={"type": "object"},
+        output={"type": "string"},
+        plan=triage_lwir(c=_offered_tool),
+    )
+    for _ in range(2):
+        with pytest.raises(CapabilityError, match="offers its model tool 'deleteAll'"):
+            submit_run(world, greedy, {}, run_id=f"{RUN}_greedy", registry=registry)
+    assert len(walks) == 4
+    assert world.list_events(f"{RUN}_greedy") == []
+
+
 # -- the worker side: a version that reached the log another way ---------------------------------
 
 
