@@ -370,8 +370,8 @@ class FastPath:
             raise
         if advance.done:
             tracker.advancing.end(failed=True)  # nothing more to look at
-        if kept is None:
-            return advance
+        if kept is None or (kept is advance and not advance.also):
+            return advance  # (nothing kept, or only this thread's next attempt, as it is)
         return dataclasses.replace(
             advance,
             kept=kept.kept,
