@@ -251,3 +251,25 @@ def test_another_run_s_end_does_not_cut_a_follower_s_linger_short(
     # The second tick came with the read after the linger (a second after the catch-up
     # read), not at the other run's end (0.3 s in).
     assert woke[-1] > 0.8, woke
+
+
+def test_the_linger_counts_an_end_announced_since_the_read_that_woke_the_follower(
+    world: RedisS3World,
+) -> None:
+    """The read that wakes a follower also notes where the stream of runs' ends is: an end
+    announced between that read and the linger's block still cuts the linger short."""
+    watch = world._reads._watch  # (the follower's part of the world)
+    ends = world._reads._keys.ends
+    run_id = "run_follow_linger_anchor"
+    world.append(run_id, _tick(0))
+    newest = world._reads._raw.xrevrange(ends, count=1)
+    before = newest[0][0].decode() if newest else "0-0"
+    world.append(run_id, EventInput(type="RunCompleted", payload={"output": {}}))
+    started = time.perf_counter()
+    watch._linger(run_id, 5.0, before)
+    assert time.perf_counter() - started < 1.0
+    # From after that announcement, the linger runs its course (another run's end aside).
+    after = world._reads._raw.xrevrange(ends, count=1)[0][0].decode()
+    started = time.perf_counter()
+    watch._linger(run_id, 0.3, after)
+    assert time.perf_counter() - started >= 0.29

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, TypeAlias, runtime_checkable
 
 # What a skill is lives with the skills (below the harness, which offers them); named here too.
@@ -242,8 +241,10 @@ class ResolvedModel:
 
 
 #: The model of a step that uses none (``tool.call``, ``code.run``): one value, shared, so
-#: what is derived from it (the session manifest's ``modelHash``) is computed once.
-NO_MODEL: Final = ResolvedModel(slot_id="none", litellm_model="none", settings=MappingProxyType({}))
+#: what is derived from it (the session manifest's ``modelHash``) is computed once. (Its
+#: ``settings`` is an empty plain dict, as a model made per attempt had: a harness may
+#: record it; nothing may change it.)
+NO_MODEL: Final = ResolvedModel(slot_id="none", litellm_model="none")
 
 
 @dataclass(frozen=True)

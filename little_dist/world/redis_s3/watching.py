@@ -88,12 +88,14 @@ class RunWatch:
                     return
                 block_ms = max(1, min(block_ms, int(remaining * 1000)))
             with redis_errors(f"follow of {run_id}"):
-                # Woken by the next append at once (count=1: only to learn that one came),
-                # and told in the same round trip whether the run's end is marked.
+                # Woken by the next append at once, and told in the same round trip whether
+                # the run's end is marked, and where the runs' ends stream is (the linger
+                # below wakes on an end announced from there on).
                 pipe = self._raw.pipeline(transaction=False)
                 pipe.xread({stream: f"{last}-0"}, count=_PAGE, block=block_ms)
                 pipe.exists(keys.ended)
-                reply, marked = pipe.execute()
+                pipe.xrevrange(self._keys.ends, count=1)
+                reply, marked, newest = pipe.execute()
             if reply:
                 # A busy run's log is read a batch at a time, not once per append (which
                 # costs Redis and the workers): an append after a quiet spell is taken from
@@ -104,7 +106,7 @@ class RunWatch:
                 if not ended and not marked:
                     wait = read_at + _FOLLOW_LINGER_S - time.monotonic()
                     if wait > 0:
-                        self._linger(run_id, wait)
+                        self._linger(run_id, wait, newest[0][0].decode() if newest else "0-0")
                         backlog += read(run_id, after=backlog[-1].sequence)
                 read_at = time.monotonic()
             elif self._sealed(run_id):
@@ -113,12 +115,11 @@ class RunWatch:
             else:
                 backlog = []
 
-    def _linger(self, run_id: str, seconds: float) -> None:
+    def _linger(self, run_id: str, seconds: float, after: str) -> None:
         """Wait ``seconds`` (a follower's linger), or until the end of ``run_id`` is
-        announced, whichever comes first: a run's last events are not left waiting out the
-        linger. Blocked on the stream of runs' ends (another run's end wakes it early: it
-        blocks again for what is left). An end announced just before the block began is
-        missed: the linger then runs its course, as a plain sleep would.
+        announced after the announcement ``after``, whichever comes first: a run's last
+        events are not left waiting out the linger. Blocked on the stream of runs' ends
+        (another run's end wakes it early: it blocks again for what is left).
 
         Redis times a blocking read out on its own timer when it has nothing else to do
         (every 1/hz seconds: 100 ms at the default hz 10), so on an idle server the linger
@@ -127,7 +128,6 @@ class RunWatch:
         until = time.monotonic() + seconds
         ends = self._keys.ends
         wanted = run_id.encode()
-        after = "$"  # (what is announced from now on)
         while (left := until - time.monotonic()) > 0:
             with redis_errors(f"follow of {run_id}"):
                 reply: Any = self._raw.xread(
