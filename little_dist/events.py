@@ -313,7 +313,8 @@ _EVENT_FIELDS: frozenset[str] = frozenset(Event.model_fields)
 def _trusted(values: dict[str, Any]) -> Event:
     event = object.__new__(Event)
     object.__setattr__(event, "__dict__", values)
-    object.__setattr__(event, "__pydantic_fields_set__", _EVENT_FIELDS)
+    # (a set of its own, as validation gives: model_copy(update=...) adds to it)
+    object.__setattr__(event, "__pydantic_fields_set__", set(_EVENT_FIELDS))
     object.__setattr__(event, "__pydantic_extra__", None)
     object.__setattr__(event, "__pydantic_private__", None)
     return event

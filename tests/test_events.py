@@ -516,3 +516,8 @@ def test_a_recorded_event_is_the_event_validation_builds(
     assert Event.model_validate(fast.to_json()) == fast
     with pytest.raises(ValidationError):
         fast.sequence = 2  # type: ignore[misc]  # frozen, like any Event
+    # A copy with a field changed, as of a validated event (each has its own fields set).
+    assert fast.model_copy(update={"run_id": "run_y"}) == checked.model_copy(
+        update={"run_id": "run_y"}
+    )
+    assert fast.model_fields_set == checked.model_fields_set
