@@ -34,7 +34,7 @@ from little_dist.fleet.run_tracker import RunTracker
 from little_dist.fleet.sending import dispatch_plan, dispatch_won, schedule_occurrence
 from little_dist.run_limits import deadline_cancel, stop_error
 from little_dist.run_state import RUN_ENDED, RunState
-from little_dist.scheduling import Claims, Decision, StepDispatch, decide
+from little_dist.scheduling import Claims, Decision, RunContext, StepDispatch, decide
 from little_dist.settings import Settings
 from little_dist.world.base import Lease, World
 
@@ -180,13 +180,19 @@ def approvals_due(world: World, tracker: RunTracker, state: RunState) -> bool:
 
 
 def decision_of(
-    tracker: RunTracker, state: RunState, claims: Claims | None = None
+    tracker: RunTracker,
+    state: RunState,
+    claims: Claims | None = None,
+    *,
+    context: RunContext | None = None,
 ) -> Decision | None:
     """The pure core's ``decide`` on the run ``tracker`` folded (``state``), with a
     worker's ``claims``; ``None`` before the run's context is known. The one place the
     fleet decides: every look (:func:`advance_run`), the first decision a submission sends
-    with the run's start, a worker's look at one step it gave back."""
-    ctx = tracker.context
+    with the run's start, a worker's look at one step it gave back, the decision a chain
+    step's commit makes ahead (:mod:`~little_dist.fleet.fold_ahead`, which gives the
+    ``context`` it read while it holds the tracker)."""
+    ctx = context if context is not None else tracker.context
     if ctx is None:
         return None
     return decide(ctx, state) if claims is None else decide(ctx, state, claims)
@@ -260,7 +266,10 @@ class _Look:
             decision = decision_of(self.tracker, self.state)
         else:
             claims = Claims(own_ends=self.tracker.own_ends(), left=frozenset(self.left))
-            decision = decision_of(self.tracker, self.state, claims)
+            # (decided while this thread's commit was on its way, if it was: fold_ahead)
+            decision = self.tracker.decided(self.state, claims)
+            if decision is None:
+                decision = decision_of(self.tracker, self.state, claims)
             if decision is not None:
                 self.left.update(dict.fromkeys(decision.left))
                 self.decided.update(decision.scheduled)

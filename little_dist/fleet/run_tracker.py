@@ -35,7 +35,7 @@ from little_dist.fleet.versions import BINDING_FIELD, VersionCache
 from little_dist.run_limits import RunLimits, cancel_error
 from little_dist.run_state import FOLDED_EVENT_TYPES, EventLike, RunState, RunStateBuilder
 from little_dist.runtime import hydrate_events
-from little_dist.scheduling import RunContext
+from little_dist.scheduling import Claims, Decision, RunContext
 from little_dist.world.base import UndecodedEvent, World
 
 if TYPE_CHECKING:
@@ -158,6 +158,8 @@ class RunTracker:
         # (type, recordedAt) of the last event folded: the read after it checks the log
         # still holds it (see _read_new).
         self._last_mark: tuple[str, str] | None = None
+        # What fold_ahead decided: (context, event count, claims, decision).
+        self._predecided: tuple[RunContext, int, Claims, Decision] | None = None
         self._lock = threading.Lock()
         self._read_lock = threading.Lock()
 
@@ -271,6 +273,7 @@ class RunTracker:
         """Drop everything folded from the log (under the lock), as a new tracker has none:
         the log went back, or a fold that raised left the view half updated."""
         self._builder = RunStateBuilder(self.run_id)
+        self._predecided = None
         if self._step_events is not None:
             self._step_events = {}
         self._undecoded = []
@@ -355,6 +358,62 @@ class RunTracker:
                         if isinstance(path, str) and "]" in path:
                             self._own_ends.update(branch_paths(path))
             self._fold_next(events)
+
+    def fold_ahead(self, events: Sequence[Event]) -> tuple[RunContext, RunState, Claims] | None:
+        """Fold ``events``, this thread's commit, while its append is on its way; what the
+        look after it decides first on, ``(context, state, claims)``, when the fold leaves
+        the tracker current (the caller decides and hands the decision to
+        :meth:`note_decided`). The tracker stays held (other threads wait to read or fold
+        it) until :meth:`settle` says whether the append recorded the events so; see
+        :mod:`little_dist.fleet.fold_ahead`.
+
+        Only for a commit no other thread's look depends on (a chain's step): the claims
+        are a look's with this process's branch ends alone."""
+        self._lock.acquire()
+        self._predecided = None
+        if self._broken:
+            return None  # (the next catch-up reads everything again)
+        try:
+            self._fold_next(events)
+        except Exception:
+            self._broken = True  # (the view may be half updated: read again)
+            _log.warning("run %s: folding a commit ahead failed", self.run_id, exc_info=True)
+            return None
+        ctx = self._context
+        if ctx is None or self._builder.event_count != events[-1].sequence:
+            return None
+        return ctx, self._builder.snapshot(), Claims(own_ends=frozenset(self._own_ends))
+
+    def note_decided(
+        self, ctx: RunContext, state: RunState, claims: Claims, decision: Decision
+    ) -> None:
+        """Keep the decision made on what :meth:`fold_ahead` returned (by the thread that
+        holds the tracker), for the look's :meth:`decided`."""
+        self._predecided = (ctx, state.event_count, claims, decision)
+
+    def settle(self, confirmed: bool) -> None:
+        """End :meth:`fold_ahead`: ``confirmed`` when the append recorded exactly the events
+        folded; otherwise what was folded ahead is dropped (the next catch-up reads the log
+        again). Releases the tracker."""
+        try:
+            if not confirmed:
+                self._broken = True
+                self._predecided = None
+        finally:
+            self._lock.release()
+
+    def decided(self, state: RunState, claims: Claims) -> Decision | None:
+        """The decision :meth:`fold_ahead` made, if it was made on ``state`` (by its event
+        count: one tracker's states of one count are the same) with ``claims`` and the
+        current context; taken once."""
+        with self._lock:
+            found, self._predecided = self._predecided, None
+        if found is None:
+            return None
+        ctx, count, made_with, decision = found
+        if ctx is not self._context or count != state.event_count or made_with != claims:
+            return None
+        return decision
 
     def note_looked(self, through: int) -> None:
         """A look of this process decided on the log folded through sequence ``through``."""

@@ -19,11 +19,13 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from little_dist import occurrences
 from little_dist.errors import LittleError
 from little_dist.events import Event
 from little_dist.fleet.dispatch import Advance
 from little_dist.fleet.end_watch import EndWatch
 from little_dist.fleet.fastpath import FastPath
+from little_dist.fleet.fold_ahead import CommitAhead
 from little_dist.fleet.run_cache import RunCache
 from little_dist.fleet.run_tracker import RunTracker
 from little_dist.fleet.sending import schedule_occurrence
@@ -39,6 +41,7 @@ from little_dist.settings import Role, Settings
 from little_dist.world.base import Lease, World, unique_holder
 from little_dist.world.extras import extras_of
 from little_dist.world.fleet_keys import step_lease_key
+from little_dist.world.in_flight import while_in_flight
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor
@@ -286,7 +289,14 @@ class WorkerRuntime:
             self._with_sub_runs,
             self.quotas,
         )
-        with self.end_watch.watching(run_id) as ended:
+        # A chain's step, its next step run here: its commit's fold and the next decision
+        # are made while the commit is on its way (little_dist.fleet.fold_ahead).
+        ahead = (
+            while_in_flight(CommitAhead(tracker, occurrences.attempt_ended(step_path, attempt)))
+            if arranged.successor is not None and "]" not in step_path
+            else contextlib.nullcontext()
+        )
+        with self.end_watch.watching(run_id) as ended, ahead:
             outcome = execute_step_attempt(
                 self.world,
                 dispatch,

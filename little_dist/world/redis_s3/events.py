@@ -55,6 +55,7 @@ from little_dist.world.defaults import (
     prepare_events,
     refused_after_end,
 )
+from little_dist.world.in_flight import InFlightHook, in_flight_hook
 from little_dist.world.redis_s3 import scripts
 from little_dist.world.redis_s3.archive import RunArchives, RunSealedError
 from little_dist.world.redis_s3.entries import (
@@ -195,16 +196,23 @@ class EventLog:
         one more command after the append, in the same round trip, and gets its reply;
         ``before`` queues commands ahead of it (they run first: an artifact the events name).
         """
-        recorded, new = self._append_batch(
-            run_id,
-            events,
-            expected_sequence=expected_sequence,
-            fence=fence,
-            signal=signal,
-            release=release,
-            then=then,
-            before=before,
-        )
+        hook = in_flight_hook()
+        flight = _Flight(hook) if hook is not None else None
+        try:
+            recorded, new = self._append_batch(
+                run_id,
+                events,
+                expected_sequence=expected_sequence,
+                fence=fence,
+                signal=signal,
+                release=release,
+                then=then,
+                before=before,
+                flight=flight,
+            )
+        finally:
+            if flight is not None and flight.expected is not None:
+                flight.hook.settled(flight.confirmed)
         if new:  # (an end two processes appended at once is counted by the one that wrote it)
             events_appended(recorded)
         return recorded
@@ -362,9 +370,11 @@ class EventLog:
         before: Sequence[PipelineTail] = (),
         claim: str | None = None,
         fresh: bool = False,
+        flight: _Flight | None = None,
     ) -> tuple[list[Event], bool]:
         """:meth:`append_batch`, and whether every event was new; ``claim`` and ``fresh``:
-        see :meth:`claim_and_append`."""
+        see :meth:`claim_and_append`; ``flight``: the thread's in-flight hook, handed the
+        events the append records as guessed once it is sent (see :class:`_Flight`)."""
         # A run id this process already wrote to was validated then (an unhashable one
         # cannot be a key: it goes to the validation, which refuses it).
         run = self._runs.get(run_id) if type(run_id) is str else None
@@ -395,6 +405,24 @@ class EventLog:
         ends = any(item.type in RUN_END_EVENT_TYPES for item in prepared)
         # Sent again after a lost reply only if running it twice records nothing twice.
         resend = all(item.occurrence_id is not None for item in prepared)
+        meanwhile: Callable[[], None] | None = None
+        if flight is not None:
+
+            def meanwhile() -> None:
+                flight.expected = [
+                    recorded_event(
+                        guessed_ids[i],
+                        run_id,
+                        guess + i,
+                        item.type,
+                        item.occurrence_id,
+                        recorded_at,
+                        item.payload,
+                    )
+                    for i, item in enumerate(prepared)
+                ]
+                flight.hook.sent(flight.expected)
+
         try:
             if first_touch or ends or then is not None or before:
                 pipe = self._redis.pipeline(transaction=False)
@@ -415,14 +443,14 @@ class EventLog:
                     pipe.pexpire(self._keys.ends, ENDS_TTL_MS)
                 if then is not None:
                     then.queue(pipe)
-                replies = execute_pipeline(pipe, idempotent=resend)
+                replies = execute_pipeline(pipe, idempotent=resend, meanwhile=meanwhile)
                 for head, reply in zip(before, replies, strict=False):
                     head.done(reply)
                 result = replies[len(before)]
                 if then is not None:
                     then.done(replies[-1])
             else:
-                result = script(script_keys, args, idempotent=resend)
+                result = script(script_keys, args, idempotent=resend, meanwhile=meanwhile)
         except redis.exceptions.RedisError as exc:
             raise to_storage_error(exc, f"append to {run_id}") from exc
         if isinstance(result, int):  # the common case: all appended, input i at result + 1 + i
@@ -430,6 +458,9 @@ class EventLog:
             self._remember(run_id, run, result + len(prepared))
             if ends:
                 self._runs.pop(run_id, None)  # (it takes no new events: see _RUN_CACHE_SIZE)
+            if flight is not None and flight.expected is not None and first == guess:
+                flight.confirmed = True
+                return flight.expected, True  # (built while the reply was on its way)
             ids = (
                 guessed_ids
                 if first == guess
@@ -630,3 +661,16 @@ class EventLog:
         if archived and refused_after_end(refused):
             self._late.keep(run_id, late_events_of(run_id, refused, recorded_at))
         raise RunSealedError(run_id)
+
+
+class _Flight:
+    """One append's use of the thread's in-flight hook (:mod:`little_dist.world.in_flight`):
+    the events it expects (set once the append is sent, when ``hook.sent`` is called) and
+    whether the reply recorded exactly those (``hook.settled`` is called with it)."""
+
+    __slots__ = ("confirmed", "expected", "hook")
+
+    def __init__(self, hook: InFlightHook) -> None:
+        self.hook = hook
+        self.expected: list[Event] | None = None
+        self.confirmed = False

@@ -26,6 +26,7 @@ while *sending* (nothing complete reached the server) is always sent again.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import select
 import threading
@@ -51,6 +52,8 @@ __all__ = [
 ]
 
 Arg = str | int | bytes
+
+_log = logging.getLogger("little.world")
 
 
 def ms(seconds: float) -> int:
@@ -109,6 +112,9 @@ class _Lane(threading.local):
     sock: Any = None
     #: Gives the connection back to its pool when the thread ends (see :class:`_Held`).
     held: Any = None
+    #: A call is waiting for its reply on the connection while the thread does something
+    #: else (:func:`_meanwhile`): a call made meanwhile takes another connection.
+    busy: bool = False
 
 
 class _Held:
@@ -153,6 +159,8 @@ def _lane_for(pool: Any) -> _Lane:
 def _lane_connection(client: redis.Redis, lane: _Lane) -> Any:
     """The calling thread's own connection of ``client``'s pool (``None``: use redis-py's
     usual path, as for a single-connection client, whose one connection is not ours)."""
+    if lane.busy:
+        return None  # (a reply is due on it: redis-py's own path, another connection)
     connection = lane.connection
     if connection is not None and lane.pid == os.getpid():
         if not _stale(lane, connection):
@@ -248,19 +256,32 @@ class LuaScript:
         self.idempotent = idempotent
 
     def __call__(
-        self, keys: Sequence[str], args: Sequence[Arg], *, idempotent: bool | None = None
+        self,
+        keys: Sequence[str],
+        args: Sequence[Arg],
+        *,
+        idempotent: bool | None = None,
+        meanwhile: Callable[[], None] | None = None,
     ) -> Any:
         """Run the script; redis-py exceptions propagate (callers translate them), among
         them :class:`ReplyLostError` for a call that may have run and is not sent again.
-        ``idempotent`` overrides the script's own flag for this call."""
+        ``idempotent`` overrides the script's own flag for this call. ``meanwhile`` is
+        called once the script is sent over the thread's own connection, before its reply
+        is read (not otherwise; see :func:`_meanwhile`)."""
         resend = self.idempotent if idempotent is None else idempotent
         try:
-            return self._send(keys, args, resend)
+            return self._send(keys, args, resend, meanwhile)
         except redis.exceptions.NoScriptError:
             self._client.script_load(self.source)
             return self._execute("EVALSHA", self.sha, len(keys), *keys, *args)
 
-    def _send(self, keys: Sequence[str], args: Sequence[Arg], resend: bool) -> Any:
+    def _send(
+        self,
+        keys: Sequence[str],
+        args: Sequence[Arg],
+        resend: bool,
+        meanwhile: Callable[[], None] | None = None,
+    ) -> Any:
         connection = _lane_connection(self._client, self._lane)
         if connection is not None:
             sent = False
@@ -273,6 +294,8 @@ class LuaScript:
                 else:
                     connection.send_command("EVALSHA", self.sha, len(keys), *keys, *args)
                 sent = True
+                if meanwhile is not None:
+                    _meanwhile(self._lane, meanwhile)
                 return connection.read_response()
             except redis.exceptions.ResponseError:
                 raise  # the server answered (NOSCRIPT included): the connection is fine
@@ -295,14 +318,18 @@ _QUEUED = "_little_scripts"
 _Queued = dict[int, tuple[LuaScript, Sequence[str], Sequence[Arg]]]
 
 
-def execute_pipeline(pipe: Pipeline, *, idempotent: bool = True) -> list[Any]:
+def execute_pipeline(
+    pipe: Pipeline, *, idempotent: bool = True, meanwhile: Callable[[], None] | None = None
+) -> list[Any]:
     """``pipe.execute()``; a queued :class:`LuaScript` the server did not know is loaded and
     sent again (alone, after the rest of the pipeline ran). Other errors raise.
 
     ``idempotent``: whether the whole pipeline may be sent again after its replies were
-    lost (it may have run); if not, :class:`ReplyLostError` is raised instead."""
+    lost (it may have run); if not, :class:`ReplyLostError` is raised instead.
+    ``meanwhile``: called once the pipeline is sent over the thread's own connection,
+    before its replies are read (not otherwise; see :func:`_meanwhile`)."""
     queued: _Queued = pipe.__dict__.get(_QUEUED, {})
-    replies = _send_over_lane(pipe, idempotent)
+    replies = _send_over_lane(pipe, idempotent, meanwhile)
     if replies is None:
         replies = pipe.execute(raise_on_error=False)
     for index, reply in enumerate(replies):
@@ -316,7 +343,9 @@ def execute_pipeline(pipe: Pipeline, *, idempotent: bool = True) -> list[Any]:
     return replies
 
 
-def _send_over_lane(pipe: Pipeline, resend: bool) -> list[Any] | None:
+def _send_over_lane(
+    pipe: Pipeline, resend: bool, meanwhile: Callable[[], None] | None = None
+) -> list[Any] | None:
     """The pipeline's commands sent over the thread's own connection (as
     :class:`LuaScript` does), their raw replies in order, error replies as exceptions;
     ``None`` when that connection failed or is not to be used (then redis-py runs it).
@@ -332,6 +361,8 @@ def _send_over_lane(pipe: Pipeline, resend: bool) -> list[Any] | None:
     try:
         connection.send_packed_command(_packed(lane, connection, commands))
         sent = True
+        if meanwhile is not None:
+            _meanwhile(lane, meanwhile)
         for _ in commands:
             try:
                 replies.append(connection.read_response())
@@ -343,3 +374,16 @@ def _send_over_lane(pipe: Pipeline, resend: bool) -> list[Any] | None:
             raise ReplyLostError(f"replies lost, the pipeline may have run: {error}") from error
         return None
     return replies
+
+
+def _meanwhile(lane: _Lane, work: Callable[[], None]) -> None:
+    """Run ``work`` while a call's reply is due on the lane's connection (the caller reads
+    it next): a call ``work`` makes goes over another connection, and an exception it
+    raises is logged, not raised (the call's reply must still be read)."""
+    lane.busy = True
+    try:
+        work()
+    except Exception:
+        _log.exception("work done while a Redis reply was due failed")
+    finally:
+        lane.busy = False
