@@ -44,9 +44,9 @@ class CommitAhead:
         if ahead is not None:
             ctx, state, claims = ahead
             # (the context as fold_ahead read it: the tracker is held by this thread)
-            tracker.note_decided(
-                ctx, state, claims, decision_of(tracker, state, claims, context=ctx)
-            )
+            decision = decision_of(tracker, state, claims, context=ctx)
+            if decision is not None:
+                tracker.note_decided(ctx, state, claims, decision)
 
     def settled(self, confirmed: bool) -> None:
         if self._holding:
