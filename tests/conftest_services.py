@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,6 +34,25 @@ class S3Service:
     access_key_id: str
     secret_access_key: str
     prefix: str  # per-session object-key prefix
+
+
+def open_redis_s3_world(
+    redis_url: str, redis_key_prefix: str, s3: S3Service, name: str | None = None
+) -> Any:
+    """A RedisS3World on the test's Redis and S3, its keys and objects under ``name`` (a
+    new one by default; worlds opened with the same name share them, as processes do)."""
+    from little_dist.world.redis_s3 import RedisS3World
+
+    name = name or uuid.uuid4().hex[:10]
+    return RedisS3World.from_settings(
+        redis_url,
+        s3.endpoint,
+        s3.bucket,
+        access_key_id=s3.access_key_id,
+        secret_access_key=s3.secret_access_key,
+        key_prefix=f"{redis_key_prefix}{name}:",
+        s3_prefix=f"{s3.prefix}{name}/",
+    )
 
 
 @pytest.fixture(scope="session")

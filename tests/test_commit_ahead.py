@@ -32,22 +32,9 @@ from little_dist.tools import ToolRegistry
 from little_dist.world.in_flight import while_in_flight
 from little_dist.world.redis_s3 import RedisS3World
 from tests import workflows_for_tests as wf
-from tests.conftest_services import S3Service
+from tests.conftest_services import S3Service, open_redis_s3_world
 
 pytestmark = pytest.mark.integration
-
-
-def _open(redis_url: str, redis_key_prefix: str, s3_service: S3Service, name: str) -> RedisS3World:
-    """A world on the test's Redis and S3, its keys and objects under ``name``."""
-    return RedisS3World.from_settings(
-        redis_url,
-        s3_service.endpoint,
-        s3_service.bucket,
-        access_key_id=s3_service.access_key_id,
-        secret_access_key=s3_service.secret_access_key,
-        key_prefix=f"{redis_key_prefix}{name}:",
-        s3_prefix=f"{s3_service.prefix}{name}/",
-    )
 
 
 @pytest.fixture
@@ -60,7 +47,7 @@ def worlds(
     opened: list[RedisS3World] = []
 
     def another() -> RedisS3World:
-        opened.append(_open(redis_url, redis_key_prefix, s3_service, name))
+        opened.append(open_redis_s3_world(redis_url, redis_key_prefix, s3_service, name))
         return opened[-1]
 
     yield another

@@ -35,9 +35,7 @@ def guided(count: Path, guide: Any = None, **extra: Any) -> dict[str, Any]:
 
 def resolve(*configs: dict[str, Any]) -> tuple[dict[str, Any], list[Any]]:
     skills: list[Any] = []
-    manifest = McpGateway(mcp_servers(list(configs), "mcp"), timeout=30).capability_manifest(
-        skills
-    )
+    manifest = McpGateway(mcp_servers(list(configs), "mcp"), timeout=30).capability_manifest(skills)
     return manifest, skills
 
 
@@ -111,9 +109,7 @@ def test_the_listing_shows_each_servers_guide(tmp_path: Path) -> None:
     assert listed["guide"]["name"] == "calc-mcp"
 
 
-def test_the_session_offers_the_guide_skill(
-    tmp_path: Path, scripted_model: ScriptedModel
-) -> None:
+def test_the_session_offers_the_guide_skill(tmp_path: Path, scripted_model: ScriptedModel) -> None:
     script_sum(scripted_model, "calc")
     world = LocalWorld(tmp_path / "data")
     result = run_workflow(mcp_workflow([guided(tmp_path / "calls", GUIDE)]), {}, world=world)

@@ -94,9 +94,7 @@ def test_the_newcomer_path_runs_from_a_fresh_folder(tmp_path: Path) -> None:
         case = judged[payload["itemSha"]]
         assert case["judgeCostUsd"] == round(expected, 10)
         (sample,) = case["samples"]
-        assert sample["rubric"] == [
-            {"criterionId": "next-step", "expected": True, "verdict": True}
-        ]
+        assert sample["rubric"] == [{"criterionId": "next-step", "expected": True, "verdict": True}]
         assert case["costUsd"] == round(sample["costUsd"] + expected, 10)
     assert result["summary"]["judgeCostUsd"] == round(
         sum(e["payload"]["costUsd"] for e in events), 10

@@ -144,9 +144,24 @@ def deleteAll() -> dict[str, Any]:
 CALLS: list[str] = []
 
 
-def triage() -> WorkflowDefinition:
+def triage(
+    plan: dict[str, Any] | None = None, tools: list[Any] | None = None
+) -> WorkflowDefinition:
+    """support.triage with model slot ``fast`` and ``tools`` (lookupCustomer); with a fixed
+    ``plan``, an object input and a string output."""
+    if plan is None:
+        return define_workflow(
+            id="support.triage",
+            model=model("scripted/triage", id="fast"),
+            tools=tools or [lookupCustomer],
+        )
     return define_workflow(
-        id="support.triage", model=model("scripted/triage", id="fast"), tools=[lookupCustomer]
+        id="support.triage",
+        model=model("scripted/triage", id="fast"),
+        tools=tools or [lookupCustomer],
+        input={"type": "object"},
+        output={"type": "string"},
+        plan=plan,
     )
 
 
@@ -335,15 +350,7 @@ def test_a_version_planned_for_another_worker_harness_is_found() -> None:
 def test_a_planned_version_of_the_workflow_passes() -> None:
     from little_dist.planner import resolve_version
 
-    definition = triage()
-    definition = define_workflow(
-        id="support.triage",
-        model=model("scripted/triage", id="fast"),
-        tools=[lookupCustomer],
-        input={"type": "object"},
-        output={"type": "string"},
-        plan=triage_lwir(),
-    )
+    definition = triage(triage_lwir())
     world = MemoryWorld()
     version = resolve_version(world, RUN, definition, {}, capabilities=definition.capabilities())
     assert version is not None and "workerHarness" in version.lock["capabilityManifest"]
@@ -395,28 +402,14 @@ def test_plain_lwir_selects_among_the_app_wide_capabilities() -> None:
 def test_a_fixed_plan_is_checked_against_its_workflow() -> None:
     world = MemoryWorld()
     plan = triage_lwir(c=_offered_tool)
-    greedy = define_workflow(
-        id="support.triage",
-        model=model("scripted/triage", id="fast"),
-        tools=[lookupCustomer],
-        input={"type": "object"},
-        output={"type": "string"},
-        plan=plan,
-    )
+    greedy = triage(plan)
     with pytest.raises(CapabilityError, match="offers its model tool 'deleteAll'"):
         submit_run(world, greedy, {}, run_id=RUN)
     with pytest.raises(CapabilityError, match="offers its model tool 'deleteAll'"):
         run_workflow(greedy, {}, world=world, run_id=RUN)
     assert world.list_events(RUN) == []
     # The workers run it with the registered workflow's capabilities, which are what count.
-    wider = define_workflow(
-        id="support.triage",
-        model=model("scripted/triage", id="fast"),
-        tools=[lookupCustomer, deleteAll],
-        input={"type": "object"},
-        output={"type": "string"},
-        plan=plan,
-    )
+    wider = triage(plan, tools=[lookupCustomer, deleteAll])
     registry = AppRegistry(workflows={"support.triage": triage()})
     with pytest.raises(CapabilityError, match=r"workflow .support\.triage. does not register"):
         submit_run(world, wider, {}, run_id=RUN, registry=registry)
@@ -436,14 +429,7 @@ def test_a_plan_found_within_its_capabilities_is_not_walked_again_and_a_refusal_
         real(document, capabilities, owner)
 
     monkeypatch.setattr(submission_requests, "check_grants", counted)
-    fitting = define_workflow(
-        id="support.triage",
-        model=model("scripted/triage", id="fast"),
-        tools=[lookupCustomer],
-        input={"type": "object"},
-        output={"type": "string"},
-        plan=triage_lwir(),
-    )
+    fitting = triage(triage_lwir())
     registry = AppRegistry(workflows={"support.triage": fitting})
     world = MemoryWorld()
     for index in range(3):
@@ -453,14 +439,7 @@ def test_a_plan_found_within_its_capabilities_is_not_walked_again_and_a_refusal_
     other = AppRegistry(workflows={"support.triage": fitting})
     submit_run(world, fitting, {}, run_id=f"{RUN}_other", registry=other)
     assert len(walks) == 2
-    greedy = define_workflow(
-        id="support.triage",
-        model=model("scripted/triage", id="fast"),
-        tools=[lookupCustomer],
-        input={"type": "object"},
-        output={"type": "string"},
-        plan=triage_lwir(c=_offered_tool),
-    )
+    greedy = triage(triage_lwir(c=_offered_tool))
     for _ in range(2):
         with pytest.raises(CapabilityError, match="offers its model tool 'deleteAll'"):
             submit_run(world, greedy, {}, run_id=f"{RUN}_greedy", registry=registry)

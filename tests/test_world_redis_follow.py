@@ -12,14 +12,13 @@ from __future__ import annotations
 import statistics
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 
 import pytest
 
 from little_dist.events import EventInput
 from little_dist.world.redis_s3 import RedisS3World
-from tests.conftest_services import S3Service
+from tests.conftest_services import S3Service, open_redis_s3_world
 
 pytestmark = pytest.mark.integration
 
@@ -28,16 +27,8 @@ APPENDS = 8
 
 def _open(redis_url: str, redis_key_prefix: str, s3_service: S3Service) -> RedisS3World:
     """A world of its own keys and objects on the test's Redis and S3."""
-    name = uuid.uuid4().hex[:10]
-    return RedisS3World.from_settings(
-        redis_url,
-        s3_service.endpoint,
-        s3_service.bucket,
-        access_key_id=s3_service.access_key_id,
-        secret_access_key=s3_service.secret_access_key,
-        key_prefix=f"{redis_key_prefix}{name}:",
-        s3_prefix=f"{s3_service.prefix}{name}/",
-    )
+    world: RedisS3World = open_redis_s3_world(redis_url, redis_key_prefix, s3_service)
+    return world
 
 
 @pytest.fixture
