@@ -337,10 +337,11 @@ def _fan_with_one_commit(keys: list[str]) -> tuple[MemoryWorld, str]:
     return world, run_id
 
 
-def test_a_workers_look_leaves_the_refill_of_another_processs_commit_to_that_process() -> None:
-    # Process B's worker folds A's commit of branch a: it records the branch's end but does
-    # not schedule (nor send) the branch that refills the freed slot; A's look, right after
-    # its commit, schedules that branch and runs it itself, in the slot it freed.
+def test_a_workers_look_leaves_the_end_and_refill_of_another_processs_commit_to_it() -> None:
+    # Process B's worker folds A's commit of branch a: it neither records the branch's end
+    # nor schedules (nor sends) the branch that refills the freed slot; A's look, right after
+    # its commit, records the end, schedules that branch and runs it itself, in the slot it
+    # freed.
     world, run_id = _fan_with_one_commit(["a", "b", "c", "d"])
     settings = _settings()
     b_app = MemoryQueue()
@@ -349,14 +350,19 @@ def test_a_workers_look_leaves_the_refill_of_another_processs_commit_to_that_pro
     )
     assert by_b.kept is None and b_app.take() == []
     assert _branches_scheduled(world, run_id) == ["fan[a]", "fan[b]"]
-    assert [e.type for e in world.list_events(run_id)][-1] == "ParallelBranchCompleted"
+    assert [e.type for e in world.list_events(run_id)][-1] == "StepCompleted"
 
     tracker_a = RunTracker(world, run_id)
-    tracker_a.fold(world.list_events(run_id)[:-1], own=True)  # up to A's own commit
+    tracker_a.fold(world.list_events(run_id), own=True)  # A's own commit
     a_app = MemoryQueue()
     by_a = advance_run(world, a_app, settings, tracker_a, holder="a", keep=Keep(lambda _: True))
     assert by_a.kept is not None and by_a.kept.step_path == "fan[c].work"
     assert a_app.take() == []
+    assert [e.type for e in world.list_events(run_id)][-3:] == [
+        "ParallelBranchCompleted",
+        "ParallelBranchScheduled",
+        "StepScheduled",
+    ]
 
 
 def test_the_schedulers_look_refills_every_freed_slot_whoever_committed() -> None:
@@ -374,7 +380,8 @@ def test_the_schedulers_look_refills_every_freed_slot_whoever_committed() -> Non
 
 def test_a_look_refills_the_slots_its_own_commits_freed_and_leaves_the_others() -> None:
     # Two branches end at once, one committed by this process, one by another: the look
-    # schedules one refill (the first), for itself, and leaves the second.
+    # records its own end and schedules its refill (the next in its lane), for itself, and
+    # leaves the other's end and refill to it.
     world = MemoryWorld()
     doc = wf.fan_out_lwir(max_branches=8, max_concurrency=2)
     plain, _ = _runtime(world, ToolRegistry([wf.record_branch]), roles=("worker",))
@@ -399,7 +406,7 @@ def test_a_look_refills_the_slots_its_own_commits_freed_and_leaves_the_others() 
         for e in world.list_events(run_id)
         if e.type == "ParallelBranchCompleted"
     ]
-    assert ended == ["fan[a]", "fan[b]"]  # both ends are recorded by this look
+    assert ended == ["fan[a]"]  # (fan[b]'s end and refill are the other process's)
 
 
 def test_a_look_that_ends_a_branch_and_refills_its_slot_decides_once(
@@ -1345,13 +1352,68 @@ def test_a_tracker_claims_the_ends_of_the_branches_its_process_committed_until_f
     assert tracker.own_ends() == frozenset()
 
 
-def test_a_look_that_loses_its_refills_to_another_process_takes_the_branches_it_left() -> None:
+def test_a_tracker_adopts_an_end_another_process_left_unrecorded_for_half_a_second() -> None:
+    # Another process's commit completed fan[b]; its look should record the end and refill
+    # the lane. If no end comes within ADOPT_AFTER_S (that process died, or its look
+    # failed), this process's looks take the end over; a new commit in the branch (a step
+    # after it) starts the wait again, and an end folded ends it.
+    from little_dist.fleet.run_tracker import ADOPT_AFTER_S
+
+    now = [100.0]
+    world = MemoryWorld()
+    world.append("run_x", EventInput(type="StepCompleted", payload={"stepPath": "fan[b].s1"}))
+    tracker = RunTracker(world, "run_x", clock=lambda: now[0])
+    tracker.catch_up()
+    assert tracker.own_ends() == frozenset()
+    now[0] += ADOPT_AFTER_S - 0.01
+    assert tracker.own_ends() == frozenset()
+    world.append("run_x", EventInput(type="StepCompleted", payload={"stepPath": "fan[b].s2"}))
+    now[0] += 0.02
+    tracker.catch_up()
+    assert tracker.own_ends() == frozenset()  # (folded just now)
+    now[0] += ADOPT_AFTER_S
+    assert tracker.own_ends() == {"fan[b]"}
+    world.append(
+        "run_x", EventInput(type="ParallelBranchCompleted", payload={"branchPath": "fan[b]"})
+    )
+    tracker.catch_up()
+    assert tracker.own_ends() == frozenset()
+
+
+def test_a_workers_look_takes_over_an_end_its_owner_left_unrecorded() -> None:
+    # A committed fan[a] and never looked (fast path off, as if it died right after its
+    # commit). B's look leaves the end to A at first; half a second on, it records it and
+    # refills its lane itself, without waiting for the scheduler's sweep.
+    from little_dist.fleet.run_tracker import ADOPT_AFTER_S
+
+    world, run_id = _fan_with_one_commit(["a", "b", "c", "d"])
+    now = [50.0]
+    tracker = RunTracker(world, run_id, clock=lambda: now[0])
+
+    def look() -> Advance:
+        return advance_run(
+            world, MemoryQueue(), _settings(), tracker, holder="b", keep=Keep(lambda _: True)
+        )
+
+    assert look().kept is None
+    assert _branches_scheduled(world, run_id) == ["fan[a]", "fan[b]"]
+    now[0] += ADOPT_AFTER_S
+    adopted = look()
+    assert adopted.kept is not None and adopted.kept.step_path == "fan[c].work"
+    ended = [e for e in world.list_events(run_id) if e.type == "ParallelBranchCompleted"]
+    assert [e.payload["branchPath"] for e in ended] == ["fan[a]"]
+
+
+def test_refills_in_lanes_meet_nobody_and_a_refill_another_holds_goes_to_its_queue() -> None:
     # Window 3: a, b, c in flight. Process Q commits b and looks on a log with only b's end:
-    # it refills b with d, which it keeps. Process P commits a and c and looks on a log with
-    # all three ends: d goes with a (P's), e with b (Q's: left), f with c. Q holds d, so P
-    # records its decision and decides again: the slot d would have filled is open, and P
-    # takes the branch it had left (e). Nothing goes through the broker.
+    # b's lane goes on with e, which Q keeps. Process P commits a and c and looks on a log
+    # with all three ends: it records a's and c's, whose lanes go on with d and f; b's is
+    # Q's. Nothing meets, nothing goes through the broker. Then a refill whose step lease
+    # another holder has (a look that saw another window, say) is recorded, not kept under
+    # a step lease: whoever holds the lease runs it or gives it back.
     from little_dist.runtime import execute_step_attempt
+    from little_dist.world.base import unique_holder
+    from little_dist.world.fleet_keys import step_lease_key
 
     world = MemoryWorld()
     settings = _settings()
@@ -1384,20 +1446,36 @@ def test_a_look_that_loses_its_refills_to_another_process_takes_the_branches_it_
             keep=Keep(lambda _: True, defer=True, want=3),
         )
 
+    def kept(advance: Advance) -> list[str]:
+        assert advance.kept is not None
+        return sorted([advance.kept.step_path, *(item.dispatch.step_path for item in advance.also)])
+
     q = RunTracker(world, run_id, keep_step_events=True)
     commit(q, "b")
     q_look = look(q, "q")
-    assert q_look.kept is not None and q_look.kept.step_path == "fan[d].work"
-    assert q_look.deferred  # b's end and d's schedule ride with d's first append
+    assert kept(q_look) == ["fan[e].work"]
+    assert q_look.deferred  # b's end and e's schedule ride with e's first append
 
     p = RunTracker(world, run_id, keep_step_events=True)
     commit(p, "a")
     commit(p, "c")
     p_look = look(p, "p")
-    assert p_look.kept is not None
-    taken = [p_look.kept.step_path, *(item.dispatch.step_path for item in p_look.also)]
-    assert sorted(taken) == ["fan[e].work", "fan[f].work"]
+    assert kept(p_look) == ["fan[d].work", "fan[f].work"]
     assert app.take() == []
+
+    # P commits d (its step lease given back: the attempt here runs without one); g, the
+    # next in d's lane, is leased by another holder.
+    assert p_look.kept_lease is not None
+    world.release_lease(p_look.kept_lease)
+    held = world.acquire_lease(step_lease_key(run_id, "fan[g].work"), unique_holder("o"), 30)
+    assert held is not None
+    commit(p, "d")
+    p_look = look(p, "p")
+    assert "fan[g]" in _branches_scheduled(world, run_id)
+    # Not kept under a step lease of P's: offered, as a task sent would be (P holds its
+    # dispatch lease), and its attempt finds the step busy while the other holder has it.
+    assert p_look.kept is not None and p_look.kept.step_path == "fan[g].work"
+    assert p_look.kept_lease is None and p_look.also == ()
 
 
 class CommitRecordingWorld(MemoryWorld):

@@ -100,10 +100,11 @@ backlog
     KEDA to scale workers on (:mod:`.worker_slots`).
 claims
     What a worker's look tells ``decide`` (:class:`~little_dist.scheduling.Claims`): the
-    branches whose ends its process committed (their refills are its own) and the branches
-    it left earlier. ``decide`` leaves every other refill out (:attr:`left
+    branches whose ends its process committed (it records those ends and schedules their
+    refills) and the branches it left earlier. ``decide`` leaves other processes' completed
+    branches to them and every other refill out (:attr:`left
     <little_dist.scheduling.Decision.left>`); the scheduler's and a client's looks decide
-    without claims and schedule everything.
+    without claims and record and schedule everything.
 commit
     The append that ends an attempt: fenced, releases the step lease in the same round trip,
     may take the next step's lease with it (a chain's next link) or write the output
@@ -131,6 +132,10 @@ inline
     An attempt a task runs after its own, in the same slot; bounded by
     ``LITTLE_WORKER_INLINE_STEPS``/``_SECONDS`` (then the slot yields if other work waits)
     and ``LITTLE_WORKER_INLINE_MAX_SECONDS``.
+lane
+    Under claims, branch ``i`` of a fan-out is in lane ``i`` modulo its window; a branch's
+    end is refilled with the next unscheduled branch of its lane, so two processes refilling
+    their own ends at once never choose the same branch (:class:`~little_dist.scheduling.Claims`).
 keep, kept
     A worker's look keeps an attempt of its roles instead of sending it: it leases the step
     before the attempt's ``StepScheduled`` is appended, so nobody else can run it.
@@ -144,9 +149,9 @@ offer
     Trying an attempt's dispatch lease (one Redis call); :class:`~.offers.Offers` remembers
     what this process offered lately so a look does not offer every waiting attempt again.
 refill
-    The branch a fan-out schedules in the slot a finished branch freed. The process whose
-    commit ended that branch runs its refill; other processes' looks leave it to it (see
-    *claims*, *left*).
+    The branch a fan-out schedules in the slot a finished branch freed: the next of its
+    *lane*. The process whose commit ended that branch records the end and runs its refill;
+    other processes' looks leave both to it (see *claims*, *left*).
 signal
     ``run=<id>`` added to the signal stream by an append (``XADD`` in the append script),
     read by the schedulers through a consumer group (:mod:`.signals`).

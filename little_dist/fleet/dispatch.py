@@ -298,10 +298,10 @@ class _Look:
         )
         self.dispatch_leases += sending
         if lost and self.retries < _RETRIES_AFTER_LOSS:
-            # Another process took refills this look chose for its own ends (that look, on
-            # another view of the log, paired them with its ends, which this look left to
-            # it): record the decision now and decide again, taking as many of the left
-            # branches as were lost.
+            # Another process took refills this look chose for its own ends (rare: refills
+            # go in lanes; a look without claims, or one that saw another window, chose
+            # otherwise): record the decision now and decide again, taking as many of the
+            # left branches as were lost.
             self.retries += 1
             self.retry = lost
         leased_now = False

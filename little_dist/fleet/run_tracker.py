@@ -15,7 +15,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Final, cast
 
@@ -79,6 +80,13 @@ def branch_paths(step_path: str) -> list[str]:
 
 BRANCH_END_TYPES: Final = frozenset({"ParallelBranchCompleted", "ParallelBranchFailed"})
 
+#: How long a branch another process completed may wait for that process to record its end
+#: before this process's looks take it over (seconds). The committing process looks within
+#: milliseconds of its commit; one that died, or whose look failed, would otherwise leave
+#: the end (and its lane's refill) to the scheduler's sweep, seconds later. Taken over too
+#: soon, the two only meet on the refill's step lease, which one of them gets.
+ADOPT_AFTER_S: Final = 0.5
+
 
 class RunTracker:
     """What this process keeps of one run: its folded state and :class:`RunContext`, brought
@@ -104,8 +112,10 @@ class RunTracker:
         max_branches_cap: int | None = None,
         keep_step_events: bool = False,
         window: FanoutWindow | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.world = world
+        self._clock = clock
         self.run_id = run_id
         self.versions = versions if versions is not None else VersionCache()
         self.max_branches_cap = max_branches_cap
@@ -153,6 +163,10 @@ class RunTracker:
         # Branch paths (``fan[k]``) in which this process recorded a StepCompleted whose
         # branch end is not folded yet: their refills are this process's (own_ends).
         self._own_ends: set[str] = set()
+        # Branch paths in which a StepCompleted was folded whose branch end is not folded yet,
+        # with when the last such was folded (this clock): another process's, once older
+        # than ADOPT_AFTER_S, are adopted (own_ends).
+        self._completing: dict[str, float] = {}
         # The last sequence a look of this process had folded when it decided (looked_past).
         self._looked_through = 0
         # (type, recordedAt) of the last event folded: the read after it checks the log
@@ -278,7 +292,9 @@ class RunTracker:
             self._step_events = {}
         self._undecoded = []
         self._ahead.clear()
-        self._own_ends.clear()
+        self._completing.clear()
+        # (own_ends stay: they say what this process committed, not what it folded; an end
+        # folded again drops out as before, and one forgotten here would wait for a sweep)
         self._looked_through = 0
         self.offers.clear()
         self._version_id = None
@@ -428,10 +444,16 @@ class RunTracker:
 
     def own_ends(self) -> frozenset[str]:
         """The branches in which this process committed a step whose branch end is not folded
-        yet: the refills of their ends are this process's (``Claims.own_ends``; forgotten
-        once the end is folded)."""
+        yet: their ends and refills are this process's (``Claims.own_ends``; forgotten once
+        the end is folded). With them, the branches in which another process's commit was
+        folded :data:`ADOPT_AFTER_S` ago or more and whose end nobody has recorded since:
+        adopted, in case that process will not look (it died, or its look failed)."""
         with self._lock:
-            return frozenset(self._own_ends)
+            if not self._completing:
+                return frozenset(self._own_ends)
+            due = self._clock() - ADOPT_AFTER_S
+            adopted = [path for path, seen in self._completing.items() if seen <= due]
+            return frozenset(self._own_ends.union(adopted) if adopted else self._own_ends)
 
     def _fold_next(self, events: Sequence[Event | UndecodedEvent]) -> None:
         """Fold the run of ``events`` that continues the folded sequence without a gap.
@@ -463,6 +485,7 @@ class RunTracker:
         if not events:
             return
         changed = False
+        now: float | None = None
         foldable: list[EventLike] = []
         for event in events:
             payload: dict[str, Any]
@@ -504,8 +527,18 @@ class RunTracker:
                 changed = True
             elif kind in APPROVAL_TYPES:
                 self.approvals.note(event, payload)
-            elif kind in BRANCH_END_TYPES and self._own_ends:
-                self._own_ends.discard(payload.get("branchPath"))
+            elif kind == "StepCompleted":
+                path = payload.get("stepPath")
+                if isinstance(path, str) and "]" in path:
+                    if now is None:
+                        now = self._clock()
+                    for branch in branch_paths(path):
+                        self._completing[branch] = now
+            elif kind in BRANCH_END_TYPES:
+                ended = payload.get("branchPath")
+                if isinstance(ended, str):
+                    self._completing.pop(ended, None)
+                    self._own_ends.discard(ended)
             if self._step_events is not None:
                 path = payload.get("stepPath")
                 if isinstance(path, str):

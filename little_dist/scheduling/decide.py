@@ -9,9 +9,10 @@ failed for good ends the run: ``RunCompleted{workflowVersionId, output, outputRe
 terminalStepPath}`` — the terminal step's output, validated against the workflow output
 schema — or ``RunFailed{workflowVersionId, error}``; both with occurrence id ``run-end``.
 
-With :class:`~little_dist.scheduling.types.Claims` (a fleet worker's look), the refills
-another owner holds are left out, and the decision says which attempt its events may ride
-with (:attr:`Decision.rider`): what runs next is decided here, and the caller applies it.
+With :class:`~little_dist.scheduling.types.Claims` (a fleet worker's look), the branch ends
+and refills another owner holds are left out, refills go in lanes, and the decision says
+which attempt its events may ride with (:attr:`Decision.rider`): what runs next is decided
+here, and the caller applies it.
 
 Pure and deterministic: the same state (and claims) gives the same events with the same
 occurrence ids.

@@ -10,7 +10,8 @@ since the last one (plus C-level passes over the in-flight branches and the reco
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from bisect import bisect_left
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import chain, compress, count
 from operator import is_not, itemgetter
@@ -76,6 +77,8 @@ class Tally:
     # The branches whose end this call recorded, in the order it recorded them (branch
     # order): the slots the call's new branches refill (see ``Claims``).
     ended: list[str] = field(default_factory=list)
+    #: Their branch indices.
+    ended_at: list[int] = field(default_factory=list)
     # With the cache: the walk whose recorded failures are not in results yet, and the memo
     # that may hold the results of branches completed by earlier calls.
     recorded: Walk | None = None
@@ -118,31 +121,46 @@ class Tally:
 
 
 def _advance(
-    env: Env, group: Group, branch: Branch, result: BranchResult | None, tally: Tally
+    env: Env,
+    group: Group,
+    branch: Branch,
+    result: BranchResult | None,
+    tally: Tally,
+    *,
+    quiet: bool = False,
 ) -> None:
-    if result is None:
+    """Count a driven branch: in flight, or ended (recorded). ``quiet``: its drive emitted
+    nothing (what ended it, if anything, is in the log: a commit)."""
+    if result is None or (
+        # Under claims, a branch another owner's commit completed is that owner's to record
+        # and refill (its lane's next branch): in flight until then. (One this call's own
+        # events completed, deciding a step inline, say, is nobody else's.)
+        quiet
+        and result.completed
+        and env.claims is not None
+        and branch.branch_path not in env.claims.own_ends
+    ):
         tally.in_flight += 1
     else:
         record_branch_end(env, group, branch, result)
         tally.ended.append(branch.branch_path)
+        tally.ended_at.append(branch.index)
         tally.settle(result)
 
 
 def _schedule(
     env: Env,
     group: Group,
-    unscheduled: Iterable[Branch],
+    unscheduled: list[int],
     tally: Tally,
     memo: _Memo | None,
-    waiting: int,
+    active: list[int],
 ) -> None:
-    """Schedule unscheduled branches in item order while below ``maxConcurrency`` (and the
-    engine's ``max_in_flight``). ``waiting``: how many branches ``unscheduled`` holds; the
-    ones ``max_in_flight`` alone keeps back are counted in ``env.held_back``.
-
-    Under ``env.claims``, a branch another owner holds (see
-    :class:`~little_dist.scheduling.types.Claims`) is left: not recorded, not driven, counted
-    in flight (its owner schedules it) and in ``env.left``.
+    """Schedule unscheduled branches (``unscheduled``: their ascending indices) while below
+    ``maxConcurrency`` (and the engine's ``max_in_flight``): in item order, or under
+    ``env.claims`` in lanes (:func:`_claimed`). ``active``: the indices of the branches the
+    state has in flight. The branches ``max_in_flight`` alone keeps back are counted in
+    ``env.held_back``.
     """
     config = group.step.parallel
     assert config is not None
@@ -150,25 +168,22 @@ def _schedule(
     declared = config.max_concurrency
     cap = env.ctx.max_in_flight
     window = declared if cap is None or cap >= declared else max(cap, 1)
-    claims = env.claims
-    ends = tally.ended
-    ended = len(ends)  # (branches scheduled and ended below free no slot of an owner's)
-    paired = 0
+    chosen: Iterable[tuple[int, bool]] = (
+        ((index, False) for index in unscheduled)
+        if env.claims is None
+        else _claimed(env, group, unscheduled, tally, window, active)
+    )
     scheduled = 0
-    for branch in unscheduled:
+    branches = group.branches
+    for index, theirs in chosen:
         if tally.stopped(fail_fast=fail_fast) or tally.in_flight >= window:
             break
         scheduled += 1
-        if claims is not None:
-            if branch.branch_path in claims.left:
-                theirs = True
-            else:
-                theirs = paired < ended and ends[paired] not in claims.own_ends
-                paired += 1
-            if theirs:
-                env.left.append(branch.branch_path)
-                tally.in_flight += 1
-                continue
+        branch = branches[index]
+        if theirs:
+            env.left.append(branch.branch_path)
+            tally.in_flight += 1
+            continue
         env.emit(
             "ParallelBranchScheduled",
             {
@@ -183,24 +198,94 @@ def _schedule(
         _advance(env, group, branch, _drive(env, group, branch, memo, record=False), tally)
     if window < declared and not tally.stopped(fail_fast=fail_fast):
         room = declared - max(tally.in_flight, window)
-        env.held_back += max(0, min(waiting - scheduled, room))
+        env.held_back += max(0, min(len(unscheduled) - scheduled, room))
+
+
+def _claimed(
+    env: Env,
+    group: Group,
+    unscheduled: list[int],
+    tally: Tally,
+    window: int,
+    active: list[int],
+) -> Iterator[tuple[int, bool]]:
+    """Under claims, the branches to schedule in turn, each with whether it is another
+    owner's (left: see :class:`~little_dist.scheduling.types.Claims`).
+
+    Branch ``i`` is in lane ``i mod window``, and the end of a branch is refilled with the
+    next unscheduled branch of its lane (:func:`_lane_refill`), so processes refilling their
+    own ends at once choose different branches whatever else their views of the log hold (in
+    item order, both would choose the lowest unscheduled). In turn: the branches an earlier
+    round of the caller left, still unscheduled (theirs); each end this call records, refilled
+    in its lane (the end's owner's); then room an earlier decision left (anyone's), in item
+    order among the lanes with nothing in flight.
+    """
+    claims = env.claims
+    assert claims is not None
+    branches = group.branches
+    taken: set[int] = set()
+    if claims.left:
+        for index in unscheduled:  # (left branches are refills: near the lowest unscheduled)
+            if branches[index].branch_path in claims.left:
+                taken.add(index)
+                yield index, True
+                if len(taken) == len(claims.left):
+                    break
+    for path, at in list(zip(tally.ended, tally.ended_at, strict=True)):
+        refill = _lane_refill(unscheduled, at, window, taken)
+        if refill is not None:  # (else its lane is done: the room is anyone's)
+            taken.add(refill)
+            yield refill, path not in claims.own_ends
+    ended = set(tally.ended_at)
+    busy = {index % window for index in active if index not in ended}
+    busy.update(index % window for index in taken)
+    seen: set[int] = set()
+    for index in unscheduled:  # (each lane's lowest unscheduled branch, until all are seen)
+        lane = index % window
+        if lane in seen:
+            continue
+        seen.add(lane)
+        if lane not in busy:
+            busy.add(lane)
+            yield index, False
+        if len(seen) == window or len(busy) == window:
+            return
+
+
+def _lane_refill(unscheduled: list[int], ended: int, window: int, taken: set[int]) -> int | None:
+    """The first unscheduled branch after branch ``ended`` in its lane (indices equal modulo
+    ``window``) and not ``taken``; ``None`` if there is none."""
+    candidate = ended + window
+    while True:
+        at = bisect_left(unscheduled, candidate)
+        if at == len(unscheduled):
+            return None
+        found = unscheduled[at]
+        step = (ended - found) % window
+        if step == 0 and found not in taken:
+            return found
+        candidate = found + (step or window)
 
 
 def walk_all(env: Env, group: Group, recorded: Mapping[str, Any]) -> Tally:
     """Every branch, every call: the reference walk (``RunContext.memoize`` off)."""
     tally = Tally()
-    unscheduled: list[Branch] = []
+    unscheduled: list[int] = []
+    active: list[int] = []
     for branch in group.branches:
         known = recorded.get(branch.branch_path)
         if known is None:
-            unscheduled.append(branch)
+            unscheduled.append(branch.index)
         elif known.status == "failed":
             tally.settle(BranchResult(branch.index, branch.item_key, False, error=known.error))
         elif known.status == "completed":
             tally.settled += 1
         else:
-            _advance(env, group, branch, _drive(env, group, branch, None), tally)
-    _schedule(env, group, unscheduled, tally, None, len(unscheduled))
+            active.append(branch.index)
+            emits = env.emit_calls
+            result = _drive(env, group, branch, None)
+            _advance(env, group, branch, result, tally, quiet=env.emit_calls == emits)
+    _schedule(env, group, unscheduled, tally, None, active)
     return tally
 
 
@@ -230,7 +315,9 @@ def _replay_active(
     if len(active) < 2:  # nothing to gain from the table
         for index in active:
             branch = group.branches[index]
-            _advance(env, group, branch, _drive(env, group, branch, memo), tally)
+            emits = env.emit_calls
+            result = _drive(env, group, branch, memo)
+            _advance(env, group, branch, result, tally, quiet=env.emit_calls == emits)
         return
     cache = memo[0]
     paths, views, dispatches = cache.gather(table, active)
@@ -246,11 +333,12 @@ def _replay_active(
             extend(chain.from_iterable(dispatches[start:position]))
             tally.in_flight += position - start
         branch = branches[active[position]]
+        emits = env.emit_calls
         if views[position] is NEVER:  # no fast entry: maybe a memo of several paths
             result = _drive(env, group, branch, memo)
         else:
             result = _drive_recorded(env, group, branch, memo)
-        _advance(env, group, branch, result, tally)
+        _advance(env, group, branch, result, tally, quiet=env.emit_calls == emits)
         start = position + 1
     if start < len(active):
         extend(chain.from_iterable(dispatches[start:]))
@@ -261,7 +349,6 @@ def walk_changed(env: Env, group: Group, cache: GroupCache, recorded_group: Any)
     """The same walk over the cache's sorted records: only in-flight branches are visited
     (replayed when unchanged); recorded failures are read from the sorted lists."""
     walk = cache.walk_for(recorded_group)
-    branches = group.branches
     tally = Tally()
     key = cache.key_for(group.step, group.extra)
     table = cache.table_for(key)
@@ -278,13 +365,6 @@ def walk_changed(env: Env, group: Group, cache: GroupCache, recorded_group: Any)
     if walk.terminal and (tally.fatal is None or walk.terminal[0] < tally.fatal_at):
         tally.fatal_at = walk.terminal[0]
         tally.fatal = walk.failures[tally.fatal_at].error
-    _schedule(
-        env,
-        group,
-        (branches[i] for i in walk.unscheduled),
-        tally,
-        (cache, key),
-        len(walk.unscheduled),
-    )
+    _schedule(env, group, walk.unscheduled, tally, (cache, key), walk.active)
     cache.hint = tuple(tally.results)
     return tally

@@ -114,22 +114,32 @@ class StepDispatch:
 
 @dataclass(frozen=True)
 class Claims:
-    """Which refills belong to another owner: ``decide`` leaves them out for it.
+    """Which branch ends and refills belong to another owner: ``decide`` leaves them to it.
 
-    A parallel step refills the slot each branch end frees with the next unscheduled branch.
-    When several processes decide on the same run, each refill is the business of the process
-    whose commit ended the branch (it runs the refill in the slot that freed it): the others
-    neither record nor dispatch it, and count it as in flight, so that they schedule nothing
-    in its place.
+    A parallel step refills the slot each branch end frees. When several processes decide on
+    the same run, each end and its refill are the business of the process whose commit ended
+    the branch (it runs the refill in the slot that freed it). So that processes refilling
+    their own ends at once choose different branches whatever else their views of the log
+    hold, the refill is the next branch of the end's *lane*: branch ``i`` is in lane ``i``
+    modulo the window (``maxConcurrency``, or ``RunContext.max_in_flight`` when lower), and
+    each lane holds one branch in flight at a time. In item order, two looks would both
+    choose the lowest unscheduled branch.
 
-    - ``own_ends``: the branches (``fan[a]``, nested ones too) whose end the caller refills.
-      Within a parallel group, the i-th branch a decision schedules goes with the i-th end it
-      records (both in branch order); if that end is not in ``own_ends``, the branch is left.
-      A branch beyond the ends fills room an earlier decision left and is anyone's.
-    - ``left``: branches an earlier decision of the same caller left, left again while they
-      are unscheduled (and not paired with an end).
+    - ``own_ends``: the branches (``fan[a]``, nested ones too) whose end the caller records
+      and refills. A branch that another owner completed is not recorded: it counts in flight
+      until its owner records it. A branch that failed is recorded by anyone (it decides
+      whether the fan-out stops); if not the caller's, its refill is left.
+    - ``left``: branches an earlier round of the same look left, left again while they are
+      unscheduled.
 
-    ``decide`` without claims leaves nothing (every refill is the caller's).
+    Room that no end in the call frees (the window grew, a lane ran out of branches, a refill
+    was left and its owner's end is recorded) is anyone's: filled in item order in the lanes
+    with nothing in flight. An end that nobody claims (its process died, or its look failed)
+    is adopted by another worker's looks after a while (the fleet's run tracker says which
+    in ``own_ends``), or recorded by a look without claims: the scheduler's sweep.
+
+    ``decide`` without claims leaves nothing and schedules in item order (every refill is
+    the caller's).
     """
 
     own_ends: Set[str] = frozenset()
