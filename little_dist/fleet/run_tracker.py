@@ -449,11 +449,13 @@ class RunTracker:
         folded :data:`ADOPT_AFTER_S` ago or more and whose end nobody has recorded since:
         adopted, in case that process will not look (it died, or its look failed)."""
         with self._lock:
-            if not self._completing:
+            completing = self._completing
+            # (oldest first: nothing to adopt unless the first is due)
+            if not completing or next(iter(completing.values())) > self._clock() - ADOPT_AFTER_S:
                 return frozenset(self._own_ends)
             due = self._clock() - ADOPT_AFTER_S
-            adopted = [path for path, seen in self._completing.items() if seen <= due]
-            return frozenset(self._own_ends.union(adopted) if adopted else self._own_ends)
+            adopted = [path for path, seen in completing.items() if seen <= due]
+            return frozenset(self._own_ends.union(adopted))
 
     def _fold_next(self, events: Sequence[Event | UndecodedEvent]) -> None:
         """Fold the run of ``events`` that continues the folded sequence without a gap.
@@ -533,6 +535,7 @@ class RunTracker:
                     if now is None:
                         now = self._clock()
                     for branch in branch_paths(path):
+                        self._completing.pop(branch, None)  # (kept oldest first)
                         self._completing[branch] = now
             elif kind in BRANCH_END_TYPES:
                 ended = payload.get("branchPath")

@@ -168,16 +168,20 @@ def _schedule(
     declared = config.max_concurrency
     cap = env.ctx.max_in_flight
     window = declared if cap is None or cap >= declared else max(cap, 1)
-    chosen: Iterable[tuple[int, bool]] = (
+    chosen: Iterator[tuple[int, bool]] = (
         ((index, False) for index in unscheduled)
         if env.claims is None
         else _claimed(env, group, unscheduled, tally, window, active)
     )
     scheduled = 0
     branches = group.branches
-    for index, theirs in chosen:
-        if tally.stopped(fail_fast=fail_fast) or tally.in_flight >= window:
+    # (the next branch is asked for only while there is room: _claimed's last part, the
+    # room an earlier decision left, costs a pass over the lanes in flight)
+    while not tally.stopped(fail_fast=fail_fast) and tally.in_flight < window:
+        found = next(chosen, None)
+        if found is None:
             break
+        index, theirs = found
         scheduled += 1
         branch = branches[index]
         if theirs:
