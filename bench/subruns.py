@@ -17,8 +17,9 @@ needs (about a second of CPU, once per process), which is no cost of a sub-run.
 
 * **direct**: ``Client.submit_many`` of N runs of ``sub.kid`` (two ``tool.call`` steps, no
   sleep), waited for to their ends: runs per second from the submit to the last end;
-* **sub-runs**: one run of ``sub.boss`` whose scripted model calls the ``sub.kid`` tool N
-  times in one turn (scenario ``bench``, N = 1000): the parent's attempt starts the N
+* **sub-runs**: one run of ``sub.boss`` whose scripted model calls the ``sub.kid_bulk`` tool
+  (``sub.kid`` under workflow budgets of 1,000 at once) N times in one turn (scenario
+  ``bench``, N = 1000): the parent's attempt starts the N
   children on the fleet and suspends; the scheduler records each child's end in the
   parent's log; the resumed attempt takes the N results and the model answers. Sub-runs
   per second from the parent's submit to its completion (and, beside it, to the last

@@ -14,7 +14,8 @@
   tool results it answers :data:`DONE`. ``slow_tool`` sleeps (a parent's worker can be
   killed while its attempt is in it, after a child was started). ``sub.kid_paced`` is
   ``kid`` again under upstream's workflow budgets of one run at a time and one waiting
-  (``max_concurrent_workflow_runs=1``, ``max_queued_workflow_runs=1``).
+  (``max_concurrent_workflow_runs=1``, ``max_queued_workflow_runs=1``), and ``sub.kid_bulk``
+  is ``kid`` for the bench's turn of 1,000 calls, all run at once.
 
 The boss's script is installed at import when ``$LITTLE_SUBRUN_APP_SCRIPT`` is set (the test
 fleet's workers), with rules that look at the request (not at their order): a worker that
@@ -52,6 +53,10 @@ SCRIPT_ENV = "LITTLE_SUBRUN_APP_SCRIPT"
 DONE = "all children answered"
 KID_TOOL = "sub__kid"  # the wire name of the sub.kid tool
 PACED_TOOL = "sub__kid_paced"
+BULK_TOOL = "sub__kid_bulk"
+#: Children ``sub.kid_bulk`` lets one turn run at once (upstream's workflow budgets default to
+#: 10 at once and 100 waiting: the bench's turn starts 1,000).
+BULK_CHILDREN = 1000
 
 
 def _kid(n: int, sleep: float) -> tuple[str, dict[str, Any]]:
@@ -66,7 +71,7 @@ SCENARIOS: dict[str, list[tuple[str, dict[str, Any]]]] = {
     "late": [_kid(n, 20.0) for n in range(1, 4)],  # (outlives a parent's deadline)
     "before-suspend": [_kid(1, 0.2), ("slow_tool", {"seconds": 8.0})],
     "fail": [_kid(1, 0.1), _kid(-1, 0.1)],
-    "bench": [_kid(n, 0.0) for n in range(1, 1001)],
+    "bench": [(BULK_TOOL, {"n": n, "sleep": 0.0}) for n in range(1, BULK_CHILDREN + 1)],
     "paced": [(PACED_TOOL, {"n": n, "sleep": 0.5}) for n in range(1, 4)],
 }
 
@@ -174,6 +179,7 @@ boss = define_workflow(
         as_tool(
             kid, name="sub.kid_paced", max_concurrent_workflow_runs=1, max_queued_workflow_runs=1
         ),
+        as_tool(kid, name="sub.kid_bulk", max_concurrent_workflow_runs=BULK_CHILDREN),
         slow_tool,
     ],
     plan={
@@ -182,7 +188,10 @@ boss = define_workflow(
         "metadata": {"name": "sub.boss", "version": "1.0.0"},
         "input": {"schema": _BOSS_IN},
         "output": {"schema": {"type": "string"}},
-        "permissions": {"models": ["boss"], "tools": ["sub.kid", "sub.kid_paced", "slow_tool"]},
+        "permissions": {
+            "models": ["boss"],
+            "tools": ["sub.kid", "sub.kid_paced", "sub.kid_bulk", "slow_tool"],
+        },
         "steps": [
             {
                 "id": "boss",
