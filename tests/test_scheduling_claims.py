@@ -120,6 +120,38 @@ def test_an_end_that_failed_is_recorded_by_anyone_and_its_refill_left_to_its_own
     assert branches(decision) == []
 
 
+@pytest.mark.parametrize("memoize", [True, False])
+def test_the_look_after_the_last_commit_ends_the_group_whoever_committed(memoize: bool) -> None:
+    # c and d are the last branches (their lanes have nothing after them). P commits c and
+    # decides before Q's commit of d; Q commits d and decides on a view with both commits,
+    # before P's decision is appended. Nothing can be refilled, so Q records c's end as well
+    # as its own and ends the group: no look has to wait for the other's.
+    sim = fan_sim("abcd", window=2, first_window=2, memoize=memoize)
+    sim.decide()
+    for branch in "ab":
+        dispatch = sim.outstanding.pop((f"p[{branch}].score", 1))
+        sim.start(dispatch)
+        sim.finish(dispatch, echo_worker(sim, dispatch, None))
+    refills = decide(sim.ctx, sim.state, Claims(own_ends=frozenset({"p[a]", "p[b]"})))
+    assert branches(refills) == ["p[c]", "p[d]"]
+    sim.append(list(refills.events))
+    c, d = (
+        StepDispatch("run_sim", f"p[{k}].score", "score", 1, "worker", "execute_step") for k in "cd"
+    )
+    for dispatch in (c, d):
+        sim.start(dispatch)
+    sim.finish(c, echo_worker(sim, c, None))
+    by_p = decide(sim.ctx, sim.state, Claims(own_ends=frozenset({"p[c]"})))
+    assert ended_by(by_p) == ["p[c]"]
+    sim.finish(d, echo_worker(sim, d, None))
+    by_q = decide(sim.ctx, sim.state, Claims(own_ends=frozenset({"p[d]"})))
+    assert ended_by(by_q) == ["p[c]", "p[d]"]
+    assert "ParallelGroupCompleted" in [e.type for e in by_q.events]
+    sim.append(list(by_p.events))
+    sim.append(list(by_q.events))
+    assert decide(sim.ctx, sim.state).done
+
+
 def test_a_branch_the_decision_itself_completes_is_recorded_by_any_look() -> None:
     # Another process committed a's score; the decision settles a's route inline (to the
     # end of the branch): the branch ends by this call's own events, so this look records it

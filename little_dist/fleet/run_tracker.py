@@ -161,7 +161,7 @@ class RunTracker:
         # Recorded events past the first gap in what was folded, by sequence.
         self._ahead: dict[int, Event | UndecodedEvent] = {}
         # Branch paths (``fan[k]``) in which this process recorded a StepCompleted whose
-        # branch end is not folded yet: their refills are this process's (own_ends).
+        # branch end is not folded yet: their ends and refills are this process's (own_ends).
         self._own_ends: set[str] = set()
         # Branch paths in which a StepCompleted was folded whose branch end is not folded yet,
         # with when the last such was folded (this clock): another process's, once older

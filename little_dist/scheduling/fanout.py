@@ -11,7 +11,8 @@ since the last one (plus C-level passes over the in-flight branches and the reco
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from itertools import chain, compress, count
 from operator import is_not, itemgetter
@@ -79,6 +80,8 @@ class Tally:
     ended: list[str] = field(default_factory=list)
     #: Their branch indices.
     ended_at: list[int] = field(default_factory=list)
+    #: Under claims: whether a branch another owner completed is left to it (:func:`_leaving`).
+    leave: Callable[[Branch], bool] | None = None
     # With the cache: the walk whose recorded failures are not in results yet, and the memo
     # that may hold the results of branches completed by earlier calls.
     recorded: Walk | None = None
@@ -135,10 +138,7 @@ def _advance(
         # Under claims, a branch another owner's commit completed is that owner's to record
         # and refill (its lane's next branch): in flight until then. (One this call's own
         # events completed, deciding a step inline, say, is nobody else's.)
-        quiet
-        and result.completed
-        and env.claims is not None
-        and branch.branch_path not in env.claims.own_ends
+        quiet and result.completed and tally.leave is not None and tally.leave(branch)
     ):
         tally.in_flight += 1
     else:
@@ -146,6 +146,39 @@ def _advance(
         tally.ended.append(branch.branch_path)
         tally.ended_at.append(branch.index)
         tally.settle(result)
+
+
+def _window(env: Env, group: Group) -> int:
+    """How many of the group's branches may be in flight: its ``maxConcurrency``, or the
+    engine's ``max_in_flight`` when lower."""
+    config = group.step.parallel
+    assert config is not None
+    declared = config.max_concurrency
+    cap = env.ctx.max_in_flight
+    return declared if cap is None or cap >= declared else max(cap, 1)
+
+
+def _leaving(env: Env, group: Group, unscheduled: list[int]) -> Callable[[Branch], bool] | None:
+    """Under claims, which completed branches this call leaves to their owners: those another
+    owner's commit completed whose lane has a next branch to refill it with. One whose lane
+    is done is recorded by any look: nothing can be chosen twice for it, and the look after
+    the last commit (which sees every commit) must be able to end the group."""
+    claims = env.claims
+    if claims is None or not unscheduled:
+        return None
+    own = claims.own_ends
+    window = _window(env, group)
+
+    def leave(branch: Branch) -> bool:
+        return (
+            branch.branch_path not in own
+            and _lane_refill(unscheduled, branch.index, window, _NONE_TAKEN) is not None
+        )
+
+    return leave
+
+
+_NONE_TAKEN: frozenset[int] = frozenset()
 
 
 def _schedule(
@@ -166,8 +199,7 @@ def _schedule(
     assert config is not None
     fail_fast = config.failure_mode == "fail_fast"
     declared = config.max_concurrency
-    cap = env.ctx.max_in_flight
-    window = declared if cap is None or cap >= declared else max(cap, 1)
+    window = _window(env, group)
     chosen: Iterator[tuple[int, bool]] = (
         ((index, False) for index in unscheduled)
         if env.claims is None
@@ -256,7 +288,9 @@ def _claimed(
             return
 
 
-def _lane_refill(unscheduled: list[int], ended: int, window: int, taken: set[int]) -> int | None:
+def _lane_refill(
+    unscheduled: list[int], ended: int, window: int, taken: AbstractSet[int]
+) -> int | None:
     """The first unscheduled branch after branch ``ended`` in its lane (indices equal modulo
     ``window``) and not ``taken``; ``None`` if there is none."""
     candidate = ended + window
@@ -274,15 +308,17 @@ def _lane_refill(unscheduled: list[int], ended: int, window: int, taken: set[int
 def walk_all(env: Env, group: Group, recorded: Mapping[str, Any]) -> Tally:
     """Every branch, every call: the reference walk (``RunContext.memoize`` off)."""
     tally = Tally()
-    unscheduled: list[int] = []
+    branches = group.branches
+    known = [recorded.get(branch.branch_path) for branch in branches]
+    unscheduled = [b.index for b, record in zip(branches, known, strict=True) if record is None]
+    tally.leave = _leaving(env, group, unscheduled)
     active: list[int] = []
-    for branch in group.branches:
-        known = recorded.get(branch.branch_path)
-        if known is None:
-            unscheduled.append(branch.index)
-        elif known.status == "failed":
-            tally.settle(BranchResult(branch.index, branch.item_key, False, error=known.error))
-        elif known.status == "completed":
+    for branch, record in zip(branches, known, strict=True):
+        if record is None:
+            continue
+        if record.status == "failed":
+            tally.settle(BranchResult(branch.index, branch.item_key, False, error=record.error))
+        elif record.status == "completed":
             tally.settled += 1
         else:
             active.append(branch.index)
@@ -353,7 +389,7 @@ def walk_changed(env: Env, group: Group, cache: GroupCache, recorded_group: Any)
     """The same walk over the cache's sorted records: only in-flight branches are visited
     (replayed when unchanged); recorded failures are read from the sorted lists."""
     walk = cache.walk_for(recorded_group)
-    tally = Tally()
+    tally = Tally(leave=_leaving(env, group, walk.unscheduled))
     key = cache.key_for(group.step, group.extra)
     table = cache.table_for(key)
     _replay_active(env, group, walk.active, (cache, key), table, tally)

@@ -126,9 +126,12 @@ class Claims:
     choose the lowest unscheduled branch.
 
     - ``own_ends``: the branches (``fan[a]``, nested ones too) whose end the caller records
-      and refills. A branch that another owner completed is not recorded: it counts in flight
-      until its owner records it. A branch that failed is recorded by anyone (it decides
-      whether the fan-out stops); if not the caller's, its refill is left.
+      and refills. A branch that another owner completed is not recorded while its lane has
+      a branch to refill it with: it counts in flight until its owner records it. Any look
+      records the rest: a branch that failed (it decides whether the fan-out stops; if not
+      the caller's, its refill is left), a branch whose lane is done (nothing to choose: the
+      look after the last commit, which sees every commit, ends the group), and a branch the
+      call's own events completed.
     - ``left``: branches an earlier round of the same look left, left again while they are
       unscheduled.
 
